@@ -1,0 +1,1 @@
+//! A local emulator of the GKE REST API, faithful to the published API.

@@ -1,0 +1,19 @@
+//! gkq: a declarative reconciler for AI training capacity on GKE.
+//!
+//! The data flows through the modules in this order:
+//!
+//! ```text
+//! spec      what the user wrote (YAML/TOML, overlays, variables) with source spans
+//! model     validated DesiredState: GKE requests and Kubernetes objects (pure data)
+//! placement Kueue's flavor assignment, predicted from queues, quotas and usage (pure)
+//! gke       GKE REST client and credentials (I/O)
+//! emulator  a faithful local stand-in for the GKE REST API (I/O)
+//! ```
+//!
+//! Everything before `gke` is pure: functions over plain data, tested without I/O.
+
+pub mod emulator;
+pub mod gke;
+pub mod model;
+pub mod placement;
+pub mod spec;

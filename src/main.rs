@@ -1,0 +1,3 @@
+fn main() {
+    println!("gkq {}", env!("CARGO_PKG_VERSION"));
+}

@@ -1,0 +1,1 @@
+//! The desired state: validated, rendered GKE requests and Kubernetes objects.

@@ -1,0 +1,1 @@
+//! Kueue's flavor assignment, reproduced as a pure function.

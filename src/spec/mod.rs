@@ -1,0 +1,1 @@
+//! The spec: what the user wrote, parsed with source locations.
