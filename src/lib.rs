@@ -12,6 +12,7 @@
 //!
 //! Everything before `gke` is pure: functions over plain data, tested without I/O.
 
+pub mod cli;
 pub mod emulator;
 pub mod gke;
 pub mod model;

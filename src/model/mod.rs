@@ -1,12 +1,23 @@
 //! The desired state: validated, rendered GKE requests and Kubernetes objects.
 //!
 //! `DesiredState` is what `gkq render` prints and what the plan compares with live state. It holds
-//! no source spans and does no I/O.
+//! no source spans and does no I/O: [`build`] turns a loaded spec into it, after
+//! [`validate::validate`] has found every problem.
+
+pub mod gke;
+pub mod jobs;
+pub mod kueue;
+pub mod quantity;
+pub mod validate;
+
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::gke::ClusterRef;
+use crate::spec::types::{InstallMode, Quantity as SpecQuantity, Spec};
+use crate::spec::{Diagnostics, Loaded};
 
 /// Label (Kubernetes) and resource label (GKE) that mark what gkq owns.
 pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
@@ -23,6 +34,8 @@ pub const FIELD_MANAGER: &str = "gkq";
 #[serde(rename_all = "camelCase")]
 pub struct DesiredState {
     pub gke: GkeDesired,
+    /// How Kueue itself is installed.
+    pub kueue: KueueInstall,
     /// Kubernetes objects with apiVersion, kind and metadata, in dependency order.
     pub kubernetes: Vec<Value>,
 }
@@ -41,4 +54,157 @@ pub struct GkeDesired {
     /// Whether the spec allows `gkq destroy` to delete the cluster.
     #[serde(default)]
     pub deletion_protection: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KueueInstall {
+    pub version: String,
+    pub mode: InstallMode,
+    /// Release manifests (URL, file or directory).
+    pub manifests: String,
+    pub feature_gates: BTreeMap<String, bool>,
+}
+
+impl KueueInstall {
+    pub fn default_manifests(version: &str) -> String {
+        format!(
+            "https://github.com/kubernetes-sigs/kueue/releases/download/{version}/manifests.yaml"
+        )
+    }
+}
+
+/// Kubernetes metadata with gkq's ownership labels.
+pub fn k8s_meta(spec: &Spec, name: &str, namespace: Option<&str>) -> Value {
+    let mut meta = json!({
+        "name": name,
+        "labels": {
+            MANAGED_BY_LABEL: MANAGED_BY_VALUE,
+            STACK_LABEL: spec.cluster.name,
+        },
+    });
+    if let Some(ns) = namespace {
+        meta["namespace"] = json!(ns);
+    }
+    meta
+}
+
+/// A quota as Kueue's CRD takes it: integers stay integers (as the seed writes them).
+pub fn quantity_json(q: &SpecQuantity) -> Value {
+    match q {
+        SpecQuantity::Int(i) => json!(i),
+        SpecQuantity::Text(t) => json!(t),
+    }
+}
+
+/// A container resource as Kubernetes writes it: always a string.
+pub fn quantity_string(q: &SpecQuantity) -> String {
+    q.as_text()
+}
+
+/// Validates the loaded spec and renders its desired state. Returns the diagnostics in both cases
+/// (warnings and notes when it succeeds).
+pub fn build(loaded: &Loaded) -> (Option<DesiredState>, Diagnostics) {
+    let mut diags = loaded.diagnostics.clone();
+    diags.extend(validate::validate(loaded));
+    if diags.has_errors() {
+        return (None, diags.sorted());
+    }
+    (Some(render(&loaded.spec, &loaded.files)), diags.sorted())
+}
+
+/// Renders a validated spec.
+pub fn render(spec: &Spec, files: &BTreeMap<String, String>) -> DesiredState {
+    let cluster_ref = ClusterRef {
+        project: spec.project.clone(),
+        location: spec.location.clone(),
+        cluster: spec.cluster.name.clone(),
+    };
+    let gke = GkeDesired {
+        cluster_ref,
+        cluster: gke::cluster_body(spec),
+        node_pools: spec
+            .node_pools
+            .iter()
+            .map(|p| gke::node_pool_body(&spec.cluster.name, p))
+            .collect(),
+        deletion_protection: spec.cluster.deletion_protection,
+    };
+    let kueue_install = KueueInstall {
+        version: spec.kueue.version.clone(),
+        mode: spec.kueue.install,
+        manifests: spec
+            .kueue
+            .manifests
+            .clone()
+            .unwrap_or_else(|| KueueInstall::default_manifests(&spec.kueue.version)),
+        feature_gates: spec.kueue.feature_gates.clone(),
+    };
+
+    let mut objects = Vec::new();
+    for f in &spec.kueue.flavors {
+        objects.push(kueue::resource_flavor(spec, f));
+    }
+    let checks = kueue::provisioning_checks(spec);
+    for c in &checks {
+        objects.push(kueue::provisioning_request_config(spec, c));
+        objects.push(kueue::admission_check(spec, c));
+    }
+    for cq in &spec.kueue.cluster_queues {
+        objects.push(kueue::cluster_queue(spec, cq));
+    }
+    for lq in &spec.kueue.local_queues {
+        objects.push(kueue::local_queue(spec, lq));
+    }
+    let mut config_maps_seen = Vec::new();
+    for job in &spec.jobs {
+        let key = (job.namespace.clone(), jobs::config_map_name(job));
+        if !config_maps_seen.contains(&key) {
+            let script = files.get(&job.script).map(String::as_str).unwrap_or("");
+            objects.push(jobs::config_map(spec, job, script));
+            config_maps_seen.push(key);
+        }
+    }
+    let dws = kueue::dws_flavors(spec);
+    for job in &spec.jobs {
+        let queue_has_dws = queue_of(spec, &job.namespace, &job.queue)
+            .is_some_and(|cq| kueue::queue_flavors(cq).iter().any(|f| dws.contains(f)));
+        for run in jobs::run_names(job) {
+            objects.push(jobs::ray_job(spec, job, &run, queue_has_dws));
+        }
+    }
+    for m in &spec.manifests {
+        let mut m = m.clone();
+        if let Some(meta) = m.get_mut("metadata").and_then(Value::as_object_mut) {
+            let labels = meta.entry("labels").or_insert_with(|| json!({}));
+            if let Some(labels) = labels.as_object_mut() {
+                labels.insert(MANAGED_BY_LABEL.into(), json!(MANAGED_BY_VALUE));
+                labels.insert(STACK_LABEL.into(), json!(spec.cluster.name));
+            }
+        }
+        objects.push(m);
+    }
+
+    DesiredState {
+        gke,
+        kueue: kueue_install,
+        kubernetes: objects,
+    }
+}
+
+/// The ClusterQueue behind a job's LocalQueue.
+pub fn queue_of<'a>(
+    spec: &'a Spec,
+    namespace: &str,
+    local_queue: &str,
+) -> Option<&'a crate::spec::types::ClusterQueue> {
+    let lq = spec
+        .kueue
+        .local_queues
+        .iter()
+        .find(|l| l.name == local_queue && l.namespace == namespace)?;
+    spec.kueue
+        .cluster_queues
+        .iter()
+        .find(|c| c.name == lq.cluster_queue)
 }

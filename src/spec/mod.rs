@@ -1,1 +1,376 @@
 //! The spec: what the user wrote, parsed with source locations.
+//!
+//! `load` reads the spec file (YAML or TOML), merges the environment overlay, substitutes
+//! variables, decodes the typed [`Spec`] and reads the files it references. Every problem becomes
+//! a [`Diagnostic`] with file, line and column; loading stops only when nothing more can be
+//! checked.
+
+pub mod de;
+pub mod diag;
+pub mod fs;
+pub mod node;
+pub mod overlay;
+pub mod source;
+pub mod types;
+pub mod vars;
+
+use std::collections::BTreeMap;
+use std::path::{Path as FsPath, PathBuf};
+
+pub use diag::{Diagnostic, Diagnostics, Severity};
+pub use fs::{SpecFs, WorkingTree};
+pub use node::{Node, NodeKind, Path};
+pub use source::{FileId, SourceMap, Span};
+pub use types::Spec;
+
+/// File names looked for when SPEC is a directory, in this order.
+pub const SPEC_FILE_NAMES: [&str; 3] = ["gkq.yaml", "gkq.yml", "gkq.toml"];
+
+#[derive(Default)]
+pub struct LoadOptions {
+    /// Environment overlay name (`--env`).
+    pub env: Option<String>,
+    /// `--var NAME=VALUE` values.
+    pub vars: BTreeMap<String, String>,
+    /// Looks up environment variables; `std::env::var` when `None`.
+    pub env_lookup: Option<Box<dyn Fn(&str) -> Option<String>>>,
+}
+
+/// A loaded spec: the typed spec, the merged document it came from (for locating problems) and
+/// the contents of the files it references.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    pub spec: Spec,
+    pub root: Node,
+    pub sources: SourceMap,
+    /// The spec file and the directory that relative paths are resolved against.
+    pub spec_file: PathBuf,
+    pub dir: PathBuf,
+    pub env: Option<String>,
+    /// Files referenced by the spec (training scripts), keyed by the path as written.
+    pub files: BTreeMap<String, String>,
+    /// Warnings found while loading.
+    pub diagnostics: Diagnostics,
+}
+
+impl Loaded {
+    /// The span of the value at `path` in the merged document.
+    pub fn span(&self, path: &Path) -> Span {
+        self.root.span_at(path)
+    }
+}
+
+/// What `load` returns when the spec cannot be used: every problem found, and the sources to
+/// show them with.
+#[derive(Debug)]
+pub struct LoadFailure {
+    pub sources: SourceMap,
+    pub diagnostics: Diagnostics,
+}
+
+/// Finds the spec file for a SPEC argument: a file, or a directory holding one spec file.
+pub fn resolve_spec_path(fs: &dyn SpecFs, arg: &FsPath) -> Result<PathBuf, Diagnostic> {
+    if fs.is_dir(arg) {
+        let found: Vec<PathBuf> = SPEC_FILE_NAMES
+            .iter()
+            .map(|n| arg.join(n))
+            .filter(|p| fs.is_file(p))
+            .collect();
+        match found.as_slice() {
+            [one] => Ok(one.clone()),
+            [] => Err(Diagnostic::error(format!(
+                "no spec in {}: expected gkq.yaml or gkq.toml",
+                arg.display()
+            ))
+            .help("pass the spec file itself, or a directory that holds gkq.yaml or gkq.toml")),
+            many => Err(Diagnostic::error(format!(
+                "{} holds more than one spec file: {}",
+                arg.display(),
+                many.iter()
+                    .map(|p| p
+                        .file_name()
+                        .unwrap_or_default()
+                        .to_string_lossy()
+                        .into_owned())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+            .help("keep one of them, or pass the file you mean")),
+        }
+    } else if fs.is_file(arg) {
+        Ok(arg.to_path_buf())
+    } else {
+        Err(
+            Diagnostic::error(format!("spec not found: {}", arg.display()))
+                .help("pass a gkq.yaml or gkq.toml file, or a directory that holds one"),
+        )
+    }
+}
+
+fn parse_file(sources: &mut SourceMap, fs: &dyn SpecFs, path: &FsPath) -> Result<Node, Diagnostic> {
+    let text = fs
+        .read(path)
+        .map_err(|e| Diagnostic::error(format!("cannot read {}: {e}", path.display())))?;
+    let id = sources.add(path, text);
+    match path.extension().and_then(|e| e.to_str()) {
+        Some("toml") => node::parse_toml(sources, id),
+        _ => node::parse_yaml(sources, id),
+    }
+}
+
+/// Loads, merges, interpolates and decodes a spec.
+pub fn load(fs: &dyn SpecFs, spec_arg: &FsPath, opts: &LoadOptions) -> Result<Loaded, LoadFailure> {
+    let mut sources = SourceMap::default();
+    let mut diags = Diagnostics::default();
+    let fail = |sources: SourceMap, diags: Diagnostics| LoadFailure {
+        sources,
+        diagnostics: diags.sorted(),
+    };
+
+    let spec_file = match resolve_spec_path(fs, spec_arg) {
+        Ok(p) => p,
+        Err(d) => {
+            diags.push(d);
+            return Err(fail(sources, diags));
+        }
+    };
+    let dir = spec_file
+        .parent()
+        .map(FsPath::to_path_buf)
+        .unwrap_or_default();
+
+    let mut root = match parse_file(&mut sources, fs, &spec_file) {
+        Ok(n) => n,
+        Err(d) => {
+            diags.push(d);
+            return Err(fail(sources, diags));
+        }
+    };
+    if !matches!(root.kind, NodeKind::Map(_)) {
+        diags.push(
+            Diagnostic::error(format!(
+                "a spec is a map of settings, found {}",
+                root.type_name()
+            ))
+            .at(Some(root.span)),
+        );
+        return Err(fail(sources, diags));
+    }
+
+    if let Some(env) = &opts.env {
+        let candidates: Vec<PathBuf> = ["yaml", "yml", "toml"]
+            .iter()
+            .map(|ext| dir.join("environments").join(format!("{env}.{ext}")))
+            .collect();
+        match candidates.iter().find(|p| fs.is_file(p)) {
+            Some(path) => match parse_file(&mut sources, fs, path) {
+                Ok(overlay) => root = overlay::merge(root, overlay),
+                Err(d) => {
+                    diags.push(d);
+                    return Err(fail(sources, diags));
+                }
+            },
+            None => {
+                let available = fs
+                    .list_dir(&dir.join("environments"))
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter_map(|p| {
+                        let ext = p.extension()?.to_str()?;
+                        matches!(ext, "yaml" | "yml" | "toml")
+                            .then(|| p.file_stem()?.to_str().map(str::to_string))
+                            .flatten()
+                    })
+                    .collect::<Vec<_>>();
+                let help = if available.is_empty() {
+                    format!("create {}", candidates[0].display())
+                } else {
+                    format!("available environments: {}", available.join(", "))
+                };
+                diags.push(
+                    Diagnostic::error(format!(
+                        "environment `{env}` not found: no {}",
+                        candidates[0].display()
+                    ))
+                    .help(help),
+                );
+                return Err(fail(sources, diags));
+            }
+        }
+    }
+
+    let system_env = |name: &str| std::env::var(name).ok();
+    let env_lookup: &dyn Fn(&str) -> Option<String> = match &opts.env_lookup {
+        Some(f) => f.as_ref(),
+        None => &system_env,
+    };
+    let values = vars::resolve_values(
+        &root,
+        &vars::VarSources {
+            cli: &opts.vars,
+            env: env_lookup,
+        },
+        &mut diags,
+    );
+    vars::interpolate(&mut root, &values, &mut diags);
+
+    let spec = decode_all(&root, &sources, &mut diags);
+    let Some(spec) = spec else {
+        return Err(fail(sources, diags));
+    };
+
+    let files = read_referenced_files(fs, &dir, &spec, &root, &mut diags);
+
+    if diags.has_errors() {
+        return Err(fail(sources, diags));
+    }
+    Ok(Loaded {
+        spec,
+        root,
+        sources,
+        spec_file,
+        dir,
+        env: opts.env.clone(),
+        files,
+        diagnostics: diags.sorted(),
+    })
+}
+
+/// Decodes the spec, reporting every unknown key and wrong value rather than the first: after
+/// each error the offending entry is removed and decoding runs again.
+fn decode_all(root: &Node, sources: &SourceMap, diags: &mut Diagnostics) -> Option<Spec> {
+    let mut doc = root.clone();
+    let mut removed: Vec<Path> = Vec::new();
+    let mut only_unknown_keys = true;
+    for _ in 0..200 {
+        match de::from_node::<Spec>(&doc, sources) {
+            Ok(spec) => return (only_unknown_keys || removed.is_empty()).then_some(spec),
+            Err(e) => {
+                let path = e.path.clone().unwrap_or_default();
+                if let de::ErrorKind::MissingKey(key) = &e.kind {
+                    if removed.iter().any(|r| *r == path.key(key.clone())) {
+                        return None;
+                    }
+                }
+                diags.push(decode_diagnostic(&e));
+                let removable =
+                    !matches!(e.kind, de::ErrorKind::MissingKey(_)) && !path.0.is_empty();
+                if !removable || !doc.remove(&path) {
+                    return None;
+                }
+                if !matches!(e.kind, de::ErrorKind::UnknownKey { .. }) {
+                    only_unknown_keys = false;
+                }
+                removed.push(path);
+            }
+        }
+    }
+    None
+}
+
+fn decode_diagnostic(e: &de::Error) -> Diagnostic {
+    let path = e.path.as_ref().map(ToString::to_string).unwrap_or_default();
+    let where_ = match e.path.as_ref().map(|p| {
+        let mut parent = p.clone();
+        parent.0.pop();
+        parent
+    }) {
+        Some(parent) if !parent.0.is_empty() => format!(" in `{parent}`"),
+        _ => String::new(),
+    };
+    let d = match &e.kind {
+        de::ErrorKind::UnknownKey { key, expected } => {
+            let help = match suggest(key, expected.iter().map(String::as_str)) {
+                Some(s) => format!("did you mean `{s}`?"),
+                None => format!("known keys here: {}", expected.join(", ")),
+            };
+            Diagnostic::error(format!("unknown key `{key}`{where_}")).help(help)
+        }
+        de::ErrorKind::UnknownValue { value, expected } => {
+            let help = match suggest(value, expected.iter().map(String::as_str)) {
+                Some(s) => format!("did you mean `{s}`?"),
+                None => format!("use one of: {}", expected.join(", ")),
+            };
+            Diagnostic::error(format!("unknown value `{value}` for `{path}`")).help(help)
+        }
+        de::ErrorKind::MissingKey(key) => {
+            let at = if path.is_empty() {
+                "the spec".to_string()
+            } else {
+                format!("`{path}`")
+            };
+            Diagnostic::error(format!("missing required key `{key}` in {at}"))
+                .help(format!("add `{key}:`"))
+        }
+        de::ErrorKind::WrongValue | de::ErrorKind::Other => {
+            Diagnostic::error(format!("`{path}`: {}", e.message))
+        }
+    };
+    let d = d.at(e.span);
+    if path.is_empty() {
+        d
+    } else {
+        d.with_path(path)
+    }
+}
+
+/// The closest candidate to `word`, if it is close enough to be a likely typo.
+pub fn suggest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let lower = word.to_lowercase();
+    candidates
+        .into_iter()
+        .map(|c| (strsim::damerau_levenshtein(&lower, &c.to_lowercase()), c))
+        .filter(|(d, c)| *d <= (c.len().max(word.len()) / 3).max(1) || c.to_lowercase() == lower)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
+fn read_referenced_files(
+    fs: &dyn SpecFs,
+    dir: &FsPath,
+    spec: &Spec,
+    root: &Node,
+    diags: &mut Diagnostics,
+) -> BTreeMap<String, String> {
+    let mut files = BTreeMap::new();
+    for (i, job) in spec.jobs.iter().enumerate() {
+        let path = Path::root().key("jobs").index(i).key("script");
+        let span = Some(root.span_at(&path));
+        let rel = FsPath::new(&job.script);
+        let escapes = rel.is_absolute()
+            || rel
+                .components()
+                .any(|c| matches!(c, std::path::Component::ParentDir));
+        if escapes {
+            diags.push(
+                Diagnostic::error(format!(
+                    "script `{}` of job `{}` lies outside the spec's directory",
+                    job.script, job.name
+                ))
+                .at(span)
+                .with_path(path.to_string())
+                .help("scripts must live next to the spec (or below it) so that the spec's repository is complete"),
+            );
+            continue;
+        }
+        let full = dir.join(rel);
+        match fs.read(&full) {
+            Ok(text) => {
+                files.insert(job.script.clone(), text);
+            }
+            Err(e) => diags.push(
+                Diagnostic::error(format!(
+                    "script `{}` of job `{}` cannot be read: {e}",
+                    job.script, job.name
+                ))
+                .at(span)
+                .with_path(path.to_string())
+                .help(format!(
+                    "create {} or fix the path (relative to the spec's directory)",
+                    full.display()
+                )),
+            ),
+        }
+    }
+    files
+}

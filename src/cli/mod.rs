@@ -1,0 +1,152 @@
+//! The command line: clap types and one thin function per command.
+
+pub mod output;
+pub mod render;
+pub mod schema;
+pub mod validate;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::spec::{self, Diagnostics, LoadOptions, Loaded, SourceMap};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "gkq",
+    version,
+    about = "Declarative reconciler for AI training capacity on GKE: TPU pools, DWS flex-start, Kueue and KubeRay jobs from one spec",
+    propagate_version = true
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+    /// More log output on stderr (-v info, -vv debug, -vvv trace); RUST_LOG overrides.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Check a spec: every problem at once, with file, line and column. Exit 0 valid, 1 invalid.
+    Validate(ValidateArgs),
+    /// Print the desired state: GKE request bodies and Kubernetes objects.
+    Render(RenderArgs),
+    /// Print the JSON Schema of the spec.
+    Schema,
+}
+
+/// Where the spec comes from, and how it is resolved.
+#[derive(Debug, Args, Clone)]
+pub struct SpecArgs {
+    /// A spec file, or a directory holding gkq.yaml or gkq.toml.
+    #[arg(default_value = ".")]
+    pub spec: PathBuf,
+    /// Environment overlay: merges environments/<ENV>.yaml (or .toml) over the spec.
+    #[arg(long = "env", short = 'e', env = "GKQ_ENV")]
+    pub env: Option<String>,
+    /// Set a declared variable (repeatable): --var PROJECT_ID=my-project.
+    #[arg(long = "var", value_name = "NAME=VALUE", value_parser = parse_var)]
+    pub vars: Vec<(String, String)>,
+}
+
+fn parse_var(s: &str) -> Result<(String, String), String> {
+    let (k, v) = s
+        .split_once('=')
+        .ok_or_else(|| format!("`{s}` is not NAME=VALUE"))?;
+    if k.is_empty() {
+        return Err(format!("`{s}` has an empty name"));
+    }
+    Ok((k.to_string(), v.to_string()))
+}
+
+impl SpecArgs {
+    pub fn load_options(&self) -> LoadOptions {
+        LoadOptions {
+            env: self.env.clone(),
+            vars: self.vars.iter().cloned().collect::<BTreeMap<_, _>>(),
+            env_lookup: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum DiagFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    #[command(flatten)]
+    pub spec: SpecArgs,
+    /// Output format.
+    #[arg(long, short = 'o', value_enum, default_value_t)]
+    pub output: DiagFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum RenderFormat {
+    #[default]
+    Yaml,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct RenderArgs {
+    #[command(flatten)]
+    pub spec: SpecArgs,
+    #[arg(long, short = 'o', value_enum, default_value_t)]
+    pub output: RenderFormat,
+}
+
+/// A command's outcome, mapped to the process exit code by `main`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    Ok,
+    /// Errors in the input or during the run.
+    Failed,
+    /// `--detailed-exitcode`: changes present.
+    Changes,
+    /// `--detailed-exitcode`: changes that disrupt running jobs.
+    Disruptive,
+}
+
+impl Exit {
+    pub fn code(self) -> i32 {
+        match self {
+            Exit::Ok => 0,
+            Exit::Failed => 1,
+            Exit::Changes => 2,
+            Exit::Disruptive => 3,
+        }
+    }
+}
+
+/// Loads and validates a spec, printing diagnostics to stderr. `None` when it is invalid.
+pub fn load_valid(
+    args: &SpecArgs,
+) -> (
+    Option<(Loaded, crate::model::DesiredState)>,
+    Diagnostics,
+    SourceMap,
+) {
+    match spec::load(&spec::WorkingTree, &args.spec, &args.load_options()) {
+        Err(f) => (None, f.diagnostics, f.sources),
+        Ok(loaded) => {
+            let (desired, diags) = crate::model::build(&loaded);
+            let sources = loaded.sources.clone();
+            (desired.map(|d| (loaded, d)), diags, sources)
+        }
+    }
+}
+
+pub fn run(cli: Cli) -> anyhow::Result<Exit> {
+    match cli.command {
+        Command::Validate(a) => validate::run(&a),
+        Command::Render(a) => render::run(&a),
+        Command::Schema => schema::run(),
+    }
+}

@@ -1,0 +1,263 @@
+//! GKE request bodies, field for field what the seed's gcloud commands send (see
+//! `shared/reference/gke.md` a.1-a.4), plus gkq's ownership labels and `autoRepair: false` on
+//! flex-start pools.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value, json};
+
+use super::{GKE_MANAGED_BY_LABEL, GKE_STACK_LABEL, MANAGED_BY_VALUE};
+use crate::spec::types::{Cluster, NodePool, Spec, Taint};
+
+/// The six "gke-default" OAuth scopes gcloud sends for every pool, sorted as gcloud sorts them.
+pub const GKE_DEFAULT_SCOPES: [&str; 6] = [
+    "https://www.googleapis.com/auth/devstorage.read_only",
+    "https://www.googleapis.com/auth/logging.write",
+    "https://www.googleapis.com/auth/monitoring",
+    "https://www.googleapis.com/auth/service.management.readonly",
+    "https://www.googleapis.com/auth/servicecontrol",
+    "https://www.googleapis.com/auth/trace.append",
+];
+
+/// Add-ons that `gcloud --addons=...` disables when it does not name them.
+const ADDONS_DISABLED_BY_GCLOUD: [&str; 4] = [
+    "httpLoadBalancing",
+    "horizontalPodAutoscaling",
+    "kubernetesDashboard",
+    "networkPolicyConfig",
+];
+
+pub fn ownership_labels(cluster: &str, user: &BTreeMap<String, String>) -> Value {
+    let mut labels: BTreeMap<String, String> = user.clone();
+    labels.insert(GKE_MANAGED_BY_LABEL.into(), MANAGED_BY_VALUE.into());
+    labels.insert(GKE_STACK_LABEL.into(), cluster.into());
+    json!(labels)
+}
+
+/// The `cluster` of `clusters.create`.
+pub fn cluster_body(spec: &Spec) -> Value {
+    let c: &Cluster = &spec.cluster;
+    let mut body = Map::new();
+    body.insert("name".into(), json!(c.name));
+    if let Some(v) = &c.version {
+        body.insert("initialClusterVersion".into(), json!(v));
+    }
+    body.insert(
+        "nodePools".into(),
+        json!([{
+            "name": c.default_pool.name,
+            "initialNodeCount": c.default_pool.nodes,
+            "config": {
+                "machineType": c.default_pool.machine_type,
+                "oauthScopes": GKE_DEFAULT_SCOPES,
+            },
+            "management": {"autoRepair": true, "autoUpgrade": true},
+        }]),
+    );
+    let mut addons = Map::new();
+    if c.addons.ray_operator {
+        addons.insert("rayOperatorConfig".into(), json!({"enabled": true}));
+    }
+    if c.addons.exclusive {
+        for name in ADDONS_DISABLED_BY_GCLOUD {
+            addons.insert(name.into(), json!({"disabled": true}));
+        }
+    }
+    if !addons.is_empty() {
+        body.insert("addonsConfig".into(), Value::Object(addons));
+    }
+    if c.image_streaming {
+        body.insert(
+            "nodePoolDefaults".into(),
+            json!({"nodeConfigDefaults": {"gcfsConfig": {"enabled": true}}}),
+        );
+    }
+    body.insert(
+        "resourceLabels".into(),
+        ownership_labels(&c.name, &c.labels),
+    );
+    Value::Object(body)
+}
+
+/// The `nodePool` of `nodePools.create`.
+pub fn node_pool_body(cluster: &str, pool: &NodePool) -> Value {
+    let mut config = Map::new();
+    config.insert("machineType".into(), json!(pool.machine_type));
+    config.insert("oauthScopes".into(), json!(GKE_DEFAULT_SCOPES));
+    if let Some(ra) = &pool.reservation_affinity {
+        if let Some(v) = reservation_affinity(ra) {
+            config.insert("reservationAffinity".into(), v);
+        }
+    }
+    if pool.flex_start {
+        config.insert("flexStart".into(), json!(true));
+    }
+    if pool.spot {
+        config.insert("spot".into(), json!(true));
+    }
+    if let Some(d) = &pool.max_run_duration {
+        if let Some(secs) = parse_duration_secs(d) {
+            config.insert("maxRunDuration".into(), json!(format!("{secs}s")));
+        }
+    }
+    if !pool.labels.is_empty() {
+        config.insert("labels".into(), json!(pool.labels));
+    }
+    if !pool.taints.is_empty() {
+        config.insert(
+            "taints".into(),
+            Value::Array(pool.taints.iter().map(gke_taint).collect()),
+        );
+    }
+    config.insert(
+        "resourceLabels".into(),
+        ownership_labels(cluster, &pool.resource_labels),
+    );
+
+    let mut body = Map::new();
+    body.insert("name".into(), json!(pool.name));
+    body.insert("initialNodeCount".into(), json!(initial_nodes(pool)));
+    body.insert("config".into(), Value::Object(config));
+    if let Some(a) = &pool.autoscaling {
+        let mut auto = json!({"enabled": true, "minNodeCount": a.min, "maxNodeCount": a.max});
+        if let Some(lp) = &a.location_policy {
+            auto["locationPolicy"] = json!(lp.to_uppercase());
+        }
+        body.insert("autoscaling".into(), auto);
+    }
+    body.insert(
+        "management".into(),
+        json!({"autoRepair": auto_repair(pool), "autoUpgrade": pool.auto_upgrade}),
+    );
+    if let Some(t) = &pool.tpu_topology {
+        body.insert("placementPolicy".into(), json!({"tpuTopology": t}));
+    }
+    if pool.queued_provisioning {
+        body.insert("queuedProvisioning".into(), json!({"enabled": true}));
+    }
+    Value::Object(body)
+}
+
+/// Flex-start pools need auto-repair off (GKE requires it; gcloud's default would send true).
+pub fn auto_repair(pool: &NodePool) -> bool {
+    pool.auto_repair.unwrap_or(!pool.flex_start)
+}
+
+pub fn initial_nodes(pool: &NodePool) -> u32 {
+    pool.initial_nodes.unwrap_or_else(|| {
+        if pool.autoscaling.is_some() {
+            0
+        } else {
+            tpu_hosts(pool).unwrap_or(1)
+        }
+    })
+}
+
+/// `--reservation-affinity` values as the API's `ReservationAffinity`.
+pub fn reservation_affinity(value: &str) -> Option<Value> {
+    Some(match value {
+        "none" => json!({"consumeReservationType": "NO_RESERVATION"}),
+        "any" => json!({"consumeReservationType": "ANY_RESERVATION"}),
+        "any-then-fail" => json!({"consumeReservationType": "ANY_RESERVATION_THEN_FAIL"}),
+        other => {
+            let name = other.strip_prefix("specific:")?;
+            json!({
+                "consumeReservationType": "SPECIFIC_RESERVATION",
+                "key": "compute.googleapis.com/reservation-name",
+                "values": [name],
+            })
+        }
+    })
+}
+
+fn gke_taint(t: &Taint) -> Value {
+    let effect = match t.effect.as_str() {
+        "NoSchedule" => "NO_SCHEDULE",
+        "PreferNoSchedule" => "PREFER_NO_SCHEDULE",
+        "NoExecute" => "NO_EXECUTE",
+        other => other,
+    };
+    let mut v = json!({"key": t.key, "effect": effect});
+    if let Some(value) = &t.value {
+        v["value"] = json!(value);
+    }
+    v
+}
+
+/// TPU chips per VM from a machine type name: `ct6e-standard-4t` has 4, `ct5lp-hightpu-8t` 8.
+pub fn tpu_chips_per_vm(machine_type: &str) -> Option<u32> {
+    if !machine_type.starts_with("ct") && !machine_type.starts_with("tpu") {
+        return None;
+    }
+    let last = machine_type.rsplit('-').next()?;
+    last.strip_suffix('t')?.parse().ok().filter(|n| *n > 0)
+}
+
+/// Chips in a TPU topology: `4x4` = 16, `2x2x4` = 16.
+pub fn topology_chips(topology: &str) -> Option<u32> {
+    topology
+        .split('x')
+        .map(|d| d.parse::<u32>().ok().filter(|n| *n > 0))
+        .try_fold(1u32, |acc, d| d.and_then(|d| acc.checked_mul(d)))
+}
+
+/// VMs in one TPU slice of this pool (`4x4` on `-4t` machines = 4), when both are known.
+pub fn tpu_hosts(pool: &NodePool) -> Option<u32> {
+    let chips = topology_chips(pool.tpu_topology.as_deref()?)?;
+    let per_vm = tpu_chips_per_vm(&pool.machine_type)?;
+    (chips % per_vm == 0).then_some(chips / per_vm)
+}
+
+/// `90s`, `30m`, `6h`, `7d`, or combinations like `1h30m`, as seconds.
+pub fn parse_duration_secs(text: &str) -> Option<u64> {
+    let mut total: u64 = 0;
+    let mut digits = String::new();
+    let t = text.trim();
+    if t.is_empty() {
+        return None;
+    }
+    for c in t.chars() {
+        if c.is_ascii_digit() {
+            digits.push(c);
+        } else {
+            let n: u64 = digits.parse().ok()?;
+            digits.clear();
+            let unit = match c {
+                's' => 1,
+                'm' => 60,
+                'h' => 3600,
+                'd' => 86400,
+                _ => return None,
+            };
+            total = total.checked_add(n.checked_mul(unit)?)?;
+        }
+    }
+    if !digits.is_empty() {
+        return None;
+    }
+    Some(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tpu_shapes() {
+        assert_eq!(tpu_chips_per_vm("ct6e-standard-4t"), Some(4));
+        assert_eq!(tpu_chips_per_vm("ct5lp-hightpu-8t"), Some(8));
+        assert_eq!(tpu_chips_per_vm("n2-standard-16"), None);
+        assert_eq!(topology_chips("4x4"), Some(16));
+        assert_eq!(topology_chips("2x2x4"), Some(16));
+        assert_eq!(topology_chips("4xx"), None);
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration_secs("6h"), Some(21600));
+        assert_eq!(parse_duration_secs("1h30m"), Some(5400));
+        assert_eq!(parse_duration_secs("7d"), Some(604800));
+        assert_eq!(parse_duration_secs("10"), None);
+        assert_eq!(parse_duration_secs("5w"), None);
+    }
+}

@@ -1,0 +1,473 @@
+//! A serde `Deserializer` over [`Node`]: decoding errors carry the span and path of the value
+//! that caused them, so a wrong type or an unknown key is reported at its own line and column.
+
+use std::fmt;
+
+use serde::de::{self, DeserializeSeed, IntoDeserializer, Visitor};
+
+use super::node::{Node, NodeKind, Path};
+use super::source::{SourceMap, Span};
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ErrorKind {
+    UnknownKey {
+        key: String,
+        expected: Vec<String>,
+    },
+    MissingKey(String),
+    UnknownValue {
+        value: String,
+        expected: Vec<String>,
+    },
+    WrongValue,
+    Other,
+}
+
+/// A decoding error with the location of the offending value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Error {
+    pub kind: ErrorKind,
+    pub message: String,
+    pub span: Option<Span>,
+    pub path: Option<Path>,
+}
+
+impl Error {
+    fn new(kind: ErrorKind, message: String) -> Self {
+        Self {
+            kind,
+            message,
+            span: None,
+            path: None,
+        }
+    }
+
+    fn locate(mut self, span: Span, path: &Path) -> Self {
+        if self.span.is_none() {
+            self.span = Some(span);
+            self.path = Some(path.clone());
+        }
+        self
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl de::Error for Error {
+    fn custom<T: fmt::Display>(msg: T) -> Self {
+        Error::new(ErrorKind::WrongValue, msg.to_string())
+    }
+
+    fn invalid_type(unexp: de::Unexpected, exp: &dyn de::Expected) -> Self {
+        Error::new(
+            ErrorKind::WrongValue,
+            format!("expected {exp}, found {}", describe(&unexp)),
+        )
+    }
+
+    fn invalid_value(unexp: de::Unexpected, exp: &dyn de::Expected) -> Self {
+        Error::new(
+            ErrorKind::WrongValue,
+            format!("invalid value {}: expected {exp}", describe(&unexp)),
+        )
+    }
+
+    fn unknown_field(field: &str, expected: &'static [&'static str]) -> Self {
+        Error::new(
+            ErrorKind::UnknownKey {
+                key: field.to_string(),
+                expected: expected.iter().map(|s| s.to_string()).collect(),
+            },
+            format!("unknown key `{field}`"),
+        )
+    }
+
+    fn missing_field(field: &'static str) -> Self {
+        Error::new(
+            ErrorKind::MissingKey(field.to_string()),
+            format!("missing required key `{field}`"),
+        )
+    }
+
+    fn unknown_variant(variant: &str, expected: &'static [&'static str]) -> Self {
+        Error::new(
+            ErrorKind::UnknownValue {
+                value: variant.to_string(),
+                expected: expected.iter().map(|s| s.to_string()).collect(),
+            },
+            format!("unknown value `{variant}`"),
+        )
+    }
+}
+
+fn describe(unexp: &de::Unexpected) -> String {
+    match unexp {
+        de::Unexpected::Str(s) => format!("the string `{s}`"),
+        de::Unexpected::Signed(i) => format!("the integer `{i}`"),
+        de::Unexpected::Unsigned(i) => format!("the integer `{i}`"),
+        de::Unexpected::Float(f) => format!("the number `{f}`"),
+        de::Unexpected::Bool(b) => format!("the boolean `{b}`"),
+        de::Unexpected::Unit => "null".into(),
+        de::Unexpected::Seq => "a list".into(),
+        de::Unexpected::Map => "a map".into(),
+        other => other.to_string(),
+    }
+}
+
+/// Decodes `T` from `node`.
+pub fn from_node<'a, T: de::Deserialize<'a>>(
+    node: &'a Node,
+    sources: &'a SourceMap,
+) -> Result<T, Error> {
+    T::deserialize(NodeDeserializer {
+        node,
+        path: Path::root(),
+        sources,
+    })
+}
+
+pub struct NodeDeserializer<'a> {
+    node: &'a Node,
+    path: Path,
+    sources: &'a SourceMap,
+}
+
+impl<'a> NodeDeserializer<'a> {
+    fn fail(&self, e: Error) -> Error {
+        e.locate(self.node.span, &self.path)
+    }
+
+    fn unexpected(&self) -> de::Unexpected<'a> {
+        match &self.node.kind {
+            NodeKind::Null => de::Unexpected::Unit,
+            NodeKind::Bool(b) => de::Unexpected::Bool(*b),
+            NodeKind::Int(i) => de::Unexpected::Signed(*i),
+            NodeKind::Float(f) => de::Unexpected::Float(*f),
+            NodeKind::Str { value, .. } => de::Unexpected::Str(value),
+            NodeKind::Seq(_) => de::Unexpected::Seq,
+            NodeKind::Map(_) => de::Unexpected::Map,
+        }
+    }
+
+    /// The text the user wrote for a scalar (so `version: 1.30` stays "1.30", not "1.3").
+    fn scalar_text(&self) -> Option<String> {
+        match &self.node.kind {
+            NodeKind::Str { value, .. } => Some(value.clone()),
+            NodeKind::Int(_) | NodeKind::Float(_) | NodeKind::Bool(_) => {
+                let span = self.node.span;
+                self.sources
+                    .get(span.file)
+                    .and_then(|f| f.text.get(span.start..span.end))
+                    .map(|t| t.trim().trim_matches(['"', '\'']).to_string())
+                    .filter(|t| !t.is_empty())
+                    .or_else(|| match &self.node.kind {
+                        NodeKind::Int(i) => Some(i.to_string()),
+                        NodeKind::Float(f) => Some(f.to_string()),
+                        NodeKind::Bool(b) => Some(b.to_string()),
+                        _ => None,
+                    })
+            }
+            _ => None,
+        }
+    }
+
+    fn integer(&self) -> Option<i64> {
+        match &self.node.kind {
+            NodeKind::Int(i) => Some(*i),
+            NodeKind::Str {
+                value,
+                interpolated: true,
+            } => value.trim().parse().ok(),
+            _ => None,
+        }
+    }
+
+    fn visit_int<V: Visitor<'a>>(self, visitor: V) -> Result<V::Value, Error> {
+        match self.integer() {
+            Some(i) => visitor.visit_i64(i).map_err(|e| self.fail(e)),
+            None => Err(self.fail(de::Error::invalid_type(self.unexpected(), &visitor))),
+        }
+    }
+}
+
+macro_rules! ints {
+    ($($m:ident)*) => {$(
+        fn $m<V: Visitor<'a>>(self, visitor: V) -> Result<V::Value, Error> {
+            self.visit_int(visitor)
+        }
+    )*};
+}
+
+impl<'a> de::Deserializer<'a> for NodeDeserializer<'a> {
+    type Error = Error;
+
+    fn deserialize_any<V: Visitor<'a>>(self, visitor: V) -> Result<V::Value, Error> {
+        let r = match &self.node.kind {
+            NodeKind::Null => visitor.visit_unit(),
+            NodeKind::Bool(b) => visitor.visit_bool(*b),
+            NodeKind::Int(i) => visitor.visit_i64(*i),
+            NodeKind::Float(f) => visitor.visit_f64(*f),
+            NodeKind::Str { value, .. } => visitor.visit_str(value),
+            NodeKind::Seq(items) => visitor.visit_seq(SeqAccess {
+                items: items.iter(),
+                index: 0,
+                path: &self.path,
+                sources: self.sources,
+            }),
+            NodeKind::Map(entries) => visitor.visit_map(MapAccess {
+                entries: entries.iter(),
+                value: None,
+                path: &self.path,
+                sources: self.sources,
+            }),
+        };
+        r.map_err(|e| self.fail(e))
+    }
+
+    ints!(deserialize_i8 deserialize_i16 deserialize_i32 deserialize_i64 deserialize_u8
+          deserialize_u16 deserialize_u32 deserialize_u64);
+
+    fn deserialize_f32<V: Visitor<'a>>(self, visitor: V) -> Result<V::Value, Error> {
+        self.deserialize_f64(visitor)
+    }
+
+    fn deserialize_f64<V: Visitor<'a>>(self, visitor: V) -> Result<V::Value, Error> {
+        let r = match &self.node.kind {
+            NodeKind::Float(f) => visitor.visit_f64(*f),
+            NodeKind::Int(i) => visitor.visit_f64(*i as f64),
+            NodeKind::Str {
+                value,
+                interpolated: true,
+            } if value.trim().parse::<f64>().is_ok() => {
+                visitor.visit_f64(value.trim().parse().unwrap_or_default())
+            }
+            _ => Err(de::Error::invalid_type(self.unexpected(), &visitor)),
+        };
+        r.map_err(|e| self.fail(e))
+    }
+
+    fn deserialize_bool<V: Visitor<'a>>(self, visitor: V) -> Result<V::Value, Error> {
+        let r = match &self.node.kind {
+            NodeKind::Bool(b) => visitor.visit_bool(*b),
+            NodeKind::Str {
+                value,
+                interpolated: true,
+            } if value == "true" || value == "false" => visitor.visit_bool(value == "true"),
+            _ => Err(de::Error::invalid_type(self.unexpected(), &visitor)),
+        };
+        r.map_err(|e| self.fail(e))
+    }
+
+    fn deserialize_char<V: Visitor<'a>>(self, visitor: V) -> Result<V::Value, Error> {
+        self.deserialize_str(visitor)
+    }
+
+    fn deserialize_str<V: Visitor<'a>>(self, visitor: V) -> Result<V::Value, Error> {
+        let r = match (&self.node.kind, self.scalar_text()) {
+            (NodeKind::Str { value, .. }, _) => visitor.visit_str(value),
+            (_, Some(text)) => visitor.visit_string(text),
+            _ => Err(de::Error::invalid_type(self.unexpected(), &visitor)),
+        };
+        r.map_err(|e| self.fail(e))
+    }
+
+    fn deserialize_string<V: Visitor<'a>>(self, visitor: V) -> Result<V::Value, Error> {
+        self.deserialize_str(visitor)
+    }
+
+    fn deserialize_bytes<V: Visitor<'a>>(self, visitor: V) -> Result<V::Value, Error> {
+        self.deserialize_str(visitor)
+    }
+
+    fn deserialize_byte_buf<V: Visitor<'a>>(self, visitor: V) -> Result<V::Value, Error> {
+        self.deserialize_str(visitor)
+    }
+
+    fn deserialize_option<V: Visitor<'a>>(self, visitor: V) -> Result<V::Value, Error> {
+        match &self.node.kind {
+            NodeKind::Null => visitor.visit_none().map_err(|e| self.fail(e)),
+            _ => {
+                let span = self.node.span;
+                let path = self.path.clone();
+                visitor.visit_some(self).map_err(|e| e.locate(span, &path))
+            }
+        }
+    }
+
+    fn deserialize_unit<V: Visitor<'a>>(self, visitor: V) -> Result<V::Value, Error> {
+        match &self.node.kind {
+            NodeKind::Null => visitor.visit_unit().map_err(|e| self.fail(e)),
+            _ => Err(self.fail(de::Error::invalid_type(self.unexpected(), &visitor))),
+        }
+    }
+
+    fn deserialize_unit_struct<V: Visitor<'a>>(
+        self,
+        _name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, Error> {
+        self.deserialize_unit(visitor)
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'a>>(
+        self,
+        _name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, Error> {
+        let span = self.node.span;
+        let path = self.path.clone();
+        visitor
+            .visit_newtype_struct(self)
+            .map_err(|e| e.locate(span, &path))
+    }
+
+    fn deserialize_seq<V: Visitor<'a>>(self, visitor: V) -> Result<V::Value, Error> {
+        match &self.node.kind {
+            NodeKind::Seq(items) => visitor
+                .visit_seq(SeqAccess {
+                    items: items.iter(),
+                    index: 0,
+                    path: &self.path,
+                    sources: self.sources,
+                })
+                .map_err(|e| self.fail(e)),
+            _ => Err(self.fail(de::Error::invalid_type(self.unexpected(), &visitor))),
+        }
+    }
+
+    fn deserialize_tuple<V: Visitor<'a>>(self, _len: usize, visitor: V) -> Result<V::Value, Error> {
+        self.deserialize_seq(visitor)
+    }
+
+    fn deserialize_tuple_struct<V: Visitor<'a>>(
+        self,
+        _name: &'static str,
+        _len: usize,
+        visitor: V,
+    ) -> Result<V::Value, Error> {
+        self.deserialize_seq(visitor)
+    }
+
+    fn deserialize_map<V: Visitor<'a>>(self, visitor: V) -> Result<V::Value, Error> {
+        match &self.node.kind {
+            NodeKind::Map(entries) => visitor
+                .visit_map(MapAccess {
+                    entries: entries.iter(),
+                    value: None,
+                    path: &self.path,
+                    sources: self.sources,
+                })
+                .map_err(|e| self.fail(e)),
+            _ => Err(self.fail(de::Error::invalid_type(self.unexpected(), &visitor))),
+        }
+    }
+
+    fn deserialize_struct<V: Visitor<'a>>(
+        self,
+        _name: &'static str,
+        _fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, Error> {
+        self.deserialize_map(visitor)
+    }
+
+    fn deserialize_enum<V: Visitor<'a>>(
+        self,
+        _name: &'static str,
+        _variants: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, Error> {
+        match &self.node.kind {
+            NodeKind::Str { value, .. } => {
+                let de: de::value::StrDeserializer<'_, Error> = value.as_str().into_deserializer();
+                visitor.visit_enum(de).map_err(|e| self.fail(e))
+            }
+            _ => Err(self.fail(de::Error::invalid_type(self.unexpected(), &visitor))),
+        }
+    }
+
+    fn deserialize_identifier<V: Visitor<'a>>(self, visitor: V) -> Result<V::Value, Error> {
+        self.deserialize_str(visitor)
+    }
+
+    fn deserialize_ignored_any<V: Visitor<'a>>(self, visitor: V) -> Result<V::Value, Error> {
+        visitor.visit_unit()
+    }
+}
+
+struct SeqAccess<'a, 'p> {
+    items: std::slice::Iter<'a, Node>,
+    index: usize,
+    path: &'p Path,
+    sources: &'a SourceMap,
+}
+
+impl<'a> de::SeqAccess<'a> for SeqAccess<'a, '_> {
+    type Error = Error;
+
+    fn next_element_seed<T: DeserializeSeed<'a>>(
+        &mut self,
+        seed: T,
+    ) -> Result<Option<T::Value>, Error> {
+        let Some(node) = self.items.next() else {
+            return Ok(None);
+        };
+        let path = self.path.index(self.index);
+        self.index += 1;
+        seed.deserialize(NodeDeserializer {
+            node,
+            path: path.clone(),
+            sources: self.sources,
+        })
+        .map(Some)
+        .map_err(|e| e.locate(node.span, &path))
+    }
+
+    fn size_hint(&self) -> Option<usize> {
+        Some(self.items.len())
+    }
+}
+
+struct MapAccess<'a, 'p> {
+    entries: std::slice::Iter<'a, (super::node::Key, Node)>,
+    value: Option<(&'a Node, Path)>,
+    path: &'p Path,
+    sources: &'a SourceMap,
+}
+
+impl<'a> de::MapAccess<'a> for MapAccess<'a, '_> {
+    type Error = Error;
+
+    fn next_key_seed<K: DeserializeSeed<'a>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, Error> {
+        let Some((key, value)) = self.entries.next() else {
+            return Ok(None);
+        };
+        let path = self.path.key(key.name.clone());
+        self.value = Some((value, path.clone()));
+        let de: de::value::StrDeserializer<'_, Error> = key.name.as_str().into_deserializer();
+        seed.deserialize(de)
+            .map(Some)
+            .map_err(|e| e.locate(key.span, &path))
+    }
+
+    fn next_value_seed<V: DeserializeSeed<'a>>(&mut self, seed: V) -> Result<V::Value, Error> {
+        let Some((node, path)) = self.value.take() else {
+            return Err(de::Error::custom("value requested before key"));
+        };
+        seed.deserialize(NodeDeserializer {
+            node,
+            path: path.clone(),
+            sources: self.sources,
+        })
+        .map_err(|e| e.locate(node.span, &path))
+    }
+}

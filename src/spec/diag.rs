@@ -1,0 +1,323 @@
+//! Diagnostics: every problem found in a spec, each with its location, the offending value and a
+//! hint. Validation collects them all instead of stopping at the first (Terraform's tfdiags).
+
+use std::fmt;
+
+use serde::Serialize;
+
+use super::source::{SourceMap, Span};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Error,
+    Warning,
+    /// Something gkq does on the user's behalf that they should know about.
+    Note,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Diagnostic {
+    pub severity: Severity,
+    /// What is wrong, naming the offending value.
+    pub message: String,
+    /// Where: a span in a source file, when the problem has one.
+    pub span: Option<Span>,
+    /// The spec path of the offending value, e.g. `nodePools[1].tpuTopology`.
+    pub path: Option<String>,
+    /// How to fix it.
+    pub help: Option<String>,
+}
+
+impl Diagnostic {
+    pub fn error(message: impl Into<String>) -> Self {
+        Self {
+            severity: Severity::Error,
+            message: message.into(),
+            span: None,
+            path: None,
+            help: None,
+        }
+    }
+
+    pub fn warning(message: impl Into<String>) -> Self {
+        Self {
+            severity: Severity::Warning,
+            ..Self::error(message)
+        }
+    }
+
+    pub fn at(mut self, span: Option<Span>) -> Self {
+        if self.span.is_none() {
+            self.span = span;
+        }
+        self
+    }
+
+    pub fn with_path(mut self, path: impl Into<String>) -> Self {
+        self.path = Some(path.into());
+        self
+    }
+
+    pub fn help(mut self, help: impl Into<String>) -> Self {
+        self.help = Some(help.into());
+        self
+    }
+
+    pub fn note(message: impl Into<String>) -> Self {
+        Self {
+            severity: Severity::Note,
+            ..Self::error(message)
+        }
+    }
+
+    pub fn is_error(&self) -> bool {
+        self.severity == Severity::Error
+    }
+}
+
+/// All problems found, in the order they were found; errors make a spec invalid, warnings do not.
+#[derive(Debug, Clone, Default)]
+pub struct Diagnostics {
+    items: Vec<Diagnostic>,
+}
+
+impl Diagnostics {
+    pub fn push(&mut self, d: Diagnostic) {
+        if !self.items.contains(&d) {
+            self.items.push(d);
+        }
+    }
+
+    pub fn extend(&mut self, other: Diagnostics) {
+        for d in other.items {
+            self.push(d);
+        }
+    }
+
+    pub fn has_errors(&self) -> bool {
+        self.items.iter().any(Diagnostic::is_error)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Diagnostic> {
+        self.items.iter()
+    }
+
+    pub fn errors(&self) -> impl Iterator<Item = &Diagnostic> {
+        self.items.iter().filter(|d| d.is_error())
+    }
+
+    pub fn warnings(&self) -> impl Iterator<Item = &Diagnostic> {
+        self.items
+            .iter()
+            .filter(|d| d.severity == Severity::Warning)
+    }
+
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// Sorted by file and position so output is stable and reads top to bottom.
+    pub fn sorted(mut self) -> Self {
+        self.items.sort_by_key(|d| {
+            (
+                d.span.map(|s| (s.file, s.start)).unwrap_or_default(),
+                d.severity,
+            )
+        });
+        self
+    }
+
+    /// The diagnostics with their source locations resolved, ready to print or serialise.
+    pub fn report<'a>(&'a self, sources: &'a SourceMap) -> Report<'a> {
+        Report {
+            diagnostics: self,
+            sources,
+        }
+    }
+}
+
+impl IntoIterator for Diagnostics {
+    type Item = Diagnostic;
+    type IntoIter = std::vec::IntoIter<Diagnostic>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.items.into_iter()
+    }
+}
+
+/// Diagnostics bound to their sources.
+pub struct Report<'a> {
+    diagnostics: &'a Diagnostics,
+    sources: &'a SourceMap,
+}
+
+/// One diagnostic as `--output json` prints it.
+#[derive(Debug, Serialize)]
+pub struct DiagnosticJson {
+    pub severity: Severity,
+    pub message: String,
+    pub file: Option<String>,
+    pub line: Option<usize>,
+    pub column: Option<usize>,
+    pub path: Option<String>,
+    pub help: Option<String>,
+}
+
+impl Report<'_> {
+    pub fn to_json(&self) -> Vec<DiagnosticJson> {
+        self.diagnostics
+            .iter()
+            .map(|d| DiagnosticJson {
+                severity: d.severity,
+                message: d.message.clone(),
+                file: d
+                    .span
+                    .map(|s| self.sources.path(s.file).display().to_string()),
+                line: d.span.map(|s| s.line),
+                column: d.span.map(|s| s.column),
+                path: d.path.clone(),
+                help: d.help.clone(),
+            })
+            .collect()
+    }
+
+    /// Renders each diagnostic with a source snippet (miette's graphical handler), colours
+    /// following the caller's choice.
+    pub fn render(&self, color: bool) -> String {
+        use miette::{GraphicalReportHandler, GraphicalTheme};
+        let theme = if color {
+            GraphicalTheme::unicode()
+        } else {
+            GraphicalTheme::unicode_nocolor()
+        };
+        let handler = GraphicalReportHandler::new_themed(theme).with_context_lines(2);
+        let mut out = String::new();
+        for d in self.diagnostics.iter() {
+            let m = MietteDiagnostic::new(d, self.sources);
+            if d.severity == Severity::Note {
+                out.push_str(&m.plain());
+                out.push('\n');
+                continue;
+            }
+            if handler.render_report(&mut out, &m).is_err() {
+                out.push_str(&m.plain());
+            }
+            out.push('\n');
+        }
+        out
+    }
+}
+
+impl fmt::Display for Report<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for d in self.diagnostics.iter() {
+            writeln!(f, "{}", MietteDiagnostic::new(d, self.sources).plain())?;
+        }
+        Ok(())
+    }
+}
+
+struct MietteDiagnostic<'a> {
+    diag: &'a Diagnostic,
+    sources: &'a SourceMap,
+    source: Option<miette::NamedSource<String>>,
+    heading: String,
+}
+
+impl<'a> MietteDiagnostic<'a> {
+    fn new(diag: &'a Diagnostic, sources: &'a SourceMap) -> Self {
+        let source = diag.span.and_then(|s| {
+            sources
+                .get(s.file)
+                .map(|f| miette::NamedSource::new(f.path.display().to_string(), f.text.to_string()))
+        });
+        let location = diag
+            .span
+            .map(|s| format!("{}: ", sources.location(s)))
+            .unwrap_or_default();
+        let heading = format!("{location}{}", diag.message);
+        Self {
+            diag,
+            sources,
+            source,
+            heading,
+        }
+    }
+
+    /// One line per diagnostic, for logs and plain output: `file:line:col: severity: message`.
+    fn plain(&self) -> String {
+        let sev = match self.diag.severity {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+            Severity::Note => "note",
+        };
+        let location = self
+            .diag
+            .span
+            .map(|s| format!("{}: ", self.sources.location(s)))
+            .unwrap_or_default();
+        let path = self
+            .diag
+            .path
+            .as_ref()
+            .map(|p| format!(" (at {p})"))
+            .unwrap_or_default();
+        let help = self
+            .diag
+            .help
+            .as_ref()
+            .map(|h| format!("\n  help: {h}"))
+            .unwrap_or_default();
+        format!("{location}{sev}: {}{path}{help}", self.diag.message)
+    }
+}
+
+impl fmt::Debug for MietteDiagnostic<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.heading)
+    }
+}
+
+impl fmt::Display for MietteDiagnostic<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.heading)
+    }
+}
+
+impl std::error::Error for MietteDiagnostic<'_> {}
+
+impl miette::Diagnostic for MietteDiagnostic<'_> {
+    fn severity(&self) -> Option<miette::Severity> {
+        Some(match self.diag.severity {
+            Severity::Error => miette::Severity::Error,
+            Severity::Warning => miette::Severity::Warning,
+            Severity::Note => miette::Severity::Advice,
+        })
+    }
+
+    fn help<'b>(&'b self) -> Option<Box<dyn fmt::Display + 'b>> {
+        self.diag
+            .help
+            .as_ref()
+            .map(|h| Box::new(h) as Box<dyn fmt::Display>)
+    }
+
+    fn source_code(&self) -> Option<&dyn miette::SourceCode> {
+        self.source.as_ref().map(|s| s as &dyn miette::SourceCode)
+    }
+
+    fn labels(&self) -> Option<Box<dyn Iterator<Item = miette::LabeledSpan> + '_>> {
+        let span = self.diag.span?;
+        self.source.as_ref()?;
+        let label = self.diag.path.clone().unwrap_or_else(|| "here".into());
+        Some(Box::new(std::iter::once(miette::LabeledSpan::new(
+            Some(label),
+            span.start,
+            span.end.saturating_sub(span.start).max(1),
+        ))))
+    }
+}

@@ -1,0 +1,546 @@
+//! The spec's types: what a user writes in `gkq.yaml` or `gkq.toml`.
+//!
+//! Field names are camelCase in both formats. Every struct denies unknown keys so that a typo is
+//! an error with a suggestion, never a silently ignored setting. Quantities (`20Gi`, `500m`, `16`)
+//! stay as text here and are checked during validation.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// A gkq spec: one GKE cluster, its node pools, Kueue and the training jobs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Spec {
+    /// Declared variables usable as `${NAME}` in any string. Each may have a default; values come
+    /// from `--var NAME=VALUE`, then the environment variable `NAME`, then the default.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub variables: BTreeMap<String, Variable>,
+    /// Google Cloud project ID.
+    pub project: String,
+    /// Zone (zonal cluster, e.g. `us-east5-b`) or region.
+    pub location: String,
+    /// Where `plan` and `apply` act: `gcp` (Google Cloud) or `local` (the embedded emulator).
+    #[serde(default)]
+    pub target: Target,
+    pub cluster: Cluster,
+    /// Node pools besides the cluster's default pool, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub node_pools: Vec<NodePool>,
+    /// Kueue: installation, flavors, queues and admission checks.
+    #[serde(default)]
+    pub kueue: Kueue,
+    /// Training jobs (KubeRay RayJobs).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub jobs: Vec<Job>,
+    /// Raw Kubernetes manifests applied as they are (escape hatch). Each is a full object with
+    /// apiVersion, kind and metadata.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub manifests: Vec<serde_json::Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Variable {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Target {
+    #[default]
+    Gcp,
+    Local,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Cluster {
+    pub name: String,
+    /// GKE version or alias (`1.34` = newest patch of 1.34), sent as `initialClusterVersion`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    #[serde(default)]
+    pub default_pool: DefaultPool,
+    /// Image streaming (`--enable-image-streaming`): the default for new node pools.
+    #[serde(default)]
+    pub image_streaming: bool,
+    #[serde(default)]
+    pub addons: Addons,
+    /// GKE resource labels on the cluster (gkq adds its ownership labels).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// While true, `gkq destroy` refuses to delete the cluster.
+    #[serde(default = "default_true")]
+    pub deletion_protection: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DefaultPool {
+    #[serde(default = "default_pool_name")]
+    pub name: String,
+    #[serde(default = "default_machine_type")]
+    pub machine_type: String,
+    /// Nodes per zone (gcloud's `--num-nodes`, default 3).
+    #[serde(default = "default_nodes")]
+    pub nodes: u32,
+}
+
+impl Default for DefaultPool {
+    fn default() -> Self {
+        Self {
+            name: default_pool_name(),
+            machine_type: default_machine_type(),
+            nodes: default_nodes(),
+        }
+    }
+}
+
+/// Cluster add-ons. gcloud's `--addons=RayOperator` also disables every add-on it does not
+/// name (HTTP load balancing, HPA, dashboard, network policy); `exclusive: true` reproduces that.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Addons {
+    #[serde(default)]
+    pub ray_operator: bool,
+    /// Disable the add-ons not listed here, as `gcloud --addons` does.
+    #[serde(default)]
+    pub exclusive: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NodePool {
+    pub name: String,
+    pub machine_type: String,
+    /// TPU slice topology, e.g. `4x4` (`--tpu-topology`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpu_topology: Option<String>,
+    /// `none`, `any`, `any-then-fail` or `specific:<reservation-name>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reservation_affinity: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoscaling: Option<Autoscaling>,
+    /// Nodes per zone at creation (`--num-nodes`); defaults to 0 with autoscaling, otherwise to
+    /// the TPU slice's host count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub initial_nodes: Option<u32>,
+    /// DWS flex-start (`--flex-start`).
+    #[serde(default)]
+    pub flex_start: bool,
+    /// Queued provisioning through ProvisioningRequests (`--enable-queued-provisioning`).
+    #[serde(default)]
+    pub queued_provisioning: bool,
+    /// Node auto-repair; defaults to true, and to false for flex-start pools (GKE requires it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_repair: Option<bool>,
+    #[serde(default = "default_true")]
+    pub auto_upgrade: bool,
+    /// Spot VMs.
+    #[serde(default)]
+    pub spot: bool,
+    /// Maximum run time of a node, e.g. `86400s` or `24h`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_run_duration: Option<String>,
+    /// Kubernetes node labels.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// Kubernetes node taints.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub taints: Vec<Taint>,
+    /// GKE resource labels (gkq adds its ownership labels).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub resource_labels: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Autoscaling {
+    #[serde(default)]
+    pub min: u32,
+    pub max: u32,
+    /// `BALANCED` or `ANY`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location_policy: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Taint {
+    pub key: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    /// `NoSchedule`, `PreferNoSchedule` or `NoExecute`.
+    pub effect: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Toleration {
+    pub key: String,
+    /// `Exists` (default) or `Equal`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operator: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effect: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Kueue {
+    /// Kueue release, e.g. `v0.19.2`.
+    #[serde(default = "default_kueue_version")]
+    pub version: String,
+    /// `managed`: gkq installs Kueue from its release manifests; `external`: someone else did,
+    /// gkq checks the version and CRDs.
+    #[serde(default)]
+    pub install: InstallMode,
+    /// Release manifests: a URL, or a local file or directory (air-gapped installs). Defaults to
+    /// the release's `manifests.yaml` on GitHub.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifests: Option<String>,
+    /// Feature gates passed to the manager (e.g. `ElasticJobsViaWorkloadSlices: true`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub feature_gates: BTreeMap<String, bool>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flavors: Vec<Flavor>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cluster_queues: Vec<ClusterQueue>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub local_queues: Vec<LocalQueue>,
+    /// Admission checks written out in full; `provisioning: dws` on a flavor makes one for you.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub admission_checks: Vec<AdmissionCheck>,
+}
+
+impl Default for Kueue {
+    fn default() -> Self {
+        Self {
+            version: default_kueue_version(),
+            install: InstallMode::default(),
+            manifests: None,
+            feature_gates: BTreeMap::new(),
+            flavors: Vec::new(),
+            cluster_queues: Vec::new(),
+            local_queues: Vec::new(),
+            admission_checks: Vec::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum InstallMode {
+    #[default]
+    Managed,
+    External,
+}
+
+/// A Kueue ResourceFlavor.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Flavor {
+    pub name: String,
+    /// Short form: the node pool this flavor stands for (`cloud.google.com/gke-nodepool`), with
+    /// the pool's taints copied in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_pool: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_labels: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub node_taints: Vec<Taint>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<Toleration>,
+    /// `dws`: capacity comes from DWS queued provisioning. Creates the ProvisioningRequest
+    /// AdmissionCheck and ProvisioningRequestConfig and scopes the check to this flavor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provisioning: Option<Provisioning>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Provisioning {
+    Dws,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ClusterQueue {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cohort: Option<String>,
+    /// Label selector of namespaces allowed to use the queue; `{}` (all) when omitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace_selector: Option<serde_json::Value>,
+    /// `BestEffortFIFO` (default) or `StrictFIFO`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queueing_strategy: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preemption: Option<Preemption>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flavor_fungibility: Option<FlavorFungibility>,
+    /// Resource groups; the flavor order inside a group is the fallback order.
+    pub resource_groups: Vec<ResourceGroup>,
+    /// Admission checks, optionally limited to some flavors. Checks of `provisioning` flavors
+    /// are added automatically.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub admission_checks: Vec<AdmissionCheckRef>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Preemption {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub within_cluster_queue: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reclaim_within_cohort: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub borrow_within_cohort: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FlavorFungibility {
+    /// `MayStopSearch` (default) or `TryNextFlavor`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when_can_borrow: Option<String>,
+    /// `TryNextFlavor` (default) or `MayStopSearch`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when_can_preempt: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ResourceGroup {
+    /// Resources this group covers, e.g. `[cpu, memory, google.com/tpu]`.
+    pub resources: Vec<String>,
+    /// Flavors in fallback order, each with a quota for every covered resource.
+    pub flavors: Vec<FlavorQuota>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FlavorQuota {
+    pub name: String,
+    /// Nominal quota per resource (a Kubernetes quantity: `40`, `75Gi`, `500m`).
+    pub quota: BTreeMap<String, Quantity>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub borrowing_limit: BTreeMap<String, Quantity>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub lending_limit: BTreeMap<String, Quantity>,
+}
+
+/// A Kubernetes quantity, written as a number or a string.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub enum Quantity {
+    Int(i64),
+    Text(String),
+}
+
+impl<'de> Deserialize<'de> for Quantity {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = Quantity;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a quantity such as 16, 500m or 75Gi")
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<Quantity, E> {
+                Ok(Quantity::Int(v))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Quantity, E> {
+                i64::try_from(v)
+                    .map(Quantity::Int)
+                    .map_err(|_| E::custom("quantity is too large"))
+            }
+            fn visit_f64<E>(self, v: f64) -> Result<Quantity, E> {
+                Ok(Quantity::Text(v.to_string()))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Quantity, E> {
+                Ok(Quantity::Text(v.to_string()))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl Default for Quantity {
+    fn default() -> Self {
+        Quantity::Int(0)
+    }
+}
+
+impl Quantity {
+    pub fn as_text(&self) -> String {
+        match self {
+            Quantity::Int(i) => i.to_string(),
+            Quantity::Text(s) => s.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AdmissionCheckRef {
+    pub name: String,
+    /// Flavors the check applies to; all flavors when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub on_flavors: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LocalQueue {
+    pub name: String,
+    #[serde(default = "default_namespace")]
+    pub namespace: String,
+    pub cluster_queue: String,
+}
+
+/// An AdmissionCheck backed by Kueue's ProvisioningRequest controller.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AdmissionCheck {
+    pub name: String,
+    /// The ProvisioningRequestConfig this check uses; created by gkq.
+    pub provisioning_request_config: ProvisioningRequestConfig,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProvisioningRequestConfig {
+    pub name: String,
+    /// Defaults to `queued-provisioning.gke.io` (DWS).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub class_name: Option<String>,
+    /// Resources whose pods join the ProvisioningRequest; defaults to `[google.com/tpu]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub managed_resources: Vec<String>,
+}
+
+/// A training job: a KubeRay RayJob whose script ships in a ConfigMap.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Job {
+    pub name: String,
+    #[serde(default = "default_namespace")]
+    pub namespace: String,
+    /// LocalQueue the job is submitted to.
+    pub queue: String,
+    /// Number of runs: with `count: 2` gkq submits `<name>-1` and `<name>-2`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<u32>,
+    /// Training script, relative to the spec's directory; shipped in a ConfigMap mounted at
+    /// `/app`.
+    pub script: String,
+    /// Name of the ConfigMap holding the script (default `<name>-script`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map: Option<String>,
+    /// Command to run; defaults to `python /app/<script file name>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entrypoint: Option<String>,
+    pub image: String,
+    /// pip packages for Ray's runtime environment.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pip: Vec<String>,
+    pub head: HeadGroup,
+    pub workers: Vec<WorkerGroup>,
+    /// Ray in-tree autoscaling; needs `elastic: true`.
+    #[serde(default)]
+    pub autoscaling: bool,
+    /// Kueue elastic job (`kueue.x-k8s.io/elastic-job: "true"`).
+    #[serde(default)]
+    pub elastic: bool,
+    #[serde(default = "default_true")]
+    pub shutdown_after_job_finishes: bool,
+    /// Expected run time (e.g. `6h`); checked against DWS's 7-day limit and passed to Kueue as
+    /// `provreq.kueue.x-k8s.io/maxRunDurationSeconds`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration: Option<String>,
+    /// Kueue WorkloadPriorityClass name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority_class: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HeadGroup {
+    pub cpu: Quantity,
+    pub memory: Quantity,
+    /// Node pool the head runs on (`cloud.google.com/gke-nodepool` node selector).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_pool: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_selector: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WorkerGroup {
+    pub group: String,
+    /// Worker replicas (one replica = one slice of `hosts` pods).
+    pub replicas: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_replicas: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_replicas: Option<u32>,
+    /// Hosts (pods) per replica: a multi-host TPU slice has one pod per VM.
+    #[serde(default = "default_hosts")]
+    pub hosts: u32,
+    pub cpu: Quantity,
+    pub memory: Quantity,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accelerator: Option<Accelerator>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_selector: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<Toleration>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Accelerator {
+    /// GKE accelerator label value, e.g. `tpu-v6e-slice`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// TPU topology, e.g. `4x4`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology: Option<String>,
+    /// Chips per pod (`google.com/tpu` request and limit).
+    pub chips: u32,
+    /// Extended resource name; defaults to `google.com/tpu`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource: Option<String>,
+}
+
+fn default_true() -> bool {
+    true
+}
+fn default_pool_name() -> String {
+    "default-pool".into()
+}
+fn default_machine_type() -> String {
+    "e2-medium".into()
+}
+fn default_nodes() -> u32 {
+    3
+}
+fn default_hosts() -> u32 {
+    1
+}
+fn default_namespace() -> String {
+    "default".into()
+}
+pub fn default_kueue_version() -> String {
+    "v0.19.2".into()
+}

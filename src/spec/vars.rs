@@ -1,0 +1,190 @@
+//! `${NAME}` interpolation. Unlike envsubst, an undeclared or unset variable is an error at the
+//! place it is used; nothing is ever silently replaced by an empty string. `$${` writes a literal
+//! `${`.
+
+use std::collections::BTreeMap;
+
+use super::diag::{Diagnostic, Diagnostics};
+use super::node::{Node, NodeKind};
+
+/// Where a variable's value came from, for `--var` > environment > default precedence.
+pub struct VarSources<'a> {
+    pub cli: &'a BTreeMap<String, String>,
+    pub env: &'a dyn Fn(&str) -> Option<String>,
+}
+
+/// Resolves the values of the variables declared under `variables:` in `root`.
+pub fn resolve_values(
+    root: &Node,
+    sources: &VarSources<'_>,
+    diags: &mut Diagnostics,
+) -> BTreeMap<String, Option<String>> {
+    let mut values = BTreeMap::new();
+    if let Some(NodeKind::Map(decls)) = root.get("variables").map(|n| &n.kind) {
+        for (key, decl) in decls {
+            let default = decl.get("default").and_then(|d| match &d.kind {
+                NodeKind::Str { value, .. } => Some(value.clone()),
+                NodeKind::Int(i) => Some(i.to_string()),
+                NodeKind::Float(f) => Some(f.to_string()),
+                NodeKind::Bool(b) => Some(b.to_string()),
+                _ => None,
+            });
+            let value = sources
+                .cli
+                .get(&key.name)
+                .cloned()
+                .or_else(|| (sources.env)(&key.name))
+                .or(default);
+            values.insert(key.name.clone(), value);
+        }
+    }
+    for name in sources.cli.keys() {
+        if !values.contains_key(name) {
+            diags.push(
+                Diagnostic::error(format!("--var {name}: the spec declares no variable `{name}`"))
+                    .help(format!("declare it under `variables:` (e.g. `{name}: {{default: ...}}`) or fix the name")),
+            );
+        }
+    }
+    values
+}
+
+/// Substitutes variables in every string of `node` except the `variables` section itself.
+pub fn interpolate(
+    node: &mut Node,
+    values: &BTreeMap<String, Option<String>>,
+    diags: &mut Diagnostics,
+) {
+    if let NodeKind::Map(entries) = &mut node.kind {
+        for (key, value) in entries.iter_mut() {
+            if key.name != "variables" {
+                walk(value, values, diags);
+            }
+        }
+    } else {
+        walk(node, values, diags);
+    }
+}
+
+fn walk(node: &mut Node, values: &BTreeMap<String, Option<String>>, diags: &mut Diagnostics) {
+    match &mut node.kind {
+        NodeKind::Str {
+            value,
+            interpolated,
+        } => {
+            if value.contains('$') {
+                match substitute(value, values) {
+                    Ok(Some(new)) => {
+                        *value = new;
+                        *interpolated = true;
+                    }
+                    Ok(None) => {}
+                    Err(d) => diags.push(d.at(Some(node.span))),
+                }
+            }
+        }
+        NodeKind::Seq(items) => items.iter_mut().for_each(|i| walk(i, values, diags)),
+        NodeKind::Map(entries) => entries.iter_mut().for_each(|(_, v)| walk(v, values, diags)),
+        _ => {}
+    }
+}
+
+/// Returns the substituted text, `None` when the text has no variable reference.
+fn substitute(
+    text: &str,
+    values: &BTreeMap<String, Option<String>>,
+) -> Result<Option<String>, Diagnostic> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    let mut changed = false;
+    while let Some(pos) = rest.find('$') {
+        out.push_str(&rest[..pos]);
+        let after = &rest[pos..];
+        if let Some(tail) = after.strip_prefix("$${") {
+            out.push_str("${");
+            rest = tail;
+            changed = true;
+        } else if let Some(tail) = after.strip_prefix("${") {
+            let Some(end) = tail.find('}') else {
+                return Err(
+                    Diagnostic::error(format!("unclosed variable reference in `{text}`"))
+                        .help("write `${NAME}`, or `$${` for a literal `${`"),
+                );
+            };
+            let name = &tail[..end];
+            if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                return Err(Diagnostic::error(format!(
+                    "invalid variable name `{name}` in `{text}`"
+                ))
+                .help("variable names use letters, digits and `_`"));
+            }
+            match values.get(name) {
+                Some(Some(v)) => out.push_str(v),
+                Some(None) => {
+                    return Err(Diagnostic::error(format!("variable `{name}` has no value"))
+                        .help(format!(
+                            "pass `--var {name}=VALUE`, export {name} in the environment, or give it a `default` under `variables:`"
+                        )));
+                }
+                None => {
+                    let hint = super::suggest(name, values.keys().map(String::as_str))
+                        .map(|s| format!("did you mean `${{{s}}}`? "))
+                        .unwrap_or_default();
+                    return Err(
+                        Diagnostic::error(format!("variable `{name}` is not declared")).help(
+                            format!("{hint}declare it under `variables:` with an optional default"),
+                        ),
+                    );
+                }
+            }
+            rest = &tail[end + 1..];
+            changed = true;
+        } else {
+            out.push('$');
+            rest = &after[1..];
+        }
+    }
+    out.push_str(rest);
+    Ok(changed.then_some(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vals(pairs: &[(&str, Option<&str>)]) -> BTreeMap<String, Option<String>> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.map(str::to_string)))
+            .collect()
+    }
+
+    #[test]
+    fn substitutes_and_escapes() {
+        let v = vals(&[("ZONE", Some("us-east5-b"))]);
+        assert_eq!(
+            substitute("at ${ZONE}!", &v).unwrap().as_deref(),
+            Some("at us-east5-b!")
+        );
+        assert_eq!(
+            substitute("$${ZONE}", &v).unwrap().as_deref(),
+            Some("${ZONE}")
+        );
+        assert_eq!(substitute("cost $5", &v).unwrap(), None);
+    }
+
+    #[test]
+    fn undeclared_and_unset_are_errors() {
+        let v = vals(&[("ZONE", None), ("PROJECT", Some("p"))]);
+        assert!(
+            substitute("${ZONE}", &v)
+                .unwrap_err()
+                .message
+                .contains("has no value")
+        );
+        let e = substitute("${PROJCT}", &v).unwrap_err();
+        assert!(e.message.contains("not declared"));
+        assert!(e.help.unwrap().contains("${PROJECT}"));
+        assert!(substitute("${ZONE", &v).is_err());
+    }
+}
