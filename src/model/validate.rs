@@ -28,6 +28,27 @@ impl Checker<'_> {
         self.push(Diagnostic::error(msg).help(help), path);
     }
 
+    /// Points at a map key rather than its value (for keys that should not be there).
+    fn error_at_key(&mut self, path: &Path, msg: impl Into<String>, help: impl Into<String>) {
+        let mut parent = path.clone();
+        let key = match parent.0.pop() {
+            Some(crate::spec::node::Seg::Key(k)) => k,
+            _ => return self.error(path, msg, help),
+        };
+        let span = self
+            .loaded
+            .root
+            .at(&parent)
+            .and_then(|n| n.key_span(&key))
+            .unwrap_or_else(|| self.loaded.span(path));
+        self.diags.push(
+            Diagnostic::error(msg)
+                .help(help)
+                .at(Some(span))
+                .with_path(path.to_string()),
+        );
+    }
+
     fn warning(&mut self, path: &Path, msg: impl Into<String>, help: impl Into<String>) {
         self.push(Diagnostic::warning(msg).help(help), path);
     }
@@ -792,7 +813,7 @@ fn check_kueue(c: &mut Checker, spec: &Spec) {
                                 format!("add `{r}` to the group's resources, or remove this quota")
                             }
                         };
-                        c.error(
+                        c.error_at_key(
                             &rp,
                             format!("quota for `{r}`, which the resource group does not cover"),
                             help,
@@ -829,7 +850,7 @@ fn check_kueue(c: &mut Checker, spec: &Spec) {
                             );
                         }
                         if !g.resources.contains(r) {
-                            c.error(
+                            c.error_at_key(
                                 &lp,
                                 format!("{key} for `{r}`, which the resource group does not cover"),
                                 "remove it or add the resource to the group",

@@ -49,7 +49,9 @@ pub struct Loaded {
     pub env: Option<String>,
     /// Files referenced by the spec (training scripts), keyed by the path as written.
     pub files: BTreeMap<String, String>,
-    /// Warnings found while loading.
+    /// Problems found while loading. May hold errors: a spec that decoded despite them (unknown
+    /// keys are skipped) is still validated so that every problem is reported at once, but
+    /// `model::build` refuses it.
     pub diagnostics: Diagnostics,
 }
 
@@ -76,27 +78,15 @@ pub fn resolve_spec_path(fs: &dyn SpecFs, arg: &FsPath) -> Result<PathBuf, Diagn
             .map(|n| arg.join(n))
             .filter(|p| fs.is_file(p))
             .collect();
-        match found.as_slice() {
-            [one] => Ok(one.clone()),
-            [] => Err(Diagnostic::error(format!(
+        // With several spec files (the example keeps gkq.yaml and its TOML twin side by side),
+        // the first in SPEC_FILE_NAMES order wins; commands name the file they read.
+        found.into_iter().next().ok_or_else(|| {
+            Diagnostic::error(format!(
                 "no spec in {}: expected gkq.yaml or gkq.toml",
                 arg.display()
             ))
-            .help("pass the spec file itself, or a directory that holds gkq.yaml or gkq.toml")),
-            many => Err(Diagnostic::error(format!(
-                "{} holds more than one spec file: {}",
-                arg.display(),
-                many.iter()
-                    .map(|p| p
-                        .file_name()
-                        .unwrap_or_default()
-                        .to_string_lossy()
-                        .into_owned())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ))
-            .help("keep one of them, or pass the file you mean")),
-        }
+            .help("pass the spec file itself, or a directory that holds gkq.yaml or gkq.toml")
+        })
     } else if fs.is_file(arg) {
         Ok(arg.to_path_buf())
     } else {
@@ -221,9 +211,8 @@ pub fn load(fs: &dyn SpecFs, spec_arg: &FsPath, opts: &LoadOptions) -> Result<Lo
 
     let files = read_referenced_files(fs, &dir, &spec, &root, &mut diags);
 
-    if diags.has_errors() {
-        return Err(fail(sources, diags));
-    }
+    // Errors found so far (unknown keys, unreadable scripts) travel with the spec, so that
+    // validation can still report every other problem in the same run.
     Ok(Loaded {
         spec,
         root,
