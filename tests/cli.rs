@@ -1,0 +1,121 @@
+//! The `gkq` binary as users run it: exit codes, stdout/stderr split, and the schema file.
+
+use std::path::PathBuf;
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+
+fn gkq() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_gkq"));
+    c.env("NO_COLOR", "1").env_remove("GKQ_ENV");
+    c
+}
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn checked_in_schema_is_current() {
+    let out = gkq().arg("schema").output().unwrap();
+    assert!(out.status.success());
+    let checked_in = std::fs::read_to_string(root().join("schemas/gkq.schema.json")).unwrap();
+    assert!(
+        String::from_utf8(out.stdout).unwrap() == checked_in,
+        "schemas/gkq.schema.json is stale: run `cargo run -- schema > schemas/gkq.schema.json`"
+    );
+}
+
+#[test]
+fn examples_validate_against_the_schema() {
+    let schema: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(root().join("schemas/gkq.schema.json")).unwrap()).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let text = std::fs::read_to_string(root().join("examples/tpu-dws/gkq.yaml")).unwrap();
+    let doc: serde_json::Value = serde_saphyr::from_str(&text).unwrap();
+    let errors: Vec<String> = validator.iter_errors(&doc).map(|e| format!("{} at {}", e, e.instance_path())).collect();
+    assert!(errors.is_empty(), "{errors:#?}");
+    let toml_doc: serde_json::Value =
+        toml::from_str(&std::fs::read_to_string(root().join("examples/tpu-dws/gkq.toml")).unwrap()).unwrap();
+    assert!(validator.is_valid(&toml_doc));
+    // and a wrong document is caught
+    assert!(!validator.is_valid(&serde_json::json!({"project": "p", "location": "l", "cluster": {"name": "c"}, "nodePool": []})));
+}
+
+#[test]
+fn validate_ok_exits_zero_and_names_the_file() {
+    gkq()
+        .args(["validate", "examples/tpu-dws"])
+        .current_dir(root())
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("examples/tpu-dws/gkq.yaml is valid"));
+}
+
+#[test]
+fn validate_bad_spec_exits_one_with_location_on_stderr() {
+    gkq()
+        .args(["validate", "tests/bad-specs/typo-nodepools.yaml"])
+        .current_dir(root())
+        .assert()
+        .code(1)
+        .stdout(predicate::str::is_empty())
+        .stderr(predicate::str::contains("tests/bad-specs/typo-nodepools.yaml:36:1"))
+        .stderr(predicate::str::contains("did you mean `nodePools`?"))
+        .stderr(predicate::str::contains("nothing was changed"));
+}
+
+#[test]
+fn validate_json_lists_diagnostics() {
+    let out = gkq()
+        .args(["validate", "tests/bad-specs/bad-quantity-gii.yaml", "-o", "json"])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["valid"], false);
+    let d = &v["diagnostics"][0];
+    assert_eq!(d["severity"], "error");
+    assert!(d["message"].as_str().unwrap().contains("75Gii"));
+    assert!(d["line"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn var_flag_overrides_and_undeclared_var_fails() {
+    let out = gkq()
+        .args(["render", "examples/tpu-dws", "-o", "json", "--var", "PROJECT_ID=acme-ml"])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["gke"]["project"], "acme-ml");
+    assert_eq!(v["kubernetes"].as_array().unwrap().len(), 10);
+    gkq()
+        .args(["validate", "examples/tpu-dws", "--var", "PROJECTID=x"])
+        .current_dir(root())
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("declares no variable `PROJECTID`"));
+}
+
+#[test]
+fn render_yaml_is_a_multi_document_stream() {
+    let out = gkq().args(["render", "examples/tpu-dws"]).current_dir(root()).output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&text).unwrap();
+    assert_eq!(docs.len(), 11);
+    assert_eq!(docs[0]["gke"]["cluster"]["name"], "tpu-cluster");
+    assert_eq!(docs[10]["kind"], "RayJob");
+}
+
+#[test]
+fn missing_spec_is_a_clear_error() {
+    gkq()
+        .args(["validate", "no/such/dir"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("spec not found: no/such/dir"));
+}
