@@ -12,6 +12,9 @@
 //!
 //! Everything before `gke` is pure: functions over plain data, tested without I/O.
 
+// Diagnostics are cold-path values built once per problem; boxing them would add noise, not speed.
+#![allow(clippy::result_large_err)]
+
 pub mod cli;
 pub mod emulator;
 pub mod gke;

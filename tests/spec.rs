@@ -345,20 +345,20 @@ mod never_panics {
         } else {
             node::parse_yaml(&sources, id)
         };
-        if let Ok(n) = parsed {
-            if let Ok(spec) = gkq::spec::de::from_node::<gkq::spec::Spec>(&n, &sources) {
-                let loaded = gkq::spec::Loaded {
-                    spec,
-                    root: n,
-                    sources,
-                    spec_file: "f.yaml".into(),
-                    dir: ".".into(),
-                    env: None,
-                    files: Default::default(),
-                    diagnostics: Default::default(),
-                };
-                let _ = model::build(&loaded);
-            }
+        if let Ok(n) = parsed
+            && let Ok(spec) = gkq::spec::de::from_node::<gkq::spec::Spec>(&n, &sources)
+        {
+            let loaded = gkq::spec::Loaded {
+                spec,
+                root: n,
+                sources,
+                spec_file: "f.yaml".into(),
+                dir: ".".into(),
+                env: None,
+                files: Default::default(),
+                diagnostics: Default::default(),
+            };
+            let _ = model::build(&loaded);
         }
     }
 

@@ -84,10 +84,10 @@ pub fn node_pool_body(cluster: &str, pool: &NodePool) -> Value {
     let mut config = Map::new();
     config.insert("machineType".into(), json!(pool.machine_type));
     config.insert("oauthScopes".into(), json!(GKE_DEFAULT_SCOPES));
-    if let Some(ra) = &pool.reservation_affinity {
-        if let Some(v) = reservation_affinity(ra) {
-            config.insert("reservationAffinity".into(), v);
-        }
+    if let Some(ra) = &pool.reservation_affinity
+        && let Some(v) = reservation_affinity(ra)
+    {
+        config.insert("reservationAffinity".into(), v);
     }
     if pool.flex_start {
         config.insert("flexStart".into(), json!(true));
@@ -95,10 +95,10 @@ pub fn node_pool_body(cluster: &str, pool: &NodePool) -> Value {
     if pool.spot {
         config.insert("spot".into(), json!(true));
     }
-    if let Some(d) = &pool.max_run_duration {
-        if let Some(secs) = parse_duration_secs(d) {
-            config.insert("maxRunDuration".into(), json!(format!("{secs}s")));
-        }
+    if let Some(d) = &pool.max_run_duration
+        && let Some(secs) = parse_duration_secs(d)
+    {
+        config.insert("maxRunDuration".into(), json!(format!("{secs}s")));
     }
     if !pool.labels.is_empty() {
         config.insert("labels".into(), json!(pool.labels));

@@ -95,7 +95,7 @@ impl Checker<'_> {
         }
     }
 
-    fn duplicates<'n>(
+    fn duplicates(
         &mut self,
         what: &str,
         base: &Path,
@@ -295,14 +295,15 @@ fn check_names(c: &mut Checker, spec: &Spec) {
 
 fn check_cluster(c: &mut Checker, spec: &Spec) {
     let p = Path::root().key("cluster");
-    if let Some(v) = &spec.cluster.version {
-        if parse_minor(v).is_none() && v != "latest" {
-            c.error(
-                &p.key("version"),
-                format!("GKE version `{v}` is not valid"),
-                "write a version such as 1.34 or 1.34.1-gke.1829001",
-            );
-        }
+    if let Some(v) = &spec.cluster.version
+        && parse_minor(v).is_none()
+        && v != "latest"
+    {
+        c.error(
+            &p.key("version"),
+            format!("GKE version `{v}` is not valid"),
+            "write a version such as 1.34 or 1.34.1-gke.1829001",
+        );
     }
     if spec.cluster.default_pool.nodes == 0 {
         c.error(
@@ -383,14 +384,14 @@ fn check_tolerations(c: &mut Checker, path: &Path, tolerations: &[Toleration]) {
                 );
             }
         }
-        if let Some(e) = &t.effect {
-            if !TAINT_EFFECTS.contains(&e.as_str()) {
-                c.error(
-                    &path.index(i).key("effect"),
-                    format!("toleration effect `{e}` is not valid"),
-                    "use NoSchedule, PreferNoSchedule or NoExecute",
-                );
-            }
+        if let Some(e) = &t.effect
+            && !TAINT_EFFECTS.contains(&e.as_str())
+        {
+            c.error(
+                &path.index(i).key("effect"),
+                format!("toleration effect `{e}` is not valid"),
+                "use NoSchedule, PreferNoSchedule or NoExecute",
+            );
         }
     }
 }
@@ -460,24 +461,24 @@ fn check_node_pools(c: &mut Checker, spec: &Spec) {
                     "min must be at most max",
                 );
             }
-            if let Some(lp) = &a.location_policy {
-                if !matches!(lp.to_uppercase().as_str(), "BALANCED" | "ANY") {
-                    c.error(
-                        &p.key("autoscaling").key("locationPolicy"),
-                        format!("location policy `{lp}` is not valid"),
-                        "use BALANCED or ANY",
-                    );
-                }
-            }
-        }
-        if let Some(ra) = &pool.reservation_affinity {
-            if super::gke::reservation_affinity(ra).is_none() {
+            if let Some(lp) = &a.location_policy
+                && !matches!(lp.to_uppercase().as_str(), "BALANCED" | "ANY")
+            {
                 c.error(
-                    &p.key("reservationAffinity"),
-                    format!("reservation affinity `{ra}` is not valid"),
-                    "use none, any, any-then-fail or specific:<reservation-name>",
+                    &p.key("autoscaling").key("locationPolicy"),
+                    format!("location policy `{lp}` is not valid"),
+                    "use BALANCED or ANY",
                 );
             }
+        }
+        if let Some(ra) = &pool.reservation_affinity
+            && super::gke::reservation_affinity(ra).is_none()
+        {
+            c.error(
+                &p.key("reservationAffinity"),
+                format!("reservation affinity `{ra}` is not valid"),
+                "use none, any, any-then-fail or specific:<reservation-name>",
+            );
         }
         if pool.flex_start {
             match &pool.autoscaling {
@@ -578,14 +579,14 @@ fn check_node_pools(c: &mut Checker, spec: &Spec) {
                 }
             }
         }
-        if let Some(d) = &pool.max_run_duration {
-            if parse_duration_secs(d).is_none() {
-                c.error(
-                    &p.key("maxRunDuration"),
-                    format!("duration `{d}` is not valid"),
-                    "write a duration such as 86400s, 24h or 7d",
-                );
-            }
+        if let Some(d) = &pool.max_run_duration
+            && parse_duration_secs(d).is_none()
+        {
+            c.error(
+                &p.key("maxRunDuration"),
+                format!("duration `{d}` is not valid"),
+                "write a duration such as 86400s, 24h or 7d",
+            );
         }
         check_taints(c, &p.key("taints"), &pool.taints);
         check_gke_labels(c, &p.key("resourceLabels"), &pool.resource_labels);
@@ -630,16 +631,15 @@ fn check_kueue(c: &mut Checker, spec: &Spec) {
                     pool_names.iter().copied(),
                 );
             }
-            if f.provisioning.is_some() {
-                if let Some(np) = spec.node_pools.iter().find(|n| &n.name == pool) {
-                    if !np.queued_provisioning {
-                        c.error(
+            if f.provisioning.is_some()
+                && let Some(np) = spec.node_pools.iter().find(|n| &n.name == pool)
+                && !np.queued_provisioning
+            {
+                c.error(
                             &p.key("provisioning"),
                             format!("flavor `{}` uses DWS provisioning but node pool `{pool}` has no queued provisioning", f.name),
                             format!("set `queuedProvisioning: true` (and `flexStart: true`) on node pool `{pool}`"),
                         );
-                    }
-                }
             }
         } else if f.node_labels.is_empty() {
             c.warning(
@@ -660,37 +660,39 @@ fn check_kueue(c: &mut Checker, spec: &Spec) {
     let mut flavor_used_by: BTreeMap<&str, &str> = BTreeMap::new();
     for (qi, cq) in spec.kueue.cluster_queues.iter().enumerate() {
         let q = k.key("clusterQueues").index(qi);
-        if let Some(s) = &cq.queueing_strategy {
-            if s != "BestEffortFIFO" && s != "StrictFIFO" {
-                c.error(
-                    &q.key("queueingStrategy"),
-                    format!("queueing strategy `{s}` is not valid"),
-                    "use BestEffortFIFO or StrictFIFO",
-                );
-            }
+        if let Some(s) = &cq.queueing_strategy
+            && s != "BestEffortFIFO"
+            && s != "StrictFIFO"
+        {
+            c.error(
+                &q.key("queueingStrategy"),
+                format!("queueing strategy `{s}` is not valid"),
+                "use BestEffortFIFO or StrictFIFO",
+            );
         }
         if let Some(ff) = &cq.flavor_fungibility {
             for (key, v) in [
                 ("whenCanBorrow", &ff.when_can_borrow),
                 ("whenCanPreempt", &ff.when_can_preempt),
             ] {
-                if let Some(v) = v {
-                    if v != "MayStopSearch" && v != "TryNextFlavor" {
-                        c.error(&q.key("flavorFungibility").key(key), format!("`{v}` is not valid for {key}"), "use MayStopSearch or TryNextFlavor (Kueue v1beta2 dropped Borrow and Preempt)");
-                    }
+                if let Some(v) = v
+                    && v != "MayStopSearch"
+                    && v != "TryNextFlavor"
+                {
+                    c.error(&q.key("flavorFungibility").key(key), format!("`{v}` is not valid for {key}"), "use MayStopSearch or TryNextFlavor (Kueue v1beta2 dropped Borrow and Preempt)");
                 }
             }
         }
         if let Some(pre) = &cq.preemption {
             let check = |c: &mut Checker, key: &str, v: &Option<String>, allowed: &[&str]| {
-                if let Some(v) = v {
-                    if !allowed.contains(&v.as_str()) {
-                        c.error(
-                            &q.key("preemption").key(key),
-                            format!("`{v}` is not valid for preemption.{key}"),
-                            format!("use one of: {}", allowed.join(", ")),
-                        );
-                    }
+                if let Some(v) = v
+                    && !allowed.contains(&v.as_str())
+                {
+                    c.error(
+                        &q.key("preemption").key(key),
+                        format!("`{v}` is not valid for preemption.{key}"),
+                        format!("use one of: {}", allowed.join(", ")),
+                    );
                 }
             };
             check(
@@ -820,19 +822,15 @@ fn check_kueue(c: &mut Checker, spec: &Spec) {
                         );
                     }
                     let nominal = c.quantity(&rp, qty);
-                    if let (Some(nominal), Some(lend)) = (nominal, fq.lending_limit.get(r)) {
-                        if let Some(lend) = c.quantity(&fp.key("lendingLimit").key(r.clone()), lend)
-                        {
-                            if lend > nominal {
-                                c.error(
-                                    &fp.key("lendingLimit").key(r.clone()),
-                                    format!(
-                                        "lending limit {lend} is above the nominal quota {nominal}"
-                                    ),
-                                    "a queue can lend at most its nominal quota",
-                                );
-                            }
-                        }
+                    if let (Some(nominal), Some(lend)) = (nominal, fq.lending_limit.get(r))
+                        && let Some(lend) = c.quantity(&fp.key("lendingLimit").key(r.clone()), lend)
+                        && lend > nominal
+                    {
+                        c.error(
+                            &fp.key("lendingLimit").key(r.clone()),
+                            format!("lending limit {lend} is above the nominal quota {nominal}"),
+                            "a queue can lend at most its nominal quota",
+                        );
                     }
                 }
                 for (key, limits) in [
@@ -882,14 +880,14 @@ fn check_kueue(c: &mut Checker, spec: &Spec) {
                 }
             }
         }
-        if let Some(sel) = &cq.namespace_selector {
-            if sel.is_null() {
-                c.warning(
-                    &q.key("namespaceSelector"),
-                    "a null namespaceSelector admits no namespace",
-                    "remove it (gkq writes `{}`: all namespaces) or give a selector",
-                );
-            }
+        if let Some(sel) = &cq.namespace_selector
+            && sel.is_null()
+        {
+            c.warning(
+                &q.key("namespaceSelector"),
+                "a null namespaceSelector admits no namespace",
+                "remove it (gkq writes `{}`: all namespaces) or give a selector",
+            );
         }
     }
     for (i, f) in spec.kueue.flavors.iter().enumerate() {
@@ -950,17 +948,16 @@ fn check_jobs(c: &mut Checker, spec: &Spec) {
         let cm = super::jobs::config_map_name(job);
         if let Some((script, first)) =
             config_maps.insert((job.namespace.clone(), cm.clone()), (job.script.clone(), i))
+            && script != job.script
         {
-            if script != job.script {
-                c.error(
-                    &p.key("configMap"),
-                    format!(
-                        "ConfigMap `{cm}` would hold both `{script}` (job {first}) and `{}`",
-                        job.script
-                    ),
-                    "give one of the jobs its own `configMap:` name",
-                );
-            }
+            c.error(
+                &p.key("configMap"),
+                format!(
+                    "ConfigMap `{cm}` would hold both `{script}` (job {first}) and `{}`",
+                    job.script
+                ),
+                "give one of the jobs its own `configMap:` name",
+            );
         }
         let lq = spec
             .kueue

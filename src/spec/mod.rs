@@ -26,6 +26,9 @@ pub use types::Spec;
 /// File names looked for when SPEC is a directory, in this order.
 pub const SPEC_FILE_NAMES: [&str; 3] = ["gkq.yaml", "gkq.yml", "gkq.toml"];
 
+/// Looks up an environment variable by name.
+pub type EnvLookup = Box<dyn Fn(&str) -> Option<String>>;
+
 #[derive(Default)]
 pub struct LoadOptions {
     /// Environment overlay name (`--env`).
@@ -33,7 +36,7 @@ pub struct LoadOptions {
     /// `--var NAME=VALUE` values.
     pub vars: BTreeMap<String, String>,
     /// Looks up environment variables; `std::env::var` when `None`.
-    pub env_lookup: Option<Box<dyn Fn(&str) -> Option<String>>>,
+    pub env_lookup: Option<EnvLookup>,
 }
 
 /// A loaded spec: the typed spec, the merged document it came from (for locating problems) and
@@ -236,10 +239,10 @@ fn decode_all(root: &Node, sources: &SourceMap, diags: &mut Diagnostics) -> Opti
             Ok(spec) => return (only_unknown_keys || removed.is_empty()).then_some(spec),
             Err(e) => {
                 let path = e.path.clone().unwrap_or_default();
-                if let de::ErrorKind::MissingKey(key) = &e.kind {
-                    if removed.iter().any(|r| *r == path.key(key.clone())) {
-                        return None;
-                    }
+                if let de::ErrorKind::MissingKey(key) = &e.kind
+                    && removed.iter().any(|r| *r == path.key(key.clone()))
+                {
+                    return None;
                 }
                 diags.push(decode_diagnostic(&e));
                 let removable =

@@ -392,10 +392,10 @@ fn resolve_scalar(value: &str, style: ScalarStyle, tag: Option<String>) -> NodeK
         value: value.to_string(),
         interpolated: false,
     };
-    if let Some(tag) = tag {
-        if tag.ends_with(":str") {
-            return string();
-        }
+    if let Some(tag) = tag
+        && tag.ends_with(":str")
+    {
+        return string();
     }
     if style != ScalarStyle::Plain {
         return string();
@@ -409,10 +409,10 @@ fn resolve_scalar(value: &str, style: ScalarStyle, tag: Option<String>) -> NodeK
     if let Some(i) = parse_yaml_int(value) {
         return NodeKind::Int(i);
     }
-    if looks_like_float(value) {
-        if let Ok(f) = value.parse::<f64>() {
-            return NodeKind::Float(f);
-        }
+    if looks_like_float(value)
+        && let Ok(f) = value.parse::<f64>()
+    {
+        return NodeKind::Float(f);
     }
     string()
 }

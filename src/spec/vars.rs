@@ -71,18 +71,14 @@ fn walk(node: &mut Node, values: &BTreeMap<String, Option<String>>, diags: &mut 
         NodeKind::Str {
             value,
             interpolated,
-        } => {
-            if value.contains('$') {
-                match substitute(value, values) {
-                    Ok(Some(new)) => {
-                        *value = new;
-                        *interpolated = true;
-                    }
-                    Ok(None) => {}
-                    Err(d) => diags.push(d.at(Some(node.span))),
-                }
+        } if value.contains('$') => match substitute(value, values) {
+            Ok(Some(new)) => {
+                *value = new;
+                *interpolated = true;
             }
-        }
+            Ok(None) => {}
+            Err(d) => diags.push(d.at(Some(node.span))),
+        },
         NodeKind::Seq(items) => items.iter_mut().for_each(|i| walk(i, values, diags)),
         NodeKind::Map(entries) => entries.iter_mut().for_each(|(_, v)| walk(v, values, diags)),
         _ => {}
