@@ -28,15 +28,21 @@ fn checked_in_schema_is_current() {
 
 #[test]
 fn examples_validate_against_the_schema() {
-    let schema: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(root().join("schemas/gkq.schema.json")).unwrap()).unwrap();
+    let schema: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root().join("schemas/gkq.schema.json")).unwrap(),
+    )
+    .unwrap();
     let validator = jsonschema::validator_for(&schema).unwrap();
     let text = std::fs::read_to_string(root().join("examples/tpu-dws/gkq.yaml")).unwrap();
     let doc: serde_json::Value = serde_saphyr::from_str(&text).unwrap();
-    let errors: Vec<String> = validator.iter_errors(&doc).map(|e| format!("{} at {}", e, e.instance_path())).collect();
+    let errors: Vec<String> = validator
+        .iter_errors(&doc)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
     assert!(errors.is_empty(), "{errors:#?}");
     let toml_doc: serde_json::Value =
-        toml::from_str(&std::fs::read_to_string(root().join("examples/tpu-dws/gkq.toml")).unwrap()).unwrap();
+        toml::from_str(&std::fs::read_to_string(root().join("examples/tpu-dws/gkq.toml")).unwrap())
+            .unwrap();
     assert!(validator.is_valid(&toml_doc));
     // and a wrong document is caught
     assert!(!validator.is_valid(&serde_json::json!({"project": "p", "location": "l", "cluster": {"name": "c"}, "nodePool": []})));
@@ -49,7 +55,9 @@ fn validate_ok_exits_zero_and_names_the_file() {
         .current_dir(root())
         .assert()
         .success()
-        .stdout(predicate::str::contains("examples/tpu-dws/gkq.yaml is valid"));
+        .stdout(predicate::str::contains(
+            "examples/tpu-dws/gkq.yaml is valid",
+        ));
 }
 
 #[test]
@@ -60,7 +68,9 @@ fn validate_bad_spec_exits_one_with_location_on_stderr() {
         .assert()
         .code(1)
         .stdout(predicate::str::is_empty())
-        .stderr(predicate::str::contains("tests/bad-specs/typo-nodepools.yaml:36:1"))
+        .stderr(predicate::str::contains(
+            "tests/bad-specs/typo-nodepools.yaml:36:1",
+        ))
         .stderr(predicate::str::contains("did you mean `nodePools`?"))
         .stderr(predicate::str::contains("nothing was changed"));
 }
@@ -68,7 +78,12 @@ fn validate_bad_spec_exits_one_with_location_on_stderr() {
 #[test]
 fn validate_json_lists_diagnostics() {
     let out = gkq()
-        .args(["validate", "tests/bad-specs/bad-quantity-gii.yaml", "-o", "json"])
+        .args([
+            "validate",
+            "tests/bad-specs/bad-quantity-gii.yaml",
+            "-o",
+            "json",
+        ])
         .current_dir(root())
         .output()
         .unwrap();
@@ -84,7 +99,14 @@ fn validate_json_lists_diagnostics() {
 #[test]
 fn var_flag_overrides_and_undeclared_var_fails() {
     let out = gkq()
-        .args(["render", "examples/tpu-dws", "-o", "json", "--var", "PROJECT_ID=acme-ml"])
+        .args([
+            "render",
+            "examples/tpu-dws",
+            "-o",
+            "json",
+            "--var",
+            "PROJECT_ID=acme-ml",
+        ])
         .current_dir(root())
         .output()
         .unwrap();
@@ -102,7 +124,11 @@ fn var_flag_overrides_and_undeclared_var_fails() {
 
 #[test]
 fn render_yaml_is_a_multi_document_stream() {
-    let out = gkq().args(["render", "examples/tpu-dws"]).current_dir(root()).output().unwrap();
+    let out = gkq()
+        .args(["render", "examples/tpu-dws"])
+        .current_dir(root())
+        .output()
+        .unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
     let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&text).unwrap();
@@ -118,4 +144,86 @@ fn missing_spec_is_a_clear_error() {
         .assert()
         .code(1)
         .stderr(predicate::str::contains("spec not found: no/such/dir"));
+}
+
+#[test]
+fn git_ref_reads_the_spec_from_a_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = git2::Repository::init(dir.path()).unwrap();
+    let spec_dir = dir.path().join("infra");
+    std::fs::create_dir_all(spec_dir.join("environments")).unwrap();
+    for f in ["gkq.yaml", "train.py", "environments/prod.yaml"] {
+        std::fs::copy(root().join("examples/tpu-dws").join(f), spec_dir.join(f)).unwrap();
+    }
+    let commit = |message: &str| {
+        let mut index = repo.index().unwrap();
+        index
+            .add_all(["*"], git2::IndexAddOption::DEFAULT, None)
+            .unwrap();
+        index.write().unwrap();
+        let tree = repo.find_tree(index.write_tree().unwrap()).unwrap();
+        let sig = git2::Signature::now("t", "t@example.com").unwrap();
+        let parents: Vec<git2::Commit> = repo
+            .head()
+            .ok()
+            .and_then(|h| h.peel_to_commit().ok())
+            .into_iter()
+            .collect();
+        let parents: Vec<&git2::Commit> = parents.iter().collect();
+        repo.commit(Some("HEAD"), &sig, &sig, message, &tree, &parents)
+            .unwrap()
+    };
+    let first = commit("first");
+    // The working tree moves on: a bigger on-demand pool.
+    let text = std::fs::read_to_string(spec_dir.join("gkq.yaml")).unwrap();
+    std::fs::write(
+        spec_dir.join("gkq.yaml"),
+        text.replacen("max: 4}", "max: 8}", 1),
+    )
+    .unwrap();
+
+    let max_nodes = |extra: &[&str]| {
+        let mut args = vec!["render", "infra", "-o", "json", "--env", "prod"];
+        args.extend_from_slice(extra);
+        let out = gkq().args(&args).current_dir(dir.path()).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        (
+            v["gke"]["nodePools"][0]["autoscaling"]["maxNodeCount"].clone(),
+            v["gke"]["nodePools"][1]["autoscaling"]["maxNodeCount"].clone(),
+        )
+    };
+    let first = first.to_string();
+    // prod overlays pool 0 to 8 in both; pool 1 differs: 4 in the commit, 8 in the working tree.
+    assert_eq!(
+        max_nodes(&["--git-ref", &first]),
+        (serde_json::json!(8), serde_json::json!(4))
+    );
+    assert_eq!(max_nodes(&[]), (serde_json::json!(8), serde_json::json!(4)));
+    let text = std::fs::read_to_string(spec_dir.join("gkq.yaml")).unwrap();
+    std::fs::write(
+        spec_dir.join("gkq.yaml"),
+        text.replace("max: 4}\n    flexStart", "max: 12}\n    flexStart"),
+    )
+    .unwrap();
+    assert_eq!(
+        max_nodes(&[]),
+        (serde_json::json!(8), serde_json::json!(12))
+    );
+    assert_eq!(
+        max_nodes(&["--git-ref", "HEAD"]),
+        (serde_json::json!(8), serde_json::json!(4))
+    );
+    gkq()
+        .args(["validate", "infra", "--git-ref", "no-such-branch"])
+        .current_dir(dir.path())
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "git reference `no-such-branch` not found",
+        ));
 }

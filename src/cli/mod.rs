@@ -49,6 +49,10 @@ pub struct SpecArgs {
     /// Set a declared variable (repeatable): --var PROJECT_ID=my-project.
     #[arg(long = "var", value_name = "NAME=VALUE", value_parser = parse_var)]
     pub vars: Vec<(String, String)>,
+    /// Read the spec, its overlays and its scripts from this git commit, branch or tag instead of
+    /// the working tree.
+    #[arg(long = "git-ref", value_name = "REF")]
+    pub git_ref: Option<String>,
 }
 
 fn parse_var(s: &str) -> Result<(String, String), String> {
@@ -133,7 +137,25 @@ pub fn load_valid(
     Diagnostics,
     SourceMap,
 ) {
-    match spec::load(&spec::WorkingTree, &args.spec, &args.load_options()) {
+    let git;
+    let fs: &dyn spec::SpecFs = match &args.git_ref {
+        None => &spec::WorkingTree,
+        Some(r) => match spec::fs::GitTree::open(&args.spec, r) {
+            Ok(tree) => {
+                git = tree;
+                &git
+            }
+            Err(e) => {
+                let mut diags = Diagnostics::default();
+                diags
+                    .push(spec::Diagnostic::error(e.to_string()).help(
+                        "pass a commit, branch or tag of the repository that holds the spec",
+                    ));
+                return (None, diags, SourceMap::default());
+            }
+        },
+    };
+    match spec::load(fs, &args.spec, &args.load_options()) {
         Err(f) => (None, f.diagnostics, f.sources),
         Ok(loaded) => {
             let (desired, diags) = crate::model::build(&loaded);
