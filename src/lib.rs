@@ -18,6 +18,7 @@
 pub mod cli;
 pub mod emulator;
 pub mod gke;
+pub mod kube;
 pub mod model;
 pub mod placement;
 pub mod spec;

@@ -1,0 +1,217 @@
+//! [`KubeApi`] over a real API server with kube-rs.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::core::GroupVersionKind;
+use kube::{Client, Config};
+use serde_json::Value;
+
+use super::{
+    ApplyOptions, FieldConflict, KubeApi, KubeError, KubeResult, MANAGER, ResourceInfo, describe,
+};
+
+pub struct RealKube {
+    client: Client,
+    discovered: Mutex<HashMap<(String, String), Option<ResourceInfo>>>,
+}
+
+impl RealKube {
+    pub fn new(client: Client) -> Self {
+        Self {
+            client,
+            discovered: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// From a kubeconfig file (`KUBECONFIG` or `~/.kube/config`) and an optional context.
+    pub async fn from_kubeconfig(context: Option<&str>) -> anyhow::Result<Self> {
+        let options = kube::config::KubeConfigOptions {
+            context: context.map(str::to_string),
+            ..Default::default()
+        };
+        let config = Config::from_kubeconfig(&options).await?;
+        Ok(Self::new(Client::try_from(config)?))
+    }
+
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// Forgets discovery results (after installing CRDs).
+    pub fn refresh_discovery(&self) {
+        if let Ok(mut d) = self.discovered.lock() {
+            d.clear();
+        }
+    }
+
+    fn api(&self, info: &ResourceInfo, namespace: Option<&str>) -> Api<DynamicObject> {
+        let (group, version) = match info.api_version.rsplit_once('/') {
+            Some((g, v)) => (g, v),
+            None => ("", info.api_version.as_str()),
+        };
+        let gvk = GroupVersionKind::gvk(group, version, &info.kind);
+        let ar = ApiResource::from_gvk_with_plural(&gvk, &info.plural);
+        match (info.namespaced, namespace) {
+            (true, Some(ns)) => Api::namespaced_with(self.client.clone(), ns, &ar),
+            _ => Api::all_with(self.client.clone(), &ar),
+        }
+    }
+}
+
+fn map_error(object: &str, e: kube::Error) -> KubeError {
+    match e {
+        kube::Error::Api(status) => {
+            let causes = status
+                .details
+                .as_ref()
+                .map(|d| d.causes.clone())
+                .unwrap_or_default();
+            if status.code == 409 && status.reason == "Conflict" && !causes.is_empty() {
+                let conflicts = causes
+                    .iter()
+                    .map(|c| FieldConflict {
+                        field: c.field.clone(),
+                        manager: c
+                            .message
+                            .strip_prefix("conflict with \"")
+                            .and_then(|m| m.split('"').next())
+                            .unwrap_or(&c.message)
+                            .to_string(),
+                    })
+                    .collect();
+                return KubeError::Conflict {
+                    object: object.to_string(),
+                    conflicts,
+                    message: status.message.clone(),
+                };
+            }
+            if status.code == 422 || status.code == 400 || status.reason == "Invalid" {
+                return KubeError::Invalid {
+                    object: object.to_string(),
+                    message: status.message.clone(),
+                };
+            }
+            KubeError::Api {
+                object: object.to_string(),
+                code: status.code,
+                reason: status.reason.clone(),
+                message: status.message.clone(),
+            }
+        }
+        other => KubeError::Transport(other.to_string()),
+    }
+}
+
+#[async_trait::async_trait]
+impl KubeApi for RealKube {
+    async fn resource(&self, api_version: &str, kind: &str) -> KubeResult<Option<ResourceInfo>> {
+        let key = (api_version.to_string(), kind.to_string());
+        if let Some(hit) = self
+            .discovered
+            .lock()
+            .ok()
+            .and_then(|d| d.get(&key).cloned())
+        {
+            return Ok(hit);
+        }
+        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+        let gvk = GroupVersionKind::gvk(group, version, kind);
+        let found = match kube::discovery::pinned_kind(&self.client, &gvk).await {
+            Ok((ar, caps)) => Some(ResourceInfo {
+                api_version: api_version.to_string(),
+                kind: kind.to_string(),
+                plural: ar.plural,
+                namespaced: matches!(caps.scope, kube::discovery::Scope::Namespaced),
+            }),
+            Err(kube::Error::Api(s)) if s.code == 404 => None,
+            Err(kube::Error::Discovery(_)) => None,
+            Err(e) => return Err(map_error(&format!("{api_version} {kind}"), e)),
+        };
+        if let Ok(mut d) = self.discovered.lock() {
+            d.insert(key, found.clone());
+        }
+        Ok(found)
+    }
+
+    async fn list(&self, info: &ResourceInfo, label_selector: &str) -> KubeResult<Vec<Value>> {
+        let api = self.api(info, None);
+        let list = api
+            .list(&ListParams::default().labels(label_selector))
+            .await
+            .map_err(|e| map_error(&format!("list {}", info.kind), e))?;
+        list.items
+            .into_iter()
+            .map(|mut o| {
+                o.types = Some(kube::api::TypeMeta {
+                    api_version: info.api_version.clone(),
+                    kind: info.kind.clone(),
+                });
+                serde_json::to_value(o).map_err(|e| KubeError::Transport(e.to_string()))
+            })
+            .collect()
+    }
+
+    async fn get(
+        &self,
+        info: &ResourceInfo,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> KubeResult<Option<Value>> {
+        let api = self.api(info, namespace);
+        let obj = api
+            .get_opt(name)
+            .await
+            .map_err(|e| map_error(&format!("{} {name}", info.kind), e))?;
+        obj.map(|mut o| {
+            o.types = Some(kube::api::TypeMeta {
+                api_version: info.api_version.clone(),
+                kind: info.kind.clone(),
+            });
+            serde_json::to_value(o).map_err(|e| KubeError::Transport(e.to_string()))
+        })
+        .transpose()
+    }
+
+    async fn apply(
+        &self,
+        info: &ResourceInfo,
+        object: &Value,
+        opts: ApplyOptions,
+    ) -> KubeResult<Value> {
+        let name = super::name_of(object);
+        let api = self.api(info, super::namespace_of(object));
+        let mut params = PatchParams::apply(MANAGER).validation_strict();
+        if opts.force {
+            params = params.force();
+        }
+        if opts.dry_run {
+            params = params.dry_run();
+        }
+        let out = api
+            .patch(name, &params, &Patch::Apply(object))
+            .await
+            .map_err(|e| map_error(&describe(object), e))?;
+        serde_json::to_value(out).map_err(|e| KubeError::Transport(e.to_string()))
+    }
+
+    async fn delete(
+        &self,
+        info: &ResourceInfo,
+        namespace: Option<&str>,
+        name: &str,
+        dry_run: bool,
+    ) -> KubeResult<bool> {
+        let api = self.api(info, namespace);
+        let params = DeleteParams {
+            dry_run,
+            ..Default::default()
+        };
+        match api.delete(name, &params).await {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
+            Err(e) => Err(map_error(&format!("{} {name}", info.kind), e)),
+        }
+    }
+}
