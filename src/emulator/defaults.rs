@@ -258,13 +258,12 @@ pub fn fill_pool(
             "shieldedInstanceConfig",
             json!({"enableIntegrityMonitoring": true}),
         );
-        if !config.contains_key("gcfsConfig") {
-            if let Some(g) = ctx
+        if !config.contains_key("gcfsConfig")
+            && let Some(g) = ctx
                 .cluster_json
                 .pointer("/nodePoolDefaults/nodeConfigDefaults/gcfsConfig")
-            {
-                config.insert("gcfsConfig".into(), g.clone());
-            }
+        {
+            config.insert("gcfsConfig".into(), g.clone());
         }
         config.insert(
             "effectiveCgroupMode".into(),

@@ -148,6 +148,8 @@ pub struct RecordedRequest {
     pub query: String,
     /// The body as JSON; a non-JSON body is kept as a JSON string; `None` when empty.
     pub body: Option<Value>,
+    /// Whether it carried an `Authorization` header (its value is never recorded).
+    pub authorized: bool,
     /// The HTTP status of the answer.
     pub status: u16,
 }
@@ -338,15 +340,16 @@ impl Emulator {
         let advanced = st.advance(now, cfg);
         let result = api::handle(&mut st, &ctx, method, &route, path, &parsed);
         let changed = advanced || (result.is_ok() && method != "GET");
-        if changed && let Some(dir) = &cfg.state_dir {
-            if let Err(e) = st.save(dir) {
-                tracing::error!("gke emulator: cannot persist state: {e:#}");
-                return reply(ApiError::new(
-                    500,
-                    "INTERNAL",
-                    format!("The emulator could not persist its state: {e}"),
-                ));
-            }
+        if changed
+            && let Some(dir) = &cfg.state_dir
+            && let Err(e) = st.save(dir)
+        {
+            tracing::error!("gke emulator: cannot persist state: {e:#}");
+            return reply(ApiError::new(
+                500,
+                "INTERNAL",
+                format!("The emulator could not persist its state: {e}"),
+            ));
         }
         drop(st);
         match result {
@@ -378,6 +381,7 @@ async fn dispatch(
     AxState(emu): AxState<Emulator>,
     method: Method,
     uri: Uri,
+    headers: axum::http::HeaderMap,
     body: Bytes,
 ) -> Response {
     let path = uri.path().to_string();
@@ -396,6 +400,7 @@ async fn dispatch(
         path,
         query,
         body: recorded_body,
+        authorized: headers.contains_key(axum::http::header::AUTHORIZATION),
         status,
     });
     if let Some(ms) = hang {
