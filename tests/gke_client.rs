@@ -636,6 +636,41 @@ async fn stockout_fails_the_operation_naming_the_pool() {
 }
 
 #[tokio::test]
+async fn stockout_on_cluster_create() {
+    let (api, emu) = start(fast_config()).await;
+    let c = cluster_ref();
+    emu.add_fault(FaultRule::new("POST", "*/clusters", Fault::Stockout { message: None }).times(1));
+    let body = cluster_body();
+    let err = run_operation(&api, &c, || api.create_cluster(&c, &body), |_, _| {})
+        .await
+        .unwrap_err();
+    match &err {
+        GkeError::OperationFailed {
+            operation_type,
+            target,
+            message,
+            ..
+        } => {
+            assert_eq!(operation_type, "CREATE_CLUSTER");
+            assert_eq!(
+                target,
+                "projects/my-project/locations/us-east5-b/clusters/tpu-cluster"
+            );
+            assert!(message.starts_with("Try a different location"), "{message}");
+        }
+        e => panic!("{e:?}"),
+    }
+    assert!(err.is_stockout());
+    let cl = api.get_cluster(&c).await.unwrap().unwrap();
+    assert_eq!(cl["status"], "ERROR");
+    let op = api.list_operations(&c).await.unwrap().remove(0);
+    assert_eq!(op.extra["clusterConditions"][0]["code"], "GCE_STOCKOUT");
+    // A cluster in ERROR can be deleted.
+    done(&api, api.delete_cluster(&c).await.unwrap()).await;
+    assert_eq!(api.get_cluster(&c).await.unwrap(), None);
+}
+
+#[tokio::test]
 async fn quota_and_tpu_flex_start_queued_errors() {
     let (api, emu) = start(EmulatorConfig::instant()).await;
     let c = cluster_ref();
