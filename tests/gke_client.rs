@@ -884,3 +884,55 @@ async fn state_persists_across_restarts() {
     assert_eq!(before, after);
     assert_eq!(api.list_operations(&c).await.unwrap().len(), 3);
 }
+
+/// What the spec renders for the seed example (`gkq render examples/tpu-dws -o json`) is accepted
+/// by the emulator as is: the cluster and every pool are created, and arrive byte for byte.
+#[tokio::test]
+async fn rendered_seed_example_is_accepted() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gkq"))
+        .args(["render", "examples/tpu-dws", "-o", "json"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let desired: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let gke = &desired["gke"];
+    let c = ClusterRef {
+        project: gke["project"].as_str().unwrap_or("my-project").into(),
+        location: gke["location"].as_str().unwrap_or("us-east5-b").into(),
+        cluster: gke["cluster"]["name"].as_str().unwrap().into(),
+    };
+    let (api, emu) = start(EmulatorConfig::instant()).await;
+    let body = gke["cluster"].clone();
+    run_operation(&api, &c, || api.create_cluster(&c, &body), |_, _| {})
+        .await
+        .unwrap();
+    let pools = gke["nodePools"].as_array().unwrap();
+    assert!(pools.len() >= 2);
+    for p in pools {
+        run_operation(&api, &c, || api.create_node_pool(&c, p), |_, _| {})
+            .await
+            .unwrap();
+    }
+    let live = api.get_cluster(&c).await.unwrap().unwrap();
+    assert_eq!(live["status"], "RUNNING");
+    assert_eq!(
+        live["nodePools"].as_array().unwrap().len(),
+        pools.len() + 1,
+        "default pool + the spec's pools"
+    );
+    let posted: Vec<Value> = emu
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "POST")
+        .filter_map(|r| r.body)
+        .collect();
+    assert_eq!(posted[0], json!({ "cluster": body }));
+    for (i, p) in pools.iter().enumerate() {
+        assert_eq!(posted[i + 1], json!({ "nodePool": p }));
+    }
+}
