@@ -162,14 +162,13 @@ impl GkeError {
     /// A failed operation caused by a lack of capacity (GCE stockout, exhausted resource pool).
     pub fn is_stockout(&self) -> bool {
         match self {
-            GkeError::OperationFailed { code, message, .. } => {
+            GkeError::OperationFailed { message, .. } => {
                 let m = message.to_ascii_uppercase();
                 m.contains("STOCKOUT")
                     || m.contains("ZONE_RESOURCE_POOL_EXHAUSTED")
                     || m.contains("DOES NOT HAVE ENOUGH RESOURCES")
                     || m.contains("LACK OF CAPACITY")
                     || m.contains("REQUESTED RESOURCE IS EXHAUSTED")
-                    || (*code == 8 && m.contains("RESOURCE"))
             }
             _ => false,
         }

@@ -225,3 +225,78 @@ where
     let op = retry_while_busy(api, cluster, call, &mut progress).await?;
     wait_operation(api, cluster, &op, &mut progress).await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gke::RpcStatus;
+
+    fn cluster() -> ClusterRef {
+        ClusterRef {
+            project: "p".into(),
+            location: "us-east5-b".into(),
+            cluster: "c".into(),
+        }
+    }
+
+    fn op(target: &str) -> Operation {
+        Operation {
+            name: "operation-1".into(),
+            operation_type: "CREATE_NODE_POOL".into(),
+            status: "DONE".into(),
+            target_link: Some(target.into()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn targets() {
+        let c = cluster();
+        let o = op(
+            "https://container.googleapis.com/v1/projects/123/zones/us-east5-b/clusters/c/nodePools/dws-pool",
+        );
+        assert_eq!(
+            operation_target(&c, &o),
+            "projects/p/locations/us-east5-b/clusters/c/nodePools/dws-pool"
+        );
+        let o = op("https://container.googleapis.com/v1/projects/123/zones/us-east5-b/clusters/c");
+        assert_eq!(
+            operation_target(&c, &o),
+            "projects/p/locations/us-east5-b/clusters/c"
+        );
+    }
+
+    #[test]
+    fn failures_from_error_or_status_message() {
+        let c = cluster();
+        let ok = op("x/clusters/c");
+        assert!(operation_failure(&c, &ok).is_none());
+        let mut e = op("x/clusters/c/nodePools/np");
+        e.error = Some(RpcStatus {
+            code: 8,
+            message: "Google Compute Engine: ... [GCE_STOCKOUT] ...".into(),
+            details: vec![],
+        });
+        let err = operation_failure(&c, &e).unwrap();
+        assert!(err.is_stockout());
+        assert!(err.to_string().contains("nodePools/np"));
+        // Older servers: only statusMessage.
+        let mut s = op("x/clusters/c");
+        s.status_message = Some(
+            "Try a different location, or try again later: Google Compute \
+            Engine does not have enough resources available to fulfill request: us-east5-b."
+                .into(),
+        );
+        let err = operation_failure(&c, &s).unwrap();
+        assert!(matches!(err, GkeError::OperationFailed { code: 2, .. }));
+        assert!(err.is_stockout());
+        // A quota failure is not a stockout.
+        let mut q = op("x/clusters/c");
+        q.error = Some(RpcStatus {
+            code: 8,
+            message: "Insufficient regional quota to satisfy request: resource \"TPUS\"".into(),
+            details: vec![],
+        });
+        assert!(!operation_failure(&c, &q).unwrap().is_stockout());
+    }
+}
