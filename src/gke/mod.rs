@@ -4,10 +4,51 @@
 //! (lowerCamelCase, int64 as strings): the reconciler compares only the fields the spec owns, so it
 //! must keep every field the server returns, and the emulator stores the same JSON.
 
+//!
+//! - [`RestGke`] implements [`GkeApi`] over reqwest, with retries ([`rest`] documents which calls
+//!   are retried and how creates avoid blind re-POSTs); credentials come from a [`TokenSource`]
+//!   ([`AdcTokenSource`], [`StaticTokenSource`], [`AnonymousTokenSource`]).
+//! - [`wait_operation`], [`retry_while_busy`] and [`run_operation`] handle long-running operations
+//!   and the one-operation-per-cluster rule.
+//! - [`kube_config_from_cluster`] builds a Kubernetes client config from `clusters.get`.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), gkq::gke::GkeError> {
+//! use std::sync::Arc;
+//! use gkq::gke::*;
+//! let api = RestGke::new(Arc::new(AdcTokenSource::new()?))?;
+//! let cluster = ClusterRef { project: "p".into(), location: "us-east5-b".into(), cluster: "c".into() };
+//! let autoscaling = serde_json::json!({"enabled": true, "maxNodeCount": 8});
+//! let op = run_operation(&api, &cluster,
+//!     || api.set_node_pool_autoscaling(&cluster, "dws-pool", &autoscaling),
+//!     |op, elapsed| eprintln!("{} {} {:?}", op.operation_type, op.status, elapsed)).await?;
+//! # Ok(()) }
+//! ```
+
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+pub mod auth;
+pub mod errors;
+pub mod kubeconfig;
+pub mod operations;
+pub mod rest;
+
+pub use auth::{
+    AdcTokenSource, AnonymousTokenSource, CLOUD_PLATFORM_SCOPE, StaticTokenSource, TokenSource,
+    USERINFO_EMAIL_SCOPE, install_tls_provider,
+};
+pub use kubeconfig::{
+    EndpointChoice, KubeConfigError, TOKEN_REBUILD_INTERVAL, kube_config_from_cluster,
+    kube_config_from_cluster_with,
+};
+pub use operations::{
+    PollConfig, operation_failure, operation_target, retry_while_busy, run_operation,
+    wait_operation, wait_operation_with,
+};
+pub use rest::{DEFAULT_ENDPOINT, RestGke, RetryConfig};
 
 /// Where a cluster lives: `projects/{project}/locations/{location}/clusters/{cluster}`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -117,6 +158,69 @@ pub enum GkeError {
 
 pub type GkeResult<T> = Result<T, GkeError>;
 
+impl GkeError {
+    /// A failed operation caused by a lack of capacity (GCE stockout, exhausted resource pool).
+    pub fn is_stockout(&self) -> bool {
+        match self {
+            GkeError::OperationFailed { message, .. } => {
+                let m = message.to_ascii_uppercase();
+                m.contains("STOCKOUT")
+                    || m.contains("ZONE_RESOURCE_POOL_EXHAUSTED")
+                    || m.contains("DOES NOT HAVE ENOUGH RESOURCES")
+                    || m.contains("LACK OF CAPACITY")
+                    || m.contains("REQUESTED RESOURCE IS EXHAUSTED")
+            }
+            _ => false,
+        }
+    }
+
+    /// What the user can do about this error, when there is something specific to say.
+    pub fn hint(&self) -> Option<&'static str> {
+        match self {
+            e if e.is_stockout() => Some(
+                "Google Compute Engine has no capacity for this machine type in the zone right \
+                 now. Try again later, use another zone, use a reservation, or rely on the DWS \
+                 flex-start pool (Plan B), which queues for capacity. A pool left in ERROR status \
+                 is replaced on the next apply.",
+            ),
+            GkeError::Forbidden { message } if message.to_ascii_lowercase().contains("quota") => {
+                Some(
+                    "The project lacks quota for this request: request a quota increase in the \
+                     Cloud console (IAM & Admin > Quotas) or reduce the node count.",
+                )
+            }
+            GkeError::Forbidden { .. } => Some(
+                "The credentials lack permission: the account needs roles/container.admin (or \
+                 container.clusterAdmin) on the project.",
+            ),
+            GkeError::Auth(_) => Some(
+                "Run `gcloud auth application-default login`, or point \
+                 GOOGLE_APPLICATION_CREDENTIALS at a credentials file.",
+            ),
+            GkeError::Conflict { .. } => {
+                Some("The resource changed since it was read: plan again and re-apply.")
+            }
+            GkeError::OperationFailed { message, .. }
+                if message.contains("Flex start node pools don't support TPUs") =>
+            {
+                Some(
+                    "This GKE version rejects TPU flex-start pools with queued provisioning: \
+                     drop queued provisioning (flex-start only) or use a newer GKE version.",
+                )
+            }
+            GkeError::Api { message, .. }
+                if message.contains("Flex start node pools don't support TPUs") =>
+            {
+                Some(
+                    "This GKE version rejects TPU flex-start pools with queued provisioning: \
+                     drop queued provisioning (flex-start only) or use a newer GKE version.",
+                )
+            }
+            _ => None,
+        }
+    }
+}
+
 /// The calls gkq makes to GKE. Implemented over HTTP by the REST client (also used against the
 /// emulator, whose endpoint differs); bodies are the REST API's JSON.
 #[async_trait::async_trait]
@@ -174,4 +278,8 @@ pub trait GkeApi: Send + Sync {
     async fn delete_node_pool(&self, cluster: &ClusterRef, pool: &str) -> GkeResult<Operation>;
     /// `operations.get` by the operation's short name.
     async fn get_operation(&self, cluster: &ClusterRef, operation: &str) -> GkeResult<Operation>;
+    /// How [`wait_operation`] polls this API's operations.
+    fn poll_config(&self) -> PollConfig {
+        PollConfig::default()
+    }
 }

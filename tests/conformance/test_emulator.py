@@ -1,0 +1,285 @@
+"""The GKE emulator checked with Google's official client, google-cloud-container (REST
+transport, anonymous credentials): the seed walk-through's calls and their answers.
+
+The same scenarios run through gkq's own client in tests/gke_client.rs.
+"""
+import time
+
+import pytest
+from google.api_core import exceptions
+from google.cloud import container_v1 as c
+
+P, Z = "conf-project", "us-east5-b"
+PARENT = f"projects/{P}/locations/{Z}"
+SCOPES = [
+    "https://www.googleapis.com/auth/devstorage.read_only",
+    "https://www.googleapis.com/auth/logging.write",
+    "https://www.googleapis.com/auth/monitoring",
+    "https://www.googleapis.com/auth/service.management.readonly",
+    "https://www.googleapis.com/auth/servicecontrol",
+    "https://www.googleapis.com/auth/trace.append",
+]
+
+
+def wait(client, op, timeout=20):
+    """Polls operations.get until DONE (there is no :wait in container v1)."""
+    seen = [op.status]
+    deadline = time.time() + timeout
+    while op.status != c.Operation.Status.DONE:
+        assert time.time() < deadline, f"operation {op.name} not done"
+        time.sleep(0.05)
+        op = client.get_operation(name=f"{PARENT}/operations/{op.name}")
+        seen.append(op.status)
+    return op, seen
+
+
+def seed_cluster(name):
+    """gke.md a.1: the gcloud create with --cluster-version=1.34 --addons=RayOperator and image
+    streaming."""
+    return c.Cluster(
+        name=name,
+        initial_cluster_version="1.34",
+        node_pools=[c.NodePool(
+            name="default-pool", initial_node_count=3,
+            config=c.NodeConfig(machine_type="n2-standard-16", oauth_scopes=SCOPES),
+            management=c.NodeManagement(auto_repair=True, auto_upgrade=True))],
+        addons_config=c.AddonsConfig(
+            ray_operator_config=c.RayOperatorConfig(enabled=True),
+            http_load_balancing=c.HttpLoadBalancing(disabled=True),
+            horizontal_pod_autoscaling=c.HorizontalPodAutoscaling(disabled=True),
+            kubernetes_dashboard=c.KubernetesDashboard(disabled=True),
+            network_policy_config=c.NetworkPolicyConfig(disabled=True)),
+        node_pool_defaults=c.NodePoolDefaults(node_config_defaults=c.NodeConfigDefaults(
+            gcfs_config=c.GcfsConfig(enabled=True))),
+    )
+
+
+def dws_pool(name="dws-pool"):
+    """gke.md a.4 / g: the DWS flex-start pool with queued provisioning."""
+    return c.NodePool(
+        name=name, initial_node_count=0,
+        config=c.NodeConfig(
+            machine_type="ct6e-standard-4t", flex_start=True,
+            reservation_affinity=c.ReservationAffinity(
+                consume_reservation_type=c.ReservationAffinity.Type.NO_RESERVATION)),
+        autoscaling=c.NodePoolAutoscaling(enabled=True, min_node_count=0, max_node_count=4),
+        placement_policy=c.NodePool.PlacementPolicy(tpu_topology="4x4"),
+        management=c.NodeManagement(auto_repair=False, auto_upgrade=True),
+        queued_provisioning=c.NodePool.QueuedProvisioning(enabled=True))
+
+
+@pytest.fixture(scope="module")
+def cluster(client):
+    """The seed cluster, created once (with its operation waited for)."""
+    op = client.create_cluster(parent=PARENT, cluster=seed_cluster("seed"))
+    assert op.operation_type == c.Operation.Type.CREATE_CLUSTER
+    wait(client, op)
+    return f"{PARENT}/clusters/seed"
+
+
+def test_create_and_operation_poll(client):
+    op = client.create_cluster(parent=PARENT, cluster=seed_cluster("polled"))
+    assert op.name.startswith("operation-")
+    assert op.status in (c.Operation.Status.PENDING, c.Operation.Status.RUNNING)
+    assert op.target_link.endswith(f"/zones/{Z}/clusters/polled")
+    assert op.self_link.endswith(f"/zones/{Z}/operations/{op.name}")
+    done, seen = wait(client, op)
+    assert c.Operation.Status.RUNNING in seen or c.Operation.Status.PENDING in seen
+    assert done.end_time and not done.error.message
+    assert done.operation_type == c.Operation.Type.CREATE_CLUSTER
+    ops = client.list_operations(parent=PARENT).operations
+    assert op.name in [o.name for o in ops]
+
+
+def test_get_cluster_server_defaults(client, cluster):
+    got = client.get_cluster(name=cluster)
+    assert got.status == c.Cluster.Status.RUNNING
+    assert got.initial_cluster_version == "1.34"
+    assert got.current_master_version.startswith("1.34.") and "-gke." in got.current_master_version
+    assert got.location == Z and list(got.locations) == [Z]
+    assert got.endpoint
+    assert got.master_auth.cluster_ca_certificate
+    assert got.addons_config.ray_operator_config.enabled
+    assert got.addons_config.http_load_balancing.disabled
+    assert got.release_channel.channel == c.ReleaseChannel.Channel.REGULAR
+    assert got.label_fingerprint and got.etag
+    pool = got.node_pools[0]
+    assert pool.name == "default-pool" and pool.status == c.NodePool.Status.RUNNING
+    assert pool.config.disk_size_gb == 100
+    assert pool.config.disk_type == "pd-balanced"
+    assert pool.config.image_type == "COS_CONTAINERD"
+    assert pool.config.gcfs_config.enabled  # the cluster default reaches the pool
+    assert pool.config.metadata["disable-legacy-endpoints"] == "true"
+    assert pool.max_pods_constraint.max_pods_per_node == 110
+    assert pool.upgrade_settings.strategy == c.NodePoolUpdateStrategy.SURGE
+    assert pool.version == got.current_master_version
+
+
+def test_create_node_pool_wire_format(client, emulator, cluster):
+    op = client.create_node_pool(parent=cluster, node_pool=dws_pool())
+    assert op.operation_type == c.Operation.Type.CREATE_NODE_POOL
+    wait(client, op)
+    # What the official client sent: enums as integers, zero values left out, and the
+    # enum-encoding query parameter.
+    sent = [r for r in emulator.requests()
+            if r["method"] == "POST" and r["path"].endswith("/seed/nodePools")][-1]
+    assert "enum-encoding%3Dint" in sent["query"] or "enum-encoding=int" in sent["query"]
+    body = sent["body"]["nodePool"]
+    assert body["config"]["reservationAffinity"] == {"consumeReservationType": 1}
+    assert "initialNodeCount" not in body
+    assert "minNodeCount" not in body["autoscaling"]
+    assert body["config"]["flexStart"] is True
+
+    np = client.get_node_pool(name=f"{cluster}/nodePools/dws-pool")
+    assert np.config.flex_start
+    assert np.queued_provisioning.enabled
+    assert np.placement_policy.tpu_topology == "4x4"
+    assert np.upgrade_settings.strategy == c.NodePoolUpdateStrategy.SHORT_LIVED
+    assert not np.management.auto_repair and np.management.auto_upgrade
+    assert [(t.key, t.value, t.effect) for t in np.config.taints] == [
+        ("cloud.google.com/gke-queued", "true", c.NodeTaint.Effect.NO_SCHEDULE)]
+    labels = np.config.resource_labels
+    assert labels["goog-gke-node-pool-provisioning-model"] == "flex-start"
+    assert labels["goog-gke-accelerator-type"] == "tpu-v6e-slice"
+    assert (np.config.reservation_affinity.consume_reservation_type
+            == c.ReservationAffinity.Type.NO_RESERVATION)
+    names = [p.name for p in client.list_node_pools(parent=cluster).node_pools]
+    assert names == ["default-pool", "dws-pool"]
+
+
+def test_raw_json_enums_int64_and_zero_values(emulator, cluster):
+    path = f"/v1/{cluster}/nodePools/dws-pool"
+    status, names = emulator.raw("GET", path)
+    assert status == 200
+    assert names["status"] == "RUNNING"
+    assert names["config"]["reservationAffinity"]["consumeReservationType"] == "NO_RESERVATION"
+    status, ints = emulator.raw("GET", path, query="?%24alt=json%3Benum-encoding%3Dint")
+    assert ints["status"] == 2
+    assert ints["config"]["reservationAffinity"]["consumeReservationType"] == 1
+    assert ints["upgradeSettings"]["strategy"] == 5  # SHORT_LIVED
+    assert names["maxPodsConstraint"]["maxPodsPerNode"] == "110"  # int64 as a string
+    assert names["config"]["diskSizeGb"] == 100  # int32 as a number
+    assert "initialNodeCount" not in names  # zero: omitted
+    assert "minNodeCount" not in names["autoscaling"]
+    assert "autoRepair" not in names["management"]  # false: omitted
+    assert names["config"]["flexStart"] is True
+
+
+def test_update_and_set_autoscaling(client, cluster):
+    pool_name = f"{cluster}/nodePools/dws-pool"
+    op = client.set_node_pool_autoscaling(request=c.SetNodePoolAutoscalingRequest(
+        name=pool_name,
+        autoscaling=c.NodePoolAutoscaling(enabled=True, min_node_count=0, max_node_count=8)))
+    wait(client, op)
+    assert client.get_node_pool(name=pool_name).autoscaling.max_node_count == 8
+
+    op = client.update_cluster(name=cluster, update=c.ClusterUpdate(
+        desired_node_pool_id="dws-pool",
+        desired_node_pool_autoscaling=c.NodePoolAutoscaling(enabled=True, max_node_count=4)))
+    wait(client, op)
+    assert client.get_node_pool(name=pool_name).autoscaling.max_node_count == 4
+
+    np = client.get_node_pool(name=pool_name)
+    op = client.update_node_pool(request=c.UpdateNodePoolRequest(
+        name=pool_name, etag=np.etag,
+        resource_labels=c.ResourceLabels(labels={"team": "ml"})))
+    wait(client, op)
+    np2 = client.get_node_pool(name=pool_name)
+    assert np2.config.resource_labels["team"] == "ml"
+    assert np2.config.resource_labels["goog-gke-accelerator-type"] == "tpu-v6e-slice"
+    assert np2.etag != np.etag
+    with pytest.raises(exceptions.Conflict):  # stale etag: 409 ABORTED
+        client.update_node_pool(request=c.UpdateNodePoolRequest(
+            name=pool_name, etag=np.etag, labels=c.NodeLabels(labels={"a": "b"})))
+
+    got = client.get_cluster(name=cluster)
+    op = client.set_labels(request=c.SetLabelsRequest(
+        name=cluster, resource_labels={"managed-by": "gkq"},
+        label_fingerprint=got.label_fingerprint))
+    wait(client, op)
+    got2 = client.get_cluster(name=cluster)
+    assert dict(got2.resource_labels) == {"managed-by": "gkq"}
+    assert got2.label_fingerprint != got.label_fingerprint
+    with pytest.raises(exceptions.Conflict):
+        client.set_labels(request=c.SetLabelsRequest(
+            name=cluster, resource_labels={}, label_fingerprint=got.label_fingerprint))
+
+    op = client.set_node_pool_size(request=c.SetNodePoolSizeRequest(
+        name=f"{cluster}/nodePools/default-pool", node_count=1))
+    wait(client, op)
+    assert client.get_cluster(name=cluster).current_node_count == 1
+
+
+def test_errors(client, emulator, cluster):
+    with pytest.raises(exceptions.BadRequest) as e:
+        client.update_cluster(name=cluster, update=c.ClusterUpdate())
+    assert "Must specify a field to update." in str(e.value)
+    with pytest.raises(exceptions.BadRequest) as e:
+        client.update_cluster(name=cluster, update=c.ClusterUpdate(
+            desired_node_pool_autoscaling=c.NodePoolAutoscaling(enabled=True, max_node_count=3)))
+    assert "Node pool id must be specified" in str(e.value)
+    with pytest.raises(exceptions.NotFound):
+        client.get_cluster(name=f"{PARENT}/clusters/missing")
+    with pytest.raises(exceptions.NotFound):
+        client.get_operation(name=f"{PARENT}/operations/operation-0-nope")
+    # Unknown fields are rejected the way Google's front end words it.
+    status, body = emulator.raw("POST", f"/v1/{PARENT}/clusters", {"cluster": {"nmae": "x"}})
+    assert status == 400
+    assert body["error"]["status"] == "INVALID_ARGUMENT"
+    assert body["error"]["message"] == (
+        "Invalid JSON payload received. Unknown name \"nmae\" at 'cluster': Cannot find field.")
+    status, body = emulator.raw("POST", f"/v1/{PARENT}/clusters", None)
+    assert status == 400 and body["error"]["code"] == 400
+    status, body = emulator.raw("GET", "/v1/nonsense")
+    assert status == 404 and body["error"]["status"] == "NOT_FOUND"
+
+
+def test_one_operation_per_cluster(client, cluster):
+    op = client.set_node_pool_size(request=c.SetNodePoolSizeRequest(
+        name=f"{cluster}/nodePools/default-pool", node_count=2))
+    with pytest.raises(exceptions.BadRequest) as e:
+        client.set_node_pool_autoscaling(request=c.SetNodePoolAutoscalingRequest(
+            name=f"{cluster}/nodePools/dws-pool",
+            autoscaling=c.NodePoolAutoscaling(enabled=True, max_node_count=5)))
+    assert e.value.code == 400
+    assert e.value.reason == "CLUSTER_ALREADY_HAS_OPERATION"
+    assert f"Cluster is running incompatible operation {op.name}." in e.value.message
+    wait(client, op)
+    wait(client, client.set_node_pool_autoscaling(request=c.SetNodePoolAutoscalingRequest(
+        name=f"{cluster}/nodePools/dws-pool",
+        autoscaling=c.NodePoolAutoscaling(enabled=True, max_node_count=5))))
+
+
+def test_faults(client, emulator, cluster):
+    emulator.add_fault({"method": "POST", "path": "*/nodePools",
+                        "fault": {"type": "stockout"}, "times": 1})
+    op = client.create_node_pool(parent=cluster, node_pool=dws_pool("stocked-out"))
+    done, _ = wait(client, op)
+    assert done.error.code == 8
+    assert "GCE_STOCKOUT" in done.error.message
+    assert done.status_message == done.error.message
+    assert done.nodepool_conditions[0].code == c.StatusCondition.Code.GCE_STOCKOUT
+    np = client.get_node_pool(name=f"{cluster}/nodePools/stocked-out")
+    assert np.status == c.NodePool.Status.ERROR
+
+    emulator.add_fault({"method": "POST", "path": "*/nodePools",
+                        "fault": {"type": "quota_exceeded"}, "times": 1})
+    with pytest.raises(exceptions.Forbidden):
+        client.create_node_pool(parent=cluster, node_pool=dws_pool("quota"))
+
+    emulator.add_fault({"method": "POST", "path": "*/nodePools",
+                        "fault": {"type": "tpu_flex_start_queued"}, "times": 1})
+    with pytest.raises(exceptions.BadRequest) as e:
+        client.create_node_pool(parent=cluster, node_pool=dws_pool("tpu-queued"))
+    assert "Flex start node pools don't support TPUs with queued provisioning." in str(e.value)
+    emulator.clear_faults()
+
+
+def test_delete(client):
+    wait(client, client.create_cluster(parent=PARENT, cluster=seed_cluster("doomed")))
+    op = client.delete_cluster(name=f"{PARENT}/clusters/doomed")
+    assert op.operation_type == c.Operation.Type.DELETE_CLUSTER
+    assert client.get_cluster(name=f"{PARENT}/clusters/doomed").status == c.Cluster.Status.STOPPING
+    wait(client, op)
+    with pytest.raises(exceptions.NotFound):
+        client.get_cluster(name=f"{PARENT}/clusters/doomed")
