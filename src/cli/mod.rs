@@ -1,5 +1,6 @@
 //! The command line: clap types and one thin function per command.
 
+pub mod emulator;
 pub mod output;
 pub mod render;
 pub mod schema;
@@ -35,6 +36,9 @@ pub enum Command {
     Render(RenderArgs),
     /// Print the JSON Schema of the spec.
     Schema,
+    /// The local GKE emulator.
+    #[command(subcommand)]
+    Emulator(emulator::EmulatorCommand),
 }
 
 /// Where the spec comes from, and how it is resolved.
@@ -165,10 +169,19 @@ pub fn load_valid(
     }
 }
 
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?)
+}
+
 pub fn run(cli: Cli) -> anyhow::Result<Exit> {
     match cli.command {
         Command::Validate(a) => validate::run(&a),
         Command::Render(a) => render::run(&a),
         Command::Schema => schema::run(),
+        Command::Emulator(emulator::EmulatorCommand::Serve(a)) => {
+            runtime()?.block_on(emulator::serve(&a))
+        }
     }
 }
