@@ -16,9 +16,15 @@
 #![allow(clippy::result_large_err)]
 
 pub mod cli;
+pub mod addr;
+pub mod apply;
+pub mod diff;
 pub mod emulator;
 pub mod gke;
 pub mod kube;
 pub mod model;
+pub mod observe;
 pub mod placement;
+pub mod plan;
+pub mod render;
 pub mod spec;

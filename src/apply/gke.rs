@@ -1,0 +1,400 @@
+//! GKE actions: fresh read and staleness check, one call at a time, operations polled to the end,
+//! a busy cluster waited out.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use serde_json::{Value, json};
+
+use super::{ApplyError, ApplyEvent, Executor, check_fresh, millis};
+use crate::addr::{ResourceAddr, ResourceKind};
+use crate::diff::normalize::{is_server_taint, preserved_gke_labels};
+use crate::gke::{ClusterRef, GkeError, Operation};
+use crate::plan::{Action, Plan, Step};
+
+pub(super) async fn run_action(
+    executor: &Executor<'_>,
+    plan: &Plan,
+    action: &Action,
+) -> Result<(), ApplyError> {
+    let cluster_ref = &plan.cluster;
+    let gke_error = |step: &str, source: GkeError| ApplyError::Gke {
+        addr: action.addr.clone(),
+        step: step.to_string(),
+        source,
+    };
+    let cluster = executor
+        .gke
+        .get_cluster(cluster_ref)
+        .await
+        .map_err(|e| gke_error("clusters.get", e))?;
+    let live = match action.addr.kind {
+        ResourceKind::GkeCluster => cluster.clone(),
+        _ => cluster
+            .as_ref()
+            .and_then(|c| node_pool(c, &action.addr.name))
+            .cloned(),
+    };
+    check_fresh(action, live.as_ref())?;
+    for step in &action.steps {
+        run_step(executor, cluster_ref, &action.addr, step).await?;
+    }
+    Ok(())
+}
+
+fn node_pool<'v>(cluster: &'v Value, name: &str) -> Option<&'v Value> {
+    cluster
+        .get("nodePools")?
+        .as_array()?
+        .iter()
+        .find(|p| p.get("name").and_then(Value::as_str) == Some(name))
+}
+
+/// Makes one call, waiting out a busy cluster, then polls its operation to the end.
+async fn run_step(
+    executor: &Executor<'_>,
+    cluster_ref: &ClusterRef,
+    addr: &ResourceAddr,
+    step: &Step,
+) -> Result<(), ApplyError> {
+    let policy = &executor.options.poll;
+    let step_name = step.to_string();
+    executor.sink.emit(&ApplyEvent::StepStarted {
+        addr: addr.clone(),
+        step: step_name.clone(),
+    });
+    let started = Instant::now();
+    let mut delay = policy.initial;
+    loop {
+        match call(executor, cluster_ref, step).await {
+            Ok(operation) => return wait(executor, cluster_ref, addr, &step_name, operation).await,
+            // The call was refused, not accepted, so making it again is safe (no duplicate create).
+            Err(GkeError::ClusterBusy { operation, message }) => {
+                if started.elapsed() >= policy.busy_timeout {
+                    return Err(ApplyError::Timeout {
+                        addr: addr.clone(),
+                        what: format!("waiting for the cluster to be free ({message})"),
+                        waited: started.elapsed(),
+                    });
+                }
+                executor.sink.emit(&ApplyEvent::Waiting {
+                    addr: addr.clone(),
+                    step: step_name.clone(),
+                    reason: match &operation {
+                        Some(op) => format!(
+                            "the cluster is busy with operation {op}; waiting for it, then retrying"
+                        ),
+                        None => format!("the cluster is busy ({message}); retrying"),
+                    },
+                    elapsed_ms: millis(started.elapsed()),
+                });
+                match operation {
+                    Some(other) => wait_for_other(executor, cluster_ref, &other, started).await,
+                    None => {
+                        tokio::time::sleep(delay).await;
+                        delay = policy.next_delay(delay);
+                    }
+                }
+            }
+            Err(source) => {
+                return Err(ApplyError::Gke {
+                    addr: addr.clone(),
+                    step: step_name,
+                    source,
+                });
+            }
+        }
+    }
+}
+
+/// The API call of a step. Steps that need an etag, a label fingerprint or GKE's own labels read
+/// them fresh here, right before the call (and again on every retry).
+async fn call(
+    executor: &Executor<'_>,
+    cluster_ref: &ClusterRef,
+    step: &Step,
+) -> Result<Operation, GkeError> {
+    let api = executor.gke;
+    match step {
+        Step::CreateCluster { body } => api.create_cluster(cluster_ref, body).await,
+        Step::DeleteCluster => api.delete_cluster(cluster_ref).await,
+        Step::UpdateCluster { update } => api.update_cluster(cluster_ref, update).await,
+        Step::SetClusterResourceLabels { labels } => {
+            let live = api
+                .get_cluster(cluster_ref)
+                .await?
+                .ok_or_else(|| GkeError::NotFound {
+                    what: format!("cluster {}", cluster_ref.name()),
+                })?;
+            let mut merged: BTreeMap<String, String> =
+                preserved_gke_labels(live.get("resourceLabels"))
+                    .into_iter()
+                    .map(|(k, v)| (k, label_text(&v)))
+                    .collect();
+            merged.extend(labels.iter().map(|(k, v)| (k.clone(), label_text(v))));
+            let fingerprint = live
+                .get("labelFingerprint")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            api.set_resource_labels(cluster_ref, &merged, fingerprint)
+                .await
+        }
+        Step::CreateNodePool { body } => api.create_node_pool(cluster_ref, body).await,
+        Step::DeleteNodePool { pool } => api.delete_node_pool(cluster_ref, pool).await,
+        Step::UpdateNodePool { pool, field, body } => {
+            let live =
+                api.get_node_pool(cluster_ref, pool)
+                    .await?
+                    .ok_or_else(|| GkeError::NotFound {
+                        what: format!("node pool {}", cluster_ref.node_pool(pool)),
+                    })?;
+            let body = with_live_parts(body, field, &live);
+            api.update_node_pool(cluster_ref, pool, &body).await
+        }
+        Step::SetNodePoolAutoscaling { pool, autoscaling } => {
+            api.set_node_pool_autoscaling(cluster_ref, pool, autoscaling)
+                .await
+        }
+        Step::SetNodePoolManagement { pool, management } => {
+            api.set_node_pool_management(cluster_ref, pool, management)
+                .await
+        }
+        Step::KubeApply { .. } | Step::KubeDelete { .. } => Err(GkeError::Transport(format!(
+            "{} is a Kubernetes step, not a GKE call",
+            step.method()
+        ))),
+    }
+}
+
+fn label_text(value: &Value) -> String {
+    value
+        .as_str()
+        .map(str::to_string)
+        .unwrap_or_else(|| value.to_string())
+}
+
+/// An `UpdateNodePoolRequest` with the live etag, and with GKE's own labels and taints kept
+/// (the request replaces the whole map or list).
+fn with_live_parts(body: &Value, field: &str, live: &Value) -> Value {
+    let mut body = body.clone();
+    let Some(map) = body.as_object_mut() else {
+        return body;
+    };
+    if let Some(etag) = live.get("etag") {
+        map.insert("etag".to_string(), etag.clone());
+    }
+    match field {
+        "resourceLabels" => {
+            let mut labels = preserved_gke_labels(live.pointer("/config/resourceLabels"));
+            if let Some(desired) = map
+                .get("resourceLabels")
+                .and_then(|r| r.get("labels"))
+                .and_then(Value::as_object)
+            {
+                labels.extend(desired.clone());
+            }
+            map.insert("resourceLabels".to_string(), json!({"labels": labels}));
+        }
+        "taints" => {
+            let mut taints: Vec<Value> = live
+                .pointer("/config/taints")
+                .and_then(Value::as_array)
+                .map(|t| t.iter().filter(|t| is_server_taint(t)).cloned().collect())
+                .unwrap_or_default();
+            if let Some(desired) = map
+                .get("taints")
+                .and_then(|t| t.get("taints"))
+                .and_then(Value::as_array)
+            {
+                taints.extend(desired.iter().cloned());
+            }
+            map.insert("taints".to_string(), json!({"taints": taints}));
+        }
+        _ => {}
+    }
+    body
+}
+
+fn is_done(operation: &Operation) -> bool {
+    // Names, or integers for clients that ask for `enum-encoding=int` (DONE = 3).
+    matches!(operation.status.as_str(), "DONE" | "3")
+}
+
+/// The failure of a finished operation: `error` first, then the older `statusMessage`.
+fn failure(operation: &Operation) -> Option<String> {
+    if let Some(error) = &operation.error
+        && (error.code != 0 || !error.message.is_empty())
+    {
+        return Some(if error.message.is_empty() {
+            format!("error code {}", error.code)
+        } else {
+            error.message.clone()
+        });
+    }
+    operation
+        .status_message
+        .as_ref()
+        .filter(|m| !m.is_empty())
+        .cloned()
+}
+
+/// `projects/p/locations/l/operations/operation-1` -> `operation-1`.
+fn short_name(name: &str) -> &str {
+    name.rsplit('/').next().unwrap_or(name)
+}
+
+/// Polls an operation with backoff until it is done; a failed operation is an error.
+async fn wait(
+    executor: &Executor<'_>,
+    cluster_ref: &ClusterRef,
+    addr: &ResourceAddr,
+    step: &str,
+    mut operation: Operation,
+) -> Result<(), ApplyError> {
+    let policy = &executor.options.poll;
+    let started = Instant::now();
+    let mut delay = policy.initial;
+    let mut poll_errors = 0;
+    loop {
+        executor.sink.emit(&ApplyEvent::Progress {
+            addr: addr.clone(),
+            step: step.to_string(),
+            operation: short_name(&operation.name).to_string(),
+            operation_type: operation.operation_type.clone(),
+            status: operation.status.clone(),
+            elapsed_ms: millis(started.elapsed()),
+        });
+        if is_done(&operation) {
+            return match failure(&operation) {
+                None => Ok(()),
+                Some(message) => Err(ApplyError::OperationFailed {
+                    addr: addr.clone(),
+                    step: step.to_string(),
+                    operation: short_name(&operation.name).to_string(),
+                    operation_type: operation.operation_type.clone(),
+                    message,
+                }),
+            };
+        }
+        if started.elapsed() >= policy.operation_timeout {
+            return Err(ApplyError::Timeout {
+                addr: addr.clone(),
+                what: format!(
+                    "operation {} ({})",
+                    short_name(&operation.name),
+                    operation.operation_type
+                ),
+                waited: started.elapsed(),
+            });
+        }
+        tokio::time::sleep(delay).await;
+        delay = policy.next_delay(delay);
+        match executor
+            .gke
+            .get_operation(cluster_ref, short_name(&operation.name))
+            .await
+        {
+            Ok(next) => {
+                poll_errors = 0;
+                operation = next;
+            }
+            Err(GkeError::Transport(_)) if poll_errors < policy.poll_error_retries => {
+                poll_errors += 1
+            }
+            Err(source) => {
+                return Err(ApplyError::Gke {
+                    addr: addr.clone(),
+                    step: format!("operations.get {}", short_name(&operation.name)),
+                    source,
+                });
+            }
+        }
+    }
+}
+
+/// Waits for someone else's operation (the one that made the cluster busy) to end, whatever its
+/// result; bounded by the busy timeout, which the caller checks.
+async fn wait_for_other(
+    executor: &Executor<'_>,
+    cluster_ref: &ClusterRef,
+    operation: &str,
+    since: Instant,
+) {
+    let policy = &executor.options.poll;
+    let mut delay = policy.initial;
+    let mut errors = 0;
+    while since.elapsed() < policy.busy_timeout {
+        match executor
+            .gke
+            .get_operation(cluster_ref, short_name(operation))
+            .await
+        {
+            Ok(op) if is_done(&op) => return,
+            Ok(_) => errors = 0,
+            // Gone, or unreadable: go back and retry the call, which tells us whether it is free.
+            Err(GkeError::NotFound { .. }) => return,
+            Err(_) => {
+                errors += 1;
+                if errors > policy.poll_error_retries {
+                    return;
+                }
+            }
+        }
+        tokio::time::sleep(delay).await;
+        delay = policy.next_delay(delay);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gke::RpcStatus;
+
+    #[test]
+    fn updates_keep_gke_labels_and_taints_and_carry_the_etag() {
+        let live = json!({"etag": "e1", "config": {
+            "resourceLabels": {"managed-by": "gkq", "goog-gke-node-pool-provisioning-model": "flex-start"},
+            "taints": [{"key": "cloud.google.com/gke-queued", "value": "true", "effect": "NO_SCHEDULE"},
+                       {"key": "old", "value": "x", "effect": "NO_SCHEDULE"}]}});
+        let labels = with_live_parts(
+            &json!({"resourceLabels": {"labels": {"managed-by": "gkq", "team": "ml"}}}),
+            "resourceLabels",
+            &live,
+        );
+        assert_eq!(
+            labels,
+            json!({"etag": "e1", "resourceLabels": {"labels": {
+            "goog-gke-node-pool-provisioning-model": "flex-start", "managed-by": "gkq", "team": "ml"}}})
+        );
+        let taints = with_live_parts(
+            &json!({"taints": {"taints": [{"key": "new", "value": "y", "effect": "NO_SCHEDULE"}]}}),
+            "taints",
+            &live,
+        );
+        assert_eq!(taints["taints"]["taints"].as_array().unwrap().len(), 2);
+        assert_eq!(
+            taints["taints"]["taints"][0]["key"],
+            "cloud.google.com/gke-queued"
+        );
+    }
+
+    #[test]
+    fn operation_failures_read_error_then_status_message() {
+        let mut op = Operation {
+            name: "projects/p/locations/z/operations/operation-1".into(),
+            status: "DONE".into(),
+            ..Operation::default()
+        };
+        assert!(is_done(&op));
+        assert_eq!(failure(&op), None);
+        op.status_message = Some("GCE_STOCKOUT".into());
+        assert_eq!(failure(&op).as_deref(), Some("GCE_STOCKOUT"));
+        op.error = Some(RpcStatus {
+            code: 8,
+            message: "no capacity".into(),
+            details: vec![],
+        });
+        assert_eq!(failure(&op).as_deref(), Some("no capacity"));
+        assert_eq!(short_name(&op.name), "operation-1");
+    }
+}

@@ -1,0 +1,404 @@
+//! The executor: walks a [`Plan`] and makes it so.
+//!
+//! - It executes exactly the plan's actions, in the plan's order. Before each action it reads the
+//!   target again and compares its fingerprint with the one the plan recorded; a changed target
+//!   is refused as stale ("plan again"), never acted on blindly.
+//! - GKE calls run one at a time, and each long-running operation is polled to the end (with
+//!   backoff) before the next call: GKE allows one operation per cluster. A call refused because
+//!   the cluster is busy (`GkeError::ClusterBusy`: another operation runs, often GKE's own
+//!   auto-upgrade) waits for that operation and is retried; it is not a failure.
+//! - A failed action (a stockout, a quota, a refused request) is reported with GKE's message,
+//!   the resource address and a hint; the walk goes on with actions that do not depend on it, and
+//!   skips (and reports) those that do.
+//! - Blocked actions (missing consent or ownership) are refused.
+//! - Kubernetes steps go to a [`KubeApplier`], the Kubernetes half's extension point. Without one,
+//!   Kubernetes actions fail with a clear message.
+//!
+//! Progress goes to a [`Sink`] as [`ApplyEvent`]s; the executor never prints.
+
+pub mod events;
+mod gke;
+mod kube;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use crate::addr::ResourceAddr;
+use crate::gke::{GkeApi, GkeError};
+use crate::plan::{Action, ActionKind, Plan};
+
+pub use events::{ApplyEvent, FanOut, NullSink, RecordingSink, Sink};
+pub use kube::{KubeApplier, KubeApplyError};
+
+/// How to wait for long-running operations.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PollPolicy {
+    /// First wait between polls of an operation.
+    pub initial: Duration,
+    /// Longest wait between polls.
+    pub max: Duration,
+    /// Each wait is the previous one times this (capped at `max`).
+    pub multiplier: f64,
+    /// Give up on one operation after this long (TPU pool creation can take many minutes).
+    pub operation_timeout: Duration,
+    /// Give up waiting for a busy cluster after this long.
+    pub busy_timeout: Duration,
+    /// Consecutive transient errors tolerated while polling.
+    pub poll_error_retries: u32,
+}
+
+impl Default for PollPolicy {
+    fn default() -> Self {
+        PollPolicy {
+            initial: Duration::from_secs(2),
+            max: Duration::from_secs(15),
+            multiplier: 1.5,
+            operation_timeout: Duration::from_secs(60 * 60),
+            busy_timeout: Duration::from_secs(60 * 60),
+            poll_error_retries: 5,
+        }
+    }
+}
+
+impl PollPolicy {
+    /// No waiting between polls: for fakes and emulators whose operations advance per poll.
+    pub fn immediate() -> Self {
+        PollPolicy {
+            initial: Duration::ZERO,
+            max: Duration::ZERO,
+            ..PollPolicy::default()
+        }
+    }
+
+    fn next_delay(&self, delay: Duration) -> Duration {
+        delay
+            .mul_f64(self.multiplier)
+            .min(self.max)
+            .max(self.initial)
+    }
+}
+
+/// Why an action did not succeed.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    /// The target changed between plan and apply.
+    #[error("{addr} changed since the plan was made ({detail}); run plan again")]
+    Stale { addr: ResourceAddr, detail: String },
+    /// The plan marked the action as needing consent or ownership gkq does not have.
+    #[error("{addr} was not changed: {reason}")]
+    Blocked { addr: ResourceAddr, reason: String },
+    /// A GKE operation finished with an error (stockouts and most capacity problems arrive so).
+    #[error(
+        "{addr}: {step} failed: operation {operation} ({operation_type}) ended with: {message}"
+    )]
+    OperationFailed {
+        addr: ResourceAddr,
+        step: String,
+        operation: String,
+        operation_type: String,
+        message: String,
+    },
+    /// A GKE call was refused (quota, permission, bad request, transport).
+    #[error("{addr}: {step} failed: {source}")]
+    Gke {
+        addr: ResourceAddr,
+        step: String,
+        #[source]
+        source: GkeError,
+    },
+    #[error("{addr}: {what} did not finish within {waited:?}")]
+    Timeout {
+        addr: ResourceAddr,
+        what: String,
+        waited: Duration,
+    },
+    #[error("{addr}: Kubernetes changes cannot be applied: no Kubernetes client is configured")]
+    KubeUnavailable { addr: ResourceAddr },
+    #[error("{addr}: {step} failed: {source}")]
+    Kube {
+        addr: ResourceAddr,
+        step: String,
+        #[source]
+        source: KubeApplyError,
+    },
+}
+
+impl ApplyError {
+    /// What the user can do about it, when gkq can tell.
+    pub fn hint(&self) -> Option<String> {
+        match self {
+            ApplyError::Stale { .. } => {
+                Some("Someone or something changed it after the plan was made. Run `gkq plan` again.".to_string())
+            }
+            ApplyError::OperationFailed { addr, message, .. } => hint_for(addr, message),
+            ApplyError::Gke { addr, source, .. } => match source {
+                GkeError::Forbidden { message } => hint_for(addr, message).or_else(|| {
+                    Some("Check that the credentials in use may change this cluster (roles/container.admin).".into())
+                }),
+                GkeError::Conflict { .. } => Some("GKE says the resource changed meanwhile. Run `gkq plan` again.".into()),
+                GkeError::Api { message, .. } => hint_for(addr, message),
+                _ => None,
+            },
+            ApplyError::Kube { source, .. } => source.hint.clone(),
+            ApplyError::KubeUnavailable { .. } => {
+                Some("Kubernetes objects need the Kubernetes half of gkq; apply the GKE part alone for now.".into())
+            }
+            ApplyError::Blocked { .. } | ApplyError::Timeout { .. } => None,
+        }
+    }
+}
+
+/// Recognises GKE's capacity, quota and known-rejection messages and says what to do.
+pub fn hint_for(addr: &ResourceAddr, message: &str) -> Option<String> {
+    let lower = message.to_ascii_lowercase();
+    let any = |needles: &[&str]| needles.iter().any(|n| lower.contains(n));
+    if any(&[
+        "stockout",
+        "zone_resource_pool_exhausted",
+        "does not have enough resources",
+        "lack of capacity",
+        "requested resource is exhausted",
+        "resource pool exhausted",
+    ]) {
+        return Some(format!(
+            "The zone has no capacity for {addr} right now (a stockout). Try again later (the next apply \
+             recreates a pool a failed create left behind), choose another zone, or let jobs fall back to \
+             the DWS flex-start pool, whose queued provisioning waits for capacity."
+        ));
+    }
+    if any(&["quota"]) {
+        return Some(format!(
+            "A quota is too small for {addr}. Request more in the Cloud console (IAM & Admin > Quotas) for \
+             this region, or make the pool smaller."
+        ));
+    }
+    if any(&["flex start node pools don't support tpus with queued provisioning"]) {
+        return Some(
+            "This GKE version rejects TPU flex-start together with queued provisioning. Use a GKE version \
+             that supports it (v6e and later, early 2026), or drop one of the two from the pool."
+                .to_string(),
+        );
+    }
+    if any(&["auto_repair cannot be false"]) {
+        return Some(
+            "Flex-start pools need auto-repair off, which this cluster's release channel forbids. Move the \
+             cluster to a channel that allows it, or drop flex-start."
+                .to_string(),
+        );
+    }
+    None
+}
+
+/// Options for one apply.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ApplyOptions {
+    pub poll: PollPolicy,
+}
+
+/// How one action ended.
+#[derive(Debug)]
+pub enum Outcome {
+    Succeeded,
+    /// A no-op: nothing to do.
+    Unchanged,
+    Failed(ApplyError),
+    /// Not attempted because `because` did not succeed.
+    Skipped {
+        because: ResourceAddr,
+    },
+}
+
+#[derive(Debug)]
+pub struct ActionResult {
+    pub addr: ResourceAddr,
+    pub kind: ActionKind,
+    pub outcome: Outcome,
+}
+
+/// Every action's outcome, in plan order.
+#[derive(Debug, Default)]
+pub struct ApplyReport {
+    pub results: Vec<ActionResult>,
+}
+
+impl ApplyReport {
+    pub fn is_success(&self) -> bool {
+        self.results
+            .iter()
+            .all(|r| matches!(r.outcome, Outcome::Succeeded | Outcome::Unchanged))
+    }
+
+    pub fn failures(&self) -> impl Iterator<Item = (&ResourceAddr, &ApplyError)> {
+        self.results.iter().filter_map(|r| match &r.outcome {
+            Outcome::Failed(error) => Some((&r.addr, error)),
+            _ => None,
+        })
+    }
+
+    pub fn outcome(&self, addr: &ResourceAddr) -> Option<&Outcome> {
+        self.results
+            .iter()
+            .find(|r| &r.addr == addr)
+            .map(|r| &r.outcome)
+    }
+
+    fn count(&self, f: impl Fn(&Outcome) -> bool) -> usize {
+        self.results.iter().filter(|r| f(&r.outcome)).count()
+    }
+}
+
+/// Applies plans against a GKE API (the real one, the emulator, or a test fake) and, when given,
+/// a Kubernetes applier.
+pub struct Executor<'a> {
+    gke: &'a dyn GkeApi,
+    kube: Option<&'a dyn KubeApplier>,
+    sink: &'a dyn Sink,
+    options: ApplyOptions,
+}
+
+impl<'a> Executor<'a> {
+    pub fn new(gke: &'a dyn GkeApi, sink: &'a dyn Sink) -> Self {
+        Executor {
+            gke,
+            kube: None,
+            sink,
+            options: ApplyOptions::default(),
+        }
+    }
+
+    pub fn with_kube(mut self, kube: &'a dyn KubeApplier) -> Self {
+        self.kube = Some(kube);
+        self
+    }
+
+    pub fn with_options(mut self, options: ApplyOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// Walks the plan; see the module docs. Never panics on API answers; every failure is in the
+    /// report and in a `ActionFailed` event.
+    pub async fn apply(&self, plan: &Plan) -> ApplyReport {
+        let started = Instant::now();
+        self.sink.emit(&ApplyEvent::ApplyStarted {
+            changes: plan.changes().count(),
+        });
+        let mut report = ApplyReport::default();
+        let mut succeeded: BTreeMap<ResourceAddr, bool> = BTreeMap::new();
+        for action in &plan.actions {
+            let outcome = self.run(plan, action, &succeeded).await;
+            succeeded.insert(
+                action.addr.clone(),
+                matches!(outcome, Outcome::Succeeded | Outcome::Unchanged),
+            );
+            report.results.push(ActionResult {
+                addr: action.addr.clone(),
+                kind: action.kind,
+                outcome,
+            });
+        }
+        self.sink.emit(&ApplyEvent::ApplyFinished {
+            succeeded: report.count(|o| matches!(o, Outcome::Succeeded)),
+            failed: report.count(|o| matches!(o, Outcome::Failed(_))),
+            skipped: report.count(|o| matches!(o, Outcome::Skipped { .. })),
+            elapsed_ms: millis(started.elapsed()),
+        });
+        report
+    }
+
+    async fn run(
+        &self,
+        plan: &Plan,
+        action: &Action,
+        succeeded: &BTreeMap<ResourceAddr, bool>,
+    ) -> Outcome {
+        if !action.kind.is_change() {
+            return Outcome::Unchanged;
+        }
+        // A dependency that is not in `succeeded` has not run: the plan is out of order, which
+        // `plan()` never produces; treat it like a failed dependency rather than guess.
+        if let Some(dependency) = action
+            .depends_on
+            .iter()
+            .find(|d| succeeded.get(*d) != Some(&true))
+        {
+            self.sink.emit(&ApplyEvent::ActionSkipped {
+                addr: action.addr.clone(),
+                kind: action.kind,
+                reason: format!("{dependency} did not succeed"),
+            });
+            return Outcome::Skipped {
+                because: dependency.clone(),
+            };
+        }
+        let started = Instant::now();
+        let result = match &action.blocked {
+            Some(reason) => Err(ApplyError::Blocked {
+                addr: action.addr.clone(),
+                reason: reason.clone(),
+            }),
+            None => {
+                self.sink.emit(&ApplyEvent::ActionStarted {
+                    addr: action.addr.clone(),
+                    kind: action.kind,
+                    reason: action.reason.clone(),
+                });
+                if action.steps.iter().all(|s| s.is_gke()) {
+                    gke::run_action(self, plan, action).await
+                } else {
+                    kube::run_action(self, action).await
+                }
+            }
+        };
+        match result {
+            Ok(()) => {
+                self.sink.emit(&ApplyEvent::ActionFinished {
+                    addr: action.addr.clone(),
+                    kind: action.kind,
+                    elapsed_ms: millis(started.elapsed()),
+                });
+                Outcome::Succeeded
+            }
+            Err(error) => {
+                self.sink.emit(&ApplyEvent::ActionFailed {
+                    addr: action.addr.clone(),
+                    kind: action.kind,
+                    error: error.to_string(),
+                    hint: error.hint(),
+                });
+                Outcome::Failed(error)
+            }
+        }
+    }
+}
+
+/// The staleness check shared by GKE and Kubernetes actions.
+fn check_fresh(action: &Action, live: Option<&serde_json::Value>) -> Result<(), ApplyError> {
+    let stale = |detail: &str| {
+        Err(ApplyError::Stale {
+            addr: action.addr.clone(),
+            detail: detail.to_string(),
+        })
+    };
+    match (&action.live_fingerprint, live) {
+        (None, None) => Ok(()),
+        (None, Some(_)) => stale("it exists now, but did not when the plan was made"),
+        (Some(_), None) => stale("it no longer exists"),
+        (Some(planned), Some(live)) => {
+            let desired = match action.kind {
+                ActionKind::Delete => None,
+                _ => action.desired.as_ref(),
+            };
+            let now = crate::observe::fingerprint(&action.addr, desired, live);
+            if &now == planned {
+                Ok(())
+            } else {
+                stale(&format!("fingerprint {planned} is now {now}"))
+            }
+        }
+    }
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}

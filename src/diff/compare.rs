@@ -1,0 +1,374 @@
+//! Field-level comparison of a desired value with a live one.
+//!
+//! [`owned`] compares only what the desired value sets (GKE bodies, and Kubernetes objects when
+//! no server dry-run is available); [`full`] compares two whole values (a Kubernetes object as
+//! the server's dry-run says it would become, against the live object). Both return the changes
+//! and a *live view*: the live value in the desired value's shape, with equal spellings replaced
+//! by the desired spelling, so that a text diff of the two shows only real changes.
+
+use serde_json::{Map, Value};
+
+use super::PathSeg;
+use super::normalize::{
+    Dialect, GKE_AUTHORITATIVE_MAPS, display_enum, is_ignored_gke_label, is_zero, keys_of,
+    same_leaf,
+};
+
+/// One differing leaf (or subtree): `before` is live, `after` is desired; `None` is absent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RawChange {
+    pub path: Vec<PathSeg>,
+    pub before: Option<Value>,
+    pub after: Option<Value>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Comparison {
+    pub changes: Vec<RawChange>,
+    /// The live value, restricted to (for [`owned`]) and spelled like the desired value.
+    pub live_view: Value,
+}
+
+impl Comparison {
+    pub fn is_same(&self) -> bool {
+        self.changes.is_empty()
+    }
+}
+
+/// Compares each leaf `desired` sets with `live` at the same path.
+pub fn owned(desired: &Value, live: &Value, dialect: Dialect) -> Comparison {
+    let mut walker = Walker {
+        dialect,
+        changes: Vec::new(),
+    };
+    let live_view = walker
+        .owned(desired, Some(live), &mut Vec::new())
+        .unwrap_or(Value::Null);
+    Comparison {
+        changes: walker.changes,
+        live_view,
+    }
+}
+
+/// Compares two whole values: every field on either side counts.
+pub fn full(desired: &Value, live: &Value, dialect: Dialect) -> Comparison {
+    let mut walker = Walker {
+        dialect,
+        changes: Vec::new(),
+    };
+    walker.full(desired, live, &mut Vec::new());
+    Comparison {
+        changes: walker.changes,
+        live_view: live.clone(),
+    }
+}
+
+struct Walker {
+    dialect: Dialect,
+    changes: Vec<RawChange>,
+}
+
+impl Walker {
+    fn change(&mut self, path: &[PathSeg], before: Option<&Value>, after: Option<&Value>) {
+        self.changes.push(RawChange {
+            path: path.to_vec(),
+            before: before.map(|v| display_enum(path, v)),
+            after: after.cloned(),
+        });
+    }
+
+    fn is_authoritative_map(&self, path: &[PathSeg]) -> bool {
+        self.dialect == Dialect::Gke
+            && GKE_AUTHORITATIVE_MAPS.contains(&keys_of(path).join(".").as_str())
+    }
+
+    /// Returns the live view of this node, `None` where live has nothing to show.
+    fn owned(
+        &mut self,
+        desired: &Value,
+        live: Option<&Value>,
+        path: &mut Vec<PathSeg>,
+    ) -> Option<Value> {
+        let live = live.filter(|l| !l.is_null());
+        match desired {
+            Value::Null => None,
+            Value::Object(desired_map) => match live {
+                Some(Value::Object(live_map)) => {
+                    let mut view = Map::new();
+                    for (key, desired_child) in desired_map {
+                        path.push(PathSeg::Key(key.clone()));
+                        if let Some(child) = self.owned(desired_child, live_map.get(key), path) {
+                            view.insert(key.clone(), child);
+                        }
+                        path.pop();
+                    }
+                    if self.is_authoritative_map(path) {
+                        for (key, live_child) in live_map {
+                            if !desired_map.contains_key(key) && !is_ignored_gke_label(key) {
+                                path.push(PathSeg::Key(key.clone()));
+                                self.change(path, Some(live_child), None);
+                                path.pop();
+                                view.insert(key.clone(), live_child.clone());
+                            }
+                        }
+                    }
+                    Some(Value::Object(view))
+                }
+                None if is_zero(desired) => Some(desired.clone()),
+                None => {
+                    // Absent subtree: report each leaf the spec sets, so the reasons name fields.
+                    let mut view = Map::new();
+                    for (key, desired_child) in desired_map {
+                        path.push(PathSeg::Key(key.clone()));
+                        if let Some(child) = self.owned(desired_child, None, path) {
+                            view.insert(key.clone(), child);
+                        }
+                        path.pop();
+                    }
+                    (!view.is_empty()).then_some(Value::Object(view))
+                }
+                Some(other) => {
+                    self.change(path, Some(other), Some(desired));
+                    Some(other.clone())
+                }
+            },
+            Value::Array(desired_items) => self.owned_array(desired, desired_items, live, path),
+            scalar => {
+                if same_leaf(path, scalar, live, self.dialect) {
+                    Some(scalar.clone())
+                } else {
+                    self.change(path, live, Some(scalar));
+                    live.map(|l| display_enum(path, l))
+                }
+            }
+        }
+    }
+
+    fn owned_array(
+        &mut self,
+        desired: &Value,
+        desired_items: &[Value],
+        live: Option<&Value>,
+        path: &mut Vec<PathSeg>,
+    ) -> Option<Value> {
+        let live_items = match live {
+            None => {
+                if desired_items.is_empty() {
+                    return Some(desired.clone());
+                }
+                self.change(path, None, Some(desired));
+                return None;
+            }
+            Some(Value::Array(items)) => items,
+            Some(other) => {
+                self.change(path, Some(other), Some(desired));
+                return Some(other.clone());
+            }
+        };
+        let all_scalars = desired_items
+            .iter()
+            .all(|v| !v.is_object() && !v.is_array());
+        if all_scalars {
+            let same =
+                match self.dialect {
+                    // GKE scalar lists (oauthScopes, locations, tags) are sets; the server may sort them.
+                    Dialect::Gke => sorted_texts(desired_items) == sorted_texts(live_items),
+                    Dialect::Kube => {
+                        desired_items.len() == live_items.len()
+                            && desired_items.iter().zip(live_items).enumerate().all(
+                                |(i, (d, l))| {
+                                    path.push(PathSeg::Index(i));
+                                    let same = same_leaf(path, d, Some(l), self.dialect);
+                                    path.pop();
+                                    same
+                                },
+                            )
+                    }
+                };
+            if same {
+                return Some(desired.clone());
+            }
+            self.change(path, live, Some(desired));
+            return live.cloned();
+        }
+        // Lists of objects. GKE lists (taints, accelerators) are sets keyed by `key` or `name`
+        // and written whole, so a live element the spec lacks is a change. Kubernetes lists keep
+        // their order (a ClusterQueue's flavor order is its fallback order) and are owned only up
+        // to the elements the spec sets.
+        let identity = match self.dialect {
+            Dialect::Gke => identity_key(desired_items),
+            Dialect::Kube => None,
+        };
+        let mut matched = vec![false; live_items.len()];
+        let mut view = Vec::new();
+        for (i, desired_item) in desired_items.iter().enumerate() {
+            let live_index = match identity {
+                Some(key) => live_items
+                    .iter()
+                    .position(|l| l.get(key).is_some() && l.get(key) == desired_item.get(key)),
+                None => (i < live_items.len()).then_some(i),
+            };
+            if let Some(j) = live_index {
+                matched[j] = true;
+            }
+            path.push(PathSeg::Index(i));
+            if let Some(child) = self.owned(desired_item, live_index.map(|j| &live_items[j]), path)
+            {
+                view.push(child);
+            }
+            path.pop();
+        }
+        if self.dialect == Dialect::Gke {
+            for (j, live_item) in live_items.iter().enumerate() {
+                if !matched[j] {
+                    path.push(PathSeg::Index(j));
+                    self.change(path, Some(live_item), None);
+                    path.pop();
+                    view.push(live_item.clone());
+                }
+            }
+        }
+        Some(Value::Array(view))
+    }
+
+    fn full(&mut self, desired: &Value, live: &Value, path: &mut Vec<PathSeg>) {
+        match (desired, live) {
+            (Value::Object(d), Value::Object(l)) => {
+                for (key, desired_child) in d {
+                    path.push(PathSeg::Key(key.clone()));
+                    match l.get(key) {
+                        Some(live_child) => self.full(desired_child, live_child, path),
+                        None if is_zero(desired_child) => {}
+                        None => self.change(path, None, Some(desired_child)),
+                    }
+                    path.pop();
+                }
+                for (key, live_child) in l {
+                    if !d.contains_key(key) && !is_zero(live_child) {
+                        path.push(PathSeg::Key(key.clone()));
+                        self.change(path, Some(live_child), None);
+                        path.pop();
+                    }
+                }
+            }
+            (Value::Array(d), Value::Array(l)) if d.len() == l.len() => {
+                for (i, (desired_item, live_item)) in d.iter().zip(l).enumerate() {
+                    path.push(PathSeg::Index(i));
+                    self.full(desired_item, live_item, path);
+                    path.pop();
+                }
+            }
+            (Value::Array(_), _)
+            | (Value::Object(_), _)
+            | (_, Value::Array(_))
+            | (_, Value::Object(_)) => {
+                if desired != live {
+                    self.change(path, Some(live), Some(desired));
+                }
+            }
+            (scalar, live_scalar) => {
+                if !same_leaf(path, scalar, Some(live_scalar), self.dialect) {
+                    self.change(path, Some(live_scalar), Some(scalar));
+                }
+            }
+        }
+    }
+}
+
+fn sorted_texts(items: &[Value]) -> Vec<String> {
+    let mut texts: Vec<String> = items.iter().map(Value::to_string).collect();
+    texts.sort();
+    texts
+}
+
+/// The field that identifies elements of a GKE list, when every desired element has it.
+fn identity_key(items: &[Value]) -> Option<&'static str> {
+    ["name", "key", "acceleratorType"]
+        .into_iter()
+        .find(|key| items.iter().all(|item| item.get(key).is_some()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn paths(comparison: &Comparison) -> Vec<String> {
+        comparison
+            .changes
+            .iter()
+            .map(|c| super::super::path_text(&c.path))
+            .collect()
+    }
+
+    #[test]
+    fn owned_compare_ignores_what_the_spec_does_not_set() {
+        let desired = json!({"name": "on-demand-pool",
+            "config": {"machineType": "ct6e-standard-4t", "reservationAffinity": {"consumeReservationType": "NO_RESERVATION"}},
+            "autoscaling": {"enabled": true, "minNodeCount": 0, "maxNodeCount": 4},
+            "placementPolicy": {"tpuTopology": "4x4"}});
+        let live = json!({"name": "on-demand-pool",
+            "config": {"machineType": "ct6e-standard-4t", "diskSizeGb": 100, "imageType": "COS_CONTAINERD",
+                       "reservationAffinity": {"consumeReservationType": 1}},
+            "autoscaling": {"enabled": true, "maxNodeCount": 4, "locationPolicy": 1},
+            "placementPolicy": {"tpuTopology": "4x4"}, "locations": ["us-east5-b"]});
+        let comparison = owned(&desired, &live, Dialect::Gke);
+        assert!(comparison.is_same(), "{:?}", comparison.changes);
+        assert_eq!(comparison.live_view, desired);
+    }
+
+    #[test]
+    fn owned_compare_reports_each_changed_leaf() {
+        let desired = json!({"autoscaling": {"enabled": true, "maxNodeCount": 8}, "queuedProvisioning": {"enabled": true}});
+        let live = json!({"autoscaling": {"enabled": true, "maxNodeCount": 4}});
+        let comparison = owned(&desired, &live, Dialect::Gke);
+        assert_eq!(
+            paths(&comparison),
+            ["autoscaling.maxNodeCount", "queuedProvisioning.enabled"]
+        );
+        assert_eq!(comparison.changes[0].before, Some(json!(4)));
+        assert_eq!(comparison.changes[0].after, Some(json!(8)));
+        assert_eq!(comparison.changes[1].before, None);
+        assert_eq!(
+            comparison.live_view,
+            json!({"autoscaling": {"enabled": true, "maxNodeCount": 4}})
+        );
+    }
+
+    #[test]
+    fn label_maps_are_authoritative_except_for_gke_labels() {
+        let desired = json!({"resourceLabels": {"managed-by": "gkq"}});
+        let live = json!({"resourceLabels": {"managed-by": "gkq", "team": "ml", "goog-gke-node-pool-provisioning-model": "on-demand"}});
+        let comparison = owned(&desired, &live, Dialect::Gke);
+        assert_eq!(paths(&comparison), ["resourceLabels.team"]);
+        assert_eq!(comparison.changes[0].after, None);
+    }
+
+    #[test]
+    fn scalar_lists_are_sets_in_gke_and_ordered_in_kubernetes() {
+        let desired = json!({"scopes": ["b", "a"]});
+        let live = json!({"scopes": ["a", "b"]});
+        assert!(owned(&desired, &live, Dialect::Gke).is_same());
+        assert!(!owned(&desired, &live, Dialect::Kube).is_same());
+    }
+
+    #[test]
+    fn gke_object_lists_match_by_key() {
+        let desired = json!({"taints": [{"key": "b", "value": "1", "effect": "NO_SCHEDULE"}, {"key": "a", "value": "2", "effect": "NO_EXECUTE"}]});
+        let live = json!({"taints": [{"key": "a", "value": "2", "effect": 3}, {"key": "b", "value": "1", "effect": 1}]});
+        assert!(owned(&desired, &live, Dialect::Gke).is_same());
+        let fewer = json!({"taints": [{"key": "b", "value": "1", "effect": "NO_SCHEDULE"}]});
+        assert_eq!(paths(&owned(&fewer, &live, Dialect::Gke)), ["taints[0]"]);
+    }
+
+    #[test]
+    fn full_compare_sees_both_sides() {
+        let desired = json!({"spec": {"a": 1, "b": [1, 2]}});
+        let live = json!({"spec": {"a": 1, "b": [1, 2, 3], "c": "x"}});
+        assert_eq!(
+            paths(&full(&desired, &live, Dialect::Kube)),
+            ["spec.b", "spec.c"]
+        );
+        assert!(full(&desired, &desired, Dialect::Kube).is_same());
+    }
+}

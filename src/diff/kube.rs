@@ -1,0 +1,117 @@
+//! Kubernetes object changes.
+//!
+//! When the Kubernetes observer could ask the server what the desired object would become
+//! (server-side apply with `dryRun=All`), that answer is compared with the live object as a whole,
+//! so CRD and webhook defaults never show as drift. Without it (the CRD is not installed yet, or
+//! no observer ran) only the fields the spec sets are compared.
+//!
+//! Changes are made by server-side apply, except where a change means a new object: a RayJob is
+//! a run, so a changed job is a new run (replace), never an edit of a running job; a LocalQueue's
+//! `spec.clusterQueue` is immutable in Kueue.
+
+use serde_json::Value;
+
+use super::compare::{full, owned};
+use super::normalize::{Dialect, keys_of, kube_view};
+use super::{ChangeEffect, PathSeg, ResourceDiff, UpdateMethod, field_changes};
+use crate::addr::{ResourceAddr, ResourceKind};
+
+/// Compares a desired object with the live one; `predicted` is the server's dry-run answer.
+pub fn diff_object(
+    addr: &ResourceAddr,
+    desired: &Value,
+    live: &Value,
+    predicted: Option<&Value>,
+) -> ResourceDiff {
+    let live_view = kube_view(live);
+    let (comparison, desired_view) = match predicted {
+        Some(predicted) => {
+            let predicted_view = kube_view(predicted);
+            (
+                full(&predicted_view, &live_view, Dialect::Kube),
+                predicted_view,
+            )
+        }
+        None => {
+            let desired_view = kube_view(desired);
+            (
+                owned(&desired_view, &live_view, Dialect::Kube),
+                desired_view,
+            )
+        }
+    };
+    ResourceDiff {
+        changes: field_changes(comparison.changes, |path| classify(&addr.kind, path)),
+        live_view: comparison.live_view,
+        desired_view,
+    }
+}
+
+/// How a changed field of a Kubernetes object can be made.
+pub fn classify(kind: &ResourceKind, path: &[PathSeg]) -> ChangeEffect {
+    let keys = keys_of(path);
+    match (kind, keys.as_slice()) {
+        (_, ["metadata", "labels" | "annotations", ..]) => ChangeEffect::InPlace(UpdateMethod::ServerSideApply),
+        (ResourceKind::RayJob, _) => ChangeEffect::Replace(
+            "a RayJob is a run: a changed job is submitted as a new run, never edited while it runs".to_string(),
+        ),
+        (ResourceKind::LocalQueue, ["spec", "clusterQueue", ..]) => {
+            ChangeEffect::Replace("a LocalQueue's spec.clusterQueue is immutable".to_string())
+        }
+        _ => ChangeEffect::InPlace(UpdateMethod::ServerSideApply),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn cluster_queue_quota_change_is_an_apply_and_defaults_do_not_diff() {
+        let addr = ResourceAddr::cluster_queue("cluster-queue");
+        let desired = json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+            "metadata": {"name": "cluster-queue"},
+            "spec": {"resourceGroups": [{"flavors": [{"name": "on-demand", "resources": [{"name": "memory", "nominalQuota": "75Gi"}]}]}]}});
+        let live = json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+            "metadata": {"name": "cluster-queue", "uid": "u", "resourceVersion": "3", "finalizers": ["kueue.x-k8s.io/resource-in-use"]},
+            "spec": {"queueingStrategy": "BestEffortFIFO",
+                     "resourceGroups": [{"flavors": [{"name": "on-demand", "resources": [{"name": "memory", "nominalQuota": "80530636800"}]}]}]},
+            "status": {"pendingWorkloads": 0}});
+        assert!(diff_object(&addr, &desired, &live, None).is_empty());
+        let mut more = desired.clone();
+        more["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] =
+            json!("100Gi");
+        let diff = diff_object(&addr, &more, &live, None);
+        assert_eq!(diff.changes.len(), 1);
+        assert_eq!(
+            diff.changes[0].path,
+            "spec.resourceGroups[0].flavors[0].resources[0].nominalQuota"
+        );
+        assert_eq!(diff.methods(), [UpdateMethod::ServerSideApply]);
+    }
+
+    #[test]
+    fn predicted_object_is_compared_whole() {
+        let addr = ResourceAddr::resource_flavor("dws");
+        let desired = json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "dws"}});
+        let live = json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "dws"},
+            "spec": {"nodeLabels": {"pool": "old"}}});
+        let predicted = json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "dws"},
+            "spec": {"nodeLabels": {"pool": "dws-pool"}}});
+        let diff = diff_object(&addr, &desired, &live, Some(&predicted));
+        assert_eq!(diff.changes.len(), 1);
+        assert_eq!(diff.changes[0].path, "spec.nodeLabels.pool");
+    }
+
+    #[test]
+    fn a_changed_ray_job_is_a_new_run() {
+        let addr = ResourceAddr::ray_job("default", "train-1");
+        let desired = json!({"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": "train-1"},
+            "spec": {"entrypoint": "python train.py --steps 200"}});
+        let live = json!({"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": "train-1"},
+            "spec": {"entrypoint": "python train.py --steps 100", "suspend": false}});
+        let diff = diff_object(&addr, &desired, &live, None);
+        assert!(diff.replace_reasons()[0].contains("run"));
+    }
+}

@@ -1,0 +1,754 @@
+//! The ONE list of what gkq does not compare, and the rules that make two spellings of the same
+//! value equal. Every "why is there no diff for X?" question is answered in this file.
+//!
+//! # GKE
+//!
+//! gkq compares only what the spec owns: it walks the desired request body and compares each
+//! leaf it sets with the live value at the same path (`compare::owned`). So the many fields GKE
+//! fills in by itself never show as drift, without listing each one:
+//! node config `diskSizeGb` (100), `diskType` (pd-balanced), `imageType` (COS_CONTAINERD),
+//! `serviceAccount`, `metadata`, `oauthScopes`, `shieldedInstanceConfig`, `kubeletConfig`,
+//! `gcfsConfig` inherited from the cluster default; node pool `locations`, `upgradeSettings`
+//! (SURGE, or SHORT_LIVED on DWS pools), `maxPodsConstraint`, `networkConfig`, `management`,
+//! `autoscaling.locationPolicy`, `version`; cluster `releaseChannel` (auto-enrolled), addons the
+//! spec does not name, `network`, `subnetwork`, `ipAllocationPolicy`, logging and monitoring,
+//! `nodeConfig` and `initialNodeCount` (deprecated mirrors of the first pool), and so on
+//! (gke.md section d). The lists below are what remains:
+//!
+//! - [`GKE_CLUSTER_OUTPUT_ONLY`], [`GKE_NODE_POOL_OUTPUT_ONLY`]: output-only and server-computed
+//!   fields, dropped from live objects before they are shown or fingerprinted.
+//! - [`GKE_CREATE_ONLY`]: node pool fields that only matter when the pool is created
+//!   (`initialNodeCount`: the autoscaler changes the size afterwards, so comparing it would fight
+//!   the autoscaler).
+//! - [`GKE_IGNORED_LABEL_PREFIXES`]: resource labels GKE adds (`goog-gke-*`, `goog-k8s-*`); they are
+//!   ignored in diffs and kept when gkq writes labels.
+//! - [`GKE_SERVER_TAINT_PREFIXES`]: node taints GKE adds (`cloud.google.com/gke-queued` on
+//!   queued-provisioning pools); ignored in diffs and kept when gkq writes taints.
+//! - [`GKE_AUTHORITATIVE_MAPS`]: label maps the spec owns entirely, so a live key the spec dropped
+//!   is a change (except the prefixes above).
+//!
+//! Equal spellings ([`same_leaf`]): enum names and their integers (`NO_RESERVATION` == `1`,
+//! [`GKE_ENUMS`]), int64 as a string or a number (`"110"` == `110`), an absent proto3 zero value
+//! (absent == `0`, `false`, `""`, `[]`, `{}` or the enum's `*_UNSPECIFIED`), and versions by prefix
+//! or minimum (spec `1.34` matches live `1.34.5-gke.100` and anything newer, since auto-upgrade
+//! moves versions forward). The spec's `initialClusterVersion` is compared with the live
+//! `currentMasterVersion` (the live `initialClusterVersion` never changes after creation).
+//! Scalar lists (`oauthScopes`, `locations`, `tags`) compare as sets.
+//!
+//! # Kubernetes
+//!
+//! - [`KUBE_VOLATILE_METADATA`]: metadata the API server writes.
+//! - `status`, whole.
+//! - [`KUBE_IGNORED_ANNOTATIONS`], and finalizers with a prefix in [`KUBE_IGNORED_FINALIZER_PREFIXES`]
+//!   (Kueue's `resource-in-use`, KubeRay's job finalizer).
+//! - [`KUBE_CONTROLLER_OWNED_JOB_FIELDS`]: job fields Kueue toggles (`spec.suspend`).
+//! - Quantities compare by value (`20Gi` == `21474836480`, `500m` == `0.5`).
+//!
+//! The rest of the Kubernetes story (CRD and webhook defaults) is handled by comparing against the
+//! server's own dry-run answer, supplied by the Kubernetes observer.
+
+use serde_json::{Map, Value};
+
+use super::PathSeg;
+
+/// Cluster fields that are output-only (discovery `readOnly`) or server-computed
+/// (`labelFingerprint`, `etag`), plus `nodePools` (each pool has its own address).
+pub const GKE_CLUSTER_OUTPUT_ONLY: &[&str] = &[
+    "createTime",
+    "currentEmulatedVersion",
+    "currentMasterVersion",
+    "currentNodeCount",
+    "currentNodeVersion",
+    "endpoint",
+    "expireTime",
+    "id",
+    "instanceGroupUrls",
+    "location",
+    "nodeIpv4CidrSize",
+    "satisfiesPzi",
+    "satisfiesPzs",
+    "selfLink",
+    "servicesIpv4Cidr",
+    "status",
+    "statusMessage",
+    "tpuIpv4CidrBlock",
+    "zone",
+    "conditions",
+    "labelFingerprint",
+    "etag",
+    "nodePools",
+    "masterAuth.clusterCaCertificate",
+    "masterAuth.clientCertificate",
+    "masterAuth.clientKey",
+    "controlPlaneEndpointsConfig.dnsEndpointConfig.endpoint",
+    "controlPlaneEndpointsConfig.ipEndpointsConfig.publicEndpoint",
+    "controlPlaneEndpointsConfig.ipEndpointsConfig.privateEndpoint",
+];
+
+/// Node pool fields that are output-only or server-computed.
+pub const GKE_NODE_POOL_OUTPUT_ONLY: &[&str] = &[
+    "conditions",
+    "etag",
+    "instanceGroupUrls",
+    "kubeletCertInfo",
+    "podIpv4CidrSize",
+    "selfLink",
+    "status",
+    "statusMessage",
+    "updateInfo",
+    "config.effectiveCgroupMode",
+];
+
+/// Node pool fields that only matter at creation and are never compared afterwards.
+pub const GKE_CREATE_ONLY: &[&str] = &["initialNodeCount"];
+
+/// Resource label keys GKE adds to clusters and node pools.
+pub const GKE_IGNORED_LABEL_PREFIXES: &[&str] = &["goog-gke-", "goog-k8s-"];
+
+/// Node taint keys GKE adds (queued provisioning's `cloud.google.com/gke-queued`).
+pub const GKE_SERVER_TAINT_PREFIXES: &[&str] = &["cloud.google.com/gke-"];
+
+/// Maps the spec owns entirely: a live key the spec does not set is a change.
+pub const GKE_AUTHORITATIVE_MAPS: &[&str] =
+    &["resourceLabels", "config.resourceLabels", "config.labels"];
+
+/// GKE enums that may arrive as names or as integers (`$alt=json;enum-encoding=int`), keyed by
+/// `(parent field, field)`. The integer is the position in the list (proto numbering; these
+/// enums have no gaps).
+pub const GKE_ENUMS: &[((&str, &str), &[&str])] = &[
+    (
+        ("reservationAffinity", "consumeReservationType"),
+        &[
+            "UNSPECIFIED",
+            "NO_RESERVATION",
+            "ANY_RESERVATION",
+            "SPECIFIC_RESERVATION",
+            "ANY_RESERVATION_THEN_FAIL",
+        ],
+    ),
+    (
+        ("placementPolicy", "type"),
+        &["TYPE_UNSPECIFIED", "COMPACT"],
+    ),
+    (
+        ("autoscaling", "locationPolicy"),
+        &["LOCATION_POLICY_UNSPECIFIED", "BALANCED", "ANY"],
+    ),
+    (
+        ("upgradeSettings", "strategy"),
+        &[
+            "NODE_POOL_UPDATE_STRATEGY_UNSPECIFIED",
+            "BLUE_GREEN",
+            "SURGE",
+            "SHORT_LIVED",
+        ],
+    ),
+    (
+        ("releaseChannel", "channel"),
+        &["UNSPECIFIED", "RAPID", "REGULAR", "STABLE", "EXTENDED"],
+    ),
+    (
+        ("taints", "effect"),
+        &[
+            "EFFECT_UNSPECIFIED",
+            "NO_SCHEDULE",
+            "PREFER_NO_SCHEDULE",
+            "NO_EXECUTE",
+        ],
+    ),
+    (
+        ("workloadMetadataConfig", "mode"),
+        &["MODE_UNSPECIFIED", "GCE_METADATA", "GKE_METADATA"],
+    ),
+    (
+        ("sandboxConfig", "type"),
+        &["UNSPECIFIED", "GVISOR", "MICROVM"],
+    ),
+];
+
+/// Node pool `status` values, by integer, for live objects that use enum integers.
+pub const GKE_NODE_POOL_STATUS: &[&str] = &[
+    "STATUS_UNSPECIFIED",
+    "PROVISIONING",
+    "RUNNING",
+    "RUNNING_WITH_ERROR",
+    "RECONCILING",
+    "STOPPING",
+    "ERROR",
+];
+
+/// Cluster `status` values, by integer.
+pub const GKE_CLUSTER_STATUS: &[&str] = &[
+    "STATUS_UNSPECIFIED",
+    "PROVISIONING",
+    "RUNNING",
+    "RECONCILING",
+    "STOPPING",
+    "ERROR",
+    "DEGRADED",
+];
+
+/// Metadata the Kubernetes API server writes.
+pub const KUBE_VOLATILE_METADATA: &[&str] = &[
+    "managedFields",
+    "resourceVersion",
+    "uid",
+    "generation",
+    "creationTimestamp",
+    "selfLink",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+];
+
+/// Annotations other tools write.
+pub const KUBE_IGNORED_ANNOTATIONS: &[&str] = &["kubectl.kubernetes.io/last-applied-configuration"];
+
+/// Finalizers controllers add (Kueue's `kueue.x-k8s.io/resource-in-use`, KubeRay's
+/// `ray.io/rayjob-finalizer`).
+pub const KUBE_IGNORED_FINALIZER_PREFIXES: &[&str] = &["kueue.x-k8s.io/", "ray.io/"];
+
+/// Job fields Kueue owns: it suspends a job until admission and resumes it after.
+pub const KUBE_CONTROLLER_OWNED_JOB_FIELDS: &[&str] = &["spec.suspend"];
+
+/// Which rules apply when comparing two values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    Gke,
+    Kube,
+}
+
+/// The status of a live node pool or cluster as a name, whether it came as a name or an integer.
+pub fn status_name(object: &Value, names: &[&str]) -> Option<String> {
+    match object.get("status")? {
+        Value::String(name) => Some(name.clone()),
+        Value::Number(n) => n
+            .as_u64()
+            .and_then(|i| names.get(i as usize))
+            .map(|s| s.to_string()),
+        _ => None,
+    }
+}
+
+pub fn is_ignored_gke_label(key: &str) -> bool {
+    GKE_IGNORED_LABEL_PREFIXES
+        .iter()
+        .any(|prefix| key.starts_with(prefix))
+}
+
+pub fn is_server_taint(taint: &Value) -> bool {
+    taint.get("key").and_then(Value::as_str).is_some_and(|key| {
+        GKE_SERVER_TAINT_PREFIXES
+            .iter()
+            .any(|prefix| key.starts_with(prefix))
+    })
+}
+
+/// Removes a dotted path (`a.b.c`) from an object, if present.
+fn remove_path(value: &mut Value, dotted: &str) {
+    let mut parts: Vec<&str> = dotted.split('.').collect();
+    let Some(last) = parts.pop() else { return };
+    let mut current = value;
+    for part in parts {
+        match current.get_mut(part) {
+            Some(next) => current = next,
+            None => return,
+        }
+    }
+    if let Some(map) = current.as_object_mut() {
+        map.remove(last);
+    }
+}
+
+/// A live cluster as gkq compares it: output-only fields gone, GKE's labels gone, and
+/// `initialClusterVersion` standing for the version the control plane runs now.
+pub fn gke_cluster_live_view(live: &Value) -> Value {
+    let mut view = live.clone();
+    if let Some(current) = live.get("currentMasterVersion").cloned()
+        && let Some(map) = view.as_object_mut()
+    {
+        map.insert("initialClusterVersion".to_string(), current);
+    }
+    for path in GKE_CLUSTER_OUTPUT_ONLY {
+        remove_path(&mut view, path);
+    }
+    drop_ignored_labels(view.get_mut("resourceLabels"));
+    view
+}
+
+/// A live node pool as gkq compares it: output-only fields, GKE's labels and taints gone.
+pub fn gke_node_pool_live_view(live: &Value) -> Value {
+    let mut view = live.clone();
+    for path in GKE_NODE_POOL_OUTPUT_ONLY {
+        remove_path(&mut view, path);
+    }
+    if let Some(config) = view.get_mut("config") {
+        drop_ignored_labels(config.get_mut("resourceLabels"));
+        if let Some(taints) = config.get_mut("taints").and_then(Value::as_array_mut) {
+            taints.retain(|taint| !is_server_taint(taint));
+        }
+    }
+    view
+}
+
+/// A desired node pool as gkq compares it after creation: without create-only fields.
+pub fn gke_node_pool_desired_view(desired: &Value) -> Value {
+    let mut view = desired.clone();
+    for path in GKE_CREATE_ONLY {
+        remove_path(&mut view, path);
+    }
+    view
+}
+
+/// A desired cluster as gkq compares it: without `nodePools` (each pool is its own resource).
+pub fn gke_cluster_desired_view(desired: &Value) -> Value {
+    let mut view = desired.clone();
+    remove_path(&mut view, "nodePools");
+    view
+}
+
+fn drop_ignored_labels(labels: Option<&mut Value>) {
+    if let Some(map) = labels.and_then(Value::as_object_mut) {
+        map.retain(|key, _| !is_ignored_gke_label(key));
+    }
+}
+
+/// A Kubernetes object without what the server and controllers write.
+pub fn kube_view(object: &Value) -> Value {
+    let mut view = object.clone();
+    let is_job = matches!(
+        object.get("kind").and_then(Value::as_str),
+        Some("RayJob" | "RayCluster" | "Job" | "JobSet")
+    );
+    if let Some(map) = view.as_object_mut() {
+        map.remove("status");
+    }
+    if let Some(metadata) = view.get_mut("metadata").and_then(Value::as_object_mut) {
+        for field in KUBE_VOLATILE_METADATA {
+            metadata.remove(*field);
+        }
+        if let Some(annotations) = metadata
+            .get_mut("annotations")
+            .and_then(Value::as_object_mut)
+        {
+            annotations.retain(|key, _| !KUBE_IGNORED_ANNOTATIONS.contains(&key.as_str()));
+            if annotations.is_empty() {
+                metadata.remove("annotations");
+            }
+        }
+        if let Some(finalizers) = metadata.get_mut("finalizers").and_then(Value::as_array_mut) {
+            finalizers.retain(|f| {
+                !f.as_str().is_some_and(|f| {
+                    KUBE_IGNORED_FINALIZER_PREFIXES
+                        .iter()
+                        .any(|p| f.starts_with(p))
+                })
+            });
+            if finalizers.is_empty() {
+                metadata.remove("finalizers");
+            }
+        }
+    }
+    if is_job {
+        for path in KUBE_CONTROLLER_OWNED_JOB_FIELDS {
+            remove_path(&mut view, path);
+        }
+    }
+    view
+}
+
+/// Whether a value is what proto3 leaves out (and so what an absent live field means).
+pub fn is_zero(value: &Value) -> bool {
+    match value {
+        Value::Null => true,
+        Value::Bool(b) => !b,
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        Value::String(s) => s.is_empty(),
+        Value::Array(items) => items.is_empty(),
+        Value::Object(map) => map.values().all(is_zero),
+    }
+}
+
+/// The keys of a path, without list indices: `config.taints[0].effect` -> `[config, taints, effect]`.
+pub fn keys_of(path: &[PathSeg]) -> Vec<&str> {
+    path.iter()
+        .filter_map(|seg| match seg {
+            PathSeg::Key(key) => Some(key.as_str()),
+            PathSeg::Index(_) => None,
+        })
+        .collect()
+}
+
+fn enum_names(path: &[PathSeg]) -> Option<&'static [&'static str]> {
+    let keys = keys_of(path);
+    let [.., parent, field] = keys.as_slice() else {
+        return None;
+    };
+    GKE_ENUMS
+        .iter()
+        .find(|((p, f), _)| p == parent && f == field)
+        .map(|(_, names)| *names)
+}
+
+fn enum_index(names: &[&str], value: &Value) -> Option<usize> {
+    match value {
+        Value::String(name) => names.iter().position(|n| n == name),
+        Value::Number(n) => n.as_u64().map(|i| i as usize).filter(|i| *i < names.len()),
+        _ => None,
+    }
+}
+
+fn is_version_path(path: &[PathSeg]) -> bool {
+    matches!(path, [PathSeg::Key(key)] if key == "initialClusterVersion" || key == "version")
+}
+
+/// Numbers, whether JSON numbers or int64-as-string.
+fn as_number(value: &Value) -> Option<f64> {
+    match value {
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+/// The numeric parts of a GKE version: `1.34.5-gke.100` -> `[1, 34, 5, 100]`.
+fn version_parts(version: &str) -> Vec<u64> {
+    version
+        .split(['.', '-'])
+        .filter_map(|part| part.trim_start_matches("gke").parse().ok())
+        .collect()
+}
+
+/// Spec version `1.34` is satisfied by live `1.34`, `1.34.5-gke.100`, or anything newer
+/// (auto-upgrade moves clusters and pools forward; gkq never downgrades).
+pub fn version_satisfied(desired: &str, live: &str) -> bool {
+    if desired == live || desired == "latest" || desired == "-" {
+        return true;
+    }
+    let (want, have) = (version_parts(desired), version_parts(live));
+    if want.is_empty() || have.is_empty() {
+        return false;
+    }
+    for (w, h) in want.iter().zip(have.iter()) {
+        if h != w {
+            return h > w;
+        }
+    }
+    have.len() >= want.len()
+}
+
+/// A Kubernetes quantity in nano-units (`1` = 1_000_000_000), exact for the sizes that occur.
+pub fn parse_quantity(text: &str) -> Option<i128> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-'))
+        .unwrap_or(text.len());
+    let (number, suffix) = text.split_at(split);
+    if number.is_empty() {
+        return None;
+    }
+    let (negative, number) = match number.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, number.strip_prefix('+').unwrap_or(number)),
+    };
+    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+    if whole.is_empty() && fraction.is_empty() {
+        return None;
+    }
+    let mut nanos: i128 = if whole.is_empty() {
+        0
+    } else {
+        whole.parse::<i128>().ok()? * 1_000_000_000
+    };
+    if !fraction.is_empty() {
+        let digits: String = fraction
+            .chars()
+            .chain(std::iter::repeat('0'))
+            .take(9)
+            .collect();
+        nanos += digits.parse::<i128>().ok()?;
+    }
+    let scaled = match suffix {
+        "" => nanos,
+        "n" => nanos / 1_000_000_000,
+        "u" => nanos / 1_000_000,
+        "m" => nanos / 1_000,
+        "k" => nanos * 1_000,
+        "M" => nanos * 1_000_000,
+        "G" => nanos * 1_000_000_000,
+        "T" => nanos * 1_000_000_000_000,
+        "P" => nanos * 1_000_000_000_000_000,
+        "E" => nanos * 1_000_000_000_000_000_000,
+        "Ki" => nanos << 10,
+        "Mi" => nanos << 20,
+        "Gi" => nanos << 30,
+        "Ti" => nanos << 40,
+        "Pi" => nanos << 50,
+        "Ei" => nanos << 60,
+        exponent => {
+            let power: i32 = exponent.strip_prefix(['e', 'E'])?.parse().ok()?;
+            if power >= 0 {
+                nanos.checked_mul(10i128.checked_pow(power as u32)?)?
+            } else {
+                nanos / 10i128.checked_pow(power.unsigned_abs())?
+            }
+        }
+    };
+    Some(if negative { -scaled } else { scaled })
+}
+
+fn is_quantity_path(path: &[PathSeg]) -> bool {
+    keys_of(path).iter().any(|key| {
+        matches!(
+            *key,
+            "requests"
+                | "limits"
+                | "nominalQuota"
+                | "borrowingLimit"
+                | "lendingLimit"
+                | "capacity"
+                | "allocatable"
+        )
+    })
+}
+
+fn as_quantity(value: &Value) -> Option<i128> {
+    match value {
+        Value::String(s) => parse_quantity(s),
+        Value::Number(n) => parse_quantity(&n.to_string()),
+        _ => None,
+    }
+}
+
+/// Whether a desired leaf and the live value at the same path are the same value, under the
+/// spelling rules in the module docs. `live` is `None` when the field is absent.
+pub fn same_leaf(
+    path: &[PathSeg],
+    desired: &Value,
+    live: Option<&Value>,
+    dialect: Dialect,
+) -> bool {
+    let enums = match dialect {
+        Dialect::Gke => enum_names(path),
+        Dialect::Kube => None,
+    };
+    let Some(live) = live.filter(|l| !l.is_null()) else {
+        return is_zero(desired)
+            || enums.is_some_and(|names| enum_index(names, desired) == Some(0));
+    };
+    if desired == live {
+        return true;
+    }
+    if let Some(names) = enums {
+        return match (enum_index(names, desired), enum_index(names, live)) {
+            (Some(d), Some(l)) => d == l,
+            _ => false,
+        };
+    }
+    if dialect == Dialect::Gke
+        && is_version_path(path)
+        && let (Some(d), Some(l)) = (desired.as_str(), live.as_str())
+    {
+        return version_satisfied(d, l);
+    }
+    if dialect == Dialect::Kube
+        && (is_quantity_path(path) || desired.is_number() || live.is_number())
+        && let (Some(d), Some(l)) = (as_quantity(desired), as_quantity(live))
+    {
+        return d == l;
+    }
+    // int64 travels as a JSON string; int32 as a number.
+    if (desired.is_number() || live.is_number())
+        && let (Some(d), Some(l)) = (as_number(desired), as_number(live))
+    {
+        return d == l;
+    }
+    false
+}
+
+/// The name of an enum value, for display: live `1` at `consumeReservationType` reads
+/// `NO_RESERVATION`. Anything else is returned unchanged.
+pub fn display_enum(path: &[PathSeg], value: &Value) -> Value {
+    match enum_names(path) {
+        Some(names) => match enum_index(names, value) {
+            Some(index) => Value::String(names[index].to_string()),
+            None => value.clone(),
+        },
+        None => value.clone(),
+    }
+}
+
+/// Labels from `live` that gkq must keep when it writes a label map (GKE's own).
+pub fn preserved_gke_labels(live_labels: Option<&Value>) -> Map<String, Value> {
+    live_labels
+        .and_then(Value::as_object)
+        .map(|labels| {
+            labels
+                .iter()
+                .filter(|(key, _)| is_ignored_gke_label(key))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn path(text: &str) -> Vec<PathSeg> {
+        text.split('.')
+            .map(|k| PathSeg::Key(k.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn enum_names_equal_their_integers() {
+        let p = path("config.reservationAffinity.consumeReservationType");
+        assert!(same_leaf(
+            &p,
+            &json!("NO_RESERVATION"),
+            Some(&json!(1)),
+            Dialect::Gke
+        ));
+        assert!(!same_leaf(
+            &p,
+            &json!("NO_RESERVATION"),
+            Some(&json!(2)),
+            Dialect::Gke
+        ));
+        assert!(same_leaf(&p, &json!("UNSPECIFIED"), None, Dialect::Gke));
+        assert_eq!(display_enum(&p, &json!(1)), json!("NO_RESERVATION"));
+        let taint = vec![
+            PathSeg::Key("config".into()),
+            PathSeg::Key("taints".into()),
+            PathSeg::Index(0),
+            PathSeg::Key("effect".into()),
+        ];
+        assert!(same_leaf(
+            &taint,
+            &json!("NO_SCHEDULE"),
+            Some(&json!(1)),
+            Dialect::Gke
+        ));
+    }
+
+    #[test]
+    fn int64_strings_equal_numbers_and_absent_means_zero() {
+        let p = path("maxPodsConstraint.maxPodsPerNode");
+        assert!(same_leaf(
+            &p,
+            &json!(110),
+            Some(&json!("110")),
+            Dialect::Gke
+        ));
+        assert!(same_leaf(
+            &path("autoscaling.minNodeCount"),
+            &json!(0),
+            None,
+            Dialect::Gke
+        ));
+        assert!(same_leaf(
+            &path("config.flexStart"),
+            &json!(false),
+            None,
+            Dialect::Gke
+        ));
+        assert!(!same_leaf(
+            &path("config.flexStart"),
+            &json!(true),
+            None,
+            Dialect::Gke
+        ));
+        assert!(!same_leaf(
+            &path("autoscaling.maxNodeCount"),
+            &json!(4),
+            Some(&json!(8)),
+            Dialect::Gke
+        ));
+    }
+
+    #[test]
+    fn versions_match_by_prefix_or_minimum() {
+        assert!(version_satisfied("1.34", "1.34.5-gke.100"));
+        assert!(version_satisfied("1.34", "1.35.0-gke.1"));
+        assert!(!version_satisfied("1.35", "1.34.5-gke.100"));
+        assert!(!version_satisfied("1.34.6", "1.34.5-gke.100"));
+        assert!(version_satisfied("1.34.5-gke.100", "1.34.5-gke.100"));
+        assert!(same_leaf(
+            &path("initialClusterVersion"),
+            &json!("1.34"),
+            Some(&json!("1.34.5-gke.100")),
+            Dialect::Gke
+        ));
+        // Only the top-level version fields use the version rule.
+        assert!(!same_leaf(
+            &path("config.imageType"),
+            &json!("1.34"),
+            Some(&json!("1.34.5")),
+            Dialect::Gke
+        ));
+    }
+
+    #[test]
+    fn quantities_compare_by_value() {
+        assert_eq!(
+            parse_quantity("20Gi"),
+            Some(20 * (1i128 << 30) * 1_000_000_000)
+        );
+        assert_eq!(parse_quantity("500m"), parse_quantity("0.5"));
+        assert_eq!(parse_quantity("1e3"), parse_quantity("1k"));
+        assert_eq!(parse_quantity("abc"), None);
+        let p = path("spec.resourceGroups.flavors.resources.nominalQuota");
+        assert!(same_leaf(
+            &p,
+            &json!("20Gi"),
+            Some(&json!("21474836480")),
+            Dialect::Kube
+        ));
+        assert!(same_leaf(&p, &json!(10), Some(&json!("10")), Dialect::Kube));
+        assert!(!same_leaf(
+            &p,
+            &json!(10),
+            Some(&json!("11")),
+            Dialect::Kube
+        ));
+    }
+
+    #[test]
+    fn live_views_drop_what_gke_writes() {
+        let pool = json!({"name": "p", "etag": "e", "status": "RUNNING", "initialNodeCount": 0,
+            "config": {"resourceLabels": {"managed-by": "gkq", "goog-gke-node-pool-provisioning-model": "on-demand"},
+                       "taints": [{"key": "cloud.google.com/gke-queued", "value": "true", "effect": 1}]}});
+        let view = gke_node_pool_live_view(&pool);
+        assert_eq!(
+            view,
+            json!({"name": "p", "initialNodeCount": 0,
+            "config": {"resourceLabels": {"managed-by": "gkq"}, "taints": []}})
+        );
+        let cluster = json!({"name": "c", "initialClusterVersion": "1.34", "currentMasterVersion": "1.34.5-gke.100",
+            "nodePools": [], "labelFingerprint": "f", "masterAuth": {"clusterCaCertificate": "x"}});
+        assert_eq!(
+            gke_cluster_live_view(&cluster),
+            json!({"name": "c", "initialClusterVersion": "1.34.5-gke.100", "masterAuth": {}})
+        );
+        assert_eq!(
+            gke_node_pool_desired_view(&json!({"name": "p", "initialNodeCount": 3})),
+            json!({"name": "p"})
+        );
+    }
+
+    #[test]
+    fn kube_view_drops_server_metadata_status_and_controller_fields() {
+        let object = json!({"apiVersion": "ray.io/v1", "kind": "RayJob",
+            "metadata": {"name": "j", "uid": "u", "resourceVersion": "7", "generation": 2,
+                "finalizers": ["ray.io/rayjob-finalizer"], "managedFields": [],
+                "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}"}},
+            "spec": {"suspend": true, "entrypoint": "python x.py"}, "status": {"jobStatus": "RUNNING"}});
+        assert_eq!(
+            kube_view(&object),
+            json!({"apiVersion": "ray.io/v1", "kind": "RayJob",
+            "metadata": {"name": "j"}, "spec": {"entrypoint": "python x.py"}})
+        );
+    }
+}

@@ -1,0 +1,181 @@
+//! Live state: what GKE and Kubernetes say exists now. Reading is I/O behind traits; the types
+//! and fingerprints here are plain data and pure functions.
+//!
+//! GKE is read in one call: `clusters.get` returns the cluster with every node pool
+//! (gke.md section d). Kubernetes is read by the Kubernetes observer (the Kubernetes half of the
+//! engine): it fills [`KubeLive::Observed`] with each desired object's live state and the
+//! server's dry-run prediction, and with every object gkq owns, keyed by address.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::addr::{ResourceAddr, ResourceKind};
+use crate::diff::gke::{diff_cluster, diff_node_pool};
+use crate::diff::normalize::{is_ignored_gke_label, kube_view};
+use crate::diff::text::canonical;
+use crate::gke::{GkeApi, GkeError};
+use crate::model::DesiredState;
+
+/// Everything observed, ready for [`crate::plan::plan`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LiveState {
+    pub gke: GkeLive,
+    pub kubernetes: KubeLive,
+}
+
+/// The live GKE cluster as `clusters.get` returned it, `nodePools[]` included.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GkeLive {
+    /// `None` when the cluster does not exist.
+    pub cluster: Option<Value>,
+}
+
+impl GkeLive {
+    pub fn node_pools(&self) -> BTreeMap<String, &Value> {
+        self.cluster
+            .as_ref()
+            .and_then(|c| c.get("nodePools"))
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|pool| Some((pool.get("name")?.as_str()?.to_string(), pool)))
+            .collect()
+    }
+
+    pub fn node_pool(&self, name: &str) -> Option<&Value> {
+        self.cluster
+            .as_ref()?
+            .get("nodePools")?
+            .as_array()?
+            .iter()
+            .find(|pool| pool.get("name").and_then(Value::as_str) == Some(name))
+    }
+}
+
+/// What the Kubernetes observer saw.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "state")]
+pub enum KubeLive {
+    /// No Kubernetes observer ran: Kubernetes objects are left out of the plan, with a notice.
+    #[default]
+    NotObserved,
+    /// Every desired object, and every object gkq owns, by address. Before the cluster exists the
+    /// map is empty, which plans every object as a create.
+    Observed {
+        objects: BTreeMap<ResourceAddr, KubeObject>,
+    },
+}
+
+/// One Kubernetes object as observed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KubeObject {
+    /// The live object, `None` if it does not exist.
+    #[serde(default)]
+    pub live: Option<Value>,
+    /// What the desired object would become, from a server-side apply dry-run; `None` when the
+    /// server could not say (CRD not installed yet): such values are "known after apply".
+    #[serde(default)]
+    pub predicted: Option<Value>,
+}
+
+/// Reads the live cluster, with its node pools, in one call.
+pub async fn observe_gke(api: &dyn GkeApi, desired: &DesiredState) -> Result<LiveState, GkeError> {
+    let cluster_ref = &desired.gke.cluster_ref;
+    let mut cluster = api.get_cluster(cluster_ref).await?;
+    // clusters.get always carries nodePools; a client that trims fields may not.
+    if let Some(cluster) = cluster.as_mut()
+        && cluster.get("nodePools").is_none()
+    {
+        let pools = api.list_node_pools(cluster_ref).await?;
+        if let Some(map) = cluster.as_object_mut() {
+            map.insert("nodePools".to_string(), Value::Array(pools));
+        }
+    }
+    Ok(LiveState {
+        gke: GkeLive { cluster },
+        kubernetes: KubeLive::NotObserved,
+    })
+}
+
+/// A short, stable hash of what gkq's plan for a resource was based on. The executor recomputes
+/// it from a fresh read and refuses to act if it changed.
+///
+/// - GKE, with a desired body: the live values at the paths the spec owns (so server-side
+///   changes to fields gkq ignores, such as the autoscaler's node count or an auto-upgrade, do not
+///   make a plan stale).
+/// - GKE, deletes: the name and the resource labels (is it still the thing gkq owns?).
+/// - Kubernetes: the object without server-written metadata and status.
+pub fn fingerprint(addr: &ResourceAddr, desired: Option<&Value>, live: &Value) -> String {
+    let basis = match (&addr.kind, desired) {
+        (ResourceKind::GkeCluster, Some(desired)) => diff_cluster(desired, live).live_view,
+        (ResourceKind::GkeNodePool, Some(desired)) => diff_node_pool(desired, live).live_view,
+        (ResourceKind::GkeCluster, None) => identity(live, "/resourceLabels"),
+        (ResourceKind::GkeNodePool, None) => identity(live, "/config/resourceLabels"),
+        _ => kube_view(live),
+    };
+    hash(&basis)
+}
+
+fn identity(live: &Value, labels_pointer: &str) -> Value {
+    let labels: serde_json::Map<String, Value> = live
+        .pointer(labels_pointer)
+        .and_then(Value::as_object)
+        .map(|labels| {
+            labels
+                .iter()
+                .filter(|(key, _)| !is_ignored_gke_label(key))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        })
+        .unwrap_or_default();
+    json!({"name": live.get("name"), "labels": labels})
+}
+
+fn hash(value: &Value) -> String {
+    let text = serde_json::to_string(&canonical(value)).unwrap_or_default();
+    let digest = Sha256::digest(text.as_bytes());
+    let hex: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pool_fingerprint_ignores_fields_the_spec_does_not_own() {
+        let addr = ResourceAddr::gke_node_pool("p");
+        let desired = json!({"name": "p", "autoscaling": {"enabled": true, "maxNodeCount": 4}});
+        let live = json!({"name": "p", "autoscaling": {"enabled": true, "maxNodeCount": 4}, "initialNodeCount": 0, "status": "RUNNING"});
+        let mut resized = live.clone();
+        resized["initialNodeCount"] = json!(3);
+        resized["status"] = json!("RECONCILING");
+        assert_eq!(
+            fingerprint(&addr, Some(&desired), &live),
+            fingerprint(&addr, Some(&desired), &resized)
+        );
+        let mut changed = live.clone();
+        changed["autoscaling"]["maxNodeCount"] = json!(2);
+        assert_ne!(
+            fingerprint(&addr, Some(&desired), &live),
+            fingerprint(&addr, Some(&desired), &changed)
+        );
+        assert!(fingerprint(&addr, None, &live).starts_with("sha256:"));
+    }
+
+    #[test]
+    fn node_pools_are_read_from_the_cluster() {
+        let gke = GkeLive {
+            cluster: Some(json!({"name": "c", "nodePools": [{"name": "a"}, {"name": "b"}]})),
+        };
+        assert_eq!(gke.node_pools().keys().collect::<Vec<_>>(), ["a", "b"]);
+        assert_eq!(gke.node_pool("b"), Some(&json!({"name": "b"})));
+        assert_eq!(gke.node_pool("z"), None);
+    }
+}

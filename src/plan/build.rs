@@ -1,0 +1,739 @@
+//! `plan(desired, live, options) -> Plan`: pair desired and live by address, diff, decide the
+//! action for each resource, then order everything by the dependency graph.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::{Map, Value};
+
+use super::graph::{CycleError, DependencyGraph};
+use super::ownership::{gke_owned, kube_owned};
+use super::{
+    Action, ActionKind, Notice, PLAN_FORMAT_VERSION, Plan, PlanOptions, ReplaceStrategy, Step,
+    Summary,
+};
+use crate::addr::{AddrError, ResourceAddr};
+use crate::diff::gke::{diff_cluster, diff_node_pool, request_body};
+use crate::diff::kube::diff_object;
+use crate::diff::normalize::{
+    GKE_CLUSTER_STATUS, GKE_NODE_POOL_STATUS, gke_cluster_live_view, gke_node_pool_live_view,
+    kube_view, status_name,
+};
+use crate::diff::text::unified_yaml_diff;
+use crate::diff::{FieldChange, ResourceDiff, UpdateMethod};
+use crate::model::{DesiredState, GKE_STACK_LABEL, STACK_LABEL};
+use crate::observe::{KubeLive, LiveState, fingerprint};
+
+/// Why no plan could be made. Each names what to fix.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PlanError {
+    #[error("Kubernetes object #{index} of the desired state has no address: {source}")]
+    BadObject {
+        index: usize,
+        #[source]
+        source: AddrError,
+    },
+    #[error("{addr} appears more than once in the desired state")]
+    Duplicate { addr: ResourceAddr },
+    #[error(transparent)]
+    Cycle(#[from] CycleError),
+}
+
+/// Plans the changes that converge `live` to `desired`. Pure: no I/O, same inputs give the same
+/// plan. See the [module docs](super) for the rules.
+pub fn plan(
+    desired: &DesiredState,
+    live: &LiveState,
+    options: &PlanOptions,
+) -> Result<Plan, PlanError> {
+    let mut planner = Planner::new(desired, live, options);
+    planner.plan_gke();
+    planner.plan_kube()?;
+    planner.finish()
+}
+
+/// An action before ordering, with the object whose references give its graph edges.
+struct Draft {
+    action: Action,
+    graph_object: Option<Value>,
+}
+
+struct Planner<'a> {
+    desired: &'a DesiredState,
+    live: &'a LiveState,
+    options: &'a PlanOptions,
+    stack: Option<String>,
+    drafts: BTreeMap<ResourceAddr, Draft>,
+    notices: Vec<Notice>,
+}
+
+const NOT_OWNED: &str = "it lacks gkq's ownership labels, and gkq does not change what it does not own \
+     (plan with adopt to take it over)";
+
+impl<'a> Planner<'a> {
+    fn new(desired: &'a DesiredState, live: &'a LiveState, options: &'a PlanOptions) -> Self {
+        // The stack name comes from the spec's own labels; without one, any gkq label counts.
+        let stack = desired
+            .gke
+            .cluster
+            .pointer("/resourceLabels")
+            .and_then(|labels| labels.get(GKE_STACK_LABEL))
+            .or_else(|| {
+                desired.kubernetes.iter().find_map(|o| {
+                    o.pointer("/metadata/labels")
+                        .and_then(|l| l.get(STACK_LABEL))
+                })
+            })
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        Planner {
+            desired,
+            live,
+            options,
+            stack,
+            drafts: BTreeMap::new(),
+            notices: Vec::new(),
+        }
+    }
+
+    fn notice(&mut self, addr: Option<&ResourceAddr>, message: impl Into<String>) {
+        self.notices.push(Notice {
+            addr: addr.cloned(),
+            message: message.into(),
+        });
+    }
+
+    fn add(&mut self, action: Action, graph_object: Option<Value>) {
+        self.drafts.insert(
+            action.addr.clone(),
+            Draft {
+                action,
+                graph_object,
+            },
+        );
+    }
+
+    /// `None` if the cluster may be deleted; otherwise what is missing.
+    fn cluster_delete_blocked(&self) -> Option<String> {
+        if self.desired.gke.deletion_protection {
+            Some("the spec keeps deletion protection on: set it off in the spec and give explicit consent \
+                  (allow_cluster_delete) to delete or recreate the cluster"
+                .to_string())
+        } else if !self.options.allow_cluster_delete {
+            Some(
+                "deleting or recreating a cluster needs explicit consent (allow_cluster_delete)"
+                    .to_string(),
+            )
+        } else {
+            None
+        }
+    }
+
+    fn plan_gke(&mut self) {
+        // Copies of the shared references, so that borrows of them do not hold `self`.
+        let (desired, live): (&'a DesiredState, &'a LiveState) = (self.desired, self.live);
+        let gke = &desired.gke;
+        let cluster_addr = ResourceAddr::gke_cluster(gke.cluster_ref.cluster.clone());
+        let live_cluster = live.gke.cluster.as_ref();
+        let with_cluster: Vec<&Value> = gke
+            .cluster
+            .get("nodePools")
+            .and_then(Value::as_array)
+            .map(|pools| pools.iter().collect())
+            .unwrap_or_default();
+        let pool_name = |pool: &Value| {
+            pool.get("name")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
+        // Pools the cluster body creates (the default pool) come first; a later duplicate name wins.
+        let mut desired_pools: BTreeMap<String, (&Value, bool)> = BTreeMap::new();
+        for pool in &with_cluster {
+            desired_pools.insert(pool_name(pool), (pool, true));
+        }
+        for pool in &gke.node_pools {
+            desired_pools.insert(pool_name(pool), (pool, false));
+        }
+
+        if self.options.destroy {
+            if let Some(live_cluster) = live_cluster {
+                self.plan_cluster_destroy(&cluster_addr, live_cluster);
+            }
+            return;
+        }
+
+        let Some(live_cluster) = live_cluster else {
+            let names: Vec<String> = with_cluster.iter().map(|p| pool_name(p)).collect();
+            let reason = if names.is_empty() {
+                "the cluster does not exist yet".to_string()
+            } else {
+                format!(
+                    "the cluster does not exist yet; it is created with its node pool{} {}",
+                    if names.len() == 1 { "" } else { "s" },
+                    names.join(", ")
+                )
+            };
+            self.add(
+                create_action(
+                    &cluster_addr,
+                    reason,
+                    Step::CreateCluster {
+                        body: gke.cluster.clone(),
+                    },
+                    &gke.cluster,
+                ),
+                None,
+            );
+            for (name, (body, in_cluster_body)) in &desired_pools {
+                if !in_cluster_body {
+                    self.plan_pool_create(name, body, "the node pool does not exist yet");
+                }
+            }
+            return;
+        };
+
+        let recreated = self.plan_cluster(&cluster_addr, live_cluster);
+        let live_pools = if recreated {
+            BTreeMap::new()
+        } else {
+            live.gke.node_pools()
+        };
+        for (name, (body, in_cluster_body)) in &desired_pools {
+            match live_pools.get(name) {
+                Some(live_pool) => self.plan_pool(name, body, live_pool),
+                None if recreated && *in_cluster_body => {}
+                None if recreated => self.plan_pool_create(
+                    name,
+                    body,
+                    "the cluster is recreated, and this pool with it",
+                ),
+                None => self.plan_pool_create(name, body, "the node pool does not exist yet"),
+            }
+        }
+        for (name, live_pool) in &live_pools {
+            if !desired_pools.contains_key(name) {
+                self.plan_removed_pool(name, live_pool);
+            }
+        }
+    }
+
+    /// Plans the cluster action; returns whether the cluster is replaced.
+    fn plan_cluster(&mut self, addr: &ResourceAddr, live: &Value) -> bool {
+        let state: &'a DesiredState = self.desired;
+        let desired = &state.gke.cluster;
+        let cluster_ref = &state.gke.cluster_ref;
+        let owned = gke_owned(live, self.stack.as_deref()) || self.options.adopt;
+        let diff = diff_cluster(desired, live);
+        let mut replace_reasons = diff.replace_reasons();
+        // A live cluster at another location or under another name is a different cluster: the
+        // observer only hands one over when asked to compare across a move.
+        let live_location = live.get("location").and_then(Value::as_str);
+        if live_location.is_some_and(|l| l != cluster_ref.location) {
+            replace_reasons.push(format!(
+                "the cluster moves from {} to {}: a cluster's location cannot change",
+                live_location.unwrap_or_default(),
+                cluster_ref.location
+            ));
+        }
+        if live
+            .get("name")
+            .and_then(Value::as_str)
+            .is_some_and(|n| n != cluster_ref.cluster)
+        {
+            replace_reasons.push("a cluster's name is its identity".to_string());
+        }
+        if status_name(live, GKE_CLUSTER_STATUS).as_deref() == Some("ERROR") {
+            replace_reasons.push("the live cluster is in ERROR".to_string());
+        }
+        let fingerprint = Some(fingerprint(addr, Some(desired), live));
+        if !replace_reasons.is_empty() {
+            let blocked = if owned {
+                self.cluster_delete_blocked()
+            } else {
+                Some(format!("the cluster would be recreated, but {NOT_OWNED}"))
+            };
+            let action = Action {
+                addr: addr.clone(),
+                kind: ActionKind::Replace,
+                reason: format!(
+                    "{}; recreating the cluster deletes every node pool and workload in it",
+                    replace_reasons.join("; ")
+                ),
+                replace_strategy: Some(ReplaceStrategy::DeleteThenCreate),
+                blocked,
+                diff: diff.text(),
+                changes: diff.changes,
+                steps: vec![
+                    Step::DeleteCluster,
+                    Step::CreateCluster {
+                        body: desired.clone(),
+                    },
+                ],
+                desired: Some(desired.clone()),
+                live_fingerprint: fingerprint,
+                depends_on: Vec::new(),
+            };
+            self.add(action, None);
+            return true;
+        }
+        let action = self.update_or_noop(addr, diff, desired, live, owned, fingerprint);
+        self.add(action, None);
+        false
+    }
+
+    fn plan_cluster_destroy(&mut self, addr: &ResourceAddr, live: &Value) {
+        let pools: Vec<String> = self.live.gke.node_pools().into_keys().collect();
+        let blocked = if gke_owned(live, self.stack.as_deref()) {
+            self.cluster_delete_blocked()
+        } else {
+            Some(format!("the cluster would be deleted, but {NOT_OWNED}"))
+        };
+        let action = Action {
+            addr: addr.clone(),
+            kind: ActionKind::Delete,
+            reason: format!(
+                "destroy: the cluster goes, with its node pools ({}) and every Kubernetes object in it",
+                pools.join(", ")
+            ),
+            replace_strategy: None,
+            blocked,
+            changes: Vec::new(),
+            diff: unified_yaml_diff(Some(&gke_cluster_live_view(live)), None),
+            steps: vec![Step::DeleteCluster],
+            desired: None,
+            live_fingerprint: Some(fingerprint(addr, None, live)),
+            depends_on: Vec::new(),
+        };
+        self.add(action, None);
+    }
+
+    fn plan_pool_create(&mut self, name: &str, body: &Value, reason: &str) {
+        let addr = ResourceAddr::gke_node_pool(name);
+        let action = create_action(
+            &addr,
+            reason.to_string(),
+            Step::CreateNodePool { body: body.clone() },
+            body,
+        );
+        self.add(action, None);
+    }
+
+    fn plan_pool(&mut self, name: &str, desired: &Value, live: &Value) {
+        let addr = ResourceAddr::gke_node_pool(name);
+        let owned = gke_owned(live, self.stack.as_deref()) || self.options.adopt;
+        let diff = diff_node_pool(desired, live);
+        let fingerprint = Some(fingerprint(&addr, Some(desired), live));
+        let mut reasons = diff.replace_reasons();
+        if status_name(live, GKE_NODE_POOL_STATUS).as_deref() == Some("ERROR") {
+            reasons.insert(
+                0,
+                "the live node pool is in ERROR (a failed create, such as a stockout, leaves it behind)".to_string(),
+            );
+        }
+        if reasons.is_empty() {
+            let action = self.update_or_noop(&addr, diff, desired, live, owned, fingerprint);
+            self.add(action, None);
+            return;
+        }
+        let action = Action {
+            addr: addr.clone(),
+            kind: ActionKind::Replace,
+            reason: format!(
+                "{}. Node pool names are unique in a cluster, so the old pool is deleted before the new one \
+                 is created: the pool has no nodes in between",
+                reasons.join("; ")
+            ),
+            replace_strategy: Some(ReplaceStrategy::DeleteThenCreate),
+            blocked: (!owned).then(|| format!("the pool would be recreated, but {NOT_OWNED}")),
+            diff: diff.text(),
+            changes: diff.changes,
+            steps: vec![
+                Step::DeleteNodePool {
+                    pool: name.to_string(),
+                },
+                Step::CreateNodePool {
+                    body: desired.clone(),
+                },
+            ],
+            desired: Some(desired.clone()),
+            live_fingerprint: fingerprint,
+            depends_on: Vec::new(),
+        };
+        self.add(action, None);
+    }
+
+    fn plan_removed_pool(&mut self, name: &str, live: &Value) {
+        let addr = ResourceAddr::gke_node_pool(name);
+        if !gke_owned(live, self.stack.as_deref()) {
+            self.notice(
+                Some(&addr),
+                "not in the spec and not managed by gkq: left alone",
+            );
+            return;
+        }
+        if !self.options.prune {
+            self.notice(
+                Some(&addr),
+                "managed by gkq but no longer in the spec: plan with prune to delete it",
+            );
+            return;
+        }
+        let action = Action {
+            addr: addr.clone(),
+            kind: ActionKind::Delete,
+            reason: "managed by gkq and no longer in the spec".to_string(),
+            replace_strategy: None,
+            blocked: None,
+            changes: Vec::new(),
+            diff: unified_yaml_diff(Some(&gke_node_pool_live_view(live)), None),
+            steps: vec![Step::DeleteNodePool {
+                pool: name.to_string(),
+            }],
+            desired: None,
+            live_fingerprint: Some(fingerprint(&addr, None, live)),
+            depends_on: Vec::new(),
+        };
+        self.add(action, None);
+    }
+
+    /// An in-place update (one step per method) or a no-op.
+    fn update_or_noop(
+        &self,
+        addr: &ResourceAddr,
+        diff: ResourceDiff,
+        desired: &Value,
+        live: &Value,
+        owned: bool,
+        live_fingerprint: Option<String>,
+    ) -> Action {
+        if diff.is_empty() {
+            return Action {
+                addr: addr.clone(),
+                kind: ActionKind::NoOp,
+                reason: "matches the spec".to_string(),
+                replace_strategy: None,
+                blocked: None,
+                changes: Vec::new(),
+                diff: String::new(),
+                steps: Vec::new(),
+                desired: Some(desired.clone()),
+                live_fingerprint,
+                depends_on: Vec::new(),
+            };
+        }
+        let steps: Vec<Step> = diff
+            .methods()
+            .iter()
+            .map(|method| step_for(addr, method, desired, live))
+            .collect();
+        Action {
+            addr: addr.clone(),
+            kind: ActionKind::Update,
+            reason: update_reason(&diff.changes),
+            replace_strategy: None,
+            blocked: (!owned).then(|| format!("it would be updated, but {NOT_OWNED}")),
+            diff: diff.text(),
+            changes: diff.changes,
+            steps,
+            desired: Some(desired.clone()),
+            live_fingerprint,
+            depends_on: Vec::new(),
+        }
+    }
+
+    fn plan_kube(&mut self) -> Result<(), PlanError> {
+        let (desired, live): (&'a DesiredState, &'a LiveState) = (self.desired, self.live);
+        let mut addrs = Vec::with_capacity(desired.kubernetes.len());
+        let mut seen = BTreeSet::new();
+        for (index, object) in desired.kubernetes.iter().enumerate() {
+            let addr = ResourceAddr::from_object(object)
+                .map_err(|source| PlanError::BadObject { index, source })?;
+            if !seen.insert(addr.clone()) {
+                return Err(PlanError::Duplicate { addr });
+            }
+            addrs.push((addr, object));
+        }
+        let objects = match &live.kubernetes {
+            KubeLive::Observed { objects } => objects,
+            KubeLive::NotObserved => {
+                if !addrs.is_empty() && !self.options.destroy {
+                    self.notice(
+                        None,
+                        format!(
+                            "{} Kubernetes object(s) not compared: Kubernetes state was not observed",
+                            addrs.len()
+                        ),
+                    );
+                }
+                return Ok(());
+            }
+        };
+        // Destroying the cluster takes every object with it.
+        let cluster_goes = self.drafts.values().any(|d| {
+            d.action.addr.kind.is_gke()
+                && d.action.kind == ActionKind::Delete
+                && d.action.blocked.is_none()
+        });
+        if !self.options.destroy {
+            for (addr, object) in &addrs {
+                let observed = objects.get(addr);
+                let live = observed.and_then(|o| o.live.as_ref());
+                let predicted = observed.and_then(|o| o.predicted.as_ref());
+                match live {
+                    None => self.plan_kube_create(addr, object, predicted),
+                    Some(live) => self.plan_kube_object(addr, object, live, predicted),
+                }
+            }
+        }
+        for (addr, observed) in objects {
+            let Some(live) = observed.live.as_ref() else {
+                continue;
+            };
+            if (seen.contains(addr) && !self.options.destroy) || cluster_goes {
+                continue;
+            }
+            if !kube_owned(live, self.stack.as_deref()) {
+                continue;
+            }
+            if !(self.options.prune || self.options.destroy) {
+                self.notice(
+                    Some(addr),
+                    "managed by gkq but no longer in the spec: plan with prune to delete it",
+                );
+                continue;
+            }
+            let action = Action {
+                addr: addr.clone(),
+                kind: ActionKind::Delete,
+                reason: if self.options.destroy {
+                    "destroy".to_string()
+                } else {
+                    "managed by gkq and no longer in the spec".to_string()
+                },
+                replace_strategy: None,
+                blocked: None,
+                changes: Vec::new(),
+                diff: unified_yaml_diff(Some(&kube_view(live)), None),
+                steps: vec![kube_delete_step(addr, live)],
+                desired: None,
+                live_fingerprint: Some(fingerprint(addr, None, live)),
+                depends_on: Vec::new(),
+            };
+            self.add(action, Some(live.clone()));
+        }
+        Ok(())
+    }
+
+    fn plan_kube_create(&mut self, addr: &ResourceAddr, object: &Value, predicted: Option<&Value>) {
+        let reason = if predicted.is_some() {
+            "does not exist yet".to_string()
+        } else {
+            "does not exist yet (server defaults known after apply)".to_string()
+        };
+        let shown = predicted
+            .map(kube_view)
+            .unwrap_or_else(|| kube_view(object));
+        let mut action = create_action(
+            addr,
+            reason,
+            Step::KubeApply {
+                object: object.clone(),
+            },
+            object,
+        );
+        action.diff = unified_yaml_diff(None, Some(&shown));
+        self.add(action, Some(object.clone()));
+    }
+
+    fn plan_kube_object(
+        &mut self,
+        addr: &ResourceAddr,
+        object: &Value,
+        live: &Value,
+        predicted: Option<&Value>,
+    ) {
+        let owned = kube_owned(live, self.stack.as_deref()) || self.options.adopt;
+        let diff = diff_object(addr, object, live, predicted);
+        let fingerprint = Some(fingerprint(addr, Some(object), live));
+        let reasons = diff.replace_reasons();
+        let action = if reasons.is_empty() {
+            self.update_or_noop(addr, diff, object, live, owned, fingerprint)
+        } else {
+            Action {
+                addr: addr.clone(),
+                kind: ActionKind::Replace,
+                reason: format!(
+                    "{}. The name stays, so the old object is deleted before the new one is created",
+                    reasons.join("; ")
+                ),
+                replace_strategy: Some(ReplaceStrategy::DeleteThenCreate),
+                blocked: (!owned).then(|| format!("it would be recreated, but {NOT_OWNED}")),
+                diff: diff.text(),
+                changes: diff.changes,
+                steps: vec![
+                    kube_delete_step(addr, live),
+                    Step::KubeApply {
+                        object: object.clone(),
+                    },
+                ],
+                desired: Some(object.clone()),
+                live_fingerprint: fingerprint,
+                depends_on: Vec::new(),
+            }
+        };
+        self.add(action, Some(object.clone()));
+    }
+
+    /// Orders the drafts: creates, updates and replaces by dependency, then deletes in reverse.
+    fn finish(self) -> Result<Plan, PlanError> {
+        let Planner {
+            desired,
+            drafts,
+            notices,
+            ..
+        } = self;
+        let graph = DependencyGraph::for_resources(
+            drafts.iter().map(|(a, d)| (a, d.graph_object.as_ref())),
+        );
+        let order = graph.topo_order()?;
+        let is_action = |addr: &ResourceAddr| drafts.contains_key(addr);
+        let mut dependents: BTreeMap<&ResourceAddr, BTreeSet<&ResourceAddr>> = BTreeMap::new();
+        for (dependent, dependency) in graph.edges() {
+            dependents.entry(dependency).or_default().insert(dependent);
+        }
+        let mut actions = Vec::with_capacity(drafts.len());
+        for addr in &order {
+            if let Some(draft) = drafts.get(addr)
+                && draft.action.kind != ActionKind::Delete
+            {
+                let depends_on =
+                    nearest_actions(addr, &is_action, |a| graph.dependencies_of(a).collect());
+                let mut action = draft.action.clone();
+                action.depends_on = depends_on;
+                actions.push(action);
+            }
+        }
+        for addr in order.iter().rev() {
+            if let Some(draft) = drafts.get(addr)
+                && draft.action.kind == ActionKind::Delete
+            {
+                // A delete waits for the deletes of what depends on it.
+                let depends_on = nearest_actions(addr, &is_action, |a| {
+                    dependents
+                        .get(a)
+                        .map(|s| s.iter().copied().collect())
+                        .unwrap_or_default()
+                })
+                .into_iter()
+                .filter(|d| {
+                    drafts
+                        .get(d)
+                        .is_some_and(|d| d.action.kind == ActionKind::Delete)
+                })
+                .collect();
+                let mut action = draft.action.clone();
+                action.depends_on = depends_on;
+                actions.push(action);
+            }
+        }
+        let summary = Summary::of(&actions);
+        Ok(Plan {
+            format_version: PLAN_FORMAT_VERSION,
+            cluster: desired.gke.cluster_ref.clone(),
+            actions,
+            summary,
+            notices,
+        })
+    }
+}
+
+/// The actions `addr` reaches through `next`, looking through nodes that are not actions (the
+/// `k8s.credentials` node stands between the cluster and Kubernetes objects).
+fn nearest_actions<'g>(
+    addr: &ResourceAddr,
+    is_action: &dyn Fn(&ResourceAddr) -> bool,
+    next: impl Fn(&ResourceAddr) -> Vec<&'g ResourceAddr>,
+) -> Vec<ResourceAddr> {
+    let mut found = BTreeSet::new();
+    let mut visited = BTreeSet::new();
+    let mut stack: Vec<&ResourceAddr> = next(addr);
+    while let Some(node) = stack.pop() {
+        if !visited.insert(node.clone()) {
+            continue;
+        }
+        if is_action(node) {
+            found.insert(node.clone());
+        } else {
+            stack.extend(next(node));
+        }
+    }
+    found.into_iter().collect()
+}
+
+fn create_action(addr: &ResourceAddr, reason: String, step: Step, desired: &Value) -> Action {
+    Action {
+        addr: addr.clone(),
+        kind: ActionKind::Create,
+        reason,
+        replace_strategy: None,
+        blocked: None,
+        changes: Vec::new(),
+        diff: unified_yaml_diff(None, Some(desired)),
+        steps: vec![step],
+        desired: Some(desired.clone()),
+        live_fingerprint: None,
+        depends_on: Vec::new(),
+    }
+}
+
+fn step_for(addr: &ResourceAddr, method: &UpdateMethod, desired: &Value, live: &Value) -> Step {
+    let pool = addr.name.clone();
+    let body = request_body(method, desired, live);
+    match method {
+        UpdateMethod::SetClusterResourceLabels => Step::SetClusterResourceLabels {
+            labels: body.as_object().cloned().unwrap_or_else(Map::new),
+        },
+        UpdateMethod::UpdateCluster { .. } => Step::UpdateCluster { update: body },
+        UpdateMethod::SetNodePoolAutoscaling => Step::SetNodePoolAutoscaling {
+            pool,
+            autoscaling: body,
+        },
+        UpdateMethod::SetNodePoolManagement => Step::SetNodePoolManagement {
+            pool,
+            management: body,
+        },
+        UpdateMethod::UpdateNodePool { field } => Step::UpdateNodePool {
+            pool,
+            field: field.clone(),
+            body,
+        },
+        UpdateMethod::ServerSideApply => Step::KubeApply { object: body },
+    }
+}
+
+fn kube_delete_step(addr: &ResourceAddr, live: &Value) -> Step {
+    let text = |pointer: &str| {
+        live.pointer(pointer)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    Step::KubeDelete {
+        api_version: text("/apiVersion"),
+        kind: text("/kind"),
+        namespace: addr.namespace.clone(),
+        name: addr.name.clone(),
+    }
+}
+
+/// `autoscaling.maxNodeCount (nodePools.setAutoscaling), ...`
+fn update_reason(changes: &[FieldChange]) -> String {
+    let parts: Vec<String> = changes
+        .iter()
+        .map(|change| match &change.effect {
+            crate::diff::ChangeEffect::InPlace(method) => format!("{} ({method})", change.path),
+            crate::diff::ChangeEffect::Replace(reason) => format!("{} ({reason})", change.path),
+        })
+        .collect();
+    format!("changes in place: {}", parts.join(", "))
+}

@@ -1,0 +1,390 @@
+//! The plan: an ordered list of actions that would converge live state to the spec.
+//!
+//! A [`Plan`] is a value. [`plan`] computes it from desired and live state without I/O; it can
+//! be rendered (see [`crate::render`]), saved as JSON (`schemas/plan.schema.json` documents the
+//! shape) and applied later by [`crate::apply`], which executes exactly its actions, in its order,
+//! and refuses any action whose target changed since the plan was made (`live_fingerprint`).
+//!
+//! Ordering comes from one dependency graph ([`graph`]): creates, updates and replaces in
+//! dependency order, then deletes in reverse dependency order. Each action lists the actions it
+//! depends on, so that a failure skips only what truly depends on it.
+//!
+//! Safety rules encoded here: gkq changes and deletes only what carries its ownership labels;
+//! removals from the spec are deleted only with `prune`; a cluster is deleted or recreated only
+//! when the spec disables deletion protection *and* the caller passes `allow_cluster_delete`.
+//! Otherwise such an action is still shown, marked `blocked`, and the executor refuses it.
+
+mod build;
+pub mod graph;
+mod ownership;
+
+use std::fmt;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::addr::ResourceAddr;
+use crate::diff::FieldChange;
+use crate::gke::ClusterRef;
+
+pub use build::{PlanError, plan};
+pub use ownership::{gke_owned, kube_owned};
+
+/// Bumped when the JSON shape changes incompatibly.
+pub const PLAN_FORMAT_VERSION: u32 = 1;
+
+/// Choices the caller makes when planning.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanOptions {
+    /// Plan deletes of resources gkq owns that the spec no longer has (`--prune`). Without it they
+    /// are reported as notices.
+    pub prune: bool,
+    /// Consent to delete or recreate the cluster; also needs `deletion_protection: false` in the
+    /// spec.
+    pub allow_cluster_delete: bool,
+    /// Plan the removal of everything gkq owns (`gkq destroy`).
+    pub destroy: bool,
+    /// Take over resources that match the spec's names but lack gkq's ownership labels (they get
+    /// the labels on the next apply). Without it gkq does not change what it does not own.
+    pub adopt: bool,
+}
+
+/// An ordered set of actions; see the module docs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Plan {
+    /// [`PLAN_FORMAT_VERSION`].
+    pub format_version: u32,
+    /// The GKE cluster the plan is for.
+    #[schemars(with = "ClusterRefSchema")]
+    pub cluster: ClusterRef,
+    /// Every resource gkq considered, no-ops included, in execution order.
+    pub actions: Vec<Action>,
+    pub summary: Summary,
+    /// Things reported but not acted on (unowned resources, removals without `prune`, parts not
+    /// observed).
+    #[serde(default)]
+    pub notices: Vec<Notice>,
+}
+
+/// The JSON shape of [`ClusterRef`], for the schema.
+#[derive(JsonSchema)]
+#[allow(dead_code)]
+struct ClusterRefSchema {
+    project: String,
+    location: String,
+    cluster: String,
+}
+
+/// What happens to one resource.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Action {
+    pub addr: ResourceAddr,
+    pub kind: ActionKind,
+    /// Why: what is missing, which fields changed and how, why a replace is needed.
+    pub reason: String,
+    /// For replaces: whether the old resource goes before the new one is made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replace_strategy: Option<ReplaceStrategy>,
+    /// Set when the action needs consent or ownership gkq does not have; the executor refuses it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocked: Option<String>,
+    /// Field-level changes, live (`before`) to desired (`after`).
+    #[serde(default)]
+    pub changes: Vec<FieldChange>,
+    /// Unified diff of canonical YAML, live to desired; empty for no-ops.
+    #[serde(default)]
+    pub diff: String,
+    /// The API calls, in order.
+    #[serde(default)]
+    pub steps: Vec<Step>,
+    /// The desired body or object (absent for deletes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub desired: Option<Value>,
+    /// Fingerprint of the live resource the action was planned against; absent when it did not
+    /// exist. See [`crate::observe::fingerprint`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live_fingerprint: Option<String>,
+    /// Actions that must succeed before this one runs.
+    #[serde(default)]
+    pub depends_on: Vec<ResourceAddr>,
+}
+
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum ActionKind {
+    Create,
+    Update,
+    Replace,
+    Delete,
+    NoOp,
+}
+
+impl ActionKind {
+    pub fn is_change(self) -> bool {
+        self != ActionKind::NoOp
+    }
+
+    /// The Terraform-style glyph: `+`, `~`, `-/+`, `-`, or a space.
+    pub fn glyph(self) -> &'static str {
+        match self {
+            ActionKind::Create => "+",
+            ActionKind::Update => "~",
+            ActionKind::Replace => "-/+",
+            ActionKind::Delete => "-",
+            ActionKind::NoOp => " ",
+        }
+    }
+
+    pub fn verb(self) -> &'static str {
+        match self {
+            ActionKind::Create => "create",
+            ActionKind::Update => "update in-place",
+            ActionKind::Replace => "replace",
+            ActionKind::Delete => "destroy",
+            ActionKind::NoOp => "no change",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReplaceStrategy {
+    /// The name stays, and names are unique (GKE node pools, Kubernetes objects): the old resource
+    /// is deleted first, so there is a gap.
+    DeleteThenCreate,
+    /// The new resource has a different name and is ready before the old one goes.
+    CreateThenDelete,
+}
+
+/// One API call of an action.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "call")]
+pub enum Step {
+    /// `clusters.create` with this `cluster` body.
+    #[serde(rename = "clusters.create")]
+    CreateCluster { body: Value },
+    #[serde(rename = "clusters.delete")]
+    DeleteCluster,
+    /// `clusters.update` with this `ClusterUpdate`.
+    #[serde(rename = "clusters.update")]
+    UpdateCluster { update: Value },
+    /// `clusters.setResourceLabels`: these labels, plus GKE's own `goog-*` labels and the label
+    /// fingerprint from a fresh read at apply time.
+    #[serde(rename = "clusters.setResourceLabels")]
+    SetClusterResourceLabels { labels: Map<String, Value> },
+    /// `nodePools.create` with this `nodePool` body.
+    #[serde(rename = "nodePools.create")]
+    CreateNodePool { body: Value },
+    #[serde(rename = "nodePools.delete")]
+    DeleteNodePool { pool: String },
+    /// `nodePools.update` with one field group; the etag (and GKE's own labels and taints) are
+    /// added from a fresh read at apply time.
+    #[serde(rename = "nodePools.update")]
+    UpdateNodePool {
+        pool: String,
+        field: String,
+        body: Value,
+    },
+    #[serde(rename = "nodePools.setAutoscaling")]
+    SetNodePoolAutoscaling { pool: String, autoscaling: Value },
+    #[serde(rename = "nodePools.setManagement")]
+    SetNodePoolManagement { pool: String, management: Value },
+    /// Kubernetes server-side apply of this object with gkq's field manager.
+    #[serde(rename = "kubernetes.apply")]
+    KubeApply { object: Value },
+    #[serde(rename = "kubernetes.delete")]
+    #[serde(rename_all = "camelCase")]
+    KubeDelete {
+        api_version: String,
+        kind: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        namespace: Option<String>,
+        name: String,
+    },
+}
+
+impl Step {
+    /// The API method, as GKE and Kubernetes name it.
+    pub fn method(&self) -> &'static str {
+        match self {
+            Step::CreateCluster { .. } => "clusters.create",
+            Step::DeleteCluster => "clusters.delete",
+            Step::UpdateCluster { .. } => "clusters.update",
+            Step::SetClusterResourceLabels { .. } => "clusters.setResourceLabels",
+            Step::CreateNodePool { .. } => "nodePools.create",
+            Step::DeleteNodePool { .. } => "nodePools.delete",
+            Step::UpdateNodePool { .. } => "nodePools.update",
+            Step::SetNodePoolAutoscaling { .. } => "nodePools.setAutoscaling",
+            Step::SetNodePoolManagement { .. } => "nodePools.setManagement",
+            Step::KubeApply { .. } => "kubernetes.apply",
+            Step::KubeDelete { .. } => "kubernetes.delete",
+        }
+    }
+
+    pub fn is_gke(&self) -> bool {
+        !matches!(self, Step::KubeApply { .. } | Step::KubeDelete { .. })
+    }
+}
+
+impl fmt::Display for Step {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Step::UpdateCluster { update } => {
+                let fields: Vec<&String> = update
+                    .as_object()
+                    .map(|m| m.keys().collect())
+                    .unwrap_or_default();
+                write!(
+                    f,
+                    "clusters.update ({})",
+                    fields
+                        .iter()
+                        .map(|s| s.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            }
+            Step::UpdateNodePool { field, .. } => write!(f, "nodePools.update ({field})"),
+            other => f.write_str(other.method()),
+        }
+    }
+}
+
+/// Counts by kind. Its `Display` is the summary line.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Summary {
+    pub create: usize,
+    pub update: usize,
+    pub replace: usize,
+    pub delete: usize,
+    pub no_op: usize,
+    /// Actions the executor will refuse (see [`Action::blocked`]).
+    pub blocked: usize,
+}
+
+impl Summary {
+    pub fn of(actions: &[Action]) -> Self {
+        let mut summary = Summary::default();
+        for action in actions {
+            match action.kind {
+                ActionKind::Create => summary.create += 1,
+                ActionKind::Update => summary.update += 1,
+                ActionKind::Replace => summary.replace += 1,
+                ActionKind::Delete => summary.delete += 1,
+                ActionKind::NoOp => summary.no_op += 1,
+            }
+            if action.blocked.is_some() {
+                summary.blocked += 1;
+            }
+        }
+        summary
+    }
+
+    pub fn has_changes(&self) -> bool {
+        self.create + self.update + self.replace + self.delete > 0
+    }
+}
+
+impl fmt::Display for Summary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if !self.has_changes() {
+            return f.write_str("No changes. Live state matches the spec.");
+        }
+        write!(
+            f,
+            "Plan: {} to create, {} to update, {} to replace, {} to delete.",
+            self.create, self.update, self.replace, self.delete
+        )
+    }
+}
+
+/// Something the plan reports without acting on it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Notice {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub addr: Option<ResourceAddr>,
+    pub message: String,
+}
+
+impl Plan {
+    pub fn has_changes(&self) -> bool {
+        self.summary.has_changes()
+    }
+
+    /// The actions that change something (no-ops left out).
+    pub fn changes(&self) -> impl Iterator<Item = &Action> {
+        self.actions.iter().filter(|a| a.kind.is_change())
+    }
+
+    pub fn action(&self, addr: &ResourceAddr) -> Option<&Action> {
+        self.actions.iter().find(|a| &a.addr == addr)
+    }
+
+    /// Whether the plan deletes or recreates something (CI may want a human for these).
+    pub fn is_destructive(&self) -> bool {
+        self.changes()
+            .any(|a| matches!(a.kind, ActionKind::Replace | ActionKind::Delete))
+    }
+
+    /// A short hash of the actions, to tell whether two plans would do the same thing
+    /// (`gkq watch` prints only when it changes).
+    pub fn fingerprint(&self) -> String {
+        let changes: Vec<&Action> = self.changes().collect();
+        let value = serde_json::to_value(changes).unwrap_or(Value::Null);
+        let text = serde_json::to_string(&crate::diff::text::canonical(&value)).unwrap_or_default();
+        use sha2::{Digest, Sha256};
+        let digest = Sha256::digest(text.as_bytes());
+        digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// The JSON Schema of the plan's JSON form (checked in as `schemas/plan.schema.json`).
+    pub fn json_schema() -> Value {
+        serde_json::to_value(schemars::schema_for!(Plan)).unwrap_or(Value::Null)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_lines() {
+        let summary = Summary {
+            create: 3,
+            update: 1,
+            ..Summary::default()
+        };
+        assert_eq!(
+            summary.to_string(),
+            "Plan: 3 to create, 1 to update, 0 to replace, 0 to delete."
+        );
+        let nothing = Summary {
+            no_op: 4,
+            ..Summary::default()
+        };
+        assert_eq!(
+            nothing.to_string(),
+            "No changes. Live state matches the spec."
+        );
+    }
+
+    #[test]
+    fn steps_serialise_with_their_api_method() {
+        let step = Step::SetNodePoolAutoscaling {
+            pool: "dws-pool".into(),
+            autoscaling: serde_json::json!({"enabled": true}),
+        };
+        let json = serde_json::to_value(&step).unwrap();
+        assert_eq!(json["call"], "nodePools.setAutoscaling");
+        assert_eq!(serde_json::from_value::<Step>(json).unwrap(), step);
+        assert_eq!(ActionKind::NoOp, serde_json::from_str("\"no-op\"").unwrap());
+    }
+}

@@ -1,0 +1,310 @@
+//! Apply progress renderers: a terminal sink and a JSON-lines sink.
+
+use std::io::Write;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use super::{BOLD, DIM, GREEN, RED, YELLOW, format_elapsed, kind_style};
+use crate::apply::{ApplyEvent, Sink};
+use crate::plan::ActionKind;
+
+/// Terraform-like lines on stderr, and a spinner with the elapsed time while an operation runs.
+/// The spinner is hidden when stderr is not a terminal (indicatif checks); colours follow the
+/// writer (use `anstream::stderr()` to honour `NO_COLOR`).
+pub struct TerminalSink {
+    state: Mutex<TerminalState>,
+}
+
+struct TerminalState {
+    out: Box<dyn Write + Send>,
+    spinner_target: fn() -> ProgressDrawTarget,
+    spinner: Option<ProgressBar>,
+}
+
+impl TerminalSink {
+    /// Lines to `anstream::stderr()` and a spinner on the terminal.
+    pub fn stderr() -> Self {
+        Self::new(Box::new(anstream::stderr()), ProgressDrawTarget::stderr)
+    }
+
+    /// Lines to `out`; the spinner draws to `spinner_target()` (`ProgressDrawTarget::hidden` for
+    /// none).
+    pub fn new(out: Box<dyn Write + Send>, spinner_target: fn() -> ProgressDrawTarget) -> Self {
+        TerminalSink {
+            state: Mutex::new(TerminalState {
+                out,
+                spinner_target,
+                spinner: None,
+            }),
+        }
+    }
+}
+
+impl TerminalState {
+    /// Prints a line without tearing the spinner. Output errors (a closed stderr) are ignored:
+    /// progress is best-effort and must not fail an apply.
+    fn line(&mut self, text: String) {
+        let out = &mut self.out;
+        match &self.spinner {
+            Some(spinner) => spinner.suspend(|| {
+                let _ = writeln!(out, "{text}");
+            }),
+            None => {
+                let _ = writeln!(out, "{text}");
+            }
+        }
+        let _ = out.flush();
+    }
+
+    fn spin(&mut self, message: String) {
+        let spinner = self.spinner.get_or_insert_with(|| {
+            let spinner = ProgressBar::with_draw_target(None, (self.spinner_target)());
+            if let Ok(style) = ProgressStyle::with_template("{spinner} {msg}") {
+                spinner.set_style(style);
+            }
+            spinner.enable_steady_tick(Duration::from_millis(120));
+            spinner
+        });
+        spinner.set_message(message);
+    }
+
+    fn stop(&mut self) {
+        if let Some(spinner) = self.spinner.take() {
+            spinner.finish_and_clear();
+        }
+    }
+}
+
+fn done_word(kind: ActionKind) -> &'static str {
+    match kind {
+        ActionKind::Create => "Creation complete",
+        ActionKind::Update => "Modifications complete",
+        ActionKind::Replace => "Replacement complete",
+        ActionKind::Delete => "Destruction complete",
+        ActionKind::NoOp => "Nothing to do",
+    }
+}
+
+fn doing_word(kind: ActionKind) -> &'static str {
+    match kind {
+        ActionKind::Create => "Creating...",
+        ActionKind::Update => "Modifying...",
+        ActionKind::Replace => "Replacing...",
+        ActionKind::Delete => "Destroying...",
+        ActionKind::NoOp => "Checking...",
+    }
+}
+
+impl Sink for TerminalSink {
+    fn emit(&self, event: &ApplyEvent) {
+        let Ok(mut state) = self.state.lock() else {
+            return;
+        };
+        match event {
+            ApplyEvent::ApplyStarted { .. } => {}
+            ApplyEvent::ActionStarted { addr, kind, .. } => {
+                let style = kind_style(*kind);
+                state.line(format!(
+                    "{style}{:>3}{style:#} {BOLD}{addr}{BOLD:#}: {}",
+                    kind.glyph(),
+                    doing_word(*kind)
+                ));
+                state.spin(format!("{addr}: {}", doing_word(*kind)));
+            }
+            ApplyEvent::StepStarted { addr, step } => state.spin(format!("{addr}: {step}")),
+            ApplyEvent::Progress {
+                addr,
+                step,
+                operation_type,
+                status,
+                elapsed_ms,
+                ..
+            } => {
+                let what = if operation_type.is_empty() {
+                    step.as_str()
+                } else {
+                    operation_type.as_str()
+                };
+                state.spin(format!(
+                    "{addr}: {what} {status} [{}]",
+                    format_elapsed(*elapsed_ms)
+                ));
+            }
+            ApplyEvent::Waiting {
+                addr,
+                reason,
+                elapsed_ms,
+                ..
+            } => {
+                state.line(format!("    {YELLOW}{addr}: {reason}{YELLOW:#}"));
+                state.spin(format!("{addr}: waiting [{}]", format_elapsed(*elapsed_ms)));
+            }
+            ApplyEvent::ActionFinished {
+                addr,
+                kind,
+                elapsed_ms,
+            } => {
+                state.stop();
+                state.line(format!(
+                    "    {GREEN}{addr}: {} after {}{GREEN:#}",
+                    done_word(*kind),
+                    format_elapsed(*elapsed_ms)
+                ));
+            }
+            ApplyEvent::ActionFailed { error, hint, .. } => {
+                state.stop();
+                state.line(format!("{RED}{BOLD}Error:{BOLD:#}{RED} {error}{RED:#}"));
+                if let Some(hint) = hint {
+                    state.line(format!("    {YELLOW}hint: {hint}{YELLOW:#}"));
+                }
+            }
+            ApplyEvent::ActionSkipped { addr, reason, .. } => {
+                state.line(format!("    {DIM}{addr}: skipped, because {reason}{DIM:#}"));
+            }
+            ApplyEvent::ApplyFinished {
+                succeeded,
+                failed,
+                skipped,
+                elapsed_ms,
+            } => {
+                state.stop();
+                let elapsed = format_elapsed(*elapsed_ms);
+                if *failed == 0 && *skipped == 0 {
+                    state.line(format!(
+                        "\n{GREEN}{BOLD}Apply complete!{BOLD:#}{GREEN} {succeeded} changed in {elapsed}.{GREEN:#}"
+                    ));
+                } else {
+                    state.line(format!(
+                        "\n{RED}{BOLD}Apply incomplete:{BOLD:#}{RED} {succeeded} changed, {failed} failed, {skipped} skipped ({elapsed}).{RED:#}"
+                    ));
+                }
+            }
+        }
+    }
+}
+
+/// One JSON object per event and line (`{"event": "action-started", ...}`), for CI and tools.
+pub struct JsonLinesSink<W: Write + Send> {
+    out: Mutex<W>,
+}
+
+impl<W: Write + Send> JsonLinesSink<W> {
+    pub fn new(out: W) -> Self {
+        JsonLinesSink {
+            out: Mutex::new(out),
+        }
+    }
+
+    pub fn into_inner(self) -> W {
+        match self.out.into_inner() {
+            Ok(out) => out,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+}
+
+impl<W: Write + Send> Sink for JsonLinesSink<W> {
+    fn emit(&self, event: &ApplyEvent) {
+        let Ok(mut out) = self.out.lock() else { return };
+        if let Ok(line) = serde_json::to_string(event) {
+            let _ = writeln!(out, "{line}");
+            let _ = out.flush();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::addr::ResourceAddr;
+    use std::sync::Arc;
+
+    /// A writer tests can read back.
+    #[derive(Clone, Default)]
+    struct Shared(Arc<Mutex<Vec<u8>>>);
+    impl Write for Shared {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn events() -> Vec<ApplyEvent> {
+        let pool = ResourceAddr::gke_node_pool("on-demand-pool");
+        vec![
+            ApplyEvent::ApplyStarted { changes: 1 },
+            ApplyEvent::ActionStarted {
+                addr: pool.clone(),
+                kind: ActionKind::Create,
+                reason: "missing".into(),
+            },
+            ApplyEvent::Progress {
+                addr: pool.clone(),
+                step: "nodePools.create".into(),
+                operation: "operation-1".into(),
+                operation_type: "CREATE_NODE_POOL".into(),
+                status: "RUNNING".into(),
+                elapsed_ms: 5_000,
+            },
+            ApplyEvent::ActionFailed {
+                addr: pool.clone(),
+                kind: ActionKind::Create,
+                error: "gke.nodepool/on-demand-pool: nodePools.create failed: GCE_STOCKOUT".into(),
+                hint: Some("try later".into()),
+            },
+            ApplyEvent::ApplyFinished {
+                succeeded: 0,
+                failed: 1,
+                skipped: 0,
+                elapsed_ms: 6_000,
+            },
+        ]
+    }
+
+    #[test]
+    fn terminal_lines_name_the_resource_and_the_hint() {
+        let buffer = Shared::default();
+        let sink = TerminalSink::new(Box::new(buffer.clone()), ProgressDrawTarget::hidden);
+        for event in events() {
+            sink.emit(&event);
+        }
+        let text =
+            super::super::strip(&String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap());
+        assert!(
+            text.contains("  + gke.nodepool/on-demand-pool: Creating..."),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "Error: gke.nodepool/on-demand-pool: nodePools.create failed: GCE_STOCKOUT"
+            )
+        );
+        assert!(text.contains("hint: try later"));
+        assert!(text.contains("Apply incomplete: 0 changed, 1 failed, 0 skipped (6s)."));
+    }
+
+    #[test]
+    fn json_lines_are_one_event_each() {
+        let sink = JsonLinesSink::new(Vec::new());
+        for event in events() {
+            sink.emit(&event);
+        }
+        let text = String::from_utf8(sink.into_inner()).unwrap();
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 5);
+        assert_eq!(lines[1]["event"], "action-started");
+        assert_eq!(lines[1]["addr"], "gke.nodepool/on-demand-pool");
+        assert_eq!(lines[2]["operationType"], "CREATE_NODE_POOL");
+        assert_eq!(lines[3]["hint"], "try later");
+        let back: ApplyEvent = serde_json::from_value(lines[2].clone()).unwrap();
+        assert_eq!(back, events()[2]);
+    }
+}

@@ -1,0 +1,254 @@
+//! Plan renderers: text (Terraform-style), JSON, markdown.
+
+use std::io::{self, Write};
+
+use serde_json::Value;
+
+use super::{BOLD, CYAN, DIM, GREEN, RED, YELLOW, kind_style};
+use crate::diff::{ChangeEffect, FieldChange};
+use crate::plan::{Action, ActionKind, Plan, ReplaceStrategy};
+
+/// Writes the plan for people: one block per change with its glyph, reason, field changes,
+/// API calls and unified diff; notices; the summary line. A plan without changes is the one
+/// summary line (plus notices, if any). ANSI styles are always written; see the module docs.
+pub fn write_text(plan: &Plan, out: &mut dyn Write) -> io::Result<()> {
+    if plan.has_changes() {
+        writeln!(
+            out,
+            "gkq will perform the following actions on cluster {}:\n",
+            plan.cluster.name()
+        )?;
+        for action in plan.changes() {
+            write_action(action, out)?;
+        }
+    }
+    writeln!(out, "{BOLD}{}{BOLD:#}", plan.summary)?;
+    if plan.summary.blocked > 0 {
+        writeln!(
+            out,
+            "{RED}{} action(s) are blocked and will be refused by apply (see \"blocked\" above).{RED:#}",
+            plan.summary.blocked
+        )?;
+    }
+    for notice in &plan.notices {
+        match &notice.addr {
+            Some(addr) => writeln!(out, "{DIM}Note: {addr}: {}{DIM:#}", notice.message)?,
+            None => writeln!(out, "{DIM}Note: {}{DIM:#}", notice.message)?,
+        }
+    }
+    Ok(())
+}
+
+/// [`write_text`] into a string, with or without colour.
+pub fn to_text(plan: &Plan, color: bool) -> String {
+    let mut buffer = Vec::new();
+    // Writing to a Vec cannot fail.
+    let _ = write_text(plan, &mut buffer);
+    let text = String::from_utf8_lossy(&buffer).into_owned();
+    if color { text } else { super::strip(&text) }
+}
+
+fn headline(action: &Action) -> String {
+    let what = match action.kind {
+        ActionKind::Create => "will be created",
+        ActionKind::Update => "will be updated in-place",
+        ActionKind::Replace => match action.replace_strategy {
+            Some(ReplaceStrategy::CreateThenDelete) => "must be replaced (create before destroy)",
+            _ => "must be replaced (destroy, then create)",
+        },
+        ActionKind::Delete => "will be destroyed",
+        ActionKind::NoOp => "is up to date",
+    };
+    format!("# {} {what}", action.addr)
+}
+
+fn write_action(action: &Action, out: &mut dyn Write) -> io::Result<()> {
+    let style = kind_style(action.kind);
+    writeln!(out, "  {BOLD}{}{BOLD:#}", headline(action))?;
+    writeln!(
+        out,
+        "{style}{:>5}{style:#} {BOLD}{}{BOLD:#}",
+        action.kind.glyph(),
+        action.addr
+    )?;
+    writeln!(out, "        {DIM}{}{DIM:#}", action.reason)?;
+    if let Some(blocked) = &action.blocked {
+        writeln!(out, "        {RED}! blocked: {blocked}{RED:#}")?;
+    }
+    for change in &action.changes {
+        write_change(change, out)?;
+    }
+    if !action.steps.is_empty() {
+        let steps: Vec<String> = action.steps.iter().map(ToString::to_string).collect();
+        writeln!(
+            out,
+            "        {DIM}API calls: {}{DIM:#}",
+            steps.join(", then ")
+        )?;
+    }
+    if !action.diff.is_empty() {
+        writeln!(out)?;
+        write_diff(&action.diff, "        ", out)?;
+    }
+    writeln!(out)
+}
+
+fn short(value: &Option<Value>) -> String {
+    match value {
+        None => "(absent)".to_string(),
+        Some(value) => {
+            let text = value.to_string();
+            if text.chars().count() > 60 {
+                format!("{}…", text.chars().take(59).collect::<String>())
+            } else {
+                text
+            }
+        }
+    }
+}
+
+fn write_change(change: &FieldChange, out: &mut dyn Write) -> io::Result<()> {
+    let (glyph, style) = match (&change.before, &change.after) {
+        (None, Some(_)) => ("+", GREEN),
+        (Some(_), None) => ("-", RED),
+        _ => ("~", YELLOW),
+    };
+    let how = match &change.effect {
+        ChangeEffect::InPlace(method) => format!("{DIM}({method}){DIM:#}"),
+        ChangeEffect::Replace(reason) => format!("{RED}# forces replacement: {reason}{RED:#}"),
+    };
+    writeln!(
+        out,
+        "      {style}{glyph}{style:#} {}: {} -> {} {how}",
+        change.path,
+        short(&change.before),
+        short(&change.after)
+    )
+}
+
+/// Colours a unified diff line by line, with an indent.
+fn write_diff(diff: &str, indent: &str, out: &mut dyn Write) -> io::Result<()> {
+    for line in diff.lines() {
+        let style = if line.starts_with("+++") || line.starts_with("---") {
+            BOLD
+        } else if line.starts_with('+') {
+            GREEN
+        } else if line.starts_with('-') {
+            RED
+        } else if line.starts_with("@@") {
+            CYAN
+        } else {
+            anstyle::Style::new()
+        };
+        writeln!(out, "{indent}{style}{line}{style:#}")?;
+    }
+    Ok(())
+}
+
+/// The plan as pretty JSON, the shape `schemas/plan.schema.json` documents.
+pub fn to_json(plan: &Plan) -> String {
+    // A Plan holds only strings, numbers and JSON values: serialisation cannot fail.
+    serde_json::to_string_pretty(plan).unwrap_or_default()
+}
+
+/// Markdown for a pull-request comment: the summary, replaced and destroyed resources called out,
+/// a table of changes, and each diff in a collapsible `<details>` block.
+pub fn to_markdown(plan: &Plan) -> String {
+    let mut md = String::new();
+    md.push_str(&format!("### gkq plan for `{}`\n\n", plan.cluster.name()));
+    md.push_str(&format!("**{}**\n\n", plan.summary));
+    if !plan.has_changes() {
+        append_notices(plan, &mut md);
+        return md;
+    }
+    let destructive: Vec<&Action> = plan
+        .changes()
+        .filter(|a| matches!(a.kind, ActionKind::Replace | ActionKind::Delete))
+        .collect();
+    if !destructive.is_empty() {
+        md.push_str("> [!WARNING]\n> This plan destroys or recreates resources:\n");
+        for action in &destructive {
+            let verb = if action.kind == ActionKind::Replace {
+                "replaced"
+            } else {
+                "destroyed"
+            };
+            md.push_str(&format!(
+                "> - `{}` is **{verb}**: {}\n",
+                action.addr,
+                one_line(&action.reason)
+            ));
+        }
+        md.push('\n');
+    }
+    let blocked: Vec<&Action> = plan.changes().filter(|a| a.blocked.is_some()).collect();
+    if !blocked.is_empty() {
+        md.push_str("> [!CAUTION]\n> Blocked: apply will refuse these actions:\n");
+        for action in blocked {
+            md.push_str(&format!(
+                "> - `{}`: {}\n",
+                action.addr,
+                one_line(action.blocked.as_deref().unwrap_or(""))
+            ));
+        }
+        md.push('\n');
+    }
+    md.push_str("| | Resource | Action | Why |\n|---|---|---|---|\n");
+    for action in plan.changes() {
+        md.push_str(&format!(
+            "| `{}` | `{}` | {} | {} |\n",
+            action.kind.glyph(),
+            action.addr,
+            action.kind.verb(),
+            table_cell(&action.reason)
+        ));
+    }
+    md.push('\n');
+    for action in plan.changes() {
+        md.push_str(&format!(
+            "<details><summary><code>{}</code>: {}</summary>\n\n",
+            action.addr,
+            action.kind.verb()
+        ));
+        if !action.steps.is_empty() {
+            let steps: Vec<String> = action.steps.iter().map(|s| format!("`{s}`")).collect();
+            md.push_str(&format!("API calls: {}\n\n", steps.join(", then ")));
+        }
+        if !action.diff.is_empty() {
+            md.push_str(&format!("```diff\n{}```\n\n", fence_safe(&action.diff)));
+        }
+        md.push_str("</details>\n\n");
+    }
+    append_notices(plan, &mut md);
+    md
+}
+
+fn append_notices(plan: &Plan, md: &mut String) {
+    if plan.notices.is_empty() {
+        return;
+    }
+    md.push_str("Notes:\n");
+    for notice in &plan.notices {
+        match &notice.addr {
+            Some(addr) => md.push_str(&format!("- `{addr}`: {}\n", notice.message)),
+            None => md.push_str(&format!("- {}\n", notice.message)),
+        }
+    }
+}
+
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn table_cell(text: &str) -> String {
+    one_line(text).replace('|', "\\|")
+}
+
+/// A diff never closes the code fence it sits in.
+fn fence_safe(diff: &str) -> String {
+    let mut text = diff.replace("```", "`\u{200b}``");
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text
+}
