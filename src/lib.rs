@@ -5,12 +5,21 @@
 //! ```text
 //! spec      what the user wrote (YAML/TOML, overlays, variables) with source spans
 //! model     validated DesiredState: GKE requests and Kubernetes objects (pure data)
+//! addr      ResourceAddr: the stable key of every managed thing (gke.nodepool/dws-pool, ...)
+//! observe   LiveState read from GKE (one clusters.get) and Kubernetes; fingerprints
+//! diff      the one list of ignored fields, field-level changes, in-place vs replace (pure)
 //! placement Kueue's flavor assignment, predicted from queues, quotas and usage (pure)
+//! plan      plan(desired, live, options) -> Plan: ordered actions, reasons, diffs (pure)
+//! apply     the executor: walks a Plan, re-checks fingerprints, waits operations, emits events
+//! render    plan text/JSON/markdown; terminal and JSON-lines apply progress
 //! gke       GKE REST client and credentials (I/O)
 //! emulator  a faithful local stand-in for the GKE REST API (I/O)
 //! ```
 //!
-//! Everything before `gke` is pure: functions over plain data, tested without I/O.
+//! Everything but `observe`, `apply`, `gke` and `emulator` is pure: functions over plain data,
+//! tested without I/O. The CLI calls, in order: `observe::observe_gke` (and the Kubernetes
+//! observer), `plan::plan`, a `render::plan` renderer, then `apply::Executor::apply` with a
+//! `render::apply` sink.
 
 // Diagnostics are cold-path values built once per problem; boxing them would add noise, not speed.
 #![allow(clippy::result_large_err)]

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 
-use super::{ApplyError, ApplyEvent, Executor, check_fresh, millis};
+use super::{ActionResultOf, ApplyError, ApplyEvent, Executor, check_fresh, millis};
 use crate::addr::{ResourceAddr, ResourceKind};
 use crate::diff::normalize::{is_server_taint, preserved_gke_labels};
 use crate::gke::{ClusterRef, GkeError, Operation};
@@ -16,7 +16,7 @@ pub(super) async fn run_action(
     executor: &Executor<'_>,
     plan: &Plan,
     action: &Action,
-) -> Result<(), ApplyError> {
+) -> ActionResultOf {
     let cluster_ref = &plan.cluster;
     let gke_error = |step: &str, source: GkeError| ApplyError::Gke {
         addr: action.addr.clone(),
@@ -56,7 +56,7 @@ async fn run_step(
     cluster_ref: &ClusterRef,
     addr: &ResourceAddr,
     step: &Step,
-) -> Result<(), ApplyError> {
+) -> ActionResultOf {
     let policy = &executor.options.poll;
     let step_name = step.to_string();
     executor.sink.emit(&ApplyEvent::StepStarted {
@@ -71,11 +71,11 @@ async fn run_step(
             // The call was refused, not accepted, so making it again is safe (no duplicate create).
             Err(GkeError::ClusterBusy { operation, message }) => {
                 if started.elapsed() >= policy.busy_timeout {
-                    return Err(ApplyError::Timeout {
+                    return Err(Box::new(ApplyError::Timeout {
                         addr: addr.clone(),
                         what: format!("waiting for the cluster to be free ({message})"),
                         waited: started.elapsed(),
-                    });
+                    }));
                 }
                 executor.sink.emit(&ApplyEvent::Waiting {
                     addr: addr.clone(),
@@ -97,11 +97,11 @@ async fn run_step(
                 }
             }
             Err(source) => {
-                return Err(ApplyError::Gke {
+                return Err(Box::new(ApplyError::Gke {
                     addr: addr.clone(),
                     step: step_name,
                     source,
-                });
+                }));
             }
         }
     }
@@ -250,7 +250,7 @@ async fn wait(
     addr: &ResourceAddr,
     step: &str,
     mut operation: Operation,
-) -> Result<(), ApplyError> {
+) -> ActionResultOf {
     let policy = &executor.options.poll;
     let started = Instant::now();
     let mut delay = policy.initial;
@@ -267,17 +267,17 @@ async fn wait(
         if is_done(&operation) {
             return match failure(&operation) {
                 None => Ok(()),
-                Some(message) => Err(ApplyError::OperationFailed {
+                Some(message) => Err(Box::new(ApplyError::OperationFailed {
                     addr: addr.clone(),
                     step: step.to_string(),
                     operation: short_name(&operation.name).to_string(),
                     operation_type: operation.operation_type.clone(),
                     message,
-                }),
+                })),
             };
         }
         if started.elapsed() >= policy.operation_timeout {
-            return Err(ApplyError::Timeout {
+            return Err(Box::new(ApplyError::Timeout {
                 addr: addr.clone(),
                 what: format!(
                     "operation {} ({})",
@@ -285,7 +285,7 @@ async fn wait(
                     operation.operation_type
                 ),
                 waited: started.elapsed(),
-            });
+            }));
         }
         tokio::time::sleep(delay).await;
         delay = policy.next_delay(delay);
@@ -302,11 +302,11 @@ async fn wait(
                 poll_errors += 1
             }
             Err(source) => {
-                return Err(ApplyError::Gke {
+                return Err(Box::new(ApplyError::Gke {
                     addr: addr.clone(),
                     step: format!("operations.get {}", short_name(&operation.name)),
                     source,
-                });
+                }));
             }
         }
     }

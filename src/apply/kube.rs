@@ -7,7 +7,7 @@
 
 use serde_json::Value;
 
-use super::{ApplyError, ApplyEvent, Executor, check_fresh};
+use super::{ActionResultOf, ApplyError, ApplyEvent, Executor, check_fresh};
 use crate::addr::ResourceAddr;
 use crate::plan::{Action, Step};
 
@@ -43,11 +43,11 @@ pub trait KubeApplier: Send + Sync {
     ) -> Result<(), KubeApplyError>;
 }
 
-pub(super) async fn run_action(executor: &Executor<'_>, action: &Action) -> Result<(), ApplyError> {
+pub(super) async fn run_action(executor: &Executor<'_>, action: &Action) -> ActionResultOf {
     let Some(kube) = executor.kube else {
-        return Err(ApplyError::KubeUnavailable {
+        return Err(Box::new(ApplyError::KubeUnavailable {
             addr: action.addr.clone(),
-        });
+        }));
     };
     let kube_error = |step: &str, source: KubeApplyError| ApplyError::Kube {
         addr: action.addr.clone(),
@@ -95,13 +95,13 @@ pub(super) async fn run_action(executor: &Executor<'_>, action: &Action) -> Resu
                 .await
                 .map_err(|e| kube_error(step.method(), e))?,
             gke_step => {
-                return Err(kube_error(
+                return Err(Box::new(kube_error(
                     gke_step.method(),
                     KubeApplyError {
                         message: "a GKE call in a Kubernetes action".to_string(),
                         hint: None,
                     },
-                ));
+                )));
             }
         }
     }

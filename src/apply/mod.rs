@@ -333,10 +333,10 @@ impl<'a> Executor<'a> {
         }
         let started = Instant::now();
         let result = match &action.blocked {
-            Some(reason) => Err(ApplyError::Blocked {
+            Some(reason) => Err(Box::new(ApplyError::Blocked {
                 addr: action.addr.clone(),
                 reason: reason.clone(),
-            }),
+            })),
             None => {
                 self.sink.emit(&ApplyEvent::ActionStarted {
                     addr: action.addr.clone(),
@@ -366,19 +366,23 @@ impl<'a> Executor<'a> {
                     error: error.to_string(),
                     hint: error.hint(),
                 });
-                Outcome::Failed(error)
+                Outcome::Failed(*error)
             }
         }
     }
 }
 
+/// What running one action gives: boxed, because `ApplyError` carries addresses and messages and
+/// is large, and the happy path should not pay for it.
+type ActionResultOf = Result<(), Box<ApplyError>>;
+
 /// The staleness check shared by GKE and Kubernetes actions.
-fn check_fresh(action: &Action, live: Option<&serde_json::Value>) -> Result<(), ApplyError> {
+fn check_fresh(action: &Action, live: Option<&serde_json::Value>) -> ActionResultOf {
     let stale = |detail: &str| {
-        Err(ApplyError::Stale {
+        Err(Box::new(ApplyError::Stale {
             addr: action.addr.clone(),
             detail: detail.to_string(),
-        })
+        }))
     };
     match (&action.live_fingerprint, live) {
         (None, None) => Ok(()),

@@ -51,11 +51,11 @@ pub struct PlanOptions {
     pub adopt: bool,
 }
 
-/// An ordered set of actions; see the module docs.
+/// A gkq plan: the ordered actions that converge live state to the spec (`gkq plan -o json`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Plan {
-    /// [`PLAN_FORMAT_VERSION`].
+    /// Version of this JSON shape, bumped on incompatible changes (currently 1).
     pub format_version: u32,
     /// The GKE cluster the plan is for.
     #[schemars(with = "ClusterRefSchema")]
@@ -69,9 +69,10 @@ pub struct Plan {
     pub notices: Vec<Notice>,
 }
 
-/// The JSON shape of [`ClusterRef`], for the schema.
+/// Where the cluster lives: `projects/{project}/locations/{location}/clusters/{cluster}`.
 #[derive(JsonSchema)]
-#[allow(dead_code)]
+#[schemars(rename = "ClusterRef")]
+#[allow(dead_code)] // only its schema is used
 struct ClusterRefSchema {
     project: String,
     location: String,
@@ -104,8 +105,8 @@ pub struct Action {
     /// The desired body or object (absent for deletes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub desired: Option<Value>,
-    /// Fingerprint of the live resource the action was planned against; absent when it did not
-    /// exist. See [`crate::observe::fingerprint`].
+    /// Fingerprint of the live resource the action was planned against (`sha256:<16 hex>`);
+    /// absent when it did not exist. Apply refuses the action if the target's fingerprint changed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub live_fingerprint: Option<String>,
     /// Actions that must succeed before this one runs.
@@ -256,7 +257,7 @@ impl fmt::Display for Step {
     }
 }
 
-/// Counts by kind. Its `Display` is the summary line.
+/// How many actions of each kind (its `Display` is the summary line).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Summary {
@@ -265,7 +266,7 @@ pub struct Summary {
     pub replace: usize,
     pub delete: usize,
     pub no_op: usize,
-    /// Actions the executor will refuse (see [`Action::blocked`]).
+    /// Actions apply will refuse (their `blocked` is set).
     pub blocked: usize,
 }
 

@@ -115,7 +115,8 @@ fn write_change(change: &FieldChange, out: &mut dyn Write) -> io::Result<()> {
     };
     let how = match &change.effect {
         ChangeEffect::InPlace(method) => format!("{DIM}({method}){DIM:#}"),
-        ChangeEffect::Replace(reason) => format!("{RED}# forces replacement: {reason}{RED:#}"),
+        // The reason is in the action's own reason line; repeating it per field is noise.
+        ChangeEffect::Replace(_) => format!("{RED}# forces replacement{RED:#}"),
     };
     writeln!(
         out,

@@ -1,0 +1,115 @@
+//! Plan renderers: the JSON shape and its checked-in schema, text and markdown.
+
+use std::path::PathBuf;
+
+use gkq::plan::Plan;
+use gkq::render;
+use serde_json::{Value, json};
+
+use crate::fake_gke::FakeGke;
+use crate::{converge, plan_against, seed};
+
+fn schema_path() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("schemas/plan.schema.json")
+}
+
+/// A plan with an update and a replace, the interesting case for renderers.
+async fn update_and_replace_plan() -> Plan {
+    let api = FakeGke::new();
+    converge(&api, &seed::desired()).await;
+    let mut desired = seed::with_pool("dws-pool", |pool| {
+        pool["autoscaling"]["maxNodeCount"] = json!(8)
+    });
+    if let Some(pool) = desired
+        .gke
+        .node_pools
+        .iter_mut()
+        .find(|p| p["name"] == "on-demand-pool")
+    {
+        pool["placementPolicy"]["tpuTopology"] = json!("2x4");
+    }
+    plan_against(&api, &desired).await
+}
+
+#[test]
+fn checked_in_schema_matches_the_types() {
+    let generated = serde_json::to_string_pretty(&Plan::json_schema()).unwrap() + "\n";
+    if std::env::var_os("GKQ_UPDATE_SCHEMAS").is_some() {
+        std::fs::create_dir_all(schema_path().parent().unwrap()).unwrap();
+        std::fs::write(schema_path(), &generated).unwrap();
+    }
+    let checked_in =
+        std::fs::read_to_string(schema_path()).expect("schemas/plan.schema.json exists");
+    assert_eq!(
+        checked_in, generated,
+        "schemas/plan.schema.json is out of date: run GKQ_UPDATE_SCHEMAS=1 cargo test --test engine"
+    );
+}
+
+#[tokio::test]
+async fn plan_json_validates_against_the_schema_and_round_trips() {
+    let schema: Value =
+        serde_json::from_str(&std::fs::read_to_string(schema_path()).unwrap()).unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("a valid JSON Schema");
+    for plan in [
+        plan_against(&FakeGke::new(), &seed::desired()).await,
+        update_and_replace_plan().await,
+    ] {
+        let json: Value = serde_json::from_str(&render::plan::to_json(&plan)).unwrap();
+        let errors: Vec<String> = validator
+            .iter_errors(&json)
+            .map(|e| e.to_string())
+            .collect();
+        assert!(errors.is_empty(), "{errors:#?}");
+        assert_eq!(json["formatVersion"], 1);
+        assert_eq!(json["actions"][0]["addr"], "gke.cluster/tpu-cluster");
+        let back: Plan = serde_json::from_value(json).unwrap();
+        assert_eq!(back, plan);
+    }
+}
+
+#[tokio::test]
+async fn text_is_terraform_like() {
+    let plan = update_and_replace_plan().await;
+    let text = render::plan::to_text(&plan, false);
+    assert!(text.contains("  ~ gke.nodepool/dws-pool\n"), "{text}");
+    assert!(text.contains("-/+ gke.nodepool/on-demand-pool\n"), "{text}");
+    assert!(text.contains("# gke.nodepool/on-demand-pool must be replaced (destroy, then create)"));
+    assert!(
+        text.contains("~ autoscaling.maxNodeCount: 4 -> 8 (nodePools.setAutoscaling)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("~ placementPolicy.tpuTopology: \"4x4\" -> \"2x4\" # forces replacement\n"),
+        "{text}"
+    );
+    assert!(text.contains("API calls: nodePools.delete, then nodePools.create"));
+    assert!(text.contains("Plan: 0 to create, 1 to update, 1 to replace, 0 to delete.\n"));
+    assert!(!text.contains('\u{1b}'), "no ANSI escapes without colour");
+    assert!(render::plan::to_text(&plan, true).contains('\u{1b}'));
+
+    let empty = plan_against(&FakeGke::new(), &seed::desired()).await;
+    let api = FakeGke::new();
+    converge(&api, &seed::desired()).await;
+    let converged = plan_against(&api, &seed::desired()).await;
+    assert_eq!(
+        render::plan::to_text(&converged, false),
+        "No changes. Live state matches the spec.\n"
+    );
+    assert!(render::plan::to_text(&empty, false).contains("  + gke.cluster/tpu-cluster\n"));
+}
+
+#[tokio::test]
+async fn markdown_calls_out_replacements_and_folds_diffs() {
+    let plan = update_and_replace_plan().await;
+    let md = render::plan::to_markdown(&plan);
+    assert!(md.contains("**Plan: 0 to create, 1 to update, 1 to replace, 0 to delete.**"));
+    assert!(md.contains("> [!WARNING]"));
+    assert!(md.contains("`gke.nodepool/on-demand-pool` is **replaced**"));
+    assert!(md.contains(
+        "<details><summary><code>gke.nodepool/dws-pool</code>: update in-place</summary>"
+    ));
+    assert!(md.contains("```diff\n--- live\n+++ desired\n"));
+    assert_eq!(md.matches("<details>").count(), 2);
+    assert_eq!(md.matches("</details>").count(), 2);
+}
