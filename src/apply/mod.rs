@@ -71,8 +71,9 @@ impl PollPolicy {
     }
 
     fn next_delay(&self, delay: Duration) -> Duration {
-        delay
-            .mul_f64(self.multiplier)
+        // try_from: a multiplier that is negative, NaN or huge must not panic mid-apply.
+        Duration::try_from_secs_f64(delay.as_secs_f64() * self.multiplier)
+            .unwrap_or(self.max)
             .min(self.max)
             .max(self.initial)
     }

@@ -372,3 +372,87 @@ mod tests {
         assert!(full(&desired, &desired, Dialect::Kube).is_same());
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    /// Small JSON values shaped like API bodies: objects of objects, scalar lists, scalars.
+    fn body() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            any::<bool>().prop_map(Value::Bool),
+            (0u32..1000).prop_map(|n| json!(n)),
+            "[a-z]{1,6}".prop_map(Value::String),
+            proptest::collection::vec("[a-z]{1,4}".prop_map(Value::String), 0..4)
+                .prop_map(Value::Array),
+        ];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            proptest::collection::btree_map("[a-z]{1,5}", inner, 1..4)
+                .prop_map(|map| Value::Object(map.into_iter().collect()))
+        })
+    }
+
+    /// `value` with an extra, server-written field added to every object.
+    fn with_server_fields(value: &Value) -> Value {
+        match value {
+            Value::Object(map) => {
+                let mut map: Map<String, Value> = map
+                    .iter()
+                    .map(|(k, v)| (k.clone(), with_server_fields(v)))
+                    .collect();
+                map.insert("serverDefault".to_string(), json!("set-by-gke"));
+                Value::Object(map)
+            }
+            other => other.clone(),
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn a_value_equals_itself(desired in body()) {
+            prop_assert!(owned(&desired, &desired, Dialect::Gke).is_same());
+            prop_assert!(owned(&desired, &desired, Dialect::Kube).is_same());
+            prop_assert!(full(&desired, &desired, Dialect::Kube).is_same());
+        }
+
+        /// Fields the spec does not set never show as changes, and the live view then equals
+        /// the desired value (so the text diff is empty).
+        #[test]
+        fn server_fields_are_not_changes(desired in body()) {
+            let live = with_server_fields(&desired);
+            let comparison = owned(&desired, &live, Dialect::Gke);
+            prop_assert!(comparison.is_same(), "{:?}", comparison.changes);
+            prop_assert_eq!(&comparison.live_view, &desired);
+        }
+
+        /// Changing one leaf the spec sets is exactly one change, at that leaf.
+        #[test]
+        fn one_changed_leaf_is_one_change(desired in body(), pick in any::<prop::sample::Index>()) {
+            let mut leaves = Vec::new();
+            collect_scalar_leaves(&desired, &mut Vec::new(), &mut leaves);
+            prop_assume!(!leaves.is_empty());
+            let pointer = leaves[pick.index(leaves.len())].clone();
+            let mut live = desired.clone();
+            *live.pointer_mut(&pointer).unwrap() = json!("changed-value");
+            let comparison = owned(&desired, &live, Dialect::Gke);
+            prop_assert_eq!(comparison.changes.len(), 1);
+        }
+    }
+
+    fn collect_scalar_leaves(value: &Value, path: &mut Vec<String>, out: &mut Vec<String>) {
+        match value {
+            Value::Object(map) => {
+                for (key, child) in map {
+                    path.push(key.clone());
+                    collect_scalar_leaves(child, path, out);
+                    path.pop();
+                }
+            }
+            Value::Array(_) => {}
+            _ if path.is_empty() => {}
+            _ => out.push(format!("/{}", path.join("/"))),
+        }
+    }
+}

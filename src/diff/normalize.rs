@@ -454,10 +454,12 @@ pub fn parse_quantity(text: &str) -> Option<i128> {
     if whole.is_empty() && fraction.is_empty() {
         return None;
     }
+    // Checked arithmetic throughout: an absurd quantity in a spec is "not a quantity", never a
+    // panic.
     let mut nanos: i128 = if whole.is_empty() {
         0
     } else {
-        whole.parse::<i128>().ok()? * 1_000_000_000
+        whole.parse::<i128>().ok()?.checked_mul(1_000_000_000)?
     };
     if !fraction.is_empty() {
         let digits: String = fraction
@@ -465,34 +467,36 @@ pub fn parse_quantity(text: &str) -> Option<i128> {
             .chain(std::iter::repeat('0'))
             .take(9)
             .collect();
-        nanos += digits.parse::<i128>().ok()?;
+        nanos = nanos.checked_add(digits.parse::<i128>().ok()?)?;
     }
+    let decimal = |power: u32| nanos.checked_mul(10i128.checked_pow(power)?);
+    let binary = |power: u32| nanos.checked_mul(1i128.checked_shl(power)?);
     let scaled = match suffix {
-        "" => nanos,
-        "n" => nanos / 1_000_000_000,
-        "u" => nanos / 1_000_000,
-        "m" => nanos / 1_000,
-        "k" => nanos * 1_000,
-        "M" => nanos * 1_000_000,
-        "G" => nanos * 1_000_000_000,
-        "T" => nanos * 1_000_000_000_000,
-        "P" => nanos * 1_000_000_000_000_000,
-        "E" => nanos * 1_000_000_000_000_000_000,
-        "Ki" => nanos << 10,
-        "Mi" => nanos << 20,
-        "Gi" => nanos << 30,
-        "Ti" => nanos << 40,
-        "Pi" => nanos << 50,
-        "Ei" => nanos << 60,
+        "" => Some(nanos),
+        "n" => Some(nanos / 1_000_000_000),
+        "u" => Some(nanos / 1_000_000),
+        "m" => Some(nanos / 1_000),
+        "k" => decimal(3),
+        "M" => decimal(6),
+        "G" => decimal(9),
+        "T" => decimal(12),
+        "P" => decimal(15),
+        "E" => decimal(18),
+        "Ki" => binary(10),
+        "Mi" => binary(20),
+        "Gi" => binary(30),
+        "Ti" => binary(40),
+        "Pi" => binary(50),
+        "Ei" => binary(60),
         exponent => {
             let power: i32 = exponent.strip_prefix(['e', 'E'])?.parse().ok()?;
             if power >= 0 {
-                nanos.checked_mul(10i128.checked_pow(power as u32)?)?
+                decimal(power.unsigned_abs())
             } else {
-                nanos / 10i128.checked_pow(power.unsigned_abs())?
+                Some(nanos / 10i128.checked_pow(power.unsigned_abs())?)
             }
         }
-    };
+    }?;
     Some(if negative { -scaled } else { scaled })
 }
 
@@ -699,6 +703,8 @@ mod tests {
         assert_eq!(parse_quantity("500m"), parse_quantity("0.5"));
         assert_eq!(parse_quantity("1e3"), parse_quantity("1k"));
         assert_eq!(parse_quantity("abc"), None);
+        assert_eq!(parse_quantity("99999999999999999999999999999999Ei"), None);
+        assert_eq!(parse_quantity("1e99"), None);
         let p = path("spec.resourceGroups.flavors.resources.nominalQuota");
         assert!(same_leaf(
             &p,
@@ -750,5 +756,39 @@ mod tests {
             json!({"apiVersion": "ray.io/v1", "kind": "RayJob",
             "metadata": {"name": "j"}, "spec": {"entrypoint": "python x.py"}})
         );
+    }
+}
+
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn binary_and_decimal_suffixes_scale_exactly(n in 0i64..1_000_000) {
+            let nanos = i128::from(n) * 1_000_000_000;
+            prop_assert_eq!(parse_quantity(&format!("{n}Gi")), Some(nanos << 30));
+            prop_assert_eq!(parse_quantity(&format!("{n}k")), Some(nanos * 1000));
+            prop_assert_eq!(parse_quantity(&format!("{n}000m")), Some(nanos));
+        }
+
+        #[test]
+        fn every_enum_name_equals_its_integer(table in 0..GKE_ENUMS.len(), pick in any::<prop::sample::Index>()) {
+            let ((parent, field), names) = GKE_ENUMS[table];
+            let index = pick.index(names.len());
+            let path = vec![PathSeg::Key(parent.to_string()), PathSeg::Key(field.to_string())];
+            prop_assert!(same_leaf(&path, &Value::String(names[index].to_string()), Some(&serde_json::json!(index)), Dialect::Gke));
+        }
+
+        #[test]
+        fn versions_are_satisfied_by_their_patches(major in 1u64..3, minor in 0u64..40, patch in 0u64..20, build in 0u64..2000) {
+            let live = format!("{major}.{minor}.{patch}-gke.{build}");
+            let prefix = format!("{major}.{minor}");
+            let next_minor = format!("{major}.{}", minor + 1);
+            prop_assert!(version_satisfied(&prefix, &live));
+            prop_assert!(version_satisfied(&live, &live));
+            prop_assert!(!version_satisfied(&next_minor, &live));
+        }
     }
 }

@@ -737,3 +737,231 @@ fn update_reason(changes: &[FieldChange]) -> String {
         .collect();
     format!("changes in place: {}", parts.join(", "))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gke::ClusterRef;
+    use crate::model::GkeDesired;
+    use crate::observe::{GkeLive, KubeObject};
+    use serde_json::json;
+
+    fn owned_labels() -> Value {
+        json!({"app.kubernetes.io/managed-by": "gkq", "gkq.dev/stack": "c"})
+    }
+
+    fn kube_objects() -> Vec<Value> {
+        vec![
+            json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+                "metadata": {"name": "on-demand", "labels": owned_labels()}}),
+            json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+                "metadata": {"name": "cq", "labels": owned_labels()},
+                "spec": {"resourceGroups": [{"flavors": [{"name": "on-demand"}]}]}}),
+            json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+                "metadata": {"name": "lq", "namespace": "default", "labels": owned_labels()},
+                "spec": {"clusterQueue": "cq"}}),
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "script", "namespace": "default", "labels": owned_labels()},
+                "data": {"train.py": "print(1)"}}),
+            json!({"apiVersion": "ray.io/v1", "kind": "RayJob",
+                "metadata": {"name": "job", "namespace": "default",
+                             "labels": {"kueue.x-k8s.io/queue-name": "lq", "app.kubernetes.io/managed-by": "gkq", "gkq.dev/stack": "c"}},
+                "spec": {"entrypoint": "python /s/train.py",
+                         "rayClusterSpec": {"headGroupSpec": {"template": {"spec": {"volumes": [{"name": "s", "configMap": {"name": "script"}}]}}}}}}),
+        ]
+    }
+
+    fn desired() -> DesiredState {
+        DesiredState {
+            gke: GkeDesired {
+                cluster_ref: ClusterRef {
+                    project: "p".into(),
+                    location: "z".into(),
+                    cluster: "c".into(),
+                },
+                cluster: json!({"name": "c", "resourceLabels": {"managed-by": "gkq", "gkq-stack": "c"}}),
+                node_pools: vec![
+                    json!({"name": "pool", "config": {"resourceLabels": {"managed-by": "gkq", "gkq-stack": "c"}}}),
+                ],
+                deletion_protection: true,
+            },
+            kubernetes: kube_objects(),
+        }
+    }
+
+    fn live_cluster() -> Value {
+        json!({"name": "c", "resourceLabels": {"managed-by": "gkq", "gkq-stack": "c"},
+            "nodePools": [{"name": "pool", "config": {"resourceLabels": {"managed-by": "gkq", "gkq-stack": "c"}}}]})
+    }
+
+    fn observed(objects: impl IntoIterator<Item = Value>) -> KubeLive {
+        KubeLive::Observed {
+            objects: objects
+                .into_iter()
+                .map(|o| {
+                    (
+                        ResourceAddr::from_object(&o).unwrap(),
+                        KubeObject {
+                            live: Some(o),
+                            predicted: None,
+                        },
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    fn order(plan: &Plan) -> Vec<String> {
+        plan.changes()
+            .map(|a| format!("{} {}", a.kind.glyph(), a.addr))
+            .collect()
+    }
+
+    #[test]
+    fn kubernetes_objects_wait_for_an_observer() {
+        let live = LiveState {
+            gke: GkeLive { cluster: None },
+            kubernetes: KubeLive::NotObserved,
+        };
+        let plan = plan(&desired(), &live, &PlanOptions::default()).unwrap();
+        assert_eq!(order(&plan), ["+ gke.cluster/c", "+ gke.nodepool/pool"]);
+        assert!(
+            plan.notices[0]
+                .message
+                .contains("5 Kubernetes object(s) not compared")
+        );
+    }
+
+    #[test]
+    fn kubernetes_objects_follow_the_cluster_in_dependency_order() {
+        let live = LiveState {
+            gke: GkeLive { cluster: None },
+            kubernetes: observed([]),
+        };
+        let plan = plan(&desired(), &live, &PlanOptions::default()).unwrap();
+        assert_eq!(
+            order(&plan),
+            [
+                "+ gke.cluster/c",
+                "+ gke.nodepool/pool",
+                "+ kueue.resourceflavor/on-demand",
+                "+ kueue.clusterqueue/cq",
+                "+ kueue.localqueue/default/lq",
+                "+ k8s.configmap/default/script",
+                "+ ray.rayjob/default/job",
+            ]
+        );
+        let job = plan
+            .action(&ResourceAddr::ray_job("default", "job"))
+            .unwrap();
+        let deps: Vec<String> = job.depends_on.iter().map(ToString::to_string).collect();
+        // The cluster comes in through the k8s.credentials node, which is not an action.
+        assert_eq!(
+            deps,
+            [
+                "gke.cluster/c",
+                "kueue.localqueue/default/lq",
+                "k8s.configmap/default/script"
+            ]
+        );
+        assert!(job.reason.contains("known after apply"));
+    }
+
+    #[test]
+    fn matching_objects_are_no_ops_and_a_changed_job_is_a_new_run() {
+        let mut live_objects = kube_objects();
+        live_objects[4]["spec"]["entrypoint"] = json!("python /s/old.py");
+        live_objects[4]["spec"]["suspend"] = json!(true);
+        live_objects[1]["status"] = json!({"pendingWorkloads": 1});
+        let live = LiveState {
+            gke: GkeLive {
+                cluster: Some(live_cluster()),
+            },
+            kubernetes: observed(live_objects),
+        };
+        let plan = plan(&desired(), &live, &PlanOptions::default()).unwrap();
+        assert_eq!(order(&plan), ["-/+ ray.rayjob/default/job"]);
+        let job = plan.changes().next().unwrap();
+        assert!(matches!(
+            &job.steps[..],
+            [Step::KubeDelete { .. }, Step::KubeApply { .. }]
+        ));
+        assert_eq!(
+            job.changes.len(),
+            1,
+            "spec.suspend belongs to Kueue: {:?}",
+            job.changes
+        );
+    }
+
+    #[test]
+    fn owned_leftovers_are_pruned_last_in_reverse_dependency_order() {
+        let mut live_objects = kube_objects();
+        live_objects.push(
+            json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+            "metadata": {"name": "old-cq", "labels": owned_labels()}, "spec": {}}),
+        );
+        live_objects.push(
+            json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+            "metadata": {"name": "old-lq", "namespace": "default", "labels": owned_labels()},
+            "spec": {"clusterQueue": "old-cq"}}),
+        );
+        live_objects.push(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "someone-elses", "namespace": "default"}}));
+        let live = LiveState {
+            gke: GkeLive {
+                cluster: Some(live_cluster()),
+            },
+            kubernetes: observed(live_objects),
+        };
+        let without_prune = plan(&desired(), &live, &PlanOptions::default()).unwrap();
+        assert!(!without_prune.has_changes());
+        assert_eq!(
+            without_prune.notices.len(),
+            2,
+            "{:?}",
+            without_prune.notices
+        );
+
+        let pruning = PlanOptions {
+            prune: true,
+            ..PlanOptions::default()
+        };
+        let plan = plan(&desired(), &live, &pruning).unwrap();
+        assert_eq!(
+            order(&plan),
+            [
+                "- kueue.localqueue/default/old-lq",
+                "- kueue.clusterqueue/old-cq"
+            ]
+        );
+        let cq = plan
+            .action(&"kueue.clusterqueue/old-cq".parse().unwrap())
+            .unwrap();
+        assert_eq!(
+            cq.depends_on,
+            ["kueue.localqueue/default/old-lq"
+                .parse::<ResourceAddr>()
+                .unwrap()]
+        );
+    }
+
+    #[test]
+    fn duplicates_and_nameless_objects_are_errors() {
+        let mut twice = desired();
+        twice.kubernetes.push(kube_objects()[0].clone());
+        let live = LiveState::default();
+        assert!(matches!(
+            plan(&twice, &live, &PlanOptions::default()),
+            Err(PlanError::Duplicate { .. })
+        ));
+        let mut nameless = desired();
+        nameless
+            .kubernetes
+            .push(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}}));
+        assert!(matches!(
+            plan(&nameless, &live, &PlanOptions::default()),
+            Err(PlanError::BadObject { index: 5, .. })
+        ));
+    }
+}

@@ -3,6 +3,8 @@
 
 mod fake_gke;
 mod gke_scenarios;
+mod kube_extension;
+mod properties;
 mod render;
 mod seed;
 
