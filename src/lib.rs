@@ -13,20 +13,22 @@
 //! apply     the executor: walks a Plan, re-checks fingerprints, waits operations, emits events
 //! render    plan text/JSON/markdown; terminal and JSON-lines apply progress
 //! gke       GKE REST client and credentials (I/O)
+//! kube      Kubernetes API: discovery, lists, server-side apply and its dry run (I/O)
 //! emulator  a faithful local stand-in for the GKE REST API (I/O)
+//! cli       the commands, thin: parse arguments, call the modules above, render
 //! ```
 //!
-//! Everything but `observe`, `apply`, `gke` and `emulator` is pure: functions over plain data,
-//! tested without I/O. The CLI calls, in order: `observe::observe_gke` (and the Kubernetes
+//! Everything but `observe`, `apply`, `gke`, `kube`, `emulator` and `cli` is pure: functions
+//! over plain data, tested without I/O. The CLI calls, in order: `observe::observe_gke` (and the Kubernetes
 //! observer), `plan::plan`, a `render::plan` renderer, then `apply::Executor::apply` with a
 //! `render::apply` sink.
 
 // Diagnostics are cold-path values built once per problem; boxing them would add noise, not speed.
 #![allow(clippy::result_large_err)]
 
-pub mod cli;
 pub mod addr;
 pub mod apply;
+pub mod cli;
 pub mod diff;
 pub mod emulator;
 pub mod gke;

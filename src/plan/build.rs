@@ -742,8 +742,9 @@ fn update_reason(changes: &[FieldChange]) -> String {
 mod tests {
     use super::*;
     use crate::gke::ClusterRef;
-    use crate::model::GkeDesired;
+    use crate::model::{GkeDesired, KueueInstall};
     use crate::observe::{GkeLive, KubeObject};
+    use crate::spec::types::InstallMode;
     use serde_json::json;
 
     fn owned_labels() -> Value {
@@ -784,6 +785,12 @@ mod tests {
                     json!({"name": "pool", "config": {"resourceLabels": {"managed-by": "gkq", "gkq-stack": "c"}}}),
                 ],
                 deletion_protection: true,
+            },
+            kueue: KueueInstall {
+                version: "v0.19.2".into(),
+                mode: InstallMode::Managed,
+                manifests: KueueInstall::default_manifests("v0.19.2"),
+                feature_gates: Default::default(),
             },
             kubernetes: kube_objects(),
         }

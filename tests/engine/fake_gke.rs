@@ -321,9 +321,17 @@ fn served_cluster(body: &Value, zone: &str) -> Value {
     map.insert("network".into(), json!("default"));
     let labels = map.entry("resourceLabels").or_insert(json!({}));
     labels["goog-gke-cluster-id-base32"] = json!("abcdef");
+    // Addons the request does not mention get the server's defaults (enabled: an empty message).
     let addons = map.entry("addonsConfig").or_insert(json!({}));
-    addons["httpLoadBalancing"] = json!({});
-    addons["horizontalPodAutoscaling"] = json!({});
+    if let Some(addons) = addons.as_object_mut() {
+        addons.entry("httpLoadBalancing").or_insert(json!({}));
+        addons
+            .entry("horizontalPodAutoscaling")
+            .or_insert(json!({}));
+        addons
+            .entry("gcePersistentDiskCsiDriverConfig")
+            .or_insert(json!({"enabled": true}));
+    }
     bump_etag(&mut cluster);
     cluster
 }

@@ -2,8 +2,11 @@
 //! same from `examples/`): cluster tpu-cluster in us-east5-b with its default pool, the on-demand
 //! TPU v6e 4x4 pool (Plan A) and the DWS flex-start pool with queued provisioning (Plan B).
 
+use std::collections::BTreeMap;
+
 use gkq::gke::ClusterRef;
-use gkq::model::{DesiredState, GkeDesired};
+use gkq::model::{DesiredState, GkeDesired, KueueInstall};
+use gkq::spec::types::InstallMode;
 use serde_json::{Value, json};
 
 pub const SCOPES: [&str; 6] = [
@@ -77,6 +80,12 @@ pub fn desired() -> DesiredState {
             }),
             node_pools: vec![on_demand_pool(), dws_pool()],
             deletion_protection: true,
+        },
+        kueue: KueueInstall {
+            version: "v0.19.2".into(),
+            mode: InstallMode::Managed,
+            manifests: KueueInstall::default_manifests("v0.19.2"),
+            feature_gates: BTreeMap::from([("ElasticJobsViaWorkloadSlices".to_string(), true)]),
         },
         kubernetes: Vec::new(),
     }
