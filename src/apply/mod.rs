@@ -132,14 +132,11 @@ impl ApplyError {
                 Some("Someone or something changed it after the plan was made. Run `gkq plan` again.".to_string())
             }
             ApplyError::OperationFailed { addr, message, .. } => hint_for(addr, message),
-            ApplyError::Gke { addr, source, .. } => match source {
-                GkeError::Forbidden { message } => hint_for(addr, message).or_else(|| {
-                    Some("Check that the credentials in use may change this cluster (roles/container.admin).".into())
-                }),
-                GkeError::Conflict { .. } => Some("GKE says the resource changed meanwhile. Run `gkq plan` again.".into()),
-                GkeError::Api { message, .. } => hint_for(addr, message),
-                _ => None,
-            },
+            // The GKE client classifies its own errors; gkq's reading of the message is the fallback.
+            ApplyError::Gke { addr, source, .. } => source
+                .hint()
+                .map(str::to_string)
+                .or_else(|| hint_for(addr, &source.to_string())),
             ApplyError::Kube { source, .. } => source.hint.clone(),
             ApplyError::KubeUnavailable { .. } => {
                 Some("Kubernetes objects need the Kubernetes half of gkq; apply the GKE part alone for now.".into())
