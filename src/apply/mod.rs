@@ -9,7 +9,8 @@
 //!   auto-upgrade) waits for that operation and is retried; it is not a failure.
 //! - A failed action (a stockout, a quota, a refused request) is reported with GKE's message,
 //!   the resource address and a hint; the walk goes on with actions that do not depend on it, and
-//!   skips (and reports) those that do.
+//!   skips (and reports) those that do. A failed *update* does not skip dependents: the resource
+//!   is still there, as it was.
 //! - Blocked actions (missing consent or ownership) are refused.
 //! - Kubernetes steps go to a [`KubeApplier`], the Kubernetes half's extension point. Without one,
 //!   Kubernetes actions fail with a clear message.
@@ -282,13 +283,14 @@ impl<'a> Executor<'a> {
             changes: plan.changes().count(),
         });
         let mut report = ApplyReport::default();
-        let mut succeeded: BTreeMap<ResourceAddr, bool> = BTreeMap::new();
+        // Whether each resource is there for its dependents. A failed or refused *update* leaves
+        // the resource as it was, still there, so what depends on it goes on; a failed create,
+        // replace or delete may leave it missing (or still referenced), so dependents are skipped.
+        let mut usable: BTreeMap<ResourceAddr, bool> = BTreeMap::new();
         for action in &plan.actions {
-            let outcome = self.run(plan, action, &succeeded).await;
-            succeeded.insert(
-                action.addr.clone(),
-                matches!(outcome, Outcome::Succeeded | Outcome::Unchanged),
-            );
+            let outcome = self.run(plan, action, &usable).await;
+            let ok = matches!(outcome, Outcome::Succeeded | Outcome::Unchanged);
+            usable.insert(action.addr.clone(), ok || action.kind == ActionKind::Update);
             report.results.push(ActionResult {
                 addr: action.addr.clone(),
                 kind: action.kind,
@@ -308,17 +310,17 @@ impl<'a> Executor<'a> {
         &self,
         plan: &Plan,
         action: &Action,
-        succeeded: &BTreeMap<ResourceAddr, bool>,
+        usable: &BTreeMap<ResourceAddr, bool>,
     ) -> Outcome {
         if !action.kind.is_change() {
             return Outcome::Unchanged;
         }
-        // A dependency that is not in `succeeded` has not run: the plan is out of order, which
-        // `plan()` never produces; treat it like a failed dependency rather than guess.
+        // A dependency that has not run means the plan is out of order, which `plan()` never
+        // produces; treat it like a failed dependency rather than guess.
         if let Some(dependency) = action
             .depends_on
             .iter()
-            .find(|d| succeeded.get(*d) != Some(&true))
+            .find(|d| usable.get(*d) != Some(&true))
         {
             self.sink.emit(&ApplyEvent::ActionSkipped {
                 addr: action.addr.clone(),

@@ -127,6 +127,13 @@ impl FakeGke {
         }
     }
 
+    /// Someone else edits the cluster behind gkq's back.
+    pub fn edit_cluster(&self, edit: impl FnOnce(&mut Value)) {
+        if let Some(cluster) = self.state.lock().unwrap().cluster.as_mut() {
+            edit(cluster);
+        }
+    }
+
     pub fn pool(&self, pool: &str) -> Option<Value> {
         let state = self.state.lock().unwrap();
         state

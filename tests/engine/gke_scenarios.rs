@@ -518,3 +518,39 @@ async fn a_cluster_change_is_an_in_place_update_by_the_right_method() {
     assert_eq!(calls[1].body, json!({"desiredMasterVersion": "1.35"}));
     assert!(!plan_against(&api, &desired).await.has_changes());
 }
+
+#[tokio::test]
+async fn a_refused_cluster_update_does_not_stop_its_pools() {
+    let api = FakeGke::new();
+    let mut only_cluster = seed::desired();
+    only_cluster.gke.node_pools.clear();
+    converge(&api, &only_cluster).await;
+    // The cluster was made by hand: no gkq labels. gkq will not relabel it without adoption, but
+    // the pools it owns still go in.
+    api.edit_cluster(|cluster| {
+        cluster["resourceLabels"] = json!({"goog-gke-cluster-id-base32": "abcdef"})
+    });
+    let plan = plan_against(&api, &seed::desired()).await;
+    assert_eq!(
+        kinds(&plan),
+        [
+            ("gke.cluster/tpu-cluster".to_string(), ActionKind::Update),
+            ("gke.nodepool/dws-pool".to_string(), ActionKind::Create),
+            (
+                "gke.nodepool/on-demand-pool".to_string(),
+                ActionKind::Create
+            ),
+        ]
+    );
+    let (report, _) = apply(&api, &plan).await;
+    assert!(matches!(
+        report.outcome(&ResourceAddr::gke_cluster("tpu-cluster")),
+        Some(Outcome::Failed(ApplyError::Blocked { .. }))
+    ));
+    for pool in ["dws-pool", "on-demand-pool"] {
+        assert!(matches!(
+            report.outcome(&ResourceAddr::gke_node_pool(pool)),
+            Some(Outcome::Succeeded)
+        ));
+    }
+}
