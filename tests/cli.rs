@@ -227,3 +227,137 @@ fn git_ref_reads_the_spec_from_a_commit() {
             "git reference `no-such-branch` not found",
         ));
 }
+
+#[test]
+fn local_target_apply_converges_and_second_plan_is_empty() {
+    let state = tempfile::tempdir().unwrap();
+    let state_dir = state.path().to_str().unwrap();
+    let out = gkq()
+        .args([
+            "plan",
+            "examples/tpu-dws",
+            "--env",
+            "local",
+            "--state-dir",
+            state_dir,
+            "--detailed-exitcode",
+        ])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("Plan: 3 to create"), "{text}");
+    assert!(text.contains("gke.nodepool/dws-pool"), "{text}");
+
+    gkq()
+        .args([
+            "apply",
+            "examples/tpu-dws",
+            "--env",
+            "local",
+            "--state-dir",
+            state_dir,
+            "--auto-approve",
+        ])
+        .current_dir(root())
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("Creation complete"));
+
+    gkq()
+        .args([
+            "plan",
+            "examples/tpu-dws",
+            "--env",
+            "local",
+            "--state-dir",
+            state_dir,
+            "--detailed-exitcode",
+            "-o",
+            "json",
+        ])
+        .current_dir(root())
+        .assert()
+        .code(0);
+
+    // an edit plans exactly that edit
+    let spec = tempfile::tempdir().unwrap();
+    for f in ["gkq.yaml", "train.py", "environments/local.yaml"] {
+        std::fs::create_dir_all(spec.path().join("environments")).unwrap();
+        std::fs::copy(root().join("examples/tpu-dws").join(f), spec.path().join(f)).unwrap();
+    }
+    let text = std::fs::read_to_string(spec.path().join("gkq.yaml")).unwrap();
+    std::fs::write(
+        spec.path().join("gkq.yaml"),
+        text.replacen(
+            "autoscaling: {min: 0, max: 4}",
+            "autoscaling: {min: 0, max: 8}",
+            1,
+        ),
+    )
+    .unwrap();
+    let out = gkq()
+        .args([
+            "plan",
+            spec.path().to_str().unwrap(),
+            "--env",
+            "local",
+            "--state-dir",
+            state_dir,
+            "-o",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(plan["summary"]["update"], 1, "{plan:#}");
+    assert_eq!(plan["summary"]["create"], 0);
+
+    gkq()
+        .args([
+            "destroy",
+            "examples/tpu-dws",
+            "--env",
+            "local",
+            "--state-dir",
+            state_dir,
+            "--confirm",
+            "wrong",
+        ])
+        .current_dir(root())
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "does not match the cluster `tpu-cluster`",
+        ));
+}
+
+#[test]
+fn apply_without_terminal_needs_auto_approve() {
+    let state = tempfile::tempdir().unwrap();
+    gkq()
+        .args([
+            "apply",
+            "examples/tpu-dws",
+            "--env",
+            "local",
+            "--state-dir",
+            state.path().to_str().unwrap(),
+        ])
+        .current_dir(root())
+        .write_stdin("yes\n")
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("--auto-approve"));
+}

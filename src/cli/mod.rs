@@ -1,9 +1,12 @@
 //! The command line: clap types and one thin function per command.
 
+pub mod apply;
 pub mod emulator;
 pub mod output;
+pub mod plan;
 pub mod render;
 pub mod schema;
+pub mod target;
 pub mod validate;
 
 use std::collections::BTreeMap;
@@ -34,6 +37,12 @@ pub enum Command {
     Validate(ValidateArgs),
     /// Print the desired state: GKE request bodies and Kubernetes objects.
     Render(RenderArgs),
+    /// Compare the spec with live state and print the ordered actions.
+    Plan(plan::PlanArgs),
+    /// Plan, confirm and converge live state to the spec.
+    Apply(apply::ApplyArgs),
+    /// Delete everything gkq created for the spec, the cluster included.
+    Destroy(apply::DestroyArgs),
     /// Print the JSON Schema of the spec.
     Schema,
     /// The local GKE emulator.
@@ -179,6 +188,9 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
     match cli.command {
         Command::Validate(a) => validate::run(&a),
         Command::Render(a) => render::run(&a),
+        Command::Plan(a) => runtime()?.block_on(plan::run(&a)),
+        Command::Apply(a) => runtime()?.block_on(apply::run(&a)),
+        Command::Destroy(a) => runtime()?.block_on(apply::destroy(&a)),
         Command::Schema => schema::run(),
         Command::Emulator(emulator::EmulatorCommand::Serve(a)) => {
             runtime()?.block_on(emulator::serve(&a))

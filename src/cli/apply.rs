@@ -1,0 +1,156 @@
+//! `gkq apply`: plan, confirm, and converge.
+
+use std::io::{BufRead, IsTerminal};
+
+use clap::Args;
+
+use super::Exit;
+use super::SpecArgs;
+use super::plan::{PlanFlags, PlanFormat, make_plan, options, render_plan};
+use super::target::TargetArgs;
+use crate::apply::{ApplyReport, Executor, Outcome};
+use crate::plan::PlanOptions;
+use crate::render::apply::{JsonLinesSink, TerminalSink};
+
+#[derive(Debug, Args)]
+pub struct ApplyArgs {
+    #[command(flatten)]
+    pub spec: SpecArgs,
+    #[command(flatten)]
+    pub target: TargetArgs,
+    #[command(flatten)]
+    pub flags: PlanFlags,
+    /// Apply without asking for confirmation.
+    #[arg(long)]
+    pub auto_approve: bool,
+    /// Progress as JSON lines on stdout instead of text on stderr.
+    #[arg(long, short = 'o', value_enum, default_value_t)]
+    pub output: PlanFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct DestroyArgs {
+    #[command(flatten)]
+    pub spec: SpecArgs,
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// The cluster's name, to confirm that it and everything gkq created in it is deleted.
+    #[arg(long, value_name = "CLUSTER")]
+    pub confirm: String,
+}
+
+fn confirm(question: &str) -> anyhow::Result<bool> {
+    if !std::io::stdin().is_terminal() {
+        anyhow::bail!(
+            "refusing to apply without confirmation: stdin is not a terminal (pass --auto-approve)"
+        );
+    }
+    eprintln!("\n{question}\n  Only 'yes' will be accepted to approve.\n");
+    eprint!("  Enter a value: ");
+    let mut answer = String::new();
+    std::io::stdin().lock().read_line(&mut answer)?;
+    Ok(answer.trim() == "yes")
+}
+
+async fn execute(planned: &super::plan::Planned, json: bool) -> ApplyReport {
+    let terminal;
+    let lines;
+    let sink: &dyn crate::apply::Sink = if json {
+        lines = JsonLinesSink::new(std::io::stdout());
+        &lines
+    } else {
+        terminal = TerminalSink::stderr();
+        &terminal
+    };
+    let mut options = crate::apply::ApplyOptions::default();
+    if planned.session.simulated() {
+        // The local emulator finishes operations in well under a second.
+        options.poll.initial = std::time::Duration::from_millis(100);
+        options.poll.max = std::time::Duration::from_millis(500);
+    }
+    Executor::new(planned.session.gke.as_ref(), sink)
+        .with_options(options)
+        .apply(&planned.plan)
+        .await
+}
+
+/// The sink has already reported each action and the totals; this only sets the exit code and
+/// says what to do after a partial failure.
+fn summarize(report: &ApplyReport) -> Exit {
+    if report.is_success() {
+        Exit::Ok
+    } else {
+        let failed = report
+            .results
+            .iter()
+            .filter(|r| !matches!(r.outcome, Outcome::Succeeded | Outcome::Unchanged))
+            .count();
+        eprintln!(
+            "{failed} action(s) failed or were skipped; fix the cause and run `gkq apply` again, or `gkq plan` to see what is left."
+        );
+        Exit::Failed
+    }
+}
+
+pub async fn run(args: &ApplyArgs) -> anyhow::Result<Exit> {
+    run_with(
+        &args.spec,
+        &args.target,
+        options(&args.flags),
+        args.auto_approve,
+        args.output,
+    )
+    .await
+}
+
+async fn run_with(
+    spec: &SpecArgs,
+    target: &TargetArgs,
+    opts: PlanOptions,
+    auto_approve: bool,
+    output: PlanFormat,
+) -> anyhow::Result<Exit> {
+    let Some(planned) = make_plan(spec, target, opts).await? else {
+        return Ok(Exit::Failed);
+    };
+    let json = output == PlanFormat::Json;
+    if !planned.plan.has_changes() {
+        if json {
+            render_plan(&planned.plan, PlanFormat::Json)?;
+        } else {
+            println!("{}", planned.plan.summary);
+        }
+        return Ok(Exit::Ok);
+    }
+    if !json {
+        render_plan(&planned.plan, PlanFormat::Text)?;
+    }
+    if !auto_approve && !confirm("Do you want to perform these actions?")? {
+        eprintln!("Apply cancelled; nothing was changed.");
+        return Ok(Exit::Failed);
+    }
+    let report = execute(&planned, json).await;
+    Ok(summarize(&report))
+}
+
+pub async fn destroy(args: &DestroyArgs) -> anyhow::Result<Exit> {
+    let (ok, diags, sources) = super::load_valid(&args.spec);
+    super::output::print_diagnostics(&diags, &sources);
+    let Some((loaded, _)) = ok else {
+        return Ok(Exit::Failed);
+    };
+    if args.confirm != loaded.spec.cluster.name {
+        anyhow::bail!(
+            "--confirm `{}` does not match the cluster `{}`; nothing was changed",
+            args.confirm,
+            loaded.spec.cluster.name
+        );
+    }
+    let opts = PlanOptions {
+        destroy: true,
+        allow_cluster_delete: true,
+        prune: true,
+        ..Default::default()
+    };
+    run_with(&args.spec, &args.target, opts, true, PlanFormat::Text).await
+}

@@ -1,0 +1,157 @@
+//! `gkq plan`: compare the spec with live state and print the ordered actions.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+
+use super::output::{print_diagnostics, print_stdout};
+use super::target::{self, Session, TargetArgs};
+use super::{Exit, SpecArgs, load_valid};
+use crate::model::DesiredState;
+use crate::observe::observe_gke;
+use crate::plan::{Plan, PlanOptions, plan};
+use crate::render;
+use crate::spec::Loaded;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum PlanFormat {
+    #[default]
+    Text,
+    Json,
+    Markdown,
+}
+
+#[derive(Debug, Args, Clone, Default)]
+pub struct PlanFlags {
+    /// Also plan deletes of resources gkq owns that the spec no longer has.
+    #[arg(long)]
+    pub prune: bool,
+    /// Take over resources with the spec's names that gkq does not own yet.
+    #[arg(long)]
+    pub adopt: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    #[command(flatten)]
+    pub spec: SpecArgs,
+    #[command(flatten)]
+    pub target: TargetArgs,
+    #[command(flatten)]
+    pub flags: PlanFlags,
+    #[arg(long, short = 'o', value_enum, default_value_t)]
+    pub output: PlanFormat,
+    /// Also write the plan as JSON to FILE, for `gkq apply FILE`.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Exit 0 with no changes, 2 with changes, 1 on errors.
+    #[arg(long)]
+    pub detailed_exitcode: bool,
+}
+
+/// Everything a command needs after planning.
+pub struct Planned {
+    pub loaded: Loaded,
+    pub desired: DesiredState,
+    pub session: Session,
+    pub plan: Plan,
+}
+
+/// Loads the spec, connects to its target, observes and plans. `Ok(None)` when the spec is
+/// invalid (diagnostics already printed).
+pub async fn make_plan(
+    spec: &SpecArgs,
+    target_args: &TargetArgs,
+    options: PlanOptions,
+) -> anyhow::Result<Option<Planned>> {
+    let (ok, diags, sources) = load_valid(spec);
+    print_diagnostics(&diags, &sources);
+    let Some((loaded, desired)) = ok else {
+        return Ok(None);
+    };
+    let session = target::connect(target_args, &loaded).await?;
+    if session.simulated() {
+        tracing::info!("target local: simulated GKE in {:?}", session.state_dir);
+    }
+    let live = observe_gke(session.gke.as_ref(), &desired)
+        .await
+        .map_err(|e| anyhow::anyhow!("reading live GKE state: {e}"))?;
+    let plan = plan(&desired, &live, &options)?;
+    Ok(Some(Planned {
+        loaded,
+        desired,
+        session,
+        plan,
+    }))
+}
+
+pub fn options(flags: &PlanFlags) -> PlanOptions {
+    PlanOptions {
+        prune: flags.prune,
+        adopt: flags.adopt,
+        ..Default::default()
+    }
+}
+
+pub fn render_plan(plan: &Plan, format: PlanFormat) -> anyhow::Result<()> {
+    match format {
+        PlanFormat::Text => {
+            let mut out = anstream::stdout();
+            match render::plan::write_text(plan, &mut out).and_then(|_| out.flush()) {
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+                other => Ok(other?),
+            }
+        }
+        PlanFormat::Json => print_stdout(&format!("{}\n", render::plan::to_json(plan))),
+        PlanFormat::Markdown => print_stdout(&render::plan::to_markdown(plan)),
+    }
+}
+
+/// Writes a plan file readable only by its owner: plans describe infrastructure.
+pub fn write_plan_file(path: &std::path::Path, plan: &Plan) -> anyhow::Result<()> {
+    let text = render::plan::to_json(plan);
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let mut file = options
+        .open(path)
+        .map_err(|e| anyhow::anyhow!("cannot write the plan to {}: {e}", path.display()))?;
+    file.write_all(text.as_bytes())?;
+    Ok(())
+}
+
+pub async fn run(args: &PlanArgs) -> anyhow::Result<Exit> {
+    let Some(planned) = make_plan(&args.spec, &args.target, options(&args.flags)).await? else {
+        return Ok(Exit::Failed);
+    };
+    if planned.session.simulated() && args.output == PlanFormat::Text {
+        eprintln!(
+            "(target local: GKE and Kubernetes are simulated in {})",
+            planned
+                .session
+                .state_dir
+                .as_ref()
+                .map(|d| d.display().to_string())
+                .unwrap_or_default()
+        );
+    }
+    render_plan(&planned.plan, args.output)?;
+    if let Some(path) = &args.out {
+        write_plan_file(path, &planned.plan)?;
+        eprintln!(
+            "Saved the plan to {}; apply it with `gkq apply {}`.",
+            path.display(),
+            path.display()
+        );
+    }
+    Ok(if args.detailed_exitcode && planned.plan.has_changes() {
+        Exit::Changes
+    } else {
+        Exit::Ok
+    })
+}

@@ -1,0 +1,115 @@
+//! Where `plan` and `apply` act: Google Cloud, or the embedded local target. Both use the same
+//! clients and engine; only the endpoints differ.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use clap::{Args, ValueEnum};
+
+use crate::emulator::{Emulator, EmulatorConfig, EmulatorHandle};
+use crate::gke::{AdcTokenSource, AnonymousTokenSource, GkeApi, RestGke, TokenSource};
+use crate::spec::Loaded;
+use crate::spec::types::Target;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TargetFlag {
+    Gcp,
+    Local,
+}
+
+#[derive(Debug, Args, Clone, Default)]
+pub struct TargetArgs {
+    /// Where to act: `gcp` (Google Cloud, Application Default Credentials) or `local` (the
+    /// embedded emulator; no credentials, no network). Defaults to the spec's `target`.
+    #[arg(long, value_enum)]
+    pub target: Option<TargetFlag>,
+    /// State directory of the local target (default: .gkq/local next to the spec).
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// GKE API endpoint (for example a `gkq emulator serve` URL); overrides the target's.
+    #[arg(long, value_name = "URL", env = "GKQ_GKE_ENDPOINT")]
+    pub gke_endpoint: Option<String>,
+}
+
+/// A connection to one target for the length of a command.
+pub struct Session {
+    pub target: Target,
+    pub gke: Box<dyn GkeApi>,
+    pub state_dir: Option<PathBuf>,
+    /// Keeps the in-process emulator alive while the session is.
+    _emulator: Option<EmulatorHandle>,
+}
+
+impl Session {
+    /// Whether what this session shows is simulated (the local target).
+    pub fn simulated(&self) -> bool {
+        self.target == Target::Local
+    }
+}
+
+pub fn resolve_target(args: &TargetArgs, loaded: &Loaded) -> Target {
+    match args.target {
+        Some(TargetFlag::Gcp) => Target::Gcp,
+        Some(TargetFlag::Local) => Target::Local,
+        None => loaded.spec.target,
+    }
+}
+
+pub fn state_dir(args: &TargetArgs, loaded: &Loaded) -> PathBuf {
+    args.state_dir
+        .clone()
+        .unwrap_or_else(|| loaded.dir.join(".gkq").join("local"))
+}
+
+pub async fn connect(args: &TargetArgs, loaded: &Loaded) -> anyhow::Result<Session> {
+    crate::gke::install_tls_provider();
+    let target = resolve_target(args, loaded);
+    match target {
+        Target::Local => {
+            let dir = state_dir(args, loaded);
+            std::fs::create_dir_all(&dir).map_err(|e| {
+                anyhow::anyhow!(
+                    "cannot create the local state directory {}: {e}",
+                    dir.display()
+                )
+            })?;
+            let config = EmulatorConfig {
+                state_dir: Some(dir.join("gke")),
+                pending_ms: 100,
+                running_ms: 300,
+                ..EmulatorConfig::default()
+            };
+            let (url, handle) = Emulator::start_in_process(config).await?;
+            let endpoint = args.gke_endpoint.clone().unwrap_or(url);
+            let tokens: Arc<dyn TokenSource> = Arc::new(AnonymousTokenSource);
+            Ok(Session {
+                target,
+                gke: Box::new(RestGke::with_endpoint(&endpoint, tokens)?),
+                state_dir: Some(dir),
+                _emulator: Some(handle),
+            })
+        }
+        Target::Gcp => {
+            let gke: Box<dyn GkeApi> = match &args.gke_endpoint {
+                Some(endpoint) => Box::new(RestGke::with_endpoint(
+                    endpoint,
+                    Arc::new(AnonymousTokenSource),
+                )?),
+                None => {
+                    let tokens: Arc<dyn TokenSource> = Arc::new(AdcTokenSource::new().map_err(|e| {
+                        anyhow::anyhow!(
+                            "{e}\nhint: run `gcloud auth application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS; use `--target local` to try gkq without Google Cloud"
+                        )
+                    })?);
+                    Box::new(RestGke::new(tokens)?)
+                }
+            };
+            Ok(Session {
+                target,
+                gke,
+                state_dir: None,
+                _emulator: None,
+            })
+        }
+    }
+}
