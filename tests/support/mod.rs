@@ -1,0 +1,4 @@
+//! Shared test support. Include with `mod support;` from a test crate in `tests/`.
+#![allow(dead_code)]
+
+pub mod control_plane;
