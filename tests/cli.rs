@@ -113,7 +113,8 @@ fn var_flag_overrides_and_undeclared_var_fails() {
     assert!(out.status.success());
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["gke"]["project"], "acme-ml");
-    assert_eq!(v["kubernetes"].as_array().unwrap().len(), 10);
+    assert_eq!(v["kubernetes"].as_array().unwrap().len(), 11);
+    assert_eq!(v["kubernetes"][0]["kind"], "KueueInstallation");
     gkq()
         .args(["validate", "examples/tpu-dws", "--var", "PROJECTID=x"])
         .current_dir(root())
@@ -132,9 +133,9 @@ fn render_yaml_is_a_multi_document_stream() {
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
     let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&text).unwrap();
-    assert_eq!(docs.len(), 11);
+    assert_eq!(docs.len(), 12);
     assert_eq!(docs[0]["gke"]["cluster"]["name"], "tpu-cluster");
-    assert_eq!(docs[10]["kind"], "RayJob");
+    assert_eq!(docs[11]["kind"], "RayJob");
 }
 
 #[test]

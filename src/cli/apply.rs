@@ -7,8 +7,11 @@ use clap::Args;
 use super::Exit;
 use super::SpecArgs;
 use super::plan::{PlanFlags, PlanFormat, make_plan, options, render_plan};
-use super::target::TargetArgs;
+use super::target::{KubeSource, TargetArgs};
 use crate::apply::{ApplyReport, Executor, Outcome};
+use crate::kube::KubeApi;
+use crate::kube::applier::KubeAdapter;
+use crate::kube::connect::LazyKube;
 use crate::plan::PlanOptions;
 use crate::render::apply::{JsonLinesSink, TerminalSink};
 
@@ -23,6 +26,9 @@ pub struct ApplyArgs {
     /// Apply without asking for confirmation.
     #[arg(long)]
     pub auto_approve: bool,
+    /// Take over fields that another field manager owns instead of failing on the conflict.
+    #[arg(long)]
+    pub force_conflicts: bool,
     /// Progress as JSON lines on stdout instead of text on stderr.
     #[arg(long, short = 'o', value_enum, default_value_t)]
     pub output: PlanFormat,
@@ -52,7 +58,7 @@ fn confirm(question: &str) -> anyhow::Result<bool> {
     Ok(answer.trim() == "yes")
 }
 
-async fn execute(planned: &super::plan::Planned, json: bool) -> ApplyReport {
+async fn execute(planned: &super::plan::Planned, json: bool, force_conflicts: bool) -> ApplyReport {
     let terminal;
     let lines;
     let sink: &dyn crate::apply::Sink = if json {
@@ -68,10 +74,31 @@ async fn execute(planned: &super::plan::Planned, json: bool) -> ApplyReport {
         options.poll.initial = std::time::Duration::from_millis(100);
         options.poll.max = std::time::Duration::from_millis(500);
     }
-    Executor::new(planned.session.gke.as_ref(), sink)
-        .with_options(options)
-        .apply(&planned.plan)
-        .await
+    let lazy;
+    let kube: Option<&dyn KubeApi> = match (&planned.session.kube, &planned.kube_client) {
+        (KubeSource::Kubeconfig(k), _) => Some(k),
+        (_, Some(k)) => Some(k),
+        (KubeSource::FromCluster(tokens), None) => {
+            lazy = LazyKube::new(
+                planned.session.gke.as_ref(),
+                planned.desired.gke.cluster_ref.clone(),
+                tokens.clone(),
+            );
+            Some(&lazy)
+        }
+        (KubeSource::Unavailable, None) => None,
+    };
+    let adapter = kube.map(|api| {
+        let mut a = KubeAdapter::new(api, planned.desired.gke.cluster_ref.cluster.clone());
+        a.force_conflicts = force_conflicts;
+        a.kueue = Some(planned.desired.kueue.clone());
+        a
+    });
+    let mut executor = Executor::new(planned.session.gke.as_ref(), sink).with_options(options);
+    if let Some(adapter) = &adapter {
+        executor = executor.with_kube(adapter);
+    }
+    executor.apply(&planned.plan).await
 }
 
 /// The sink has already reported each action and the totals; this only sets the exit code and
@@ -98,6 +125,7 @@ pub async fn run(args: &ApplyArgs) -> anyhow::Result<Exit> {
         &args.target,
         options(&args.flags),
         args.auto_approve,
+        args.force_conflicts,
         args.output,
     )
     .await
@@ -108,6 +136,7 @@ async fn run_with(
     target: &TargetArgs,
     opts: PlanOptions,
     auto_approve: bool,
+    force_conflicts: bool,
     output: PlanFormat,
 ) -> anyhow::Result<Exit> {
     let Some(planned) = make_plan(spec, target, opts).await? else {
@@ -129,7 +158,7 @@ async fn run_with(
         eprintln!("Apply cancelled; nothing was changed.");
         return Ok(Exit::Failed);
     }
-    let report = execute(&planned, json).await;
+    let report = execute(&planned, json, force_conflicts).await;
     Ok(summarize(&report))
 }
 
@@ -152,5 +181,13 @@ pub async fn destroy(args: &DestroyArgs) -> anyhow::Result<Exit> {
         prune: true,
         ..Default::default()
     };
-    run_with(&args.spec, &args.target, opts, true, PlanFormat::Text).await
+    run_with(
+        &args.spec,
+        &args.target,
+        opts,
+        true,
+        false,
+        PlanFormat::Text,
+    )
+    .await
 }

@@ -6,9 +6,13 @@ use std::path::PathBuf;
 use clap::{Args, ValueEnum};
 
 use super::output::{print_diagnostics, print_stdout};
-use super::target::{self, Session, TargetArgs};
+use super::target::{self, KubeSource, Session, TargetArgs};
 use super::{Exit, SpecArgs, load_valid};
+use crate::kube::client::RealKube;
+use crate::kube::connect::from_cluster;
+use crate::kube::observe::{nothing_yet, observe_kube};
 use crate::model::DesiredState;
+use crate::observe::KubeLive;
 use crate::observe::observe_gke;
 use crate::plan::{Plan, PlanOptions, plan};
 use crate::render;
@@ -56,6 +60,8 @@ pub struct Planned {
     pub desired: DesiredState,
     pub session: Session,
     pub plan: Plan,
+    /// The Kubernetes client derived from the cluster at plan time, when it existed.
+    pub kube_client: Option<RealKube>,
 }
 
 /// Loads the spec, connects to its target, observes and plans. `Ok(None)` when the spec is
@@ -74,15 +80,37 @@ pub async fn make_plan(
     if session.simulated() {
         tracing::info!("target local: simulated GKE in {:?}", session.state_dir);
     }
-    let live = observe_gke(session.gke.as_ref(), &desired)
+    let mut live = observe_gke(session.gke.as_ref(), &desired)
         .await
         .map_err(|e| anyhow::anyhow!("reading live GKE state: {e}"))?;
+    let stack = desired.gke.cluster_ref.cluster.clone();
+    let read = |e: crate::kube::KubeError| anyhow::anyhow!("reading live Kubernetes state: {e}");
+    let mut kube_client = None;
+    live.kubernetes = match &session.kube {
+        KubeSource::Kubeconfig(k) => observe_kube(k, &desired, &stack).await.map_err(read)?,
+        KubeSource::FromCluster(tokens) => match &live.gke.cluster {
+            Some(cluster)
+                if cluster
+                    .get("endpoint")
+                    .and_then(|e| e.as_str())
+                    .is_some_and(|e| !e.is_empty()) =>
+            {
+                let k = from_cluster(cluster, tokens.as_ref()).await.map_err(read)?;
+                let observed = observe_kube(&k, &desired, &stack).await.map_err(read)?;
+                kube_client = Some(k);
+                observed
+            }
+            _ => nothing_yet(),
+        },
+        KubeSource::Unavailable => KubeLive::NotObserved,
+    };
     let plan = plan(&desired, &live, &options)?;
     Ok(Some(Planned {
         loaded,
         desired,
         session,
         plan,
+        kube_client,
     }))
 }
 

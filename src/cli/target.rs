@@ -8,6 +8,7 @@ use clap::{Args, ValueEnum};
 
 use crate::emulator::{Emulator, EmulatorConfig, EmulatorHandle};
 use crate::gke::{AdcTokenSource, AnonymousTokenSource, GkeApi, RestGke, TokenSource};
+use crate::kube::client::RealKube;
 use crate::spec::Loaded;
 use crate::spec::types::Target;
 
@@ -29,6 +30,23 @@ pub struct TargetArgs {
     /// GKE API endpoint (for example a `gkq emulator serve` URL); overrides the target's.
     #[arg(long, value_name = "URL", env = "GKQ_GKE_ENDPOINT")]
     pub gke_endpoint: Option<String>,
+    /// Reach Kubernetes through this kubeconfig file instead of credentials derived from the
+    /// GKE cluster.
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context to use (implies a kubeconfig: --kubeconfig, $KUBECONFIG or ~/.kube/config).
+    #[arg(long, value_name = "NAME")]
+    pub context: Option<String>,
+}
+
+/// How a session reaches Kubernetes.
+pub enum KubeSource {
+    /// A kubeconfig context the user named.
+    Kubeconfig(RealKube),
+    /// Endpoint, CA and token derived from the GKE cluster, with these credentials.
+    FromCluster(Arc<dyn TokenSource>),
+    /// Not reachable from this target (yet).
+    Unavailable,
 }
 
 /// A connection to one target for the length of a command.
@@ -36,6 +54,7 @@ pub struct Session {
     pub target: Target,
     pub gke: Box<dyn GkeApi>,
     pub state_dir: Option<PathBuf>,
+    pub kube: KubeSource,
     /// Keeps the in-process emulator alive while the session is.
     _emulator: Option<EmulatorHandle>,
 }
@@ -61,9 +80,29 @@ pub fn state_dir(args: &TargetArgs, loaded: &Loaded) -> PathBuf {
         .unwrap_or_else(|| loaded.dir.join(".gkq").join("local"))
 }
 
+async fn kubeconfig(args: &TargetArgs) -> anyhow::Result<Option<RealKube>> {
+    if args.kubeconfig.is_none() && args.context.is_none() {
+        return Ok(None);
+    }
+    let options = kube::config::KubeConfigOptions {
+        context: args.context.clone(),
+        ..Default::default()
+    };
+    let config = match &args.kubeconfig {
+        Some(path) => {
+            let file = kube::config::Kubeconfig::read_from(path)
+                .map_err(|e| anyhow::anyhow!("reading kubeconfig {}: {e}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(file, &options).await?
+        }
+        None => kube::Config::from_kubeconfig(&options).await?,
+    };
+    Ok(Some(RealKube::new(kube::Client::try_from(config)?)))
+}
+
 pub async fn connect(args: &TargetArgs, loaded: &Loaded) -> anyhow::Result<Session> {
     crate::gke::install_tls_provider();
     let target = resolve_target(args, loaded);
+    let explicit_kube = kubeconfig(args).await?;
     match target {
         Target::Local => {
             let dir = state_dir(args, loaded);
@@ -86,10 +125,22 @@ pub async fn connect(args: &TargetArgs, loaded: &Loaded) -> anyhow::Result<Sessi
                 target,
                 gke: Box::new(RestGke::with_endpoint(&endpoint, tokens)?),
                 state_dir: Some(dir),
+                kube: match explicit_kube {
+                    Some(k) => KubeSource::Kubeconfig(k),
+                    None => KubeSource::Unavailable,
+                },
                 _emulator: Some(handle),
             })
         }
         Target::Gcp => {
+            let kube = match explicit_kube {
+                Some(k) => KubeSource::Kubeconfig(k),
+                None if args.gke_endpoint.is_some() => KubeSource::Unavailable,
+                None => match AdcTokenSource::for_kubernetes() {
+                    Ok(t) => KubeSource::FromCluster(Arc::new(t)),
+                    Err(_) => KubeSource::Unavailable,
+                },
+            };
             let gke: Box<dyn GkeApi> = match &args.gke_endpoint {
                 Some(endpoint) => Box::new(RestGke::with_endpoint(
                     endpoint,
@@ -108,6 +159,7 @@ pub async fn connect(args: &TargetArgs, loaded: &Loaded) -> anyhow::Result<Sessi
                 target,
                 gke,
                 state_dir: None,
+                kube,
                 _emulator: None,
             })
         }

@@ -39,13 +39,6 @@ impl RealKube {
         &self.client
     }
 
-    /// Forgets discovery results (after installing CRDs).
-    pub fn refresh_discovery(&self) {
-        if let Ok(mut d) = self.discovered.lock() {
-            d.clear();
-        }
-    }
-
     fn api(&self, info: &ResourceInfo, namespace: Option<&str>) -> Api<DynamicObject> {
         let (group, version) = match info.api_version.rsplit_once('/') {
             Some((g, v)) => (g, v),
@@ -212,6 +205,12 @@ impl KubeApi for RealKube {
             Ok(_) => Ok(true),
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
             Err(e) => Err(map_error(&format!("{} {name}", info.kind), e)),
+        }
+    }
+
+    fn refresh_discovery(&self) {
+        if let Ok(mut d) = self.discovered.lock() {
+            d.clear();
         }
     }
 }

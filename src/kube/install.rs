@@ -211,3 +211,110 @@ mod tests {
         assert!(!args.to_string().contains("feature-gates"));
     }
 }
+
+/// The pseudo-object that stands for Kueue's installation in plans (`kueue.install/kueue`).
+pub const INSTALLATION_API: &str = "gkq.dev/v1alpha1";
+pub const INSTALLATION_KIND: &str = "KueueInstallation";
+pub const KUEUE_NAMESPACE: &str = "kueue-system";
+/// Annotation on the manager Deployment recording where gkq installed it from.
+pub const SOURCE_ANNOTATION: &str = "gkq.dev/kueue-manifests";
+
+pub fn installation_object(install: &KueueInstall, stack: &str) -> Value {
+    json!({
+        "apiVersion": INSTALLATION_API,
+        "kind": INSTALLATION_KIND,
+        "metadata": {
+            "name": "kueue",
+            "labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE, STACK_LABEL: stack},
+        },
+        "spec": {
+            "version": install.version,
+            "featureGates": install.feature_gates,
+        },
+    })
+}
+
+/// Feature gates from a `--feature-gates=A=true,B=false` argument list.
+pub fn gates_from_args(args: &[Value]) -> serde_json::Map<String, Value> {
+    let mut gates = serde_json::Map::new();
+    for a in args.iter().filter_map(Value::as_str) {
+        if let Some(list) = a.strip_prefix("--feature-gates=") {
+            for pair in list.split(',') {
+                if let Some((k, v)) = pair.split_once('=') {
+                    gates.insert(k.trim().to_string(), json!(v.trim() == "true"));
+                }
+            }
+        }
+    }
+    gates
+}
+
+/// The live installation, read from the manager Deployment; `None` when Kueue is not installed.
+pub async fn observe(api: &dyn super::KubeApi) -> super::KubeResult<Option<Value>> {
+    let Some(info) = api.resource("apps/v1", "Deployment").await? else {
+        return Ok(None);
+    };
+    let Some(deployment) = api
+        .get(&info, Some(KUEUE_NAMESPACE), MANAGER_DEPLOYMENT)
+        .await?
+    else {
+        return Ok(None);
+    };
+    let args = deployment
+        .pointer("/spec/template/spec/containers")
+        .and_then(Value::as_array)
+        .and_then(|cs| cs.iter().find(|c| c["name"] == MANAGER_CONTAINER))
+        .and_then(|c| c.get("args"))
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    Ok(Some(json!({
+        "apiVersion": INSTALLATION_API,
+        "kind": INSTALLATION_KIND,
+        "metadata": {
+            "name": "kueue",
+            "labels": deployment.pointer("/metadata/labels").cloned().unwrap_or_else(|| json!({})),
+        },
+        "spec": {
+            "version": installed_version(&deployment),
+            "featureGates": gates_from_args(&args),
+        },
+    })))
+}
+
+/// Reads release manifests from a URL, a file, or a directory of YAML files.
+pub async fn load_manifests(source: &str) -> anyhow::Result<String> {
+    if source.starts_with("https://") || source.starts_with("http://") {
+        crate::gke::install_tls_provider();
+        let response = reqwest::Client::builder()
+            .timeout(std::time::Duration::from_secs(60))
+            .build()?
+            .get(source)
+            .send()
+            .await
+            .map_err(|e| anyhow::anyhow!("downloading Kueue manifests from {source}: {e} (for an air-gapped install set kueue.manifests to a local file)"))?;
+        if !response.status().is_success() {
+            anyhow::bail!(
+                "downloading Kueue manifests from {source}: HTTP {}",
+                response.status()
+            );
+        }
+        return Ok(response.text().await?);
+    }
+    let path = std::path::Path::new(source);
+    if path.is_dir() {
+        let mut files: Vec<_> = std::fs::read_dir(path)?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| matches!(p.extension().and_then(|e| e.to_str()), Some("yaml" | "yml")))
+            .collect();
+        files.sort();
+        let mut text = String::new();
+        for f in files {
+            text.push_str("\n---\n");
+            text.push_str(&std::fs::read_to_string(&f)?);
+        }
+        return Ok(text);
+    }
+    std::fs::read_to_string(path)
+        .map_err(|e| anyhow::anyhow!("reading Kueue manifests {source}: {e}"))
+}

@@ -3,8 +3,11 @@
 //! implemented over a real API server ([`client::RealKube`]) and by the local target's object
 //! store, so the engine has one code path.
 
+pub mod applier;
 pub mod client;
+pub mod connect;
 pub mod install;
+pub mod observe;
 
 use serde_json::Value;
 
@@ -108,6 +111,8 @@ pub trait KubeApi: Send + Sync {
         name: &str,
         dry_run: bool,
     ) -> KubeResult<bool>;
+    /// Forgets cached discovery (after CRDs were installed).
+    fn refresh_discovery(&self) {}
 }
 
 /// The label selector for everything gkq owns in one stack.

@@ -36,7 +36,9 @@ pub struct DesiredState {
     pub gke: GkeDesired,
     /// How Kueue itself is installed.
     pub kueue: KueueInstall,
-    /// Kubernetes objects with apiVersion, kind and metadata, in dependency order.
+    /// Kubernetes objects with apiVersion, kind and metadata, in dependency order. With a
+    /// managed Kueue install, the first is a `gkq.dev/v1alpha1 KueueInstallation` standing for
+    /// Kueue itself (version and feature gates): the plan shows and applies it as one component.
     pub kubernetes: Vec<Value>,
 }
 
@@ -142,6 +144,12 @@ pub fn render(spec: &Spec, files: &BTreeMap<String, String>) -> DesiredState {
     };
 
     let mut objects = Vec::new();
+    if kueue_install.mode == InstallMode::Managed {
+        objects.push(crate::kube::install::installation_object(
+            &kueue_install,
+            &spec.cluster.name,
+        ));
+    }
     for f in &spec.kueue.flavors {
         objects.push(kueue::resource_flavor(spec, f));
     }

@@ -1,0 +1,321 @@
+//! The executor's Kubernetes steps ([`KubeApplier`]) over any [`KubeApi`]: server-side apply
+//! with gkq's field manager, waits where the next step needs them (CRDs Established, Kueue's
+//! manager available), deletes that wait for finalizers, and Kueue's installation.
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::install::{self, INSTALLATION_KIND, KUEUE_NAMESPACE, MANAGER_DEPLOYMENT};
+use super::{ApplyOptions, KubeApi, KubeError, ResourceInfo, describe, name_of, namespace_of};
+use crate::addr::ResourceAddr;
+use crate::apply::{KubeApplier, KubeApplyError};
+use crate::model::KueueInstall;
+
+pub struct KubeAdapter<'a> {
+    api: &'a dyn KubeApi,
+    /// Take ownership of fields other managers own (`--force-conflicts`).
+    pub force_conflicts: bool,
+    /// Where Kueue's installation comes from, for `kueue.install/kueue` actions.
+    pub kueue: Option<KueueInstall>,
+    pub stack: String,
+    /// How long to wait for CRDs, Kueue's manager and deletions.
+    pub timeout: Duration,
+    pub poll: Duration,
+}
+
+impl<'a> KubeAdapter<'a> {
+    pub fn new(api: &'a dyn KubeApi, stack: impl Into<String>) -> Self {
+        Self {
+            api,
+            force_conflicts: false,
+            kueue: None,
+            stack: stack.into(),
+            timeout: Duration::from_secs(300),
+            poll: Duration::from_millis(500),
+        }
+    }
+}
+
+fn to_apply_error(e: KubeError) -> KubeApplyError {
+    let hint = match &e {
+        KubeError::Conflict { conflicts, .. } => Some(format!(
+            "another field manager ({}) changed these fields; re-run with --force-conflicts to take them over, or change the spec to match",
+            conflicts
+                .iter()
+                .map(|c| c.manager.as_str())
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+        KubeError::UnknownKind { .. } => {
+            Some("install Kueue first (kueue.install: managed), or check the kind's CRD".into())
+        }
+        KubeError::Transport(_) => {
+            Some("check that the cluster is reachable and your credentials are valid".into())
+        }
+        _ => None,
+    };
+    KubeApplyError {
+        message: e.to_string(),
+        hint,
+    }
+}
+
+impl KubeAdapter<'_> {
+    async fn info(&self, api_version: &str, kind: &str) -> Result<ResourceInfo, KubeApplyError> {
+        self.api
+            .resource(api_version, kind)
+            .await
+            .map_err(to_apply_error)?
+            .ok_or_else(|| {
+                to_apply_error(KubeError::UnknownKind {
+                    api_version: api_version.into(),
+                    kind: kind.into(),
+                })
+            })
+    }
+
+    async fn check(&self, wait: &Wait<'_>) -> Result<bool, KubeApplyError> {
+        Ok(match wait {
+            Wait::Established(name) => {
+                let info = self
+                    .info("apiextensions.k8s.io/v1", "CustomResourceDefinition")
+                    .await?;
+                let crd = self
+                    .api
+                    .get(&info, None, name)
+                    .await
+                    .map_err(to_apply_error)?;
+                crd.is_some_and(|c| has_condition(&c, "Established"))
+            }
+            Wait::ManagerAvailable => {
+                let info = self.info("apps/v1", "Deployment").await?;
+                let d = self
+                    .api
+                    .get(&info, Some(KUEUE_NAMESPACE), MANAGER_DEPLOYMENT)
+                    .await
+                    .map_err(to_apply_error)?;
+                d.is_some_and(|d| has_condition(&d, "Available"))
+            }
+            Wait::Gone {
+                info,
+                namespace,
+                name,
+            } => self
+                .api
+                .get(info, *namespace, name)
+                .await
+                .map_err(to_apply_error)?
+                .is_none(),
+        })
+    }
+
+    async fn wait_for(&self, wait: Wait<'_>) -> Result<(), KubeApplyError> {
+        let start = Instant::now();
+        loop {
+            if self.check(&wait).await? {
+                return Ok(());
+            }
+            if start.elapsed() > self.timeout {
+                return Err(KubeApplyError {
+                    message: format!(
+                        "timed out after {}s waiting for {}",
+                        self.timeout.as_secs(),
+                        wait.describe()
+                    ),
+                    hint: None,
+                });
+            }
+            tokio::time::sleep(self.poll).await;
+        }
+    }
+
+    async fn wait_established(&self, crd_name: &str) -> Result<(), KubeApplyError> {
+        self.wait_for(Wait::Established(crd_name)).await?;
+        self.api.refresh_discovery();
+        Ok(())
+    }
+
+    async fn apply_object(&self, object: &Value) -> Result<(), KubeApplyError> {
+        let api_version = object
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let kind = object
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let info = self.info(api_version, kind).await?;
+        self.api
+            .apply(
+                &info,
+                object,
+                ApplyOptions {
+                    dry_run: false,
+                    force: self.force_conflicts,
+                },
+            )
+            .await
+            .map_err(to_apply_error)?;
+        if kind == "CustomResourceDefinition" {
+            self.wait_established(name_of(object)).await?;
+        }
+        Ok(())
+    }
+
+    async fn install_kueue(&self) -> Result<(), KubeApplyError> {
+        let Some(install) = &self.kueue else {
+            return Err(KubeApplyError {
+                message: "no Kueue installation settings were given to the applier".into(),
+                hint: None,
+            });
+        };
+        let text = install::load_manifests(&install.manifests)
+            .await
+            .map_err(|e| KubeApplyError {
+                message: format!("{e:#}"),
+                hint: Some(
+                    "set kueue.manifests to a reachable URL or a local file or directory".into(),
+                ),
+            })?;
+        let mut objects =
+            install::prepare(&text, install, &self.stack).map_err(|e| KubeApplyError {
+                message: e.to_string(),
+                hint: None,
+            })?;
+        for o in &mut objects {
+            if o["kind"] == "Deployment" && o["metadata"]["name"] == MANAGER_DEPLOYMENT {
+                o["metadata"]["annotations"][install::SOURCE_ANNOTATION] =
+                    Value::String(install.manifests.clone());
+            }
+        }
+        // Namespaces and CRDs first, so that everything else has somewhere to go.
+        let rank = |o: &Value| match o["kind"].as_str() {
+            Some("Namespace") => 0,
+            Some("CustomResourceDefinition") => 1,
+            _ => 2,
+        };
+        objects.sort_by_key(rank);
+        for o in &objects {
+            self.apply_object(o).await.map_err(|mut e| {
+                e.message = format!(
+                    "installing Kueue {}: {}: {}",
+                    install.version,
+                    describe(o),
+                    e.message
+                );
+                e
+            })?;
+        }
+        self.wait_for(Wait::ManagerAvailable).await
+    }
+}
+
+/// Something an apply step waits for.
+enum Wait<'x> {
+    Established(&'x str),
+    ManagerAvailable,
+    Gone {
+        info: &'x ResourceInfo,
+        namespace: Option<&'x str>,
+        name: &'x str,
+    },
+}
+
+impl Wait<'_> {
+    fn describe(&self) -> String {
+        match self {
+            Wait::Established(name) => format!("CRD {name} to be Established"),
+            Wait::ManagerAvailable => "Kueue's controller manager to become available".into(),
+            Wait::Gone { info, name, .. } => format!(
+                "{} {name} to be deleted (Kueue's finalizers hold it while it is in use)",
+                info.kind
+            ),
+        }
+    }
+}
+
+fn has_condition(object: &Value, kind: &str) -> bool {
+    object
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c["type"] == kind && c["status"] == "True")
+        })
+}
+
+#[async_trait::async_trait]
+impl KubeApplier for KubeAdapter<'_> {
+    async fn get(
+        &self,
+        _addr: &ResourceAddr,
+        object: &Value,
+    ) -> Result<Option<Value>, KubeApplyError> {
+        let api_version = object
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let kind = object
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if kind == INSTALLATION_KIND {
+            return install::observe(self.api).await.map_err(to_apply_error);
+        }
+        match self
+            .api
+            .resource(api_version, kind)
+            .await
+            .map_err(to_apply_error)?
+        {
+            None => Ok(None),
+            Some(info) => self
+                .api
+                .get(
+                    &info,
+                    namespace_of(object).filter(|_| info.namespaced),
+                    name_of(object),
+                )
+                .await
+                .map_err(to_apply_error),
+        }
+    }
+
+    async fn apply(&self, object: &Value) -> Result<(), KubeApplyError> {
+        if object["kind"] == INSTALLATION_KIND {
+            return self.install_kueue().await;
+        }
+        self.apply_object(object).await
+    }
+
+    async fn delete(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<(), KubeApplyError> {
+        if kind == INSTALLATION_KIND {
+            return Err(KubeApplyError {
+                message: "gkq does not uninstall Kueue; delete the kueue-system namespace and Kueue's CRDs yourself if you mean to".into(),
+                hint: None,
+            });
+        }
+        let info = self.info(api_version, kind).await?;
+        let namespace = namespace.filter(|_| info.namespaced);
+        self.api
+            .delete(&info, namespace, name, false)
+            .await
+            .map_err(to_apply_error)?;
+        // Kueue's finalizers hold flavors, queues and checks while something still uses them.
+        self.wait_for(Wait::Gone {
+            info: &info,
+            namespace,
+            name,
+        })
+        .await
+    }
+}

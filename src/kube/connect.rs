@@ -1,0 +1,110 @@
+//! Getting a Kubernetes connection: from a kubeconfig context, or from the GKE cluster itself
+//! (endpoint, CA and an OAuth token: no `get-credentials` step). When the cluster does not exist
+//! yet at plan time, [`LazyKube`] connects on first use, after apply has created it.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio::sync::OnceCell;
+
+use super::client::RealKube;
+use super::{ApplyOptions, KubeApi, KubeError, KubeResult, ResourceInfo};
+use crate::gke::{ClusterRef, GkeApi, TokenSource, kube_config_from_cluster};
+
+/// A client for a cluster as `clusters.get` returned it.
+pub async fn from_cluster(cluster: &Value, tokens: &dyn TokenSource) -> KubeResult<RealKube> {
+    let token = tokens
+        .token()
+        .await
+        .map_err(|e| KubeError::Transport(format!("Kubernetes credentials: {e}")))?;
+    let config = kube_config_from_cluster(cluster, token).map_err(|e| {
+        KubeError::Transport(format!("Kubernetes credentials from the cluster: {e}"))
+    })?;
+    let client = kube::Client::try_from(config).map_err(|e| KubeError::Transport(e.to_string()))?;
+    Ok(RealKube::new(client))
+}
+
+/// Connects to the cluster's API server the first time it is needed.
+pub struct LazyKube<'a> {
+    gke: &'a dyn GkeApi,
+    cluster: ClusterRef,
+    tokens: Arc<dyn TokenSource>,
+    client: OnceCell<RealKube>,
+}
+
+impl<'a> LazyKube<'a> {
+    pub fn new(gke: &'a dyn GkeApi, cluster: ClusterRef, tokens: Arc<dyn TokenSource>) -> Self {
+        Self {
+            gke,
+            cluster,
+            tokens,
+            client: OnceCell::new(),
+        }
+    }
+
+    async fn client(&self) -> KubeResult<&RealKube> {
+        self.client
+            .get_or_try_init(|| async {
+                let cluster = self
+                    .gke
+                    .get_cluster(&self.cluster)
+                    .await
+                    .map_err(|e| {
+                        KubeError::Transport(format!(
+                            "reading the cluster for Kubernetes credentials: {e}"
+                        ))
+                    })?
+                    .ok_or_else(|| {
+                        KubeError::Transport(format!(
+                            "cluster {} does not exist",
+                            self.cluster.name()
+                        ))
+                    })?;
+                from_cluster(&cluster, self.tokens.as_ref()).await
+            })
+            .await
+    }
+}
+
+#[async_trait::async_trait]
+impl KubeApi for LazyKube<'_> {
+    async fn resource(&self, api_version: &str, kind: &str) -> KubeResult<Option<ResourceInfo>> {
+        self.client().await?.resource(api_version, kind).await
+    }
+    async fn list(&self, info: &ResourceInfo, label_selector: &str) -> KubeResult<Vec<Value>> {
+        self.client().await?.list(info, label_selector).await
+    }
+    async fn get(
+        &self,
+        info: &ResourceInfo,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> KubeResult<Option<Value>> {
+        self.client().await?.get(info, namespace, name).await
+    }
+    async fn apply(
+        &self,
+        info: &ResourceInfo,
+        object: &Value,
+        opts: ApplyOptions,
+    ) -> KubeResult<Value> {
+        self.client().await?.apply(info, object, opts).await
+    }
+    async fn delete(
+        &self,
+        info: &ResourceInfo,
+        namespace: Option<&str>,
+        name: &str,
+        dry_run: bool,
+    ) -> KubeResult<bool> {
+        self.client()
+            .await?
+            .delete(info, namespace, name, dry_run)
+            .await
+    }
+    fn refresh_discovery(&self) {
+        if let Some(c) = self.client.get() {
+            c.refresh_discovery();
+        }
+    }
+}
