@@ -72,7 +72,7 @@ pub fn provisioning_checks(spec: &Spec) -> Vec<ProvisioningCheck> {
         .flavors
         .iter()
         .any(|f| f.provisioning == Some(Provisioning::Dws));
-    if wants_dws && !checks.iter().any(|c| c.name == DWS_CHECK) {
+    if wants_dws && !checks.iter().any(|c| c.class_name == DWS_CLASS) {
         checks.push(ProvisioningCheck {
             name: DWS_CHECK.into(),
             config: DWS_CONFIG.into(),
@@ -105,9 +105,20 @@ pub fn queue_flavors(cq: &ClusterQueue) -> Vec<&str> {
     seen
 }
 
+/// The check that `provisioning: dws` flavors use: the spec's own DWS-class check if it defines
+/// one, else the `dws-prov` check gkq creates.
+pub fn dws_check_name(spec: &Spec) -> String {
+    provisioning_checks(spec)
+        .into_iter()
+        .find(|c| c.class_name == DWS_CLASS)
+        .map(|c| c.name)
+        .unwrap_or_else(|| DWS_CHECK.to_string())
+}
+
 /// A ClusterQueue's admission checks: the spec's, plus the DWS check scoped to its DWS flavors.
 pub fn queue_admission_checks(spec: &Spec, cq: &ClusterQueue) -> Vec<AdmissionCheckRef> {
     let mut refs = cq.admission_checks.clone();
+    let dws_check = dws_check_name(spec);
     let dws = dws_flavors(spec);
     let on: Vec<String> = queue_flavors(cq)
         .into_iter()
@@ -115,7 +126,7 @@ pub fn queue_admission_checks(spec: &Spec, cq: &ClusterQueue) -> Vec<AdmissionCh
         .map(str::to_string)
         .collect();
     if !on.is_empty() {
-        match refs.iter_mut().find(|r| r.name == DWS_CHECK) {
+        match refs.iter_mut().find(|r| r.name == dws_check) {
             Some(existing) if !existing.on_flavors.is_empty() => {
                 for f in on {
                     if !existing.on_flavors.contains(&f) {
@@ -125,7 +136,7 @@ pub fn queue_admission_checks(spec: &Spec, cq: &ClusterQueue) -> Vec<AdmissionCh
             }
             Some(_) => {}
             None => refs.push(AdmissionCheckRef {
-                name: DWS_CHECK.into(),
+                name: dws_check,
                 on_flavors: on,
             }),
         }

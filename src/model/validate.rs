@@ -899,12 +899,15 @@ fn check_kueue(c: &mut Checker, spec: &Spec) {
             );
         }
     }
-    for (i, ac) in spec.kueue.admission_checks.iter().enumerate() {
-        if ac.name == DWS_CHECK {
-            c.note(
-                &k.key("admissionChecks").index(i).key("name"),
-                "this check replaces the one `provisioning: dws` would create",
-            );
+    if !kueue::dws_flavors(spec).is_empty() {
+        let dws_check = kueue::dws_check_name(spec);
+        for (i, ac) in spec.kueue.admission_checks.iter().enumerate() {
+            if ac.name == dws_check {
+                c.note(
+                    &k.key("admissionChecks").index(i).key("name"),
+                    format!("`provisioning: dws` flavors use this check instead of creating `{DWS_CHECK}`"),
+                );
+            }
         }
     }
 

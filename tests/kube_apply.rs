@@ -1,0 +1,316 @@
+//! The Kubernetes half of plan/apply against a real kube-apiserver, etcd and Kueue manager
+//! (tools/controlplane.sh), with the GKE half on the in-process emulator.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use gkq::apply::{ApplyOptions, Executor, RecordingSink};
+use gkq::emulator::{Emulator, EmulatorConfig, EmulatorHandle};
+use gkq::gke::{AnonymousTokenSource, RestGke};
+use gkq::kube::applier::KubeAdapter;
+use gkq::kube::client::RealKube;
+use gkq::kube::observe::observe_kube;
+use gkq::model::{self, DesiredState};
+use gkq::observe::observe_gke;
+use gkq::plan::{ActionKind, Plan, PlanOptions, plan};
+use gkq::spec::{self, LoadOptions, WorkingTree};
+use serde_json::{Value, json};
+use support::control_plane::{condition_status, eventually, get, list, test_env, unique_name};
+
+struct Stack {
+    vars: BTreeMap<String, String>,
+    gke: RestGke,
+    _emulator: EmulatorHandle,
+    kube: RealKube,
+    namespace: String,
+}
+
+fn desired(vars: &BTreeMap<String, String>) -> DesiredState {
+    let path = support::control_plane::repo_root().join("tests/fixtures/kube-spec");
+    let opts = LoadOptions {
+        vars: vars.clone(),
+        env_lookup: Some(Box::new(|_| None)),
+        ..Default::default()
+    };
+    let loaded = spec::load(&WorkingTree, &path, &opts)
+        .unwrap_or_else(|f| panic!("{}", f.diagnostics.report(&f.sources)));
+    let (d, diags) = model::build(&loaded);
+    d.unwrap_or_else(|| panic!("{}", diags.report(&loaded.sources)))
+}
+
+async fn stack(test: &str) -> Stack {
+    gkq::gke::install_tls_provider();
+    let env = test_env(test).await;
+    let base = unique_name(test);
+    let mut vars = BTreeMap::new();
+    for (k, suffix) in [
+        ("STACK", "st"),
+        ("CPU", "cpu"),
+        ("ONDEMAND", "od"),
+        ("DWS", "dws"),
+        ("CHECK", "chk"),
+        ("PRC", "prc"),
+        ("CQ", "cq"),
+    ] {
+        let name = format!("{}-{suffix}", &base[..base.len().min(50)]);
+        vars.insert(k.to_string(), name);
+    }
+    vars.insert("NS".into(), env.namespace.clone());
+    let (url, handle) = Emulator::start_in_process(EmulatorConfig::instant())
+        .await
+        .unwrap();
+    Stack {
+        vars,
+        gke: RestGke::with_endpoint(&url, std::sync::Arc::new(AnonymousTokenSource)).unwrap(),
+        _emulator: handle,
+        kube: RealKube::new(env.client.clone()),
+        namespace: env.namespace,
+    }
+}
+
+impl Stack {
+    fn stack_name(&self) -> String {
+        self.vars["STACK"].clone()
+    }
+
+    async fn plan(&self, desired: &DesiredState, options: PlanOptions) -> Plan {
+        let mut live = observe_gke(&self.gke, desired).await.unwrap();
+        live.kubernetes = observe_kube(&self.kube, desired, &self.stack_name())
+            .await
+            .unwrap();
+        plan(desired, &live, &options).unwrap()
+    }
+
+    async fn apply(
+        &self,
+        desired: &DesiredState,
+        plan: &Plan,
+        force: bool,
+    ) -> gkq::apply::ApplyReport {
+        let sink = RecordingSink::default();
+        let mut adapter = KubeAdapter::new(&self.kube, self.stack_name());
+        adapter.force_conflicts = force;
+        adapter.kueue = Some(desired.kueue.clone());
+        adapter.timeout = Duration::from_secs(60);
+        let mut options = ApplyOptions::default();
+        options.poll = gkq::apply::PollPolicy::immediate();
+        Executor::new(&self.gke, &sink)
+            .with_kube(&adapter)
+            .with_options(options)
+            .apply(plan)
+            .await
+    }
+}
+
+fn changed(plan: &Plan) -> Vec<String> {
+    plan.changes()
+        .map(|a| format!("{:?} {}", a.kind, a.addr))
+        .collect()
+}
+
+#[tokio::test]
+async fn seed_kubernetes_half_applies_then_plans_empty_then_plans_exact_edits() {
+    let s = stack("kube-apply").await;
+    let d = desired(&s.vars);
+
+    let first = s.plan(&d, PlanOptions::default()).await;
+    assert!(first.has_changes());
+    let report = s.apply(&d, &first, false).await;
+    assert!(report.is_success(), "{report:#?}");
+
+    // No perpetual diff: CRD defaults, Kueue's webhook defaults and finalizers, the quota
+    // rewrite (1000000000 -> 1G) and Kueue's changes to the RayJobs are not drift.
+    let second = s.plan(&d, PlanOptions::default()).await;
+    assert!(
+        !second.has_changes(),
+        "second plan: {:#?}",
+        changed(&second)
+    );
+
+    // An edited quota is exactly one in-place update of the ClusterQueue.
+    let mut vars = s.vars.clone();
+    vars.insert("TPU_QUOTA".into(), "32".into());
+    let edited = desired(&vars);
+    let third = s.plan(&edited, PlanOptions::default()).await;
+    let actions: Vec<_> = third.changes().collect();
+    assert_eq!(actions.len(), 1, "{:#?}", changed(&third));
+    assert_eq!(actions[0].kind, ActionKind::Update);
+    assert_eq!(
+        actions[0].addr.to_string(),
+        format!("kueue.clusterqueue/{}", s.vars["CQ"])
+    );
+    assert!(
+        actions[0]
+            .changes
+            .iter()
+            .any(|c| c.path.contains("nominalQuota")),
+        "{:#?}",
+        actions[0].changes
+    );
+    assert!(s.apply(&edited, &third, false).await.is_success());
+    assert!(!s.plan(&edited, PlanOptions::default()).await.has_changes());
+
+    // A LocalQueue (and the jobs on it) removed from the spec: reported, and pruned with --prune.
+    let mut without_lq = edited.clone();
+    without_lq
+        .kubernetes
+        .retain(|o| o["kind"] != "LocalQueue" && o["kind"] != "RayJob");
+    let notices = s.plan(&without_lq, PlanOptions::default()).await;
+    assert!(!notices.has_changes());
+    assert!(
+        notices
+            .notices
+            .iter()
+            .any(|n| n.message.contains("plan with prune")),
+        "{:#?}",
+        notices.notices
+    );
+    let prune = s
+        .plan(
+            &without_lq,
+            PlanOptions {
+                prune: true,
+                ..Default::default()
+            },
+        )
+        .await;
+    let deletes: Vec<String> = prune
+        .changes()
+        .filter(|a| a.kind == ActionKind::Delete)
+        .map(|a| a.addr.to_string())
+        .collect();
+    assert!(
+        deletes.contains(&format!("kueue.localqueue/{}/user-queue", s.namespace)),
+        "{deletes:?}"
+    );
+    assert!(
+        deletes.iter().any(|d| d.starts_with("ray.rayjob/")),
+        "{deletes:?}"
+    );
+}
+
+#[tokio::test]
+async fn another_field_manager_is_a_conflict_naming_fields_and_manager() {
+    let s = stack("kube-conflict").await;
+    let d = desired(&s.vars);
+    let first = s.plan(&d, PlanOptions::default()).await;
+    assert!(s.apply(&d, &first, false).await.is_success());
+
+    // Someone edits the quota with their own field manager.
+    let cq = s.vars["CQ"].clone();
+    let info = gkq::kube::KubeApi::resource(&s.kube, "kueue.x-k8s.io/v1beta2", "ClusterQueue")
+        .await
+        .unwrap()
+        .unwrap();
+    let theirs = json!({
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+        "metadata": {"name": cq},
+        "spec": {"resourceGroups": [{"coveredResources": ["cpu", "memory", "google.com/tpu"], "flavors": [
+            {"name": s.vars["CPU"], "resources": [{"name": "cpu", "nominalQuota": 99}, {"name": "memory", "nominalQuota": "20Gi"}, {"name": "google.com/tpu", "nominalQuota": 0}]},
+            {"name": s.vars["ONDEMAND"], "resources": [{"name": "cpu", "nominalQuota": 40}, {"name": "memory", "nominalQuota": "75Gi"}, {"name": "google.com/tpu", "nominalQuota": 16}]},
+            {"name": s.vars["DWS"], "resources": [{"name": "cpu", "nominalQuota": 1000000000}, {"name": "memory", "nominalQuota": "1000000000Gi"}, {"name": "google.com/tpu", "nominalQuota": 1000000000}]}]}]}
+    });
+    let api: kube::Api<kube::api::DynamicObject> = kube::Api::all_with(
+        s.kube.client().clone(),
+        &kube::api::ApiResource::from_gvk_with_plural(
+            &kube::core::GroupVersionKind::gvk("kueue.x-k8s.io", "v1beta2", "ClusterQueue"),
+            &info.plural,
+        ),
+    );
+    api.patch(
+        &cq,
+        &kube::api::PatchParams::apply("kubectl-edit").force(),
+        &kube::api::Patch::Apply(&theirs),
+    )
+    .await
+    .unwrap();
+
+    let drift = s.plan(&d, PlanOptions::default()).await;
+    let actions: Vec<_> = drift.changes().collect();
+    assert_eq!(actions.len(), 1, "{:#?}", changed(&drift));
+    let report = s.apply(&d, &drift, false).await;
+    assert!(!report.is_success());
+    let (_, error) = report.failures().next().unwrap();
+    let text = format!("{error} {}", error.hint().unwrap_or_default());
+    assert!(text.contains("kubectl-edit"), "{text}");
+    assert!(text.contains("resourceGroups"), "{text}");
+    assert!(text.contains("--force-conflicts"), "{text}");
+
+    // With --force-conflicts gkq takes the fields back.
+    let again = s.plan(&d, PlanOptions::default()).await;
+    assert!(s.apply(&d, &again, true).await.is_success());
+    assert!(!s.plan(&d, PlanOptions::default()).await.has_changes());
+}
+
+#[tokio::test]
+async fn seed_jobs_are_admitted_by_kueue_on_demand_then_dws() {
+    let s = stack("kube-admit").await;
+    let d = desired(&s.vars);
+    let first = s.plan(&d, PlanOptions::default()).await;
+    assert!(s.apply(&d, &first, false).await.is_success());
+
+    let client = s.kube.client().clone();
+    let ns = s.namespace.clone();
+    let workloads = eventually(
+        "two Workloads with quota reserved",
+        Duration::from_secs(90),
+        || {
+            let client = client.clone();
+            let ns = ns.clone();
+            async move {
+                let wls = list(&client, &ns, "kueue.x-k8s.io/v1beta2", "Workload").await?;
+                let reserved: Vec<Value> = wls
+                    .into_iter()
+                    .filter(|w| condition_status(w, "QuotaReserved") == Some("True"))
+                    .collect();
+                Ok((reserved.len() == 2).then_some(reserved))
+            }
+        },
+    )
+    .await
+    .unwrap();
+    let flavor_of = |job: &str, podset: &str| -> String {
+        let w = workloads
+            .iter()
+            .find(|w| {
+                w.pointer("/metadata/ownerReferences/0/name")
+                    .and_then(Value::as_str)
+                    == Some(job)
+            })
+            .unwrap_or_else(|| panic!("no workload for {job}"));
+        let a = w
+            .pointer("/status/admission/podSetAssignments")
+            .unwrap()
+            .as_array()
+            .unwrap();
+        let ps = a.iter().find(|p| p["name"] == podset).unwrap();
+        ps["flavors"]["cpu"].as_str().unwrap().to_string()
+    };
+    assert_eq!(
+        flavor_of("rayjob-tpu-v6e-dws-1", "tpu-group"),
+        s.vars["ONDEMAND"]
+    );
+    assert_eq!(
+        flavor_of("rayjob-tpu-v6e-dws-2", "tpu-group"),
+        s.vars["DWS"]
+    );
+    assert_eq!(flavor_of("rayjob-tpu-v6e-dws-1", "head"), s.vars["CPU"]);
+    assert_eq!(
+        flavor_of("rayjob-tpu-v6e-dws-2", "submitter"),
+        s.vars["CPU"]
+    );
+    let job2 = get(&client, &ns, "ray.io/v1", "RayJob", "rayjob-tpu-v6e-dws-2")
+        .await
+        .unwrap();
+    assert_eq!(
+        job2.pointer("/spec/suspend"),
+        Some(&json!(true)),
+        "job 2 waits for its ProvisioningRequest"
+    );
+
+    // Kueue's changes to the jobs (suspend, admission) are not drift: the plan stays empty.
+    let after = s.plan(&d, PlanOptions::default()).await;
+    assert!(!after.has_changes(), "{:#?}", changed(&after));
+}
