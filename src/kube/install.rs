@@ -137,81 +137,6 @@ pub fn installed_version(deployment: &Value) -> Option<String> {
     image.rsplit_once(':').map(|(_, tag)| tag.to_string())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::collections::BTreeMap;
-
-    fn install(gates: &[(&str, bool)]) -> KueueInstall {
-        KueueInstall {
-            version: "v0.19.2".into(),
-            mode: crate::spec::types::InstallMode::Managed,
-            manifests: String::new(),
-            feature_gates: gates
-                .iter()
-                .map(|(k, v)| (k.to_string(), *v))
-                .collect::<BTreeMap<_, _>>(),
-        }
-    }
-
-    fn release() -> String {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../shared/fixtures/kueue-release/manifests-v0.19.2.yaml");
-        std::fs::read_to_string(&path).unwrap_or_else(|e| {
-            panic!(
-                "{}: {e} (shared/ must sit next to the repository)",
-                path.display()
-            )
-        })
-    }
-
-    #[test]
-    fn gates_go_to_manager_args_once_and_everything_is_labelled() {
-        let objs = prepare(
-            &release(),
-            &install(&[("ElasticJobsViaWorkloadSlices", true)]),
-            "tpu-cluster",
-        )
-        .unwrap();
-        let dep = objs
-            .iter()
-            .find(|o| o["kind"] == "Deployment" && o["metadata"]["name"] == MANAGER_DEPLOYMENT)
-            .unwrap();
-        let args: Vec<&str> = dep
-            .pointer("/spec/template/spec/containers/0/args")
-            .unwrap()
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter_map(Value::as_str)
-            .collect();
-        assert_eq!(
-            args.iter()
-                .filter(|a| a.starts_with("--feature-gates"))
-                .count(),
-            1
-        );
-        assert!(args.contains(&"--feature-gates=ElasticJobsViaWorkloadSlices=true"));
-        assert!(
-            objs.iter()
-                .all(|o| o["metadata"]["labels"][MANAGED_BY_LABEL] == MANAGED_BY_VALUE)
-        );
-        assert!(objs.iter().any(|o| o["kind"] == "CustomResourceDefinition"));
-        assert_eq!(installed_version(dep).as_deref(), Some("v0.19.2"));
-    }
-
-    #[test]
-    fn no_gates_leaves_args_alone() {
-        let objs = prepare(&release(), &install(&[]), "s").unwrap();
-        let dep = objs.iter().find(|o| o["kind"] == "Deployment").unwrap();
-        let args = dep
-            .pointer("/spec/template/spec/containers/0/args")
-            .cloned()
-            .unwrap_or_default();
-        assert!(!args.to_string().contains("feature-gates"));
-    }
-}
-
 /// The pseudo-object that stands for Kueue's installation in plans (`kueue.install/kueue`).
 pub const INSTALLATION_API: &str = "gkq.dev/v1alpha1";
 pub const INSTALLATION_KIND: &str = "KueueInstallation";
@@ -317,4 +242,79 @@ pub async fn load_manifests(source: &str) -> anyhow::Result<String> {
     }
     std::fs::read_to_string(path)
         .map_err(|e| anyhow::anyhow!("reading Kueue manifests {source}: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn install(gates: &[(&str, bool)]) -> KueueInstall {
+        KueueInstall {
+            version: "v0.19.2".into(),
+            mode: crate::spec::types::InstallMode::Managed,
+            manifests: String::new(),
+            feature_gates: gates
+                .iter()
+                .map(|(k, v)| (k.to_string(), *v))
+                .collect::<BTreeMap<_, _>>(),
+        }
+    }
+
+    fn release() -> String {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../shared/fixtures/kueue-release/manifests-v0.19.2.yaml");
+        std::fs::read_to_string(&path).unwrap_or_else(|e| {
+            panic!(
+                "{}: {e} (shared/ must sit next to the repository)",
+                path.display()
+            )
+        })
+    }
+
+    #[test]
+    fn gates_go_to_manager_args_once_and_everything_is_labelled() {
+        let objs = prepare(
+            &release(),
+            &install(&[("ElasticJobsViaWorkloadSlices", true)]),
+            "tpu-cluster",
+        )
+        .unwrap();
+        let dep = objs
+            .iter()
+            .find(|o| o["kind"] == "Deployment" && o["metadata"]["name"] == MANAGER_DEPLOYMENT)
+            .unwrap();
+        let args: Vec<&str> = dep
+            .pointer("/spec/template/spec/containers/0/args")
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        assert_eq!(
+            args.iter()
+                .filter(|a| a.starts_with("--feature-gates"))
+                .count(),
+            1
+        );
+        assert!(args.contains(&"--feature-gates=ElasticJobsViaWorkloadSlices=true"));
+        assert!(
+            objs.iter()
+                .all(|o| o["metadata"]["labels"][MANAGED_BY_LABEL] == MANAGED_BY_VALUE)
+        );
+        assert!(objs.iter().any(|o| o["kind"] == "CustomResourceDefinition"));
+        assert_eq!(installed_version(dep).as_deref(), Some("v0.19.2"));
+    }
+
+    #[test]
+    fn no_gates_leaves_args_alone() {
+        let objs = prepare(&release(), &install(&[]), "s").unwrap();
+        let dep = objs.iter().find(|o| o["kind"] == "Deployment").unwrap();
+        let args = dep
+            .pointer("/spec/template/spec/containers/0/args")
+            .cloned()
+            .unwrap_or_default();
+        assert!(!args.to_string().contains("feature-gates"));
+    }
 }

@@ -45,10 +45,10 @@ pub async fn observe_kube(
         .map(|(a, k)| (a.to_string(), k.to_string()))
         .collect();
     for o in &desired.kubernetes {
-        if let Some(k) = kind_key(o) {
-            if k.1 != install::INSTALLATION_KIND {
-                kinds.insert(k);
-            }
+        if let Some(k) = kind_key(o)
+            && k.1 != install::INSTALLATION_KIND
+        {
+            kinds.insert(k);
         }
     }
 
