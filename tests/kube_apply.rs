@@ -94,8 +94,9 @@ impl Stack {
         adapter.force_conflicts = force;
         adapter.kueue = Some(desired.kueue.clone());
         adapter.timeout = Duration::from_secs(60);
-        let mut options = ApplyOptions::default();
-        options.poll = gkq::apply::PollPolicy::immediate();
+        let options = ApplyOptions {
+            poll: gkq::apply::PollPolicy::immediate(),
+        };
         Executor::new(&self.gke, &sink)
             .with_kube(&adapter)
             .with_options(options)
