@@ -315,3 +315,101 @@ async fn seed_jobs_are_admitted_by_kueue_on_demand_then_dws() {
     let after = s.plan(&d, PlanOptions::default()).await;
     assert!(!after.has_changes(), "{:#?}", changed(&after));
 }
+
+/// By hand, as README shows: `gkq plan/apply --kubeconfig ... --gke-endpoint ...`. Removing the
+/// ClusterQueue while job 1 runs on it is refused, naming the job; `--detailed-exitcode` says 3.
+// Multi-threaded: the in-process emulator must keep serving while the test waits for `gkq`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_refuses_to_delete_a_queue_with_admitted_jobs() {
+    let s = stack("kube-guard").await;
+    let (url, _emulator) = Emulator::start_in_process(EmulatorConfig::instant())
+        .await
+        .unwrap();
+    let kubeconfig = support::control_plane::control_plane().kubeconfig.clone();
+    let fixture = support::control_plane::repo_root().join("tests/fixtures/kube-spec");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(fixture.join("train.py"), dir.path().join("train.py")).unwrap();
+    std::fs::copy(fixture.join("gkq.yaml"), dir.path().join("gkq.yaml")).unwrap();
+    let gkq = |args: &[&str]| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_gkq"));
+        cmd.args(args)
+            .arg(dir.path())
+            .args(["--target", "gcp", "--gke-endpoint", &url])
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .env("NO_COLOR", "1");
+        for (k, v) in &s.vars {
+            cmd.arg("--var").arg(format!("{k}={v}"));
+        }
+        cmd.output().unwrap()
+    };
+    let out = gkq(&["apply", "--auto-approve"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = gkq(&["plan", "--detailed-exitcode"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let client = s.kube.client().clone();
+    let ns = s.namespace.clone();
+    eventually("job 1 admitted", Duration::from_secs(90), || {
+        let client = client.clone();
+        let ns = ns.clone();
+        async move {
+            let wls = list(&client, &ns, "kueue.x-k8s.io/v1beta2", "Workload").await?;
+            Ok(wls
+                .iter()
+                .any(|w| condition_status(w, "Admitted") == Some("True"))
+                .then_some(()))
+        }
+    })
+    .await
+    .unwrap();
+
+    // The spec without its queues and jobs.
+    let text = std::fs::read_to_string(dir.path().join("gkq.yaml")).unwrap();
+    let cut = text.find("  clusterQueues:").unwrap();
+    std::fs::write(dir.path().join("gkq.yaml"), &text[..cut]).unwrap();
+
+    let out = gkq(&["plan", "--prune", "--detailed-exitcode"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("stops running work"), "{stdout}");
+    assert!(
+        stdout.contains("rayjob-tpu-v6e-dws-1 (admitted)"),
+        "{stdout}"
+    );
+
+    let out = gkq(&["apply", "--prune", "--auto-approve"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("refusing to apply"), "{stderr}");
+    assert!(
+        stderr.contains(&format!("kueue.clusterqueue/{}", s.vars["CQ"])),
+        "{stderr}"
+    );
+    assert!(stderr.contains("--allow-disruption"), "{stderr}");
+    // nothing was changed
+    let cq = get(
+        &client,
+        "",
+        "kueue.x-k8s.io/v1beta2",
+        "ClusterQueue",
+        &s.vars["CQ"],
+    )
+    .await;
+    assert!(cq.is_ok(), "the ClusterQueue must still exist");
+}

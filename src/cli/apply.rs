@@ -29,6 +29,9 @@ pub struct ApplyArgs {
     /// Take over fields that another field manager owns instead of failing on the conflict.
     #[arg(long)]
     pub force_conflicts: bool,
+    /// Apply even if the plan deletes or replaces capacity that admitted or running jobs use.
+    #[arg(long)]
+    pub allow_disruption: bool,
     /// Progress as JSON lines on stdout instead of text on stderr.
     #[arg(long, short = 'o', value_enum, default_value_t)]
     pub output: PlanFormat,
@@ -126,6 +129,7 @@ pub async fn run(args: &ApplyArgs) -> anyhow::Result<Exit> {
         options(&args.flags),
         args.auto_approve,
         args.force_conflicts,
+        args.allow_disruption,
         args.output,
     )
     .await
@@ -137,6 +141,7 @@ async fn run_with(
     opts: PlanOptions,
     auto_approve: bool,
     force_conflicts: bool,
+    allow_disruption: bool,
     output: PlanFormat,
 ) -> anyhow::Result<Exit> {
     let Some(planned) = make_plan(spec, target, opts).await? else {
@@ -153,6 +158,18 @@ async fn run_with(
     }
     if !json {
         render_plan(&planned.plan, PlanFormat::Text)?;
+    }
+    if !planned.plan.disruptions.is_empty() && !allow_disruption {
+        let jobs: Vec<String> = planned
+            .plan
+            .disruptions
+            .iter()
+            .flat_map(|d| d.jobs.iter().map(move |j| format!("{} -> {j}", d.addr)))
+            .collect();
+        anyhow::bail!(
+            "refusing to apply: this plan stops running work:\n  {}\nWait for the jobs to finish, or pass --allow-disruption; nothing was changed",
+            jobs.join("\n  ")
+        );
     }
     if !auto_approve && !confirm("Do you want to perform these actions?")? {
         eprintln!("Apply cancelled; nothing was changed.");
@@ -187,6 +204,7 @@ pub async fn destroy(args: &DestroyArgs) -> anyhow::Result<Exit> {
         opts,
         true,
         false,
+        true,
         PlanFormat::Text,
     )
     .await

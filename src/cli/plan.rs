@@ -10,7 +10,7 @@ use super::target::{self, KubeSource, Session, TargetArgs};
 use super::{Exit, SpecArgs, load_valid};
 use crate::kube::client::RealKube;
 use crate::kube::connect::from_cluster;
-use crate::kube::observe::{nothing_yet, observe_kube};
+use crate::kube::observe::{nothing_yet, observe_kube, observe_workloads};
 use crate::model::DesiredState;
 use crate::observe::KubeLive;
 use crate::observe::observe_gke;
@@ -49,7 +49,7 @@ pub struct PlanArgs {
     /// Also write the plan as JSON to FILE, for `gkq apply FILE`.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
-    /// Exit 0 with no changes, 2 with changes, 1 on errors.
+    /// Exit 0 with no changes, 2 with changes, 3 with changes that stop running jobs, 1 on errors.
     #[arg(long)]
     pub detailed_exitcode: bool,
 }
@@ -86,8 +86,12 @@ pub async fn make_plan(
     let stack = desired.gke.cluster_ref.cluster.clone();
     let read = |e: crate::kube::KubeError| anyhow::anyhow!("reading live Kubernetes state: {e}");
     let mut kube_client = None;
+    let mut workloads = Vec::new();
     live.kubernetes = match &session.kube {
-        KubeSource::Kubeconfig(k) => observe_kube(k, &desired, &stack).await.map_err(read)?,
+        KubeSource::Kubeconfig(k) => {
+            workloads = observe_workloads(k).await.map_err(read)?;
+            observe_kube(k, &desired, &stack).await.map_err(read)?
+        }
         KubeSource::FromCluster(tokens) => match &live.gke.cluster {
             Some(cluster)
                 if cluster
@@ -96,6 +100,7 @@ pub async fn make_plan(
                     .is_some_and(|e| !e.is_empty()) =>
             {
                 let k = from_cluster(cluster, tokens.as_ref()).await.map_err(read)?;
+                workloads = observe_workloads(&k).await.map_err(read)?;
                 let observed = observe_kube(&k, &desired, &stack).await.map_err(read)?;
                 kube_client = Some(k);
                 observed
@@ -104,7 +109,16 @@ pub async fn make_plan(
         },
         KubeSource::Unavailable => KubeLive::NotObserved,
     };
-    let plan = plan(&desired, &live, &options)?;
+    let mut plan = plan(&desired, &live, &options)?;
+    let live_objects: Vec<serde_json::Value> = match &live.kubernetes {
+        KubeLive::Observed { objects } => objects.values().filter_map(|o| o.live.clone()).collect(),
+        KubeLive::NotObserved => Vec::new(),
+    };
+    plan.disruptions = crate::plan::disruption::find(
+        &plan,
+        &workloads,
+        desired.kubernetes.iter().chain(live_objects.iter()),
+    );
     Ok(Some(Planned {
         loaded,
         desired,
@@ -133,6 +147,17 @@ pub fn render_plan(plan: &Plan, format: PlanFormat) -> anyhow::Result<()> {
         }
         PlanFormat::Json => print_stdout(&format!("{}\n", render::plan::to_json(plan))),
         PlanFormat::Markdown => print_stdout(&render::plan::to_markdown(plan)),
+    }
+}
+
+/// `--detailed-exitcode`: 0 no changes, 2 changes, 3 changes that stop running work.
+pub fn exit_code(plan: &Plan, detailed: bool) -> Exit {
+    if !detailed || !plan.has_changes() {
+        Exit::Ok
+    } else if !plan.disruptions.is_empty() {
+        Exit::Disruptive
+    } else {
+        Exit::Changes
     }
 }
 
@@ -177,9 +202,5 @@ pub async fn run(args: &PlanArgs) -> anyhow::Result<Exit> {
             path.display()
         );
     }
-    Ok(if args.detailed_exitcode && planned.plan.has_changes() {
-        Exit::Changes
-    } else {
-        Exit::Ok
-    })
+    Ok(exit_code(&planned.plan, args.detailed_exitcode))
 }

@@ -163,3 +163,12 @@ pub fn nothing_yet() -> KubeLive {
         objects: BTreeMap::new(),
     }
 }
+
+/// Kueue's Workloads in every namespace (for the disruption guard and placement): one list.
+/// Empty when Kueue is not installed.
+pub async fn observe_workloads(api: &dyn KubeApi) -> KubeResult<Vec<Value>> {
+    match api.resource("kueue.x-k8s.io/v1beta2", "Workload").await? {
+        Some(info) => api.list(&info, "").await,
+        None => Ok(Vec::new()),
+    }
+}

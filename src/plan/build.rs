@@ -643,6 +643,7 @@ impl<'a> Planner<'a> {
             actions,
             summary,
             notices,
+            disruptions: Vec::new(),
         })
     }
 }

@@ -15,6 +15,7 @@
 //! Otherwise such an action is still shown, marked `blocked`, and the executor refuses it.
 
 mod build;
+pub mod disruption;
 pub mod graph;
 mod ownership;
 
@@ -67,6 +68,10 @@ pub struct Plan {
     /// observed).
     #[serde(default)]
     pub notices: Vec<Notice>,
+    /// Admitted or running jobs that a delete or replace in this plan would stop. `apply`
+    /// refuses such a plan without `--allow-disruption`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub disruptions: Vec<disruption::Disruption>,
 }
 
 /// Where the cluster lives: `projects/{project}/locations/{location}/clusters/{cluster}`.

@@ -30,6 +30,18 @@ pub fn write_text(plan: &Plan, out: &mut dyn Write) -> io::Result<()> {
             plan.summary.blocked
         )?;
     }
+    if !plan.disruptions.is_empty() {
+        writeln!(
+            out,
+            "\n{RED}This plan stops running work; apply refuses it without --allow-disruption:{RED:#}"
+        )?;
+        for d in &plan.disruptions {
+            writeln!(out, "  {RED}{}{RED:#} would stop:", d.addr)?;
+            for job in &d.jobs {
+                writeln!(out, "    - {job}")?;
+            }
+        }
+    }
     for notice in &plan.notices {
         match &notice.addr {
             Some(addr) => writeln!(out, "{DIM}Note: {addr}: {}{DIM:#}", notice.message)?,
@@ -178,6 +190,19 @@ pub fn to_markdown(plan: &Plan) -> String {
                 "> - `{}` is **{verb}**: {}\n",
                 action.addr,
                 one_line(&action.reason)
+            ));
+        }
+        md.push('\n');
+    }
+    if !plan.disruptions.is_empty() {
+        md.push_str(
+            "> [!CAUTION]\n> This plan stops running work (apply needs `--allow-disruption`):\n",
+        );
+        for d in &plan.disruptions {
+            md.push_str(&format!(
+                "> - `{}` would stop: {}\n",
+                d.addr,
+                d.jobs.join(", ")
             ));
         }
         md.push('\n');
