@@ -41,6 +41,12 @@ fn without_deliberate_differences(mut v: Value) -> Value {
             v["metadata"].as_object_mut().unwrap().remove("labels");
         }
     }
+    if let Some(a) = v
+        .pointer_mut("/metadata/annotations")
+        .and_then(Value::as_object_mut)
+    {
+        a.remove(gkq::model::jobs::SCRIPT_DIGEST_ANNOTATION);
+    }
     if v["apiVersion"] == "kueue.x-k8s.io/v1beta1" {
         v["apiVersion"] = json!("kueue.x-k8s.io/v1beta2");
     }

@@ -15,6 +15,7 @@ use super::compare::{full, owned};
 use super::normalize::{Dialect, keys_of, kube_view};
 use super::{ChangeEffect, PathSeg, ResourceDiff, UpdateMethod, field_changes};
 use crate::addr::{ResourceAddr, ResourceKind};
+use crate::model::jobs::SCRIPT_DIGEST_ANNOTATION;
 
 /// Compares a desired object with the live one; `predicted` is the server's dry-run answer.
 pub fn diff_object(
@@ -51,6 +52,11 @@ pub fn diff_object(
 pub fn classify(kind: &ResourceKind, path: &[PathSeg]) -> ChangeEffect {
     let keys = keys_of(path);
     match (kind, keys.as_slice()) {
+        (ResourceKind::RayJob, ["metadata", "annotations", key, ..]) if *key == SCRIPT_DIGEST_ANNOTATION => {
+            ChangeEffect::Replace(
+                "the training script changed: the job is submitted as a new run".to_string(),
+            )
+        }
         (_, ["metadata", "labels" | "annotations", ..]) => ChangeEffect::InPlace(UpdateMethod::ServerSideApply),
         (ResourceKind::RayJob, _) => ChangeEffect::Replace(
             "a RayJob is a run: a changed job is submitted as a new run, never edited while it runs".to_string(),
@@ -113,5 +119,25 @@ mod tests {
             "spec": {"entrypoint": "python train.py --steps 100", "suspend": false}});
         let diff = diff_object(&addr, &desired, &live, None);
         assert!(diff.replace_reasons()[0].contains("run"));
+    }
+
+    #[test]
+    fn a_changed_script_digest_replaces_the_run() {
+        let addr = ResourceAddr::from_object(&json!({"apiVersion": "ray.io/v1", "kind": "RayJob",
+            "metadata": {"name": "j", "namespace": "default"}}))
+        .unwrap();
+        let job = |digest: &str| {
+            json!({"apiVersion": "ray.io/v1", "kind": "RayJob",
+            "metadata": {"name": "j", "namespace": "default", "annotations": {SCRIPT_DIGEST_ANNOTATION: digest}},
+            "spec": {"entrypoint": "python /app/train.py"}})
+        };
+        let diff = diff_object(&addr, &job("b"), &job("a"), None);
+        assert!(!diff.replace_reasons().is_empty(), "{diff:?}");
+        assert!(diff.replace_reasons()[0].contains("script changed"));
+        assert!(
+            diff_object(&addr, &job("a"), &job("a"), None)
+                .changes
+                .is_empty()
+        );
     }
 }

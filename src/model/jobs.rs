@@ -15,6 +15,8 @@ pub const RAY_API: &str = "ray.io/v1";
 pub const ELASTIC_ANNOTATION: &str = "kueue.x-k8s.io/elastic-job";
 pub const PRIORITY_CLASS_LABEL: &str = "kueue.x-k8s.io/priority-class";
 pub const MAX_RUN_DURATION_ANNOTATION: &str = "provreq.kueue.x-k8s.io/maxRunDurationSeconds";
+/// Digest of a run's training script: a changed script makes a new run (see `diff::kube`).
+pub const SCRIPT_DIGEST_ANNOTATION: &str = "gkq.dev/script-sha256";
 pub const QUEUED_TAINT: &str = "cloud.google.com/gke-queued";
 pub const TPU_ACCELERATOR_LABEL: &str = "cloud.google.com/gke-tpu-accelerator";
 pub const TPU_TOPOLOGY_LABEL: &str = "cloud.google.com/gke-tpu-topology";
@@ -89,7 +91,13 @@ fn volume() -> Value {
     json!([{"name": SCRIPT_VOLUME, "configMap": {"name": Value::Null}}])
 }
 
-pub fn ray_job(spec: &Spec, job: &Job, run_name: &str, queue_has_dws: bool) -> Value {
+pub fn script_digest(script: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(script.as_bytes());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+pub fn ray_job(spec: &Spec, job: &Job, run_name: &str, queue_has_dws: bool, script: &str) -> Value {
     let mut meta = k8s_meta(spec, run_name, Some(&job.namespace));
     {
         let labels = meta["labels"]
@@ -104,6 +112,10 @@ pub fn ray_job(spec: &Spec, job: &Job, run_name: &str, queue_has_dws: bool) -> V
         }
     }
     let mut annotations = Map::new();
+    annotations.insert(
+        SCRIPT_DIGEST_ANNOTATION.into(),
+        json!(script_digest(script)),
+    );
     if job.elastic {
         annotations.insert(ELASTIC_ANNOTATION.into(), json!("true"));
     }
@@ -115,9 +127,7 @@ pub fn ray_job(spec: &Spec, job: &Job, run_name: &str, queue_has_dws: bool) -> V
     {
         annotations.insert(MAX_RUN_DURATION_ANNOTATION.into(), json!(secs.to_string()));
     }
-    if !annotations.is_empty() {
-        meta["annotations"] = Value::Object(annotations);
-    }
+    meta["annotations"] = Value::Object(annotations);
 
     let cm = config_map_name(job);
     let mut vol = volume();

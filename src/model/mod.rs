@@ -177,8 +177,9 @@ pub fn render(spec: &Spec, files: &BTreeMap<String, String>) -> DesiredState {
     for job in &spec.jobs {
         let queue_has_dws = queue_of(spec, &job.namespace, &job.queue)
             .is_some_and(|cq| kueue::queue_flavors(cq).iter().any(|f| dws.contains(f)));
+        let script = files.get(&job.script).map(String::as_str).unwrap_or("");
         for run in jobs::run_names(job) {
-            objects.push(jobs::ray_job(spec, job, &run, queue_has_dws));
+            objects.push(jobs::ray_job(spec, job, &run, queue_has_dws, script));
         }
     }
     for m in &spec.manifests {
