@@ -1,1 +1,290 @@
 //! Kueue's flavor assignment, reproduced as a pure function.
+//!
+//! Given the cluster's queues, quotas and live usage ([`Cluster`]) and the jobs a plan is about
+//! to submit ([`PendingWorkload`]), [`predict`] tells where Kueue v0.19.2 puts each podset and
+//! whether the job runs, waits for an admission check (the DWS ProvisioningRequest) or stays
+//! pending, with Kueue's own messages. [`fits_ever`] answers whether a job could ever be
+//! admitted by its queue; [`capacity`] compares quotas with what node pools can hold; [`dws`]
+//! checks run durations against flex-start's 7-day limit.
+//!
+//! Everything here is pure: no I/O, no clock, deterministic output.
+//!
+//! # Modelled (Kueue v0.19.2 with default feature gates)
+//! - Podsets of RayJobs (head with autoscaler and sidecar-submitter containers, GCS fault
+//!   tolerance, worker groups `replicas × numOfHosts`, K8sJobMode submitter), batch Jobs and
+//!   Workload objects; effective pod requests (limits as missing requests, init containers and
+//!   sidecars, pod-level resources, overhead); requests above limits make a workload
+//!   inadmissible; Kueue's RayJob webhook rejections.
+//! - Priority from WorkloadPriorityClass, PriorityClass or the global default.
+//! - Flavor eligibility: flavor existence, untolerated `NoSchedule`/`NoExecute` taints, node
+//!   selector and required node affinity restricted to the flavor's own label keys.
+//! - Resource groups (one flavor per group and podset), undeclared resources, the `pods`
+//!   resource, quota fit with cohorts (nested), borrowing and lending limits, borrowing levels,
+//!   `flavorFungibility` (`whenCanBorrow`, `whenCanPreempt`, `preference`).
+//! - The scheduling loop: one head per ClusterQueue per cycle, heads ordered by borrowing,
+//!   priority and age, "no longer fits" skips, capacity held back by heads that need
+//!   preemption, BestEffortFIFO versus StrictFIFO requeueing, resumed flavor scans
+//!   (FlavorFungibilityPreserveScanProgress).
+//! - Inactive ClusterQueues (missing flavors or checks, inactive checks, stop policy, cohort
+//!   cycles), missing LocalQueues and ClusterQueues, null `namespaceSelector`, admission checks
+//!   with `onFlavors`.
+//!
+//! # Not modelled
+//! - Preemption victims: where Kueue would simulate preemption, gkq reports "no preemption
+//!   candidates" (what Kueue finds with the default `Never` policies) and says so when the queue
+//!   has other policies. Fair sharing, admission fair sharing, TAS topology placement,
+//!   partial admission, MultiKueue, concurrent admission, elastic workload slices after
+//!   admission, LimitRange defaults, RuntimeClass overhead, `resources.transformations` and
+//!   `excludeResourcePrefixes` of the Kueue configuration, reclaimable pods.
+//! - Time: workloads never finish during a prediction, so a workload parked as inadmissible is
+//!   not retried, and ProvisioningRequests never resolve.
+//! - Ties Kueue breaks at random (map order, unstable sort) are broken by name and input order;
+//!   Kueue's pending message may name another podset after resumed scans (kueue.md §3.1), so
+//!   gkq reports the message of the last full scan.
+
+pub mod amount;
+mod assign;
+pub mod capacity;
+pub mod dws;
+mod model;
+pub mod objects;
+mod outcome;
+pub mod podsets;
+pub mod quantity;
+mod queues;
+mod quota;
+mod reader;
+pub mod selectors;
+pub mod time;
+
+use std::collections::BTreeMap;
+
+pub use amount::Amount;
+pub use objects::Cluster;
+pub use outcome::{
+    FlavorUsage, Placement, PlacementState, PodSetPlacement, Prediction, observed_placement,
+};
+pub use podsets::{PendingWorkload, PodSet};
+pub use quantity::{Quantity, QuantityError};
+pub use reader::{ParseError, ParseErrors};
+
+use amount::quantity_of;
+use assign::Assignment;
+use model::{Blocked, Model, WorkloadModel};
+use queues::{Outcome, simulate};
+
+/// Predicts Kueue's decision for every job, in the order given, together with the live
+/// Workloads still waiting in `cluster` (jobs created earlier queue first; the given jobs, not
+/// created yet, queue after them in the order given).
+pub fn predict(cluster: &Cluster, jobs: &[PendingWorkload]) -> Prediction {
+    let mut model = Model::compile(cluster);
+    // A live Workload owned by one of the given jobs is that job; keep only the job.
+    let queued: Vec<&PendingWorkload> = cluster
+        .pending_workloads
+        .iter()
+        .filter(|live| {
+            !jobs.iter().any(|job| {
+                live.owner.as_ref().is_some_and(|(kind, name)| {
+                    *kind == job.kind && *name == job.name && live.namespace == job.namespace
+                })
+            })
+        })
+        .collect();
+    let all: Vec<&PendingWorkload> = queued.iter().copied().chain(jobs.iter()).collect();
+    let compiled: Vec<WorkloadModel> = all
+        .iter()
+        .enumerate()
+        .map(|(seq, workload)| model.compile_workload(workload, seq))
+        .collect();
+    let simulation = simulate(&model, &compiled);
+
+    let placements: Vec<Placement> = all
+        .iter()
+        .zip(&compiled)
+        .zip(&simulation.outcomes)
+        .map(|((workload, compiled), outcome)| placement_of(&model, workload, compiled, outcome))
+        .collect();
+    let usage = usage_summary(&model, &compiled, &simulation.outcomes, queued.len());
+    let mut placements = placements.into_iter();
+    let queued_placements = placements.by_ref().take(queued.len()).collect();
+    Prediction {
+        placements: placements.collect(),
+        queued: queued_placements,
+        usage,
+    }
+}
+
+/// Whether `job` could be admitted by its queue if the whole cluster (queue and cohort) were
+/// empty: `Ok` with the flavor of each podset, or `Err` with Kueue's reason (for
+/// `gkq validate`). Jobs Kueue does not manage are `Ok` with no flavors.
+///
+/// This runs the same scheduling simulation as [`predict`], because a single flavor scan is not
+/// enough: when a scan fails but stopped early on some podset, Kueue retries at once and resumes
+/// after the flavors it tried, which can admit a workload a fresh scan rejects.
+pub fn fits_ever(cluster: &Cluster, job: &PendingWorkload) -> Result<Vec<PodSetPlacement>, String> {
+    let mut model = Model::compile(cluster);
+    model.live_usage = model.tree.zero_usage();
+    let compiled = model.compile_workload(job, 0);
+    let simulation = simulate(&model, std::slice::from_ref(&compiled));
+    match simulation.outcomes.into_iter().next() {
+        Some(Outcome::Reserved { assignment, .. }) => {
+            Ok(pod_set_placements(&model, &compiled, Some(&assignment)))
+        }
+        Some(Outcome::Blocked(Blocked::Unmanaged)) => Ok(Vec::new()),
+        Some(Outcome::Blocked(Blocked::Rejected(reason))) => {
+            Err(format!("rejected by Kueue's webhook: {reason}"))
+        }
+        Some(Outcome::Blocked(Blocked::Pending(reason)) | Outcome::Pending(reason)) => Err(reason),
+        None => Err("not scheduled".to_string()),
+    }
+}
+
+fn pod_set_placements(
+    model: &Model<'_>,
+    workload: &WorkloadModel,
+    assignment: Option<&Assignment>,
+) -> Vec<PodSetPlacement> {
+    workload
+        .pod_sets
+        .iter()
+        .enumerate()
+        .map(|(i, pod_set)| {
+            let flavors: BTreeMap<String, String> = assignment
+                .and_then(|a| a.pod_sets.get(i))
+                .map(|ps| {
+                    ps.choices
+                        .iter()
+                        .map(|c| {
+                            (
+                                model.resources.name(c.resource).to_string(),
+                                model.flavors.name(c.flavor).to_string(),
+                            )
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            PodSetPlacement::new(pod_set.name.clone(), pod_set.count, flavors)
+        })
+        .collect()
+}
+
+fn placement_of(
+    model: &Model<'_>,
+    workload: &PendingWorkload,
+    compiled: &WorkloadModel,
+    outcome: &Outcome,
+) -> Placement {
+    let (kind, job) = workload
+        .owner
+        .clone()
+        .unwrap_or_else(|| (workload.kind.clone(), workload.name.clone()));
+    let cluster_queue = compiled.cq.map(|cq| model.cqs[cq].name.clone());
+    let unplaced = || {
+        workload
+            .pod_sets
+            .iter()
+            .map(|ps| PodSetPlacement::new(ps.name.clone(), ps.count, BTreeMap::new()))
+            .collect()
+    };
+    let (podsets, state, reason, admission_checks) = match outcome {
+        Outcome::Reserved { assignment, checks } if checks.is_empty() => (
+            pod_set_placements(model, compiled, Some(assignment)),
+            PlacementState::Admitted,
+            None,
+            Vec::new(),
+        ),
+        Outcome::Reserved { assignment, checks } => (
+            pod_set_placements(model, compiled, Some(assignment)),
+            PlacementState::WaitingForAdmissionChecks,
+            Some(format!(
+                "quota reserved; waiting for admission checks: {}",
+                checks.join(", ")
+            )),
+            checks.clone(),
+        ),
+        Outcome::Pending(reason) => (
+            unplaced(),
+            PlacementState::Pending,
+            Some(reason.clone()),
+            Vec::new(),
+        ),
+        Outcome::Blocked(Blocked::Pending(reason)) => (
+            unplaced(),
+            PlacementState::Pending,
+            Some(reason.clone()),
+            Vec::new(),
+        ),
+        Outcome::Blocked(Blocked::Rejected(reason)) => (
+            unplaced(),
+            PlacementState::Rejected,
+            Some(format!("rejected by Kueue's webhook: {reason}")),
+            Vec::new(),
+        ),
+        Outcome::Blocked(Blocked::Unmanaged) => (
+            unplaced(),
+            PlacementState::Unmanaged,
+            Some(format!(
+                "no {} label: Kueue does not manage this job",
+                podsets::QUEUE_NAME_LABEL
+            )),
+            Vec::new(),
+        ),
+    };
+    Placement {
+        job,
+        namespace: workload.namespace.clone(),
+        kind,
+        cluster_queue,
+        podsets,
+        state,
+        reason,
+        admission_checks,
+    }
+}
+
+fn usage_summary(
+    model: &Model<'_>,
+    workloads: &[WorkloadModel],
+    outcomes: &[Outcome],
+    queued: usize,
+) -> Vec<FlavorUsage> {
+    // Predicted usage per (ClusterQueue, Fr), split between live queued Workloads and the plan.
+    let frs = model.tree.frs;
+    let mut queued_usage = vec![vec![Amount::ZERO; frs]; model.cqs.len()];
+    let mut plan_usage = vec![vec![Amount::ZERO; frs]; model.cqs.len()];
+    for (index, (workload, outcome)) in workloads.iter().zip(outcomes).enumerate() {
+        let (Outcome::Reserved { assignment, .. }, Some(cq)) = (outcome, workload.cq) else {
+            continue;
+        };
+        let target = if index < queued {
+            &mut queued_usage[cq]
+        } else {
+            &mut plan_usage[cq]
+        };
+        for &(fr, amount) in &assignment.usage {
+            target[fr] = target[fr].add(amount);
+        }
+    }
+    let mut rows = Vec::new();
+    for (c, cq) in model.cqs.iter().enumerate() {
+        for &(flavor, resource) in &cq.quota_order {
+            let fr = model.fr(flavor, resource);
+            let name = model.resources.name(resource);
+            let to_quantity = |amount: Amount| quantity_of(name, amount.get());
+            let quota = model.tree.quota(cq.node, fr);
+            rows.push(FlavorUsage {
+                cluster_queue: cq.name.clone(),
+                cohort: cq.cohort.clone(),
+                flavor: model.flavors.name(flavor).to_string(),
+                resource: name.to_string(),
+                nominal: to_quantity(quota.map_or(Amount::ZERO, |q| q.nominal)),
+                borrowing_limit: quota.and_then(|q| q.borrowing_limit).map(to_quantity),
+                lending_limit: quota.and_then(|q| q.lending_limit).map(to_quantity),
+                used_live: to_quantity(model.live_usage.per_node[cq.node][fr]),
+                used_queued: to_quantity(queued_usage[c][fr]),
+                used_plan: to_quantity(plan_usage[c][fr]),
+            });
+        }
+    }
+    rows
+}

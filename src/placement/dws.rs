@@ -1,0 +1,158 @@
+//! The DWS flex-start time budget.
+//!
+//! Flex-start capacity lives at most 7 days; a node pool may set a shorter maximum run
+//! duration. A job placed on the DWS flavor can declare how long it runs; gkq checks the
+//! declaration against both limits and passes it to Kueue with the
+//! [`MAX_RUN_DURATION_ANNOTATION`] annotation, which Kueue copies into the ProvisioningRequest.
+
+/// The annotation Kueue reads to set the ProvisioningRequest's maximum run duration.
+pub const MAX_RUN_DURATION_ANNOTATION: &str = "provreq.kueue.x-k8s.io/maxRunDurationSeconds";
+
+/// Flex-start nodes are reclaimed after at most 7 days.
+pub const FLEX_START_MAX_RUN_SECONDS: u64 = 7 * 24 * 3600;
+
+/// Above this share of the limit a declared duration gets a warning: a slow run would be cut.
+const HEADROOM_PERCENT: u64 = 90;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Severity {
+    Error,
+    Warning,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DurationFinding {
+    pub severity: Severity,
+    pub message: String,
+}
+
+/// Checks a job's declared run duration against flex-start's 7 days and the pool's own
+/// maximum (`maxRunDuration`), if any.
+pub fn check_run_duration(
+    job: &str,
+    declared_seconds: u64,
+    pool_max_run_seconds: Option<u64>,
+) -> Vec<DurationFinding> {
+    let mut findings = Vec::new();
+    let error = |message| DurationFinding {
+        severity: Severity::Error,
+        message,
+    };
+    if declared_seconds == 0 {
+        findings.push(error(format!(
+            "job {job}: the declared run duration must be positive"
+        )));
+        return findings;
+    }
+    if let Some(pool_max) = pool_max_run_seconds
+        && pool_max > FLEX_START_MAX_RUN_SECONDS
+    {
+        findings.push(error(format!(
+            "node pool max run duration {} exceeds flex-start's limit of {}",
+            format_duration(pool_max),
+            format_duration(FLEX_START_MAX_RUN_SECONDS)
+        )));
+    }
+    let (limit, source) = match pool_max_run_seconds {
+        Some(pool_max) if pool_max < FLEX_START_MAX_RUN_SECONDS => {
+            (pool_max, "the node pool's max run duration")
+        }
+        _ => (FLEX_START_MAX_RUN_SECONDS, "flex-start (DWS) capacity"),
+    };
+    if declared_seconds > limit {
+        findings.push(error(format!(
+            "job {job} declares {} ({declared_seconds}s) but {source} is reclaimed after {} ({limit}s); the run would be cut short",
+            format_duration(declared_seconds),
+            format_duration(limit)
+        )));
+    } else if declared_seconds.saturating_mul(100) > limit.saturating_mul(HEADROOM_PERCENT) {
+        findings.push(DurationFinding {
+            severity: Severity::Warning,
+            message: format!(
+                "job {job} declares {} of the {} {source} allows; a slower run than expected would be cut short",
+                format_duration(declared_seconds),
+                format_duration(limit)
+            ),
+        });
+    }
+    findings
+}
+
+/// The annotation value for a duration: whole seconds.
+pub fn annotation_value(seconds: u64) -> String {
+    seconds.to_string()
+}
+
+/// How long after admission Plan B nodes are reclaimed at the latest: the shortest of the
+/// declared duration, the pool's maximum and 7 days.
+pub fn reclaimed_after_seconds(declared: Option<u64>, pool_max_run_seconds: Option<u64>) -> u64 {
+    [
+        declared,
+        pool_max_run_seconds,
+        Some(FLEX_START_MAX_RUN_SECONDS),
+    ]
+    .into_iter()
+    .flatten()
+    .filter(|&s| s > 0)
+    .min()
+    .unwrap_or(FLEX_START_MAX_RUN_SECONDS)
+}
+
+/// `7d`, `36h`, `90m`, `45s`, or combinations such as `1d12h`.
+pub fn format_duration(seconds: u64) -> String {
+    if seconds == 0 {
+        return "0s".to_string();
+    }
+    let mut rest = seconds;
+    let mut text = String::new();
+    for (unit, size) in [("d", 86_400), ("h", 3600), ("m", 60), ("s", 1)] {
+        let count = rest / size;
+        if count > 0 {
+            text.push_str(&format!("{count}{unit}"));
+            rest %= size;
+        }
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn eight_days_is_an_error() {
+        let findings = check_run_duration("train-2", 8 * 86_400, None);
+        assert_eq!(findings.len(), 1);
+        assert_eq!(findings[0].severity, Severity::Error);
+        assert_eq!(
+            findings[0].message,
+            "job train-2 declares 8d (691200s) but flex-start (DWS) capacity is reclaimed after 7d (604800s); the run would be cut short"
+        );
+    }
+
+    #[test]
+    fn the_pool_limit_wins_when_shorter() {
+        let findings = check_run_duration("train-2", 2 * 86_400, Some(86_400));
+        assert_eq!(findings[0].severity, Severity::Error);
+        assert!(
+            findings[0]
+                .message
+                .contains("the node pool's max run duration")
+        );
+        assert_eq!(reclaimed_after_seconds(Some(3600), Some(86_400)), 3600);
+        assert_eq!(
+            reclaimed_after_seconds(None, None),
+            FLEX_START_MAX_RUN_SECONDS
+        );
+    }
+
+    #[test]
+    fn little_headroom_is_a_warning() {
+        let findings = check_run_duration("train-2", 6 * 86_400 + 23 * 3600, None);
+        assert_eq!(findings.len(), 1);
+        assert_eq!(findings[0].severity, Severity::Warning);
+        assert!(check_run_duration("train-2", 86_400, None).is_empty());
+        assert_eq!(annotation_value(86_400), "86400");
+        assert_eq!(format_duration(129_600), "1d12h");
+    }
+}

@@ -1,0 +1,705 @@
+//! Jobs to Kueue podsets: the ONE place that knows how Kueue turns a RayJob, a batch Job or a
+//! Workload into podsets and how it computes their requests.
+//!
+//! Sources (Kueue v0.19.2): `pkg/controller/jobs/rayjob/rayjob_controller.go` (`PodSets`,
+//! `addSubmitterPodSet`, `addSidecarSubmitterToHeadPodSet`), `pkg/controller/jobs/raycluster/
+//! common.go` (`BuildPodSets`, `effectiveWorkerCount`, `ValidateCreate`),
+//! `pkg/controller/jobs/job/job_controller.go` (`podsCount`), `pkg/workload/resources.go`
+//! (`UseLimitsAsMissingRequestsInPod`, `ValidateResources`) and
+//! `k8s.io/component-helpers/resource` (`PodRequests`).
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use super::quantity::{Format, Quantity};
+use super::reader::{Context, Field, ParseErrors, describe};
+use super::selectors::{NodeSelectorTerm, Operator, Requirement, Toleration};
+use super::time::Timestamp;
+
+/// The label that puts a job in a LocalQueue.
+pub const QUEUE_NAME_LABEL: &str = "kueue.x-k8s.io/queue-name";
+/// The label naming a WorkloadPriorityClass.
+pub const PRIORITY_CLASS_LABEL: &str = "kueue.x-k8s.io/priority-class";
+/// The annotation that makes a job elastic (required for Ray in-tree autoscaling).
+pub const ELASTIC_JOB_ANNOTATION: &str = "kueue.x-k8s.io/elastic-job";
+/// KubeRay's GCS fault-tolerance annotation.
+pub const RAY_FT_ENABLED_ANNOTATION: &str = "ray.io/ft-enabled";
+/// Kueue's maximum number of podsets in a Workload (`jobframework.MaxPodSets`).
+pub const MAX_POD_SETS: usize = 18;
+
+/// One podset as Kueue builds it: a name, a pod count and the scheduling-relevant parts of the
+/// pod template.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PodSet {
+    pub name: String,
+    pub count: i32,
+    /// Effective requests of one pod (limits filling missing requests, init containers,
+    /// sidecars, pod-level resources and overhead), before multiplying by `count`.
+    pub requests: BTreeMap<String, Quantity>,
+    pub node_selector: BTreeMap<String, String>,
+    /// `requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms`, when set.
+    pub required_node_affinity: Option<Vec<NodeSelectorTerm>>,
+    pub tolerations: Vec<Toleration>,
+    pub priority_class_name: Option<String>,
+    /// Kueue's `ValidateResources` errors (requests above limits); such a workload is
+    /// inadmissible.
+    pub invalid_resources: Vec<String>,
+}
+
+/// Where a workload's priority comes from (`jobframework.ExtractPriority`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PrioritySource {
+    /// The `kueue.x-k8s.io/priority-class` label: a WorkloadPriorityClass name.
+    WorkloadPriorityClass(String),
+    /// Already resolved (a Workload's `spec.priority`).
+    Value(i32),
+    /// The first podset `priorityClassName`, else the cluster's default PriorityClass, else 0.
+    PodSets,
+}
+
+/// A job that waits for (or is about to ask for) a quota reservation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PendingWorkload {
+    /// `RayJob`, `Job` or `Workload`.
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+    /// The LocalQueue; `None` means Kueue does not manage the job.
+    pub queue_name: Option<String>,
+    pub priority: PrioritySource,
+    /// `metadata.creationTimestamp`; `None` for jobs not created yet (they queue last, in the
+    /// order given).
+    pub created: Option<Timestamp>,
+    pub pod_sets: Vec<PodSet>,
+    /// Why Kueue's admission webhook would refuse to create this job, if it would.
+    pub rejected: Option<String>,
+    /// For a Workload: the `(kind, name)` of the job that owns it.
+    pub owner: Option<(String, String)>,
+}
+
+impl PendingWorkload {
+    /// Builds the workload Kueue would create for a `ray.io/v1 RayJob`, a `batch/v1 Job`, or
+    /// reads a `kueue.x-k8s.io Workload` as it is.
+    pub fn from_object(object: &Value) -> Result<PendingWorkload, ParseErrors> {
+        let ctx = Context::new(describe(object));
+        let root = ctx.root(object);
+        let api_version = root.get("apiVersion").str().unwrap_or_default();
+        let kind = root.get("kind").str().unwrap_or_default();
+        let group = api_version.split('/').next().unwrap_or_default();
+        let workload = match (group, kind) {
+            ("ray.io", "RayJob") => Some(from_ray_job(&root)),
+            ("batch", "Job") => Some(from_batch_job(&root)),
+            ("kueue.x-k8s.io", "Workload") => Some(from_workload(&root)),
+            _ => {
+                ctx.report(
+                    "",
+                    format!(
+                        "cannot build podsets for {api_version} {kind}; expected a ray.io RayJob, a batch Job or a kueue.x-k8s.io Workload"
+                    ),
+                );
+                None
+            }
+        };
+        let errors = ctx.into_errors();
+        match workload {
+            Some(workload) if errors.is_empty() => Ok(workload),
+            _ => Err(ParseErrors(errors)),
+        }
+    }
+
+    /// `namespace/name`.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+}
+
+struct Metadata {
+    namespace: String,
+    name: String,
+    labels: BTreeMap<String, String>,
+    annotations: BTreeMap<String, String>,
+    created: Option<Timestamp>,
+}
+
+fn read_metadata(root: &Field<'_, '_>) -> Metadata {
+    let metadata = root.get("metadata");
+    let name = metadata.get("name").string().unwrap_or_default();
+    if name.is_empty() {
+        metadata.get("name").report("a name is required");
+    }
+    let created_field = metadata.get("creationTimestamp");
+    let created = created_field.str().and_then(|text| {
+        let parsed = Timestamp::parse(text);
+        if parsed.is_none() {
+            created_field.report(format!("{text:?} is not an RFC 3339 timestamp"));
+        }
+        parsed
+    });
+    Metadata {
+        namespace: metadata
+            .get("namespace")
+            .string()
+            .unwrap_or_else(|| "default".to_string()),
+        name,
+        labels: metadata.get("labels").string_map(),
+        annotations: metadata.get("annotations").string_map(),
+        created,
+    }
+}
+
+fn priority_from_labels(labels: &BTreeMap<String, String>) -> PrioritySource {
+    match labels.get(PRIORITY_CLASS_LABEL) {
+        Some(name) if !name.is_empty() => PrioritySource::WorkloadPriorityClass(name.clone()),
+        _ => PrioritySource::PodSets,
+    }
+}
+
+fn queue_from_labels(labels: &BTreeMap<String, String>) -> Option<String> {
+    labels
+        .get(QUEUE_NAME_LABEL)
+        .filter(|q| !q.is_empty())
+        .cloned()
+}
+
+fn resources_of(
+    requests: &[(&str, &str)],
+    limits: &[(&str, &str)],
+) -> (BTreeMap<String, Quantity>, BTreeMap<String, Quantity>) {
+    let to_map = |pairs: &[(&str, &str)]| {
+        pairs
+            .iter()
+            .filter_map(|(name, value)| Some((name.to_string(), Quantity::parse(value).ok()?)))
+            .collect()
+    };
+    (to_map(requests), to_map(limits))
+}
+
+/// KubeRay's autoscaler sidecar when `autoscalerOptions.resources` is not set.
+fn default_autoscaler_resources() -> Container {
+    let (requests, limits) = resources_of(
+        &[("cpu", "500m"), ("memory", "512Mi")],
+        &[("cpu", "500m"), ("memory", "512Mi")],
+    );
+    Container {
+        requests,
+        limits,
+        restart_always: false,
+    }
+}
+
+/// KubeRay's default submitter resources (used for the K8sJobMode submitter pod and the
+/// SidecarMode submitter container).
+fn default_submitter_resources() -> Container {
+    let (requests, limits) = resources_of(
+        &[("cpu", "500m"), ("memory", "200Mi")],
+        &[("cpu", "1"), ("memory", "1Gi")],
+    );
+    Container {
+        requests,
+        limits,
+        restart_always: false,
+    }
+}
+
+/// KubeRay's Redis cleanup job requests, max-merged into the head Ray container when GCS
+/// fault tolerance is on.
+fn redis_cleanup_requests() -> BTreeMap<String, Quantity> {
+    resources_of(&[("cpu", "200m"), ("memory", "256Mi")], &[]).0
+}
+
+fn from_ray_job(root: &Field<'_, '_>) -> PendingWorkload {
+    let meta = read_metadata(root);
+    let spec = root.get("spec");
+    let mut rejected = Vec::new();
+
+    let cluster_selector = spec.get("clusterSelector").string_map();
+    let cluster_spec = spec.get("rayClusterSpec");
+    let managed = queue_from_labels(&meta.labels);
+    if managed.is_some() {
+        if !cluster_selector.is_empty() && cluster_spec.is_present() {
+            rejected.push(
+                "spec.clusterSelector: a kueue managed job should not use an existing cluster"
+                    .to_string(),
+            );
+        } else if cluster_selector.is_empty() && !cluster_spec.is_present() {
+            rejected.push("spec.rayClusterSpec: Required value: rayClusterSpec is required for Kueue-managed jobs that don't use clusterSelector".to_string());
+        }
+        if cluster_spec.is_present()
+            && cluster_selector.is_empty()
+            && !spec.get("shutdownAfterJobFinishes").bool().unwrap_or(false)
+        {
+            rejected.push("spec.shutdownAfterJobFinishes: Invalid value: false: a kueue managed job should delete the cluster after finishing".to_string());
+        }
+    }
+    // A RayJob that only selects an existing cluster is ignored by Kueue.
+    let queue_name = if !cluster_selector.is_empty() && !cluster_spec.is_present() {
+        None
+    } else {
+        managed
+    };
+
+    let submission_mode = spec
+        .get("submissionMode")
+        .string()
+        .unwrap_or_else(|| "K8sJobMode".to_string());
+    let autoscaling = cluster_spec
+        .get("enableInTreeAutoscaling")
+        .bool()
+        .unwrap_or(false);
+    let elastic = meta
+        .annotations
+        .get(ELASTIC_JOB_ANNOTATION)
+        .is_some_and(|v| v == "true");
+    if queue_name.is_some() && autoscaling && !elastic {
+        rejected.push(format!(
+            "spec.rayClusterSpec.enableInTreeAutoscaling: Invalid value: true: a kueue managed job should only use autoscaling when workload slicing is enabled (annotation {ELASTIC_JOB_ANNOTATION}: \"true\")"
+        ));
+    }
+
+    let mut pod_sets = Vec::new();
+    let head_template = cluster_spec.get("headGroupSpec").get("template");
+    let mut head = PodTemplate::read(&head_template);
+    let ft_enabled = meta
+        .annotations
+        .get(RAY_FT_ENABLED_ANNOTATION)
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+        || cluster_spec.get("gcsFaultToleranceOptions").is_present();
+    if ft_enabled {
+        match head.containers.first_mut() {
+            Some(ray) => {
+                for (name, quantity) in redis_cleanup_requests() {
+                    let merged = match ray.requests.get(&name) {
+                        Some(existing) => existing.max_by_value(quantity),
+                        None => quantity,
+                    };
+                    ray.requests.insert(name, merged);
+                }
+            }
+            None => head_template.report("cannot account for Redis cleanup resources: head pod template must include the Ray container"),
+        }
+    }
+    if autoscaling {
+        let options = cluster_spec.get("autoscalerOptions").get("resources");
+        let container = if options.is_present() {
+            Container::read_resources(&options, false)
+        } else {
+            default_autoscaler_resources()
+        };
+        head.containers.push(container);
+    }
+    if submission_mode == "SidecarMode" {
+        head.containers.push(default_submitter_resources());
+    }
+    pod_sets.push(head.into_pod_set("head".to_string(), 1));
+
+    let worker_groups = cluster_spec.get("workerGroupSpecs").items();
+    if queue_name.is_some() && worker_groups.len() + 1 > MAX_POD_SETS {
+        rejected.push(format!(
+            "spec.rayClusterSpec.workerGroupSpecs: Too many: {}: must have at most {MAX_POD_SETS} items",
+            worker_groups.len() + 1
+        ));
+    }
+    for (i, group) in worker_groups.iter().enumerate() {
+        let group_name = group.get("groupName").string().unwrap_or_default();
+        if group_name == "head" && queue_name.is_some() {
+            rejected.push(format!(
+                "spec.rayClusterSpec.workerGroupSpecs[{i}].groupName: Forbidden: \"head\" is reserved for the head group"
+            ));
+        }
+        // The KubeRay CRD defaults `replicas` to 0 before Kueue sees the object; Kueue's own
+        // fallback to 1 for a nil value therefore never applies to a stored RayJob.
+        let replicas = group.get("replicas").i32().unwrap_or(0);
+        let hosts = group.get("numOfHosts").i32().unwrap_or(1);
+        let count = if hosts > 1 {
+            replicas.saturating_mul(hosts)
+        } else {
+            replicas
+        };
+        let template = PodTemplate::read(&group.get("template"));
+        pod_sets.push(template.into_pod_set(group_name.to_lowercase(), count));
+    }
+
+    if submission_mode == "K8sJobMode" {
+        let submitter_template = spec.get("submitterPodTemplate");
+        let template = if submitter_template.is_present() {
+            PodTemplate::read(&submitter_template)
+        } else {
+            PodTemplate {
+                containers: vec![default_submitter_resources()],
+                ..PodTemplate::default()
+            }
+        };
+        pod_sets.push(template.into_pod_set("submitter".to_string(), 1));
+    }
+
+    finish(meta, "RayJob", queue_name, pod_sets, rejected)
+}
+
+fn from_batch_job(root: &Field<'_, '_>) -> PendingWorkload {
+    let meta = read_metadata(root);
+    let spec = root.get("spec");
+    let parallelism = spec.get("parallelism").i32().unwrap_or(1);
+    let count = match spec.get("completions").i32() {
+        Some(completions) if completions < parallelism => completions,
+        _ => parallelism,
+    };
+    let template = PodTemplate::read(&spec.get("template"));
+    let pod_sets = vec![template.into_pod_set("main".to_string(), count)];
+    let queue_name = queue_from_labels(&meta.labels);
+    finish(meta, "Job", queue_name, pod_sets, Vec::new())
+}
+
+fn from_workload(root: &Field<'_, '_>) -> PendingWorkload {
+    let meta = read_metadata(root);
+    let spec = root.get("spec");
+    let pod_sets = spec
+        .get("podSets")
+        .items()
+        .iter()
+        .map(|ps| {
+            let name = ps
+                .get("name")
+                .string()
+                .unwrap_or_else(|| "main".to_string());
+            let count = ps.get("count").i32().unwrap_or(1);
+            PodTemplate::read(&ps.get("template")).into_pod_set(name, count)
+        })
+        .collect();
+    // Kueue v1beta1 spelled the queue `queueName` too; both versions are read the same way.
+    let queue_name = spec.get("queueName").string().filter(|q| !q.is_empty());
+    let priority = match spec.get("priority").i32() {
+        Some(value) => PrioritySource::Value(value),
+        None => priority_from_labels(&meta.labels),
+    };
+    let owner = root
+        .get("metadata")
+        .get("ownerReferences")
+        .items()
+        .first()
+        .and_then(|o| Some((o.get("kind").string()?, o.get("name").string()?)));
+    PendingWorkload {
+        kind: "Workload".to_string(),
+        namespace: meta.namespace,
+        name: meta.name,
+        queue_name,
+        priority,
+        created: meta.created,
+        pod_sets,
+        rejected: None,
+        owner,
+    }
+}
+
+fn finish(
+    meta: Metadata,
+    kind: &str,
+    queue_name: Option<String>,
+    mut pod_sets: Vec<PodSet>,
+    rejected: Vec<String>,
+) -> PendingWorkload {
+    let priority = priority_from_labels(&meta.labels);
+    for (i, pod_set) in pod_sets.iter_mut().enumerate() {
+        for error in &mut pod_set.invalid_resources {
+            *error = format!("spec.podSets[{i}].template.spec.{error}");
+        }
+    }
+    PendingWorkload {
+        kind: kind.to_string(),
+        namespace: meta.namespace,
+        name: meta.name,
+        queue_name,
+        priority,
+        created: meta.created,
+        pod_sets,
+        rejected: if rejected.is_empty() {
+            None
+        } else {
+            Some(rejected.join("; "))
+        },
+        owner: None,
+    }
+}
+
+/// Requests and limits of one container.
+#[derive(Debug, Clone, Default)]
+struct Container {
+    requests: BTreeMap<String, Quantity>,
+    limits: BTreeMap<String, Quantity>,
+    /// A sidecar: an init container with `restartPolicy: Always`.
+    restart_always: bool,
+}
+
+impl Container {
+    fn read_resources(resources: &Field<'_, '_>, restart_always: bool) -> Container {
+        Container {
+            requests: resources.get("requests").resource_list(),
+            limits: resources.get("limits").resource_list(),
+            restart_always,
+        }
+    }
+
+    /// Requests with limits filling the missing ones (`UseLimitsAsMissingRequestsInPod`).
+    fn effective_requests(&self) -> BTreeMap<String, Quantity> {
+        let mut requests = self.requests.clone();
+        for (name, limit) in &self.limits {
+            requests.entry(name.clone()).or_insert(*limit);
+        }
+        requests
+    }
+
+    /// Resource names whose request exceeds the limit, sorted (Kueue's `GreaterKeys`).
+    fn requests_above_limits(&self) -> Vec<String> {
+        self.requests
+            .iter()
+            .filter(|(name, request)| self.limits.get(*name).is_some_and(|limit| *request > limit))
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+}
+
+/// The scheduling-relevant parts of a `PodTemplateSpec`.
+#[derive(Debug, Clone, Default)]
+struct PodTemplate {
+    containers: Vec<Container>,
+    init_containers: Vec<Container>,
+    pod_level: Option<Container>,
+    overhead: BTreeMap<String, Quantity>,
+    node_selector: BTreeMap<String, String>,
+    required_node_affinity: Option<Vec<NodeSelectorTerm>>,
+    tolerations: Vec<Toleration>,
+    priority_class_name: Option<String>,
+}
+
+impl PodTemplate {
+    fn read(template: &Field<'_, '_>) -> PodTemplate {
+        let spec = template.get("spec");
+        let containers = spec
+            .get("containers")
+            .items()
+            .iter()
+            .map(|c| Container::read_resources(&c.get("resources"), false))
+            .collect();
+        let init_containers = spec
+            .get("initContainers")
+            .items()
+            .iter()
+            .map(|c| {
+                let always = c.get("restartPolicy").str() == Some("Always");
+                Container::read_resources(&c.get("resources"), always)
+            })
+            .collect();
+        let pod_resources = spec.get("resources");
+        let pod_level = pod_resources
+            .is_present()
+            .then(|| Container::read_resources(&pod_resources, false));
+        let affinity = spec
+            .get("affinity")
+            .get("nodeAffinity")
+            .get("requiredDuringSchedulingIgnoredDuringExecution");
+        let required_node_affinity = affinity.is_present().then(|| {
+            affinity
+                .get("nodeSelectorTerms")
+                .items()
+                .iter()
+                .map(read_node_selector_term)
+                .collect()
+        });
+        let tolerations = spec
+            .get("tolerations")
+            .items()
+            .iter()
+            .map(read_toleration)
+            .collect();
+        PodTemplate {
+            containers,
+            init_containers,
+            pod_level,
+            overhead: spec.get("overhead").resource_list(),
+            node_selector: spec.get("nodeSelector").string_map(),
+            required_node_affinity,
+            tolerations,
+            priority_class_name: spec
+                .get("priorityClassName")
+                .string()
+                .filter(|p| !p.is_empty()),
+        }
+    }
+
+    /// `resourcehelpers.PodRequests` after Kueue's limits-as-requests adjustment.
+    fn pod_requests(&self) -> BTreeMap<String, Quantity> {
+        let mut total: BTreeMap<String, Quantity> = BTreeMap::new();
+        for container in &self.containers {
+            add_into(&mut total, &container.effective_requests());
+        }
+        // Init containers run one at a time, each alongside the sidecars started before it.
+        let mut sidecars: BTreeMap<String, Quantity> = BTreeMap::new();
+        let mut init_peak: BTreeMap<String, Quantity> = BTreeMap::new();
+        for container in &self.init_containers {
+            let requests = container.effective_requests();
+            let during = if container.restart_always {
+                add_into(&mut total, &requests);
+                add_into(&mut sidecars, &requests);
+                sidecars.clone()
+            } else {
+                let mut during = requests;
+                add_into(&mut during, &sidecars);
+                during
+            };
+            max_into(&mut init_peak, &during);
+        }
+        max_into(&mut total, &init_peak);
+        if let Some(pod_level) = &self.pod_level {
+            // Pod-level requests replace the container sum for the resources they support.
+            for (name, quantity) in pod_level.effective_requests() {
+                if name == "cpu" || name == "memory" || name.starts_with("hugepages-") {
+                    total.insert(name, quantity);
+                }
+            }
+        }
+        add_into(&mut total, &self.overhead);
+        // Kueue floors negative requests to zero.
+        for quantity in total.values_mut() {
+            if quantity.is_negative() {
+                *quantity = Quantity::from_units(0, Format::DecimalSI);
+            }
+        }
+        total
+    }
+
+    /// Kueue's `ValidateResources` for this template, as paths relative to `spec`.
+    fn invalid_resources(&self) -> Vec<String> {
+        let mut errors = Vec::new();
+        let mut check = |path: String, container: &Container| {
+            let names = container.requests_above_limits();
+            if !names.is_empty() {
+                let quoted: Vec<String> = names.iter().map(|n| format!("{n:?}")).collect();
+                errors.push(format!(
+                    "{path}: Invalid value: [{}]: requests must not exceed its limits",
+                    quoted.join(",")
+                ));
+            }
+        };
+        for (i, container) in self.init_containers.iter().enumerate() {
+            check(format!("initContainers[{i}]"), container);
+        }
+        for (i, container) in self.containers.iter().enumerate() {
+            check(format!("containers[{i}]"), container);
+        }
+        if let Some(pod_level) = &self.pod_level {
+            check("resources".to_string(), pod_level);
+        }
+        errors
+    }
+
+    fn into_pod_set(self, name: String, count: i32) -> PodSet {
+        let requests = self.pod_requests();
+        let invalid_resources = self.invalid_resources();
+        PodSet {
+            name,
+            count,
+            requests,
+            node_selector: self.node_selector,
+            required_node_affinity: self.required_node_affinity,
+            tolerations: self.tolerations,
+            priority_class_name: self.priority_class_name,
+            invalid_resources,
+        }
+    }
+}
+
+fn add_into(total: &mut BTreeMap<String, Quantity>, extra: &BTreeMap<String, Quantity>) {
+    for (name, quantity) in extra {
+        let sum = match total.get(name) {
+            Some(existing) => existing.saturating_add(*quantity),
+            None => *quantity,
+        };
+        total.insert(name.clone(), sum);
+    }
+}
+
+fn max_into(total: &mut BTreeMap<String, Quantity>, other: &BTreeMap<String, Quantity>) {
+    for (name, quantity) in other {
+        let max = match total.get(name) {
+            Some(existing) => existing.max_by_value(*quantity),
+            None => *quantity,
+        };
+        total.insert(name.clone(), max);
+    }
+}
+
+pub(crate) fn read_requirement(field: &Field<'_, '_>) -> Option<Requirement> {
+    let key = field.get("key").string().unwrap_or_default();
+    let operator_text = field.get("operator").str().unwrap_or_default();
+    let Some(operator) = Operator::parse(operator_text) else {
+        field
+            .get("operator")
+            .report(format!("{operator_text:?} is not a valid operator"));
+        return None;
+    };
+    let values = field
+        .get("values")
+        .items()
+        .iter()
+        .filter_map(|v| v.string())
+        .collect();
+    Some(Requirement {
+        key,
+        operator,
+        values,
+    })
+}
+
+fn read_node_selector_term(term: &Field<'_, '_>) -> NodeSelectorTerm {
+    NodeSelectorTerm {
+        match_expressions: term
+            .get("matchExpressions")
+            .items()
+            .iter()
+            .filter_map(read_requirement)
+            .collect(),
+    }
+}
+
+pub(crate) fn read_toleration(field: &Field<'_, '_>) -> Toleration {
+    Toleration {
+        key: field.get("key").string().unwrap_or_default(),
+        operator: field.get("operator").string().unwrap_or_default(),
+        value: field.get("value").string().unwrap_or_default(),
+        effect: field.get("effect").string().unwrap_or_default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn q(s: &str) -> Quantity {
+        Quantity::parse(s).unwrap()
+    }
+
+    #[test]
+    fn limits_fill_missing_requests_and_init_containers_take_the_max() {
+        let job = json!({
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "j", "labels": {QUEUE_NAME_LABEL: "q"}},
+            "spec": {"parallelism": 3, "completions": 2, "template": {"spec": {
+                "initContainers": [
+                    {"name": "setup", "resources": {"requests": {"cpu": "4"}}},
+                    {"name": "proxy", "restartPolicy": "Always", "resources": {"requests": {"cpu": "1"}}}
+                ],
+                "containers": [
+                    {"name": "a", "resources": {"limits": {"cpu": "2", "memory": "1Gi"}}},
+                    {"name": "b", "resources": {"requests": {"cpu": "500m"}, "limits": {"cpu": "1"}}}
+                ]
+            }}}
+        });
+        let workload = PendingWorkload::from_object(&job).unwrap();
+        let main = &workload.pod_sets[0];
+        assert_eq!(main.count, 2);
+        // containers 2.5 + sidecar 1 = 3.5; init peak 4 (setup alone) -> 4.
+        assert_eq!(main.requests["cpu"], q("4"));
+        assert_eq!(main.requests["memory"], q("1Gi"));
+    }
+}

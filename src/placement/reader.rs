@@ -1,0 +1,274 @@
+//! A forgiving reader over Kubernetes JSON objects that records precise problems.
+//!
+//! Missing or `null` fields take their Kubernetes defaults; a field of the wrong type or an
+//! invalid quantity is recorded with its object and field path, and reading continues so that
+//! every problem is reported at once.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde_json::Value;
+
+use super::quantity::Quantity;
+
+/// One problem in one object, e.g. `ClusterQueue cluster-queue:
+/// spec.resourceGroups[0].flavors[1].resources[1].nominalQuota: invalid quantity "20Gii": ...`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParseError {
+    /// `Kind name` or `Kind namespace/name`.
+    pub object: String,
+    /// Dotted field path inside the object; empty for the object itself.
+    pub field: String,
+    pub message: String,
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.field.is_empty() {
+            write!(f, "{}: {}", self.object, self.message)
+        } else {
+            write!(f, "{}: {}: {}", self.object, self.field, self.message)
+        }
+    }
+}
+
+/// All problems found while reading objects.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ParseErrors(pub Vec<ParseError>);
+
+impl fmt::Display for ParseErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, error) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("\n")?;
+            }
+            write!(f, "{error}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ParseErrors {}
+
+/// Collects the problems of one object.
+pub(crate) struct Context {
+    object: String,
+    errors: RefCell<Vec<ParseError>>,
+}
+
+impl Context {
+    pub(crate) fn new(object: String) -> Context {
+        Context {
+            object,
+            errors: RefCell::new(Vec::new()),
+        }
+    }
+
+    pub(crate) fn report(&self, field: &str, message: impl Into<String>) {
+        self.errors.borrow_mut().push(ParseError {
+            object: self.object.clone(),
+            field: field.to_string(),
+            message: message.into(),
+        });
+    }
+
+    pub(crate) fn root<'c, 'v>(&'c self, value: &'v Value) -> Field<'c, 'v> {
+        Field {
+            ctx: self,
+            value: Some(value),
+            path: String::new(),
+        }
+    }
+
+    pub(crate) fn into_errors(self) -> Vec<ParseError> {
+        self.errors.into_inner()
+    }
+}
+
+/// A possibly-missing value at a path.
+#[derive(Clone)]
+pub(crate) struct Field<'c, 'v> {
+    ctx: &'c Context,
+    value: Option<&'v Value>,
+    path: String,
+}
+
+impl<'c, 'v> Field<'c, 'v> {
+    pub(crate) fn report(&self, message: impl Into<String>) {
+        self.ctx.report(&self.path, message);
+    }
+
+    /// The value unless missing or `null`.
+    pub(crate) fn value(&self) -> Option<&'v Value> {
+        self.value.filter(|v| !v.is_null())
+    }
+
+    pub(crate) fn is_present(&self) -> bool {
+        self.value().is_some()
+    }
+
+    pub(crate) fn get(&self, key: &str) -> Field<'c, 'v> {
+        let path = if self.path.is_empty() {
+            key.to_string()
+        } else {
+            format!("{}.{key}", self.path)
+        };
+        let value = match self.value() {
+            None => None,
+            Some(Value::Object(map)) => map.get(key),
+            Some(_) => {
+                self.report("expected an object");
+                None
+            }
+        };
+        Field {
+            ctx: self.ctx,
+            value,
+            path,
+        }
+    }
+
+    /// Array elements; missing means empty.
+    pub(crate) fn items(&self) -> Vec<Field<'c, 'v>> {
+        match self.value() {
+            None => Vec::new(),
+            Some(Value::Array(items)) => items
+                .iter()
+                .enumerate()
+                .map(|(i, value)| Field {
+                    ctx: self.ctx,
+                    value: Some(value),
+                    path: format!("{}[{i}]", self.path),
+                })
+                .collect(),
+            Some(_) => {
+                self.report("expected a list");
+                Vec::new()
+            }
+        }
+    }
+
+    pub(crate) fn str(&self) -> Option<&'v str> {
+        match self.value() {
+            None => None,
+            Some(Value::String(s)) => Some(s.as_str()),
+            Some(_) => {
+                self.report("expected a string");
+                None
+            }
+        }
+    }
+
+    pub(crate) fn string(&self) -> Option<String> {
+        self.str().map(str::to_string)
+    }
+
+    pub(crate) fn i64(&self) -> Option<i64> {
+        match self.value() {
+            None => None,
+            Some(Value::Number(n)) => match n.as_i64() {
+                Some(v) => Some(v),
+                None => {
+                    self.report(format!("expected an integer, got {n}"));
+                    None
+                }
+            },
+            Some(_) => {
+                self.report("expected an integer");
+                None
+            }
+        }
+    }
+
+    /// An `int32` field, as Kubernetes declares counts and priorities.
+    pub(crate) fn i32(&self) -> Option<i32> {
+        let value = self.i64()?;
+        match i32::try_from(value) {
+            Ok(v) => Some(v),
+            Err(_) => {
+                self.report(format!("{value} does not fit in an int32"));
+                None
+            }
+        }
+    }
+
+    pub(crate) fn bool(&self) -> Option<bool> {
+        match self.value() {
+            None => None,
+            Some(Value::Bool(b)) => Some(*b),
+            Some(_) => {
+                self.report("expected true or false");
+                None
+            }
+        }
+    }
+
+    pub(crate) fn quantity(&self) -> Option<Quantity> {
+        let value = self.value()?;
+        match Quantity::from_json(value) {
+            Ok(q) => Some(q),
+            Err(e) => {
+                self.report(e.to_string());
+                None
+            }
+        }
+    }
+
+    /// A `map[string]string` such as labels or a node selector.
+    pub(crate) fn string_map(&self) -> BTreeMap<String, String> {
+        let mut map = BTreeMap::new();
+        match self.value() {
+            None => {}
+            Some(Value::Object(entries)) => {
+                for (key, value) in entries {
+                    match value {
+                        Value::String(s) => {
+                            map.insert(key.clone(), s.clone());
+                        }
+                        _ => self.get(key).report("expected a string"),
+                    }
+                }
+            }
+            Some(_) => self.report("expected a map of strings"),
+        }
+        map
+    }
+
+    /// A `ResourceList`: resource name to quantity.
+    pub(crate) fn resource_list(&self) -> BTreeMap<String, Quantity> {
+        let mut list = BTreeMap::new();
+        match self.value() {
+            None => {}
+            Some(Value::Object(entries)) => {
+                for key in entries.keys() {
+                    if let Some(q) = self.get(key).quantity() {
+                        list.insert(key.clone(), q);
+                    }
+                }
+            }
+            Some(_) => self.report("expected a map of resource quantities"),
+        }
+        list
+    }
+}
+
+/// `Kind namespace/name` or `Kind name` for messages.
+pub(crate) fn describe(object: &Value) -> String {
+    let kind = object
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or("object");
+    let metadata = object.get("metadata");
+    let name = metadata
+        .and_then(|m| m.get("name"))
+        .and_then(Value::as_str)
+        .unwrap_or("<unnamed>");
+    match metadata
+        .and_then(|m| m.get("namespace"))
+        .and_then(Value::as_str)
+    {
+        Some(namespace) => format!("{kind} {namespace}/{name}"),
+        None => format!("{kind} {name}"),
+    }
+}

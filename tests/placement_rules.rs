@@ -1,0 +1,1226 @@
+//! Table tests of Kueue's placement rules, one scenario per test, built from the same
+//! Kubernetes objects a user would apply. Expected flavors and messages follow Kueue v0.19.2
+//! (see `shared/reference/kueue.md` §1a-1c) and the seed walk-through.
+
+use gkq::placement::{
+    Cluster, PendingWorkload, Placement, PlacementState, Prediction, fits_ever, predict,
+};
+use serde_json::{Value, json};
+
+// ---------------------------------------------------------------- fixtures
+
+fn flavor(name: &str, pool: &str) -> Value {
+    json!({
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+        "metadata": {"name": name},
+        "spec": {"nodeLabels": {"cloud.google.com/gke-nodepool": pool}}
+    })
+}
+
+fn local_queue(name: &str, cluster_queue: &str) -> Value {
+    json!({
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+        "metadata": {"namespace": "default", "name": name},
+        "spec": {"clusterQueue": cluster_queue}
+    })
+}
+
+/// `flavors`: `(flavor, [(resource, nominal)])` in order, one resource group covering
+/// `covered`.
+fn cluster_queue(name: &str, covered: &[&str], flavors: &[(&str, &[(&str, &str)])]) -> Value {
+    json!({
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+        "metadata": {"name": name},
+        "spec": {
+            "namespaceSelector": {},
+            "resourceGroups": [group(covered, flavors)]
+        }
+    })
+}
+
+fn group(covered: &[&str], flavors: &[(&str, &[(&str, &str)])]) -> Value {
+    json!({
+        "coveredResources": covered,
+        "flavors": flavors.iter().map(|(name, quotas)| json!({
+            "name": name,
+            "resources": quotas.iter().map(|(r, q)| json!({"name": r, "nominalQuota": q})).collect::<Vec<_>>()
+        })).collect::<Vec<_>>()
+    })
+}
+
+/// A batch Job with one podset `main` of `count` pods, each requesting `requests`.
+fn job(name: &str, queue: &str, count: i64, requests: &[(&str, &str)]) -> Value {
+    let requests: serde_json::Map<String, Value> = requests
+        .iter()
+        .map(|(r, q)| (r.to_string(), json!(q)))
+        .collect();
+    json!({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"namespace": "default", "name": name, "labels": {"kueue.x-k8s.io/queue-name": queue}},
+        "spec": {"parallelism": count, "template": {"spec": {
+            "containers": [{"name": "c", "resources": {"requests": requests.clone(), "limits": requests}}]
+        }}}
+    })
+}
+
+fn with(mut object: Value, path: &[&str], value: Value) -> Value {
+    let mut target = &mut object;
+    for key in &path[..path.len() - 1] {
+        target = target
+            .as_object_mut()
+            .expect("object")
+            .entry(key.to_string())
+            .or_insert_with(|| json!({}));
+    }
+    target[path[path.len() - 1]] = value;
+    object
+}
+
+fn pod_spec_path<'a>(rest: &[&'a str]) -> Vec<&'a str> {
+    let mut path = vec!["spec", "template", "spec"];
+    path.extend_from_slice(rest);
+    path
+}
+
+fn cluster(objects: &[Value]) -> Cluster {
+    Cluster::from_objects(objects).expect("fixtures parse")
+}
+
+fn jobs(objects: &[Value]) -> Vec<PendingWorkload> {
+    objects
+        .iter()
+        .map(|o| PendingWorkload::from_object(o).expect("job parses"))
+        .collect()
+}
+
+fn run(cluster_objects: &[Value], job_objects: &[Value]) -> Prediction {
+    predict(&cluster(cluster_objects), &jobs(job_objects))
+}
+
+/// `(podset, flavor)` pairs of a placement.
+fn flavors(placement: &Placement) -> Vec<(&str, Option<&str>)> {
+    placement
+        .podsets
+        .iter()
+        .map(|p| (p.name.as_str(), p.flavor.as_deref()))
+        .collect()
+}
+
+fn reason(placement: &Placement) -> &str {
+    placement.reason.as_deref().unwrap_or("")
+}
+
+// ---------------------------------------------------------------- the seed walk-through
+
+/// `dws-tpu-queue.yaml` from the seed, in v1beta2 with envsubst applied.
+fn seed_queue_objects() -> Vec<Value> {
+    vec![
+        flavor("default-cpu", "default-pool"),
+        flavor("on-demand", "on-demand-pool"),
+        flavor("dws", "dws-pool"),
+        json!({
+            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+            "metadata": {"name": "cluster-queue"},
+            "spec": {
+                "namespaceSelector": {},
+                "resourceGroups": [group(&["cpu", "memory", "google.com/tpu"], &[
+                    ("default-cpu", &[("cpu", "10"), ("memory", "20Gi"), ("google.com/tpu", "0")]),
+                    ("on-demand", &[("cpu", "40"), ("memory", "75Gi"), ("google.com/tpu", "16")]),
+                    ("dws", &[("cpu", "1000000000"), ("memory", "1000000000Gi"), ("google.com/tpu", "1000000000")]),
+                ])],
+                "admissionChecksStrategy": {"admissionChecks": [{"name": "dws-prov", "onFlavors": ["dws"]}]}
+            }
+        }),
+        local_queue("user-queue", "cluster-queue"),
+        json!({
+            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck",
+            "metadata": {"name": "dws-prov"},
+            "spec": {"controllerName": "kueue.x-k8s.io/provisioning-request",
+                     "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig", "name": "dws-config"}}
+        }),
+        json!({
+            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ProvisioningRequestConfig",
+            "metadata": {"name": "dws-config"},
+            "spec": {"provisioningClassName": "queued-provisioning.gke.io", "managedResources": ["google.com/tpu"]}
+        }),
+    ]
+}
+
+/// `rayjob-tpu-v6e-dws.yaml` from the seed with `JOB_ID` substituted.
+fn seed_ray_job(id: u32) -> Value {
+    json!({
+        "apiVersion": "ray.io/v1", "kind": "RayJob",
+        "metadata": {
+            "name": format!("rayjob-tpu-v6e-dws-{id}"),
+            "labels": {"kueue.x-k8s.io/queue-name": "user-queue"},
+            "annotations": {"kueue.x-k8s.io/elastic-job": "true"}
+        },
+        "spec": {
+            "shutdownAfterJobFinishes": true,
+            "entrypoint": "python /app/train.py",
+            "rayClusterSpec": {
+                "enableInTreeAutoscaling": true,
+                "headGroupSpec": {"rayStartParams": {}, "template": {"spec": {
+                    "nodeSelector": {"cloud.google.com/gke-nodepool": "default-pool"},
+                    "containers": [{"name": "ray-head", "image": "rayproject/ray:2.53.0-py311",
+                        "resources": {"limits": {"cpu": "2", "memory": "4Gi"}, "requests": {"cpu": "2", "memory": "4Gi"}}}]
+                }}},
+                "workerGroupSpecs": [{
+                    "replicas": 1, "minReplicas": 1, "maxReplicas": 2, "numOfHosts": 4,
+                    "groupName": "tpu-group", "rayStartParams": {},
+                    "template": {"spec": {
+                        "tolerations": [
+                            {"key": "google.com/tpu", "operator": "Exists", "effect": "NoSchedule"},
+                            {"key": "cloud.google.com/gke-queued", "operator": "Exists", "effect": "NoSchedule"}
+                        ],
+                        "containers": [{"name": "ray-worker", "image": "rayproject/ray:2.53.0-py311",
+                            "resources": {
+                                "limits": {"cpu": "8", "google.com/tpu": "4", "memory": "16Gi"},
+                                "requests": {"cpu": "8", "google.com/tpu": "4", "memory": "16Gi"}}}],
+                        "nodeSelector": {
+                            "cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice",
+                            "cloud.google.com/gke-tpu-topology": "4x4"
+                        }
+                    }}
+                }]
+            }
+        }
+    })
+}
+
+#[test]
+fn seed_job_one_runs_on_demand_and_job_two_falls_back_to_dws() {
+    let prediction = run(&seed_queue_objects(), &[seed_ray_job(1), seed_ray_job(2)]);
+    let [one, two] = &prediction.placements[..] else {
+        panic!("two placements");
+    };
+    assert_eq!(one.job, "rayjob-tpu-v6e-dws-1");
+    assert_eq!(one.state, PlacementState::Admitted);
+    assert_eq!(
+        flavors(one),
+        [
+            ("head", Some("default-cpu")),
+            ("tpu-group", Some("on-demand")),
+            ("submitter", Some("default-cpu"))
+        ]
+    );
+    assert_eq!(two.state, PlacementState::WaitingForAdmissionChecks);
+    assert_eq!(two.admission_checks, ["dws-prov"]);
+    assert_eq!(
+        flavors(two),
+        [
+            ("head", Some("default-cpu")),
+            ("tpu-group", Some("dws")),
+            ("submitter", Some("default-cpu"))
+        ]
+    );
+    assert_eq!(
+        reason(two),
+        "quota reserved; waiting for admission checks: dws-prov"
+    );
+    // Worker podset: 1 replica x 4 hosts.
+    assert_eq!(one.podsets[1].count, 4);
+}
+
+#[test]
+fn seed_usage_summary_shows_both_jobs() {
+    let prediction = run(&seed_queue_objects(), &[seed_ray_job(1), seed_ray_job(2)]);
+    let row = |flavor: &str, resource: &str| {
+        prediction
+            .usage
+            .iter()
+            .find(|u| u.flavor == flavor && u.resource == resource)
+            .expect("usage row")
+    };
+    assert_eq!(
+        row("on-demand", "google.com/tpu").used_plan.to_string(),
+        "16"
+    );
+    assert_eq!(row("on-demand", "google.com/tpu").nominal.to_string(), "16");
+    assert_eq!(row("dws", "google.com/tpu").used_plan.to_string(), "16");
+    // Two heads (2 + 500m autoscaler) and two submitters (500m).
+    assert_eq!(row("default-cpu", "cpu").used_plan.to_string(), "6");
+    assert_eq!(row("default-cpu", "memory").used_plan.to_string(), "9616Mi");
+    assert_eq!(row("on-demand", "cpu").free().to_string(), "8");
+}
+
+#[test]
+fn seed_third_job_also_waits_for_dws() {
+    let prediction = run(
+        &seed_queue_objects(),
+        &[seed_ray_job(1), seed_ray_job(2), seed_ray_job(3)],
+    );
+    let third = &prediction.placements[2];
+    assert_eq!(third.state, PlacementState::WaitingForAdmissionChecks);
+    assert_eq!(flavors(third)[1], ("tpu-group", Some("dws")));
+}
+
+#[test]
+fn seed_fourth_job_pends_because_heads_exhaust_default_cpu() {
+    let prediction = run(
+        &seed_queue_objects(),
+        &[
+            seed_ray_job(1),
+            seed_ray_job(2),
+            seed_ray_job(3),
+            seed_ray_job(4),
+        ],
+    );
+    let fourth = &prediction.placements[3];
+    assert_eq!(fourth.state, PlacementState::Pending);
+    assert_eq!(
+        reason(fourth),
+        "couldn't assign flavors to pod set head: flavor dws doesn't match node affinity, \
+         flavor on-demand doesn't match node affinity, insufficient unused quota for cpu in flavor \
+         default-cpu, 1500m more needed"
+    );
+    assert!(fourth.podsets.iter().all(|p| p.flavor.is_none()));
+}
+
+#[test]
+fn ray_job_podsets_follow_kueue() {
+    let job = PendingWorkload::from_object(&seed_ray_job(1)).unwrap();
+    let names: Vec<(&str, i32)> = job
+        .pod_sets
+        .iter()
+        .map(|p| (p.name.as_str(), p.count))
+        .collect();
+    assert_eq!(names, [("head", 1), ("tpu-group", 4), ("submitter", 1)]);
+    let head = &job.pod_sets[0];
+    // ray-head 2/4Gi plus the autoscaler sidecar 500m/512Mi.
+    assert_eq!(head.requests["cpu"].to_string(), "2500m");
+    assert_eq!(head.requests["memory"].to_string(), "4608Mi");
+    let submitter = &job.pod_sets[2];
+    assert_eq!(submitter.requests["cpu"].to_string(), "500m");
+    assert_eq!(submitter.requests["memory"].to_string(), "200Mi");
+}
+
+#[test]
+fn sidecar_mode_adds_the_submitter_to_the_head() {
+    let mut ray_job = seed_ray_job(1);
+    ray_job["spec"]["submissionMode"] = json!("SidecarMode");
+    ray_job["spec"]["rayClusterSpec"]["enableInTreeAutoscaling"] = json!(false);
+    ray_job["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["replicas"] = json!(2);
+    ray_job["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["groupName"] = json!("TPU-Group");
+    let job = PendingWorkload::from_object(&ray_job).unwrap();
+    let names: Vec<(&str, i32)> = job
+        .pod_sets
+        .iter()
+        .map(|p| (p.name.as_str(), p.count))
+        .collect();
+    assert_eq!(names, [("head", 1), ("tpu-group", 8)]);
+    assert_eq!(job.pod_sets[0].requests["cpu"].to_string(), "2500m");
+    assert_eq!(job.pod_sets[0].requests["memory"].to_string(), "4296Mi");
+}
+
+#[test]
+fn omitted_worker_replicas_count_as_the_crd_default_zero() {
+    let mut ray_job = seed_ray_job(1);
+    ray_job["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("replicas");
+    let job = PendingWorkload::from_object(&ray_job).unwrap();
+    assert_eq!(job.pod_sets[1].count, 0);
+}
+
+#[test]
+fn kueue_webhook_rejections_are_reported() {
+    let mut ray_job = seed_ray_job(1);
+    ray_job["metadata"]["annotations"] = json!({});
+    ray_job["spec"]["shutdownAfterJobFinishes"] = json!(false);
+    let prediction = run(&seed_queue_objects(), &[ray_job]);
+    let placement = &prediction.placements[0];
+    assert_eq!(placement.state, PlacementState::Rejected);
+    assert!(
+        reason(placement).contains("a kueue managed job should delete the cluster after finishing")
+    );
+    assert!(reason(placement).contains("workload slicing is enabled"));
+}
+
+#[test]
+fn jobs_without_a_queue_label_are_unmanaged() {
+    let mut ray_job = seed_ray_job(1);
+    ray_job["metadata"]["labels"] = json!({});
+    let prediction = run(&seed_queue_objects(), &[ray_job]);
+    assert_eq!(prediction.placements[0].state, PlacementState::Unmanaged);
+}
+
+// ---------------------------------------------------------------- quota
+
+fn tpu_queue(on_demand_tpu: &str) -> Vec<Value> {
+    vec![
+        flavor("on-demand", "on-demand-pool"),
+        flavor("dws", "dws-pool"),
+        cluster_queue(
+            "cq",
+            &["google.com/tpu"],
+            &[
+                ("on-demand", &[("google.com/tpu", on_demand_tpu)]),
+                ("dws", &[("google.com/tpu", "64")]),
+            ],
+        ),
+        local_queue("lq", "cq"),
+    ]
+}
+
+fn reserving_workload(name: &str, cluster_queue: &str, podsets: Value) -> Value {
+    json!({
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+        "metadata": {"namespace": "default", "name": name, "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"queueName": "lq", "podSets": []},
+        "status": {
+            "conditions": [{"type": "QuotaReserved", "status": "True"}, {"type": "Admitted", "status": "True"}],
+            "admission": {"clusterQueue": cluster_queue, "podSetAssignments": podsets}
+        }
+    })
+}
+
+#[test]
+fn live_usage_exhausts_on_demand_with_kueues_message() {
+    let mut objects = tpu_queue("16");
+    objects.remove(1);
+    objects[1] = cluster_queue(
+        "cq",
+        &["google.com/tpu"],
+        &[("on-demand", &[("google.com/tpu", "16")])],
+    );
+    objects.push(reserving_workload(
+        "running",
+        "cq",
+        json!([{"name": "main", "count": 4, "flavors": {"google.com/tpu": "on-demand"}, "resourceUsage": {"google.com/tpu": "16"}}]),
+    ));
+    let prediction = run(
+        &objects,
+        &[job("train", "lq", 4, &[("google.com/tpu", "4")])],
+    );
+    let placement = &prediction.placements[0];
+    assert_eq!(placement.state, PlacementState::Pending);
+    assert_eq!(
+        reason(placement),
+        "couldn't assign flavors to pod set main: insufficient unused quota for google.com/tpu in flavor on-demand, 16 more needed"
+    );
+    assert_eq!(prediction.usage[0].used_live.to_string(), "16");
+}
+
+#[test]
+fn a_request_above_maximum_capacity_skips_the_flavor() {
+    let prediction = run(
+        &tpu_queue("16"),
+        &[job("big", "lq", 8, &[("google.com/tpu", "4")])],
+    );
+    assert_eq!(flavors(&prediction.placements[0]), [("main", Some("dws"))]);
+    let message = fits_ever(
+        &cluster(&tpu_queue("16")),
+        &jobs(&[job("huge", "lq", 32, &[("google.com/tpu", "4")])])[0],
+    )
+    .unwrap_err();
+    assert_eq!(
+        message,
+        "couldn't assign flavors to pod set main: insufficient quota for google.com/tpu in flavor dws, \
+         previously considered podsets requests (0) + current podset request (128) > maximum capacity (64), \
+         insufficient quota for google.com/tpu in flavor on-demand, previously considered podsets requests (0) \
+         + current podset request (128) > maximum capacity (16)"
+    );
+}
+
+#[test]
+fn fits_ever_names_the_flavors_that_would_be_used() {
+    let placements = fits_ever(
+        &cluster(&tpu_queue("16")),
+        &jobs(&[job("ok", "lq", 4, &[("google.com/tpu", "4")])])[0],
+    )
+    .unwrap();
+    assert_eq!(placements[0].flavor.as_deref(), Some("on-demand"));
+}
+
+#[test]
+fn exhausted_quota_makes_later_jobs_fall_back_in_order() {
+    let prediction = run(
+        &tpu_queue("16"),
+        &[
+            job("a", "lq", 2, &[("google.com/tpu", "4")]),
+            job("b", "lq", 2, &[("google.com/tpu", "4")]),
+            job("c", "lq", 2, &[("google.com/tpu", "4")]),
+        ],
+    );
+    let chosen: Vec<_> = prediction
+        .placements
+        .iter()
+        .map(|p| p.podsets[0].flavor.as_deref())
+        .collect();
+    assert_eq!(chosen, [Some("on-demand"), Some("on-demand"), Some("dws")]);
+}
+
+#[test]
+fn previously_considered_podsets_count_against_later_ones() {
+    // Two podsets of 10 cpu each and a flavor with 15: the second cannot join the first.
+    let objects = vec![
+        flavor("small", "a"),
+        flavor("large", "b"),
+        cluster_queue(
+            "cq",
+            &["cpu"],
+            &[("small", &[("cpu", "15")]), ("large", &[("cpu", "100")])],
+        ),
+        local_queue("lq", "cq"),
+    ];
+    let mut ray_job = seed_ray_job(1);
+    ray_job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = json!("lq");
+    ray_job["spec"]["rayClusterSpec"]["enableInTreeAutoscaling"] = json!(false);
+    ray_job["spec"]["submissionMode"] = json!("HTTPMode");
+    ray_job["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"] = json!({
+        "containers": [{"name": "h", "resources": {"requests": {"cpu": "10"}}}]
+    });
+    ray_job["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"] = json!({
+        "containers": [{"name": "w", "resources": {"requests": {"cpu": "10"}}}]
+    });
+    ray_job["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["numOfHosts"] = json!(1);
+    let prediction = run(&objects, &[ray_job]);
+    assert_eq!(
+        flavors(&prediction.placements[0]),
+        [("head", Some("small")), ("tpu-group", Some("large"))]
+    );
+}
+
+// ---------------------------------------------------------------- flavor eligibility
+
+fn two_pools() -> Vec<Value> {
+    vec![
+        flavor("pool-a", "a"),
+        flavor("pool-b", "b"),
+        cluster_queue(
+            "cq",
+            &["cpu"],
+            &[("pool-a", &[("cpu", "100")]), ("pool-b", &[("cpu", "100")])],
+        ),
+        local_queue("lq", "cq"),
+    ]
+}
+
+#[test]
+fn node_selector_skips_flavors_with_other_labels() {
+    let selected = with(
+        job("j", "lq", 1, &[("cpu", "1")]),
+        &pod_spec_path(&["nodeSelector"]),
+        json!({"cloud.google.com/gke-nodepool": "b"}),
+    );
+    let prediction = run(&two_pools(), &[selected]);
+    assert_eq!(
+        flavors(&prediction.placements[0]),
+        [("main", Some("pool-b"))]
+    );
+}
+
+#[test]
+fn selector_keys_no_flavor_carries_never_exclude() {
+    let selected = with(
+        job("j", "lq", 1, &[("cpu", "1")]),
+        &pod_spec_path(&["nodeSelector"]),
+        json!({"cloud.google.com/gke-tpu-topology": "4x4"}),
+    );
+    let prediction = run(&two_pools(), &[selected]);
+    assert_eq!(
+        flavors(&prediction.placements[0]),
+        [("main", Some("pool-a"))]
+    );
+}
+
+#[test]
+fn required_node_affinity_is_matched_on_flavor_labels() {
+    let affinity = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "cloud.google.com/gke-nodepool", "operator": "NotIn", "values": ["a"]}
+        ]}]
+    }}});
+    let selected = with(
+        job("j", "lq", 1, &[("cpu", "1")]),
+        &pod_spec_path(&["affinity"]),
+        affinity,
+    );
+    let prediction = run(&two_pools(), &[selected]);
+    assert_eq!(
+        flavors(&prediction.placements[0]),
+        [("main", Some("pool-b"))]
+    );
+}
+
+#[test]
+fn untolerated_taints_skip_a_flavor_with_kueues_message() {
+    let mut objects = two_pools();
+    objects[0]["spec"]["nodeTaints"] =
+        json!([{"key": "cloud.google.com/gke-queued", "value": "true", "effect": "NoSchedule"}]);
+    let prediction = run(&objects, &[job("j", "lq", 1, &[("cpu", "1")])]);
+    assert_eq!(
+        flavors(&prediction.placements[0]),
+        [("main", Some("pool-b"))]
+    );
+
+    objects.remove(1);
+    objects[1] = cluster_queue("cq", &["cpu"], &[("pool-a", &[("cpu", "100")])]);
+    let message = fits_ever(
+        &cluster(&objects),
+        &jobs(&[job("j", "lq", 1, &[("cpu", "1")])])[0],
+    )
+    .unwrap_err();
+    assert_eq!(
+        message,
+        "couldn't assign flavors to pod set main: untolerated taint {cloud.google.com/gke-queued true NoSchedule <nil>} in flavor pool-a"
+    );
+    let tolerating = with(
+        job("j", "lq", 1, &[("cpu", "1")]),
+        &pod_spec_path(&["tolerations"]),
+        json!([{"key": "cloud.google.com/gke-queued", "operator": "Exists", "effect": "NoSchedule"}]),
+    );
+    assert!(fits_ever(&cluster(&objects), &jobs(&[tolerating])[0]).is_ok());
+}
+
+#[test]
+fn a_flavors_own_tolerations_count() {
+    let mut objects = two_pools();
+    objects[0]["spec"]["nodeTaints"] =
+        json!([{"key": "dedicated", "value": "ml", "effect": "NoExecute"}]);
+    objects[0]["spec"]["tolerations"] =
+        json!([{"key": "dedicated", "operator": "Equal", "value": "ml"}]);
+    let prediction = run(&objects, &[job("j", "lq", 1, &[("cpu", "1")])]);
+    assert_eq!(
+        flavors(&prediction.placements[0]),
+        [("main", Some("pool-a"))]
+    );
+}
+
+// ---------------------------------------------------------------- requests
+
+#[test]
+fn limits_stand_in_for_missing_requests() {
+    let limits_only = json!({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "j", "labels": {"kueue.x-k8s.io/queue-name": "lq"}},
+        "spec": {"template": {"spec": {"containers": [
+            {"name": "c", "resources": {"limits": {"google.com/tpu": "8"}}}
+        ]}}}
+    });
+    let prediction = run(&tpu_queue("4"), &[limits_only]);
+    // 8 chips do not fit on-demand's 4.
+    assert_eq!(flavors(&prediction.placements[0]), [("main", Some("dws"))]);
+}
+
+#[test]
+fn init_containers_count_when_larger() {
+    let objects = vec![
+        flavor("small", "a"),
+        flavor("large", "b"),
+        cluster_queue(
+            "cq",
+            &["cpu"],
+            &[("small", &[("cpu", "4")]), ("large", &[("cpu", "100")])],
+        ),
+        local_queue("lq", "cq"),
+    ];
+    let with_init = with(
+        job("j", "lq", 1, &[("cpu", "2")]),
+        &pod_spec_path(&["initContainers"]),
+        json!([{"name": "warmup", "resources": {"requests": {"cpu": "6"}}}]),
+    );
+    let prediction = run(&objects, &[with_init]);
+    assert_eq!(
+        flavors(&prediction.placements[0]),
+        [("main", Some("large"))]
+    );
+}
+
+#[test]
+fn a_resource_no_group_covers_blocks_the_workload() {
+    let prediction = run(
+        &two_pools(),
+        &[job(
+            "gpu",
+            "lq",
+            1,
+            &[("cpu", "1"), ("nvidia.com/gpu", "1")],
+        )],
+    );
+    let placement = &prediction.placements[0];
+    assert_eq!(placement.state, PlacementState::Pending);
+    assert_eq!(
+        reason(placement),
+        "couldn't assign flavors to pod set main: resource nvidia.com/gpu unavailable in ClusterQueue"
+    );
+}
+
+#[test]
+fn requests_above_limits_make_the_workload_inadmissible() {
+    let invalid = with(
+        job("j", "lq", 1, &[("cpu", "1")]),
+        &pod_spec_path(&["containers"]),
+        json!([{"name": "c", "resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}}]),
+    );
+    let prediction = run(&two_pools(), &[invalid]);
+    assert_eq!(
+        reason(&prediction.placements[0]),
+        "resources validation failed: spec.podSets[0].template.spec.containers[0]: Invalid value: [\"cpu\"]: requests must not exceed its limits"
+    );
+}
+
+#[test]
+fn split_resource_groups_take_flavors_independently() {
+    let objects = vec![
+        flavor("cpu-flavor", "default-pool"),
+        flavor("tpu-flavor", "tpu-pool"),
+        json!({
+            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+            "metadata": {"name": "cq"},
+            "spec": {"namespaceSelector": {}, "resourceGroups": [
+                group(&["cpu", "memory"], &[("cpu-flavor", &[("cpu", "100"), ("memory", "100Gi")])]),
+                group(&["google.com/tpu"], &[("tpu-flavor", &[("google.com/tpu", "16")])]),
+            ]}
+        }),
+        local_queue("lq", "cq"),
+    ];
+    let prediction = run(
+        &objects,
+        &[job(
+            "j",
+            "lq",
+            4,
+            &[("cpu", "8"), ("memory", "16Gi"), ("google.com/tpu", "4")],
+        )],
+    );
+    let podset = &prediction.placements[0].podsets[0];
+    assert_eq!(podset.flavor.as_deref(), Some("cpu-flavor+tpu-flavor"));
+    assert_eq!(podset.flavors["google.com/tpu"], "tpu-flavor");
+    assert_eq!(podset.flavors["memory"], "cpu-flavor");
+}
+
+#[test]
+fn covering_pods_charges_one_per_pod() {
+    let objects = vec![
+        flavor("f1", "a"),
+        flavor("f2", "b"),
+        cluster_queue(
+            "cq",
+            &["cpu", "pods"],
+            &[
+                ("f1", &[("cpu", "100"), ("pods", "3")]),
+                ("f2", &[("cpu", "100"), ("pods", "10")]),
+            ],
+        ),
+        local_queue("lq", "cq"),
+    ];
+    let prediction = run(&objects, &[job("j", "lq", 4, &[("cpu", "1")])]);
+    assert_eq!(flavors(&prediction.placements[0]), [("main", Some("f2"))]);
+}
+
+// ---------------------------------------------------------------- cohorts and fungibility
+
+/// ClusterQueue `team-a` (flavor x: 4 cpu, then y: 100 cpu) and `team-b` (x: 10 cpu) share a
+/// cohort; `a_quota` customises team-a's x quota entry.
+fn cohort_objects(a_quota: Value, b_quota: Value, a_extra: Value) -> Vec<Value> {
+    let mut team_a = json!({
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+        "metadata": {"name": "team-a"},
+        "spec": {
+            "cohortName": "research",
+            "namespaceSelector": {},
+            "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
+                {"name": "x", "resources": [a_quota]},
+                {"name": "y", "resources": [{"name": "cpu", "nominalQuota": "100"}]}
+            ]}]
+        }
+    });
+    if let (Some(spec), Some(extra)) = (team_a["spec"].as_object_mut(), a_extra.as_object()) {
+        for (k, v) in extra {
+            spec.insert(k.clone(), v.clone());
+        }
+    }
+    vec![
+        flavor("x", "pool-x"),
+        flavor("y", "pool-y"),
+        team_a,
+        json!({
+            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+            "metadata": {"name": "team-b"},
+            "spec": {
+                "cohortName": "research",
+                "namespaceSelector": {},
+                "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": "x", "resources": [b_quota]}]}]
+            }
+        }),
+        local_queue("lq-a", "team-a"),
+        local_queue("lq-b", "team-b"),
+    ]
+}
+
+fn cpu(nominal: &str) -> Value {
+    json!({"name": "cpu", "nominalQuota": nominal})
+}
+
+#[test]
+fn borrowing_from_the_cohort_stops_the_search_by_default() {
+    let objects = cohort_objects(cpu("4"), cpu("10"), json!({}));
+    let prediction = run(&objects, &[job("j", "lq-a", 1, &[("cpu", "8")])]);
+    assert_eq!(flavors(&prediction.placements[0]), [("main", Some("x"))]);
+    let x = prediction
+        .usage
+        .iter()
+        .find(|u| u.cluster_queue == "team-a" && u.flavor == "x")
+        .unwrap();
+    assert_eq!(x.free().to_string(), "-4");
+}
+
+#[test]
+fn when_can_borrow_try_next_flavor_prefers_a_flavor_without_borrowing() {
+    let objects = cohort_objects(
+        cpu("4"),
+        cpu("10"),
+        json!({"flavorFungibility": {"whenCanBorrow": "TryNextFlavor", "whenCanPreempt": "TryNextFlavor"}}),
+    );
+    let prediction = run(&objects, &[job("j", "lq-a", 1, &[("cpu", "8")])]);
+    assert_eq!(flavors(&prediction.placements[0]), [("main", Some("y"))]);
+}
+
+#[test]
+fn borrowing_limit_caps_what_a_queue_may_take() {
+    let objects = cohort_objects(
+        json!({"name": "cpu", "nominalQuota": "4", "borrowingLimit": "2"}),
+        cpu("10"),
+        json!({}),
+    );
+    let prediction = run(&objects, &[job("j", "lq-a", 1, &[("cpu", "8")])]);
+    assert_eq!(flavors(&prediction.placements[0]), [("main", Some("y"))]);
+    let only_x: Vec<Value> = objects
+        .iter()
+        .map(|o| {
+            if o["metadata"]["name"] == "team-a" {
+                let mut cq = o.clone();
+                cq["spec"]["resourceGroups"][0]["flavors"]
+                    .as_array_mut()
+                    .unwrap()
+                    .truncate(1);
+                cq
+            } else {
+                o.clone()
+            }
+        })
+        .collect();
+    let message = fits_ever(
+        &cluster(&only_x),
+        &jobs(&[job("j", "lq-a", 1, &[("cpu", "8")])])[0],
+    )
+    .unwrap_err();
+    assert_eq!(
+        message,
+        "couldn't assign flavors to pod set main: insufficient quota for cpu in flavor x, previously \
+         considered podsets requests (0) + current podset request (8) > maximum capacity (6)"
+    );
+}
+
+#[test]
+fn lending_limit_keeps_capacity_out_of_the_cohort() {
+    let objects = cohort_objects(
+        cpu("4"),
+        json!({"name": "cpu", "nominalQuota": "10", "lendingLimit": "3"}),
+        json!({}),
+    );
+    // team-a can reach 4 + 3 = 7 on x: 8 falls through to y, 7 borrows on x.
+    let prediction = run(
+        &objects,
+        &[
+            job("eight", "lq-a", 1, &[("cpu", "8")]),
+            job("seven", "lq-a", 1, &[("cpu", "7")]),
+        ],
+    );
+    assert_eq!(flavors(&prediction.placements[0]), [("main", Some("y"))]);
+    assert_eq!(flavors(&prediction.placements[1]), [("main", Some("x"))]);
+    // team-b still has the 7 it did not lend.
+    let b = run(&objects, &[job("b", "lq-b", 1, &[("cpu", "7")])]);
+    assert_eq!(b.placements[0].state, PlacementState::Admitted);
+}
+
+#[test]
+fn a_borrower_admitted_first_makes_the_next_queue_skip_then_pend() {
+    // Both queues borrow from the cohort in the same cycle; team-a (name order) goes first.
+    let objects = cohort_objects(cpu("5"), cpu("5"), json!({}))
+        .into_iter()
+        .map(|mut o| {
+            if o["metadata"]["name"] == "team-a" {
+                o["spec"]["resourceGroups"][0]["flavors"]
+                    .as_array_mut()
+                    .unwrap()
+                    .truncate(1);
+            }
+            o
+        })
+        .collect::<Vec<_>>();
+    let prediction = run(
+        &objects,
+        &[
+            job("a", "lq-a", 1, &[("cpu", "8")]),
+            job("b", "lq-b", 1, &[("cpu", "8")]),
+        ],
+    );
+    assert_eq!(prediction.placements[0].state, PlacementState::Admitted);
+    let b = &prediction.placements[1];
+    assert_eq!(b.state, PlacementState::Pending);
+    assert_eq!(
+        reason(b),
+        "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor x, 6 more needed"
+    );
+}
+
+#[test]
+fn a_strict_fifo_head_needing_preemption_holds_capacity_every_cycle() {
+    // team-a has 6 of its 10 in use and its head needs 8: no preemption candidates, so Kueue
+    // reserves the head's quota in each cycle's snapshot and team-b's borrower never fits.
+    let mut objects = cohort_objects(
+        cpu("10"),
+        cpu("0"),
+        json!({"queueingStrategy": "StrictFIFO"}),
+    );
+    objects[2]["spec"]["resourceGroups"][0]["flavors"]
+        .as_array_mut()
+        .unwrap()
+        .truncate(1);
+    objects.push(reserving_workload(
+        "running",
+        "team-a",
+        json!([{"name": "main", "count": 1, "flavors": {"cpu": "x"}, "resourceUsage": {"cpu": "6"}}]),
+    ));
+    let prediction = run(
+        &objects,
+        &[
+            job("a", "lq-a", 1, &[("cpu", "8")]),
+            job("b", "lq-b", 1, &[("cpu", "3")]),
+        ],
+    );
+    assert_eq!(prediction.placements[0].state, PlacementState::Pending);
+    assert_eq!(
+        reason(&prediction.placements[1]),
+        "Workload no longer fits after processing another workload"
+    );
+    // With BestEffortFIFO the head is parked after one cycle and team-b's job gets in.
+    objects[2]["spec"]["queueingStrategy"] = json!("BestEffortFIFO");
+    let prediction = run(
+        &objects,
+        &[
+            job("a", "lq-a", 1, &[("cpu", "8")]),
+            job("b", "lq-b", 1, &[("cpu", "3")]),
+        ],
+    );
+    assert_eq!(prediction.placements[1].state, PlacementState::Admitted);
+}
+
+// ---------------------------------------------------------------- ordering
+
+fn single_slot() -> Vec<Value> {
+    vec![
+        flavor("only", "pool"),
+        cluster_queue("cq", &["cpu"], &[("only", &[("cpu", "4")])]),
+        local_queue("lq", "cq"),
+        json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass",
+               "metadata": {"name": "urgent"}, "value": 1000}),
+    ]
+}
+
+#[test]
+fn higher_priority_is_admitted_first() {
+    let urgent = with(
+        job("urgent", "lq", 1, &[("cpu", "4")]),
+        &["metadata", "labels", "kueue.x-k8s.io/priority-class"],
+        json!("urgent"),
+    );
+    let prediction = run(
+        &single_slot(),
+        &[job("normal", "lq", 1, &[("cpu", "4")]), urgent],
+    );
+    assert_eq!(prediction.placements[0].state, PlacementState::Pending);
+    assert_eq!(prediction.placements[1].state, PlacementState::Admitted);
+}
+
+#[test]
+fn older_workloads_go_first_at_equal_priority() {
+    let created = |name: &str, time: &str| {
+        with(
+            job(name, "lq", 1, &[("cpu", "4")]),
+            &["metadata", "creationTimestamp"],
+            json!(time),
+        )
+    };
+    let prediction = run(
+        &single_slot(),
+        &[
+            created("newer", "2026-03-20T04:00:00Z"),
+            created("older", "2026-03-20T03:59:51Z"),
+        ],
+    );
+    assert_eq!(prediction.placements[0].state, PlacementState::Pending);
+    assert_eq!(prediction.placements[1].state, PlacementState::Admitted);
+}
+
+#[test]
+fn a_missing_priority_class_keeps_the_job_from_queueing() {
+    let unknown = with(
+        job("j", "lq", 1, &[("cpu", "1")]),
+        &["metadata", "labels", "kueue.x-k8s.io/priority-class"],
+        json!("nope"),
+    );
+    let prediction = run(&single_slot(), &[unknown]);
+    assert_eq!(
+        reason(&prediction.placements[0]),
+        "workloadpriorityclasses.kueue.x-k8s.io \"nope\" not found"
+    );
+}
+
+#[test]
+fn strict_fifo_blocks_behind_a_head_that_cannot_fit() {
+    let mut objects = single_slot();
+    objects[1]["spec"]["queueingStrategy"] = json!("StrictFIFO");
+    let prediction = run(
+        &objects,
+        &[
+            job("big", "lq", 1, &[("cpu", "3")]),
+            job("huge", "lq", 1, &[("cpu", "2")]),
+            job("small", "lq", 1, &[("cpu", "1")]),
+        ],
+    );
+    let states: Vec<_> = prediction.placements.iter().map(|p| p.state).collect();
+    assert_eq!(
+        states,
+        [
+            PlacementState::Admitted,
+            PlacementState::Pending,
+            PlacementState::Pending
+        ]
+    );
+    assert_eq!(
+        reason(&prediction.placements[2]),
+        "queued behind default/huge in StrictFIFO ClusterQueue cq, which Kueue retries every cycle but cannot admit"
+    );
+    // BestEffortFIFO lets the small job past.
+    objects[1]["spec"]["queueingStrategy"] = json!("BestEffortFIFO");
+    let prediction = run(
+        &objects,
+        &[
+            job("big", "lq", 1, &[("cpu", "3")]),
+            job("huge", "lq", 1, &[("cpu", "2")]),
+            job("small", "lq", 1, &[("cpu", "1")]),
+        ],
+    );
+    assert_eq!(prediction.placements[2].state, PlacementState::Admitted);
+}
+
+#[test]
+fn live_queued_workloads_compete_ahead_of_new_jobs() {
+    let mut objects = single_slot();
+    objects.push(json!({
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+        "metadata": {"namespace": "default", "name": "job-old-abc12", "creationTimestamp": "2026-01-01T00:00:00Z",
+                     "ownerReferences": [{"kind": "Job", "name": "old", "apiVersion": "batch/v1", "uid": "u"}]},
+        "spec": {"queueName": "lq", "priority": 0, "podSets": [{"name": "main", "count": 1, "template": {"spec": {
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "3"}}}]}}}]},
+        "status": {"conditions": [{"type": "QuotaReserved", "status": "False", "reason": "Pending"}]}
+    }));
+    let prediction = run(&objects, &[job("new", "lq", 1, &[("cpu", "2")])]);
+    assert_eq!(prediction.queued.len(), 1);
+    assert_eq!(prediction.queued[0].job, "old");
+    assert_eq!(prediction.queued[0].state, PlacementState::Admitted);
+    assert_eq!(prediction.placements[0].state, PlacementState::Pending);
+    // Passing the owning job itself replaces its live Workload.
+    let again = run(&objects, &[job("old", "lq", 1, &[("cpu", "3")])]);
+    assert!(again.queued.is_empty());
+}
+
+// ---------------------------------------------------------------- queues and admission checks
+
+#[test]
+fn a_null_namespace_selector_admits_nothing() {
+    let mut objects = two_pools();
+    objects[2]["spec"]
+        .as_object_mut()
+        .unwrap()
+        .remove("namespaceSelector");
+    let prediction = run(&objects, &[job("j", "lq", 1, &[("cpu", "1")])]);
+    assert_eq!(prediction.placements[0].state, PlacementState::Pending);
+    assert_eq!(
+        reason(&prediction.placements[0]),
+        "workload namespace doesn't match ClusterQueue selector"
+    );
+}
+
+#[test]
+fn a_namespace_selector_matches_namespace_labels() {
+    let mut objects = two_pools();
+    objects[2]["spec"]["namespaceSelector"] = json!({"matchLabels": {"team": "ml"}});
+    let without_label = run(&objects, &[job("j", "lq", 1, &[("cpu", "1")])]);
+    assert_eq!(without_label.placements[0].state, PlacementState::Pending);
+    objects.push(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default", "labels": {"team": "ml"}}}));
+    let with_label = run(&objects, &[job("j", "lq", 1, &[("cpu", "1")])]);
+    assert_eq!(with_label.placements[0].state, PlacementState::Admitted);
+}
+
+#[test]
+fn a_missing_flavor_or_check_makes_the_queue_inactive() {
+    let mut objects = seed_queue_objects();
+    objects.remove(2); // the dws ResourceFlavor
+    let prediction = run(&objects, &[seed_ray_job(1)]);
+    assert_eq!(
+        reason(&prediction.placements[0]),
+        "ClusterQueue cluster-queue is inactive (references missing ResourceFlavor(s): dws)"
+    );
+
+    let mut objects = seed_queue_objects();
+    objects.retain(|o| o["kind"] != "ProvisioningRequestConfig");
+    let prediction = run(&objects, &[seed_ray_job(1)]);
+    assert_eq!(
+        reason(&prediction.placements[0]),
+        "ClusterQueue cluster-queue is inactive (references inactive AdmissionCheck(s): dws-prov)"
+    );
+    assert!(fits_ever(&cluster(&objects), &jobs(&[seed_ray_job(1)])[0]).is_err());
+}
+
+#[test]
+fn a_missing_local_queue_is_reported() {
+    let prediction = run(&two_pools(), &[job("j", "nope", 1, &[("cpu", "1")])]);
+    assert_eq!(
+        reason(&prediction.placements[0]),
+        "LocalQueue nope doesn't exist"
+    );
+}
+
+#[test]
+fn checks_without_on_flavors_apply_to_every_flavor() {
+    let mut objects = seed_queue_objects();
+    objects[3]["spec"]["admissionChecksStrategy"]["admissionChecks"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("onFlavors");
+    let prediction = run(&objects, &[seed_ray_job(1)]);
+    assert_eq!(
+        prediction.placements[0].state,
+        PlacementState::WaitingForAdmissionChecks
+    );
+}
+
+#[test]
+fn v1beta1_spellings_are_understood() {
+    let mut objects = seed_queue_objects();
+    let cq = &mut objects[3];
+    cq["apiVersion"] = json!("kueue.x-k8s.io/v1beta1");
+    let strategy = cq["spec"]
+        .as_object_mut()
+        .unwrap()
+        .remove("admissionChecksStrategy");
+    assert!(strategy.is_some());
+    cq["spec"]["admissionChecks"] = json!(["dws-prov"]);
+    cq["spec"]["flavorFungibility"] =
+        json!({"whenCanBorrow": "Borrow", "whenCanPreempt": "Preempt"});
+    // Quotas written as YAML numbers arrive as JSON numbers.
+    cq["spec"]["resourceGroups"][0]["flavors"][1]["resources"][2]["nominalQuota"] = json!(16);
+    let prediction = run(&objects, &[seed_ray_job(1)]);
+    assert_eq!(
+        flavors(&prediction.placements[0])[1],
+        ("tpu-group", Some("on-demand"))
+    );
+}
+
+#[test]
+fn invalid_quantities_are_reported_with_their_field() {
+    let mut objects = seed_queue_objects();
+    objects[3]["spec"]["resourceGroups"][0]["flavors"][0]["resources"][1]["nominalQuota"] =
+        json!("20Gii");
+    let errors = Cluster::from_objects(&objects).unwrap_err();
+    assert_eq!(
+        errors.to_string(),
+        "ClusterQueue cluster-queue: spec.resourceGroups[0].flavors[0].resources[1].nominalQuota: \
+         invalid quantity \"20Gii\": unknown suffix \"Gii\"; expected one of n, u, m, k, M, G, T, P, E, \
+         Ki, Mi, Gi, Ti, Pi, Ei, or an exponent such as e3"
+    );
+}
+
+#[test]
+fn observed_placements_read_workload_status() {
+    let workload = json!({
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+        "metadata": {"namespace": "default", "name": "rayjob-rayjob-tpu-v6e-dws-2-1a2b3",
+                     "ownerReferences": [{"kind": "RayJob", "name": "rayjob-tpu-v6e-dws-2"}]},
+        "spec": {"queueName": "user-queue", "podSets": [
+            {"name": "head", "count": 1}, {"name": "tpu-group", "count": 4}, {"name": "submitter", "count": 1}]},
+        "status": {
+            "conditions": [{"type": "QuotaReserved", "status": "True"}],
+            "admission": {"clusterQueue": "cluster-queue", "podSetAssignments": [
+                {"name": "head", "count": 1, "flavors": {"cpu": "default-cpu", "memory": "default-cpu"}},
+                {"name": "tpu-group", "count": 4, "flavors": {"cpu": "dws", "memory": "dws", "google.com/tpu": "dws"}},
+                {"name": "submitter", "count": 1, "flavors": {"cpu": "default-cpu", "memory": "default-cpu"}}
+            ]},
+            "admissionChecks": [{"name": "dws-prov", "state": "Pending"}]
+        }
+    });
+    let observed = gkq::placement::observed_placement(&workload).unwrap();
+    assert_eq!(observed.job, "rayjob-tpu-v6e-dws-2");
+    assert_eq!(observed.state, PlacementState::WaitingForAdmissionChecks);
+    assert_eq!(observed.admission_checks, ["dws-prov"]);
+    let predicted = run(&seed_queue_objects(), &[seed_ray_job(1), seed_ray_job(2)]);
+    assert!(predicted.placements[1].differences(&observed).is_empty());
+    let disagreements = predicted.placements[0].differences(&observed);
+    assert_eq!(
+        disagreements,
+        [
+            "state: predicted admitted, observed waiting-for-admission-checks",
+            "podset tpu-group: predicted on-demand, observed dws"
+        ]
+    );
+}
+
+#[test]
+fn placements_serialise_in_the_documented_shape() {
+    let prediction = run(&seed_queue_objects(), &[seed_ray_job(1)]);
+    let json = serde_json::to_value(&prediction.placements[0]).unwrap();
+    assert_eq!(json["job"], "rayjob-tpu-v6e-dws-1");
+    assert_eq!(json["state"], "admitted");
+    assert_eq!(
+        json["podsets"][1],
+        json!({
+            "name": "tpu-group", "count": 4, "flavor": "on-demand",
+            "flavors": {"cpu": "on-demand", "google.com/tpu": "on-demand", "memory": "on-demand"}
+        })
+    );
+    assert_eq!(json["reason"], Value::Null);
+    let usage = serde_json::to_value(&prediction.usage[0]).unwrap();
+    assert_eq!(usage["nominal"], "10");
+    assert_eq!(usage["usedPlan"], "3");
+}
+
+#[test]
+fn a_failed_scan_resumes_after_the_flavors_it_tried() {
+    // The head fits flavor `a` and stops there; the workers then find `a` too small with the
+    // head in it and `b` too small anyway. Kueue retries at once and resumes the head's scan
+    // after `a`: the head moves to `b` and the workers fit `a`.
+    let objects = vec![
+        flavor("a", "pool-a"),
+        flavor("b", "pool-b"),
+        cluster_queue(
+            "cq",
+            &["memory"],
+            &[("a", &[("memory", "6Gi")]), ("b", &[("memory", "3Gi")])],
+        ),
+        local_queue("lq", "cq"),
+    ];
+    let mut ray_job = seed_ray_job(1);
+    ray_job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = json!("lq");
+    ray_job["spec"]["submissionMode"] = json!("HTTPMode");
+    ray_job["spec"]["rayClusterSpec"]["enableInTreeAutoscaling"] = json!(false);
+    ray_job["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"] =
+        json!({"containers": [{"name": "h", "resources": {"requests": {"memory": "1Gi"}}}]});
+    let worker = &mut ray_job["spec"]["rayClusterSpec"]["workerGroupSpecs"][0];
+    worker["replicas"] = json!(3);
+    worker["numOfHosts"] = json!(1);
+    worker["template"]["spec"] =
+        json!({"containers": [{"name": "w", "resources": {"requests": {"memory": "2Gi"}}}]});
+    let prediction = run(&objects, std::slice::from_ref(&ray_job));
+    assert_eq!(prediction.placements[0].state, PlacementState::Admitted);
+    assert_eq!(
+        flavors(&prediction.placements[0]),
+        [("head", Some("b")), ("tpu-group", Some("a"))]
+    );
+    assert!(fits_ever(&cluster(&objects), &jobs(&[ray_job])[0]).is_ok());
+}
