@@ -54,8 +54,8 @@ impl Amount {
         }
     }
 
-    /// Saturating addition that keeps `Unlimited`.
-    pub fn add(self, other: Amount) -> Amount {
+    /// Kueue's `Add`: saturating addition that keeps `Unlimited`.
+    pub fn plus(self, other: Amount) -> Amount {
         if self.is_unlimited() || other.is_unlimited() {
             return Amount::UNLIMITED;
         }
@@ -70,9 +70,9 @@ impl Amount {
         Amount(self.0.saturating_add(value))
     }
 
-    /// Subtraction with Kueue's rules: `Unlimited - x = Unlimited`, `x - Unlimited = i64::MIN`,
+    /// Kueue's `Sub`: `Unlimited - x = Unlimited`, `x - Unlimited = i64::MIN`,
     /// `Unlimited - Unlimited = 0`.
-    pub fn sub(self, other: Amount) -> Amount {
+    pub fn minus(self, other: Amount) -> Amount {
         match (self.is_unlimited(), other.is_unlimited()) {
             (true, true) => Amount(0),
             (true, false) => Amount::UNLIMITED,
@@ -132,11 +132,63 @@ pub fn quantity_of(resource: &str, value: i64) -> Quantity {
 }
 
 /// Kueue's `AmountQuantityString`: `<unlimited>` for the sentinel, else the quantity string.
+///
+/// Equal to `quantity_of(resource, value).to_canonical_string()`, computed on `i64` because
+/// messages for large queues format many amounts.
 pub fn format_amount(resource: &str, amount: Amount) -> String {
     if amount.is_unlimited() {
         return "<unlimited>".to_string();
     }
-    quantity_of(resource, amount.0).to_canonical_string()
+    let value = amount.0;
+    if value == 0 {
+        return "0".to_string();
+    }
+    if resource == CPU {
+        return decimal_si(value, -3);
+    }
+    let binary =
+        resource == MEMORY || resource == "ephemeral-storage" || resource.starts_with("hugepages-");
+    if binary && value.unsigned_abs() >= 1024 {
+        let mut mantissa = value;
+        let mut times = 0;
+        while times < 6 && mantissa % 1024 == 0 {
+            mantissa /= 1024;
+            times += 1;
+        }
+        return format!(
+            "{mantissa}{}",
+            ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"][times]
+        );
+    }
+    decimal_si(value, 0)
+}
+
+/// Canonical decimal-SI text of `mantissa × 10^exponent` (non-zero).
+fn decimal_si(mut mantissa: i64, mut exponent: i64) -> String {
+    while mantissa % 10 == 0 {
+        mantissa /= 10;
+        exponent += 1;
+    }
+    // Align on a multiple of three; i128 keeps the widened mantissa exact.
+    let mut wide = i128::from(mantissa);
+    while exponent.rem_euclid(3) != 0 {
+        wide *= 10;
+        exponent -= 1;
+    }
+    let suffix = match exponent {
+        -9 => "n",
+        -6 => "u",
+        -3 => "m",
+        0 => "",
+        3 => "k",
+        6 => "M",
+        9 => "G",
+        12 => "T",
+        15 => "P",
+        18 => "E",
+        _ => return format!("{wide}e{exponent}"),
+    };
+    format!("{wide}{suffix}")
 }
 
 impl fmt::Display for Amount {
@@ -183,10 +235,43 @@ mod tests {
     }
 
     #[test]
+    fn fast_formatting_matches_quantity_formatting() {
+        for resource in ["cpu", "memory", "google.com/tpu", "hugepages-2Mi"] {
+            for value in [
+                1,
+                7,
+                500,
+                999,
+                1000,
+                1024,
+                1500,
+                2048,
+                2500,
+                24_000,
+                68_719_476_736,
+                1_000_000_000,
+                1_073_741_824_000_000_000,
+                -1500,
+                -1024,
+                i64::MAX - 1,
+            ] {
+                assert_eq!(
+                    format_amount(resource, Amount::new(value)),
+                    quantity_of(resource, value).to_canonical_string(),
+                    "{resource} {value}"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn saturates_like_kueue() {
-        assert_eq!(Amount::UNLIMITED.add(Amount::new(5)), Amount::UNLIMITED);
-        assert_eq!(Amount::new(5).sub(Amount::UNLIMITED), Amount::new(i64::MIN));
-        assert_eq!(Amount::UNLIMITED.sub(Amount::UNLIMITED), Amount::ZERO);
+        assert_eq!(Amount::UNLIMITED.plus(Amount::new(5)), Amount::UNLIMITED);
+        assert_eq!(
+            Amount::new(5).minus(Amount::UNLIMITED),
+            Amount::new(i64::MIN)
+        );
+        assert_eq!(Amount::UNLIMITED.minus(Amount::UNLIMITED), Amount::ZERO);
         assert_eq!(Amount::new(i64::MAX - 1).add_value(10), Amount::UNLIMITED);
     }
 }

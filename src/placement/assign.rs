@@ -10,6 +10,7 @@
 use super::amount::{Amount, format_amount};
 use super::model::{CqModel, FlavorId, Model, ResId, Shape, WorkloadModel};
 use super::objects::{FungibilityPolicy, FungibilityPreference};
+use super::podsets::PodSet;
 use super::quota::{Fr, Usage};
 use super::selectors::{first_untolerated_taint, flavor_matches_node_affinity};
 
@@ -112,62 +113,114 @@ pub(crate) struct Choice {
     pub tried_index: i64,
 }
 
+/// Why a flavor was not simply taken, kept as data and only formatted into Kueue's text when a
+/// message is shown (most attempts of a large queue fail, and formatting dominated the cost).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reason {
+    /// The podset's shape cannot use the flavor (missing flavor, taint, node affinity).
+    Ineligible { shape: usize, flavor: FlavorId },
+    /// `insufficient quota for R in flavor F, previously considered podsets requests (x) +
+    /// current podset request (y) > maximum capacity (z)`.
+    ExceedsMaximum {
+        flavor: FlavorId,
+        resource: ResId,
+        assumed: Amount,
+        request: i64,
+        maximum: Amount,
+    },
+    /// `insufficient unused quota for R in flavor F, N more needed`.
+    InsufficientUnused {
+        flavor: FlavorId,
+        resource: ResId,
+        needed: Amount,
+        preemption_not_simulated: bool,
+    },
+    /// `resource R unavailable in ClusterQueue`.
+    Unavailable { resource: ResId },
+}
+
+impl Reason {
+    fn text(&self, model: &Model<'_>) -> String {
+        use std::fmt::Write;
+        let mut out = String::with_capacity(128);
+        // Writing into a String cannot fail.
+        let _ = match *self {
+            Reason::Ineligible { shape, flavor } => {
+                match check_flavor(model, &model.shapes[shape], flavor) {
+                    Eligibility::Skip(text) | Eligibility::Error(text) => return text,
+                    Eligibility::Eligible => return String::new(),
+                }
+            }
+            Reason::ExceedsMaximum {
+                flavor,
+                resource,
+                assumed,
+                request,
+                maximum,
+            } => {
+                let resource_name = model.resources.name(resource);
+                write!(
+                    out,
+                    "insufficient quota for {resource_name} in flavor {}, previously considered podsets requests ({}) + current podset request ({}) > maximum capacity ({})",
+                    model.flavors.name(flavor),
+                    AmountText(resource_name, assumed),
+                    AmountText(resource_name, Amount::new(request)),
+                    AmountText(resource_name, maximum),
+                )
+            }
+            Reason::InsufficientUnused {
+                flavor,
+                resource,
+                needed,
+                preemption_not_simulated,
+            } => {
+                let resource_name = model.resources.name(resource);
+                let note = if preemption_not_simulated {
+                    " (preemption is not simulated)"
+                } else {
+                    ""
+                };
+                write!(
+                    out,
+                    "insufficient unused quota for {resource_name} in flavor {}, {} more needed{note}",
+                    model.flavors.name(flavor),
+                    AmountText(resource_name, needed),
+                )
+            }
+            Reason::Unavailable { resource } => write!(
+                out,
+                "resource {} unavailable in ClusterQueue",
+                model.resources.name(resource)
+            ),
+        };
+        out
+    }
+}
+
+/// Displays an amount as Kueue prints it.
+struct AmountText<'a>(&'a str, Amount);
+
+impl std::fmt::Display for AmountText<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&format_amount(self.0, self.1))
+    }
+}
+
+/// One podset's part of an assignment: ranges into the assignment's flat `choices` and
+/// `reasons` (one allocation each per attempt instead of two per podset).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct PodSetAssignment {
-    pub choices: Vec<Choice>,
-    pub reasons: Vec<String>,
+    choices: std::ops::Range<usize>,
+    reasons: std::ops::Range<usize>,
     pub error: Option<String>,
-    /// Whether the podset requested anything at all.
-    pub has_requests: bool,
-}
-
-impl PodSetAssignment {
-    pub fn mode(&self) -> Mode {
-        if self.error.is_none() && self.reasons.is_empty() {
-            return Mode::Fit;
-        }
-        if self.error.is_some() || self.choices.is_empty() {
-            return Mode::NoFit;
-        }
-        self.choices
-            .iter()
-            .map(|c| c.mode)
-            .min()
-            .unwrap_or(Mode::NoFit)
-    }
-
-    fn failed(&self) -> bool {
-        self.error.is_some() || (self.has_requests && self.choices.is_empty())
-    }
-}
-
-/// Where a workload's scan stopped, per podset and resource (`LastAssignment`), so that a retry
-/// resumes after the flavor tried last (FlavorFungibilityPreserveScanProgress, on in v0.19).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct ScanProgress {
-    pub per_pod_set: Vec<Vec<(ResId, i64)>>,
-}
-
-impl ScanProgress {
-    fn next_flavor(&self, pod_set: usize, resource: ResId) -> usize {
-        self.per_pod_set
-            .get(pod_set)
-            .and_then(|entries| entries.iter().find(|(r, _)| *r == resource))
-            .map_or(0, |(_, tried)| usize::try_from(tried + 1).unwrap_or(0))
-    }
-
-    /// `PendingFlavors`: some podset stopped before its group's last flavor.
-    pub fn has_pending_flavors(&self) -> bool {
-        self.per_pod_set
-            .iter()
-            .any(|entries| entries.iter().any(|(_, tried)| *tried != -1))
-    }
 }
 
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Assignment {
     /// One entry per podset processed; processing stops after a podset that found no flavor.
     pub pod_sets: Vec<PodSetAssignment>,
+    choices: Vec<Choice>,
+    reasons: Vec<Reason>,
     /// Quota the workload would take, per `Fr`.
     pub usage: Vec<(Fr, Amount)>,
     /// Height of the cohort subtree the workload borrows from (0: no borrowing).
@@ -175,6 +228,33 @@ pub(crate) struct Assignment {
 }
 
 impl Assignment {
+    /// The flavors chosen for podset `index` (empty when it got none or was not reached).
+    pub fn choices_of(&self, index: usize) -> &[Choice] {
+        self.pod_sets
+            .get(index)
+            .map_or(&[], |ps| &self.choices[ps.choices.clone()])
+    }
+
+    /// Every flavor chosen, all podsets together.
+    pub fn all_choices(&self) -> &[Choice] {
+        &self.choices
+    }
+
+    fn reasons_of(&self, pod_set: &PodSetAssignment) -> &[Reason] {
+        &self.reasons[pod_set.reasons.clone()]
+    }
+
+    fn pod_set_mode(&self, pod_set: &PodSetAssignment) -> Mode {
+        let choices = &self.choices[pod_set.choices.clone()];
+        if pod_set.error.is_none() && pod_set.reasons.is_empty() {
+            return Mode::Fit;
+        }
+        if pod_set.error.is_some() || choices.is_empty() {
+            return Mode::NoFit;
+        }
+        choices.iter().map(|c| c.mode).min().unwrap_or(Mode::NoFit)
+    }
+
     /// The worst podset mode (`RepresentativeMode`).
     pub fn mode(&self) -> Mode {
         if self.pod_sets.is_empty() {
@@ -182,45 +262,46 @@ impl Assignment {
         }
         self.pod_sets
             .iter()
-            .map(PodSetAssignment::mode)
+            .map(|ps| self.pod_set_mode(ps))
             .min()
             .unwrap_or(Mode::NoFit)
     }
 
     /// Kueue's `Assignment.Message()`.
-    pub fn message(&self, workload: &WorkloadModel) -> String {
+    pub fn message(&self, model: &Model<'_>, pod_sets: &[PodSet]) -> String {
         let mut parts = Vec::new();
         for (i, assignment) in self.pod_sets.iter().enumerate() {
-            let name = workload.pod_sets.get(i).map_or("", |ps| ps.name.as_str());
+            let name = pod_sets.get(i).map_or("", |ps| ps.name.as_str());
             if let Some(error) = &assignment.error {
                 return format!("failed to assign flavors to pod set {name}: {error}");
             }
-            if assignment.reasons.is_empty() {
+            let reasons = self.reasons_of(assignment);
+            if reasons.is_empty() {
                 continue;
             }
-            let mut reasons = assignment.reasons.clone();
-            reasons.sort();
+            let mut texts: Vec<String> = reasons.iter().map(|r| r.text(model)).collect();
+            texts.sort();
             parts.push(format!(
                 "couldn't assign flavors to pod set {name}: {}",
-                reasons.join(", ")
+                texts.join(", ")
             ));
         }
         parts.join("; ")
     }
 
-    pub fn progress(&self) -> ScanProgress {
-        ScanProgress {
-            per_pod_set: self
-                .pod_sets
-                .iter()
-                .map(|ps| {
-                    ps.choices
-                        .iter()
-                        .map(|c| (c.resource, c.tried_index))
-                        .collect()
-                })
-                .collect(),
-        }
+    /// Where the next attempt starts for a podset's resource group (`LastAssignment`,
+    /// FlavorFungibilityPreserveScanProgress, on in v0.19): after the flavor tried last, or at
+    /// the first flavor once the scan reached the end.
+    fn next_flavor(&self, pod_set: usize, resource: ResId) -> usize {
+        self.choices_of(pod_set)
+            .iter()
+            .find(|c| c.resource == resource)
+            .map_or(0, |c| usize::try_from(c.tried_index + 1).unwrap_or(0))
+    }
+
+    /// `PendingFlavors`: some podset stopped before its group's last flavor.
+    pub fn has_pending_flavors(&self) -> bool {
+        self.choices.iter().any(|c| c.tried_index != -1)
     }
 
     fn add_usage(&mut self, fr: Fr, value: i64) {
@@ -246,23 +327,34 @@ pub(crate) enum Eligibility {
     Error(String),
 }
 
-/// Lazily filled (shape, flavor) eligibility table.
+/// State reused across assignments: the lazily filled (shape, flavor) eligibility table and
+/// scratch buffers, so that a large queue does not allocate per flavor tried.
 #[derive(Debug, Default)]
-pub(crate) struct EligibilityCache {
-    table: Vec<Vec<Option<Eligibility>>>,
+pub(crate) struct Workspace {
+    eligibility: Vec<Vec<Option<Eligibility>>>,
+    candidate: Vec<Choice>,
+    best: Vec<Choice>,
+    /// The podset being assigned; copied out at its exact size when done.
+    choices: Vec<Choice>,
+    reasons: Vec<Reason>,
+    /// The requests of the resource group being scanned.
+    group_requests: Vec<(ResId, i64)>,
 }
 
-impl EligibilityCache {
-    fn get(&mut self, model: &Model<'_>, shape: usize, flavor: FlavorId) -> &Eligibility {
-        if self.table.len() <= shape {
-            self.table.resize_with(shape + 1, Vec::new);
-        }
-        let row = &mut self.table[shape];
-        if row.len() <= flavor {
-            row.resize(model.flavors.len().max(flavor + 1), None);
-        }
-        row[flavor].get_or_insert_with(|| check_flavor(model, &model.shapes[shape], flavor))
+fn eligibility<'t>(
+    table: &'t mut Vec<Vec<Option<Eligibility>>>,
+    model: &Model<'_>,
+    shape: usize,
+    flavor: FlavorId,
+) -> &'t Eligibility {
+    if table.len() <= shape {
+        table.resize_with(shape + 1, Vec::new);
     }
+    let row = &mut table[shape];
+    if row.len() <= flavor {
+        row.resize(model.flavors.len().max(flavor + 1), None);
+    }
+    row[flavor].get_or_insert_with(|| check_flavor(model, &model.shapes[shape], flavor))
 }
 
 /// `checkFlavorForPodSets`: the flavor must exist, its taints must be tolerated, and the pod's
@@ -300,37 +392,39 @@ pub(crate) fn assign(
     cq_index: usize,
     workload: &WorkloadModel,
     usage: &Usage,
-    progress: Option<&ScanProgress>,
-    cache: &mut EligibilityCache,
+    progress: Option<&Assignment>,
+    workspace: &mut Workspace,
 ) -> Assignment {
     let cq = &model.cqs[cq_index];
-    let mut assignment = Assignment::default();
+    let mut assignment = Assignment {
+        pod_sets: Vec::with_capacity(workload.pod_sets.len()),
+        choices: Vec::with_capacity(workload.pod_sets.iter().map(|p| p.requests.len()).sum()),
+        reasons: Vec::new(),
+        usage: Vec::with_capacity(8),
+        borrowing: 0,
+    };
     for (ps_index, pod_set) in workload.pod_sets.iter().enumerate() {
-        let mut result = PodSetAssignment {
-            has_requests: !pod_set.requests.is_empty(),
-            ..PodSetAssignment::default()
-        };
-        let mut group_choices: Vec<Choice> = Vec::new();
-        let mut group_reasons: Vec<String> = Vec::new();
-        let mut failed = None;
+        let mut choices = std::mem::take(&mut workspace.choices);
+        let mut reasons = std::mem::take(&mut workspace.reasons);
+        choices.clear();
+        reasons.clear();
+        let mut error = None;
         for &(resource, quantity) in &pod_set.requests {
             let Some(group) = cq.group_of(resource) else {
                 if quantity == 0 {
                     continue;
                 }
-                failed = Some(GroupFailure {
-                    reasons: vec![format!(
-                        "resource {} unavailable in ClusterQueue",
-                        model.resources.name(resource)
-                    )],
-                    error: None,
-                });
+                // Kueue keeps only the failing group's reasons.
+                choices.clear();
+                reasons.clear();
+                reasons.push(Reason::Unavailable { resource });
                 break;
             };
-            if group_choices.iter().any(|c| c.resource == resource) {
+            if choices.iter().any(|c| c.resource == resource) {
                 continue;
             }
             let start = progress.map_or(0, |p| p.next_flavor(ps_index, resource));
+            let group_start = reasons.len();
             let found = find_flavor(
                 model,
                 cq,
@@ -340,29 +434,27 @@ pub(crate) fn assign(
                 start,
                 &assignment,
                 usage,
-                cache,
+                workspace,
+                &mut reasons,
             );
-            if found.error.is_some() || found.choices.is_empty() {
-                failed = Some(GroupFailure {
-                    reasons: found.reasons,
-                    error: found.error,
-                });
+            if let Err(message) = found {
+                choices.clear();
+                reasons.drain(..group_start);
+                error = Some(message);
                 break;
             }
-            group_choices.extend(found.choices);
-            group_reasons.extend(found.reasons);
-        }
-        match failed {
-            Some(failure) => {
-                result.reasons = failure.reasons;
-                result.error = failure.error;
+            if workspace.best.is_empty() {
+                choices.clear();
+                reasons.drain(..group_start);
+                break;
             }
-            None => {
-                result.choices = group_choices;
-                result.reasons = group_reasons;
-            }
+            choices.append(&mut workspace.best);
         }
-        for choice in &result.choices {
+        let choices_start = assignment.choices.len();
+        assignment.choices.extend_from_slice(&choices);
+        let reasons_start = assignment.reasons.len();
+        assignment.reasons.extend_from_slice(&reasons);
+        for choice in &choices {
             assignment.borrowing = assignment.borrowing.max(choice.borrow);
             let value = pod_set
                 .requests
@@ -371,8 +463,15 @@ pub(crate) fn assign(
                 .map_or(0, |(_, v)| *v);
             assignment.add_usage(model.fr(choice.flavor, choice.resource), value);
         }
-        let stop = result.failed();
-        assignment.pod_sets.push(result);
+        let has_requests = !pod_set.requests.is_empty();
+        let stop = error.is_some() || (has_requests && choices.is_empty());
+        assignment.pod_sets.push(PodSetAssignment {
+            choices: choices_start..assignment.choices.len(),
+            reasons: reasons_start..assignment.reasons.len(),
+            error,
+        });
+        workspace.choices = choices;
+        workspace.reasons = reasons;
         if stop {
             break;
         }
@@ -380,18 +479,9 @@ pub(crate) fn assign(
     assignment
 }
 
-struct GroupFailure {
-    reasons: Vec<String>,
-    error: Option<String>,
-}
-
-struct Found {
-    choices: Vec<Choice>,
-    reasons: Vec<String>,
-    error: Option<String>,
-}
-
-/// `findFlavorForPodSets`: one flavor for all the requested resources of a group.
+/// `findFlavorForPodSets`: one flavor for all the requested resources of a group. The chosen
+/// flavor's choices are left in `workspace.best` (empty when no flavor can be used); reasons
+/// are appended to `result.reasons` and dropped again when the flavor simply fits.
 #[allow(clippy::too_many_arguments)]
 fn find_flavor(
     model: &Model<'_>,
@@ -402,39 +492,45 @@ fn find_flavor(
     start: usize,
     assignment: &Assignment,
     usage: &Usage,
-    cache: &mut EligibilityCache,
-) -> Found {
+    workspace: &mut Workspace,
+    reasons: &mut Vec<Reason>,
+) -> Result<(), String> {
     let group_model = &cq.groups[group];
-    let group_requests: Vec<(ResId, i64)> = requests
-        .iter()
-        .copied()
-        .filter(|(r, _)| group_model.covered.contains(r))
-        .collect();
-    let mut reasons = Vec::new();
-    let mut best: Vec<Choice> = Vec::new();
+    let reasons_start = reasons.len();
+    let Workspace {
+        eligibility: table,
+        candidate,
+        best,
+        group_requests,
+        ..
+    } = workspace;
+    group_requests.clear();
+    group_requests.extend(
+        requests
+            .iter()
+            .filter(|(resource, _)| group_model.covered.contains(resource)),
+    );
+    best.clear();
     let mut best_mode = Granular::WORST;
     let mut attempted: Option<usize> = None;
     let preference = cq.fungibility.preference;
 
     for (index, &flavor) in group_model.flavors.iter().enumerate().skip(start) {
         attempted = Some(index);
-        match cache.get(model, shape, flavor) {
+        match eligibility(table, model, shape, flavor) {
             Eligibility::Eligible => {}
-            Eligibility::Skip(reason) => {
-                reasons.push(reason.clone());
+            Eligibility::Skip(_) => {
+                reasons.push(Reason::Ineligible { shape, flavor });
                 continue;
             }
             Eligibility::Error(error) => {
-                return Found {
-                    choices: Vec::new(),
-                    reasons,
-                    error: Some(error.clone()),
-                };
+                best.clear();
+                return Err(error.clone());
             }
         }
-        let mut choices = Vec::with_capacity(group_requests.len());
+        candidate.clear();
         let mut representative = Granular::BEST;
-        for &(resource, value) in &group_requests {
+        for &(resource, value) in group_requests.iter() {
             let fr = model.fr(flavor, resource);
             let (preemption, borrowing, reason) = fits_resource_quota(
                 model,
@@ -458,7 +554,7 @@ fn find_flavor(
             if representative.preemption == PreemptionMode::NoFit {
                 continue;
             }
-            choices.push(Choice {
+            candidate.push(Choice {
                 resource,
                 flavor,
                 mode: preemption.flavor_mode(),
@@ -467,12 +563,12 @@ fn find_flavor(
             });
         }
         if !should_try_next_flavor(representative, cq) {
-            best = choices;
+            std::mem::swap(best, candidate);
             best_mode = representative;
             break;
         }
         if is_preferred(representative, best_mode, preference) {
-            best = choices;
+            std::mem::swap(best, candidate);
             best_mode = representative;
         }
     }
@@ -483,21 +579,17 @@ fn find_flavor(
         Some(index) => i64::try_from(index).unwrap_or(-1),
         None => -1,
     };
-    for choice in &mut best {
+    for choice in best.iter_mut() {
         choice.tried_index = tried_index;
     }
     if best_mode.preemption == PreemptionMode::Fit {
-        reasons.clear();
+        reasons.truncate(reasons_start);
     }
-    Found {
-        choices: best,
-        reasons,
-        error: None,
-    }
+    Ok(())
 }
 
 /// `fitsResourceQuota`: how `value` more of `resource` fits in `flavor` for this queue, the
-/// borrowing level, and Kueue's message when it does not simply fit.
+/// borrowing level, and why it does not simply fit.
 fn fits_resource_quota(
     model: &Model<'_>,
     cq: &CqModel,
@@ -506,42 +598,42 @@ fn fits_resource_quota(
     assumed: Amount,
     request: i64,
     usage: &Usage,
-) -> (PreemptionMode, usize, Option<String>) {
+) -> (PreemptionMode, usize, Option<Reason>) {
     let fr = model.fr(flavor, resource);
     let tree = &model.tree;
-    let available = tree.available(cq.node, fr, usage);
     let max_capacity = tree.potential_available(cq.node, fr);
     let value = assumed.add_value(request);
-    let resource_name = model.resources.name(resource);
-    let flavor_name = model.flavors.name(flavor);
     if value > max_capacity {
-        return (
-            PreemptionMode::NoFit,
-            0,
-            Some(format!(
-                "insufficient quota for {resource_name} in flavor {flavor_name}, previously considered podsets requests ({}) + current podset request ({}) > maximum capacity ({})",
-                format_amount(resource_name, assumed),
-                format_amount(resource_name, Amount::new(request)),
-                format_amount(resource_name, max_capacity),
-            )),
-        );
+        let reason = Reason::ExceedsMaximum {
+            flavor,
+            resource,
+            assumed,
+            request,
+            maximum: max_capacity,
+        };
+        return (PreemptionMode::NoFit, 0, Some(reason));
+    }
+    let available = tree.available(cq.node, fr, usage);
+    if value <= available && tree.within_nominal(cq.node, fr, value, usage) {
+        // No borrowing: the common case, without walking the cohort tree.
+        return (PreemptionMode::Fit, 0, None);
     }
     let (borrow, may_reclaim) = tree.lowest_fitting_subtree(cq.node, fr, value, usage);
     if value <= available {
         return (PreemptionMode::Fit, borrow, None);
     }
-    let mut reason = format!(
-        "insufficient unused quota for {resource_name} in flavor {flavor_name}, {} more needed",
-        format_amount(resource_name, value.sub(available))
-    );
     let nominal = tree.quota(cq.node, fr).map_or(Amount::ZERO, |q| q.nominal);
     let can_preempt_while_borrowing = cq.preemption.borrow_within_cohort != "Never";
-    if nominal >= value || may_reclaim || can_preempt_while_borrowing {
+    let may_preempt = nominal >= value || may_reclaim || can_preempt_while_borrowing;
+    let reason = Reason::InsufficientUnused {
+        flavor,
+        resource,
+        needed: value.minus(available),
         // Kueue would simulate preemption here. With the default `Never` policies it finds no
         // candidates; with other policies it might, and gkq does not simulate victims.
-        if cq.preemption.can_preempt() {
-            reason.push_str(" (preemption is not simulated)");
-        }
+        preemption_not_simulated: may_preempt && cq.preemption.can_preempt(),
+    };
+    if may_preempt {
         return (PreemptionMode::NoCandidates, borrow, Some(reason));
     }
     (PreemptionMode::NoFit, borrow, Some(reason))

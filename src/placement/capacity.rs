@@ -218,7 +218,7 @@ pub fn check_quota_against_capacity(
                     "{subject}: nominal quota {resource} {} is below node pool {}'s capacity ({arithmetic}); {} {unit} can never be used by queued jobs",
                     show(nominal_amount),
                     pool.pool,
-                    show(capacity.sub(nominal_amount))
+                    show(capacity.minus(nominal_amount))
                 ),
             ));
         }

@@ -102,7 +102,9 @@ pub fn predict(cluster: &Cluster, jobs: &[PendingWorkload]) -> Prediction {
         .iter()
         .zip(&compiled)
         .zip(&simulation.outcomes)
-        .map(|((workload, compiled), outcome)| placement_of(&model, workload, compiled, outcome))
+        .map(|((workload, compiled), outcome)| {
+            placement_of(&model, &all, workload, compiled, outcome)
+        })
         .collect();
     let usage = usage_summary(&model, &compiled, &simulation.outcomes, queued.len());
     let mut placements = placements.into_iter();
@@ -128,20 +130,21 @@ pub fn fits_ever(cluster: &Cluster, job: &PendingWorkload) -> Result<Vec<PodSetP
     let simulation = simulate(&model, std::slice::from_ref(&compiled));
     match simulation.outcomes.into_iter().next() {
         Some(Outcome::Reserved { assignment, .. }) => {
-            Ok(pod_set_placements(&model, &compiled, Some(&assignment)))
+            Ok(pod_set_placements(&model, job, Some(&assignment)))
         }
         Some(Outcome::Blocked(Blocked::Unmanaged)) => Ok(Vec::new()),
         Some(Outcome::Blocked(Blocked::Rejected(reason))) => {
             Err(format!("rejected by Kueue's webhook: {reason}"))
         }
-        Some(Outcome::Blocked(Blocked::Pending(reason)) | Outcome::Pending(reason)) => Err(reason),
-        None => Err("not scheduled".to_string()),
+        Some(Outcome::Blocked(Blocked::Pending(reason))) => Err(reason),
+        Some(Outcome::Pending(failure)) => Err(failure.message(&model, &job.pod_sets)),
+        Some(Outcome::QueuedBehind { .. }) | None => Err("not scheduled".to_string()),
     }
 }
 
 fn pod_set_placements(
     model: &Model<'_>,
-    workload: &WorkloadModel,
+    workload: &PendingWorkload,
     assignment: Option<&Assignment>,
 ) -> Vec<PodSetPlacement> {
     workload
@@ -150,9 +153,8 @@ fn pod_set_placements(
         .enumerate()
         .map(|(i, pod_set)| {
             let flavors: BTreeMap<String, String> = assignment
-                .and_then(|a| a.pod_sets.get(i))
-                .map(|ps| {
-                    ps.choices
+                .map(|a| {
+                    a.choices_of(i)
                         .iter()
                         .map(|c| {
                             (
@@ -170,6 +172,7 @@ fn pod_set_placements(
 
 fn placement_of(
     model: &Model<'_>,
+    all: &[&PendingWorkload],
     workload: &PendingWorkload,
     compiled: &WorkloadModel,
     outcome: &Outcome,
@@ -188,13 +191,13 @@ fn placement_of(
     };
     let (podsets, state, reason, admission_checks) = match outcome {
         Outcome::Reserved { assignment, checks } if checks.is_empty() => (
-            pod_set_placements(model, compiled, Some(assignment)),
+            pod_set_placements(model, workload, Some(assignment)),
             PlacementState::Admitted,
             None,
             Vec::new(),
         ),
         Outcome::Reserved { assignment, checks } => (
-            pod_set_placements(model, compiled, Some(assignment)),
+            pod_set_placements(model, workload, Some(assignment)),
             PlacementState::WaitingForAdmissionChecks,
             Some(format!(
                 "quota reserved; waiting for admission checks: {}",
@@ -202,12 +205,29 @@ fn placement_of(
             )),
             checks.clone(),
         ),
-        Outcome::Pending(reason) => (
+        Outcome::Pending(failure) => (
             unplaced(),
             PlacementState::Pending,
-            Some(reason.clone()),
+            Some(failure.message(model, &workload.pod_sets)),
             Vec::new(),
         ),
+        Outcome::QueuedBehind { head, cq } => {
+            let strategy = match model.cqs[*cq].strategy {
+                objects::QueueingStrategy::StrictFifo => "StrictFIFO",
+                objects::QueueingStrategy::BestEffortFifo => "BestEffortFIFO",
+            };
+            let head = all.get(*head).map_or_else(String::new, |w| w.key());
+            let reason = format!(
+                "queued behind {head} in {strategy} ClusterQueue {}, which Kueue retries every cycle but cannot admit",
+                model.cqs[*cq].name
+            );
+            (
+                unplaced(),
+                PlacementState::Pending,
+                Some(reason),
+                Vec::new(),
+            )
+        }
         Outcome::Blocked(Blocked::Pending(reason)) => (
             unplaced(),
             PlacementState::Pending,
@@ -262,7 +282,7 @@ fn usage_summary(
             &mut plan_usage[cq]
         };
         for &(fr, amount) in &assignment.usage {
-            target[fr] = target[fr].add(amount);
+            target[fr] = target[fr].plus(amount);
         }
     }
     let mut rows = Vec::new();
@@ -280,7 +300,7 @@ fn usage_summary(
                 nominal: to_quantity(quota.map_or(Amount::ZERO, |q| q.nominal)),
                 borrowing_limit: quota.and_then(|q| q.borrowing_limit).map(to_quantity),
                 lending_limit: quota.and_then(|q| q.lending_limit).map(to_quantity),
-                used_live: to_quantity(model.live_usage.per_node[cq.node][fr]),
+                used_live: to_quantity(model.live_usage.get(cq.node, fr)),
                 used_queued: to_quantity(queued_usage[c][fr]),
                 used_plan: to_quantity(plan_usage[c][fr]),
             });

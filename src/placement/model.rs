@@ -26,7 +26,12 @@ pub(crate) struct Interner {
 
 impl Interner {
     pub fn intern(&mut self, name: &str) -> usize {
-        if let Some(&id) = self.ids.get(name) {
+        // A handful of resource names is the norm; comparing beats hashing there.
+        if self.names.len() <= 16 {
+            if let Some(id) = self.names.iter().position(|n| n == name) {
+                return id;
+            }
+        } else if let Some(&id) = self.ids.get(name) {
             return id;
         }
         self.names.push(name.to_string());
@@ -88,7 +93,7 @@ impl CqModel {
 
 /// The scheduling-relevant template of a podset, shared by identical podsets so that flavor
 /// eligibility is computed once per (shape, flavor).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Shape {
     pub node_selector: BTreeMap<String, String>,
     pub required_node_affinity: Option<Vec<NodeSelectorTerm>>,
@@ -97,11 +102,32 @@ pub(crate) struct Shape {
 
 #[derive(Debug, Clone)]
 pub(crate) struct PodSetModel {
-    pub name: String,
-    pub count: i32,
     /// Total requests (per-pod value times count) in Kueue units, sorted by resource name.
     pub requests: Vec<(ResId, i64)>,
     pub shape: usize,
+}
+
+/// FNV-1a: shape keys are hashed once per podset, where SipHash's setup cost showed up in
+/// profiles; the map still compares full shapes, so collisions cost time, never correctness.
+struct Fnv64(u64);
+
+impl Default for Fnv64 {
+    fn default() -> Self {
+        Fnv64(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl std::hash::Hasher for Fnv64 {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for byte in bytes {
+            self.0 ^= u64::from(*byte);
+            self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
 }
 
 /// Why a workload never reaches the scheduler, or never gets a ClusterQueue.
@@ -118,8 +144,6 @@ pub(crate) enum Blocked {
 
 #[derive(Debug, Clone)]
 pub(crate) struct WorkloadModel {
-    /// `namespace/name`, for messages about other workloads.
-    pub label: String,
     pub cq: Option<usize>,
     pub blocked: Option<Blocked>,
     pub priority: i32,
@@ -162,7 +186,11 @@ pub(crate) struct Model<'c> {
     pub tree: QuotaTree,
     pub live_usage: Usage,
     pub shapes: Vec<Shape>,
-    shape_index: HashMap<Shape, usize>,
+    /// Shape ids by hash of their parts, so that identical podsets share a shape without
+    /// building a key each time.
+    shape_index: HashMap<u64, Vec<usize>>,
+    /// Whether a namespace matches each ClusterQueue's selector, by namespace then queue.
+    namespace_matches: HashMap<String, Vec<Option<bool>>>,
 }
 
 impl<'c> Model<'c> {
@@ -211,11 +239,10 @@ impl<'c> Model<'c> {
             cqs: Vec::new(),
             cq_index: HashMap::new(),
             tree: QuotaTree::new(0),
-            live_usage: Usage {
-                per_node: Vec::new(),
-            },
+            live_usage: QuotaTree::new(0).zero_usage(),
             shapes: Vec::new(),
             shape_index: HashMap::new(),
+            namespace_matches: HashMap::new(),
         };
         model.tree = QuotaTree::new(model.flavors.len() * quota_resources);
         model.build_tree();
@@ -262,9 +289,8 @@ impl<'c> Model<'c> {
                 .filter_map(|cq| cq.cohort.clone()),
         );
         for name in names {
-            if !cohort_nodes.contains_key(&name) {
-                let node = self.tree.add_node(true);
-                cohort_nodes.insert(name, node);
+            if let std::collections::hash_map::Entry::Vacant(entry) = cohort_nodes.entry(name) {
+                entry.insert(self.tree.add_node(true));
             }
         }
         for cohort in &cluster.cohorts {
@@ -494,26 +520,43 @@ impl<'c> Model<'c> {
         }
     }
 
-    fn shape_id(&mut self, shape: Shape) -> usize {
-        if let Some(&id) = self.shape_index.get(&shape) {
-            return id;
+    fn shape_id(&mut self, pod_set: &super::podsets::PodSet) -> usize {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = Fnv64::default();
+        pod_set.node_selector.hash(&mut hasher);
+        pod_set.required_node_affinity.hash(&mut hasher);
+        pod_set.tolerations.hash(&mut hasher);
+        let key = hasher.finish();
+        let candidates = self.shape_index.entry(key).or_default();
+        for &id in candidates.iter() {
+            let shape = &self.shapes[id];
+            if shape.node_selector == pod_set.node_selector
+                && shape.required_node_affinity == pod_set.required_node_affinity
+                && shape.tolerations == pod_set.tolerations
+            {
+                return id;
+            }
         }
-        self.shapes.push(shape.clone());
-        self.shape_index.insert(shape, self.shapes.len() - 1);
-        self.shapes.len() - 1
+        self.shapes.push(Shape {
+            node_selector: pod_set.node_selector.clone(),
+            required_node_affinity: pod_set.required_node_affinity.clone(),
+            tolerations: pod_set.tolerations.clone(),
+        });
+        let id = self.shapes.len() - 1;
+        candidates.push(id);
+        id
     }
 
     /// Resolves queue, priority and requests of a pending workload.
     pub fn compile_workload(&mut self, workload: &PendingWorkload, seq: usize) -> WorkloadModel {
         let cluster = self.cluster;
         let mut compiled = WorkloadModel {
-            label: workload.key(),
             cq: None,
             blocked: None,
             priority: 0,
             created: workload.created,
             seq,
-            pod_sets: Vec::new(),
+            pod_sets: Vec::with_capacity(workload.pod_sets.len()),
             inadmissible: None,
         };
         if let Some(reason) = &workload.rejected {
@@ -569,10 +612,27 @@ impl<'c> Model<'c> {
             return compiled;
         }
 
-        let namespace_labels = cluster.namespace_labels(&workload.namespace);
-        let namespace_ok = match &self.cqs[cq].namespace_selector {
-            None => false,
-            Some(selector) => selector.matches(&namespace_labels).unwrap_or(false),
+        let known = self
+            .namespace_matches
+            .get(&workload.namespace)
+            .and_then(|per_queue| per_queue.get(cq).copied().flatten());
+        let namespace_ok = match known {
+            Some(matches) => matches,
+            None => {
+                let matches = match &self.cqs[cq].namespace_selector {
+                    None => false,
+                    Some(selector) => selector
+                        .matches(&cluster.namespace_labels(&workload.namespace))
+                        .unwrap_or(false),
+                };
+                let queues = self.cqs.len();
+                let per_queue = self
+                    .namespace_matches
+                    .entry(workload.namespace.clone())
+                    .or_insert_with(|| vec![None; queues]);
+                per_queue[cq] = Some(matches);
+                matches
+            }
         };
         let invalid: Vec<&String> = workload
             .pod_sets
@@ -596,34 +656,23 @@ impl<'c> Model<'c> {
         let covers_pods = self.cqs[cq].covers_pods;
         for pod_set in &workload.pod_sets {
             let count = pod_set.count.max(0);
-            let mut requests: Vec<(String, i64)> = pod_set
-                .requests
-                .iter()
-                .map(|(name, quantity)| {
-                    let per_pod = request_value(name, *quantity).max(0);
-                    (name.clone(), per_pod.saturating_mul(i64::from(count)))
-                })
-                .collect();
+            // In resource-name order, as the flavor scan visits them.
+            let mut requests: Vec<(&str, i64)> = Vec::with_capacity(pod_set.requests.len() + 1);
+            requests.extend(pod_set.requests.iter().map(|(name, quantity)| {
+                let per_pod = request_value(name, *quantity).max(0);
+                (name.as_str(), per_pod.saturating_mul(i64::from(count)))
+            }));
             if covers_pods {
-                requests.retain(|(name, _)| name != PODS);
-                requests.push((PODS.to_string(), i64::from(count)));
-                requests.sort();
+                requests.retain(|(name, _)| *name != PODS);
+                let at = requests.partition_point(|(name, _)| *name < PODS);
+                requests.insert(at, (PODS, i64::from(count)));
             }
             let requests = requests
                 .into_iter()
-                .map(|(name, value)| (self.resources.intern(&name), value))
+                .map(|(name, value)| (self.resources.intern(name), value))
                 .collect();
-            let shape = self.shape_id(Shape {
-                node_selector: pod_set.node_selector.clone(),
-                required_node_affinity: pod_set.required_node_affinity.clone(),
-                tolerations: pod_set.tolerations.clone(),
-            });
-            compiled.pod_sets.push(PodSetModel {
-                name: pod_set.name.clone(),
-                count,
-                requests,
-                shape,
-            });
+            let shape = self.shape_id(pod_set);
+            compiled.pod_sets.push(PodSetModel { requests, shape });
         }
         compiled
     }

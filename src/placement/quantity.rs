@@ -239,6 +239,18 @@ impl<'de> Deserialize<'de> for Quantity {
 
 /// Division rounding up away from zero (Kubernetes' `RoundUp`).
 fn div_ceil_away(value: i128, divisor: i128) -> i128 {
+    // 64-bit division is much cheaper than a 128-bit library call; most values fit.
+    if let (Ok(value), Ok(divisor)) = (i64::try_from(value), i64::try_from(divisor)) {
+        let quotient = value / divisor;
+        let adjusted = if value % divisor == 0 {
+            quotient
+        } else if value > 0 {
+            quotient + 1
+        } else {
+            quotient - 1
+        };
+        return i128::from(adjusted);
+    }
     let quotient = value / divisor;
     if value % divisor == 0 {
         quotient

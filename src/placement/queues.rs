@@ -14,11 +14,13 @@
 //! resumes its flavor scan where it stopped.
 
 use std::cmp::Reverse;
+use std::rc::Rc;
 
 use super::amount::Amount;
-use super::assign::{Assignment, EligibilityCache, Mode, ScanProgress, assign};
+use super::assign::{Assignment, Mode, Workspace, assign};
 use super::model::{Blocked, Inadmissible, Model, WorkloadModel};
 use super::objects::QueueingStrategy;
+use super::podsets::PodSet;
 use super::quota::Usage;
 
 /// What happened to a workload at the end of the simulation.
@@ -26,11 +28,33 @@ use super::quota::Usage;
 pub(crate) enum Outcome {
     /// Quota reserved; `checks` are the admission checks that still have to pass.
     Reserved {
-        assignment: Assignment,
+        assignment: Rc<Assignment>,
         checks: Vec<String>,
     },
-    Pending(String),
+    /// No quota; the failed attempt that explains why (formatted only when shown).
+    Pending(Failure),
+    /// Waiting behind the head of its ClusterQueue, which Kueue keeps retrying.
+    QueuedBehind {
+        head: usize,
+        cq: usize,
+    },
     Blocked(Blocked),
+}
+
+/// Why an attempt failed.
+#[derive(Debug, Clone)]
+pub(crate) enum Failure {
+    Assignment(Rc<Assignment>),
+    Text(String),
+}
+
+impl Failure {
+    pub fn message(&self, model: &Model<'_>, pod_sets: &[PodSet]) -> String {
+        match self {
+            Failure::Assignment(assignment) => assignment.message(model, pod_sets),
+            Failure::Text(text) => text.clone(),
+        }
+    }
 }
 
 /// Why a head goes back to its queue (`RequeueReason`).
@@ -52,11 +76,17 @@ struct State<'m, 'c> {
     model: &'m Model<'c>,
     workloads: &'m [WorkloadModel],
     usage: Usage,
-    cache: EligibilityCache,
-    progress: Vec<Option<ScanProgress>>,
-    /// Message of the latest attempt that scanned every flavor from the start.
-    fresh_message: Vec<Option<String>>,
-    last_message: Vec<String>,
+    workspace: Workspace,
+    /// The previous attempt, whose scan the next one resumes.
+    progress: Vec<Option<Rc<Assignment>>>,
+    /// The latest failed attempt that scanned every flavor from the start.
+    fresh_failure: Vec<Option<Rc<Assignment>>>,
+    /// Bumped whenever quota is reserved: an assignment is a pure function of the workload, the
+    /// usage and the scan progress, so a head retried with unchanged usage and a fresh scan
+    /// (a blocked StrictFIFO head) reuses its previous result.
+    usage_version: u64,
+    reusable: Vec<Option<(u64, Rc<Assignment>)>>,
+    last_failure: Vec<Option<Failure>>,
     last_requeue: Vec<Option<Requeue>>,
     outcomes: Vec<Option<Outcome>>,
     queues: Vec<Vec<usize>>,
@@ -66,7 +96,9 @@ struct State<'m, 'c> {
 struct Entry {
     cq: usize,
     workload: usize,
-    assignment: Assignment,
+    assignment: Rc<Assignment>,
+    /// Whether this attempt scanned every flavor from the start.
+    fresh: bool,
 }
 
 pub(crate) fn simulate(model: &Model<'_>, workloads: &[WorkloadModel]) -> Simulation {
@@ -74,10 +106,12 @@ pub(crate) fn simulate(model: &Model<'_>, workloads: &[WorkloadModel]) -> Simula
         model,
         workloads,
         usage: model.live_usage.clone(),
-        cache: EligibilityCache::default(),
+        workspace: Workspace::default(),
         progress: vec![None; workloads.len()],
-        fresh_message: vec![None; workloads.len()],
-        last_message: vec![String::new(); workloads.len()],
+        fresh_failure: vec![None; workloads.len()],
+        usage_version: 0,
+        reusable: vec![None; workloads.len()],
+        last_failure: vec![None; workloads.len()],
         last_requeue: vec![None; workloads.len()],
         outcomes: vec![None; workloads.len()],
         queues: vec![Vec::new(); model.cqs.len()],
@@ -88,7 +122,9 @@ pub(crate) fn simulate(model: &Model<'_>, workloads: &[WorkloadModel]) -> Simula
             (Some(blocked), _) => state.outcomes[index] = Some(Outcome::Blocked(blocked.clone())),
             (None, Some(cq)) => state.queues[cq].push(index),
             (None, None) => {
-                state.outcomes[index] = Some(Outcome::Pending("no ClusterQueue".to_string()));
+                state.outcomes[index] = Some(Outcome::Pending(Failure::Text(
+                    "no ClusterQueue".to_string(),
+                )));
             }
         }
     }
@@ -151,6 +187,7 @@ impl State<'_, '_> {
     fn cycle(&mut self, heads: &[(usize, usize)]) -> bool {
         let model = self.model;
         let mut progressed = false;
+        let nominated_at = self.usage_version;
         // The cycle's snapshot; copied only when a preempting head reserves capacity in it.
         let mut snapshot: Option<Usage> = None;
         let mut entries = Vec::with_capacity(heads.len());
@@ -160,28 +197,31 @@ impl State<'_, '_> {
                     Inadmissible::NamespaceMismatch => Requeue::NamespaceMismatch,
                     Inadmissible::InvalidResources(_) => Requeue::Invalid,
                 };
-                progressed |= self.requeue(cq, w, reason, inadmissible.message());
+                let failure = Failure::Text(inadmissible.message());
+                progressed |= self.requeue(cq, w, reason, failure, false);
                 continue;
             }
             let fresh = self.progress[w]
                 .as_ref()
                 .is_none_or(|p| !p.has_pending_flavors());
-            let assignment = assign(
-                model,
-                cq,
-                &self.workloads[w],
-                &self.usage,
-                self.progress[w].as_ref(),
-                &mut self.cache,
-            );
-            if fresh {
-                let message = assignment.message(&self.workloads[w]);
-                self.fresh_message[w] = Some(message);
-            }
+            let assignment = match &self.reusable[w] {
+                Some((version, previous)) if fresh && *version == self.usage_version => {
+                    Rc::clone(previous)
+                }
+                _ => Rc::new(assign(
+                    model,
+                    cq,
+                    &self.workloads[w],
+                    &self.usage,
+                    self.progress[w].as_deref(),
+                    &mut self.workspace,
+                )),
+            };
             entries.push(Entry {
                 cq,
                 workload: w,
                 assignment,
+                fresh,
             });
         }
         // `makeClassicalIterator`: less borrowing first, then higher priority, then older. Ties
@@ -203,11 +243,19 @@ impl State<'_, '_> {
                 cq,
                 workload: w,
                 assignment,
+                fresh,
             } = entry;
-            self.progress[w] = Some(assignment.progress());
-            let message = assignment.message(&self.workloads[w]);
+            self.progress[w] = Some(Rc::clone(&assignment));
+            if fresh {
+                // A new full scan supersedes the one kept for the message.
+                self.fresh_failure[w] = None;
+            }
             match assignment.mode() {
-                Mode::NoFit => progressed |= self.requeue(cq, w, Requeue::NoFit, message),
+                Mode::NoFit => {
+                    let failure = Failure::Assignment(Rc::clone(&assignment));
+                    progressed |= self.requeue(cq, w, Requeue::NoFit, failure, fresh);
+                    self.remember(w, nominated_at, fresh, assignment);
+                }
                 Mode::Preempt => {
                     if model.cqs[cq].preemption.reclaim_within_cohort != "Any" {
                         let reserved = self.to_reserve(cq, &assignment, snapshot.as_ref());
@@ -216,7 +264,9 @@ impl State<'_, '_> {
                             model.tree.add_usage(model.cqs[cq].node, fr, amount, snap);
                         }
                     }
-                    progressed |= self.requeue(cq, w, Requeue::NoCandidates, message);
+                    let failure = Failure::Assignment(Rc::clone(&assignment));
+                    progressed |= self.requeue(cq, w, Requeue::NoCandidates, failure, fresh);
+                    self.remember(w, nominated_at, fresh, assignment);
                 }
                 Mode::Fit => {
                     let node = model.cqs[cq].node;
@@ -226,6 +276,7 @@ impl State<'_, '_> {
                         .iter()
                         .all(|&(fr, amount)| model.tree.available(node, fr, current) >= amount);
                     if fits {
+                        self.usage_version += 1;
                         for &(fr, amount) in &assignment.usage {
                             model.tree.add_usage(node, fr, amount, &mut self.usage);
                             if let Some(snap) = snapshot.as_mut() {
@@ -233,16 +284,16 @@ impl State<'_, '_> {
                             }
                         }
                         let checks = admission_checks(model, cq, &assignment);
+                        self.reusable[w] = None;
+                        self.progress[w] = None;
                         self.outcomes[w] = Some(Outcome::Reserved { assignment, checks });
                         self.cursors[cq] += 1;
                         progressed = true;
                     } else {
-                        progressed |= self.requeue(
-                            cq,
-                            w,
-                            Requeue::Skipped,
+                        let failure = Failure::Text(
                             "Workload no longer fits after processing another workload".to_string(),
                         );
+                        progressed |= self.requeue(cq, w, Requeue::Skipped, failure, fresh);
                     }
                 }
             }
@@ -267,91 +318,107 @@ impl State<'_, '_> {
             .map(|&(fr, amount)| {
                 let quota = model.tree.quota(node, fr);
                 let nominal = quota.map_or(Amount::ZERO, |q| q.nominal);
-                let used = current.per_node[node][fr];
+                let used = current.get(node, fr);
                 let reserved = if assignment.borrowing > 0 {
                     match quota.and_then(|q| q.borrowing_limit) {
                         None => amount,
-                        Some(limit) => amount.min(nominal.add(limit).sub(used)),
+                        Some(limit) => amount.min(nominal.plus(limit).minus(used)),
                     }
                 } else {
-                    Amount::ZERO.max(amount.min(nominal.sub(used)))
+                    Amount::ZERO.max(amount.min(nominal.minus(used)))
                 };
                 (fr, reserved)
             })
             .collect()
     }
 
+    /// Keeps a failed full scan that its next attempt would repeat exactly, as long as usage
+    /// does not change in between.
+    fn remember(&mut self, w: usize, nominated_at: u64, fresh: bool, assignment: Rc<Assignment>) {
+        let repeats = fresh
+            && self.outcomes[w].is_none()
+            && self.progress[w]
+                .as_ref()
+                .is_none_or(|p| !p.has_pending_flavors());
+        self.reusable[w] = repeats.then_some((nominated_at, assignment));
+    }
+
     /// `RequeueIfNotPresent`: back to the heap (it stays the head) or parked as inadmissible.
     /// Returns whether the workload reached its final state.
-    fn requeue(&mut self, cq: usize, w: usize, reason: Requeue, message: String) -> bool {
+    fn requeue(
+        &mut self,
+        cq: usize,
+        w: usize,
+        reason: Requeue,
+        failure: Failure,
+        fresh: bool,
+    ) -> bool {
         let strict = self.model.cqs[cq].strategy == QueueingStrategy::StrictFifo;
         let pending_flavors = self.progress[w]
             .as_ref()
-            .is_some_and(ScanProgress::has_pending_flavors);
+            .is_some_and(|p| p.has_pending_flavors());
         let immediate = if strict {
             reason != Requeue::NamespaceMismatch
         } else {
             reason == Requeue::Skipped
         } || pending_flavors;
-        self.last_message[w] = message;
+        let quota_failure = matches!(reason, Requeue::NoFit | Requeue::NoCandidates);
+        if fresh
+            && quota_failure
+            && let Failure::Assignment(assignment) = &failure
+        {
+            self.fresh_failure[w] = Some(Rc::clone(assignment));
+        }
+        self.last_failure[w] = Some(failure);
         self.last_requeue[w] = Some(reason);
         if immediate {
             return false;
         }
+        self.progress[w] = None;
         self.outcomes[w] = Some(Outcome::Pending(self.pending_reason(w)));
         self.cursors[cq] += 1;
         true
     }
 
-    /// The reason shown for a pending workload: for quota failures, the message of the last
-    /// full flavor scan (resumed scans can name another podset, see kueue.md §3.1).
-    fn pending_reason(&self, w: usize) -> String {
-        match self.last_requeue[w] {
-            Some(Requeue::NoFit | Requeue::NoCandidates) => self.fresh_message[w]
-                .clone()
-                .unwrap_or_else(|| self.last_message[w].clone()),
-            _ => self.last_message[w].clone(),
+    /// The failure shown for a pending workload: for quota failures, the last full flavor scan
+    /// (resumed scans can name another podset, see kueue.md §3.1).
+    fn pending_reason(&mut self, w: usize) -> Failure {
+        let last = self.last_failure[w]
+            .take()
+            .unwrap_or_else(|| Failure::Text("not scheduled".to_string()));
+        self.reusable[w] = None;
+        match (self.last_requeue[w], self.fresh_failure[w].take()) {
+            (Some(Requeue::NoFit | Requeue::NoCandidates), Some(fresh)) => {
+                Failure::Assignment(fresh)
+            }
+            _ => last,
         }
     }
 
     fn finish(mut self) -> Simulation {
         for cq in 0..self.model.cqs.len() {
-            let queue = &self.queues[cq];
-            let Some(&head) = queue.get(self.cursors[cq]) else {
+            let Some(&head) = self.queues[cq].get(self.cursors[cq]) else {
                 continue;
             };
             if self.outcomes[head].is_none() {
-                let reason = if self.last_requeue[head].is_some() {
-                    self.pending_reason(head)
-                } else {
-                    "not scheduled".to_string()
-                };
+                let reason = self.pending_reason(head);
                 self.outcomes[head] = Some(Outcome::Pending(reason));
             }
-            let strategy = match self.model.cqs[cq].strategy {
-                QueueingStrategy::StrictFifo => "StrictFIFO",
-                QueueingStrategy::BestEffortFifo => "BestEffortFIFO",
-            };
-            let head_name = self.workload_label(head);
-            for &w in &queue[self.cursors[cq] + 1..] {
+            for index in self.cursors[cq] + 1..self.queues[cq].len() {
+                let w = self.queues[cq][index];
                 if self.outcomes[w].is_none() {
-                    self.outcomes[w] = Some(Outcome::Pending(format!(
-                        "queued behind {head_name} in {strategy} ClusterQueue {}, which Kueue retries every cycle but cannot admit",
-                        self.model.cqs[cq].name
-                    )));
+                    self.outcomes[w] = Some(Outcome::QueuedBehind { head, cq });
                 }
             }
         }
         let outcomes = self
             .outcomes
             .into_iter()
-            .map(|o| o.unwrap_or_else(|| Outcome::Pending("not scheduled".to_string())))
+            .map(|o| {
+                o.unwrap_or_else(|| Outcome::Pending(Failure::Text("not scheduled".to_string())))
+            })
             .collect();
         Simulation { outcomes }
-    }
-
-    fn workload_label(&self, w: usize) -> String {
-        self.workloads[w].label.clone()
     }
 }
 
@@ -362,9 +429,8 @@ fn admission_checks(model: &Model<'_>, cq: usize, assignment: &Assignment) -> Ve
         .iter()
         .filter(|check| {
             assignment
-                .pod_sets
+                .all_choices()
                 .iter()
-                .flat_map(|ps| ps.choices.iter())
                 .any(|choice| check.flavors.contains(&choice.flavor))
         })
         .map(|check| check.name.clone())

@@ -34,16 +34,38 @@ pub(crate) struct QuotaNode {
     pub subtree_quota: Vec<Amount>,
 }
 
-/// Usage of every node, by `Fr`. Cloned for a scheduling cycle's snapshot.
+/// Usage of every node, by `Fr`, in one flat vector (`node * frs + fr`) so that a scheduling
+/// cycle's snapshot is a single copy.
 #[derive(Debug, Clone)]
 pub(crate) struct Usage {
-    pub per_node: Vec<Vec<Amount>>,
+    values: Vec<Amount>,
+    frs: usize,
+}
+
+impl Usage {
+    pub fn get(&self, node: usize, fr: Fr) -> Amount {
+        self.values[node * self.frs + fr]
+    }
+
+    fn slot(&mut self, node: usize, fr: Fr) -> &mut Amount {
+        &mut self.values[node * self.frs + fr]
+    }
 }
 
 #[derive(Debug, Clone)]
 pub(crate) struct QuotaTree {
     pub nodes: Vec<QuotaNode>,
     pub frs: usize,
+    /// Per node and `Fr` (`node * frs + fr`), computed once by `finish`: `potentialAvailable`
+    /// (independent of usage), the local quota kept back by a lending limit, the node's own
+    /// quota against which borrowing is judged, and the borrowing limit.
+    potential: Vec<Amount>,
+    local: Vec<Amount>,
+    own: Vec<Amount>,
+    borrowing_limit: Vec<Option<Amount>>,
+    /// Per node: its height as a cohort and the root of its tree.
+    heights: Vec<usize>,
+    roots: Vec<usize>,
 }
 
 impl QuotaTree {
@@ -51,6 +73,12 @@ impl QuotaTree {
         QuotaTree {
             nodes: Vec::new(),
             frs,
+            potential: Vec::new(),
+            local: Vec::new(),
+            own: Vec::new(),
+            borrowing_limit: Vec::new(),
+            heights: Vec::new(),
+            roots: Vec::new(),
         }
     }
 
@@ -86,14 +114,48 @@ impl QuotaTree {
             if self.nodes[node].is_cohort {
                 for child in self.children(node) {
                     for (fr, total) in subtree.iter_mut().enumerate() {
-                        let visible =
-                            self.nodes[child].subtree_quota[fr].sub(self.local_quota(child, fr));
-                        *total = total.add(visible);
+                        let visible = self.nodes[child].subtree_quota[fr]
+                            .minus(self.compute_local_quota(child, fr));
+                        *total = total.plus(visible);
                     }
                 }
             }
             self.nodes[node].subtree_quota = subtree;
         }
+        let size = self.nodes.len() * self.frs;
+        let mut local = Vec::with_capacity(size);
+        for node in 0..self.nodes.len() {
+            for fr in 0..self.frs {
+                local.push(self.compute_local_quota(node, fr));
+            }
+        }
+        // Potential availability reads the local quotas of the whole path to the root.
+        self.local = local;
+        let (mut potential, mut own, mut borrowing_limit) = (
+            Vec::with_capacity(size),
+            Vec::with_capacity(size),
+            Vec::with_capacity(size),
+        );
+        for node in 0..self.nodes.len() {
+            for fr in 0..self.frs {
+                potential.push(self.compute_potential_available(node, fr));
+                own.push(if self.nodes[node].is_cohort {
+                    self.nodes[node].subtree_quota[fr]
+                } else {
+                    self.nominal(node, fr)
+                });
+                borrowing_limit.push(self.nodes[node].quotas[fr].and_then(|q| q.borrowing_limit));
+            }
+        }
+        self.potential = potential;
+        self.own = own;
+        self.borrowing_limit = borrowing_limit;
+        self.heights = (0..self.nodes.len())
+            .map(|n| self.compute_height(n))
+            .collect();
+        self.roots = (0..self.nodes.len())
+            .map(|n| self.compute_root(n))
+            .collect();
     }
 
     fn children(&self, node: usize) -> Vec<usize> {
@@ -133,33 +195,37 @@ impl QuotaTree {
 
     /// Capacity only visible inside this subtree because of the lending limit.
     fn local_quota(&self, node: usize, fr: Fr) -> Amount {
+        self.local[node * self.frs + fr]
+    }
+
+    fn compute_local_quota(&self, node: usize, fr: Fr) -> Amount {
         match self.nodes[node].quotas[fr].and_then(|q| q.lending_limit) {
             Some(lending_limit) => {
-                Amount::ZERO.max(self.nodes[node].subtree_quota[fr].sub(lending_limit))
+                Amount::ZERO.max(self.nodes[node].subtree_quota[fr].minus(lending_limit))
             }
             None => Amount::ZERO,
         }
     }
 
     fn local_available(&self, node: usize, fr: Fr, usage: &Usage) -> Amount {
-        Amount::ZERO.max(self.local_quota(node, fr).sub(usage.per_node[node][fr]))
+        Amount::ZERO.max(self.local_quota(node, fr).minus(usage.get(node, fr)))
     }
 
     fn available_raw(&self, node: usize, fr: Fr, usage: &Usage) -> Amount {
         let subtree = self.nodes[node].subtree_quota[fr];
-        let used = usage.per_node[node][fr];
+        let used = usage.get(node, fr);
         let Some(parent) = self.nodes[node].parent else {
-            return subtree.sub(used);
+            return subtree.minus(used);
         };
         let mut parent_available = self.available_raw(parent, fr, usage);
-        if let Some(borrowing_limit) = self.nodes[node].quotas[fr].and_then(|q| q.borrowing_limit) {
+        if let Some(borrowing_limit) = self.borrowing_limit[node * self.frs + fr] {
             let local = self.local_quota(node, fr);
-            let stored_in_parent = subtree.sub(local);
-            let used_in_parent = Amount::ZERO.max(used.sub(local));
-            let with_max_from_parent = stored_in_parent.sub(used_in_parent).add(borrowing_limit);
+            let stored_in_parent = subtree.minus(local);
+            let used_in_parent = Amount::ZERO.max(used.minus(local));
+            let with_max_from_parent = stored_in_parent.minus(used_in_parent).plus(borrowing_limit);
             parent_available = with_max_from_parent.min(parent_available);
         }
-        self.local_available(node, fr, usage).add(parent_available)
+        self.local_available(node, fr, usage).plus(parent_available)
     }
 
     /// Free capacity for a ClusterQueue, including what it may borrow; never negative.
@@ -169,15 +235,19 @@ impl QuotaTree {
 
     /// The largest amount this node could ever use, with nothing else running.
     pub fn potential_available(&self, node: usize, fr: Fr) -> Amount {
+        self.potential[node * self.frs + fr]
+    }
+
+    fn compute_potential_available(&self, node: usize, fr: Fr) -> Amount {
         let Some(parent) = self.nodes[node].parent else {
             return self.nodes[node].subtree_quota[fr];
         };
         let mut available = self
             .local_quota(node, fr)
-            .add(self.potential_available(parent, fr));
+            .plus(self.compute_potential_available(parent, fr));
         if let Some(borrowing_limit) = self.nodes[node].quotas[fr].and_then(|q| q.borrowing_limit) {
             available = self.nodes[node].subtree_quota[fr]
-                .add(borrowing_limit)
+                .plus(borrowing_limit)
                 .min(available);
         }
         available
@@ -186,39 +256,40 @@ impl QuotaTree {
     /// Adds usage to a node and bubbles what exceeds its local quota up to the cohort.
     pub fn add_usage(&self, node: usize, fr: Fr, value: Amount, usage: &mut Usage) {
         let local_available = self.local_available(node, fr, usage);
-        usage.per_node[node][fr] = usage.per_node[node][fr].add(value);
+        let slot = usage.slot(node, fr);
+        *slot = slot.plus(value);
         if let Some(parent) = self.nodes[node].parent
             && value > local_available
         {
-            self.add_usage(parent, fr, value.sub(local_available), usage);
+            self.add_usage(parent, fr, value.minus(local_available), usage);
         }
     }
 
     /// Whether `value` more would exceed the node's own quota (`BorrowingWith`).
     fn borrowing_with(&self, node: usize, fr: Fr, value: Amount, usage: &Usage) -> bool {
-        let own = if self.nodes[node].is_cohort {
-            self.nodes[node].subtree_quota[fr]
-        } else {
-            self.nominal(node, fr)
-        };
-        own < usage.per_node[node][fr].add(value)
+        self.own[node * self.frs + fr] < usage.get(node, fr).plus(value)
     }
 
     /// Height of a cohort: 1 above its leaves, deeper cohorts add one level each.
-    fn height(&self, node: usize) -> usize {
+    fn compute_height(&self, node: usize) -> usize {
         let mut height = self.nodes[node].child_count.min(1);
         for &child in &self.nodes[node].child_cohorts {
-            height = height.max(self.height(child) + 1);
+            height = height.max(self.compute_height(child) + 1);
         }
         height
     }
 
-    fn root(&self, node: usize) -> usize {
+    fn compute_root(&self, node: usize) -> usize {
         let mut current = node;
         while let Some(parent) = self.nodes[current].parent {
             current = parent;
         }
         current
+    }
+
+    /// Whether `value` more stays within the ClusterQueue's own nominal quota.
+    pub fn within_nominal(&self, node: usize, fr: Fr, value: Amount, usage: &Usage) -> bool {
+        !self.borrowing_with(node, fr, value, usage)
     }
 
     /// `FindHeightOfLowestSubtreeThatFits`: the borrowing level (0 when no borrowing is needed)
@@ -234,21 +305,22 @@ impl QuotaTree {
         if !self.borrowing_with(cq, fr, value, usage) || !has_parent {
             return (0, has_parent);
         }
-        let mut remaining = value.sub(self.local_available(cq, fr, usage));
+        let mut remaining = value.minus(self.local_available(cq, fr, usage));
         let mut current = self.nodes[cq].parent;
         while let Some(node) = current {
             if !self.borrowing_with(node, fr, remaining, usage) {
-                return (self.height(node), self.nodes[node].parent.is_some());
+                return (self.heights[node], self.nodes[node].parent.is_some());
             }
-            remaining = remaining.sub(self.local_available(node, fr, usage));
+            remaining = remaining.minus(self.local_available(node, fr, usage));
             current = self.nodes[node].parent;
         }
-        (self.height(self.root(cq)), false)
+        (self.heights[self.roots[cq]], false)
     }
 
     pub fn zero_usage(&self) -> Usage {
         Usage {
-            per_node: vec![vec![Amount::ZERO; self.frs]; self.nodes.len()],
+            values: vec![Amount::ZERO; self.nodes.len() * self.frs],
+            frs: self.frs,
         }
     }
 }
@@ -299,7 +371,7 @@ mod tests {
         let mut usage = tree.zero_usage();
         // b keeps 6 for itself: using 8 puts 2 into the cohort.
         tree.add_usage(2, 0, Amount::new(8), &mut usage);
-        assert_eq!(usage.per_node[0][0], Amount::new(2));
+        assert_eq!(usage.get(0, 0), Amount::new(2));
         assert_eq!(tree.available(1, 0, &usage), Amount::new(12));
         assert_eq!(
             tree.lowest_fitting_subtree(1, 0, Amount::new(12), &usage),
