@@ -20,7 +20,8 @@
 //!   selector and required node affinity restricted to the flavor's own label keys.
 //! - Resource groups (one flavor per group and podset), undeclared resources, the `pods`
 //!   resource, quota fit with cohorts (nested), borrowing and lending limits, borrowing levels,
-//!   `flavorFungibility` (`whenCanBorrow`, `whenCanPreempt`, `preference`).
+//!   `flavorFungibility` (`whenCanBorrow`, `preference`; `whenCanPreempt` only matters once
+//!   victims exist, see below).
 //! - The scheduling loop: one head per ClusterQueue per cycle, heads ordered by borrowing,
 //!   priority and age, "no longer fits" skips, capacity held back by heads that need
 //!   preemption, BestEffortFIFO versus StrictFIFO requeueing, resumed flavor scans
@@ -35,7 +36,12 @@
 //!   has other policies. Fair sharing, admission fair sharing, TAS topology placement,
 //!   partial admission, MultiKueue, concurrent admission, elastic workload slices after
 //!   admission, LimitRange defaults, RuntimeClass overhead, `resources.transformations` and
-//!   `excludeResourcePrefixes` of the Kueue configuration, reclaimable pods.
+//!   `excludeResourcePrefixes` of the Kueue configuration (`quotaCheckStrategy:
+//!   IgnoreUndeclared` included), reclaimable pods, SchedulingEquivalenceHashing's bulk parking
+//!   of identical workloads (each is tried instead; with usage only growing the verdict is the
+//!   same).
+//! - A RayJob's worker `replicas` that is omitted counts as 0, the KubeRay CRD default the API
+//!   server applies before Kueue sees the job (Kueue's own fallback to 1 never triggers).
 //! - Time: workloads never finish during a prediction, so a workload parked as inadmissible is
 //!   not retried, and ProvisioningRequests never resolve.
 //! - Ties Kueue breaks at random (map order, unstable sort) are broken by name and input order;
