@@ -438,66 +438,9 @@ pub fn version_satisfied(desired: &str, live: &str) -> bool {
 
 /// A Kubernetes quantity in nano-units (`1` = 1_000_000_000), exact for the sizes that occur.
 pub fn parse_quantity(text: &str) -> Option<i128> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-'))
-        .unwrap_or(text.len());
-    let (number, suffix) = text.split_at(split);
-    if number.is_empty() {
-        return None;
-    }
-    let (negative, number) = match number.strip_prefix('-') {
-        Some(rest) => (true, rest),
-        None => (false, number.strip_prefix('+').unwrap_or(number)),
-    };
-    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
-    if whole.is_empty() && fraction.is_empty() {
-        return None;
-    }
-    // Checked arithmetic throughout: an absurd quantity in a spec is "not a quantity", never a
-    // panic.
-    let mut nanos: i128 = if whole.is_empty() {
-        0
-    } else {
-        whole.parse::<i128>().ok()?.checked_mul(1_000_000_000)?
-    };
-    if !fraction.is_empty() {
-        let digits: String = fraction
-            .chars()
-            .chain(std::iter::repeat('0'))
-            .take(9)
-            .collect();
-        nanos = nanos.checked_add(digits.parse::<i128>().ok()?)?;
-    }
-    let decimal = |power: u32| nanos.checked_mul(10i128.checked_pow(power)?);
-    let binary = |power: u32| nanos.checked_mul(1i128.checked_shl(power)?);
-    let scaled = match suffix {
-        "" => Some(nanos),
-        "n" => Some(nanos / 1_000_000_000),
-        "u" => Some(nanos / 1_000_000),
-        "m" => Some(nanos / 1_000),
-        "k" => decimal(3),
-        "M" => decimal(6),
-        "G" => decimal(9),
-        "T" => decimal(12),
-        "P" => decimal(15),
-        "E" => decimal(18),
-        "Ki" => binary(10),
-        "Mi" => binary(20),
-        "Gi" => binary(30),
-        "Ti" => binary(40),
-        "Pi" => binary(50),
-        "Ei" => binary(60),
-        exponent => {
-            let power: i32 = exponent.strip_prefix(['e', 'E'])?.parse().ok()?;
-            if power >= 0 {
-                decimal(power.unsigned_abs())
-            } else {
-                Some(nanos / 10i128.checked_pow(power.unsigned_abs())?)
-            }
-        }
-    }?;
-    Some(if negative { -scaled } else { scaled })
+    crate::placement::quantity::Quantity::parse(text.trim())
+        .ok()
+        .map(|q| q.nanos())
 }
 
 fn is_quantity_path(path: &[PathSeg]) -> bool {
@@ -703,7 +646,11 @@ mod tests {
         assert_eq!(parse_quantity("500m"), parse_quantity("0.5"));
         assert_eq!(parse_quantity("1e3"), parse_quantity("1k"));
         assert_eq!(parse_quantity("abc"), None);
-        assert_eq!(parse_quantity("99999999999999999999999999999999Ei"), None);
+        // Kubernetes caps binary-SI quantities at MaxInt64 units rather than rejecting them.
+        assert_eq!(
+            parse_quantity("99999999999999999999999999999999Ei"),
+            Some(i64::MAX as i128 * 1_000_000_000)
+        );
         assert_eq!(parse_quantity("1e99"), None);
         let p = path("spec.resourceGroups.flavors.resources.nominalQuota");
         assert!(same_leaf(

@@ -7,7 +7,6 @@
 pub mod gke;
 pub mod jobs;
 pub mod kueue;
-pub mod quantity;
 pub mod validate;
 
 use std::collections::BTreeMap;

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::gke::{parse_duration_secs, topology_chips, tpu_chips_per_vm, tpu_hosts};
 use super::kueue::{self, DEFAULT_ACCELERATOR_RESOURCE, DWS_CHECK};
-use super::quantity::Quantity;
+use crate::placement::quantity::{Format, Quantity};
 use crate::spec::types::{Quantity as SpecQuantity, Spec, Taint, Toleration};
 use crate::spec::{Diagnostic, Diagnostics, Loaded, Path, suggest};
 
@@ -1246,7 +1246,9 @@ fn find_accelerator_without_limit(v: &serde_json::Value, at: &str, out: &mut Vec
                 let as_text = |v: Option<&serde_json::Value>| {
                     v.and_then(|v| match v {
                         serde_json::Value::String(s) => Quantity::parse(s).ok(),
-                        serde_json::Value::Number(n) => n.as_i64().map(Quantity::from_units),
+                        serde_json::Value::Number(n) => n
+                            .as_i64()
+                            .map(|i| Quantity::from_units(i128::from(i), Format::DecimalSI)),
                         _ => None,
                     })
                 };
