@@ -114,6 +114,10 @@ pub async fn make_plan(
         KubeLive::Observed { objects } => objects.values().filter_map(|o| o.live.clone()).collect(),
         KubeLive::NotObserved => Vec::new(),
     };
+    let (placements, quota) =
+        crate::plan::placements::predict_for(&plan, &desired.kubernetes, &workloads);
+    plan.placements = placements;
+    plan.quota = quota;
     plan.disruptions = crate::plan::disruption::find(
         &plan,
         &workloads,

@@ -10,7 +10,7 @@ use super::quantity::Quantity;
 use super::reader::{Context, ParseErrors, describe};
 
 /// A job's state in Kueue.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum PlacementState {
     /// Quota reserved and admitted: the job runs (its nodes may still be scaling up).
@@ -29,7 +29,7 @@ pub enum PlacementState {
 }
 
 /// Where one podset goes.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PodSetPlacement {
     pub name: String,
@@ -68,7 +68,7 @@ impl PodSetPlacement {
 
 /// One job's placement. Serialises as `{job, podsets: [{name, count, flavor}], state, reason}`
 /// plus `namespace`, `kind`, `clusterQueue` and `admissionChecks`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Placement {
     /// The job's name (for a Workload, the name of the job that owns it).
@@ -130,21 +130,27 @@ fn state_name(state: PlacementState) -> &'static str {
 }
 
 /// Quota of one `(ClusterQueue, flavor, resource)` and who uses it, for quota bars.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FlavorUsage {
     pub cluster_queue: String,
     pub cohort: Option<String>,
     pub flavor: String,
     pub resource: String,
+    #[schemars(with = "String")]
     pub nominal: Quantity,
+    #[schemars(with = "Option<String>")]
     pub borrowing_limit: Option<Quantity>,
+    #[schemars(with = "Option<String>")]
     pub lending_limit: Option<Quantity>,
     /// Reserved by workloads already holding quota in the cluster.
+    #[schemars(with = "String")]
     pub used_live: Quantity,
     /// Predicted for live Workloads that are still queued.
+    #[schemars(with = "String")]
     pub used_queued: Quantity,
     /// Predicted for the jobs passed to `predict` (this plan).
+    #[schemars(with = "String")]
     pub used_plan: Quantity,
 }
 
@@ -163,7 +169,7 @@ impl FlavorUsage {
 }
 
 /// The result of [`super::predict`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Prediction {
     /// One per job passed in, in the same order.

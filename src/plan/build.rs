@@ -644,6 +644,8 @@ impl<'a> Planner<'a> {
             summary,
             notices,
             disruptions: Vec::new(),
+            placements: Vec::new(),
+            quota: Vec::new(),
         })
     }
 }

@@ -192,6 +192,8 @@ mod tests {
             actions: vec![action],
             notices: vec![],
             disruptions: vec![],
+            placements: vec![],
+            quota: vec![],
         }
     }
 

@@ -18,6 +18,7 @@ mod build;
 pub mod disruption;
 pub mod graph;
 mod ownership;
+pub mod placements;
 
 use std::fmt;
 
@@ -72,6 +73,13 @@ pub struct Plan {
     /// refuses such a plan without `--allow-disruption`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub disruptions: Vec<disruption::Disruption>,
+    /// Where Kueue will place the jobs this plan submits, predicted with Kueue's own rules
+    /// from the queues, quotas and live usage.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub placements: Vec<crate::placement::Placement>,
+    /// Quota per ClusterQueue, flavor and resource: nominal, used live, and used by this plan.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub quota: Vec<crate::placement::FlavorUsage>,
 }
 
 /// Where the cluster lives: `projects/{project}/locations/{location}/clusters/{cluster}`.

@@ -30,6 +30,7 @@ pub fn write_text(plan: &Plan, out: &mut dyn Write) -> io::Result<()> {
             plan.summary.blocked
         )?;
     }
+    write_placements(plan, out)?;
     if !plan.disruptions.is_empty() {
         writeln!(
             out,
@@ -46,6 +47,93 @@ pub fn write_text(plan: &Plan, out: &mut dyn Write) -> io::Result<()> {
         match &notice.addr {
             Some(addr) => writeln!(out, "{DIM}Note: {addr}: {}{DIM:#}", notice.message)?,
             None => writeln!(out, "{DIM}Note: {}{DIM:#}", notice.message)?,
+        }
+    }
+    Ok(())
+}
+
+fn state_text(p: &crate::placement::Placement) -> String {
+    use crate::placement::PlacementState as S;
+    match p.state {
+        S::Admitted => "admitted".into(),
+        S::WaitingForAdmissionChecks => format!(
+            "quota reserved, waits for {}",
+            p.admission_checks.join(", ")
+        ),
+        S::Pending => "pending".into(),
+        S::Rejected => "rejected by Kueue".into(),
+        S::Unmanaged => "not managed by Kueue (no queue)".into(),
+        S::Finished => "finished".into(),
+    }
+}
+
+/// Quota as a bar: live use, this plan's use, free.
+fn quota_bar(u: &crate::placement::FlavorUsage) -> String {
+    const WIDTH: usize = 20;
+    let nominal = u.nominal.nanos().max(0);
+    let cells = |q: i128| -> usize {
+        if nominal == 0 {
+            return 0;
+        }
+        ((q.max(0) * WIDTH as i128 + nominal - 1) / nominal).min(WIDTH as i128) as usize
+    };
+    let live = cells(u.used_live.saturating_add(u.used_queued).nanos());
+    let planned = cells(u.total().nanos()).saturating_sub(live);
+    let free = WIDTH.saturating_sub(live + planned);
+    format!(
+        "[{}{}{}]",
+        "#".repeat(live),
+        "+".repeat(planned),
+        ".".repeat(free)
+    )
+}
+
+/// The placement section: where Kueue will put each job this plan submits, and the quota bars
+/// that explain why a job fell back to a later flavor.
+fn write_placements(plan: &Plan, out: &mut dyn Write) -> io::Result<()> {
+    if plan.placements.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "\n{BOLD}Placement{BOLD:#} (predicted with Kueue's rules; `gkq status` shows what Kueue did):"
+    )?;
+    for p in &plan.placements {
+        writeln!(out, "  {}/{} -> {}", p.namespace, p.job, state_text(p))?;
+        for ps in &p.podsets {
+            writeln!(
+                out,
+                "      {:<12} x{:<3} {}",
+                ps.name,
+                ps.count,
+                ps.flavor.as_deref().unwrap_or("-")
+            )?;
+        }
+        if let Some(reason) = p
+            .reason
+            .as_ref()
+            .filter(|_| p.state == crate::placement::PlacementState::Pending)
+        {
+            writeln!(out, "      {DIM}{reason}{DIM:#}")?;
+        }
+    }
+    let interesting: Vec<_> = plan
+        .quota
+        .iter()
+        .filter(|u| !u.used_plan.is_zero() || !u.used_live.is_zero())
+        .collect();
+    if !interesting.is_empty() {
+        writeln!(out, "  Quota ({DIM}# live  + this plan  . free{DIM:#}):")?;
+        for u in interesting {
+            writeln!(
+                out,
+                "    {:<40} {} live {} + plan {} of {}",
+                format!("{}/{} {}", u.cluster_queue, u.flavor, u.resource),
+                quota_bar(u),
+                u.used_live.saturating_add(u.used_queued),
+                u.used_plan,
+                u.nominal
+            )?;
         }
     }
     Ok(())
