@@ -110,19 +110,7 @@ pub async fn make_plan(
         KubeSource::Unavailable => KubeLive::NotObserved,
     };
     let mut plan = plan(&desired, &live, &options)?;
-    let live_objects: Vec<serde_json::Value> = match &live.kubernetes {
-        KubeLive::Observed { objects } => objects.values().filter_map(|o| o.live.clone()).collect(),
-        KubeLive::NotObserved => Vec::new(),
-    };
-    let (placements, quota) =
-        crate::plan::placements::predict_for(&plan, &desired.kubernetes, &workloads);
-    plan.placements = placements;
-    plan.quota = quota;
-    plan.disruptions = crate::plan::disruption::find(
-        &plan,
-        &workloads,
-        desired.kubernetes.iter().chain(live_objects.iter()),
-    );
+    crate::plan::placements::annotate(&mut plan, &desired, &live, &workloads);
     Ok(Some(Planned {
         loaded,
         desired,

@@ -46,3 +46,27 @@ pub fn predict_for(
     let prediction = predict(&cluster, &jobs);
     (prediction.placements, prediction.usage)
 }
+
+/// Adds what a plan means for running and queued work: the predicted placements of the jobs it
+/// submits, the quota they use, and the admitted jobs its deletes or replaces would stop.
+pub fn annotate(
+    plan: &mut Plan,
+    desired: &crate::model::DesiredState,
+    live: &crate::observe::LiveState,
+    workloads: &[Value],
+) {
+    let (placements, quota) = predict_for(plan, &desired.kubernetes, workloads);
+    plan.placements = placements;
+    plan.quota = quota;
+    let live_objects: Vec<Value> = match &live.kubernetes {
+        crate::observe::KubeLive::Observed { objects } => {
+            objects.values().filter_map(|o| o.live.clone()).collect()
+        }
+        crate::observe::KubeLive::NotObserved => Vec::new(),
+    };
+    plan.disruptions = super::disruption::find(
+        plan,
+        workloads,
+        desired.kubernetes.iter().chain(live_objects.iter()),
+    );
+}
