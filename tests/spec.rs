@@ -390,3 +390,35 @@ mod never_panics {
         }
     }
 }
+
+#[test]
+fn quota_is_compared_with_node_pool_capacity() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("train.py"), "print(1)\n").unwrap();
+    let base = std::fs::read_to_string(root().join("examples/tpu-dws/gkq.yaml")).unwrap();
+    // 32 chips of on-demand quota, but the pool holds 4 nodes x 4 chips = 16.
+    let over = base.replace(
+        "quota: {cpu: 40, memory: 75Gi, google.com/tpu: 16}",
+        "quota: {cpu: 40, memory: 75Gi, google.com/tpu: 32}",
+    );
+    std::fs::write(dir.path().join("gkq.yaml"), over).unwrap();
+    let opts = LoadOptions {
+        env_lookup: Some(Box::new(|_| None)),
+        ..Default::default()
+    };
+    let loaded = spec::load(&WorkingTree, dir.path(), &opts).unwrap();
+    let (desired, diags) = model::build(&loaded);
+    assert!(
+        desired.is_some(),
+        "capacity findings are warnings, not errors"
+    );
+    let w: Vec<_> = diags.warnings().map(|d| d.message.clone()).collect();
+    assert!(
+        w.iter()
+            .any(|m| m.contains("google.com/tpu 32") && m.contains("16")),
+        "{w:#?}"
+    );
+    // The example itself matches its pools: no capacity warning.
+    let loaded = spec::load(&WorkingTree, &root().join("examples/tpu-dws"), &opts).unwrap();
+    assert_eq!(model::build(&loaded).1.warnings().count(), 0);
+}

@@ -111,7 +111,12 @@ pub fn build(loaded: &Loaded) -> (Option<DesiredState>, Diagnostics) {
     if diags.has_errors() {
         return (None, diags.sorted());
     }
-    (Some(render(&loaded.spec, &loaded.files)), diags.sorted())
+    let desired = render(&loaded.spec, &loaded.files);
+    diags.extend(validate::check_rendered(loaded, &desired));
+    if diags.has_errors() {
+        return (None, diags.sorted());
+    }
+    (Some(desired), diags.sorted())
 }
 
 /// Renders a validated spec.

@@ -1272,3 +1272,106 @@ fn find_accelerator_without_limit(v: &serde_json::Value, at: &str, out: &mut Vec
         _ => {}
     }
 }
+
+/// Checks that need the rendered objects and Kueue's rules: a job that no flavor of its queue
+/// could ever admit (an error: it would wait forever), and flavor quotas that do not match the
+/// node pools behind them (warnings naming the numbers).
+pub fn check_rendered(loaded: &Loaded, desired: &super::DesiredState) -> Diagnostics {
+    use crate::placement::{Cluster, PendingWorkload, capacity, fits_ever};
+    let mut c = Checker {
+        loaded,
+        diags: Diagnostics::default(),
+    };
+    let spec = &loaded.spec;
+    let mut cluster = Cluster::default();
+    for o in desired.kubernetes.iter().filter(|o| o["kind"] != "RayJob") {
+        // Rendered from a validated spec; anything placement cannot read was reported above.
+        let _ = cluster.add_object(o);
+    }
+    for (i, job) in spec.jobs.iter().enumerate() {
+        let Some(first_run) = super::jobs::run_names(job).into_iter().next() else {
+            continue;
+        };
+        let Some(object) = desired.kubernetes.iter().find(|o| {
+            o["kind"] == "RayJob"
+                && o["metadata"]["name"] == first_run.as_str()
+                && o["metadata"]["namespace"] == job.namespace.as_str()
+        }) else {
+            continue;
+        };
+        let Ok(workload) = PendingWorkload::from_object(object) else {
+            continue;
+        };
+        if let Err(reason) = fits_ever(&cluster, &workload) {
+            c.error(
+                &Path::root().key("jobs").index(i).key("workers"),
+                format!("job `{}` can never be admitted by queue `{}`: {reason}", job.name, job.queue),
+                "raise a flavor's quota, add a flavor that fits, or shrink the job: Kueue would keep it pending forever",
+            );
+        }
+    }
+    let k = Path::root().key("kueue");
+    for quota in capacity::flavor_quotas(&cluster) {
+        let Some(flavor) = spec.kueue.flavors.iter().find(|f| f.name == quota.flavor) else {
+            continue;
+        };
+        let Some(pool) = flavor
+            .node_pool
+            .as_ref()
+            .and_then(|p| spec.node_pools.iter().find(|n| &n.name == p))
+        else {
+            continue;
+        };
+        let Some(max_nodes) = pool
+            .autoscaling
+            .as_ref()
+            .map(|a| a.max)
+            .or(pool.initial_nodes)
+        else {
+            continue;
+        };
+        let capacity = capacity::NodePoolCapacity {
+            pool: pool.name.clone(),
+            machine_type: pool.machine_type.clone(),
+            max_nodes,
+            queued_provisioning: pool.queued_provisioning,
+        };
+        let (qi, gi, fi) = spec
+            .kueue
+            .cluster_queues
+            .iter()
+            .enumerate()
+            .find(|(_, q)| q.name == quota.cluster_queue)
+            .and_then(|(qi, q)| {
+                q.resource_groups.iter().enumerate().find_map(|(gi, g)| {
+                    g.flavors
+                        .iter()
+                        .position(|f| f.name == quota.flavor)
+                        .map(|fi| (qi, gi, fi))
+                })
+            })
+            .unwrap_or((0, 0, 0));
+        for w in capacity::check_quota_against_capacity(&quota, &capacity) {
+            if w.kind == capacity::CapacityWarningKind::UnknownMachineType {
+                continue;
+            }
+            let mut path = k
+                .key("clusterQueues")
+                .index(qi)
+                .key("resourceGroups")
+                .index(gi)
+                .key("flavors")
+                .index(fi)
+                .key("quota");
+            if let Some(r) = &w.resource {
+                path = path.key(r.clone());
+            }
+            c.warning(
+                &path,
+                w.message,
+                "match the quota to what the node pool can hold (max nodes x per-node capacity)",
+            );
+        }
+    }
+    c.diags
+}
