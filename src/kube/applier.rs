@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::install::{self, INSTALLATION_KIND, KUEUE_NAMESPACE, MANAGER_DEPLOYMENT};
-use super::{ApplyOptions, KubeApi, KubeError, ResourceInfo, describe, name_of, namespace_of};
+use super::{
+    ApplyOptions, KubeApi, KubeError, ResourceInfo, describe, name_of, namespace_of, type_of,
+};
 use crate::addr::ResourceAddr;
 use crate::apply::{KubeApplier, KubeApplyError};
 use crate::model::KueueInstall;
@@ -139,14 +141,7 @@ impl KubeAdapter<'_> {
     }
 
     async fn apply_object(&self, object: &Value) -> Result<(), KubeApplyError> {
-        let api_version = object
-            .get("apiVersion")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        let kind = object
-            .get("kind")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
+        let (api_version, kind) = type_of(object);
         let info = self.info(api_version, kind).await?;
         self.api
             .apply(
@@ -254,14 +249,7 @@ impl KubeApplier for KubeAdapter<'_> {
         _addr: &ResourceAddr,
         object: &Value,
     ) -> Result<Option<Value>, KubeApplyError> {
-        let api_version = object
-            .get("apiVersion")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        let kind = object
-            .get("kind")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
+        let (api_version, kind) = type_of(object);
         if kind == INSTALLATION_KIND {
             return install::observe(self.api).await.map_err(to_apply_error);
         }

@@ -129,6 +129,12 @@ pub fn is_owned(object: &Value) -> bool {
         == Some(MANAGED_BY_VALUE)
 }
 
+/// An object's `apiVersion` and `kind` (empty when missing).
+pub fn type_of(object: &Value) -> (&str, &str) {
+    let field = |k: &str| object.get(k).and_then(Value::as_str).unwrap_or_default();
+    (field("apiVersion"), field("kind"))
+}
+
 pub fn name_of(object: &Value) -> &str {
     object
         .pointer("/metadata/name")
