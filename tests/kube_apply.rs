@@ -118,6 +118,14 @@ async fn seed_kubernetes_half_applies_then_plans_empty_then_plans_exact_edits() 
 
     let first = s.plan(&d, PlanOptions::default()).await;
     assert!(first.has_changes());
+    // The control plane's Kueue runs as a process, not a Deployment: served, version unknown.
+    let notes = gkq::kube::install::check_external(&s.kube, &d.kueue)
+        .await
+        .unwrap();
+    assert!(
+        notes.iter().any(|n| n.contains("could not be checked")),
+        "{notes:?}"
+    );
     let report = s.apply(&d, &first, false).await;
     assert!(report.is_success(), "{report:#?}");
 

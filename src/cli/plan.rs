@@ -111,6 +111,23 @@ pub async fn make_plan(
     };
     let mut plan = plan(&desired, &live, &options)?;
     crate::plan::placements::annotate(&mut plan, &desired, &live, &workloads);
+    if desired.kueue.mode == crate::spec::types::InstallMode::External {
+        let api: Option<&dyn crate::kube::KubeApi> = match (&session.kube, &kube_client) {
+            (KubeSource::Kubeconfig(k), _) => Some(k),
+            (_, Some(k)) => Some(k),
+            _ => None,
+        };
+        if let Some(api) = api {
+            let notes = crate::kube::install::check_external(api, &desired.kueue)
+                .await
+                .map_err(|e| anyhow::anyhow!(e))?;
+            plan.notices
+                .extend(notes.into_iter().map(|message| crate::plan::Notice {
+                    addr: None,
+                    message,
+                }));
+        }
+    }
     Ok(Some(Planned {
         loaded,
         desired,

@@ -244,6 +244,41 @@ pub async fn load_manifests(source: &str) -> anyhow::Result<String> {
         .map_err(|e| anyhow::anyhow!("reading Kueue manifests {source}: {e}"))
 }
 
+/// For `kueue.install: external`: checks that someone else's Kueue serves the v1beta2 API gkq
+/// writes and runs the spec's version. `Err` when Kueue's API is missing (nothing gkq writes
+/// would be accepted); the notes describe a version mismatch or a manager gkq could not find.
+pub async fn check_external(
+    api: &dyn super::KubeApi,
+    install: &KueueInstall,
+) -> Result<Vec<String>, String> {
+    let served = api
+        .resource("kueue.x-k8s.io/v1beta2", "ClusterQueue")
+        .await
+        .map_err(|e| e.to_string())?;
+    if served.is_none() {
+        return Err(format!(
+            "kueue.install is external, but the cluster does not serve kueue.x-k8s.io/v1beta2 ClusterQueues: install Kueue {} (v0.16 or later), or set kueue.install: managed",
+            install.version
+        ));
+    }
+    let mut notes = Vec::new();
+    match observe(api).await.map_err(|e| e.to_string())? {
+        Some(live) => {
+            let version = live.pointer("/spec/version").and_then(Value::as_str).unwrap_or("unknown");
+            if version != install.version {
+                notes.push(format!(
+                    "Kueue {version} is installed, the spec says {}: placement predictions follow Kueue v0.19 rules",
+                    install.version
+                ));
+            }
+        }
+        None => notes.push(format!(
+            "Kueue's API is served but no {MANAGER_DEPLOYMENT} Deployment was found in {KUEUE_NAMESPACE}; its version could not be checked"
+        )),
+    }
+    Ok(notes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -316,5 +351,61 @@ mod tests {
             .cloned()
             .unwrap_or_default();
         assert!(!args.to_string().contains("feature-gates"));
+    }
+
+    /// A cluster that serves nothing: Kueue is not installed.
+    struct Empty;
+
+    #[async_trait::async_trait]
+    impl crate::kube::KubeApi for Empty {
+        async fn resource(
+            &self,
+            _: &str,
+            _: &str,
+        ) -> crate::kube::KubeResult<Option<crate::kube::ResourceInfo>> {
+            Ok(None)
+        }
+        async fn list(
+            &self,
+            _: &crate::kube::ResourceInfo,
+            _: &str,
+        ) -> crate::kube::KubeResult<Vec<Value>> {
+            Ok(vec![])
+        }
+        async fn get(
+            &self,
+            _: &crate::kube::ResourceInfo,
+            _: Option<&str>,
+            _: &str,
+        ) -> crate::kube::KubeResult<Option<Value>> {
+            Ok(None)
+        }
+        async fn apply(
+            &self,
+            _: &crate::kube::ResourceInfo,
+            o: &Value,
+            _: crate::kube::ApplyOptions,
+        ) -> crate::kube::KubeResult<Value> {
+            Ok(o.clone())
+        }
+        async fn delete(
+            &self,
+            _: &crate::kube::ResourceInfo,
+            _: Option<&str>,
+            _: &str,
+            _: bool,
+        ) -> crate::kube::KubeResult<bool> {
+            Ok(false)
+        }
+    }
+
+    #[tokio::test]
+    async fn external_install_without_kueue_is_an_error_naming_the_fix() {
+        let err = check_external(&Empty, &install(&[])).await.unwrap_err();
+        assert!(
+            err.contains("does not serve kueue.x-k8s.io/v1beta2"),
+            "{err}"
+        );
+        assert!(err.contains("kueue.install: managed"), "{err}");
     }
 }
