@@ -31,6 +31,7 @@ pub mod apply;
 pub mod cli;
 pub mod diff;
 pub mod emulator;
+pub mod gitops;
 pub mod gke;
 pub mod kube;
 pub mod model;

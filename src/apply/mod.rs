@@ -15,11 +15,15 @@
 //! - Kubernetes steps go to a [`KubeApplier`], the Kubernetes half's extension point. Without one,
 //!   Kubernetes actions fail with a clear message.
 //!
+//! - [`Executor::verify`] checks the whole plan before anything runs: a plan whose targets moved
+//!   is refused as a whole, naming each one (saved plans are applied this way).
+//!
 //! Progress goes to a [`Sink`] as [`ApplyEvent`]s; the executor never prints.
 
 pub mod events;
 mod gke;
 mod kube;
+mod verify;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -30,6 +34,7 @@ use crate::plan::{Action, ActionKind, Plan};
 
 pub use events::{ApplyEvent, FanOut, NullSink, RecordingSink, Sink};
 pub use kube::{KubeApplier, KubeApplyError};
+pub use verify::VerifyError;
 
 /// How to wait for long-running operations.
 #[derive(Debug, Clone, PartialEq)]

@@ -6,15 +6,18 @@ use clap::Args;
 
 use super::Exit;
 use super::SpecArgs;
+use super::gitops::{KubeHandle, LockArgs};
 use super::plan::{PlanFlags, PlanFormat, make_plan, options, render_plan};
-use super::target::{KubeSource, TargetArgs};
-use crate::apply::{ApplyReport, Executor, Outcome};
-use crate::kube::KubeApi;
+use super::target::{Session, TargetArgs};
+use crate::apply::{ApplyReport, Executor, Outcome, VerifyError};
 use crate::kube::applier::KubeAdapter;
-use crate::kube::connect::LazyKube;
-use crate::plan::PlanOptions;
+use crate::kube::client::RealKube;
+use crate::model::KueueInstall;
+use crate::plan::{Plan, PlanOptions};
 use crate::render::apply::{JsonLinesSink, TerminalSink};
 
+/// `SPEC` may also be a plan file written by `gkq plan --out FILE`: then exactly that plan is
+/// applied, or refused if the spec or live state changed since.
 #[derive(Debug, Args)]
 pub struct ApplyArgs {
     #[command(flatten)]
@@ -35,6 +38,8 @@ pub struct ApplyArgs {
     /// Progress as JSON lines on stdout instead of text on stderr.
     #[arg(long, short = 'o', value_enum, default_value_t)]
     pub output: PlanFormat,
+    #[command(flatten)]
+    pub lock: LockArgs,
 }
 
 #[derive(Debug, Args)]
@@ -46,6 +51,8 @@ pub struct DestroyArgs {
     /// The cluster's name, to confirm that it and everything gkq created in it is deleted.
     #[arg(long, value_name = "CLUSTER")]
     pub confirm: String,
+    #[command(flatten)]
+    pub lock: LockArgs,
 }
 
 fn confirm(question: &str) -> anyhow::Result<bool> {
@@ -61,7 +68,41 @@ fn confirm(question: &str) -> anyhow::Result<bool> {
     Ok(answer.trim() == "yes")
 }
 
-async fn execute(planned: &super::plan::Planned, json: bool, force_conflicts: bool) -> ApplyReport {
+/// What an apply acts on, whether its plan was just made or read from a file.
+pub struct ApplyTarget<'a> {
+    pub session: &'a Session,
+    pub plan: &'a Plan,
+    /// The Kubernetes client made at plan time, when the cluster existed.
+    pub kube_client: Option<&'a RealKube>,
+    /// Kueue's installation settings, for plans that install Kueue.
+    pub kueue: Option<&'a KueueInstall>,
+}
+
+async fn execute(
+    planned: &super::plan::Planned,
+    json: bool,
+    force_conflicts: bool,
+) -> Result<ApplyReport, VerifyError> {
+    execute_on(
+        &ApplyTarget {
+            session: &planned.session,
+            plan: &planned.plan,
+            kube_client: planned.kube_client.as_ref(),
+            kueue: Some(&planned.desired.kueue),
+        },
+        json,
+        force_conflicts,
+    )
+    .await
+}
+
+/// Checks the whole plan against live state ([`Executor::verify`]), then applies it. Nothing is
+/// applied when any target moved since the plan was made.
+pub async fn execute_on(
+    target: &ApplyTarget<'_>,
+    json: bool,
+    force_conflicts: bool,
+) -> Result<ApplyReport, VerifyError> {
     let terminal;
     let lines;
     let sink: &dyn crate::apply::Sink = if json {
@@ -71,37 +112,32 @@ async fn execute(planned: &super::plan::Planned, json: bool, force_conflicts: bo
         terminal = TerminalSink::stderr();
         &terminal
     };
+    let session = target.session;
     let mut options = crate::apply::ApplyOptions::default();
-    if planned.session.simulated() {
+    if session.simulated() {
         // The local emulator finishes operations in well under a second.
         options.poll.initial = std::time::Duration::from_millis(100);
         options.poll.max = std::time::Duration::from_millis(500);
     }
-    let lazy;
-    let kube: Option<&dyn KubeApi> = match (&planned.session.kube, &planned.kube_client) {
-        (KubeSource::Kubeconfig(k), _) => Some(k),
-        (_, Some(k)) => Some(k),
-        (KubeSource::FromCluster(tokens), None) => {
-            lazy = LazyKube::new(
-                planned.session.gke.as_ref(),
-                planned.desired.gke.cluster_ref.clone(),
-                tokens.clone(),
-            );
-            Some(&lazy)
-        }
-        (KubeSource::Unavailable, None) => None,
-    };
-    let adapter = kube.map(|api| {
-        let mut a = KubeAdapter::new(api, planned.desired.gke.cluster_ref.cluster.clone());
+    let kube = KubeHandle::new(session, target.kube_client, &target.plan.cluster);
+    let adapter = kube.api().map(|api| {
+        let mut a = KubeAdapter::new(api, target.plan.cluster.cluster.clone());
         a.force_conflicts = force_conflicts;
-        a.kueue = Some(planned.desired.kueue.clone());
+        a.kueue = target.kueue.cloned();
         a
     });
-    let mut executor = Executor::new(planned.session.gke.as_ref(), sink).with_options(options);
+    let mut executor = Executor::new(session.gke.as_ref(), sink).with_options(options);
     if let Some(adapter) = &adapter {
         executor = executor.with_kube(adapter);
     }
-    executor.apply(&planned.plan).await
+    executor.verify(target.plan).await?;
+    Ok(executor.apply(target.plan).await)
+}
+
+/// A stale plan, as the user sees it: every resource that moved, and what to do.
+pub fn stale_error(error: VerifyError) -> anyhow::Error {
+    let hint = error.hint();
+    anyhow::anyhow!("{error}\nhint: {hint}")
 }
 
 /// The sink has already reported each action and the totals; this only sets the exit code and
@@ -123,6 +159,9 @@ fn summarize(report: &ApplyReport) -> Exit {
 }
 
 pub async fn run(args: &ApplyArgs) -> anyhow::Result<Exit> {
+    if crate::gitops::saved::is_plan_file(&args.spec.spec) {
+        return super::apply_saved::run(args).await;
+    }
     run_with(
         &args.spec,
         &args.target,
@@ -131,6 +170,7 @@ pub async fn run(args: &ApplyArgs) -> anyhow::Result<Exit> {
         args.force_conflicts,
         args.allow_disruption,
         args.output,
+        &args.lock,
     )
     .await
 }
@@ -143,7 +183,9 @@ async fn run_with(
     force_conflicts: bool,
     allow_disruption: bool,
     output: PlanFormat,
+    lock: &LockArgs,
 ) -> anyhow::Result<Exit> {
+    let destroy = opts.destroy;
     let Some(planned) = make_plan(spec, target, opts).await? else {
         return Ok(Exit::Failed);
     };
@@ -153,6 +195,18 @@ async fn run_with(
             render_plan(&planned.plan, PlanFormat::Json)?;
         } else {
             println!("{}", planned.plan.summary);
+        }
+        // Nothing to change, but the cluster now runs this revision of the spec.
+        if !destroy {
+            let held = super::gitops::acquire_lock(
+                &planned.session,
+                planned.kube_client.as_ref(),
+                &planned.plan.cluster.cluster,
+                lock,
+            )
+            .await?;
+            record_revision(&planned).await;
+            held.release().await;
         }
         return Ok(Exit::Ok);
     }
@@ -175,8 +229,37 @@ async fn run_with(
         eprintln!("Apply cancelled; nothing was changed.");
         return Ok(Exit::Failed);
     }
+    let held = super::gitops::acquire_lock(
+        &planned.session,
+        planned.kube_client.as_ref(),
+        &planned.plan.cluster.cluster,
+        lock,
+    )
+    .await?;
     let report = execute(&planned, json, force_conflicts).await;
-    Ok(summarize(&report))
+    if matches!(&report, Ok(report) if report.is_success()) && !destroy {
+        record_revision(&planned).await;
+    }
+    held.release().await;
+    Ok(summarize(&report.map_err(stale_error)?))
+}
+
+async fn record_revision(planned: &super::plan::Planned) {
+    let Some(provenance) = &planned.plan.provenance else {
+        return;
+    };
+    let kube = KubeHandle::new(
+        &planned.session,
+        planned.kube_client.as_ref(),
+        &planned.plan.cluster,
+    );
+    super::gitops::record_revision(
+        &planned.session,
+        kube.api(),
+        &planned.plan.cluster,
+        &provenance.spec,
+    )
+    .await;
 }
 
 pub async fn destroy(args: &DestroyArgs) -> anyhow::Result<Exit> {
@@ -206,6 +289,7 @@ pub async fn destroy(args: &DestroyArgs) -> anyhow::Result<Exit> {
         false,
         true,
         PlanFormat::Text,
+        &args.lock,
     )
     .await
 }

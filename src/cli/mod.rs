@@ -1,11 +1,14 @@
 //! The command line: clap types and one thin function per command.
 
 pub mod apply;
+pub mod apply_saved;
 pub mod emulator;
+pub mod gitops;
 pub mod output;
 pub mod plan;
 pub mod render;
 pub mod schema;
+pub mod status;
 pub mod target;
 pub mod validate;
 
@@ -43,6 +46,8 @@ pub enum Command {
     Apply(apply::ApplyArgs),
     /// Delete everything gkq created for the spec, the cluster included.
     Destroy(apply::DestroyArgs),
+    /// The revision the cluster runs, against the local checkout, and any drift.
+    Status(status::StatusArgs),
     /// Print the JSON Schema of the spec.
     Schema,
     /// The local GKE emulator.
@@ -191,6 +196,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Plan(a) => runtime()?.block_on(plan::run(&a)),
         Command::Apply(a) => runtime()?.block_on(apply::run(&a)),
         Command::Destroy(a) => runtime()?.block_on(apply::destroy(&a)),
+        Command::Status(a) => runtime()?.block_on(status::run(&a)),
         Command::Schema => schema::run(),
         Command::Emulator(emulator::EmulatorCommand::Serve(a)) => {
             runtime()?.block_on(emulator::serve(&a))

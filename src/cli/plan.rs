@@ -76,6 +76,19 @@ pub async fn make_plan(
     let Some((loaded, desired)) = ok else {
         return Ok(None);
     };
+    plan_loaded(spec, loaded, desired, target_args, options)
+        .await
+        .map(Some)
+}
+
+/// [`make_plan`] for a spec already loaded and valid (diagnostics are the caller's business).
+pub async fn plan_loaded(
+    spec: &SpecArgs,
+    loaded: Loaded,
+    desired: DesiredState,
+    target_args: &TargetArgs,
+    options: PlanOptions,
+) -> anyhow::Result<Planned> {
     let session = target::connect(target_args, &loaded).await?;
     if session.simulated() {
         tracing::info!("target local: simulated GKE in {:?}", session.state_dir);
@@ -128,13 +141,14 @@ pub async fn make_plan(
                 }));
         }
     }
-    Ok(Some(Planned {
+    super::gitops::stamp(&mut plan, spec, &loaded, &session);
+    Ok(Planned {
         loaded,
         desired,
         session,
         plan,
         kube_client,
-    }))
+    })
 }
 
 pub fn options(flags: &PlanFlags) -> PlanOptions {

@@ -100,12 +100,21 @@ async fn kubeconfig(args: &TargetArgs) -> anyhow::Result<Option<RealKube>> {
 }
 
 pub async fn connect(args: &TargetArgs, loaded: &Loaded) -> anyhow::Result<Session> {
+    connect_to(args, resolve_target(args, loaded), state_dir(args, loaded)).await
+}
+
+/// [`connect`] without a spec: for a saved plan, which names its own target and state directory
+/// (`local_state_dir` is used by the local target only).
+pub async fn connect_to(
+    args: &TargetArgs,
+    target: Target,
+    local_state_dir: PathBuf,
+) -> anyhow::Result<Session> {
     crate::gke::install_tls_provider();
-    let target = resolve_target(args, loaded);
     let explicit_kube = kubeconfig(args).await?;
     match target {
         Target::Local => {
-            let dir = state_dir(args, loaded);
+            let dir = local_state_dir;
             std::fs::create_dir_all(&dir).map_err(|e| {
                 anyhow::anyhow!(
                     "cannot create the local state directory {}: {e}",

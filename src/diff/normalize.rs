@@ -20,8 +20,9 @@
 //! - [`GKE_CREATE_ONLY`]: node pool fields that only matter when the pool is created
 //!   (`initialNodeCount`: the autoscaler changes the size afterwards, so comparing it would fight
 //!   the autoscaler).
-//! - [`GKE_IGNORED_LABEL_PREFIXES`]: resource labels GKE adds (`goog-gke-*`, `goog-k8s-*`); they are
-//!   ignored in diffs and kept when gkq writes labels.
+//! - [`GKE_IGNORED_LABEL_PREFIXES`]: resource labels GKE adds (`goog-gke-*`, `goog-k8s-*`) and the
+//!   applied-revision labels gkq's apply writes; they are ignored in diffs and kept when gkq
+//!   writes labels.
 //! - [`GKE_SERVER_TAINT_PREFIXES`]: node taints GKE adds (`cloud.google.com/gke-queued` on
 //!   queued-provisioning pools); ignored in diffs and kept when gkq writes taints.
 //! - [`GKE_AUTHORITATIVE_MAPS`]: label maps the spec owns entirely, so a live key the spec dropped
@@ -102,8 +103,11 @@ pub const GKE_NODE_POOL_OUTPUT_ONLY: &[&str] = &[
 /// Node pool fields that only matter at creation and are never compared afterwards.
 pub const GKE_CREATE_ONLY: &[&str] = &["initialNodeCount"];
 
-/// Resource label keys GKE adds to clusters and node pools.
-pub const GKE_IGNORED_LABEL_PREFIXES: &[&str] = &["goog-gke-", "goog-k8s-"];
+/// Resource label keys GKE adds to clusters and node pools, and the applied-revision labels
+/// (`gkq-revision`, `gkq-commit`) gkq writes after an apply (see `gitops::revision`): the spec
+/// never sets them, so they must neither show as drift nor be dropped by a label update.
+pub const GKE_IGNORED_LABEL_PREFIXES: &[&str] =
+    &["goog-gke-", "goog-k8s-", "gkq-revision", "gkq-commit"];
 
 /// Node taint keys GKE adds (queued provisioning's `cloud.google.com/gke-queued`).
 pub const GKE_SERVER_TAINT_PREFIXES: &[&str] = &["cloud.google.com/gke-"];

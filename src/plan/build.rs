@@ -646,6 +646,7 @@ impl<'a> Planner<'a> {
             disruptions: Vec::new(),
             placements: Vec::new(),
             quota: Vec::new(),
+            provenance: None,
         })
     }
 }

@@ -194,6 +194,7 @@ mod tests {
             disruptions: vec![],
             placements: vec![],
             quota: vec![],
+            provenance: None,
         }
     }
 

@@ -80,6 +80,10 @@ pub struct Plan {
     /// Quota per ClusterQueue, flavor and resource: nominal, used live, and used by this plan.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub quota: Vec<crate::placement::FlavorUsage>,
+    /// What the plan was computed from (spec digest, commit, target, gkq version). `gkq apply
+    /// PLANFILE` checks it before acting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<crate::gitops::Provenance>,
 }
 
 /// Where the cluster lives: `projects/{project}/locations/{location}/clusters/{cluster}`.

@@ -260,6 +260,7 @@ pub fn to_markdown(plan: &Plan) -> String {
     md.push_str(&format!("**{}**\n\n", plan.summary));
     if !plan.has_changes() {
         append_notices(plan, &mut md);
+        append_provenance(plan, &mut md);
         return md;
     }
     let destructive: Vec<&Action> = plan
@@ -334,7 +335,47 @@ pub fn to_markdown(plan: &Plan) -> String {
         md.push_str("</details>\n\n");
     }
     append_notices(plan, &mut md);
+    append_provenance(plan, &mut md);
     md
+}
+
+/// One line saying what the plan was made from, so a reviewer can tell which commit and spec a
+/// comment describes.
+fn append_provenance(plan: &Plan, md: &mut String) {
+    let Some(provenance) = &plan.provenance else {
+        return;
+    };
+    let spec = &provenance.spec;
+    let mut parts = vec![
+        format!("gkq {}", provenance.gkq_version),
+        format!("target `{}`", target_name(provenance.target)),
+        match &spec.env {
+            Some(env) => format!("spec `{}` (env `{env}`)", spec.path),
+            None => format!("spec `{}`", spec.path),
+        },
+        format!(
+            "digest `{}`",
+            crate::gitops::digest::short_digest(&spec.digest)
+        ),
+    ];
+    match &spec.commit {
+        Some(commit) => parts.push(format!(
+            "commit `{}`",
+            crate::gitops::provenance::short_commit(commit)
+        )),
+        None => parts.push("not from a commit".to_string()),
+    }
+    if !md.ends_with("\n\n") {
+        md.push('\n');
+    }
+    md.push_str(&format!("<sub>{}</sub>\n", parts.join(" · ")));
+}
+
+fn target_name(target: crate::spec::types::Target) -> &'static str {
+    match target {
+        crate::spec::types::Target::Gcp => "gcp",
+        crate::spec::types::Target::Local => "local",
+    }
 }
 
 fn append_notices(plan: &Plan, md: &mut String) {

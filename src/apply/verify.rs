@@ -1,0 +1,116 @@
+//! The whole-plan freshness check: before the first action runs, every target of the plan is read
+//! again and its fingerprint compared with the one the plan recorded. The executor re-checks each
+//! action as it goes; this check makes a stale plan (a saved plan applied later, or live state
+//! that moved while a person read the plan) refuse as a whole, so that nothing at all is applied
+//! from it, and names every resource that moved.
+
+use serde_json::{Value, json};
+
+use super::{ApplyError, Executor, check_fresh};
+use crate::addr::ResourceKind;
+use crate::gke::GkeError;
+use crate::plan::{Action, Plan, Step};
+
+/// Why a plan cannot be applied as it is.
+#[derive(Debug, thiserror::Error)]
+pub enum VerifyError {
+    /// Targets changed since the plan was made.
+    #[error("the plan is stale: {} resource(s) changed since it was made:\n{}", .stale.len(), describe(.stale))]
+    Stale { stale: Vec<ApplyError> },
+    /// Live state could not be read, so freshness could not be established.
+    #[error("cannot check the plan against live state: {0}")]
+    Read(String),
+}
+
+fn describe(stale: &[ApplyError]) -> String {
+    stale
+        .iter()
+        .map(|e| format!("  - {e}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+impl VerifyError {
+    pub fn hint(&self) -> &'static str {
+        match self {
+            VerifyError::Stale { .. } => {
+                "Nothing was applied. Run `gkq plan` again (with --out to save a fresh plan) and review it."
+            }
+            VerifyError::Read(_) => {
+                "Nothing was applied. Check that the cluster and GKE are reachable with your credentials."
+            }
+        }
+    }
+}
+
+impl Executor<'_> {
+    /// Reads every target of `plan` (no-ops included) and refuses the plan if any differs from
+    /// what the plan was computed against. Reads only; changes nothing.
+    pub async fn verify(&self, plan: &Plan) -> Result<(), VerifyError> {
+        let cluster = self
+            .gke
+            .get_cluster(&plan.cluster)
+            .await
+            .map_err(|e: GkeError| VerifyError::Read(format!("clusters.get: {e}")))?;
+        let mut stale = Vec::new();
+        for action in &plan.actions {
+            let outcome = match action.addr.kind {
+                ResourceKind::GkeCluster => check_fresh(action, cluster.as_ref()),
+                ResourceKind::GkeNodePool => {
+                    let pool = cluster.as_ref().and_then(|c| {
+                        c.get("nodePools")?.as_array()?.iter().find(|p| {
+                            p.get("name").and_then(Value::as_str) == Some(&action.addr.name)
+                        })
+                    });
+                    check_fresh(action, pool)
+                }
+                _ => self.verify_kube(action, cluster.is_some()).await?,
+            };
+            if let Err(error) = outcome {
+                stale.push(*error);
+            }
+        }
+        if stale.is_empty() {
+            Ok(())
+        } else {
+            Err(VerifyError::Stale { stale })
+        }
+    }
+
+    async fn verify_kube(
+        &self,
+        action: &Action,
+        cluster_exists: bool,
+    ) -> Result<super::ActionResultOf, VerifyError> {
+        // Nothing can exist inside a cluster that does not: a plan that found nothing is fresh,
+        // and one that found something is stale, without asking an API server that is not there.
+        if !cluster_exists {
+            return Ok(check_fresh(action, None));
+        }
+        let Some(kube) = self.kube else {
+            // Without a Kubernetes client the executor fails these actions itself; a plan made
+            // without one has none.
+            return Ok(Ok(()));
+        };
+        let probe = action.desired.clone().or_else(|| {
+            action.steps.iter().find_map(|step| match step {
+                Step::KubeDelete {
+                    api_version,
+                    kind,
+                    namespace,
+                    name,
+                } => Some(json!({"apiVersion": api_version, "kind": kind,
+                    "metadata": {"namespace": namespace, "name": name}})),
+                _ => None,
+            })
+        });
+        let Some(probe) = probe else {
+            return Ok(Ok(()));
+        };
+        let live = kube
+            .get(&action.addr, &probe)
+            .await
+            .map_err(|e| VerifyError::Read(format!("{}: {e}", action.addr)))?;
+        Ok(check_fresh(action, live.as_ref()))
+    }
+}

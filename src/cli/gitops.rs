@@ -1,0 +1,228 @@
+//! What `plan`, `apply`, `status` and `watch` share from [`crate::gitops`]: stamping a plan with
+//! its provenance, CI exit codes, the apply lock, and recording the applied revision.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+
+use super::target::{KubeSource, Session};
+use super::SpecArgs;
+use crate::gitops::lock::{self, ApplyLock, LockOptions};
+use crate::gitops::provenance::SpecInput;
+use crate::gitops::revision::{self, AppliedRevision};
+use crate::gitops::{Provenance, SpecRevision};
+use crate::gke::{ClusterRef, PollConfig};
+use crate::kube::KubeApi;
+use crate::kube::client::RealKube;
+use crate::kube::connect::LazyKube;
+use crate::plan::Plan;
+use crate::spec::Loaded;
+
+/// `--lock-timeout`, shared by the commands that apply.
+#[derive(Debug, Args, Clone, Default)]
+pub struct LockArgs {
+    /// How long to wait when another apply holds the cluster's lock (`30s`, `10m`); 0 fails at
+    /// once, naming the holder.
+    #[arg(long, value_name = "DURATION", default_value = "0", value_parser = parse_duration)]
+    pub lock_timeout: Duration,
+}
+
+/// Parses `250ms`, `30s`, `10m`, `2h`, or a bare number of seconds.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("`{text}` is not a duration (use 30s, 10m, 2h or 250ms)"))?;
+    let seconds = match unit {
+        "" | "s" => value,
+        "ms" => value / 1000.0,
+        "m" => value * 60.0,
+        "h" => value * 3600.0,
+        other => {
+            return Err(format!(
+                "unknown unit `{other}` in `{text}` (use ms, s, m or h)"
+            ));
+        }
+    };
+    Duration::try_from_secs_f64(seconds).map_err(|_| format!("`{text}` is out of range"))
+}
+
+/// The revision of the spec `args` loaded.
+pub fn spec_revision(args: &SpecArgs, loaded: &Loaded) -> SpecRevision {
+    let vars = args.load_options().vars;
+    SpecRevision::of(
+        loaded,
+        &SpecInput {
+            arg: &args.spec,
+            vars: &vars,
+            git_ref: args.git_ref.as_deref(),
+        },
+    )
+}
+
+/// Records in the plan what it was made from (saved plans check it when applied).
+pub fn stamp(plan: &mut Plan, args: &SpecArgs, loaded: &Loaded, session: &Session) {
+    plan.provenance = Some(Provenance::new(
+        spec_revision(args, loaded),
+        session.target,
+        session.state_dir.as_deref(),
+    ));
+}
+
+/// How an apply reaches Kubernetes: a client the session already has, one connected lazily from
+/// the (possibly new) cluster, or none.
+pub enum KubeHandle<'a> {
+    Real(&'a RealKube),
+    Lazy(Box<LazyKube<'a>>),
+    None,
+}
+
+impl<'a> KubeHandle<'a> {
+    pub fn new(
+        session: &'a Session,
+        kube_client: Option<&'a RealKube>,
+        cluster: &ClusterRef,
+    ) -> Self {
+        match (&session.kube, kube_client) {
+            (KubeSource::Kubeconfig(k), _) => KubeHandle::Real(k),
+            (_, Some(k)) => KubeHandle::Real(k),
+            (KubeSource::FromCluster(tokens), None) => KubeHandle::Lazy(Box::new(LazyKube::new(
+                session.gke.as_ref(),
+                cluster.clone(),
+                tokens.clone(),
+            ))),
+            (KubeSource::Unavailable, None) => KubeHandle::None,
+        }
+    }
+
+    pub fn api(&self) -> Option<&dyn KubeApi> {
+        match self {
+            KubeHandle::Real(k) => Some(*k),
+            KubeHandle::Lazy(k) => Some(k.as_ref()),
+            KubeHandle::None => None,
+        }
+    }
+}
+
+/// Takes the cluster's apply lock: a Lease when Kubernetes is reachable now, a lock file on the
+/// local target, and nothing before the cluster exists (GKE serialises operations per cluster).
+pub async fn acquire_lock(
+    session: &Session,
+    kube_client: Option<&RealKube>,
+    stack: &str,
+    args: &LockArgs,
+) -> anyhow::Result<ApplyLock> {
+    let options = LockOptions {
+        timeout: args.lock_timeout,
+        ..LockOptions::default()
+    };
+    let holder = lock::holder_identity();
+    let mut on_wait = |holder: &str| {
+        eprintln!(
+            "Waiting up to {} for the cluster's lock, held by {holder}...",
+            lock::human(options.timeout)
+        );
+    };
+    let real = match (&session.kube, kube_client) {
+        (KubeSource::Kubeconfig(k), _) => Some(k),
+        (_, Some(k)) => Some(k),
+        _ => None,
+    };
+    let taken = match (real, &session.state_dir) {
+        (Some(k), _) => {
+            lock::lease(k.client().clone(), stack, &holder, &options, &mut on_wait).await
+        }
+        (None, Some(dir)) => lock::file(dir, &holder, &options, &mut on_wait).await,
+        (None, None) => {
+            return Ok(ApplyLock::unlocked(
+                "the cluster is not reachable yet; GKE runs one operation per cluster at a time",
+            ));
+        }
+    };
+    let lock = taken.map_err(|e| anyhow::anyhow!("{e}\nhint: {}", e.hint()))?;
+    tracing::info!("holding {}", lock.describe());
+    Ok(lock)
+}
+
+/// How operations are polled when recording the revision: quickly on the local target, whose
+/// operations finish in well under a second.
+fn label_poll(session: &Session) -> PollConfig {
+    let mut poll = session.gke.poll_config();
+    if session.simulated() {
+        poll.initial = Duration::from_millis(100);
+        poll.max = Duration::from_millis(500);
+    }
+    poll
+}
+
+/// Records what was applied: the revision ConfigMap (when Kubernetes is reachable) and the
+/// cluster's revision labels. Failures are warnings: the apply itself has succeeded.
+pub async fn record_revision(
+    session: &Session,
+    kube: Option<&dyn KubeApi>,
+    cluster: &ClusterRef,
+    spec: &SpecRevision,
+) {
+    let revision = AppliedRevision::now(spec);
+    let mut recorded = Vec::new();
+    if let Some(kube) = kube {
+        match revision::write_configmap(kube, &cluster.cluster, &revision).await {
+            Ok(()) => recorded.push(format!(
+                "ConfigMap {}/{}",
+                revision::REVISION_NAMESPACE,
+                revision::configmap_name(&cluster.cluster)
+            )),
+            Err(e) => eprintln!("warning: {e}\n  {}", e.hint()),
+        }
+    }
+    match revision::write_gke_labels(
+        session.gke.as_ref(),
+        cluster,
+        &revision,
+        &label_poll(session),
+    )
+    .await
+    {
+        Ok(_) => recorded.push("the cluster's labels".to_string()),
+        Err(e) => eprintln!("warning: {e}\n  {}", e.hint()),
+    }
+    if !recorded.is_empty() {
+        eprintln!(
+            "Recorded the applied revision in {}: {}.",
+            recorded.join(" and "),
+            spec.describe()
+        );
+    }
+}
+
+/// The spec arguments that reload the spec a saved plan was made from.
+pub fn spec_args_for(planned: &SpecRevision, given: &SpecArgs) -> SpecArgs {
+    SpecArgs {
+        spec: PathBuf::from(&planned.path),
+        env: given.env.clone().or_else(|| planned.env.clone()),
+        vars: given.vars.clone(),
+        git_ref: given.git_ref.clone().or_else(|| planned.git_ref.clone()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_with_units() {
+        assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
+        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("10m"), Ok(Duration::from_secs(600)));
+        assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7200)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert!(parse_duration("10 parsecs").is_err());
+        assert!(parse_duration("soon").is_err());
+    }
+}

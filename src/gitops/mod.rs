@@ -1,0 +1,22 @@
+//! GitOps and CI: what a plan was made from, saved plans, the revision applied to a cluster,
+//! one apply at a time, and watch mode.
+//!
+//! ```text
+//! digest      sha256 of the spec's files, environment and variable values (pure)
+//! provenance  what a plan was made from: digest, commit, target, gkq version (in the plan JSON)
+//! git         HEAD and clean-checkout detection (git2); `git fetch` with the user's own git
+//! saved       reading a plan file and deciding whether it may be applied
+//! revision    the applied revision: a ConfigMap's annotations and GKE resource labels
+//! lock        one apply at a time: a Kubernetes Lease, or a file lock on the local target
+//! timeline    each job's admission timeline from Kueue Workloads and RayJobs, stuck states (pure)
+//! watch       watch-mode decisions: which file events matter, when to print, when to apply (pure)
+//! ```
+
+pub mod digest;
+pub mod git;
+pub mod lock;
+pub mod provenance;
+pub mod revision;
+pub mod saved;
+
+pub use provenance::{Provenance, SpecRevision};

@@ -1,0 +1,216 @@
+//! Where a plan came from: the spec digest, the commit, the target and the gkq version. Saved
+//! plans carry it (`gkq plan --out`), `gkq apply PLANFILE` checks it, and every apply records the
+//! same facts in the cluster ([`super::revision`]).
+//!
+//! It never holds credentials or variable values: only file paths, hashes, names and ids.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::digest::{FileDigest, SpecDigest};
+use crate::spec::types::Target;
+
+/// The version of gkq that is running.
+pub const GKQ_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// What a plan was computed from, and for which target.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Provenance {
+    /// The gkq version that made the plan.
+    pub gkq_version: String,
+    /// When the plan was made (RFC 3339, UTC).
+    pub created_at: String,
+    /// `gcp` or `local`.
+    pub target: Target,
+    /// The local target's state directory, so that applying the saved plan acts on the same
+    /// simulated world.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_dir: Option<String>,
+    pub spec: SpecRevision,
+}
+
+/// The spec a plan was computed from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SpecRevision {
+    /// The spec file, as the command line named it (relative to the directory gkq ran in).
+    pub path: String,
+    /// The environment overlay (`--env`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<String>,
+    /// `sha256:<64 hex>` over the spec's files, the environment and the variable values.
+    pub digest: String,
+    /// Each file the spec was read from, with its own hash.
+    pub files: Vec<FileDigest>,
+    /// Names of the declared variables. Their values are part of the digest, never of the plan.
+    #[serde(default)]
+    pub variables: Vec<String>,
+    /// The commit the spec was read from: the `--git-ref` commit, or HEAD when every file the spec
+    /// read is committed and unmodified. Absent when the working tree has uncommitted changes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
+    /// The `--git-ref` argument, when one was given (`origin/main`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git_ref: Option<String>,
+}
+
+impl SpecRevision {
+    pub fn new(
+        path: String,
+        env: Option<String>,
+        digest: SpecDigest,
+        commit: Option<String>,
+        git_ref: Option<String>,
+    ) -> Self {
+        SpecRevision {
+            path,
+            env,
+            digest: digest.digest,
+            files: digest.files,
+            variables: digest.variables,
+            commit,
+            git_ref,
+        }
+    }
+
+    /// `commit 0123456789ab (spec 1fc17a1d9fd6)` or `spec 1fc17a1d9fd6, not from a commit` (no git,
+    /// or uncommitted changes), for messages.
+    pub fn describe(&self) -> String {
+        let digest = super::digest::short_digest(&self.digest);
+        match &self.commit {
+            Some(commit) => format!("commit {} (spec {digest})", short_commit(commit)),
+            None => format!("spec {digest}, not from a commit"),
+        }
+    }
+}
+
+/// How a spec was loaded: what `SpecRevision::of` needs besides the loaded spec.
+pub struct SpecInput<'a> {
+    /// The SPEC argument as given (a file or a directory).
+    pub arg: &'a std::path::Path,
+    /// `--var` values.
+    pub vars: &'a std::collections::BTreeMap<String, String>,
+    /// `--git-ref`, when the spec was read from a commit.
+    pub git_ref: Option<&'a str>,
+}
+
+impl SpecRevision {
+    /// The revision of a spec loaded from `input`: digest (variables resolved as `spec::load`
+    /// resolved them, from `--var` and the process environment) and commit (the `--git-ref`
+    /// commit, or HEAD when the working tree is clean for the files the spec read).
+    pub fn of(loaded: &crate::spec::Loaded, input: &SpecInput<'_>) -> Self {
+        let env = |name: &str| std::env::var(name).ok();
+        let variables = super::digest::resolved_variables(loaded, input.vars, &env);
+        let digest = super::digest::spec_digest(loaded, &variables);
+        let commit = match input.git_ref {
+            Some(reference) => {
+                super::git::resolve_commit(&super::git::spec_dir(input.arg), reference).ok()
+            }
+            None => super::git::clean_head(loaded),
+        };
+        SpecRevision::new(
+            loaded.spec_file.display().to_string(),
+            loaded.env.clone(),
+            digest,
+            commit,
+            input.git_ref.map(str::to_string),
+        )
+    }
+}
+
+impl Provenance {
+    pub fn new(spec: SpecRevision, target: Target, state_dir: Option<&std::path::Path>) -> Self {
+        Provenance {
+            gkq_version: GKQ_VERSION.to_string(),
+            created_at: now_rfc3339(),
+            target,
+            // Absolute, so that `gkq apply plan.json` from another directory finds the same world.
+            state_dir: state_dir.map(|dir| {
+                std::path::absolute(dir)
+                    .unwrap_or_else(|_| dir.to_path_buf())
+                    .display()
+                    .to_string()
+            }),
+            spec,
+        }
+    }
+}
+
+/// The first 12 characters of a commit id.
+pub fn short_commit(commit: &str) -> &str {
+    &commit[..commit.len().min(12)]
+}
+
+/// Now, as RFC 3339 UTC to the second.
+pub fn now_rfc3339() -> String {
+    let now = k8s_openapi::jiff::Timestamp::now();
+    format!("{now:.0}")
+}
+
+/// Who is applying: the CI system's actor when running in CI, else `user@host`.
+pub fn who() -> String {
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    if var("GITHUB_ACTIONS").is_some() {
+        let actor = var("GITHUB_ACTOR").unwrap_or_else(|| "unknown".into());
+        return match (var("GITHUB_REPOSITORY"), var("GITHUB_RUN_ID")) {
+            (Some(repo), Some(run)) => format!("github-actions:{actor} ({repo} run {run})"),
+            _ => format!("github-actions:{actor}"),
+        };
+    }
+    if var("GITLAB_CI").is_some() {
+        let actor = var("GITLAB_USER_LOGIN").unwrap_or_else(|| "unknown".into());
+        return match var("CI_PIPELINE_ID") {
+            Some(pipeline) => format!("gitlab-ci:{actor} (pipeline {pipeline})"),
+            None => format!("gitlab-ci:{actor}"),
+        };
+    }
+    let user = var("USER")
+        .or_else(|| var("USERNAME"))
+        .unwrap_or_else(|| "unknown".into());
+    format!("{user}@{}", hostname())
+}
+
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty()))
+        .unwrap_or_else(|| "localhost".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_are_rfc3339_to_the_second() {
+        let now = now_rfc3339();
+        assert!(now.ends_with('Z'), "{now}");
+        assert!(!now.contains('.'), "{now}");
+        assert_eq!(now.len(), "2026-11-30T12:00:00Z".len(), "{now}");
+    }
+
+    #[test]
+    fn describe_names_commit_or_dirty_tree() {
+        let digest = SpecDigest {
+            digest: format!("sha256:{}", "ab".repeat(32)),
+            files: vec![],
+            variables: vec![],
+        };
+        let mut revision = SpecRevision::new(
+            "gkq.yaml".into(),
+            None,
+            digest,
+            Some("0123456789abcdef".into()),
+            None,
+        );
+        assert_eq!(
+            revision.describe(),
+            "commit 0123456789ab (spec abababababab)"
+        );
+        revision.commit = None;
+        assert_eq!(revision.describe(), "spec abababababab, not from a commit");
+    }
+}

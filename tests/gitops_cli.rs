@@ -1,0 +1,589 @@
+//! GitOps and CI on the local target, through the `gkq` binary: saved plans and their refusals,
+//! exit codes, the JSON schema, the markdown comment, plans from commits, the applied revision,
+//! the local lock, and watch mode.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn gkq() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_gkq"));
+    // The example's variables would otherwise pick up values from the test's environment.
+    c.env("NO_COLOR", "1").env_remove("GKQ_ENV");
+    for var in [
+        "PROJECT_ID",
+        "ZONE",
+        "CLUSTER_NAME",
+        "GKE_VERSION",
+        "ONDEMAND_NODEPOOL",
+        "DWS_NODEPOOL",
+        "GITHUB_ACTIONS",
+        "GITLAB_CI",
+    ] {
+        c.env_remove(var);
+    }
+    c
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn explain(out: &Output) -> String {
+    format!(
+        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        out.status.code(),
+        text(&out.stdout),
+        text(&out.stderr)
+    )
+}
+
+/// A copy of the example spec in a fresh directory (`<tmp>/infra`), optionally a git repository.
+struct Workspace {
+    dir: tempfile::TempDir,
+}
+
+impl Workspace {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = dir.path().join("infra");
+        std::fs::create_dir_all(spec.join("environments")).unwrap();
+        for f in ["gkq.yaml", "train.py", "environments/local.yaml"] {
+            std::fs::copy(root().join("examples/tpu-dws").join(f), spec.join(f)).unwrap();
+        }
+        Workspace { dir }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn spec_file(&self) -> PathBuf {
+        self.path().join("infra/gkq.yaml")
+    }
+
+    fn edit(&self, from: &str, to: &str) {
+        let text = std::fs::read_to_string(self.spec_file()).unwrap();
+        assert!(text.contains(from), "the example no longer has `{from}`");
+        std::fs::write(self.spec_file(), text.replacen(from, to, 1)).unwrap();
+    }
+
+    /// Runs gkq in the workspace with the local target and its state in `<tmp>/state`.
+    fn run(&self, args: &[&str]) -> Output {
+        let state = self.path().join("state");
+        let mut all: Vec<&str> = args.to_vec();
+        // A saved plan names its own state directory.
+        let saved_plan = args.len() > 1 && args[0] == "apply" && args[1].ends_with(".json");
+        if !args.contains(&"--state-dir") && !saved_plan {
+            all.extend(["--state-dir", state.to_str().unwrap()]);
+        }
+        gkq().args(&all).current_dir(self.path()).output().unwrap()
+    }
+
+    fn git(&self, args: &[&str]) {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(self.path())
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@example.com")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@example.com")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", explain(&out));
+    }
+
+    fn commit_all(&self, message: &str) -> String {
+        if !self.path().join(".git").exists() {
+            self.git(&["init", "-q", "-b", "main"]);
+            std::fs::write(self.path().join(".gitignore"), "state/\n*.json\n").unwrap();
+        }
+        self.git(&["add", "-A"]);
+        self.git(&["commit", "-q", "-m", message]);
+        let out = std::process::Command::new("git")
+            .args(["rev-parse", "HEAD"])
+            .current_dir(self.path())
+            .output()
+            .unwrap();
+        text(&out.stdout).trim().to_string()
+    }
+}
+
+fn read_json(path: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn summary(ws: &Workspace) -> Value {
+    let out = ws.run(&["plan", "infra", "--env", "local", "-o", "json"]);
+    assert!(out.status.success(), "{}", explain(&out));
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    plan["summary"].clone()
+}
+
+#[test]
+fn saved_plan_applies_once_then_is_refused_as_stale() {
+    let ws = Workspace::new();
+    let out = ws.run(&["plan", "infra", "--env", "local", "--out", "plan.json"]);
+    assert!(out.status.success(), "{}", explain(&out));
+    let plan_file = ws.path().join("plan.json");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&plan_file).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "plan files are private");
+    }
+    let plan = read_json(&plan_file);
+    let provenance = &plan["provenance"];
+    assert_eq!(provenance["target"], "local");
+    assert_eq!(provenance["gkqVersion"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(provenance["spec"]["path"], "infra/gkq.yaml");
+    assert_eq!(provenance["spec"]["env"], "local");
+    assert!(
+        provenance["spec"]["digest"]
+            .as_str()
+            .unwrap()
+            .starts_with("sha256:")
+    );
+    // Not in git: no commit is claimed.
+    assert!(provenance["spec"].get("commit").is_none(), "{provenance:#}");
+
+    let out = ws.run(&["apply", "plan.json"]);
+    assert!(out.status.success(), "{}", explain(&out));
+    assert!(text(&out.stderr).contains("Applying the saved plan plan.json"));
+    assert!(text(&out.stderr).contains("Creation complete"));
+    assert_eq!(summary(&ws)["create"], 0);
+
+    // The same plan again: everything it would create exists now.
+    let out = ws.run(&["apply", "plan.json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", explain(&out));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("the plan is stale: 3 resource(s) changed"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("gke.nodepool/dws-pool changed since the plan was made (it exists now"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("Nothing was applied"), "{stderr}");
+}
+
+#[test]
+fn saved_plan_is_refused_when_the_spec_changed_and_nothing_is_applied() {
+    let ws = Workspace::new();
+    let out = ws.run(&["plan", "infra", "--env", "local", "--out", "plan.json"]);
+    assert!(out.status.success(), "{}", explain(&out));
+    std::fs::write(
+        ws.path().join("infra/train.py"),
+        "print('a different script')\n",
+    )
+    .unwrap();
+    let out = ws.run(&["apply", "plan.json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", explain(&out));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("the spec changed since the plan was made (train.py changed)"),
+        "{stderr}"
+    );
+    // Nothing was created.
+    assert_eq!(summary(&ws)["create"], 3);
+
+    // The same files with a different variable value: refused too, without a file to blame.
+    std::fs::copy(
+        root().join("examples/tpu-dws/train.py"),
+        ws.path().join("infra/train.py"),
+    )
+    .unwrap();
+    let out = ws.run(&["apply", "plan.json", "--var", "GKE_VERSION=1.35"]);
+    assert_eq!(out.status.code(), Some(1), "{}", explain(&out));
+    assert!(
+        text(&out.stderr).contains("variables or environment differ"),
+        "{}",
+        explain(&out)
+    );
+    // With the spec as planned it applies.
+    let out = ws.run(&["apply", "plan.json"]);
+    assert!(out.status.success(), "{}", explain(&out));
+}
+
+#[test]
+fn saved_plan_is_refused_when_live_state_moved() {
+    let ws = Workspace::new();
+    assert!(
+        ws.run(&["apply", "infra", "--env", "local", "--auto-approve"])
+            .status
+            .success()
+    );
+    ws.edit(
+        "autoscaling: {min: 0, max: 4}",
+        "autoscaling: {min: 0, max: 8}",
+    );
+    let out = ws.run(&["plan", "infra", "--env", "local", "--out", "plan.json"]);
+    assert!(out.status.success(), "{}", explain(&out));
+    assert_eq!(
+        read_json(&ws.path().join("plan.json"))["summary"]["update"],
+        1
+    );
+
+    // Someone else changes the same pool in between (another copy of the spec, same live state).
+    let other = Workspace::new();
+    other.edit(
+        "autoscaling: {min: 0, max: 4}",
+        "autoscaling: {min: 0, max: 12}",
+    );
+    let state = ws.path().join("state");
+    let out = other.run(&[
+        "apply",
+        "infra",
+        "--env",
+        "local",
+        "--auto-approve",
+        "--state-dir",
+        state.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", explain(&out));
+
+    let out = ws.run(&["apply", "plan.json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", explain(&out));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("the plan is stale: 1 resource(s) changed"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("gke.nodepool/on-demand-pool changed"),
+        "{stderr}"
+    );
+    // The other apply's value is still there: the stale plan changed nothing.
+    let out = ws.run(&["plan", "infra", "--env", "local", "-o", "json"]);
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let change = &plan["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["addr"] == "gke.nodepool/on-demand-pool")
+        .unwrap()["changes"][0];
+    assert_eq!(change["before"], 12, "{plan:#}");
+}
+
+#[test]
+fn plan_files_hold_no_variable_values_or_environment_secrets() {
+    let ws = Workspace::new();
+    let secret = "s3cr3t-7c0ffee-do-not-store";
+    // A declared variable whose value comes from the environment, as credentials would.
+    let text_before = std::fs::read_to_string(ws.spec_file()).unwrap();
+    std::fs::write(
+        ws.spec_file(),
+        text_before.replacen(
+            "variables:\n",
+            "variables:\n  DEPLOY_TOKEN:\n    description: never used in a resource\n    default: none\n",
+            1,
+        ),
+    )
+    .unwrap();
+    let out = gkq()
+        .args([
+            "plan",
+            "infra",
+            "--env",
+            "local",
+            "--out",
+            "plan.json",
+            "--state-dir",
+            "state",
+        ])
+        .env("DEPLOY_TOKEN", secret)
+        .env("GOOGLE_APPLICATION_CREDENTIALS", "/nonexistent/adc.json")
+        .current_dir(ws.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", explain(&out));
+    let saved = std::fs::read_to_string(ws.path().join("plan.json")).unwrap();
+    assert!(!saved.contains(secret));
+    assert!(!saved.contains("adc.json"));
+    // The variable's name is recorded (to explain a refusal), never its value.
+    assert!(saved.contains("\"DEPLOY_TOKEN\""));
+    // Applying with a different value is refused: the value is part of the digest.
+    let out = gkq()
+        .args(["apply", "plan.json"])
+        .env("DEPLOY_TOKEN", "another")
+        .current_dir(ws.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", explain(&out));
+    assert!(text(&out.stderr).contains("variables or environment differ"));
+}
+
+#[test]
+fn detailed_exit_codes_and_json_schema() {
+    let ws = Workspace::new();
+    let schema: Value = read_json(&root().join("schemas/plan.schema.json"));
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let plan_json = |ws: &Workspace| {
+        let out = ws.run(&[
+            "plan",
+            "infra",
+            "--env",
+            "local",
+            "-o",
+            "json",
+            "--detailed-exitcode",
+        ]);
+        let plan: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", explain(&out)));
+        let errors: Vec<String> = validator
+            .iter_errors(&plan)
+            .map(|e| format!("{e} at {}", e.instance_path()))
+            .collect();
+        assert!(errors.is_empty(), "{errors:#?}");
+        assert!(plan["provenance"]["spec"]["digest"].is_string());
+        (out.status.code(), plan)
+    };
+    assert_eq!(plan_json(&ws).0, Some(2), "changes");
+    assert!(
+        ws.run(&["apply", "infra", "--env", "local", "--auto-approve"])
+            .status
+            .success()
+    );
+    assert_eq!(plan_json(&ws).0, Some(0), "no changes");
+    // TPU topology cannot change in place: the pool is replaced, which stops whatever runs there.
+    ws.edit("tpuTopology: 4x4", "tpuTopology: 2x4");
+    ws.edit(
+        "autoscaling: {min: 0, max: 4}",
+        "autoscaling: {min: 0, max: 2}",
+    );
+    let (code, plan) = plan_json(&ws);
+    assert_eq!(plan["summary"]["replace"], 1, "{plan:#}");
+    assert_eq!(code, Some(3), "disruptive changes");
+    // Errors are 1, also with --detailed-exitcode.
+    ws.edit("tpuTopology: 2x4", "tpuTopology: 5x5");
+    assert_eq!(
+        ws.run(&["plan", "infra", "--env", "local", "--detailed-exitcode"])
+            .status
+            .code(),
+        Some(1)
+    );
+}
+
+#[test]
+fn markdown_for_pull_requests_matches_its_snapshot() {
+    let ws = Workspace::new();
+    let commit = ws.commit_all("the example");
+    let out = ws.run(&["plan", "infra", "--env", "local", "-o", "markdown"]);
+    assert!(out.status.success(), "{}", explain(&out));
+    let markdown = text(&out.stdout);
+    // What varies between runs: the digest (the example evolves) and the commit.
+    let digest = read_digest(&markdown);
+    let markdown = markdown
+        .replace(&commit[..12], "<commit>")
+        .replace(&digest, "<digest>")
+        .replace(env!("CARGO_PKG_VERSION"), "<version>");
+    assert!(markdown.contains("**Plan: 3 to create, 0 to update, 0 to replace, 0 to delete.**"));
+    assert!(markdown.contains("<details><summary><code>gke.nodepool/dws-pool</code>"));
+    insta::assert_snapshot!("plan_markdown_example_local", markdown);
+
+    // Replaced resources are called out above the table.
+    assert!(
+        ws.run(&["apply", "infra", "--env", "local", "--auto-approve"])
+            .status
+            .success()
+    );
+    ws.edit("tpuTopology: 4x4", "tpuTopology: 2x4");
+    ws.edit(
+        "autoscaling: {min: 0, max: 4}",
+        "autoscaling: {min: 0, max: 2}",
+    );
+    let out = ws.run(&["plan", "infra", "--env", "local", "-o", "markdown"]);
+    let markdown = text(&out.stdout);
+    assert!(markdown.contains("> [!WARNING]"), "{markdown}");
+    assert!(
+        markdown.contains("> - `gke.nodepool/on-demand-pool` is **replaced**"),
+        "{markdown}"
+    );
+    assert!(
+        markdown.contains("not from a commit"),
+        "an edited tree is not a commit"
+    );
+}
+
+fn read_digest(markdown: &str) -> String {
+    let start = markdown.find("digest `").expect("a provenance line") + "digest `".len();
+    markdown[start..start + 12].to_string()
+}
+
+#[test]
+fn plans_record_the_commit_they_were_made_from() {
+    let ws = Workspace::new();
+    let first = ws.commit_all("max 4");
+    let plan_at = |extra: &[&str]| {
+        let mut args = vec!["plan", "infra", "--env", "local", "-o", "json"];
+        args.extend_from_slice(extra);
+        let out = ws.run(&args);
+        assert!(out.status.success(), "{}", explain(&out));
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    // A clean checkout: HEAD is the commit.
+    assert_eq!(plan_at(&[])["provenance"]["spec"]["commit"], first.as_str());
+
+    ws.edit(
+        "autoscaling: {min: 0, max: 4}",
+        "autoscaling: {min: 0, max: 8}",
+    );
+    let dirty = plan_at(&[]);
+    assert!(dirty["provenance"]["spec"].get("commit").is_none());
+    let committed = plan_at(&["--git-ref", "HEAD"]);
+    assert_eq!(committed["provenance"]["spec"]["commit"], first.as_str());
+    assert_eq!(committed["provenance"]["spec"]["gitRef"], "HEAD");
+    assert_ne!(
+        dirty["provenance"]["spec"]["digest"],
+        committed["provenance"]["spec"]["digest"]
+    );
+    // The working tree's plan has the edit; the commit's does not.
+    let max_of = |plan: &Value| {
+        plan["actions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["addr"] == "gke.nodepool/on-demand-pool")
+            .unwrap()["desired"]["autoscaling"]["maxNodeCount"]
+            .clone()
+    };
+    assert_eq!(max_of(&dirty), 8);
+    assert_eq!(max_of(&committed), 4);
+
+    let second = ws.commit_all("max 8");
+    assert_eq!(
+        plan_at(&[])["provenance"]["spec"]["commit"],
+        second.as_str()
+    );
+    assert_eq!(
+        plan_at(&["--git-ref", &first])["provenance"]["spec"]["commit"],
+        first.as_str()
+    );
+}
+
+#[test]
+fn apply_records_the_revision_and_status_compares_it_with_head() {
+    let ws = Workspace::new();
+    let first = ws.commit_all("first");
+    let status = |ws: &Workspace| {
+        let out = ws.run(&["status", "infra", "--env", "local", "-o", "json"]);
+        assert!(out.status.success(), "{}", explain(&out));
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    let before = status(&ws);
+    assert_eq!(before["appliedLabels"], Value::Null);
+    assert_eq!(before["specMatchesApplied"], Value::Null);
+    assert_eq!(before["drift"]["changes"], true);
+    assert_eq!(before["local"]["head"], first.as_str());
+    assert_eq!(before["local"]["clean"], true);
+
+    let out = ws.run(&["apply", "infra", "--env", "local", "--auto-approve"]);
+    assert!(out.status.success(), "{}", explain(&out));
+    assert!(
+        text(&out.stderr).contains(&format!(
+            "Recorded the applied revision in the cluster's labels: commit {}",
+            &first[..12]
+        )),
+        "{}",
+        explain(&out)
+    );
+    let after = status(&ws);
+    assert_eq!(after["appliedLabels"]["commit"], &first[..12], "{after:#}");
+    let digest = after["local"]["specDigest"].as_str().unwrap();
+    assert_eq!(
+        after["appliedLabels"]["specDigest"],
+        &digest["sha256:".len().."sha256:".len() + 12]
+    );
+    assert_eq!(after["specMatchesApplied"], true);
+    assert_eq!(after["drift"]["changes"], false);
+    // The revision labels are not drift: a plan after the apply is empty.
+    assert_eq!(summary(&ws)["update"], 0);
+
+    // A new commit that changes the spec: status says so before it is applied.
+    ws.edit(
+        "autoscaling: {min: 0, max: 4}",
+        "autoscaling: {min: 0, max: 8}",
+    );
+    let second = ws.commit_all("second");
+    let moved = status(&ws);
+    assert_eq!(moved["specMatchesApplied"], false);
+    assert_eq!(moved["drift"]["changes"], true);
+    assert_eq!(moved["local"]["head"], second.as_str());
+    let out = ws.run(&["status", "infra", "--env", "local"]);
+    let text_status = text(&out.stdout);
+    assert!(
+        text_status.contains("the local spec differs from the one applied"),
+        "{text_status}"
+    );
+    assert!(
+        text_status.contains("Plan: 0 to create, 1 to update"),
+        "{text_status}"
+    );
+}
+
+#[test]
+fn a_second_apply_on_the_local_target_is_refused_while_the_lock_is_held() {
+    let ws = Workspace::new();
+    let state = ws.path().join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let held = runtime
+        .block_on(gkq::gitops::lock::file(
+            &state,
+            "alice@laptop pid 4242",
+            &gkq::gitops::lock::LockOptions::default(),
+            &mut |_| {},
+        ))
+        .unwrap();
+    let out = ws.run(&["apply", "infra", "--env", "local", "--auto-approve"]);
+    assert_eq!(out.status.code(), Some(1), "{}", explain(&out));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("is held by alice@laptop pid 4242, for"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("--lock-timeout"), "{stderr}");
+    assert_eq!(summary(&ws)["create"], 3, "nothing was applied");
+
+    // With a timeout it waits, and goes ahead once the lock is released.
+    let mut waiting = std::process::Command::new(env!("CARGO_BIN_EXE_gkq"))
+        .args([
+            "apply",
+            "infra",
+            "--env",
+            "local",
+            "--auto-approve",
+            "--lock-timeout",
+            "60s",
+            "--state-dir",
+            state.to_str().unwrap(),
+        ])
+        .env("NO_COLOR", "1")
+        .current_dir(ws.path())
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert!(
+        waiting.try_wait().unwrap().is_none(),
+        "it waits for the lock"
+    );
+    runtime.block_on(held.release());
+    let out = waiting.wait_with_output().unwrap();
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr
+            .contains("Waiting up to 1m00s for the cluster's lock, held by alice@laptop pid 4242"),
+        "{stderr}"
+    );
+    assert_eq!(summary(&ws)["create"], 0);
+}
