@@ -186,6 +186,7 @@ async fn run_with(
     lock: &LockArgs,
 ) -> anyhow::Result<Exit> {
     let destroy = opts.destroy;
+    let local_state = super::gitops::lock_local_state(spec, target, lock).await?;
     let Some(planned) = make_plan(spec, target, opts).await? else {
         return Ok(Exit::Failed);
     };
@@ -208,6 +209,7 @@ async fn run_with(
             record_revision(&planned).await;
             held.release().await;
         }
+        release(local_state).await;
         return Ok(Exit::Ok);
     }
     if !json {
@@ -227,6 +229,7 @@ async fn run_with(
     }
     if !auto_approve && !confirm("Do you want to perform these actions?")? {
         eprintln!("Apply cancelled; nothing was changed.");
+        release(local_state).await;
         return Ok(Exit::Failed);
     }
     let held = super::gitops::acquire_lock(
@@ -241,7 +244,14 @@ async fn run_with(
         record_revision(&planned).await;
     }
     held.release().await;
+    release(local_state).await;
     Ok(summarize(&report.map_err(stale_error)?))
+}
+
+async fn release(lock: Option<crate::gitops::lock::ApplyLock>) {
+    if let Some(lock) = lock {
+        lock.release().await;
+    }
 }
 
 async fn record_revision(planned: &super::plan::Planned) {

@@ -11,7 +11,9 @@
 use std::path::{Path, PathBuf};
 
 use super::apply::{ApplyArgs, ApplyTarget, execute_on, stale_error};
-use super::gitops::{KubeHandle, acquire_lock, record_revision, spec_args_for, spec_revision};
+use super::gitops::{
+    KubeHandle, acquire_lock, lock_state_dir, record_revision, spec_args_for, spec_revision,
+};
 use super::output::print_diagnostics;
 use super::plan::{PlanFormat, render_plan};
 use super::target::{self, KubeSource, TargetFlag};
@@ -74,6 +76,11 @@ pub async fn run(args: &ApplyArgs) -> anyhow::Result<Exit> {
         .clone()
         .or_else(|| provenance.state_dir.as_ref().map(PathBuf::from))
         .unwrap_or_else(|| PathBuf::from(".gkq/local"));
+    // The local world is read when the session connects: lock it first (see `lock_local_state`).
+    let local_state = match provenance.target {
+        Target::Local => Some(lock_state_dir(&state_dir, &args.lock).await?),
+        Target::Gcp => None,
+    };
     let session = target::connect_to(&args.target, provenance.target, state_dir).await?;
     describe(path, &plan, &provenance);
     let json = args.output == PlanFormat::Json;
@@ -121,6 +128,9 @@ pub async fn run(args: &ApplyArgs) -> anyhow::Result<Exit> {
         Ok(report) => report,
         Err(stale) => {
             held.release().await;
+            if let Some(lock) = local_state {
+                lock.release().await;
+            }
             return Err(stale_error(stale));
         }
     };
@@ -137,6 +147,9 @@ pub async fn run(args: &ApplyArgs) -> anyhow::Result<Exit> {
         record_revision(&session, kube.api(), &plan.cluster, &provenance.spec).await;
     }
     held.release().await;
+    if let Some(lock) = local_state {
+        lock.release().await;
+    }
     if succeeded {
         Ok(Exit::Ok)
     } else {

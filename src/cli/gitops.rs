@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::target::{KubeSource, Session};
 use super::SpecArgs;
+use super::target::{KubeSource, Session, TargetArgs};
 use crate::gitops::lock::{self, ApplyLock, LockOptions};
 use crate::gitops::provenance::SpecInput;
 use crate::gitops::revision::{self, AppliedRevision};
@@ -109,44 +109,102 @@ impl<'a> KubeHandle<'a> {
     }
 }
 
-/// Takes the cluster's apply lock: a Lease when Kubernetes is reachable now, a lock file on the
-/// local target, and nothing before the cluster exists (GKE serialises operations per cluster).
+fn lock_options(args: &LockArgs) -> LockOptions {
+    LockOptions {
+        timeout: args.lock_timeout,
+        ..LockOptions::default()
+    }
+}
+
+fn announce_wait(timeout: Duration) -> impl FnMut(&str) + Send {
+    move |holder: &str| {
+        eprintln!(
+            "Waiting up to {} for the cluster's lock, held by {holder}...",
+            lock::human(timeout)
+        );
+    }
+}
+
+fn lock_error(e: lock::LockError) -> anyhow::Error {
+    let hint = e.hint();
+    anyhow::anyhow!("{e}\nhint: {hint}")
+}
+
+/// Takes the local target's state lock (`<state dir>/apply.lock`) when `spec` resolves to the
+/// local target; `None` for Google Cloud.
+///
+/// It is taken *before* planning: each gkq process loads the local world from the state
+/// directory when it connects, so a second apply must not even read it until the first has
+/// written everything back. (On Google Cloud, GKE and the API server are the shared truth, and
+/// the Lease plus the whole-plan check after it are enough.)
+pub async fn lock_local_state(
+    spec: &SpecArgs,
+    target: &TargetArgs,
+    args: &LockArgs,
+) -> anyhow::Result<Option<ApplyLock>> {
+    // Problems with the spec are reported by the planning that follows; here it only names the
+    // target and the state directory.
+    let (ok, _, _) = super::load_valid(spec);
+    let Some((loaded, _)) = ok else {
+        return Ok(None);
+    };
+    if super::target::resolve_target(target, &loaded) != crate::spec::types::Target::Local {
+        return Ok(None);
+    }
+    lock_state_dir(&super::target::state_dir(target, &loaded), args)
+        .await
+        .map(Some)
+}
+
+/// The local target's state lock for a known state directory (saved plans name theirs).
+pub async fn lock_state_dir(dir: &std::path::Path, args: &LockArgs) -> anyhow::Result<ApplyLock> {
+    std::fs::create_dir_all(dir).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot create the local state directory {}: {e}",
+            dir.display()
+        )
+    })?;
+    let options = lock_options(args);
+    let mut on_wait = announce_wait(options.timeout);
+    lock::file(dir, &lock::holder_identity(), &options, &mut on_wait)
+        .await
+        .map_err(lock_error)
+}
+
+/// Takes the cluster's Lease when Kubernetes is reachable now. Before the cluster exists there is
+/// nothing to hold it in: GKE runs one operation per cluster at a time and refuses a second
+/// create. (The local target's own state is locked by [`lock_local_state`].)
 pub async fn acquire_lock(
     session: &Session,
     kube_client: Option<&RealKube>,
     stack: &str,
     args: &LockArgs,
 ) -> anyhow::Result<ApplyLock> {
-    let options = LockOptions {
-        timeout: args.lock_timeout,
-        ..LockOptions::default()
-    };
-    let holder = lock::holder_identity();
-    let mut on_wait = |holder: &str| {
-        eprintln!(
-            "Waiting up to {} for the cluster's lock, held by {holder}...",
-            lock::human(options.timeout)
-        );
-    };
     let real = match (&session.kube, kube_client) {
         (KubeSource::Kubeconfig(k), _) => Some(k),
         (_, Some(k)) => Some(k),
         _ => None,
     };
-    let taken = match (real, &session.state_dir) {
-        (Some(k), _) => {
-            lock::lease(k.client().clone(), stack, &holder, &options, &mut on_wait).await
-        }
-        (None, Some(dir)) => lock::file(dir, &holder, &options, &mut on_wait).await,
-        (None, None) => {
-            return Ok(ApplyLock::unlocked(
-                "the cluster is not reachable yet; GKE runs one operation per cluster at a time",
-            ));
-        }
+    let Some(kube) = real else {
+        return Ok(ApplyLock::unlocked(if session.simulated() {
+            "the local target's state directory is locked instead"
+        } else {
+            "Kubernetes is not reachable yet; GKE runs one operation per cluster at a time"
+        }));
     };
-    let lock = taken.map_err(|e| anyhow::anyhow!("{e}\nhint: {}", e.hint()))?;
-    tracing::info!("holding {}", lock.describe());
-    Ok(lock)
+    let options = lock_options(args);
+    let mut on_wait = announce_wait(options.timeout);
+    let held = lock::lease(
+        kube.client().clone(),
+        stack,
+        &lock::holder_identity(),
+        &options,
+        &mut on_wait,
+    )
+    .await
+    .map_err(lock_error)?;
+    tracing::info!("holding {}", held.describe());
+    Ok(held)
 }
 
 /// How operations are polled when recording the revision: quickly on the local target, whose

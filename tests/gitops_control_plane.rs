@@ -1,0 +1,442 @@
+//! GitOps against a real kube-apiserver and Kueue (tools/controlplane.sh), with GKE on the local
+//! target's emulator: the apply Lease, the revision ConfigMap, saved plans without credentials,
+//! and watch mode's drift detection and admission timeline.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::Duration;
+
+use gkq::gitops::lock::{self, LockError, LockOptions};
+use serde_json::Value;
+use support::control_plane::{control_plane, test_env, unique_name};
+
+fn gkq() -> std::process::Command {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_gkq"));
+    c.env("NO_COLOR", "1")
+        .env_remove("GKQ_ENV")
+        .env_remove("GITHUB_ACTIONS")
+        .env_remove("GITLAB_CI");
+    c
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn explain(out: &Output) -> String {
+    format!(
+        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        out.status.code(),
+        text(&out.stdout),
+        text(&out.stderr)
+    )
+}
+
+/// One stack of the kube-spec fixture with its own names, namespace and emulator state, copied
+/// into a git repository of its own.
+struct Stack {
+    dir: tempfile::TempDir,
+    vars: Vec<(String, String)>,
+    stack: String,
+    namespace: String,
+}
+
+impl Stack {
+    async fn new(test: &str) -> Stack {
+        let env = test_env(test).await;
+        let base = unique_name(test);
+        let mut vars = Vec::new();
+        for (k, suffix) in [
+            ("STACK", "st"),
+            ("CPU", "cpu"),
+            ("ONDEMAND", "od"),
+            ("DWS", "dws"),
+            ("CHECK", "chk"),
+            ("PRC", "prc"),
+            ("CQ", "cq"),
+        ] {
+            vars.push((
+                k.to_string(),
+                format!("{}-{suffix}", &base[..base.len().min(36)]),
+            ));
+        }
+        vars.push(("NS".to_string(), env.namespace.clone()));
+        let dir = tempfile::tempdir().unwrap();
+        let spec = dir.path().join("infra");
+        std::fs::create_dir_all(&spec).unwrap();
+        for f in ["gkq.yaml", "train.py"] {
+            std::fs::copy(
+                support::control_plane::repo_root()
+                    .join("tests/fixtures/kube-spec")
+                    .join(f),
+                spec.join(f),
+            )
+            .unwrap();
+        }
+        let stack = vars[0].1.clone();
+        Stack {
+            dir,
+            vars,
+            stack,
+            namespace: env.namespace,
+        }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn kubeconfig() -> PathBuf {
+        control_plane().kubeconfig.clone()
+    }
+
+    /// `gkq <args> infra --target local --kubeconfig ... --state-dir ... --var ...`.
+    fn command(&self, args: &[&str]) -> std::process::Command {
+        let mut c = gkq();
+        c.args(args).current_dir(self.path());
+        let saved_plan = args.len() > 1 && args[0] == "apply" && args[1].ends_with(".json");
+        if !saved_plan {
+            c.args(["infra", "--target", "local"]);
+            c.arg("--state-dir").arg(self.path().join("state"));
+        }
+        c.arg("--kubeconfig").arg(Self::kubeconfig());
+        for (k, v) in &self.vars {
+            c.args(["--var", &format!("{k}={v}")]);
+        }
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().unwrap()
+    }
+
+    fn git(&self, args: &[&str]) -> String {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(self.path())
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@example.com")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@example.com")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", explain(&out));
+        text(&out.stdout).trim().to_string()
+    }
+
+    fn commit_all(&self) -> String {
+        if !self.path().join(".git").exists() {
+            self.git(&["init", "-q", "-b", "main"]);
+            std::fs::write(self.path().join(".gitignore"), "state/\n*.json\n").unwrap();
+        }
+        self.git(&["add", "-A"]);
+        self.git(&["commit", "-q", "-m", "spec"]);
+        self.git(&["rev-parse", "HEAD"])
+    }
+}
+
+async fn client() -> kube::Client {
+    support::control_plane::client_for(&control_plane().kubeconfig)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn the_lease_admits_one_holder_and_a_crashed_holder_expires() {
+    let client = client().await;
+    let stack = unique_name("lease");
+    let options = LockOptions::default();
+    // Four appliers at once: exactly one wins, the others are told who holds the lock.
+    let attempts = (0..4).map(|i| {
+        let client = client.clone();
+        let stack = stack.clone();
+        let options = options.clone();
+        tokio::spawn(async move {
+            let holder = format!("applier-{i}@host pid {i}");
+            let result = lock::lease(client, &stack, &holder, &options, &mut |_| {}).await;
+            (holder, result)
+        })
+    });
+    let mut winners = Vec::new();
+    let mut refusals = Vec::new();
+    for attempt in attempts {
+        let (holder, result) = attempt.await.unwrap();
+        match result {
+            Ok(held) => winners.push((holder, held)),
+            Err(e @ LockError::Held { .. }) => refusals.push(e.to_string()),
+            Err(e) => panic!("{holder}: {e}"),
+        }
+    }
+    assert_eq!(winners.len(), 1, "refusals: {refusals:#?}");
+    let (winner, held) = winners.pop().unwrap();
+    assert_eq!(refusals.len(), 3);
+    for refusal in &refusals {
+        assert!(
+            refusal.contains(&format!(
+                "Lease kube-system/gkq-lock-{stack} is held by {winner}, for"
+            )),
+            "{refusal}"
+        );
+    }
+    held.release().await;
+    let next = lock::lease(
+        client.clone(),
+        &stack,
+        "next@host pid 9",
+        &options,
+        &mut |_| {},
+    )
+    .await
+    .expect("free after release");
+
+    next.release().await;
+
+    // A holder that stops renewing (it crashed) loses the lock after the lease duration.
+    let short = LockOptions {
+        lease_duration: Duration::from_secs(2),
+        ..LockOptions::default()
+    };
+    let crashed = lock::lease(
+        client.clone(),
+        &stack,
+        "crashed@host pid 1",
+        &short,
+        &mut |_| {},
+    )
+    .await
+    .expect("free after release");
+    drop(crashed);
+    match lock::lease(
+        client.clone(),
+        &stack,
+        "late@host pid 2",
+        &options,
+        &mut |_| {},
+    )
+    .await
+    {
+        Err(LockError::Held {
+            holder, expires, ..
+        }) => {
+            assert!(holder.starts_with("crashed@host pid 1"), "{holder}");
+            assert!(
+                expires
+                    .unwrap()
+                    .contains("expires 2s after its last renewal")
+            );
+        }
+        other => panic!(
+            "expected the crashed holder's lease to still hold: {:?}",
+            other.map(|_| ())
+        ),
+    }
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let late = lock::lease(
+        client.clone(),
+        &stack,
+        "late@host pid 2",
+        &options,
+        &mut |_| {},
+    )
+    .await
+    .expect("an expired lease is taken over");
+    late.release().await;
+}
+
+#[tokio::test]
+async fn a_cli_apply_fails_naming_the_holder_and_concurrent_applies_do_not_both_apply() {
+    let s = Stack::new("gitops-lock").await;
+    let client = client().await;
+    let held = lock::lease(
+        client.clone(),
+        &s.stack,
+        "ci-runner@build-7 pid 77",
+        &LockOptions::default(),
+        &mut |_| {},
+    )
+    .await
+    .unwrap();
+    let out = s.run(&["apply", "--auto-approve"]);
+    assert_eq!(out.status.code(), Some(1), "{}", explain(&out));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "Lease kube-system/gkq-lock-{} is held by ci-runner@build-7 pid 77, for",
+            s.stack
+        )),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("If that apply crashed, its lock expires 1m00s"),
+        "{stderr}"
+    );
+    held.release().await;
+
+    // Two applies started together: both plan, one takes the lock and applies; the other waits
+    // for it (named in its output), then finds its plan stale and applies nothing, or planned
+    // after the first finished and finds nothing to do.
+    let spawn = || {
+        s.command(&["apply", "--auto-approve", "--lock-timeout", "5m"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (first, second) = (spawn(), spawn());
+    let pids = [first.id(), second.id()];
+    let outputs = [
+        first.wait_with_output().unwrap(),
+        second.wait_with_output().unwrap(),
+    ];
+    let created: Vec<&Output> = outputs
+        .iter()
+        .filter(|o| {
+            text(&o.stderr).contains("gke.cluster/")
+                && text(&o.stderr).contains("Creation complete")
+        })
+        .collect();
+    assert_eq!(
+        created.len(),
+        1,
+        "exactly one apply creates the cluster:\n{}\n{}",
+        explain(&outputs[0]),
+        explain(&outputs[1])
+    );
+    let (winner, other) = if std::ptr::eq(created[0], &outputs[0]) {
+        (0, 1)
+    } else {
+        (1, 0)
+    };
+    assert!(
+        outputs[winner].status.success(),
+        "{}",
+        explain(&outputs[winner])
+    );
+    let loser = text(&outputs[other].stderr);
+    let waited_then_stale = loser.contains(&format!("pid {}", pids[winner]))
+        && loser.contains("Waiting up to 5m00s for the cluster's lock")
+        && loser.contains("the plan is stale");
+    let nothing_to_do =
+        outputs[other].status.success() && text(&outputs[other].stdout).contains("No changes");
+    assert!(
+        waited_then_stale || nothing_to_do,
+        "the second apply neither waited for the first nor found nothing to do:\n{}",
+        explain(&outputs[other])
+    );
+}
+
+#[tokio::test]
+async fn the_applied_revision_round_trips_through_the_cluster() {
+    let s = Stack::new("gitops-rev").await;
+    let commit = s.commit_all();
+    let out = s.run(&["apply", "--auto-approve"]);
+    assert!(out.status.success(), "{}", explain(&out));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "Recorded the applied revision in ConfigMap kube-system/gkq-revision-{} and the cluster's labels: commit {}",
+            s.stack,
+            &commit[..12]
+        )),
+        "{stderr}"
+    );
+    // Read back by gkq status...
+    let out = s.run(&["status", "-o", "json"]);
+    assert!(out.status.success(), "{}", explain(&out));
+    let status: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(status["applied"]["commit"], commit.as_str(), "{status:#}");
+    assert_eq!(
+        status["applied"]["specDigest"],
+        status["local"]["specDigest"]
+    );
+    assert_eq!(status["applied"]["spec"], "infra/gkq.yaml");
+    assert_eq!(status["applied"]["gkqVersion"], env!("CARGO_PKG_VERSION"));
+    assert!(
+        status["applied"]["appliedBy"]
+            .as_str()
+            .unwrap()
+            .contains('@')
+    );
+    assert_eq!(status["specMatchesApplied"], true);
+    assert_eq!(status["drift"]["changes"], false, "{status:#}");
+    // ...and as kubectl would see it.
+    let configmaps: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::namespaced(client().await, "kube-system");
+    let cm = configmaps
+        .get(&format!("gkq-revision-{}", s.stack))
+        .await
+        .unwrap();
+    let annotations = cm.metadata.annotations.unwrap();
+    assert_eq!(annotations["gkq.dev/commit"], commit);
+    assert!(annotations["gkq.dev/spec-digest"].starts_with("sha256:"));
+    // The ConfigMap is gkq's bookkeeping, not part of the stack: pruning leaves it alone.
+    let out = s.run(&["plan", "--prune", "-o", "json", "--detailed-exitcode"]);
+    assert_eq!(out.status.code(), Some(0), "{}", explain(&out));
+
+    // A spec change that is committed but not applied shows in status.
+    let spec = s.path().join("infra/gkq.yaml");
+    let text_before = std::fs::read_to_string(&spec).unwrap();
+    std::fs::write(
+        &spec,
+        text_before.replace(
+            "TPU_QUOTA: {default: \"16\"}",
+            "TPU_QUOTA: {default: \"32\"}",
+        ),
+    )
+    .unwrap();
+    let second = s.commit_all();
+    let out = s.run(&["status"]);
+    let shown = text(&out.stdout);
+    assert!(
+        shown.contains(&format!("commit {}", &commit[..12])),
+        "{shown}"
+    );
+    assert!(
+        shown.contains(&format!("HEAD {} on main", &second[..12])),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("the local spec differs from the one applied (HEAD is 1 commit(s) ahead of and 0 behind the applied commit)"),
+        "{shown}"
+    );
+    assert!(shown.contains("to update"), "{shown}");
+}
+
+#[tokio::test]
+async fn saved_plans_hold_no_kubernetes_credentials_and_apply_against_kubernetes() {
+    let s = Stack::new("gitops-creds").await;
+    let out = s.run(&["plan", "--out", "plan.json"]);
+    assert!(out.status.success(), "{}", explain(&out));
+    let saved = std::fs::read_to_string(s.path().join("plan.json")).unwrap();
+    let kubeconfig = std::fs::read_to_string(Stack::kubeconfig()).unwrap();
+    let token = kubeconfig
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("token:"))
+        .expect("the test kubeconfig has a bearer token")
+        .trim();
+    assert!(token.len() > 8);
+    assert!(!saved.contains(token), "the plan holds the bearer token");
+    let ca_path = kubeconfig
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("certificate-authority:"))
+        .unwrap()
+        .trim();
+    let ca = std::fs::read_to_string(ca_path).unwrap();
+    let ca_body: String = ca.lines().filter(|l| !l.starts_with("-----")).collect();
+    assert!(!saved.contains(&ca_body[..40]), "the plan holds the CA");
+    assert!(!saved.contains(ca_path));
+    // The plan covers the Kubernetes half too, and applies.
+    let plan: Value = serde_json::from_str(&saved).unwrap();
+    assert!(plan["actions"].as_array().unwrap().iter().any(|a| {
+        a["addr"]
+            .as_str()
+            .unwrap()
+            .starts_with("kueue.clusterqueue/")
+    }));
+    let out = s.run(&["apply", "plan.json"]);
+    assert!(out.status.success(), "{}", explain(&out));
+    let out = s.run(&["plan", "--detailed-exitcode"]);
+    assert_eq!(out.status.code(), Some(0), "{}", explain(&out));
+}
