@@ -8,6 +8,9 @@ use std::process::Output;
 use assert_cmd::Command;
 use serde_json::Value;
 
+#[path = "support/process.rs"]
+mod process;
+
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
@@ -586,4 +589,232 @@ fn a_second_apply_on_the_local_target_is_refused_while_the_lock_is_held() {
         "{stderr}"
     );
     assert_eq!(summary(&ws)["create"], 0);
+}
+
+mod watch {
+    //! `gkq watch` on the local target.
+
+    use std::time::Duration;
+
+    use super::process::Running;
+    use super::*;
+
+    const WAIT: Duration = Duration::from_secs(30);
+
+    fn watch(ws: &Workspace, extra: &[&str]) -> Running {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_gkq"));
+        command
+            .args(["watch", "infra", "--env", "local", "--state-dir"])
+            .arg(ws.path().join("state"))
+            .args(extra)
+            .env("NO_COLOR", "1")
+            .env_remove("GKQ_ENV")
+            .current_dir(ws.path());
+        Running::spawn(command)
+    }
+
+    /// Saves the spec the way many editors do: write a temporary file, rename it over the spec.
+    fn save_by_rename(ws: &Workspace, from: &str, to: &str) {
+        let text = std::fs::read_to_string(ws.spec_file()).unwrap();
+        assert!(text.contains(from));
+        let temporary = ws.path().join("infra/.gkq.yaml.swp");
+        std::fs::write(&temporary, text.replacen(from, to, 1)).unwrap();
+        std::fs::rename(&temporary, ws.spec_file()).unwrap();
+    }
+
+    #[test]
+    fn watch_replans_on_save_and_on_drift_and_stops_on_ctrl_c() {
+        let ws = Workspace::new();
+        assert!(
+            ws.run(&["apply", "infra", "--env", "local", "--auto-approve"])
+                .status
+                .success()
+        );
+        let mut w = watch(&ws, &["--interval", "1s"]);
+        w.wait_for("the initial plan", WAIT, |out| {
+            out.contains("initial plan · No changes. Live state matches the spec.")
+        });
+
+        save_by_rename(
+            &ws,
+            "autoscaling: {min: 0, max: 4}",
+            "autoscaling: {min: 0, max: 8}",
+        );
+        let (shown, took) = w.wait_for("the edit's plan", WAIT, |out| {
+            // The plan's own summary line ends its text.
+            out.contains("\nPlan: 0 to create, 1 to update")
+        });
+        assert!(shown.contains("spec changed (gkq.yaml)"), "{shown}");
+        assert!(shown.contains("gke.nodepool/on-demand-pool"), "{shown}");
+        assert!(
+            shown.contains("autoscaling.maxNodeCount: 4 -> 8"),
+            "{shown}"
+        );
+        eprintln!("save -> plan printed: {took:?}");
+
+        // Unchanged plans are not printed again: the drift check runs every second, and the next
+        // thing printed is the drift below, not a repeat of the plan above.
+        std::thread::sleep(Duration::from_millis(2500));
+        // Someone changes the pool behind the spec's back.
+        let other = Workspace::new();
+        other.edit(
+            "autoscaling: {min: 0, max: 4}",
+            "autoscaling: {min: 0, max: 12}",
+        );
+        let state = ws.path().join("state");
+        assert!(
+            other
+                .run(&[
+                    "apply",
+                    "infra",
+                    "--env",
+                    "local",
+                    "--auto-approve",
+                    "--state-dir",
+                    state.to_str().unwrap(),
+                ])
+                .status
+                .success()
+        );
+        let (shown, _) = w.wait_for("the drift", WAIT, |out| {
+            out.contains("\nPlan: 0 to create, 1 to update")
+        });
+        assert!(
+            shown.contains("autoscaling.maxNodeCount: 12 -> 8"),
+            "{shown}"
+        );
+        assert_eq!(
+            shown.matches("── ").count(),
+            1,
+            "one plan since the edit's: {shown}"
+        );
+        assert!(shown.contains("live state changed"), "{shown}");
+
+        let (code, stderr) = w.interrupt();
+        assert_eq!(code, Some(0), "{stderr}");
+        assert!(stderr.contains("Stopped watching."), "{stderr}");
+    }
+
+    #[test]
+    fn watch_apply_applies_creates_and_holds_back_replaces() {
+        let ws = Workspace::new();
+        let mut w = watch(&ws, &["--apply", "--interval", "1h"]);
+        let (shown, _) = w.wait_for("the apply", WAIT, |out| {
+            out.contains("after apply · No changes. Live state matches the spec.")
+        });
+        assert!(
+            shown.contains("initial plan · Plan: 3 to create"),
+            "{shown}"
+        );
+        assert!(shown.contains("applying: Plan: 3 to create"), "{shown}");
+        assert!(shown.contains("] applied\n"), "{shown}");
+        assert_eq!(super::summary(&ws)["create"], 0);
+
+        // A TPU topology change replaces the pool: shown, not applied.
+        let text = std::fs::read_to_string(ws.spec_file()).unwrap();
+        std::fs::write(
+            ws.spec_file(),
+            text.replacen("tpuTopology: 4x4", "tpuTopology: 2x4", 1)
+                .replacen(
+                    "autoscaling: {min: 0, max: 4}",
+                    "autoscaling: {min: 0, max: 2}",
+                    1,
+                ),
+        )
+        .unwrap();
+        let (shown, _) = w.wait_for("the refusal", WAIT, |out| out.contains("not applying"));
+        assert!(shown.contains("1 to replace"), "{shown}");
+        assert!(
+            shown.contains("not applying: this plan would change gke.nodepool/on-demand-pool (replace); pass --allow-destructive"),
+            "{shown}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+        assert_eq!(
+            super::summary(&ws)["replace"],
+            1,
+            "the replace was not applied"
+        );
+        let (code, _) = w.interrupt();
+        assert_eq!(code, Some(0));
+    }
+
+    #[test]
+    fn watch_follows_a_remote_branch() {
+        // origin: a bare repository; ws: a clone that watch runs in; author: another clone that
+        // pushes to origin.
+        let ws = Workspace::new();
+        ws.commit_all("first");
+        let origin = tempfile::tempdir().unwrap();
+        let git = |dir: &Path, args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .args(args)
+                .current_dir(dir)
+                .env("GIT_AUTHOR_NAME", "t")
+                .env("GIT_AUTHOR_EMAIL", "t@example.com")
+                .env("GIT_COMMITTER_NAME", "t")
+                .env("GIT_COMMITTER_EMAIL", "t@example.com")
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "git {args:?}: {}", explain(&out));
+            text(&out.stdout).trim().to_string()
+        };
+        git(origin.path(), &["init", "-q", "--bare", "-b", "main"]);
+        let origin_url = origin.path().to_str().unwrap();
+        git(ws.path(), &["remote", "add", "origin", origin_url]);
+        git(ws.path(), &["push", "-q", "origin", "main"]);
+
+        let mut w = watch(
+            &ws,
+            &[
+                "--git-remote",
+                "origin",
+                "--branch",
+                "main",
+                "--interval",
+                "1s",
+            ],
+        );
+        let (shown, _) = w.wait_for("the initial plan", WAIT, |out| {
+            out.contains("\nPlan: 3 to create")
+        });
+        assert!(shown.contains("initial plan"), "{shown}");
+
+        // Edits in the working tree do not count: watch follows origin/main.
+        ws.edit(
+            "autoscaling: {min: 0, max: 4}",
+            "autoscaling: {min: 0, max: 12}",
+        );
+
+        let author = tempfile::tempdir().unwrap();
+        git(author.path(), &["clone", "-q", origin_url, "."]);
+        let spec = author.path().join("infra/gkq.yaml");
+        let text_before = std::fs::read_to_string(&spec).unwrap();
+        std::fs::write(
+            &spec,
+            text_before.replacen(
+                "autoscaling: {min: 0, max: 4}",
+                "autoscaling: {min: 0, max: 8}",
+                1,
+            ),
+        )
+        .unwrap();
+        git(
+            author.path(),
+            &["commit", "-q", "-am", "bigger on-demand pool"],
+        );
+        git(author.path(), &["push", "-q", "origin", "main"]);
+        let pushed = git(author.path(), &["rev-parse", "HEAD"]);
+
+        let (shown, _) = w.wait_for("the new commit's plan", WAIT, |out| {
+            out.contains("\nPlan: 3 to create")
+        });
+        assert!(shown.contains("maxNodeCount: 8"), "{shown}");
+        assert!(
+            shown.contains(&format!("new commit {}", &pushed[..12])),
+            "{shown}"
+        );
+        assert!(!shown.contains("maxNodeCount: 12"), "{shown}");
+        let (code, _) = w.interrupt();
+        assert_eq!(code, Some(0));
+    }
 }

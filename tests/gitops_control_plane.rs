@@ -11,6 +11,7 @@ use std::time::Duration;
 use gkq::gitops::lock::{self, LockError, LockOptions};
 use serde_json::Value;
 use support::control_plane::{control_plane, test_env, unique_name};
+use support::process::Running;
 
 fn gkq() -> std::process::Command {
     let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_gkq"));
@@ -439,4 +440,71 @@ async fn saved_plans_hold_no_kubernetes_credentials_and_apply_against_kubernetes
     assert!(out.status.success(), "{}", explain(&out));
     let out = s.run(&["plan", "--detailed-exitcode"]);
     assert_eq!(out.status.code(), Some(0), "{}", explain(&out));
+}
+
+#[tokio::test]
+async fn watch_follows_job_admission_and_replans_on_kubernetes_drift() {
+    let s = Stack::new("gitops-watch").await;
+    let out = s.run(&["apply", "--auto-approve"]);
+    assert!(out.status.success(), "{}", explain(&out));
+    let var = |name: &str| s.vars.iter().find(|(k, _)| k == name).unwrap().1.clone();
+    let ns = s.namespace.clone();
+
+    let mut w = Running::spawn(s.command(&["watch", "--interval", "1s", "--job-interval", "1s"]));
+    // Job 1 fits the on-demand quota and is admitted; job 2 falls back to DWS and waits for its
+    // ProvisioningRequest (nothing provisions in this cluster).
+    let first_job = format!(
+        "job {ns}/rayjob-tpu-v6e-dws-1: admitted on flavor {}",
+        var("ONDEMAND")
+    );
+    let second_job = format!(
+        "job {ns}/rayjob-tpu-v6e-dws-2: quota reserved on flavor {}",
+        var("DWS")
+    );
+    let (shown, _) = w.wait_for("both jobs' admission", Duration::from_secs(90), |out| {
+        out.contains(&first_job)
+            && out
+                .lines()
+                .any(|l| l.contains(&second_job) && l.contains("ProvisioningRequest"))
+    });
+    assert!(
+        shown.contains("initial plan · No changes. Live state matches the spec."),
+        "{shown}"
+    );
+    let line = shown.lines().rfind(|l| l.contains(&second_job)).unwrap();
+    assert!(
+        line.contains(&format!("admission checks: {} Pending", var("CHECK"))),
+        "{line}"
+    );
+
+    // Someone edits the ClusterQueue's TPU quota by hand: the next drift check shows the fix.
+    let queues = support::control_plane::dynamic_api(
+        &client().await,
+        "kueue.x-k8s.io/v1beta2",
+        "ClusterQueue",
+        "",
+    )
+    .unwrap();
+    let patch: json_patch::Patch = serde_json::from_value(serde_json::json!([
+        {"op": "replace", "path": "/spec/resourceGroups/0/flavors/1/resources/2/nominalQuota", "value": "8"}
+    ]))
+    .unwrap();
+    queues
+        .patch(
+            &var("CQ"),
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::<()>::Json(patch),
+        )
+        .await
+        .unwrap();
+    let (shown, _) = w.wait_for("the drift", Duration::from_secs(30), |out| {
+        out.contains("\nPlan: 0 to create, 1 to update")
+    });
+    assert!(shown.contains("live state changed"), "{shown}");
+    assert!(
+        shown.contains(&format!("kueue.clusterqueue/{}", var("CQ"))),
+        "{shown}"
+    );
+    let (code, stderr) = w.interrupt();
+    assert_eq!(code, Some(0), "{stderr}");
 }

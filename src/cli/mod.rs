@@ -11,6 +11,7 @@ pub mod schema;
 pub mod status;
 pub mod target;
 pub mod validate;
+pub mod watch;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -48,6 +49,8 @@ pub enum Command {
     Destroy(apply::DestroyArgs),
     /// The revision the cluster runs, against the local checkout, and any drift.
     Status(status::StatusArgs),
+    /// Re-plan on every save, on drift and on new commits; optionally apply; follow job admission.
+    Watch(watch::WatchArgs),
     /// Print the JSON Schema of the spec.
     Schema,
     /// The local GKE emulator.
@@ -197,6 +200,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Apply(a) => runtime()?.block_on(apply::run(&a)),
         Command::Destroy(a) => runtime()?.block_on(apply::destroy(&a)),
         Command::Status(a) => runtime()?.block_on(status::run(&a)),
+        Command::Watch(a) => runtime()?.block_on(watch::run(&a)),
         Command::Schema => schema::run(),
         Command::Emulator(emulator::EmulatorCommand::Serve(a)) => {
             runtime()?.block_on(emulator::serve(&a))

@@ -18,5 +18,7 @@ pub mod lock;
 pub mod provenance;
 pub mod revision;
 pub mod saved;
+pub mod timeline;
+pub mod watch;
 
 pub use provenance::{Provenance, SpecRevision};

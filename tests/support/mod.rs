@@ -2,3 +2,4 @@
 #![allow(dead_code)]
 
 pub mod control_plane;
+pub mod process;

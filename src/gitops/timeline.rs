@@ -1,0 +1,675 @@
+//! Each job's admission timeline, read from what Kueue, KubeRay and the ProvisioningRequest
+//! controller write: queued -> quota reserved on a flavor -> ProvisioningRequest state -> admitted
+//! -> running -> finished, and the states that are stuck, with the likely fix.
+//!
+//! Pure: [`job_states`] takes RayJobs, Kueue Workloads and ProvisioningRequests as JSON (as the
+//! Kubernetes API returns them) and the time; `gkq watch` reads them and prints what changed.
+//!
+//! Stuck states flagged (thresholds in the constants below):
+//! - quota reserved, ProvisioningRequest not provisioned for long: DWS has no capacity yet;
+//! - a ProvisioningRequest that failed or whose booking expired: Kueue retries with backoff;
+//! - admitted but not running: Kueue's `waitForPodsReady` (on by default, 30 minutes) evicts and
+//!   requeues the job when the timeout passes; flagged from two thirds of it;
+//! - admitted to a flavor whose node pool is at its maximum size: the autoscaler cannot add the
+//!   nodes the quota promised.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+use serde_json::Value;
+
+use super::lock::human;
+
+/// Kueue's default `waitForPodsReady.timeout` (v1beta2 Configuration).
+pub const PODS_READY_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+/// From when an admitted job that is not running is flagged.
+pub const PODS_READY_WARNING: Duration = Duration::from_secs(20 * 60);
+/// From when a ProvisioningRequest that is not provisioned is flagged.
+pub const PROVISIONING_WARNING: Duration = Duration::from_secs(15 * 60);
+
+/// Where a job is in its admission.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stage {
+    /// Submitted; Kueue has not made a Workload for it (yet).
+    Submitted,
+    /// A Workload waits in its queue; `reason` is Kueue's message.
+    Queued {
+        queue: String,
+        reason: String,
+    },
+    /// Quota is reserved, admission checks are not all ready.
+    QuotaReserved {
+        flavors: Vec<(String, String)>,
+        checks: Vec<String>,
+        provisioning: Option<Provisioning>,
+    },
+    Admitted {
+        flavors: Vec<(String, String)>,
+    },
+    Running,
+    Finished {
+        succeeded: bool,
+        message: String,
+    },
+}
+
+/// A ProvisioningRequest's state, as its conditions say.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Provisioning {
+    pub name: String,
+    /// `Provisioned`, `Failed`, `BookingExpired`, `CapacityRevoked`, `Accepted` or `Pending`.
+    pub state: String,
+    pub message: String,
+}
+
+impl Stage {
+    pub fn is_finished(&self) -> bool {
+        matches!(self, Stage::Finished { .. })
+    }
+}
+
+fn flavors_text(flavors: &[(String, String)]) -> String {
+    flavors
+        .iter()
+        .map(|(podset, flavor)| format!("{podset}={flavor}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The flavor a job's accelerator (or largest) podset got: the first podset that is not the head
+/// or the submitter, else the first.
+fn main_flavor(flavors: &[(String, String)]) -> &str {
+    flavors
+        .iter()
+        .find(|(podset, _)| podset != "head" && podset != "submitter")
+        .or_else(|| flavors.first())
+        .map(|(_, flavor)| flavor.as_str())
+        .unwrap_or("?")
+}
+
+impl std::fmt::Display for Stage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Stage::Submitted => f.write_str("submitted, no Kueue Workload yet"),
+            Stage::Queued { queue, reason } if reason.is_empty() => {
+                write!(f, "queued in {queue}")
+            }
+            Stage::Queued { queue, reason } => write!(f, "queued in {queue}: {reason}"),
+            Stage::QuotaReserved {
+                flavors,
+                checks,
+                provisioning,
+            } => {
+                write!(
+                    f,
+                    "quota reserved on flavor {} ({})",
+                    main_flavor(flavors),
+                    flavors_text(flavors)
+                )?;
+                if !checks.is_empty() {
+                    write!(f, "; admission checks: {}", checks.join(", "))?;
+                }
+                match provisioning {
+                    Some(p) if p.message.is_empty() => {
+                        write!(f, "; ProvisioningRequest {}: {}", p.name, p.state)
+                    }
+                    Some(p) => write!(
+                        f,
+                        "; ProvisioningRequest {}: {} ({})",
+                        p.name, p.state, p.message
+                    ),
+                    None => Ok(()),
+                }
+            }
+            Stage::Admitted { flavors } => write!(
+                f,
+                "admitted on flavor {} ({}), waiting for its pods",
+                main_flavor(flavors),
+                flavors_text(flavors)
+            ),
+            Stage::Running => f.write_str("running"),
+            Stage::Finished { succeeded, message } => {
+                let outcome = if *succeeded { "succeeded" } else { "failed" };
+                if message.is_empty() {
+                    write!(f, "finished: {outcome}")
+                } else {
+                    write!(f, "finished: {outcome} ({message})")
+                }
+            }
+        }
+    }
+}
+
+/// One job's state and what, if anything, looks stuck.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobState {
+    /// `namespace/name` of the RayJob.
+    pub job: String,
+    pub stage: Stage,
+    /// When the current stage began, when the objects say.
+    pub since: Option<Timestamp>,
+    /// A stuck state and the likely fix.
+    pub warning: Option<String>,
+}
+
+/// Node pools as far as stuck-state checks need them: current nodes and the autoscaling maximum.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PoolSize {
+    pub nodes: usize,
+    pub max: Option<usize>,
+}
+
+/// What the checks know about the cluster besides the jobs.
+#[derive(Debug, Clone, Default)]
+pub struct Capacity {
+    /// ResourceFlavor name -> node pool (`cloud.google.com/gke-nodepool`).
+    pub flavor_pools: BTreeMap<String, String>,
+    /// Node pool -> size.
+    pub pools: BTreeMap<String, PoolSize>,
+}
+
+fn conditions(object: &Value) -> impl Iterator<Item = &Value> {
+    object
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+}
+
+fn condition<'a>(object: &'a Value, kind: &str) -> Option<&'a Value> {
+    conditions(object).find(|c| c["type"] == kind)
+}
+
+fn is_true(object: &Value, kind: &str) -> bool {
+    condition(object, kind).is_some_and(|c| c["status"] == "True")
+}
+
+fn since_of(object: &Value, kind: &str) -> Option<Timestamp> {
+    condition(object, kind)?
+        .get("lastTransitionTime")?
+        .as_str()?
+        .parse()
+        .ok()
+}
+
+fn str_at<'a>(object: &'a Value, pointer: &str) -> &'a str {
+    object
+        .pointer(pointer)
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
+fn key(object: &Value) -> String {
+    format!(
+        "{}/{}",
+        str_at(object, "/metadata/namespace"),
+        str_at(object, "/metadata/name")
+    )
+}
+
+fn owned_by<'a>(object: &'a Value, kind: &str) -> Option<&'a str> {
+    object
+        .pointer("/metadata/ownerReferences")?
+        .as_array()?
+        .iter()
+        .find(|o| o["kind"] == kind)?
+        .get("name")?
+        .as_str()
+}
+
+/// `(podset, flavor)` for each podset of an admission, in podset order.
+fn podset_flavors(workload: &Value) -> Vec<(String, String)> {
+    workload
+        .pointer("/status/admission/podSetAssignments")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|assignment| {
+            let name = assignment.get("name")?.as_str()?.to_string();
+            // One resource group per podset: every resource has the same flavor. Take any.
+            let flavor = assignment
+                .get("flavors")?
+                .as_object()?
+                .values()
+                .next()?
+                .as_str()?
+                .to_string();
+            Some((name, flavor))
+        })
+        .collect()
+}
+
+fn provisioning_of(workload: &Value, requests: &[Value]) -> Option<Provisioning> {
+    let name = str_at(workload, "/metadata/name");
+    let namespace = str_at(workload, "/metadata/namespace");
+    // Kueue names them `<workload>-<check>-<attempt>`; the newest attempt is the one that counts.
+    let request = requests
+        .iter()
+        .filter(|r| {
+            str_at(r, "/metadata/namespace") == namespace
+                && (owned_by(r, "Workload") == Some(name)
+                    || str_at(r, "/metadata/name").starts_with(&format!("{name}-")))
+        })
+        .max_by_key(|r| str_at(r, "/metadata/creationTimestamp").to_string())?;
+    let state = [
+        "Provisioned",
+        "Failed",
+        "BookingExpired",
+        "CapacityRevoked",
+        "Accepted",
+    ]
+    .into_iter()
+    .find(|kind| is_true(request, kind))
+    .unwrap_or("Pending");
+    // While it waits, the Provisioned=False condition says why; once it failed, its own does.
+    let explaining = match state {
+        "Provisioned" => None,
+        "Accepted" | "Pending" => condition(request, "Provisioned"),
+        other => condition(request, other),
+    };
+    let message = explaining
+        .and_then(|c| c.get("message"))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    Some(Provisioning {
+        name: str_at(request, "/metadata/name").to_string(),
+        state: state.to_string(),
+        message,
+    })
+}
+
+fn stage_of(
+    job: &Value,
+    workload: Option<&Value>,
+    requests: &[Value],
+) -> (Stage, Option<Timestamp>) {
+    let deployment = str_at(job, "/status/jobDeploymentStatus");
+    let job_status = str_at(job, "/status/jobStatus");
+    let finished_by_ray = matches!(deployment, "Complete" | "Failed")
+        || matches!(job_status, "SUCCEEDED" | "FAILED" | "STOPPED");
+    if finished_by_ray || workload.is_some_and(|w| is_true(w, "Finished")) {
+        let succeeded = job_status == "SUCCEEDED" || deployment == "Complete";
+        let message = workload
+            .and_then(|w| condition(w, "Finished"))
+            .and_then(|c| c.get("message"))
+            .and_then(Value::as_str)
+            .unwrap_or_else(|| str_at(job, "/status/message"))
+            .to_string();
+        let since = workload.and_then(|w| since_of(w, "Finished"));
+        return (Stage::Finished { succeeded, message }, since);
+    }
+    if deployment == "Running" && job.pointer("/spec/suspend") != Some(&Value::Bool(true)) {
+        return (Stage::Running, None);
+    }
+    let Some(workload) = workload else {
+        return (Stage::Submitted, None);
+    };
+    let flavors = podset_flavors(workload);
+    if is_true(workload, "Admitted") {
+        return (Stage::Admitted { flavors }, since_of(workload, "Admitted"));
+    }
+    if is_true(workload, "QuotaReserved") {
+        let checks = workload
+            .pointer("/status/admissionChecks")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .map(|c| format!("{} {}", str_at(c, "/name"), str_at(c, "/state")))
+            .collect();
+        return (
+            Stage::QuotaReserved {
+                flavors,
+                checks,
+                provisioning: provisioning_of(workload, requests),
+            },
+            since_of(workload, "QuotaReserved"),
+        );
+    }
+    let reason = condition(workload, "QuotaReserved")
+        .and_then(|c| c.get("message"))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let since = str_at(workload, "/metadata/creationTimestamp").parse().ok();
+    (
+        Stage::Queued {
+            queue: str_at(workload, "/spec/queueName").to_string(),
+            reason,
+        },
+        since,
+    )
+}
+
+fn warning_for(stage: &Stage, age: Option<Duration>, capacity: &Capacity) -> Option<String> {
+    match stage {
+        Stage::QuotaReserved {
+            provisioning: Some(p),
+            ..
+        } if matches!(
+            p.state.as_str(),
+            "Failed" | "BookingExpired" | "CapacityRevoked"
+        ) =>
+        {
+            Some(format!(
+                "ProvisioningRequest {} is {}{}. Kueue releases the quota and retries with backoff (60s doubling to 30m) until the check's retry limit; if it keeps failing, check the node pool's queued-provisioning settings and the project's TPU quota for flex-start in this region.",
+                p.name,
+                p.state,
+                if p.message.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", p.message)
+                }
+            ))
+        }
+        Stage::QuotaReserved {
+            provisioning: Some(p),
+            flavors,
+            ..
+        } if p.state != "Provisioned" && age.is_some_and(|a| a >= PROVISIONING_WARNING) => {
+            let waited = human(age.unwrap_or_default());
+            Some(format!(
+                "ProvisioningRequest {} has waited {waited} for capacity on flavor {}. DWS keeps it queued until the whole slice can be provisioned at once, which is normal for a while; if it never comes, check the project's TPU quota for flex-start (preemptible) in this region, or move the pool to a zone with capacity.",
+                p.name,
+                main_flavor(flavors)
+            ))
+        }
+        Stage::Admitted { flavors } => {
+            let flavor = main_flavor(flavors);
+            let full_pool = capacity
+                .flavor_pools
+                .get(flavor)
+                .and_then(|pool| Some((pool, capacity.pools.get(pool)?)))
+                .filter(|(_, size)| size.max.is_some_and(|max| size.nodes >= max));
+            if let Some((pool, size)) = full_pool {
+                return Some(format!(
+                    "node pool {pool} is at its maximum size ({} nodes), so the autoscaler cannot add nodes for this job although flavor {flavor} has quota for it. Raise nodePools[{pool}].autoscaling.max, or lower flavor {flavor}'s quota to what the pool can hold.",
+                    size.nodes
+                ));
+            }
+            let age = age?;
+            if age < PODS_READY_WARNING {
+                return None;
+            }
+            let left = PODS_READY_TIMEOUT.saturating_sub(age);
+            Some(if left.is_zero() {
+                format!(
+                    "admitted {} ago and still not running: past Kueue's 30-minute pods-ready timeout, so Kueue evicts and requeues it. Its pods cannot start: check `kubectl get pods` in its namespace for scheduling errors, and the node pool of flavor {flavor} for a stockout.",
+                    human(age)
+                )
+            } else {
+                format!(
+                    "admitted {} ago and not running yet: Kueue evicts and requeues it in {} (its 30-minute pods-ready timeout). Its pods are probably waiting for nodes: check `kubectl get pods` in its namespace, and the node pool of flavor {flavor} for a stockout.",
+                    human(age),
+                    human(left)
+                )
+            })
+        }
+        _ => None,
+    }
+}
+
+/// Each RayJob's stage, with warnings for stuck states.
+pub fn job_states(
+    rayjobs: &[Value],
+    workloads: &[Value],
+    provisioning_requests: &[Value],
+    capacity: &Capacity,
+    now: Timestamp,
+) -> Vec<JobState> {
+    let mut states: Vec<JobState> = rayjobs
+        .iter()
+        .map(|job| {
+            let namespace = str_at(job, "/metadata/namespace");
+            let name = str_at(job, "/metadata/name");
+            // A job's newest Workload is its current attempt.
+            let workload = workloads
+                .iter()
+                .filter(|w| {
+                    str_at(w, "/metadata/namespace") == namespace
+                        && owned_by(w, "RayJob") == Some(name)
+                })
+                .max_by_key(|w| str_at(w, "/metadata/creationTimestamp").to_string());
+            let (stage, since) = stage_of(job, workload, provisioning_requests);
+            let age = since.map(|s| {
+                Duration::from_millis(
+                    u64::try_from(now.as_millisecond().saturating_sub(s.as_millisecond()))
+                        .unwrap_or(0),
+                )
+            });
+            let warning = warning_for(&stage, age, capacity);
+            JobState {
+                job: key(job),
+                stage,
+                since,
+                warning,
+            }
+        })
+        .collect();
+    states.sort_by(|a, b| a.job.cmp(&b.job));
+    states
+}
+
+/// Flavor -> node pool, from ResourceFlavor objects (`spec.nodeLabels`).
+pub fn flavor_pools<'a>(flavors: impl IntoIterator<Item = &'a Value>) -> BTreeMap<String, String> {
+    flavors
+        .into_iter()
+        .filter(|o| o["kind"] == "ResourceFlavor")
+        .filter_map(|o| {
+            let name = o.pointer("/metadata/name")?.as_str()?.to_string();
+            let pool = o
+                .pointer("/spec/nodeLabels/cloud.google.com~1gke-nodepool")?
+                .as_str()?
+                .to_string();
+            Some((name, pool))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn now() -> Timestamp {
+        "2026-11-30T12:00:00Z".parse().unwrap()
+    }
+
+    fn rayjob(name: &str, status: Value) -> Value {
+        json!({"apiVersion": "ray.io/v1", "kind": "RayJob",
+            "metadata": {"namespace": "ml", "name": name}, "spec": {"suspend": true}, "status": status})
+    }
+
+    fn workload(job: &str, conditions: Value, flavor: &str) -> Value {
+        json!({
+            "metadata": {"namespace": "ml", "name": format!("rayjob-{job}-abc12"),
+                "creationTimestamp": "2026-11-30T11:00:00Z",
+                "ownerReferences": [{"kind": "RayJob", "name": job}]},
+            "spec": {"queueName": "user-queue"},
+            "status": {
+                "conditions": conditions,
+                "admission": {"clusterQueue": "cq", "podSetAssignments": [
+                    {"name": "head", "flavors": {"cpu": "default-cpu", "memory": "default-cpu"}},
+                    {"name": "tpu-group", "flavors": {"cpu": flavor, "google.com/tpu": flavor}},
+                    {"name": "submitter", "flavors": {"cpu": "default-cpu"}}]},
+                "admissionChecks": [{"name": "dws-prov", "state": "Pending"}]
+            }
+        })
+    }
+
+    fn cond(kind: &str, status: &str, at: &str, message: &str) -> Value {
+        json!({"type": kind, "status": status, "lastTransitionTime": at, "message": message})
+    }
+
+    fn one(
+        job: Value,
+        workloads: Vec<Value>,
+        requests: Vec<Value>,
+        capacity: &Capacity,
+    ) -> JobState {
+        job_states(&[job], &workloads, &requests, capacity, now()).remove(0)
+    }
+
+    #[test]
+    fn stages_follow_kueue_and_kuberay() {
+        let job = rayjob("train-1", json!({}));
+        let none = Capacity::default();
+        assert_eq!(
+            one(job.clone(), vec![], vec![], &none).stage.to_string(),
+            "submitted, no Kueue Workload yet"
+        );
+
+        let queued = workload(
+            "train-1",
+            json!([cond(
+                "QuotaReserved",
+                "False",
+                "2026-11-30T11:00:00Z",
+                "couldn't assign flavors to pod set tpu-group: insufficient unused quota for google.com/tpu in flavor on-demand, 16 more needed"
+            )]),
+            "on-demand",
+        );
+        assert_eq!(
+            one(job.clone(), vec![queued], vec![], &none)
+                .stage
+                .to_string(),
+            "queued in user-queue: couldn't assign flavors to pod set tpu-group: insufficient unused quota for google.com/tpu in flavor on-demand, 16 more needed"
+        );
+
+        let reserved = workload(
+            "train-1",
+            json!([cond("QuotaReserved", "True", "2026-11-30T11:58:00Z", "")]),
+            "dws",
+        );
+        let request = json!({"metadata": {"namespace": "ml", "name": "rayjob-train-1-abc12-dws-prov-1",
+            "creationTimestamp": "2026-11-30T11:58:01Z",
+            "ownerReferences": [{"kind": "Workload", "name": "rayjob-train-1-abc12"}]},
+            "status": {"conditions": [cond("Accepted", "True", "2026-11-30T11:58:02Z", ""),
+                cond("Provisioned", "False", "2026-11-30T11:58:02Z", "waiting for capacity")]}});
+        let state = one(job.clone(), vec![reserved.clone()], vec![request], &none);
+        assert_eq!(
+            state.stage.to_string(),
+            "quota reserved on flavor dws (head=default-cpu, tpu-group=dws, submitter=default-cpu); admission checks: dws-prov Pending; ProvisioningRequest rayjob-train-1-abc12-dws-prov-1: Accepted (waiting for capacity)"
+        );
+        assert_eq!(state.warning, None, "two minutes is not stuck");
+
+        let admitted = workload(
+            "train-1",
+            json!([
+                cond("QuotaReserved", "True", "2026-11-30T11:50:00Z", ""),
+                cond("Admitted", "True", "2026-11-30T11:55:00Z", "")
+            ]),
+            "on-demand",
+        );
+        assert_eq!(
+            one(job.clone(), vec![admitted.clone()], vec![], &none)
+                .stage
+                .to_string(),
+            "admitted on flavor on-demand (head=default-cpu, tpu-group=on-demand, submitter=default-cpu), waiting for its pods"
+        );
+        let mut running = rayjob(
+            "train-1",
+            json!({"jobDeploymentStatus": "Running", "jobStatus": "RUNNING"}),
+        );
+        running["spec"]["suspend"] = json!(false);
+        assert_eq!(
+            one(running, vec![admitted.clone()], vec![], &none).stage,
+            Stage::Running
+        );
+        let done = rayjob(
+            "train-1",
+            json!({"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED"}),
+        );
+        assert_eq!(
+            one(done, vec![admitted], vec![], &none).stage.to_string(),
+            "finished: succeeded"
+        );
+    }
+
+    #[test]
+    fn stuck_states_are_flagged_with_the_likely_fix() {
+        let job = rayjob("train-2", json!({}));
+        let none = Capacity::default();
+        // Waiting for DWS capacity for 40 minutes.
+        let reserved = workload(
+            "train-2",
+            json!([cond("QuotaReserved", "True", "2026-11-30T11:20:00Z", "")]),
+            "dws",
+        );
+        let request = json!({"metadata": {"namespace": "ml", "name": "rayjob-train-2-abc12-dws-prov-1",
+            "creationTimestamp": "2026-11-30T11:20:01Z"}, "status": {}});
+        let state = one(job.clone(), vec![reserved], vec![request.clone()], &none);
+        let warning = state.warning.unwrap();
+        assert!(warning.starts_with("ProvisioningRequest rayjob-train-2-abc12-dws-prov-1 has waited 40m00s for capacity on flavor dws"), "{warning}");
+
+        // A failed request.
+        let reserved = workload(
+            "train-2",
+            json!([cond("QuotaReserved", "True", "2026-11-30T11:59:00Z", "")]),
+            "dws",
+        );
+        let mut failed = request;
+        failed["status"] = json!({"conditions": [cond("Failed", "True", "2026-11-30T11:59:30Z", "no capacity in us-east5-b")]});
+        let warning = one(job.clone(), vec![reserved], vec![failed], &none)
+            .warning
+            .unwrap();
+        assert!(
+            warning.contains("is Failed: no capacity in us-east5-b"),
+            "{warning}"
+        );
+
+        // Admitted 25 minutes ago: the pods-ready timeout is 5 minutes away.
+        let admitted = workload(
+            "train-2",
+            json!([cond("Admitted", "True", "2026-11-30T11:35:00Z", "")]),
+            "on-demand",
+        );
+        let warning = one(job.clone(), vec![admitted.clone()], vec![], &none)
+            .warning
+            .unwrap();
+        assert!(
+            warning.contains(
+                "admitted 25m00s ago and not running yet: Kueue evicts and requeues it in 5m00s"
+            ),
+            "{warning}"
+        );
+
+        // The same job, admitted a minute ago, on a flavor whose pool is full.
+        let recent = workload(
+            "train-2",
+            json!([cond("Admitted", "True", "2026-11-30T11:59:00Z", "")]),
+            "on-demand",
+        );
+        assert_eq!(
+            one(job.clone(), vec![recent.clone()], vec![], &none).warning,
+            None
+        );
+        let full = Capacity {
+            flavor_pools: [("on-demand".to_string(), "on-demand-pool".to_string())].into(),
+            pools: [(
+                "on-demand-pool".to_string(),
+                PoolSize {
+                    nodes: 4,
+                    max: Some(4),
+                },
+            )]
+            .into(),
+        };
+        let warning = one(job, vec![recent], vec![], &full).warning.unwrap();
+        assert!(
+            warning.starts_with("node pool on-demand-pool is at its maximum size (4 nodes)"),
+            "{warning}"
+        );
+        assert!(warning.contains("Raise nodePools[on-demand-pool].autoscaling.max"));
+    }
+
+    #[test]
+    fn flavors_map_to_their_node_pools() {
+        let flavors = [
+            json!({"kind": "ResourceFlavor", "metadata": {"name": "dws"},
+            "spec": {"nodeLabels": {"cloud.google.com/gke-nodepool": "dws-pool"}}}),
+        ];
+        assert_eq!(flavor_pools(&flavors)["dws"], "dws-pool");
+    }
+}
