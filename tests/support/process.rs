@@ -48,10 +48,6 @@ impl Running {
         }
     }
 
-    pub fn id(&self) -> u32 {
-        self.child.id()
-    }
-
     /// Reads stdout until the text read since `mark` satisfies `done`; returns that text and the
     /// time it took. Panics after `timeout`, showing what was read.
     pub fn wait_for(
