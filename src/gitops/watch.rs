@@ -173,6 +173,9 @@ mod tests {
             summary,
             notices: vec![],
             provenance: None,
+            disruptions: vec![],
+            placements: vec![],
+            quota: vec![],
         }
     }
 
