@@ -1102,6 +1102,53 @@ fn checks_without_on_flavors_apply_to_every_flavor() {
 }
 
 #[test]
+fn a_provisioning_check_passes_at_once_when_no_podset_uses_its_managed_resources() {
+    // Kueue's ProvisioningRequest controller provisions only the podsets (with pods) that use
+    // the config's managedResources. When none does, it marks the check Ready at once ("the
+    // provisioning request is not needed") and the job is admitted without waiting. Found side
+    // by side with the real Kueue (tests/placement_kueue.rs): a CPU-only job that spills over
+    // into the seed's DWS flavor.
+    let cpu_only = job("preprocess", "user-queue", 1, &[("cpu", "50")]);
+    let prediction = run(&seed_queue_objects(), std::slice::from_ref(&cpu_only));
+    let placement = &prediction.placements[0];
+    assert_eq!(flavors(placement), [("main", Some("dws"))]);
+    assert_eq!(placement.state, PlacementState::Admitted);
+    assert!(placement.admission_checks.is_empty());
+    assert_eq!(placement.reason, None);
+
+    // A resource listed with a zero quantity still counts as used (Kueue's `podUses` looks at
+    // the names in requests and limits).
+    let zero_tpu = job(
+        "zero-tpu",
+        "user-queue",
+        1,
+        &[("cpu", "50"), ("google.com/tpu", "0")],
+    );
+    let prediction = run(&seed_queue_objects(), &[zero_tpu]);
+    assert_eq!(
+        prediction.placements[0].state,
+        PlacementState::WaitingForAdmissionChecks
+    );
+
+    // A config without managedResources provisions every podset with pods.
+    let mut objects = seed_queue_objects();
+    let config = objects
+        .iter_mut()
+        .find(|o| o["kind"] == "ProvisioningRequestConfig")
+        .unwrap();
+    config["spec"]
+        .as_object_mut()
+        .unwrap()
+        .remove("managedResources");
+    let prediction = run(&objects, &[cpu_only]);
+    assert_eq!(
+        prediction.placements[0].state,
+        PlacementState::WaitingForAdmissionChecks
+    );
+    assert_eq!(prediction.placements[0].admission_checks, ["dws-prov"]);
+}
+
+#[test]
 fn v1beta1_spellings_are_understood() {
     let mut objects = seed_queue_objects();
     let cq = &mut objects[3];

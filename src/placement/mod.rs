@@ -28,7 +28,8 @@
 //!   (FlavorFungibilityPreserveScanProgress).
 //! - Inactive ClusterQueues (missing flavors or checks, inactive checks, stop policy, cohort
 //!   cycles), missing LocalQueues and ClusterQueues, null `namespaceSelector`, admission checks
-//!   with `onFlavors`.
+//!   with `onFlavors`; a ProvisioningRequest check passes at once when no podset with pods
+//!   uses its config's `managedResources`.
 //!
 //! # Not modelled
 //! - Preemption victims: where Kueue would simulate preemption, gkq reports "no preemption

@@ -63,6 +63,9 @@ pub(crate) struct CheckModel {
     pub name: String,
     /// The flavors the check applies to; every flavor of the queue when `onFlavors` is empty.
     pub flavors: Vec<FlavorId>,
+    /// For a ProvisioningRequest check whose parameters resolve: the config's
+    /// `managedResources` (empty: every resource).
+    pub provisioning: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone)]
@@ -153,6 +156,11 @@ pub(crate) struct WorkloadModel {
     pub pod_sets: Vec<PodSetModel>,
     /// Kueue's `ValidateAdmissibility` failure, checked when the workload is nominated.
     pub inadmissible: Option<Inadmissible>,
+    /// Per admission check of its ClusterQueue: whether the check holds the workload once it
+    /// applies. A ProvisioningRequest check does not when no podset with pods uses one of the
+    /// config's `managedResources`: Kueue marks it Ready at once ("the provisioning request is
+    /// not needed", `reqIsNeeded`).
+    pub check_needed: Vec<bool>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -377,6 +385,7 @@ impl<'c> Model<'c> {
         let mut missing_checks = Vec::new();
         let mut inactive_checks = Vec::new();
         for rule in &cq.admission_checks {
+            let mut provisioning = None;
             match self
                 .cluster
                 .admission_checks
@@ -385,17 +394,22 @@ impl<'c> Model<'c> {
             {
                 None => missing_checks.push(rule.name.clone()),
                 Some(ac) => {
-                    let active = ac.active_condition.unwrap_or_else(|| {
-                        // Without a live status: a provisioning check is active only when its
-                        // parameters resolve to a ProvisioningRequestConfig.
-                        ac.controller_name != PROVISIONING_REQUEST_CONTROLLER
-                            || ac.parameters.as_ref().is_some_and(|(kind, name)| {
-                                kind == "ProvisioningRequestConfig"
-                                    && self.cluster.provisioning_request_configs.contains(name)
-                            })
-                    });
+                    let config = ac
+                        .parameters
+                        .as_ref()
+                        .filter(|(kind, _)| kind == "ProvisioningRequestConfig")
+                        .and_then(|(_, name)| self.cluster.provisioning_request_configs.get(name));
+                    let provisioning_check = ac.controller_name == PROVISIONING_REQUEST_CONTROLLER;
+                    // Without a live status: a provisioning check is active only when its
+                    // parameters resolve to a ProvisioningRequestConfig.
+                    let active = ac
+                        .active_condition
+                        .unwrap_or(!provisioning_check || config.is_some());
                     if !active {
                         inactive_checks.push(rule.name.clone());
+                    }
+                    if provisioning_check {
+                        provisioning = config.cloned();
                     }
                 }
             }
@@ -410,6 +424,7 @@ impl<'c> Model<'c> {
             checks.push(CheckModel {
                 name: rule.name.clone(),
                 flavors,
+                provisioning,
             });
         }
 
@@ -558,6 +573,7 @@ impl<'c> Model<'c> {
             seq,
             pod_sets: Vec::with_capacity(workload.pod_sets.len()),
             inadmissible: None,
+            check_needed: Vec::new(),
         };
         if let Some(reason) = &workload.rejected {
             compiled.blocked = Some(Blocked::Rejected(reason.clone()));
@@ -652,6 +668,19 @@ impl<'c> Model<'c> {
         } else {
             None
         };
+
+        compiled.check_needed = self.cqs[cq]
+            .checks
+            .iter()
+            .map(|check| match &check.provisioning {
+                None => true,
+                Some(managed) => workload.pod_sets.iter().any(|ps| {
+                    ps.count > 0
+                        && (managed.is_empty()
+                            || managed.iter().any(|r| ps.declared_resources.contains(r)))
+                }),
+            })
+            .collect();
 
         let covers_pods = self.cqs[cq].covers_pods;
         for pod_set in &workload.pod_sets {

@@ -7,7 +7,7 @@
 //! the plan's jobs). Other kinds are ignored. Both `kueue.x-k8s.io/v1beta2` and the deprecated
 //! `v1beta1` spellings (`cohort`, `spec.admissionChecks`, `Borrow`/`Preempt`) are accepted.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use serde_json::Value;
 
@@ -184,8 +184,9 @@ pub struct Cluster {
     pub resource_flavors: Vec<ResourceFlavor>,
     pub local_queues: Vec<LocalQueue>,
     pub admission_checks: Vec<AdmissionCheck>,
-    /// Names of ProvisioningRequestConfigs.
-    pub provisioning_request_configs: BTreeSet<String>,
+    /// ProvisioningRequestConfigs by name, with their `spec.managedResources` (empty: the
+    /// requests provision every podset).
+    pub provisioning_request_configs: BTreeMap<String, Vec<String>>,
     pub workload_priority_classes: BTreeMap<String, i32>,
     pub priority_classes: BTreeMap<String, i32>,
     /// The value of the `globalDefault` PriorityClass, if any.
@@ -303,7 +304,14 @@ impl Cluster {
                 });
             }
             ("kueue.x-k8s.io", "ProvisioningRequestConfig") => {
-                self.provisioning_request_configs.insert(name());
+                let managed = root
+                    .get("spec")
+                    .get("managedResources")
+                    .items()
+                    .iter()
+                    .filter_map(|r| r.string())
+                    .collect();
+                self.provisioning_request_configs.insert(name(), managed);
             }
             ("kueue.x-k8s.io", "WorkloadPriorityClass") => {
                 let value = root.get("value").i32().unwrap_or(0);

@@ -8,7 +8,7 @@
 //! (`UseLimitsAsMissingRequestsInPod`, `ValidateResources`) and
 //! `k8s.io/component-helpers/resource` (`PodRequests`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
@@ -45,6 +45,10 @@ pub struct PodSet {
     /// Kueue's `ValidateResources` errors (requests above limits); such a workload is
     /// inadmissible.
     pub invalid_resources: Vec<String>,
+    /// The resource names the containers and init containers of the template list in their
+    /// requests or limits, zero or not (Kueue's ProvisioningRequest controller compares them
+    /// with a config's `managedResources`: `podUses`).
+    pub declared_resources: BTreeSet<String>,
 }
 
 /// Where a workload's priority comes from (`jobframework.ExtractPriority`).
@@ -595,6 +599,13 @@ impl PodTemplate {
     fn into_pod_set(self, name: String, count: i32) -> PodSet {
         let requests = self.pod_requests();
         let invalid_resources = self.invalid_resources();
+        let declared_resources = self
+            .containers
+            .iter()
+            .chain(&self.init_containers)
+            .flat_map(|c| c.requests.keys().chain(c.limits.keys()))
+            .cloned()
+            .collect();
         PodSet {
             name,
             count,
@@ -604,6 +615,7 @@ impl PodTemplate {
             tolerations: self.tolerations,
             priority_class_name: self.priority_class_name,
             invalid_resources,
+            declared_resources,
         }
     }
 }

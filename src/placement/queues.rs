@@ -283,7 +283,7 @@ impl State<'_, '_> {
                                 model.tree.add_usage(node, fr, amount, snap);
                             }
                         }
-                        let checks = admission_checks(model, cq, &assignment);
+                        let checks = admission_checks(model, cq, &self.workloads[w], &assignment);
                         self.reusable[w] = None;
                         self.progress[w] = None;
                         self.outcomes[w] = Some(Outcome::Reserved { assignment, checks });
@@ -422,17 +422,25 @@ impl State<'_, '_> {
     }
 }
 
-/// Admission checks that apply: those whose flavors intersect the flavors of the admission.
-fn admission_checks(model: &Model<'_>, cq: usize, assignment: &Assignment) -> Vec<String> {
+/// Admission checks that hold the workload: those whose flavors intersect the flavors of the
+/// admission, except ProvisioningRequest checks with nothing to provision.
+fn admission_checks(
+    model: &Model<'_>,
+    cq: usize,
+    workload: &WorkloadModel,
+    assignment: &Assignment,
+) -> Vec<String> {
     model.cqs[cq]
         .checks
         .iter()
-        .filter(|check| {
+        .enumerate()
+        .filter(|(i, _)| workload.check_needed.get(*i).copied().unwrap_or(true))
+        .filter(|(_, check)| {
             assignment
                 .all_choices()
                 .iter()
                 .any(|choice| check.flavors.contains(&choice.flavor))
         })
-        .map(|check| check.name.clone())
+        .map(|(_, check)| check.name.clone())
         .collect()
 }
