@@ -355,9 +355,9 @@ fn detailed_exit_codes_and_json_schema() {
             .success()
     );
     assert_eq!(plan_json(&ws).0, Some(0), "no changes");
-    // TPU topology cannot change in place: the pool is replaced. Nothing runs on it here, so the
-    // exit code is 2; exit 3 (running jobs stopped) is covered on the real control plane in
-    // tests/kube_apply.rs.
+    // TPU topology cannot change in place: the pool is replaced. No job runs on it (the local
+    // target has no Kubernetes here), so it is a plain change; exit code 3, for a replace that
+    // stops running jobs, is tested against the real Kueue in gitops_control_plane.rs.
     ws.edit("tpuTopology: 4x4", "tpuTopology: 2x4");
     ws.edit(
         "autoscaling: {min: 0, max: 4}",
@@ -365,7 +365,7 @@ fn detailed_exit_codes_and_json_schema() {
     );
     let (code, plan) = plan_json(&ws);
     assert_eq!(plan["summary"]["replace"], 1, "{plan:#}");
-    assert_eq!(code, Some(2), "a replace that stops no running job");
+    assert_eq!(code, Some(2), "a replace that stops no job");
     // Errors are 1, also with --detailed-exitcode.
     ws.edit("tpuTopology: 2x4", "tpuTopology: 5x5");
     assert_eq!(

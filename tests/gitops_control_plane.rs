@@ -436,6 +436,32 @@ async fn saved_plans_hold_no_kubernetes_credentials_and_apply_against_kubernetes
             .unwrap()
             .starts_with("kueue.clusterqueue/")
     }));
+    // The pull-request comment shows where Kueue will put each job.
+    let out = s.run(&["plan", "-o", "markdown"]);
+    assert!(out.status.success(), "{}", explain(&out));
+    let markdown = text(&out.stdout);
+    let od = &s.vars.iter().find(|(k, _)| k == "ONDEMAND").unwrap().1;
+    let dws = &s.vars.iter().find(|(k, _)| k == "DWS").unwrap().1;
+    assert!(
+        markdown.contains("#### Placement (predicted with Kueue's rules)"),
+        "{markdown}"
+    );
+    assert!(
+        markdown.contains(&format!(
+            "| `{}/rayjob-tpu-v6e-dws-1` | head |",
+            s.namespace
+        )),
+        "{markdown}"
+    );
+    assert!(
+        markdown.contains(&format!("|  | tpu-group | 4 | `{od}` |  |")),
+        "{markdown}"
+    );
+    assert!(
+        markdown.contains(&format!("|  | tpu-group | 4 | `{dws}` |  |")),
+        "{markdown}"
+    );
+
     let out = s.run(&["apply", "plan.json"]);
     assert!(out.status.success(), "{}", explain(&out));
     let out = s.run(&["plan", "--detailed-exitcode"]);
@@ -507,4 +533,72 @@ async fn watch_follows_job_admission_and_replans_on_kubernetes_drift() {
     );
     let (code, stderr) = w.interrupt();
     assert_eq!(code, Some(0), "{stderr}");
+}
+
+#[tokio::test]
+async fn disruptive_plans_exit_3_and_their_saved_plans_are_refused_without_consent() {
+    let s = Stack::new("gitops-disrupt").await;
+    let out = s.run(&["apply", "--auto-approve"]);
+    assert!(out.status.success(), "{}", explain(&out));
+    // Replacing the on-demand pool (its TPU topology cannot change in place) stops job 1, which
+    // Kueue admitted there.
+    let spec = s.path().join("infra/gkq.yaml");
+    let text_before = std::fs::read_to_string(&spec).unwrap();
+    std::fs::write(
+        &spec,
+        text_before.replacen(
+            "tpuTopology: 4x4\n    reservationAffinity: none\n    initialNodes: 0\n    autoscaling: {min: 0, max: 4}",
+            "tpuTopology: 2x4\n    reservationAffinity: none\n    initialNodes: 0\n    autoscaling: {min: 0, max: 2}",
+            1,
+        ),
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let plan = loop {
+        let out = s.run(&[
+            "plan",
+            "--detailed-exitcode",
+            "-o",
+            "json",
+            "--out",
+            "plan.json",
+        ]);
+        let plan: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", explain(&out)));
+        if out.status.code() == Some(3) {
+            break plan;
+        }
+        assert_eq!(out.status.code(), Some(2), "{}", explain(&out));
+        assert!(
+            started.elapsed() < Duration::from_secs(90),
+            "Kueue never admitted job 1: {plan:#}"
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    };
+    let disruption = &plan["disruptions"][0];
+    assert_eq!(
+        disruption["addr"], "gke.nodepool/on-demand-pool",
+        "{plan:#}"
+    );
+    assert!(
+        disruption["jobs"][0]
+            .as_str()
+            .unwrap()
+            .contains("rayjob-tpu-v6e-dws-1"),
+        "{plan:#}"
+    );
+    let out = s.run(&["apply", "plan.json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", explain(&out));
+    assert!(
+        text(&out.stderr).contains("refusing to apply: this plan stops running work"),
+        "{}",
+        explain(&out)
+    );
+    let out = s.run(&["plan", "--detailed-exitcode"]);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "nothing was applied: {}",
+        explain(&out)
+    );
 }

@@ -166,25 +166,39 @@ pub async fn run(args: &ApplyArgs) -> anyhow::Result<Exit> {
         &args.spec,
         &args.target,
         options(&args.flags),
-        args.auto_approve,
-        args.force_conflicts,
-        args.allow_disruption,
-        args.output,
-        &args.lock,
+        &Choices {
+            auto_approve: args.auto_approve,
+            force_conflicts: args.force_conflicts,
+            allow_disruption: args.allow_disruption,
+            output: args.output,
+            lock: &args.lock,
+        },
     )
     .await
+}
+
+/// What the person applying chose, besides the spec and the target.
+struct Choices<'a> {
+    auto_approve: bool,
+    force_conflicts: bool,
+    allow_disruption: bool,
+    output: PlanFormat,
+    lock: &'a LockArgs,
 }
 
 async fn run_with(
     spec: &SpecArgs,
     target: &TargetArgs,
     opts: PlanOptions,
-    auto_approve: bool,
-    force_conflicts: bool,
-    allow_disruption: bool,
-    output: PlanFormat,
-    lock: &LockArgs,
+    choices: &Choices<'_>,
 ) -> anyhow::Result<Exit> {
+    let Choices {
+        auto_approve,
+        force_conflicts,
+        allow_disruption,
+        output,
+        lock,
+    } = *choices;
     let destroy = opts.destroy;
     let local_state = super::gitops::lock_local_state(spec, target, lock).await?;
     let Some(planned) = make_plan(spec, target, opts).await? else {
@@ -295,11 +309,13 @@ pub async fn destroy(args: &DestroyArgs) -> anyhow::Result<Exit> {
         &args.spec,
         &args.target,
         opts,
-        true,
-        false,
-        true,
-        PlanFormat::Text,
-        &args.lock,
+        &Choices {
+            auto_approve: true,
+            force_conflicts: false,
+            allow_disruption: true,
+            output: PlanFormat::Text,
+            lock: &args.lock,
+        },
     )
     .await
 }

@@ -57,6 +57,18 @@ pub async fn run(args: &ApplyArgs) -> anyhow::Result<Exit> {
             requested,
         }));
     }
+    // The same guard as a fresh plan: the jobs are those running when the plan was made.
+    if !plan.disruptions.is_empty() && !args.allow_disruption {
+        let jobs: Vec<String> = plan
+            .disruptions
+            .iter()
+            .flat_map(|d| d.jobs.iter().map(move |j| format!("{} -> {j}", d.addr)))
+            .collect();
+        anyhow::bail!(
+            "refusing to apply: this plan stops running work:\n  {}\nWait for the jobs to finish and plan again, or pass --allow-disruption; nothing was changed",
+            jobs.join("\n  ")
+        );
+    }
     let Some(desired) = check_spec(args, &provenance)? else {
         return Ok(Exit::Failed);
     };

@@ -77,8 +77,9 @@ pub enum AutoApply {
     Hold(String),
 }
 
-/// `--apply` applies plans that only create and update; replaces and deletes need
-/// `--allow-destructive`; blocked actions are never attempted.
+/// `--apply` applies plans that only create and update; replaces and deletes (and with them
+/// any disruption of running jobs) need `--allow-destructive`; blocked actions are never
+/// attempted.
 pub fn auto_apply(plan: &Plan, allow_destructive: bool) -> AutoApply {
     if !plan.has_changes() {
         return AutoApply::UpToDate;
@@ -100,8 +101,18 @@ pub fn auto_apply(plan: &Plan, allow_destructive: bool) -> AutoApply {
         .map(|a| format!("{} ({})", a.addr, a.kind.verb()))
         .collect();
     if !destructive.is_empty() && !allow_destructive {
+        let stopped: Vec<String> = plan
+            .disruptions
+            .iter()
+            .flat_map(|d| d.jobs.iter().cloned())
+            .collect();
+        let stops = if stopped.is_empty() {
+            String::new()
+        } else {
+            format!(", which stops {}", stopped.join(", "))
+        };
         return AutoApply::Hold(format!(
-            "not applying: this plan would {} {}; pass --allow-destructive to let watch apply replaces and deletes, or apply it yourself",
+            "not applying: this plan would {} {}{stops}; pass --allow-destructive to let watch apply replaces and deletes, or apply it yourself",
             if destructive.len() == 1 {
                 "change"
             } else {
@@ -172,6 +183,9 @@ mod tests {
             actions,
             summary,
             notices: vec![],
+            disruptions: vec![],
+            placements: vec![],
+            quota: vec![],
             provenance: None,
             disruptions: vec![],
             placements: vec![],

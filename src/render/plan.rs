@@ -319,6 +319,7 @@ pub fn to_markdown(plan: &Plan) -> String {
         ));
     }
     md.push('\n');
+    append_placements(plan, &mut md);
     for action in plan.changes() {
         md.push_str(&format!(
             "<details><summary><code>{}</code>: {}</summary>\n\n",
@@ -337,6 +338,62 @@ pub fn to_markdown(plan: &Plan) -> String {
     append_notices(plan, &mut md);
     append_provenance(plan, &mut md);
     md
+}
+
+/// Where Kueue will put each job the plan submits: one row per podset, then the quota each
+/// flavor has left, so a reviewer sees why a job falls back to a later flavor.
+fn append_placements(plan: &Plan, md: &mut String) {
+    if plan.placements.is_empty() {
+        return;
+    }
+    md.push_str("#### Placement (predicted with Kueue's rules)\n\n");
+    md.push_str("| Job | Podset | Count | Flavor | State |\n|---|---|---|---|---|\n");
+    for p in &plan.placements {
+        let state = match (&p.reason, p.state) {
+            (Some(reason), crate::placement::PlacementState::Pending) => {
+                format!("{}: {}", state_text(p), table_cell(reason))
+            }
+            _ => state_text(p),
+        };
+        for (i, ps) in p.podsets.iter().enumerate() {
+            md.push_str(&format!(
+                "| {} | {} | {} | {} | {} |\n",
+                if i == 0 {
+                    format!("`{}/{}`", p.namespace, p.job)
+                } else {
+                    String::new()
+                },
+                ps.name,
+                ps.count,
+                ps.flavor
+                    .as_deref()
+                    .map(|f| format!("`{f}`"))
+                    .unwrap_or_else(|| "-".into()),
+                if i == 0 { state.as_str() } else { "" },
+            ));
+        }
+    }
+    md.push('\n');
+    let used: Vec<_> = plan
+        .quota
+        .iter()
+        .filter(|u| !u.used_plan.is_zero() || !u.used_live.is_zero())
+        .collect();
+    if !used.is_empty() {
+        md.push_str("| ClusterQueue / flavor | Resource | Live | This plan | Quota |\n|---|---|---|---|---|\n");
+        for u in used {
+            md.push_str(&format!(
+                "| `{}/{}` | {} | {} | {} | {} |\n",
+                u.cluster_queue,
+                u.flavor,
+                u.resource,
+                u.used_live.saturating_add(u.used_queued),
+                u.used_plan,
+                u.nominal
+            ));
+        }
+        md.push('\n');
+    }
 }
 
 /// One line saying what the plan was made from, so a reviewer can tell which commit and spec a
