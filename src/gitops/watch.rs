@@ -187,9 +187,6 @@ mod tests {
             placements: vec![],
             quota: vec![],
             provenance: None,
-            disruptions: vec![],
-            placements: vec![],
-            quota: vec![],
         }
     }
 
