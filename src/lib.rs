@@ -15,6 +15,8 @@
 //! gke       GKE REST client and credentials (I/O)
 //! kube      Kubernetes API: discovery, lists, server-side apply and its dry run (I/O)
 //! emulator  a faithful local stand-in for the GKE REST API (I/O)
+//! local     the local target's Kubernetes: an object store behind KubeApi, and the simulated
+//!           cluster (Kueue, KubeRay, DWS, autoscaler) on a clock (I/O)
 //! cli       the commands, thin: parse arguments, call the modules above, render
 //! ```
 //!
@@ -34,6 +36,7 @@ pub mod emulator;
 pub mod gitops;
 pub mod gke;
 pub mod kube;
+pub mod local;
 pub mod model;
 pub mod observe;
 pub mod placement;

@@ -238,6 +238,33 @@ impl Emulator {
         Ok(())
     }
 
+    /// Sets a node pool's current size (nodes per zone) the way the cluster autoscaler does:
+    /// directly, with no GKE operation and no change to the pool's etag. Only the local target's
+    /// simulation calls this; the size shows in the cluster's `currentNodeCount`. Returns
+    /// `false` when the cluster or pool does not exist.
+    pub fn set_autoscaled_size(
+        &self,
+        project: &str,
+        location: &str,
+        cluster: &str,
+        pool: &str,
+        nodes_per_zone: i64,
+    ) -> anyhow::Result<bool> {
+        let mut st = lock(&self.inner.state);
+        let key = state::cluster_key(project, location, cluster);
+        let Some(pool) = st.clusters.get_mut(&key).and_then(|c| c.pool_mut(pool)) else {
+            return Ok(false);
+        };
+        if pool.node_count == nodes_per_zone.max(0) {
+            return Ok(true);
+        }
+        pool.node_count = nodes_per_zone.max(0);
+        if let Some(dir) = &self.inner.config.state_dir {
+            st.save(dir)?;
+        }
+        Ok(true)
+    }
+
     /// The axum router: the GKE API plus the admin routes.
     pub fn router(&self) -> Router {
         Router::new()

@@ -167,12 +167,12 @@ impl KubeAdapter<'_> {
                 hint: None,
             });
         };
-        let text = install::load_manifests(&install.manifests)
+        let text = install::manifests_for(install)
             .await
             .map_err(|e| KubeApplyError {
                 message: format!("{e:#}"),
                 hint: Some(
-                    "set kueue.manifests to a reachable URL or a local file or directory".into(),
+                    "set kueue.manifests to a reachable URL, a local file or directory, or `builtin` (the embedded v0.19.2 release)".into(),
                 ),
             })?;
         let mut objects =

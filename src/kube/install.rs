@@ -59,6 +59,7 @@ pub fn prepare(
             if let Some(labels) = labels.as_object_mut() {
                 labels.insert(MANAGED_BY_LABEL.into(), json!(MANAGED_BY_VALUE));
                 labels.insert(STACK_LABEL.into(), json!(stack));
+                labels.insert(INSTALLATION_LABEL.into(), json!("kueue"));
             }
         }
     }
@@ -140,6 +141,10 @@ pub fn installed_version(deployment: &Value) -> Option<String> {
 /// The pseudo-object that stands for Kueue's installation in plans (`kueue.install/kueue`).
 pub const INSTALLATION_API: &str = "gkq.dev/v1alpha1";
 pub const INSTALLATION_KIND: &str = "KueueInstallation";
+/// Label on every object of Kueue's installation: they belong to the `kueue.install/kueue`
+/// pseudo-object, so the observer does not report them as gkq objects the spec dropped (a
+/// `--prune` would otherwise delete Kueue's own ConfigMap).
+pub const INSTALLATION_LABEL: &str = "gkq.dev/installation";
 pub const KUEUE_NAMESPACE: &str = "kueue-system";
 /// Annotation on the manager Deployment recording where gkq installed it from.
 pub const SOURCE_ANNOTATION: &str = "gkq.dev/kueue-manifests";
@@ -205,6 +210,37 @@ pub async fn observe(api: &dyn super::KubeApi) -> super::KubeResult<Option<Value
             "featureGates": gates_from_args(&args),
         },
     })))
+}
+
+/// `kueue.manifests: builtin`: the release manifests embedded in gkq (no network needed).
+pub const BUILTIN: &str = "builtin";
+
+/// Kueue's release `manifests.yaml` for the versions gkq embeds (v0.19.2; `assets/kueue/`).
+pub fn builtin_manifests(version: &str) -> Option<&'static str> {
+    match version {
+        "v0.19.2" => Some(include_str!("../../assets/kueue/manifests-v0.19.2.yaml")),
+        _ => None,
+    }
+}
+
+/// The versions [`builtin_manifests`] has.
+pub const BUILTIN_VERSIONS: &[&str] = &["v0.19.2"];
+
+/// Reads the release manifests for `install`: the embedded copy for `builtin`, else
+/// [`load_manifests`].
+pub async fn manifests_for(install: &KueueInstall) -> anyhow::Result<String> {
+    if install.manifests == BUILTIN {
+        return builtin_manifests(&install.version)
+            .map(str::to_string)
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "gkq has no built-in manifests for Kueue {} (it embeds {}); set kueue.manifests to a URL or a local file",
+                    install.version,
+                    BUILTIN_VERSIONS.join(", ")
+                )
+            });
+    }
+    load_manifests(&install.manifests).await
 }
 
 /// Reads release manifests from a URL, a file, or a directory of YAML files.

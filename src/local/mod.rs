@@ -1,0 +1,626 @@
+//! The local target's Kubernetes: an object store behind the same [`KubeApi`] trait as a real
+//! API server ([`LocalKube`]), so `plan` (the Kubernetes observer) and `apply` (the Kubernetes
+//! applier) run exactly the code they run against a cluster, plus a **simulated** cluster that
+//! makes the walk-through happen: Kueue admits jobs (decided by gkq's placement module), DWS
+//! provisions flex-start nodes after a delay, KubeRay runs the jobs, the cluster autoscaler
+//! scales node pools. Everything simulated says so in its messages and carries the
+//! `gkq.dev/simulated` annotation.
+//!
+//! State lives in `<state-dir>/kubernetes.json` (written atomically), next to the GKE
+//! emulator's `<state-dir>/gke/`. The objects belong to one GKE cluster: the store answers only
+//! while the emulated cluster is running, starts from nothing when the cluster is (re)created,
+//! and is emptied when the cluster is deleted. A new cluster comes with what GKE gives it: the
+//! `default`, `kube-system`, `kube-public` and `kube-node-lease` namespaces, the
+//! ProvisioningRequest CRD, the KubeRay CRDs when the Ray operator add-on is on, and its nodes.
+//!
+//! There is no daemon: each call first brings the simulation to "now" ([`sim::reconcile`]).
+//! The clock can run faster than real time, and DWS can be told to provision, fail or never
+//! answer ([`Settings::from_env`]).
+//!
+//! The modules: [`store`] (API server semantics: discovery, server-side apply, defaults,
+//! finalizers, garbage collection), [`schema`] (CRD defaults and strict field validation),
+//! [`sim`] (the clock and the controller loop), [`kueue`], [`ray`], [`nodes`] (GKE: autoscaler
+//! and ProvisioningRequests), [`workload`] (Kueue's Workload for a RayJob).
+
+pub mod kueue;
+pub mod nodes;
+pub mod ray;
+pub mod schema;
+pub mod sim;
+pub mod store;
+pub mod workload;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::emulator::Emulator;
+use crate::gke::{ClusterRef, GkeApi};
+use crate::kube::{ApplyOptions, KubeApi, KubeError, KubeResult, MANAGER, ResourceInfo};
+use crate::model::KueueInstall;
+use nodes::PoolInfo;
+use sim::{Provisioning, SimSettings, SimState};
+use store::{Key, Store};
+
+/// The file the local Kubernetes state is kept in, under the state directory.
+pub const STATE_FILE: &str = "kubernetes.json";
+const STATE_VERSION: u32 = 1;
+
+/// The KubeRay v1.7.0 RayJob and RayCluster CRDs as GKE's Ray operator add-on installs them,
+/// cut down to their schema defaults (see [`schema::crd_defaults_only`]; regenerate with
+/// `GKQ_UPDATE_ASSETS=1 cargo test --lib local::tests::kuberay_asset`).
+const KUBERAY_CRDS: &str = include_str!("../../assets/crds/kuberay-v1.7.0.defaults.json");
+/// The ProvisioningRequest CRD GKE serves (cluster-autoscaler 1.36.1).
+const PROVREQ_CRD: &str =
+    include_str!("../../assets/crds/autoscaling.x-k8s.io_provisioningrequests.yaml");
+
+/// `90s`, `2m`, `1m 30s`, `250ms`.
+pub fn format_ms(ms: u64) -> String {
+    let s = ms / 1000;
+    match (s / 60, s % 60, ms % 1000) {
+        (0, 0, m) => format!("{m}ms"),
+        (0, s, _) => format!("{s}s"),
+        (m, 0, _) => format!("{m}m"),
+        (m, s, _) => format!("{m}m {s}s"),
+    }
+}
+
+fn parse_duration_ms(text: &str) -> Option<u64> {
+    let text = text.trim();
+    if let Some(ms) = text.strip_suffix("ms") {
+        return ms.trim().parse().ok();
+    }
+    crate::model::gke::parse_duration_secs(text).map(|s| s * 1000)
+}
+
+/// How the local target simulates time and capacity, from the environment:
+///
+/// - `GKQ_LOCAL_CLOCK`: how fast simulated time runs, `1x` (default) to e.g. `60x`.
+/// - `GKQ_LOCAL_PROVISIONING`: what DWS does with a ProvisioningRequest: `after:20s`
+///   (default: provisioned 20 s after it is requested), `never` (stays pending), `fail` or
+///   `fail:30s` (fails; Kueue retries with backoff, then rejects the job).
+/// - `GKQ_LOCAL_RUN`: how long a job runs when it declares no `duration` (default `2m`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    pub clock: f64,
+    pub sim: SimSettings,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            clock: 1.0,
+            sim: SimSettings::default(),
+        }
+    }
+}
+
+impl Settings {
+    pub fn from_env() -> Result<Settings, String> {
+        Self::from_lookup(|k| std::env::var(k).ok())
+    }
+
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Settings, String> {
+        let mut settings = Settings::default();
+        if let Some(clock) = get("GKQ_LOCAL_CLOCK").filter(|c| !c.trim().is_empty()) {
+            let number = clock.trim().trim_end_matches(['x', 'X']);
+            settings.clock = number
+                .parse::<f64>()
+                .ok()
+                .filter(|f| f.is_finite() && *f > 0.0 && *f <= 1_000_000.0)
+                .ok_or_else(|| {
+                    format!("GKQ_LOCAL_CLOCK={clock:?}: expected a speed-up such as 1x, 10x or 60x")
+                })?;
+        }
+        if let Some(p) = get("GKQ_LOCAL_PROVISIONING").filter(|c| !c.trim().is_empty()) {
+            let bad = || {
+                format!(
+                    "GKQ_LOCAL_PROVISIONING={p:?}: expected after:<duration> (e.g. after:20s), never, fail or fail:<duration>"
+                )
+            };
+            settings.sim.provisioning = match p.trim() {
+                "never" => Provisioning::Never,
+                "fail" => Provisioning::Fail(20_000),
+                other => match other.split_once(':') {
+                    Some(("after", d)) => {
+                        Provisioning::After(parse_duration_ms(d).ok_or_else(bad)?)
+                    }
+                    Some(("fail", d)) => Provisioning::Fail(parse_duration_ms(d).ok_or_else(bad)?),
+                    _ => return Err(bad()),
+                },
+            };
+        }
+        if let Some(run) = get("GKQ_LOCAL_RUN").filter(|c| !c.trim().is_empty()) {
+            settings.sim.run_ms = parse_duration_ms(&run).ok_or_else(|| {
+                format!("GKQ_LOCAL_RUN={run:?}: expected a duration such as 90s, 2m or 1h")
+            })?;
+        }
+        Ok(settings)
+    }
+
+    /// One line for people: `clock 1x; DWS provisions after 20s; jobs run 2m`.
+    pub fn describe(&self) -> String {
+        let provisioning = match self.sim.provisioning {
+            Provisioning::After(ms) => format!("DWS provisions {} after a request", format_ms(ms)),
+            Provisioning::Never => "DWS never provisions".to_string(),
+            Provisioning::Fail(ms) => format!("DWS requests fail after {}", format_ms(ms)),
+        };
+        let clock = if self.clock.fract() == 0.0 {
+            format!("{}x", self.clock as u64)
+        } else {
+            format!("{}x", self.clock)
+        };
+        format!(
+            "clock {clock}; {provisioning}; jobs without a duration run {}",
+            format_ms(self.sim.run_ms)
+        )
+    }
+}
+
+/// Where simulated time stands: `sim_ms` at wall-clock `wall_ms`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Clock {
+    pub wall_ms: u64,
+    pub sim_ms: u64,
+}
+
+impl Clock {
+    /// Advances to wall-clock `wall`, at `speed` simulated seconds per second.
+    pub fn advance(&mut self, wall: u64, speed: f64) -> u64 {
+        let elapsed = wall.saturating_sub(self.wall_ms) as f64 * speed;
+        self.sim_ms = self.sim_ms.saturating_add(elapsed as u64);
+        self.wall_ms = wall.max(self.wall_ms);
+        self.sim_ms
+    }
+}
+
+/// Everything in `kubernetes.json`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct World {
+    pub version: u32,
+    /// The GKE cluster these objects belong to (its `selfLink` and `createTime`).
+    #[serde(default)]
+    pub cluster: Option<String>,
+    #[serde(default)]
+    pub clock: Clock,
+    #[serde(default)]
+    pub store: Store,
+    #[serde(default)]
+    pub sim: SimState,
+    /// The cluster's node pools as last read from GKE (not persisted).
+    #[serde(skip)]
+    pub pools: Vec<PoolInfo>,
+}
+
+impl World {
+    pub fn load(dir: &Path) -> anyhow::Result<World> {
+        let path = dir.join(STATE_FILE);
+        match std::fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
+                anyhow::anyhow!(
+                    "reading the local Kubernetes state {}: {e} (delete the file to start the local cluster's Kubernetes objects from nothing)",
+                    path.display()
+                )
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(World::default()),
+            Err(e) => Err(anyhow::anyhow!(
+                "reading the local Kubernetes state {}: {e}",
+                path.display()
+            )),
+        }
+    }
+
+    /// Writes atomically: a temporary file in the same directory, then a rename.
+    pub fn save(&self, dir: &Path) -> anyhow::Result<()> {
+        use std::io::Write;
+        std::fs::create_dir_all(dir)?;
+        let path = dir.join(STATE_FILE);
+        let tmp = dir.join(format!(".{STATE_FILE}.{}.tmp", std::process::id()));
+        let mut world = self.clone();
+        world.version = STATE_VERSION;
+        let bytes = serde_json::to_vec(&world)?;
+        {
+            let mut f = std::fs::File::create(&tmp)?;
+            f.write_all(&bytes)?;
+        }
+        std::fs::rename(&tmp, &path)?;
+        Ok(())
+    }
+
+    /// A new cluster's Kubernetes: namespaces and the CRDs GKE installs.
+    fn seeded(identity: String, cluster: &Value, wall: u64) -> World {
+        let mut world = World {
+            version: STATE_VERSION,
+            cluster: Some(identity),
+            clock: Clock {
+                wall_ms: wall,
+                sim_ms: wall,
+            },
+            ..World::default()
+        };
+        let now = wall;
+        world.sim.reconciled_ms = now;
+        for ns in store::initial_namespaces() {
+            world.store.create(ns, "kube-apiserver", now);
+        }
+        let mut crds: Vec<Value> = Vec::new();
+        if let Ok(crd) = serde_saphyr::from_str::<Value>(PROVREQ_CRD) {
+            crds.push(crd);
+        }
+        if cluster.pointer("/addonsConfig/rayOperatorConfig/enabled") == Some(&Value::Bool(true))
+            && let Ok(Value::Array(list)) = serde_json::from_str::<Value>(KUBERAY_CRDS)
+        {
+            crds.extend(list);
+        }
+        for mut crd in crds {
+            let labels = &mut crd["metadata"]["labels"];
+            labels["addonmanager.kubernetes.io/mode"] = Value::String("Reconcile".into());
+            world.store.create(crd, "gke-addon-manager", now);
+        }
+        world
+    }
+}
+
+/// Which cluster incarnation a `clusters.get` answer is.
+fn identity(cluster: &Value) -> String {
+    format!(
+        "{}@{}",
+        cluster["selfLink"].as_str().unwrap_or_default(),
+        cluster["createTime"].as_str().unwrap_or_default()
+    )
+}
+
+fn wall_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// The Kueue installation the local target performs: the embedded release manifests when the
+/// spec keeps the default download URL (the local target has no network).
+pub fn local_kueue(install: &KueueInstall) -> KueueInstall {
+    let mut install = install.clone();
+    if install.manifests == KueueInstall::default_manifests(&install.version)
+        && crate::kube::install::builtin_manifests(&install.version).is_some()
+    {
+        install.manifests = crate::kube::install::BUILTIN.to_string();
+    }
+    install
+}
+
+/// The local target's Kubernetes API (see the [module docs](self)).
+pub struct LocalKube {
+    dir: PathBuf,
+    gke: Box<dyn GkeApi>,
+    cluster: ClusterRef,
+    emulator: Option<Emulator>,
+    settings: Settings,
+    world: Mutex<World>,
+    /// The clock moved but nothing was written yet.
+    dirty: AtomicBool,
+}
+
+impl LocalKube {
+    /// Opens the state in `dir` for `cluster`, reached through `gke` (the in-process emulator's
+    /// endpoint). `emulator`, when given, is told node-pool sizes as the simulated autoscaler
+    /// changes them.
+    pub fn open(
+        dir: &Path,
+        gke: Box<dyn GkeApi>,
+        cluster: ClusterRef,
+        emulator: Option<Emulator>,
+        settings: Settings,
+    ) -> anyhow::Result<LocalKube> {
+        let world = World::load(dir)?;
+        Ok(LocalKube {
+            dir: dir.to_path_buf(),
+            gke,
+            cluster,
+            emulator,
+            settings,
+            world: Mutex::new(world),
+            dirty: AtomicBool::new(false),
+        })
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    pub fn state_file(&self) -> PathBuf {
+        self.dir.join(STATE_FILE)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, World> {
+        self.world.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn save(&self, world: &World) -> KubeResult<()> {
+        self.dirty.store(false, Ordering::Relaxed);
+        world.save(&self.dir).map_err(|e| {
+            KubeError::Transport(format!(
+                "cannot write the local Kubernetes state {}: {e:#}",
+                self.state_file().display()
+            ))
+        })
+    }
+
+    /// Reads the cluster from GKE, follows it (a new cluster starts from nothing, a deleted one
+    /// takes its objects with it) and brings the simulation to now. Returns the simulated time
+    /// and the lock, for the call that follows.
+    async fn sync(&self) -> KubeResult<(MutexGuard<'_, World>, u64)> {
+        let cluster = self.gke.get_cluster(&self.cluster).await.map_err(|e| {
+            KubeError::Transport(format!(
+                "reading the local cluster {} from the emulated GKE: {e}",
+                self.cluster.cluster
+            ))
+        })?;
+        let wall = wall_ms();
+        let mut world = self.lock();
+        let Some(cluster) = cluster else {
+            if world.cluster.is_some() {
+                *world = World::default();
+                self.save(&world)?;
+            }
+            return Err(KubeError::Transport(format!(
+                "the local cluster {} does not exist (run `gkq apply` to create it)",
+                self.cluster.cluster
+            )));
+        };
+        let status = crate::diff::normalize::status_name(
+            &cluster,
+            crate::diff::normalize::GKE_CLUSTER_STATUS,
+        )
+        .unwrap_or_default();
+        if !matches!(status.as_str(), "RUNNING" | "RECONCILING") {
+            return Err(KubeError::Transport(format!(
+                "the local cluster {} is {status}; its Kubernetes API answers once it is RUNNING",
+                self.cluster.cluster
+            )));
+        }
+        let id = identity(&cluster);
+        let mut changed = false;
+        if world.cluster.as_deref() != Some(id.as_str()) {
+            *world = World::seeded(id, &cluster, wall);
+            changed = true;
+        }
+        let now = world.clock.advance(wall, self.settings.clock);
+        world.pools = PoolInfo::from_cluster(&cluster);
+        let pools = world.pools.clone();
+        changed |= self.reconcile(&mut world, &pools, now);
+        if changed {
+            self.save(&world)?;
+        } else {
+            self.dirty.store(true, Ordering::Relaxed);
+        }
+        Ok((world, now))
+    }
+
+    fn reconcile(&self, world: &mut World, pools: &[PoolInfo], now: u64) -> bool {
+        let World { store, sim, .. } = world;
+        let changed = sim::reconcile(
+            store,
+            sim,
+            &self.settings.sim,
+            pools,
+            &self.cluster.cluster,
+            now,
+        );
+        if changed && let Some(emulator) = &self.emulator {
+            for pool in pools {
+                let nodes = nodes::node_keys(store, &pool.name).len() as i64;
+                let per_zone = nodes / pool.zones.max(1);
+                if let Err(e) = emulator.set_autoscaled_size(
+                    &self.cluster.project,
+                    &self.cluster.location,
+                    &self.cluster.cluster,
+                    &pool.name,
+                    per_zone,
+                ) {
+                    tracing::warn!(
+                        "local target: cannot record the size of node pool {}: {e:#}",
+                        pool.name
+                    );
+                }
+            }
+        }
+        changed
+    }
+
+    /// Brings the simulation to now and writes it (after `apply` or `destroy`). A cluster that
+    /// does not exist is not an error here: its Kubernetes state is simply emptied.
+    pub async fn settle(&self) -> KubeResult<()> {
+        match self.sync().await {
+            Ok((world, _)) => self.save(&world),
+            Err(KubeError::Transport(_)) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// After a write: let the controllers react at once, then persist.
+    fn after_write(&self, world: &mut World, now: u64) -> KubeResult<()> {
+        let pools = world.pools.clone();
+        self.reconcile(world, &pools, now);
+        self.save(world)
+    }
+}
+
+impl Drop for LocalKube {
+    fn drop(&mut self) {
+        if self.dirty.load(Ordering::Relaxed) {
+            let world = self.lock();
+            if let Err(e) = world.save(&self.dir) {
+                tracing::warn!(
+                    "cannot write the local Kubernetes state {}: {e:#}",
+                    self.state_file().display()
+                );
+            }
+        }
+    }
+}
+
+fn key_for(info: &ResourceInfo, namespace: Option<&str>, name: &str) -> Key {
+    Key::new(
+        &info.api_version,
+        &info.kind,
+        namespace.filter(|_| info.namespaced),
+        name,
+    )
+}
+
+#[async_trait::async_trait]
+impl KubeApi for LocalKube {
+    async fn resource(&self, api_version: &str, kind: &str) -> KubeResult<Option<ResourceInfo>> {
+        let (world, _) = self.sync().await?;
+        Ok(world.store.discover(api_version, kind))
+    }
+
+    async fn list(&self, info: &ResourceInfo, label_selector: &str) -> KubeResult<Vec<Value>> {
+        let (world, _) = self.sync().await?;
+        world.store.list(info, label_selector)
+    }
+
+    async fn get(
+        &self,
+        info: &ResourceInfo,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> KubeResult<Option<Value>> {
+        let (world, _) = self.sync().await?;
+        Ok(world
+            .store
+            .get(&key_for(info, namespace, name))
+            .map(|o| store::in_version(o, &info.api_version)))
+    }
+
+    async fn apply(
+        &self,
+        info: &ResourceInfo,
+        object: &Value,
+        opts: ApplyOptions,
+    ) -> KubeResult<Value> {
+        let (mut world, now) = self.sync().await?;
+        if world
+            .store
+            .discover(&info.api_version, &info.kind)
+            .is_none()
+        {
+            return Err(KubeError::UnknownKind {
+                api_version: info.api_version.clone(),
+                kind: info.kind.clone(),
+            });
+        }
+        let out = world.store.apply(
+            info,
+            object,
+            MANAGER,
+            opts.force,
+            opts.dry_run,
+            now,
+            &sim::admit,
+        )?;
+        if !opts.dry_run {
+            self.after_write(&mut world, now)?;
+        }
+        Ok(out)
+    }
+
+    async fn delete(
+        &self,
+        info: &ResourceInfo,
+        namespace: Option<&str>,
+        name: &str,
+        dry_run: bool,
+    ) -> KubeResult<bool> {
+        let (mut world, now) = self.sync().await?;
+        let existed = world
+            .store
+            .delete(&key_for(info, namespace, name), dry_run, now);
+        if existed && !dry_run {
+            self.after_write(&mut world, now)?;
+        }
+        Ok(existed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_parse_and_reject_nonsense() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        let s = Settings::from_lookup(env(&[
+            ("GKQ_LOCAL_CLOCK", "60x"),
+            ("GKQ_LOCAL_PROVISIONING", "after:5s"),
+            ("GKQ_LOCAL_RUN", "90s"),
+        ]))
+        .unwrap();
+        assert_eq!(s.clock, 60.0);
+        assert_eq!(s.sim.provisioning, Provisioning::After(5_000));
+        assert_eq!(s.sim.run_ms, 90_000);
+        assert_eq!(
+            s.describe(),
+            "clock 60x; DWS provisions 5s after a request; jobs without a duration run 1m 30s"
+        );
+        let s = Settings::from_lookup(env(&[("GKQ_LOCAL_PROVISIONING", "never")])).unwrap();
+        assert_eq!(s.sim.provisioning, Provisioning::Never);
+        let s = Settings::from_lookup(env(&[("GKQ_LOCAL_PROVISIONING", "fail:1m")])).unwrap();
+        assert_eq!(s.sim.provisioning, Provisioning::Fail(60_000));
+        assert!(Settings::from_lookup(env(&[("GKQ_LOCAL_CLOCK", "fast")])).is_err());
+        assert!(Settings::from_lookup(env(&[("GKQ_LOCAL_PROVISIONING", "soon")])).is_err());
+        assert!(Settings::from_lookup(env(&[("GKQ_LOCAL_CLOCK", "-1x")])).is_err());
+    }
+
+    #[test]
+    fn clock_runs_at_its_speed() {
+        let mut clock = Clock {
+            wall_ms: 1_000,
+            sim_ms: 1_000,
+        };
+        assert_eq!(clock.advance(2_000, 10.0), 11_000);
+        assert_eq!(clock.advance(2_500, 1.0), 11_500);
+        assert_eq!(clock.advance(2_000, 1.0), 11_500, "never backwards");
+    }
+
+    /// The KubeRay CRDs gkq embeds are the v1.7.0 fixtures cut down to their defaults.
+    #[test]
+    fn kuberay_asset_matches_the_fixture() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/crds/kuberay");
+        let mut crds = Vec::new();
+        for file in ["ray.io_rayjobs.yaml", "ray.io_rayclusters.yaml"] {
+            let text = std::fs::read_to_string(dir.join(file)).unwrap_or_else(|e| {
+                panic!(
+                    "{}: {e} (shared/ must sit next to the repository)",
+                    dir.display()
+                )
+            });
+            let crd: Value = serde_saphyr::from_str(&text).unwrap();
+            crds.push(schema::crd_defaults_only(&crd));
+        }
+        let generated = format!("{}\n", serde_json::to_string(&Value::Array(crds)).unwrap());
+        let path =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/crds/kuberay-v1.7.0.defaults.json");
+        if std::env::var_os("GKQ_UPDATE_ASSETS").is_some() {
+            std::fs::write(&path, &generated).unwrap();
+        }
+        assert!(
+            generated == KUBERAY_CRDS,
+            "{} is stale: run GKQ_UPDATE_ASSETS=1 cargo test --lib local::tests::kuberay_asset",
+            path.display()
+        );
+    }
+}

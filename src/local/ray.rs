@@ -1,0 +1,340 @@
+//! KubeRay, simulated: a RayJob that is not suspended gets a RayCluster and goes
+//! `Initializing` (waiting for its nodes) -> `Running` -> `Complete` (`jobStatus` `SUCCEEDED`)
+//! on the simulated clock; the cluster is deleted when the job finishes
+//! (`shutdownAfterJobFinishes`); a suspended job is `Suspended`. KubeRay's finalizer is added
+//! and removed as the operator does. The job runs for its declared duration
+//! (`provreq.kueue.x-k8s.io/maxRunDurationSeconds`, which gkq sets from `jobs[].duration`) or the
+//! configured default (`GKQ_LOCAL_RUN`).
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use super::nodes::{Demand, node_keys};
+use super::sim::{Ctx, Outcome, Run};
+use super::store::{Key, timestamp};
+use super::workload::{SIMULATED_ANNOTATION, SIMULATED_VALUE};
+use crate::placement::PendingWorkload;
+use crate::placement::capacity::NODE_POOL_LABEL;
+
+const MANAGER: &str = "kuberay-operator";
+pub const RAYJOB_FINALIZER: &str = "ray.io/rayjob-finalizer";
+const DURATION_ANNOTATION: &str = "provreq.kueue.x-k8s.io/maxRunDurationSeconds";
+
+fn uid(o: &Value) -> String {
+    o.pointer("/metadata/uid")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn cluster_name(job: &Value) -> String {
+    let name = job["metadata"]["name"].as_str().unwrap_or_default();
+    let hash = super::store::uid(&uid(job));
+    format!("{name}-{}", &hash[..5])
+}
+
+pub fn reconcile(ctx: &mut Ctx<'_>) -> Outcome {
+    let mut changed = false;
+    let now = ctx.now;
+    let startup = ctx.settings.ray_startup_ms;
+    let jobs = ctx.store.keys_of_kind("ray.io", "RayJob");
+    let uids: Vec<String> = jobs
+        .iter()
+        .filter_map(|k| ctx.store.get(k))
+        .map(uid)
+        .collect();
+    let before = ctx.sim.runs.len();
+    ctx.sim.runs.retain(|u, _| uids.contains(u));
+    changed |= before != ctx.sim.runs.len();
+    for key in jobs {
+        let Some(job) = ctx.store.get(&key).cloned() else {
+            continue;
+        };
+        let job_uid = uid(&job);
+        let finalizers = super::store::finalizers(&job);
+        if job.pointer("/metadata/deletionTimestamp").is_some() {
+            ctx.sim.runs.remove(&job_uid);
+            if finalizers.iter().any(|f| f == RAYJOB_FINALIZER) {
+                changed |= ctx.store.update(&key, MANAGER, false, now, |o| {
+                    let rest: Vec<String> = super::store::finalizers(o)
+                        .into_iter()
+                        .filter(|f| f != RAYJOB_FINALIZER)
+                        .collect();
+                    o["metadata"]["finalizers"] = json!(rest);
+                });
+            }
+            continue;
+        }
+        if !finalizers.iter().any(|f| f == RAYJOB_FINALIZER) {
+            changed |= ctx.store.update(&key, MANAGER, false, now, |o| {
+                let mut list = super::store::finalizers(o);
+                list.push(RAYJOB_FINALIZER.to_string());
+                o["metadata"]["finalizers"] = json!(list);
+            });
+        }
+        let suspended = job.pointer("/spec/suspend") == Some(&json!(true));
+        let complete = job.pointer("/status/jobDeploymentStatus") == Some(&json!("Complete"));
+        if suspended {
+            if ctx.sim.runs.remove(&job_uid).is_some() {
+                changed = true;
+            }
+        } else if !complete && !ctx.sim.runs.contains_key(&job_uid) {
+            let runtime_ms = job
+                .pointer(&format!(
+                    "/metadata/annotations/{}",
+                    DURATION_ANNOTATION.replace('/', "~1")
+                ))
+                .and_then(Value::as_str)
+                .and_then(|s| s.parse::<u64>().ok())
+                .map_or(ctx.settings.run_ms, |s| s * 1000);
+            ctx.sim.runs.insert(
+                job_uid.clone(),
+                Run {
+                    namespace: key.namespace.clone(),
+                    name: key.name.clone(),
+                    admitted_ms: now,
+                    scheduled_ms: None,
+                    runtime_ms,
+                    waiting: None,
+                },
+            );
+            changed = true;
+        }
+        let run = ctx.sim.runs.get(&job_uid).cloned();
+        let ray_cluster = cluster_name(&job);
+        let status = match (&run, suspended, complete) {
+            (_, _, true) => None,
+            (None, true, _) | (None, false, _) => Some(json!({
+                "jobDeploymentStatus": "Suspended",
+                "message": "suspended until Kueue admits the job (simulated KubeRay)",
+            })),
+            (Some(run), _, _) => {
+                let running = run.running_ms(startup).filter(|t| *t <= now);
+                let finished = run.finished_ms(startup).filter(|t| *t <= now);
+                Some(match (running, finished) {
+                    (_, Some(end)) => json!({
+                        "jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED",
+                        "jobId": format!("{}-{}", key.name, &job_uid[..5.min(job_uid.len())]),
+                        "rayClusterName": ray_cluster,
+                        "startTime": timestamp(run.admitted_ms), "endTime": timestamp(end),
+                        "succeeded": 1, "failed": 0,
+                        "message": "Job finished successfully (simulated KubeRay)",
+                    }),
+                    (Some(_), None) => json!({
+                        "jobDeploymentStatus": "Running", "jobStatus": "RUNNING",
+                        "jobId": format!("{}-{}", key.name, &job_uid[..5.min(job_uid.len())]),
+                        "rayClusterName": ray_cluster,
+                        "startTime": timestamp(run.admitted_ms),
+                        "message": format!("running (simulated: the job runs {})", super::format_ms(run.runtime_ms)),
+                    }),
+                    (None, None) => json!({
+                        "jobDeploymentStatus": "Initializing",
+                        "rayClusterName": ray_cluster,
+                        "startTime": timestamp(run.admitted_ms),
+                        "message": run.waiting.clone().unwrap_or_else(|| "starting the Ray cluster (simulated)".to_string()),
+                    }),
+                })
+            }
+        };
+        if let Some(status) = status {
+            let done = status["jobDeploymentStatus"] == "Complete";
+            changed |= ctx.store.update(&key, MANAGER, true, now, |o| {
+                o["status"] = status;
+            });
+            let cluster_key = Key::new(
+                "ray.io/v1",
+                "RayCluster",
+                Some(&key.namespace),
+                &ray_cluster,
+            );
+            let wants_cluster = run.is_some() && !done && !suspended;
+            let exists = ctx.store.get(&cluster_key).is_some();
+            if wants_cluster && !exists {
+                let cluster = json!({
+                    "apiVersion": "ray.io/v1", "kind": "RayCluster",
+                    "metadata": {"name": ray_cluster, "namespace": key.namespace,
+                        "labels": {"ray.io/originated-from-crd": "RayJob", "ray.io/originated-from-cr-name": key.name},
+                        "annotations": {SIMULATED_ANNOTATION: SIMULATED_VALUE},
+                        "ownerReferences": [{"apiVersion": "ray.io/v1", "kind": "RayJob", "name": key.name,
+                            "uid": job_uid, "controller": true, "blockOwnerDeletion": true}]},
+                    "spec": job.pointer("/spec/rayClusterSpec").cloned().unwrap_or_else(|| json!({})),
+                });
+                changed |= ctx.store.create(cluster, MANAGER, now);
+            } else if !wants_cluster && exists {
+                changed |= ctx.store.delete(&cluster_key, false, now);
+            }
+            if exists || wants_cluster {
+                let state = if ctx
+                    .sim
+                    .runs
+                    .get(&job_uid)
+                    .and_then(|r| r.scheduled_ms)
+                    .is_some()
+                {
+                    "ready"
+                } else {
+                    "pending"
+                };
+                changed |= ctx.store.update(&cluster_key, MANAGER, true, now, |o| {
+                    o["status"]["state"] = json!(state);
+                });
+            }
+        }
+    }
+    changed |= ctx.store.collect_garbage(now);
+    Outcome { changed }
+}
+
+/// The pool a podset's pods go to: its flavor's `cloud.google.com/gke-nodepool`, else the pod
+/// template's own node selector.
+fn pool_of(
+    ctx: &Ctx<'_>,
+    flavors: Option<&Value>,
+    template_selector: Option<&str>,
+) -> Option<String> {
+    let from_flavor = flavors
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter_map(|(_, f)| f.as_str())
+        .find_map(|f| {
+            ctx.store
+                .get(&Key::new(
+                    "kueue.x-k8s.io/v1beta2",
+                    "ResourceFlavor",
+                    None,
+                    f,
+                ))
+                .and_then(|rf| rf.pointer("/spec/nodeLabels"))
+                .and_then(|l| l.get(NODE_POOL_LABEL))
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        });
+    from_flavor.or_else(|| template_selector.map(str::to_string))
+}
+
+/// What each running (or starting) job needs from each pool, in admission order.
+pub fn demand(ctx: &Ctx<'_>) -> Demand {
+    let startup = ctx.settings.ray_startup_ms;
+    let mut runs: Vec<(&String, &Run)> = ctx
+        .sim
+        .runs
+        .iter()
+        .filter(|(_, r)| r.finished_ms(startup).is_none_or(|t| t > ctx.now))
+        .collect();
+    runs.sort_by_key(|(u, r)| (r.scheduled_ms.is_none(), r.admitted_ms, (*u).clone()));
+    let mut out = Demand::new();
+    for (job_uid, run) in runs {
+        let Some(job) = ctx.store.get(&Key::new(
+            "ray.io/v1",
+            "RayJob",
+            Some(&run.namespace),
+            &run.name,
+        )) else {
+            continue;
+        };
+        let workload =
+            super::workload::owned_by(ctx.store.of_kind("kueue.x-k8s.io", "Workload"), job_uid)
+                .and_then(|k| ctx.store.get(&k));
+        let source = workload.unwrap_or(job);
+        let Ok(pending) = PendingWorkload::from_object(source) else {
+            continue;
+        };
+        let mut per_pool: BTreeMap<
+            String,
+            Vec<(i64, BTreeMap<String, crate::placement::Quantity>)>,
+        > = BTreeMap::new();
+        for pod_set in &pending.pod_sets {
+            let flavors = workload.and_then(|w| {
+                w.pointer("/status/admission/podSetAssignments")
+                    .and_then(Value::as_array)
+                    .and_then(|a| a.iter().find(|p| p["name"] == pod_set.name.as_str()))
+                    .and_then(|p| p.get("flavors"))
+            });
+            let selector = pod_set
+                .node_selector
+                .get(NODE_POOL_LABEL)
+                .map(String::as_str);
+            let Some(pool) = pool_of(ctx, flavors, selector) else {
+                continue;
+            };
+            per_pool
+                .entry(pool)
+                .or_default()
+                .push((i64::from(pod_set.count), pod_set.requests.clone()));
+        }
+        for (pool, pods) in per_pool {
+            let nodes = ctx
+                .pools
+                .iter()
+                .find(|p| p.name == pool)
+                .map_or(0, |p| p.nodes_for(&pods));
+            out.push((job_uid.clone(), pool, nodes));
+        }
+    }
+    out
+}
+
+/// Puts jobs on nodes: a job's pods start together once every pool it needs has room.
+pub fn schedule(ctx: &mut Ctx<'_>, demand: &Demand) -> Outcome {
+    let mut changed = false;
+    let mut used: BTreeMap<String, i64> = BTreeMap::new();
+    let mut order: Vec<String> = Vec::new();
+    for (u, _, _) in demand {
+        if !order.contains(u) {
+            order.push(u.clone());
+        }
+    }
+    for job_uid in order {
+        let needs: Vec<(&String, i64)> = demand
+            .iter()
+            .filter(|(u, _, _)| *u == job_uid)
+            .map(|(_, p, n)| (p, *n))
+            .collect();
+        let scheduled = ctx
+            .sim
+            .runs
+            .get(&job_uid)
+            .and_then(|r| r.scheduled_ms)
+            .is_some();
+        let mut short = Vec::new();
+        for (pool, n) in &needs {
+            let ready = node_keys(ctx.store, pool).len() as i64;
+            let taken = used.get(*pool).copied().unwrap_or(0);
+            if !scheduled && taken + n > ready {
+                let max = ctx
+                    .pools
+                    .iter()
+                    .find(|p| &p.name == *pool)
+                    .map_or(0, |p| p.max_nodes());
+                short.push(if taken + n > max {
+                    format!("{n} node(s) of node pool {pool}, which may have at most {max} ({taken} in use): pods stay pending (simulated)")
+                } else {
+                    format!("{n} node(s) of node pool {pool} ({ready} ready, {taken} in use; the simulated cluster autoscaler is adding nodes)")
+                });
+            }
+        }
+        for (pool, n) in &needs {
+            *used.entry((*pool).clone()).or_default() += n;
+        }
+        let Some(run) = ctx.sim.runs.get_mut(&job_uid) else {
+            continue;
+        };
+        if scheduled {
+            continue;
+        }
+        if short.is_empty() {
+            run.scheduled_ms = Some(ctx.now);
+            run.waiting = None;
+            changed = true;
+        } else {
+            let waiting = Some(format!("waiting for {}", short.join("; ")));
+            if run.waiting != waiting {
+                run.waiting = waiting;
+                changed = true;
+            }
+        }
+    }
+    Outcome { changed }
+}

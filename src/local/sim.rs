@@ -1,0 +1,382 @@
+//! The simulated cluster: the controllers a real GKE cluster runs, reduced to what gkq's
+//! walk-through shows, driven by a clock instead of a daemon. Every call to the local
+//! Kubernetes API first brings the world to "now" ([`reconcile`]): it steps from event to event
+//! (a ProvisioningRequest coming due, nodes becoming ready, a job starting or finishing, a
+//! scale-down), and at each step runs every controller until nothing changes, so that what
+//! happens at 10:00:05 happens before what happens at 10:00:10 even when nobody looked in
+//! between.
+//!
+//! Controllers (each labelled as simulated wherever it writes a message):
+//! - the API server's own: CRDs become `Established`; Deployments become `Available`; garbage
+//!   collection of dependents; namespace deletion;
+//! - Kueue ([`super::kueue`]), when its manager is installed and available: webhooks, Workloads
+//!   for queued RayJobs, admission decided by gkq's placement module (the same prediction `plan`
+//!   shows), the ProvisioningRequest admission check, job suspension, finalizers, queue status;
+//! - KubeRay ([`super::ray`]): RayJob status Suspended -> Initializing -> Running -> Complete,
+//!   the RayCluster, the finalizer;
+//! - GKE ([`super::nodes`]): the cluster autoscaler and DWS provisioning.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::nodes::{PoolInfo, ProvisioningOutcome, ProvisioningPlan, StartingNodes};
+use super::store::{Key, Store, has_condition, timestamp};
+
+/// How the simulation behaves (from `GKQ_LOCAL_*`; see [`super::Settings::from_env`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimSettings {
+    pub provisioning: Provisioning,
+    /// How long a job runs when it declares no duration.
+    pub run_ms: u64,
+    /// How long new nodes take to become ready.
+    pub node_startup_ms: u64,
+    /// From nodes ready to the Ray job running (image pull, Ray start).
+    pub ray_startup_ms: u64,
+    /// How long the autoscaler waits before removing unneeded nodes.
+    pub scale_down_ms: u64,
+}
+
+impl Default for SimSettings {
+    fn default() -> Self {
+        SimSettings {
+            provisioning: Provisioning::After(20_000),
+            run_ms: 120_000,
+            node_startup_ms: 60_000,
+            ray_startup_ms: 20_000,
+            scale_down_ms: 600_000,
+        }
+    }
+}
+
+/// What the simulated GKE does with a ProvisioningRequest (`GKQ_LOCAL_PROVISIONING`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Provisioning {
+    /// Provisioned this long after it is requested (`after:20s`).
+    After(u64),
+    /// Stays pending (`never`).
+    Never,
+    /// Fails this long after it is requested (`fail`, `fail:30s`).
+    Fail(u64),
+}
+
+impl Provisioning {
+    pub fn plan(self) -> (ProvisioningOutcome, u64) {
+        match self {
+            Provisioning::After(ms) => (ProvisioningOutcome::Provisioned, ms),
+            Provisioning::Never => (ProvisioningOutcome::Never, 0),
+            Provisioning::Fail(ms) => (ProvisioningOutcome::Failed, ms),
+        }
+    }
+}
+
+/// One RayJob run: when it was admitted, scheduled on nodes, running and finished (simulated
+/// milliseconds).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Run {
+    pub namespace: String,
+    pub name: String,
+    pub admitted_ms: u64,
+    #[serde(default)]
+    pub scheduled_ms: Option<u64>,
+    pub runtime_ms: u64,
+    /// Why the pods are not running yet, when they are not.
+    #[serde(default)]
+    pub waiting: Option<String>,
+}
+
+impl Run {
+    pub fn running_ms(&self, ray_startup_ms: u64) -> Option<u64> {
+        self.scheduled_ms.map(|s| s + ray_startup_ms)
+    }
+
+    pub fn finished_ms(&self, ray_startup_ms: u64) -> Option<u64> {
+        self.running_ms(ray_startup_ms).map(|r| r + self.runtime_ms)
+    }
+}
+
+/// What the simulation remembers besides the objects.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SimState {
+    /// The simulated time the world was last brought to.
+    #[serde(default)]
+    pub reconciled_ms: u64,
+    /// ProvisioningRequests GKE has seen (`namespace/name`): when and how each resolves.
+    #[serde(default)]
+    pub provisioning: BTreeMap<String, ProvisioningPlan>,
+    /// Job runs by RayJob uid.
+    #[serde(default)]
+    pub runs: BTreeMap<String, Run>,
+    #[serde(default)]
+    pub starting: Vec<StartingNodes>,
+    /// Since when each pool has had more nodes than it needs.
+    #[serde(default)]
+    pub low_since: BTreeMap<String, u64>,
+    /// ProvisioningRequest attempts per Workload uid.
+    #[serde(default)]
+    pub attempts: BTreeMap<String, u32>,
+    #[serde(default)]
+    pub node_seq: u64,
+}
+
+/// Everything a controller step may read and change.
+pub struct Ctx<'a> {
+    pub store: &'a mut Store,
+    pub sim: &'a mut SimState,
+    pub settings: &'a SimSettings,
+    pub pools: &'a [PoolInfo],
+    pub cluster: &'a str,
+    pub now: u64,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Outcome {
+    pub changed: bool,
+}
+
+/// Sets `status.conditions[type]`, keeping `lastTransitionTime` when the status does not change.
+pub fn set_condition(
+    object: &mut Value,
+    kind: &str,
+    status: &str,
+    reason: &str,
+    message: &str,
+    now: u64,
+) {
+    if !object["status"].is_object() {
+        object["status"] = json!({});
+    }
+    if !object["status"]["conditions"].is_array() {
+        object["status"]["conditions"] = json!([]);
+    }
+    let Some(conditions) = object["status"]["conditions"].as_array_mut() else {
+        return;
+    };
+    let time = match conditions.iter().find(|c| c["type"] == kind) {
+        Some(c) if c["status"] == status => c["lastTransitionTime"].clone(),
+        _ => json!(timestamp(now)),
+    };
+    let condition = json!({"type": kind, "status": status, "reason": reason,
+        "message": message, "lastTransitionTime": time});
+    match conditions.iter_mut().find(|c| c["type"] == kind) {
+        Some(c) => *c = condition,
+        None => conditions.push(condition),
+    }
+}
+
+pub fn remove_condition(object: &mut Value, kind: &str) {
+    if let Some(conditions) = object
+        .pointer_mut("/status/conditions")
+        .and_then(Value::as_array_mut)
+    {
+        conditions.retain(|c| c["type"] != kind);
+    }
+}
+
+/// Whether Kueue's manager is installed and available (its webhooks and controllers run).
+pub fn kueue_running(store: &Store) -> bool {
+    store
+        .get(&Key::new(
+            "apps/v1",
+            "Deployment",
+            Some(crate::kube::install::KUEUE_NAMESPACE),
+            crate::kube::install::MANAGER_DEPLOYMENT,
+        ))
+        .is_some_and(|d| has_condition(d, "Available"))
+}
+
+/// Mutating and validating admission for every write: the API server's own defaults, and
+/// Kueue's webhooks once Kueue runs.
+pub fn admit(store: &Store, object: &mut Value, create: bool) -> Result<(), String> {
+    let kind = object["kind"].as_str().unwrap_or_default().to_string();
+    let group =
+        super::store::group_of(object["apiVersion"].as_str().unwrap_or_default()).to_string();
+    if group.is_empty() && kind == "Namespace" {
+        let name = object["metadata"]["name"].clone();
+        object["metadata"]["labels"]["kubernetes.io/metadata.name"] = name;
+        if create {
+            object["spec"]["finalizers"] = json!(["kubernetes"]);
+            object["status"] = json!({"phase": "Active"});
+        }
+    }
+    if kueue_running(store) {
+        super::kueue::webhooks(store, &group, &kind, object, create)?;
+    }
+    Ok(())
+}
+
+/// The API server's controllers: CRDs `Established`, Deployments `Available`, garbage
+/// collection.
+fn apiserver(ctx: &mut Ctx<'_>) -> Outcome {
+    let mut changed = false;
+    let now = ctx.now;
+    for key in ctx
+        .store
+        .keys_of_kind("apiextensions.k8s.io", "CustomResourceDefinition")
+    {
+        let Some(crd) = ctx.store.get(&key) else {
+            continue;
+        };
+        if has_condition(crd, "Established") || crd.pointer("/metadata/deletionTimestamp").is_some()
+        {
+            continue;
+        }
+        let names = crd.pointer("/spec/names").cloned().unwrap_or(Value::Null);
+        let versions: Vec<Value> = crd
+            .pointer("/spec/versions")
+            .and_then(Value::as_array)
+            .map(|vs| {
+                vs.iter()
+                    .filter(|v| v["storage"] == true)
+                    .map(|v| v["name"].clone())
+                    .collect()
+            })
+            .unwrap_or_default();
+        changed |= ctx.store.update(&key, "kube-apiserver", true, now, |o| {
+            o["status"]["acceptedNames"] = names;
+            o["status"]["storedVersions"] = Value::Array(versions);
+            set_condition(
+                o,
+                "NamesAccepted",
+                "True",
+                "NoConflicts",
+                "no conflicts found",
+                now,
+            );
+            set_condition(
+                o,
+                "Established",
+                "True",
+                "InitialNamesAccepted",
+                "the initial names have been accepted",
+                now,
+            );
+        });
+    }
+    for key in ctx.store.keys_of_kind("apps", "Deployment") {
+        let Some(d) = ctx.store.get(&key) else {
+            continue;
+        };
+        if has_condition(d, "Available") {
+            continue;
+        }
+        let replicas = d
+            .pointer("/spec/replicas")
+            .and_then(Value::as_i64)
+            .unwrap_or(1);
+        changed |= ctx
+            .store
+            .update(&key, "kube-controller-manager", true, now, |o| {
+                o["status"]["replicas"] = json!(replicas);
+                o["status"]["readyReplicas"] = json!(replicas);
+                o["status"]["availableReplicas"] = json!(replicas);
+                o["status"]["updatedReplicas"] = json!(replicas);
+                set_condition(
+                    o,
+                    "Available",
+                    "True",
+                    "MinimumReplicasAvailable",
+                    "Deployment has minimum availability (simulated).",
+                    now,
+                );
+                set_condition(
+                    o,
+                    "Progressing",
+                    "True",
+                    "NewReplicaSetAvailable",
+                    "ReplicaSet has successfully progressed (simulated).",
+                    now,
+                );
+            });
+    }
+    changed |= ctx.store.collect_garbage(now);
+    Outcome { changed }
+}
+
+/// One pass of every controller at `ctx.now`; returns whether anything changed.
+fn step(ctx: &mut Ctx<'_>) -> bool {
+    let mut changed = apiserver(ctx).changed;
+    if kueue_running(ctx.store) {
+        changed |= super::kueue::reconcile(ctx).changed;
+    }
+    changed |= super::ray::reconcile(ctx).changed;
+    changed |= super::nodes::provision(ctx).changed;
+    let demand = super::ray::demand(ctx);
+    changed |= super::nodes::autoscale(ctx, &demand).changed;
+    changed |= super::ray::schedule(ctx, &demand).changed;
+    changed
+}
+
+/// Runs every controller until nothing changes (bounded, in case of a ping-pong bug).
+fn settle(ctx: &mut Ctx<'_>) -> bool {
+    let mut changed = false;
+    for _ in 0..32 {
+        if !step(ctx) {
+            break;
+        }
+        changed = true;
+    }
+    changed
+}
+
+/// The next moment something is due, after `after`.
+fn next_event(ctx: &Ctx<'_>, after: u64) -> Option<u64> {
+    let settings = ctx.settings;
+    let mut times: Vec<u64> = Vec::new();
+    times.extend(
+        ctx.sim
+            .provisioning
+            .values()
+            .filter(|p| !p.resolved && p.outcome != ProvisioningOutcome::Never)
+            .map(|p| p.due_ms),
+    );
+    times.extend(ctx.sim.starting.iter().map(|s| s.ready_ms));
+    for run in ctx.sim.runs.values() {
+        times.extend(run.running_ms(settings.ray_startup_ms));
+        times.extend(run.finished_ms(settings.ray_startup_ms));
+    }
+    times.extend(
+        ctx.sim
+            .low_since
+            .values()
+            .map(|since| since + settings.scale_down_ms),
+    );
+    times.extend(super::kueue::requeue_times(ctx.store));
+    times.into_iter().filter(|t| *t > after).min()
+}
+
+/// Brings the world from its last reconciled moment to `now`, event by event. Returns whether
+/// anything changed.
+pub fn reconcile(
+    store: &mut Store,
+    sim: &mut SimState,
+    settings: &SimSettings,
+    pools: &[PoolInfo],
+    cluster: &str,
+    now: u64,
+) -> bool {
+    let start = sim.reconciled_ms.min(now);
+    let mut ctx = Ctx {
+        store,
+        sim,
+        settings,
+        pools,
+        cluster,
+        now: start,
+    };
+    let mut changed = settle(&mut ctx);
+    while let Some(t) = next_event(&ctx, ctx.now).filter(|t| *t <= now) {
+        ctx.now = t;
+        changed |= settle(&mut ctx);
+    }
+    if ctx.now < now {
+        ctx.now = now;
+        changed |= settle(&mut ctx);
+    }
+    // Only the clock moved: the caller persists that lazily.
+    ctx.sim.reconciled_ms = now;
+    changed
+}
