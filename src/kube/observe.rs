@@ -73,6 +73,13 @@ pub async fn observe_kube(
             served.insert(key, info);
         }
         for live in listed {
+            let part_of_installation = live
+                .pointer("/metadata/labels")
+                .and_then(|l| l.get(install::INSTALLATION_LABEL))
+                .is_some();
+            if part_of_installation {
+                continue;
+            }
             if let Ok(addr) = ResourceAddr::from_object(&live) {
                 objects.insert(
                     addr,
