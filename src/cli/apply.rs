@@ -123,7 +123,11 @@ pub async fn execute_on(
     let adapter = kube.api().map(|api| {
         let mut a = KubeAdapter::new(api, target.plan.cluster.cluster.clone());
         a.force_conflicts = force_conflicts;
-        a.kueue = target.kueue.cloned();
+        a.kueue = match session.kube.local() {
+            // No network on the local target: the embedded release, unless the spec names one.
+            Some(_) => target.kueue.map(crate::local::local_kueue),
+            None => target.kueue.cloned(),
+        };
         a
     });
     let mut executor = Executor::new(session.gke.as_ref(), sink).with_options(options);
@@ -223,6 +227,8 @@ async fn run_with(
             record_revision(&planned).await;
             held.release().await;
         }
+        // The local world is written back (when the session goes) before its lock is released.
+        drop(planned);
         release(local_state).await;
         return Ok(Exit::Ok);
     }
@@ -243,6 +249,7 @@ async fn run_with(
     }
     if !auto_approve && !confirm("Do you want to perform these actions?")? {
         eprintln!("Apply cancelled; nothing was changed.");
+        drop(planned);
         release(local_state).await;
         return Ok(Exit::Failed);
     }
@@ -257,7 +264,22 @@ async fn run_with(
     if matches!(&report, Ok(report) if report.is_success()) && !destroy {
         record_revision(&planned).await;
     }
+    // The simulated cluster reacts to what was applied; written before the state lock goes.
+    if let Some(local) = planned.session.kube.local()
+        && let Err(e) = local.settle().await
+    {
+        eprintln!("warning: {e}");
+    }
+    if matches!(&report, Ok(report) if report.is_success()) && !destroy && !json {
+        let kube = KubeHandle::new(
+            &planned.session,
+            planned.kube_client.as_ref(),
+            &planned.plan.cluster,
+        );
+        super::status_jobs::print_after_apply(&planned.session, &planned.desired, kube.api()).await;
+    }
     held.release().await;
+    drop(planned);
     release(local_state).await;
     Ok(summarize(&report.map_err(stale_error)?))
 }

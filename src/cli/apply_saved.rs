@@ -93,7 +93,8 @@ pub async fn run(args: &ApplyArgs) -> anyhow::Result<Exit> {
         Target::Local => Some(lock_state_dir(&state_dir, &args.lock).await?),
         Target::Gcp => None,
     };
-    let session = target::connect_to(&args.target, provenance.target, state_dir).await?;
+    let session =
+        target::connect_to(&args.target, provenance.target, state_dir, &plan.cluster).await?;
     describe(path, &plan, &provenance);
     let json = args.output == PlanFormat::Json;
 

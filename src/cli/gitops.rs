@@ -79,6 +79,8 @@ pub fn stamp(plan: &mut Plan, args: &SpecArgs, loaded: &Loaded, session: &Sessio
 pub enum KubeHandle<'a> {
     Real(&'a RealKube),
     Lazy(Box<LazyKube<'a>>),
+    /// The local target's object store and simulated cluster.
+    Local(&'a crate::local::LocalKube),
     None,
 }
 
@@ -90,6 +92,7 @@ impl<'a> KubeHandle<'a> {
     ) -> Self {
         match (&session.kube, kube_client) {
             (KubeSource::Kubeconfig(k), _) => KubeHandle::Real(k),
+            (KubeSource::Local(k), _) => KubeHandle::Local(k),
             (_, Some(k)) => KubeHandle::Real(k),
             (KubeSource::FromCluster(tokens), None) => KubeHandle::Lazy(Box::new(LazyKube::new(
                 session.gke.as_ref(),
@@ -104,6 +107,7 @@ impl<'a> KubeHandle<'a> {
         match self {
             KubeHandle::Real(k) => Some(*k),
             KubeHandle::Lazy(k) => Some(k.as_ref()),
+            KubeHandle::Local(k) => Some(*k),
             KubeHandle::None => None,
         }
     }

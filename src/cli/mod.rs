@@ -9,6 +9,7 @@ pub mod plan;
 pub mod render;
 pub mod schema;
 pub mod status;
+pub mod status_jobs;
 pub mod target;
 pub mod validate;
 pub mod watch;
@@ -47,7 +48,8 @@ pub enum Command {
     Apply(apply::ApplyArgs),
     /// Delete everything gkq created for the spec, the cluster included.
     Destroy(apply::DestroyArgs),
-    /// The revision the cluster runs, against the local checkout, and any drift.
+    /// The revision the cluster runs, against the local checkout, and any drift; where each job
+    /// is (from Kueue's Workloads) beside where gkq predicts it; node pools and queue usage.
     Status(status::StatusArgs),
     /// Re-plan on every save, on drift and on new commits; optionally apply; follow job admission.
     Watch(watch::WatchArgs),

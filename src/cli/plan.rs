@@ -120,6 +120,20 @@ pub async fn plan_loaded(
             }
             _ => nothing_yet(),
         },
+        KubeSource::Local(k) => match &live.gke.cluster {
+            Some(cluster)
+                if cluster
+                    .get("endpoint")
+                    .and_then(|e| e.as_str())
+                    .is_some_and(|e| !e.is_empty()) =>
+            {
+                workloads = observe_workloads(k.as_ref()).await.map_err(read)?;
+                observe_kube(k.as_ref(), &desired, &stack)
+                    .await
+                    .map_err(read)?
+            }
+            _ => nothing_yet(),
+        },
         KubeSource::Unavailable => KubeLive::NotObserved,
     };
     let mut plan = plan(&desired, &live, &options)?;

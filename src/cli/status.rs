@@ -2,8 +2,8 @@
 //!
 //! Sections, in order: the applied revision (from the revision ConfigMap, or the cluster's
 //! revision labels when Kubernetes is not reachable), the local checkout (HEAD, whether the spec's
-//! files are committed, the spec digest), and drift (whether a plan has changes). Other sections
-//! (placements) are added after these.
+//! files are committed, the spec digest), and drift (whether a plan has changes); then the jobs
+//! (observed placement beside the prediction), node pools and queues ([`super::status_jobs`]).
 
 use clap::{Args, ValueEnum};
 use serde::Serialize;
@@ -54,6 +54,9 @@ pub struct Status {
     /// when no applied revision is known.
     pub spec_matches_applied: Option<bool>,
     pub drift: Drift,
+    /// Jobs, node pools and queues as they live (see [`super::status_jobs`]).
+    #[serde(flatten)]
+    pub live: super::status_jobs::LiveReport,
 }
 
 #[derive(Debug, Serialize)]
@@ -120,6 +123,8 @@ pub async fn run(args: &StatusArgs) -> anyhow::Result<Exit> {
             }
         }
     };
+    let kube = KubeHandle::new(&planned.session, planned.kube_client.as_ref(), cluster_ref);
+    let live = super::status_jobs::report(&planned.session, &planned.desired, kube.api()).await?;
     let status = build_status(
         cluster_ref.name(),
         planned.session.target,
@@ -128,6 +133,7 @@ pub async fn run(args: &StatusArgs) -> anyhow::Result<Exit> {
         &local_spec,
         head.as_ref(),
         &planned.plan,
+        live,
     );
     match args.output {
         StatusFormat::Json => {
@@ -138,6 +144,7 @@ pub async fn run(args: &StatusArgs) -> anyhow::Result<Exit> {
     Ok(Exit::Ok)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn build_status(
     cluster: String,
     target: crate::spec::types::Target,
@@ -146,6 +153,7 @@ fn build_status(
     local_spec: &SpecRevision,
     head: Option<&LocalHead>,
     plan: &crate::plan::Plan,
+    live: super::status_jobs::LiveReport,
 ) -> Status {
     let spec_matches_applied = match (&applied, &applied_labels) {
         (Some(applied), _) => Some(applied.spec_digest == local_spec.digest),
@@ -183,6 +191,7 @@ fn build_status(
             changes: plan.has_changes(),
             summary: plan.summary.to_string(),
         },
+        live,
     }
 }
 
@@ -274,5 +283,6 @@ fn to_text(status: &Status, simulated: bool) -> String {
         "none: live state matches the spec".to_string()
     };
     out.push_str(&format!("Drift    {drift}\n"));
+    out.push_str(&super::status_jobs::to_text(&status.live));
     out
 }

@@ -45,8 +45,20 @@ pub enum KubeSource {
     Kubeconfig(RealKube),
     /// Endpoint, CA and token derived from the GKE cluster, with these credentials.
     FromCluster(Arc<dyn TokenSource>),
+    /// The local target's object store and simulated cluster.
+    Local(Box<crate::local::LocalKube>),
     /// Not reachable from this target (yet).
     Unavailable,
+}
+
+impl KubeSource {
+    /// The local target's Kubernetes, when this is it.
+    pub fn local(&self) -> Option<&crate::local::LocalKube> {
+        match self {
+            KubeSource::Local(k) => Some(k),
+            _ => None,
+        }
+    }
 }
 
 /// A connection to one target for the length of a command.
@@ -100,15 +112,28 @@ async fn kubeconfig(args: &TargetArgs) -> anyhow::Result<Option<RealKube>> {
 }
 
 pub async fn connect(args: &TargetArgs, loaded: &Loaded) -> anyhow::Result<Session> {
-    connect_to(args, resolve_target(args, loaded), state_dir(args, loaded)).await
+    let cluster = crate::gke::ClusterRef {
+        project: loaded.spec.project.clone(),
+        location: loaded.spec.location.clone(),
+        cluster: loaded.spec.cluster.name.clone(),
+    };
+    connect_to(
+        args,
+        resolve_target(args, loaded),
+        state_dir(args, loaded),
+        &cluster,
+    )
+    .await
 }
 
-/// [`connect`] without a spec: for a saved plan, which names its own target and state directory
-/// (`local_state_dir` is used by the local target only).
+/// [`connect`] without a spec: for a saved plan, which names its own target, state directory
+/// and cluster (`local_state_dir` and `cluster` are used by the local target only: its
+/// Kubernetes belongs to that cluster).
 pub async fn connect_to(
     args: &TargetArgs,
     target: Target,
     local_state_dir: PathBuf,
+    cluster: &crate::gke::ClusterRef,
 ) -> anyhow::Result<Session> {
     crate::gke::install_tls_provider();
     let explicit_kube = kubeconfig(args).await?;
@@ -128,16 +153,29 @@ pub async fn connect_to(
                 ..EmulatorConfig::default()
             };
             let (url, handle) = Emulator::start_in_process(config).await?;
+            let in_process = args.gke_endpoint.is_none();
             let endpoint = args.gke_endpoint.clone().unwrap_or(url);
             let tokens: Arc<dyn TokenSource> = Arc::new(AnonymousTokenSource);
+            let kube = match explicit_kube {
+                Some(k) => KubeSource::Kubeconfig(k),
+                None => {
+                    let settings =
+                        crate::local::Settings::from_env().map_err(|e| anyhow::anyhow!("{e}"))?;
+                    let local = crate::local::LocalKube::open(
+                        &dir,
+                        Box::new(RestGke::with_endpoint(&endpoint, tokens.clone())?),
+                        cluster.clone(),
+                        in_process.then(|| handle.emulator().clone()),
+                        settings,
+                    )?;
+                    KubeSource::Local(Box::new(local))
+                }
+            };
             Ok(Session {
                 target,
                 gke: Box::new(RestGke::with_endpoint(&endpoint, tokens)?),
                 state_dir: Some(dir),
-                kube: match explicit_kube {
-                    Some(k) => KubeSource::Kubeconfig(k),
-                    None => KubeSource::Unavailable,
-                },
+                kube,
                 _emulator: Some(handle),
             })
         }
