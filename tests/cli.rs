@@ -253,8 +253,13 @@ fn local_target_apply_converges_and_second_plan_is_empty() {
         String::from_utf8_lossy(&out.stderr)
     );
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.contains("Plan: 3 to create"), "{text}");
+    // The cluster, two pools, Kueue, its eight objects, the ConfigMap and two RayJobs.
+    assert!(text.contains("Plan: 14 to create"), "{text}");
     assert!(text.contains("gke.nodepool/dws-pool"), "{text}");
+    assert!(
+        text.contains("ray.rayjob/default/rayjob-tpu-v6e-dws-2"),
+        "{text}"
+    );
 
     gkq()
         .args([

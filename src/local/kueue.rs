@@ -985,27 +985,26 @@ fn suspend_or_resume_jobs(ctx: &mut Ctx<'_>) -> bool {
                 let Some(pointer) = template_pointer(&job, podset) else {
                     continue;
                 };
-                let mut patch = json!({"flavors": [], "updates": []});
-                for f in assignment["flavors"]
+                let flavors: Vec<Value> = assignment["flavors"]
                     .as_object()
                     .into_iter()
                     .flatten()
                     .filter_map(|(_, v)| v.as_str())
                     .collect::<BTreeSet<_>>()
-                {
-                    if let Some(flavor) = flavor(ctx.store, f) {
-                        patch["flavors"].as_array_mut().map(|l| l.push(flavor));
-                    }
-                }
-                for state in check_states(&w) {
-                    for update in state["podSetUpdates"].as_array().into_iter().flatten() {
-                        if update["name"] == podset {
-                            patch["updates"]
-                                .as_array_mut()
-                                .map(|l| l.push(update.clone()));
-                        }
-                    }
-                }
+                    .into_iter()
+                    .filter_map(|f| flavor(ctx.store, f))
+                    .collect();
+                let updates: Vec<Value> = check_states(&w)
+                    .iter()
+                    .flat_map(|state| {
+                        state["podSetUpdates"]
+                            .as_array()
+                            .cloned()
+                            .unwrap_or_default()
+                    })
+                    .filter(|update| update["name"] == podset)
+                    .collect();
+                let mut patch = json!({"flavors": flavors, "updates": updates});
                 patch["podset"] = json!(podset);
                 injections.push((pointer, patch));
             }

@@ -302,9 +302,15 @@ pub struct LocalKube {
     emulator: Option<Emulator>,
     settings: Settings,
     world: Mutex<World>,
-    /// The clock moved but nothing was written yet.
+    /// Something changed that is not written yet.
     dirty: AtomicBool,
+    /// When the state was last written (writes are at most [`SAVE_INTERVAL`] apart; the rest
+    /// is written when the command ends).
+    last_save: Mutex<Option<std::time::Instant>>,
 }
+
+/// Minimum time between two writes of `kubernetes.json` within one command.
+const SAVE_INTERVAL: std::time::Duration = std::time::Duration::from_millis(500);
 
 impl LocalKube {
     /// Opens the state in `dir` for `cluster`, reached through `gke` (the in-process emulator's
@@ -326,6 +332,7 @@ impl LocalKube {
             settings,
             world: Mutex::new(world),
             dirty: AtomicBool::new(false),
+            last_save: Mutex::new(None),
         })
     }
 
@@ -341,8 +348,28 @@ impl LocalKube {
         self.world.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Writes now unless the last write was less than [`SAVE_INTERVAL`] ago (then the change
+    /// is written by a later call or when the command ends).
+    fn save_soon(&self, world: &World) -> KubeResult<()> {
+        let recent = self
+            .last_save
+            .lock()
+            .ok()
+            .and_then(|t| *t)
+            .is_some_and(|t| t.elapsed() < SAVE_INTERVAL);
+        if recent {
+            self.dirty.store(true, Ordering::Relaxed);
+            Ok(())
+        } else {
+            self.save(world)
+        }
+    }
+
     fn save(&self, world: &World) -> KubeResult<()> {
         self.dirty.store(false, Ordering::Relaxed);
+        if let Ok(mut t) = self.last_save.lock() {
+            *t = Some(std::time::Instant::now());
+        }
         world.save(&self.dir).map_err(|e| {
             KubeError::Transport(format!(
                 "cannot write the local Kubernetes state {}: {e:#}",
@@ -395,7 +422,7 @@ impl LocalKube {
         let pools = world.pools.clone();
         changed |= self.reconcile(&mut world, &pools, now);
         if changed {
-            self.save(&world)?;
+            self.save_soon(&world)?;
         } else {
             self.dirty.store(true, Ordering::Relaxed);
         }
@@ -447,7 +474,7 @@ impl LocalKube {
     fn after_write(&self, world: &mut World, now: u64) -> KubeResult<()> {
         let pools = world.pools.clone();
         self.reconcile(world, &pools, now);
-        self.save(world)
+        self.save_soon(world)
     }
 }
 

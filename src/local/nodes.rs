@@ -149,6 +149,9 @@ impl PoolInfo {
     }
 }
 
+/// Pods of one shape: how many, and the requests of each.
+pub type Pods = Vec<(i64, BTreeMap<String, Quantity>)>;
+
 /// Nodes the simulated cluster autoscaler is starting.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -398,7 +401,7 @@ fn request_target(
     pools: &[PoolInfo],
 ) -> Result<(PoolInfo, i64), String> {
     let namespace = pr["metadata"]["namespace"].as_str().unwrap_or("default");
-    let mut target: Option<(PoolInfo, Vec<(i64, BTreeMap<String, Quantity>)>)> = None;
+    let mut target: Option<(PoolInfo, Pods)> = None;
     for pod_set in pr["spec"]["podSets"].as_array().into_iter().flatten() {
         let count = pod_set["count"].as_i64().unwrap_or(0);
         let template_name = pod_set
@@ -529,10 +532,8 @@ pub fn provision(ctx: &mut Ctx<'_>) -> Outcome {
                     set_condition(o, "Failed", "True", "UnsupportedProvisioningClass", &format!("provisioning class {class:?} is not supported by the simulated GKE (only {CLASS_QUEUED})"), now);
                 }
             });
-            if !accepted {
-                if let Some(plan) = ctx.sim.provisioning.get_mut(&id) {
-                    plan.resolved = true;
-                }
+            if !accepted && let Some(plan) = ctx.sim.provisioning.get_mut(&id) {
+                plan.resolved = true;
             }
             continue;
         }

@@ -241,10 +241,7 @@ pub fn demand(ctx: &Ctx<'_>) -> Demand {
         let Ok(pending) = PendingWorkload::from_object(source) else {
             continue;
         };
-        let mut per_pool: BTreeMap<
-            String,
-            Vec<(i64, BTreeMap<String, crate::placement::Quantity>)>,
-        > = BTreeMap::new();
+        let mut per_pool: BTreeMap<String, super::nodes::Pods> = BTreeMap::new();
         for pod_set in &pending.pod_sets {
             let flavors = workload.and_then(|w| {
                 w.pointer("/status/admission/podSetAssignments")

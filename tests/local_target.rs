@@ -1,0 +1,300 @@
+//! The seed walk-through on the local target, end to end through the `gkq` binary: apply
+//! creates the cluster and pools, installs Kueue (embedded manifests, no network), creates the
+//! queues and submits both jobs; job 1 lands on on-demand and job 2 on dws, waiting for its
+//! ProvisioningRequest; a second plan is empty; `gkq status` agrees with the prediction; once
+//! the simulated DWS delay has passed (a fast clock), job 2 is provisioned and runs; destroy
+//! removes everything.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `gkq` on the example with `--env local` and a state directory, with the simulation settings.
+fn gkq(state: &Path, settings: &[(&str, &str)], args: &[&str]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_gkq"));
+    c.env("NO_COLOR", "1")
+        .env_remove("GKQ_ENV")
+        .env_remove("GKQ_LOCAL_CLOCK")
+        .env_remove("GKQ_LOCAL_PROVISIONING")
+        .env_remove("GKQ_LOCAL_RUN")
+        .current_dir(root());
+    for (k, v) in settings {
+        c.env(k, v);
+    }
+    c.args(args)
+        .args(["examples/tpu-dws", "--env", "local", "--state-dir"])
+        .arg(state);
+    c.output().unwrap()
+}
+
+fn text(out: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&out.stdout).to_string(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
+fn ok(out: Output) -> String {
+    let (stdout, stderr) = text(&out);
+    assert!(
+        out.status.success(),
+        "exit {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        out.status.code()
+    );
+    stdout
+}
+
+fn status(state: &Path, settings: &[(&str, &str)]) -> Value {
+    let stdout = ok(gkq(state, settings, &["status", "-o", "json"]));
+    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+}
+
+fn job<'a>(report: &'a Value, name: &str) -> &'a Value {
+    report["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["job"] == name)
+        .unwrap_or_else(|| panic!("no job {name} in {report:#}"))
+}
+
+fn podset_flavor<'a>(placement: &'a Value, podset: &str) -> &'a Value {
+    placement["podsets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == podset)
+        .map(|p| &p["flavor"])
+        .unwrap_or_else(|| panic!("no podset {podset} in {placement:#}"))
+}
+
+fn pool_nodes(report: &Value, pool: &str) -> i64 {
+    report["nodePools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == pool)
+        .and_then(|p| p["nodes"].as_i64())
+        .unwrap_or_else(|| panic!("no node count for {pool} in {report:#}"))
+}
+
+const JOB1: &str = "rayjob-tpu-v6e-dws-1";
+const JOB2: &str = "rayjob-tpu-v6e-dws-2";
+
+#[test]
+fn seed_walkthrough_on_the_local_target() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path();
+    // Real time during apply; DWS answers 30 (simulated) minutes after a request; jobs run
+    // long enough to be seen running.
+    let slow = [
+        ("GKQ_LOCAL_PROVISIONING", "after:30m"),
+        ("GKQ_LOCAL_RUN", "100h"),
+    ];
+
+    let stdout = ok(gkq(state, &slow, &["apply", "--auto-approve"]));
+    assert!(stdout.contains("Plan: 14 to create"), "{stdout}");
+    assert!(
+        stdout.contains("Where the jobs landed (simulated by the local target"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("{JOB1} -> on-demand: admitted")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!(
+            "{JOB2} -> dws: quota reserved, waiting for dws-prov"
+        )),
+        "{stdout}"
+    );
+    assert!(state.join("kubernetes.json").is_file());
+
+    // A second plan has nothing to do.
+    let out = gkq(state, &slow, &["plan", "--detailed-exitcode"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(stdout.contains("No changes."), "{stdout}");
+    assert!(stderr.contains("simulated"), "{stderr}");
+
+    // Status: observed from the Workloads, and the prediction agrees.
+    let report = status(state, &slow);
+    assert!(report["simulated"].is_object(), "{report:#}");
+    assert_eq!(report["cluster"]["status"], "RUNNING");
+    let first = job(&report, JOB1);
+    assert_eq!(first["observed"]["state"], "admitted", "{first:#}");
+    assert_eq!(podset_flavor(&first["observed"], "tpu-group"), "on-demand");
+    assert_eq!(podset_flavor(&first["observed"], "head"), "default-cpu");
+    assert_eq!(
+        podset_flavor(&first["observed"], "submitter"),
+        "default-cpu"
+    );
+    assert_eq!(first["agrees"], true, "{first:#}");
+    let second = job(&report, JOB2);
+    assert_eq!(
+        second["observed"]["state"], "waiting-for-admission-checks",
+        "{second:#}"
+    );
+    assert_eq!(podset_flavor(&second["observed"], "tpu-group"), "dws");
+    assert_eq!(second["agrees"], true, "{second:#}");
+    assert_eq!(second["admissionChecks"][0]["name"], "dws-prov");
+    assert_eq!(second["admissionChecks"][0]["state"], "Pending");
+    assert_eq!(
+        second["provisioningRequest"]["state"], "Accepted",
+        "{second:#}"
+    );
+    assert_eq!(second["ray"]["deploymentStatus"], "Suspended");
+    assert_eq!(pool_nodes(&report, "default-pool"), 3);
+    assert_eq!(pool_nodes(&report, "dws-pool"), 0);
+    let queue = &report["clusterQueues"][0];
+    assert_eq!(queue["name"], "cluster-queue");
+    assert_eq!(queue["reservingWorkloads"], 2);
+    assert_eq!(queue["admittedWorkloads"], 1);
+    let tpu_on_demand = queue["usage"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["flavor"] == "on-demand" && u["resource"] == "google.com/tpu")
+        .unwrap();
+    assert_eq!(tpu_on_demand["reserved"], "16");
+
+    // The same in text, labelled simulated.
+    let text_status = ok(gkq(state, &slow, &["status"]));
+    assert!(
+        text_status.contains("Simulated: the local target"),
+        "{text_status}"
+    );
+    assert!(
+        text_status.contains(&format!(
+            "{JOB2} -> dws: quota reserved, waiting for dws-prov"
+        )),
+        "{text_status}"
+    );
+
+    // Time flies (an hour per second): the DWS delay passes, job 2 is provisioned and runs,
+    // the on-demand pool has scaled up for job 1, and nothing in the spec drifted.
+    std::thread::sleep(std::time::Duration::from_millis(1200));
+    let fast = [
+        ("GKQ_LOCAL_PROVISIONING", "after:30m"),
+        ("GKQ_LOCAL_RUN", "100h"),
+        ("GKQ_LOCAL_CLOCK", "3600x"),
+    ];
+    let report = status(state, &fast);
+    let second = job(&report, JOB2);
+    assert_eq!(second["observed"]["state"], "admitted", "{second:#}");
+    assert_eq!(podset_flavor(&second["observed"], "tpu-group"), "dws");
+    assert_eq!(second["admissionChecks"][0]["state"], "Ready");
+    assert_eq!(
+        second["provisioningRequest"]["state"], "Provisioned",
+        "{second:#}"
+    );
+    assert_eq!(second["ray"]["deploymentStatus"], "Running", "{second:#}");
+    assert_eq!(second["agrees"], true, "{second:#}");
+    let first = job(&report, JOB1);
+    assert_eq!(first["ray"]["deploymentStatus"], "Running", "{first:#}");
+    assert_eq!(pool_nodes(&report, "on-demand-pool"), 4, "{report:#}");
+    assert_eq!(pool_nodes(&report, "dws-pool"), 4, "{report:#}");
+    // The emulated GKE knows the autoscaled sizes too.
+    let gke: Value = serde_json::from_str(
+        &std::fs::read_to_string(state.join("gke/gke-emulator-state.json")).unwrap(),
+    )
+    .unwrap();
+    let sizes: Vec<(String, i64)> = gke["clusters"]
+        .as_object()
+        .unwrap()
+        .values()
+        .flat_map(|c| c["pools"].as_array().unwrap().clone())
+        .map(|p| {
+            (
+                p["json"]["name"].as_str().unwrap().to_string(),
+                p["node_count"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert!(
+        sizes.contains(&("on-demand-pool".to_string(), 4)),
+        "{sizes:?}"
+    );
+    assert!(sizes.contains(&("dws-pool".to_string(), 4)), "{sizes:?}");
+    let out = gkq(state, &fast, &["plan", "--detailed-exitcode"]);
+    assert_eq!(out.status.code(), Some(0), "{:?}", text(&out));
+
+    // Destroy: the cluster goes, and its Kubernetes objects with it.
+    let out = gkq(state, &fast, &["destroy", "--confirm", "tpu-cluster"]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let world: Value =
+        serde_json::from_str(&std::fs::read_to_string(state.join("kubernetes.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        world["store"]["objects"],
+        serde_json::json!([]),
+        "{world:#}"
+    );
+    let report = status(state, &fast);
+    assert!(report["cluster"]["status"].is_null(), "{report:#}");
+    assert_eq!(report["kubernetes"], false);
+}
+
+#[test]
+fn failed_provisioning_is_retried_then_rejected() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path();
+    // Job 1 keeps the on-demand quota (it runs for 100 simulated hours), so each retry of job 2
+    // goes to dws again.
+    let slow = [
+        ("GKQ_LOCAL_PROVISIONING", "fail:30m"),
+        ("GKQ_LOCAL_RUN", "100h"),
+    ];
+    ok(gkq(state, &slow, &["apply", "--auto-approve"]));
+    let report = status(state, &slow);
+    assert_eq!(
+        job(&report, JOB2)["provisioningRequest"]["state"],
+        "Accepted"
+    );
+
+    // Four failures 30 minutes apart with Kueue's backoff (60 s, 120 s, 240 s) in between:
+    // about two simulated hours; ten pass here.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let report = status(
+        state,
+        &[
+            ("GKQ_LOCAL_PROVISIONING", "fail:30m"),
+            ("GKQ_LOCAL_RUN", "100h"),
+            ("GKQ_LOCAL_CLOCK", "36000x"),
+        ],
+    );
+    let second = job(&report, JOB2);
+    assert_eq!(second["deactivated"], true, "{second:#}");
+    assert_eq!(
+        second["admissionChecks"][0]["state"], "Rejected",
+        "{second:#}"
+    );
+    assert!(
+        second["evicted"]
+            .as_str()
+            .unwrap()
+            .contains("Rejected admission check dws-prov"),
+        "{second:#}"
+    );
+    // The prediction could not know the request would fail; job 1 is unaffected.
+    assert_eq!(second["agrees"], true, "{second:#}");
+    assert_eq!(job(&report, JOB1)["observed"]["state"], "admitted");
+    assert_eq!(job(&report, JOB1)["ray"]["deploymentStatus"], "Running");
+}
+
+#[test]
+fn bad_simulation_settings_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = gkq(dir.path(), &[("GKQ_LOCAL_CLOCK", "fast")], &["plan"]);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("GKQ_LOCAL_CLOCK=\"fast\""), "{stderr}");
+    assert!(stderr.contains("10x"), "{stderr}");
+}
