@@ -167,7 +167,7 @@ fn saved_plan_applies_once_then_is_refused_as_stale() {
     assert_eq!(out.status.code(), Some(1), "{}", explain(&out));
     let stderr = text(&out.stderr);
     assert!(
-        stderr.contains("the plan is stale: 3 resource(s) changed"),
+        stderr.contains("the plan is stale: 14 resource(s) changed"),
         "{stderr}"
     );
     assert!(
@@ -195,7 +195,7 @@ fn saved_plan_is_refused_when_the_spec_changed_and_nothing_is_applied() {
         "{stderr}"
     );
     // Nothing was created.
-    assert_eq!(summary(&ws)["create"], 3);
+    assert_eq!(summary(&ws)["create"], 14);
 
     // The same files with a different variable value: refused too, without a file to blame.
     std::fs::copy(
@@ -355,9 +355,10 @@ fn detailed_exit_codes_and_json_schema() {
             .success()
     );
     assert_eq!(plan_json(&ws).0, Some(0), "no changes");
-    // TPU topology cannot change in place: the pool is replaced. No job runs on it (the local
-    // target has no Kubernetes here), so it is a plain change; exit code 3, for a replace that
-    // stops running jobs, is tested against the real Kueue in gitops_control_plane.rs.
+    // TPU topology cannot change in place: the pool is replaced. The local target's simulated
+    // Kueue admitted job 1 on the on-demand flavor, which selects this pool, so the replace
+    // stops a running job: exit code 3 (also tested against the real Kueue in
+    // gitops_control_plane.rs).
     ws.edit("tpuTopology: 4x4", "tpuTopology: 2x4");
     ws.edit(
         "autoscaling: {min: 0, max: 4}",
@@ -365,7 +366,7 @@ fn detailed_exit_codes_and_json_schema() {
     );
     let (code, plan) = plan_json(&ws);
     assert_eq!(plan["summary"]["replace"], 1, "{plan:#}");
-    assert_eq!(code, Some(2), "a replace that stops no job");
+    assert_eq!(code, Some(3), "a replace that stops job 1: {plan:#}");
     // Errors are 1, also with --detailed-exitcode.
     ws.edit("tpuTopology: 2x4", "tpuTopology: 5x5");
     assert_eq!(
@@ -389,7 +390,7 @@ fn markdown_for_pull_requests_matches_its_snapshot() {
         .replace(&commit[..12], "<commit>")
         .replace(&digest, "<digest>")
         .replace(env!("CARGO_PKG_VERSION"), "<version>");
-    assert!(markdown.contains("**Plan: 3 to create, 0 to update, 0 to replace, 0 to delete.**"));
+    assert!(markdown.contains("**Plan: 14 to create, 0 to update, 0 to replace, 0 to delete.**"));
     assert!(markdown.contains("<details><summary><code>gke.nodepool/dws-pool</code>"));
     insta::assert_snapshot!("plan_markdown_example_local", markdown);
 
@@ -493,7 +494,7 @@ fn apply_records_the_revision_and_status_compares_it_with_head() {
     assert!(out.status.success(), "{}", explain(&out));
     assert!(
         text(&out.stderr).contains(&format!(
-            "Recorded the applied revision in the cluster's labels: commit {}",
+            "Recorded the applied revision in ConfigMap kube-system/gkq-revision-tpu-cluster and the cluster's labels: commit {}",
             &first[..12]
         )),
         "{}",
@@ -501,6 +502,8 @@ fn apply_records_the_revision_and_status_compares_it_with_head() {
     );
     let after = status(&ws);
     assert_eq!(after["appliedLabels"]["commit"], &first[..12], "{after:#}");
+    // The local target's Kubernetes holds the revision ConfigMap.
+    assert_eq!(after["applied"]["commit"], first.as_str(), "{after:#}");
     let digest = after["local"]["specDigest"].as_str().unwrap();
     assert_eq!(
         after["appliedLabels"]["specDigest"],
@@ -555,7 +558,7 @@ fn a_second_apply_on_the_local_target_is_refused_while_the_lock_is_held() {
         "{stderr}"
     );
     assert!(stderr.contains("--lock-timeout"), "{stderr}");
-    assert_eq!(summary(&ws)["create"], 3, "nothing was applied");
+    assert_eq!(summary(&ws)["create"], 14, "nothing was applied");
 
     // With a timeout it waits, and goes ahead once the lock is released.
     let mut waiting = std::process::Command::new(env!("CARGO_BIN_EXE_gkq"))
@@ -705,10 +708,10 @@ mod watch {
             out.contains("after apply · No changes. Live state matches the spec.")
         });
         assert!(
-            shown.contains("initial plan · Plan: 3 to create"),
+            shown.contains("initial plan · Plan: 14 to create"),
             "{shown}"
         );
-        assert!(shown.contains("applying: Plan: 3 to create"), "{shown}");
+        assert!(shown.contains("applying: Plan: 14 to create"), "{shown}");
         assert!(shown.contains("] applied\n"), "{shown}");
         assert_eq!(super::summary(&ws)["create"], 0);
 
@@ -727,7 +730,15 @@ mod watch {
         let (shown, _) = w.wait_for("the refusal", WAIT, |out| out.contains("not applying"));
         assert!(shown.contains("1 to replace"), "{shown}");
         assert!(
-            shown.contains("not applying: this plan would change gke.nodepool/on-demand-pool (replace); pass --allow-destructive"),
+            shown.contains(
+                "not applying: this plan would change gke.nodepool/on-demand-pool (replace)"
+            ),
+            "{shown}"
+        );
+        assert!(shown.contains("pass --allow-destructive"), "{shown}");
+        // The local target's simulated Kueue admitted job 1 on the pool being replaced.
+        assert!(
+            shown.contains("which stops RayJob default/rayjob-tpu-v6e-dws-1 (admitted)"),
             "{shown}"
         );
         std::thread::sleep(Duration::from_millis(500));
@@ -777,7 +788,7 @@ mod watch {
             ],
         );
         let (shown, _) = w.wait_for("the initial plan", WAIT, |out| {
-            out.contains("\nPlan: 3 to create")
+            out.contains("\nPlan: 14 to create")
         });
         assert!(shown.contains("initial plan"), "{shown}");
 
@@ -808,7 +819,7 @@ mod watch {
         let pushed = git(author.path(), &["rev-parse", "HEAD"]);
 
         let (shown, _) = w.wait_for("the new commit's plan", WAIT, |out| {
-            out.contains("\nPlan: 3 to create")
+            out.contains("\nPlan: 14 to create")
         });
         assert!(shown.contains("maxNodeCount: 8"), "{shown}");
         assert!(

@@ -126,7 +126,7 @@ fn seed_walkthrough_on_the_local_target() {
     // Status: observed from the Workloads, and the prediction agrees.
     let report = status(state, &slow);
     assert!(report["simulated"].is_object(), "{report:#}");
-    assert_eq!(report["cluster"]["status"], "RUNNING");
+    assert_eq!(report["clusterStatus"]["status"], "RUNNING");
     let first = job(&report, JOB1);
     assert_eq!(first["observed"]["state"], "admitted", "{first:#}");
     assert_eq!(podset_flavor(&first["observed"], "tpu-group"), "on-demand");
@@ -238,7 +238,7 @@ fn seed_walkthrough_on_the_local_target() {
         "{world:#}"
     );
     let report = status(state, &fast);
-    assert!(report["cluster"]["status"].is_null(), "{report:#}");
+    assert!(report["clusterStatus"]["status"].is_null(), "{report:#}");
     assert_eq!(report["kubernetes"], false);
 }
 

@@ -193,6 +193,9 @@ pub async fn run(args: &WatchArgs) -> anyhow::Result<Exit> {
             continue;
         }
         tokio::select! {
+            // A saved file wins over a drift tick that is ready at the same time, so that its
+            // plan is attributed to the edit.
+            biased;
             _ = stop.changed() => break,
             Some(mut paths) = files.recv() => {
                 // A save often arrives as several batches; take them all.
