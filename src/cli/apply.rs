@@ -97,7 +97,8 @@ async fn execute(
 }
 
 /// Checks the whole plan against live state ([`Executor::verify`]), then applies it. Nothing is
-/// applied when any target moved since the plan was made.
+/// applied when any target moved since the plan was made (a plan without changes is only
+/// checked).
 pub async fn execute_on(
     target: &ApplyTarget<'_>,
     json: bool,
@@ -135,6 +136,10 @@ pub async fn execute_on(
         executor = executor.with_kube(adapter);
     }
     executor.verify(target.plan).await?;
+    if !target.plan.has_changes() {
+        // Verified and nothing to do: no progress output for an empty walk.
+        return Ok(ApplyReport::default());
+    }
     Ok(executor.apply(target.plan).await)
 }
 

@@ -69,8 +69,10 @@ pub async fn run(args: &ApplyArgs) -> anyhow::Result<Exit> {
             jobs.join("\n  ")
         );
     }
-    let Some(desired) = check_spec(args, &provenance)? else {
-        return Ok(Exit::Failed);
+    let desired = match check_spec(args, &provenance)? {
+        SpecCheck::Invalid => return Ok(Exit::Failed),
+        SpecCheck::Absent => None,
+        SpecCheck::Unchanged(desired) => Some(desired),
     };
     let needs_kueue_settings = plan
         .changes()
@@ -131,12 +133,8 @@ pub async fn run(args: &ApplyArgs) -> anyhow::Result<Exit> {
         kube_client: kube_client.as_ref(),
         kueue: desired.as_ref().map(|d| &d.kueue),
     };
-    let result = if plan.has_changes() {
-        execute_on(&target, json, args.force_conflicts).await
-    } else {
-        // Nothing to apply; a stale "no changes" plan is still refused.
-        verify_only(&target).await
-    };
+    // A plan without changes is still checked: "nothing to do" can be stale too.
+    let result = execute_on(&target, json, args.force_conflicts).await;
     let report = match result {
         Ok(report) => report,
         Err(stale) => {
@@ -178,22 +176,6 @@ pub async fn run(args: &ApplyArgs) -> anyhow::Result<Exit> {
     }
 }
 
-async fn verify_only(
-    target: &ApplyTarget<'_>,
-) -> Result<crate::apply::ApplyReport, crate::apply::VerifyError> {
-    let sink = crate::apply::NullSink;
-    let kube = KubeHandle::new(target.session, target.kube_client, &target.plan.cluster);
-    let adapter = kube.api().map(|api| {
-        crate::kube::applier::KubeAdapter::new(api, target.plan.cluster.cluster.clone())
-    });
-    let mut executor = crate::apply::Executor::new(target.session.gke.as_ref(), &sink);
-    if let Some(adapter) = &adapter {
-        executor = executor.with_kube(adapter);
-    }
-    executor.verify(target.plan).await?;
-    Ok(crate::apply::ApplyReport::default())
-}
-
 /// One paragraph on stderr: which plan, made when and from what.
 fn describe(path: &Path, plan: &Plan, provenance: &Provenance) {
     eprintln!(
@@ -214,19 +196,25 @@ fn describe(path: &Path, plan: &Plan, provenance: &Provenance) {
     );
 }
 
-/// Loads the spec the plan names, when it is there, and refuses if its digest changed.
-/// `Ok(None)`: the spec is invalid now (diagnostics printed). `Ok(Some(None))`: no spec to check.
-fn check_spec(
-    args: &ApplyArgs,
-    provenance: &Provenance,
-) -> anyhow::Result<Option<Option<DesiredState>>> {
+/// What the spec a saved plan names says now.
+enum SpecCheck {
+    /// It is there and has the plan's digest; its desired state (for Kueue's install settings).
+    Unchanged(Box<DesiredState>),
+    /// It is not at the path the plan names: only live state can be checked.
+    Absent,
+    /// It no longer validates (diagnostics printed).
+    Invalid,
+}
+
+/// Loads the spec the plan names, when it is there; a changed digest is an error.
+fn check_spec(args: &ApplyArgs, provenance: &Provenance) -> anyhow::Result<SpecCheck> {
     let spec_args = spec_args_for(&provenance.spec, &args.spec);
     if spec_args.git_ref.is_none() && !spec_args.spec.exists() {
         eprintln!(
             "note: the spec {} is not here, so only live state is checked against the plan.",
             spec_args.spec.display()
         );
-        return Ok(Some(None));
+        return Ok(SpecCheck::Absent);
     }
     let (ok, diags, sources) = load_valid(&spec_args);
     print_diagnostics(&diags, &sources);
@@ -235,9 +223,9 @@ fn check_spec(
             "The spec {} no longer validates; nothing was applied.",
             spec_args.spec.display()
         );
-        return Ok(None);
+        return Ok(SpecCheck::Invalid);
     };
     let now = spec_revision(&spec_args, &loaded);
     saved::check_spec(&provenance.spec, &now).map_err(with_hint)?;
-    Ok(Some(Some(desired)))
+    Ok(SpecCheck::Unchanged(Box::new(desired)))
 }
