@@ -15,6 +15,8 @@
 //! gke       GKE REST client and credentials (I/O)
 //! kube      Kubernetes API: discovery, lists, server-side apply and its dry run (I/O)
 //! emulator  a faithful local stand-in for the GKE REST API (I/O)
+//! gitops    what a plan was made from (spec digest, commit), saved plans, the applied revision,
+//!           the apply lock, watch-mode decisions and job admission timelines
 //! cli       the commands, thin: parse arguments, call the modules above, render
 //! ```
 //!
