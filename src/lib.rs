@@ -17,6 +17,8 @@
 //! emulator  a faithful local stand-in for the GKE REST API (I/O)
 //! local     the local target's Kubernetes: an object store behind KubeApi, and the simulated
 //!           cluster (Kueue, KubeRay, DWS, autoscaler) on a clock (I/O)
+//! gitops    what a plan was made from (spec digest, commit), saved plans, the applied revision,
+//!           the apply lock, watch-mode decisions and job admission timelines
 //! cli       the commands, thin: parse arguments, call the modules above, render
 //! ```
 //!
