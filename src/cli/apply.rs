@@ -8,7 +8,7 @@ use super::Exit;
 use super::SpecArgs;
 use super::plan::{PlanFlags, PlanFormat, make_plan, options, render_plan};
 use super::target::{KubeSource, TargetArgs};
-use crate::apply::{ApplyReport, Executor, Outcome};
+use crate::apply::{ApplyReport, Executor, Interrupt, Outcome};
 use crate::kube::KubeApi;
 use crate::kube::applier::KubeAdapter;
 use crate::kube::connect::LazyKube;
@@ -97,16 +97,48 @@ async fn execute(planned: &super::plan::Planned, json: bool, force_conflicts: bo
         a.kueue = Some(planned.desired.kueue.clone());
         a
     });
-    let mut executor = Executor::new(planned.session.gke.as_ref(), sink).with_options(options);
+    let interrupt = Interrupt::new();
+    let mut executor = Executor::new(planned.session.gke.as_ref(), sink)
+        .with_options(options)
+        .with_interrupt(&interrupt);
     if let Some(adapter) = &adapter {
         executor = executor.with_kube(adapter);
     }
-    executor.apply(&planned.plan).await
+    let on_ctrl_c = tokio::spawn(stop_on_ctrl_c(interrupt.clone()));
+    let report = executor.apply(&planned.plan).await;
+    on_ctrl_c.abort();
+    report
+}
+
+/// Ctrl-C during an apply: start nothing new and let what runs finish (the executor reports a
+/// GKE operation it was waiting for as still running). A second Ctrl-C exits at once.
+async fn stop_on_ctrl_c(interrupt: Interrupt) {
+    if tokio::signal::ctrl_c().await.is_err() {
+        return;
+    }
+    eprintln!(
+        "\nInterrupted: no new changes will start; waiting for the ones in flight (Ctrl-C again to quit now)."
+    );
+    interrupt.trigger();
+    if tokio::signal::ctrl_c().await.is_ok() {
+        eprintln!("Interrupted again: exiting now. Run `gkq plan` to see what was done.");
+        std::process::exit(Exit::Interrupted.code());
+    }
 }
 
 /// The sink has already reported each action and the totals; this only sets the exit code and
 /// says what to do after a partial failure.
 fn summarize(report: &ApplyReport) -> Exit {
+    if report.interrupted() {
+        let count =
+            |f: fn(&Outcome) -> bool| report.results.iter().filter(|r| f(&r.outcome)).count();
+        eprintln!(
+            "Apply interrupted: {} change(s) made, {} not started. Run `gkq plan` to see what is left (and any GKE operation still running), then `gkq apply` again.",
+            count(|o| matches!(o, Outcome::Succeeded)),
+            count(|o| matches!(o, Outcome::Interrupted | Outcome::Skipped { .. })),
+        );
+        return Exit::Interrupted;
+    }
     if report.is_success() {
         Exit::Ok
     } else {
