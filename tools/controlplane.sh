@@ -6,6 +6,8 @@
 #                                      temp dir); prints DIR on stdout when ready
 #   tools/controlplane.sh down DIR     stop the processes recorded in DIR/pids and remove DIR
 #   tools/controlplane.sh env DIR      print `export KUBECONFIG=...` lines (eval "$(... env DIR)")
+#   tools/controlplane.sh restart-apiserver DIR
+#                                      stop kube-apiserver (if running) and start it again
 #   tools/controlplane.sh versions     print the pinned versions and binary paths
 #
 # Recipe and background: shared/reference/control-plane.md. Every listener binds 127.0.0.1 only.
@@ -16,6 +18,7 @@
 #   GKQ_CP_DIR         default run directory for `up`
 #   GKQ_CP_WATCH_PID   `up` starts a watchdog that runs `down` once this PID has exited
 #   GKQ_CP_TIMEOUT     readiness timeout per component in seconds (default 90)
+#   GKQ_CP_AUDIT       if set, `up` writes an audit log of every request to DIR/logs/audit.log
 set -euo pipefail
 
 SCRIPT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")"
@@ -268,20 +271,12 @@ cmd_up() {
 	log "etcd ready on 127.0.0.1:$EP ($((SECONDS - t0)) s)"
 
 	# --- kube-apiserver
-	start_bg kube-apiserver "$APISERVER_BIN" \
-		--etcd-servers="http://127.0.0.1:$EP" \
-		--advertise-address=127.0.0.1 --bind-address=127.0.0.1 --secure-port="$KP" \
-		--cert-dir="$PKI" \
-		--tls-cert-file="$PKI/apiserver.crt" --tls-private-key-file="$PKI/apiserver.key" \
-		--client-ca-file="$PKI/ca.crt" \
-		--token-auth-file="$PKI/tokens.csv" \
-		--authorization-mode=RBAC \
-		--service-account-issuer="https://127.0.0.1:$KP" \
-		--service-account-key-file="$PKI/sa.pub" \
-		--service-account-signing-key-file="$PKI/sa.key" \
-		--service-cluster-ip-range=10.0.0.0/24 \
-		--disable-admission-plugins=ServiceAccount \
-		--allow-privileged=true
+	if [ -n "${GKQ_CP_AUDIT:-}" ]; then
+		# every request, metadata only (verb, resource, user agent, dryRun in requestURI)
+		printf '%s\n' 'apiVersion: audit.k8s.io/v1' 'kind: Policy' 'omitStages: [RequestReceived]' \
+			'rules:' '- level: Metadata' >"$RUN/audit-policy.yaml"
+	fi
+	start_apiserver
 	cat >"$RUN/kubeconfig" <<EOF
 apiVersion: v1
 kind: Config
@@ -384,6 +379,51 @@ EOF
 	echo "$RUN"
 }
 
+# kube-apiserver of the control plane in $RUN, with the ports and PKI `up` made there.
+start_apiserver() {
+	local EP KP PKI="$RUN/pki" audit=()
+	EP=$(sed -n 's/.*\betcd=\([0-9]*\).*/\1/p' "$RUN/ports")
+	KP=$(sed -n 's/.*apiserver=\([0-9]*\).*/\1/p' "$RUN/ports")
+	[ -f "$RUN/audit-policy.yaml" ] &&
+		audit=(--audit-policy-file="$RUN/audit-policy.yaml" --audit-log-path="$RUN/logs/audit.log"
+			--audit-log-format=json --audit-log-mode=blocking --audit-log-maxsize=0)
+	start_bg kube-apiserver "$APISERVER_BIN" \
+		--etcd-servers="http://127.0.0.1:$EP" \
+		--advertise-address=127.0.0.1 --bind-address=127.0.0.1 --secure-port="$KP" \
+		--cert-dir="$PKI" \
+		--tls-cert-file="$PKI/apiserver.crt" --tls-private-key-file="$PKI/apiserver.key" \
+		--client-ca-file="$PKI/ca.crt" \
+		--token-auth-file="$PKI/tokens.csv" \
+		--authorization-mode=RBAC \
+		--service-account-issuer="https://127.0.0.1:$KP" \
+		--service-account-key-file="$PKI/sa.pub" \
+		--service-account-signing-key-file="$PKI/sa.key" \
+		--service-cluster-ip-range=10.0.0.0/24 \
+		--disable-admission-plugins=ServiceAccount \
+		--allow-privileged=true "${audit[@]}"
+}
+
+# restart-apiserver DIR: stop kube-apiserver (if it still runs) and start it again with the same
+# flags, for tests of an API server that goes away mid-apply. etcd and Kueue keep running.
+cmd_restart_apiserver() {
+	RUN=${1:-${GKQ_CP_DIR:-}}
+	[ -n "$RUN" ] && [ -f "$RUN/pids" ] && [ -f "$RUN/ports" ] || die "usage: $0 restart-apiserver DIR (a directory made by up)"
+	RUN="$(cd "$RUN" && pwd)"
+	local pid st token KP t0=$SECONDS
+	read -r _ pid st < <(awk '$1 == "kube-apiserver"' "$RUN/pids" | tail -n1)  || true
+	if [ -n "${pid:-}" ] && [ "$(proc_start "$pid")" = "$st" ]; then
+		kill -TERM "$pid" 2>/dev/null || true
+		for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+		kill -KILL "$pid" 2>/dev/null || true
+	fi
+	start_apiserver
+	token=$(cut -d, -f1 "$RUN/pki/tokens.csv")
+	KP=$(sed -n 's/.*apiserver=\([0-9]*\).*/\1/p' "$RUN/ports")
+	wait_proc kube-apiserver "kube-apiserver /readyz" \
+		curl -sf --cacert "$RUN/pki/ca.crt" -H "Authorization: Bearer $token" "https://127.0.0.1:$KP/readyz"
+	log "kube-apiserver restarted in $((SECONDS - t0)) s"
+}
+
 # --- down ----------------------------------------------------------------------------------
 
 stop_processes() { # RUN
@@ -431,9 +471,10 @@ main() {
 	up) shift; cmd_up "$@" ;;
 	down) shift; cmd_down "$@" ;;
 	env) shift; cmd_env "$@" ;;
+	restart-apiserver) shift; cmd_restart_apiserver "$@" ;;
 	versions) cmd_versions ;;
 	*)
-		sed -n '2,20p' "$SCRIPT" | sed 's/^# \{0,1\}//' >&2
+		sed -n '2,21p' "$SCRIPT" | sed 's/^# \{0,1\}//' >&2
 		exit 2
 		;;
 	esac

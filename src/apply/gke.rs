@@ -91,9 +91,17 @@ async fn run_step(
                 match operation {
                     Some(other) => wait_for_other(executor, cluster_ref, &other, started).await,
                     None => {
-                        tokio::time::sleep(delay).await;
+                        executor.pause(delay).await;
                         delay = policy.next_delay(delay);
                     }
+                }
+                if executor.interrupted() {
+                    return Err(Box::new(ApplyError::Interrupted {
+                        addr: addr.clone(),
+                        detail: format!(
+                            "{step_name} was not sent: it was waiting for the cluster to be free"
+                        ),
+                    }));
                 }
             }
             Err(source) => {
@@ -276,6 +284,9 @@ async fn wait(
                 })),
             };
         }
+        if executor.interrupted() {
+            return Err(Box::new(still_running(addr, step, &operation)));
+        }
         if started.elapsed() >= policy.operation_timeout {
             return Err(Box::new(ApplyError::Timeout {
                 addr: addr.clone(),
@@ -287,7 +298,9 @@ async fn wait(
                 waited: started.elapsed(),
             }));
         }
-        tokio::time::sleep(delay).await;
+        if executor.pause(delay).await {
+            return Err(Box::new(still_running(addr, step, &operation)));
+        }
         delay = policy.next_delay(delay);
         match executor
             .gke
@@ -340,8 +353,23 @@ async fn wait_for_other(
                 }
             }
         }
-        tokio::time::sleep(delay).await;
+        if executor.pause(delay).await {
+            return;
+        }
         delay = policy.next_delay(delay);
+    }
+}
+
+/// An interrupted wait: the operation goes on in GKE without us.
+fn still_running(addr: &ResourceAddr, step: &str, operation: &Operation) -> ApplyError {
+    ApplyError::Interrupted {
+        addr: addr.clone(),
+        detail: format!(
+            "{step}: operation {} ({}) is still running in GKE (last status {})",
+            short_name(&operation.name),
+            operation.operation_type,
+            operation.status
+        ),
     }
 }
 

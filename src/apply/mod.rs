@@ -1,8 +1,14 @@
 //! The executor: walks a [`Plan`] and makes it so.
 //!
-//! - It executes exactly the plan's actions, in the plan's order. Before each action it reads the
-//!   target again and compares its fingerprint with the one the plan recorded; a changed target
-//!   is refused as stale ("plan again"), never acted on blindly.
+//! - It executes exactly the plan's actions, in the plan's order, and never starts an action
+//!   before the actions it depends on have finished. Before each action it reads the target again
+//!   and compares its fingerprint with the one the plan recorded; a changed target is refused as
+//!   stale ("plan again"), never acted on blindly.
+//! - Independent Kubernetes actions run concurrently, bounded: a run of consecutive Kubernetes
+//!   actions in the plan, none depending on another in the run and all of them deletes or none,
+//!   is started in plan order with at most [`KUBE_CONCURRENCY`] in flight (see
+//!   [`Executor::with_kube_concurrency`]). Thousands of objects then take seconds, not minutes.
+//!   Results are reported in plan order.
 //! - GKE calls run one at a time, and each long-running operation is polled to the end (with
 //!   backoff) before the next call: GKE allows one operation per cluster. A call refused because
 //!   the cluster is busy (`GkeError::ClusterBusy`: another operation runs, often GKE's own
@@ -14,6 +20,10 @@
 //! - Blocked actions (missing consent or ownership) are refused.
 //! - Kubernetes steps go to a [`KubeApplier`], the Kubernetes half's extension point. Without one,
 //!   Kubernetes actions fail with a clear message.
+//! - An [`Interrupt`] (Ctrl-C in `gkq apply`) stops the walk: no new action starts, Kubernetes
+//!   calls in flight finish, and a GKE operation being waited for is reported as still running
+//!   (GKE goes on with it; the next plan shows where it got to). Actions not started are
+//!   [`Outcome::Interrupted`].
 //!
 //! - [`Executor::verify`] checks the whole plan before anything runs: a plan whose targets moved
 //!   is refused as a whole, naming each one (saved plans are applied this way).
@@ -25,8 +35,12 @@ mod gke;
 mod kube;
 mod verify;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+
+use futures::StreamExt;
 
 use crate::addr::ResourceAddr;
 use crate::gke::{GkeApi, GkeError};
@@ -35,6 +49,51 @@ use crate::plan::{Action, ActionKind, Plan};
 pub use events::{ApplyEvent, FanOut, NullSink, RecordingSink, Sink};
 pub use kube::{KubeApplier, KubeApplyError};
 pub use verify::VerifyError;
+
+/// Most Kubernetes actions in flight at once, unless [`Executor::with_kube_concurrency`] says
+/// otherwise. Far below the API server's in-flight limits (200 mutating requests by default).
+pub const KUBE_CONCURRENCY: usize = 16;
+
+/// A request to stop an apply (Ctrl-C), shared between the signal handler and the executor.
+#[derive(Debug, Clone, Default)]
+pub struct Interrupt {
+    inner: Arc<InterruptInner>,
+}
+
+#[derive(Debug, Default)]
+struct InterruptInner {
+    set: AtomicBool,
+    notify: tokio::sync::Notify,
+}
+
+impl Interrupt {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Asks the apply to stop; idempotent.
+    pub fn trigger(&self) {
+        self.inner.set.store(true, Ordering::SeqCst);
+        self.inner.notify.notify_waiters();
+    }
+
+    pub fn is_set(&self) -> bool {
+        self.inner.set.load(Ordering::SeqCst)
+    }
+
+    /// Returns once [`Interrupt::trigger`] was called (at once if it already was).
+    pub async fn wait(&self) {
+        loop {
+            let notified = self.inner.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.is_set() {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
 
 /// How to wait for long-running operations.
 #[derive(Debug, Clone, PartialEq)]
@@ -119,6 +178,9 @@ pub enum ApplyError {
         what: String,
         waited: Duration,
     },
+    /// The apply was interrupted while this action ran (a GKE operation goes on without us).
+    #[error("{addr}: interrupted: {detail}")]
+    Interrupted { addr: ResourceAddr, detail: String },
     #[error("{addr}: Kubernetes changes cannot be applied: no Kubernetes client is configured")]
     KubeUnavailable { addr: ResourceAddr },
     #[error("{addr}: {step} failed: {source}")]
@@ -147,6 +209,10 @@ impl ApplyError {
             ApplyError::KubeUnavailable { .. } => {
                 Some("Kubernetes objects need the Kubernetes half of gkq; apply the GKE part alone for now.".into())
             }
+            ApplyError::Interrupted { .. } => Some(
+                "GKE finishes the operation on its own. Run `gkq plan` to see where it got to, then `gkq apply` for the rest."
+                    .to_string(),
+            ),
             ApplyError::Blocked { .. } | ApplyError::Timeout { .. } => None,
         }
     }
@@ -210,6 +276,8 @@ pub enum Outcome {
     Skipped {
         because: ResourceAddr,
     },
+    /// Not attempted because the apply was interrupted first.
+    Interrupted,
 }
 
 #[derive(Debug)]
@@ -230,6 +298,16 @@ impl ApplyReport {
         self.results
             .iter()
             .all(|r| matches!(r.outcome, Outcome::Succeeded | Outcome::Unchanged))
+    }
+
+    /// Whether the apply was interrupted (Ctrl-C) before it could finish.
+    pub fn interrupted(&self) -> bool {
+        self.results.iter().any(|r| {
+            matches!(
+                r.outcome,
+                Outcome::Interrupted | Outcome::Failed(ApplyError::Interrupted { .. })
+            )
+        })
     }
 
     pub fn failures(&self) -> impl Iterator<Item = (&ResourceAddr, &ApplyError)> {
@@ -258,6 +336,8 @@ pub struct Executor<'a> {
     kube: Option<&'a dyn KubeApplier>,
     sink: &'a dyn Sink,
     options: ApplyOptions,
+    kube_concurrency: usize,
+    interrupt: Option<&'a Interrupt>,
 }
 
 impl<'a> Executor<'a> {
@@ -267,7 +347,78 @@ impl<'a> Executor<'a> {
             kube: None,
             sink,
             options: ApplyOptions::default(),
+            kube_concurrency: KUBE_CONCURRENCY,
+            interrupt: None,
         }
+    }
+
+    /// At most `limit` independent Kubernetes actions in flight at once (1: one at a time).
+    pub fn with_kube_concurrency(mut self, limit: usize) -> Self {
+        self.kube_concurrency = limit.max(1);
+        self
+    }
+
+    /// Stop when `interrupt` is triggered; see the module docs.
+    pub fn with_interrupt(mut self, interrupt: &'a Interrupt) -> Self {
+        self.interrupt = Some(interrupt);
+        self
+    }
+
+    fn interrupted(&self) -> bool {
+        self.interrupt.is_some_and(Interrupt::is_set)
+    }
+
+    /// Sleeps for `delay`; `true` if the apply was interrupted meanwhile (it returns at once then).
+    async fn pause(&self, delay: Duration) -> bool {
+        match self.interrupt {
+            None => {
+                tokio::time::sleep(delay).await;
+                false
+            }
+            Some(interrupt) => tokio::select! {
+                _ = tokio::time::sleep(delay) => interrupt.is_set(),
+                _ = interrupt.wait() => true,
+            },
+        }
+    }
+
+    /// Whether `action` may run concurrently with its neighbours: a Kubernetes change.
+    fn concurrent(&self, action: &Action) -> bool {
+        self.kube.is_some()
+            && self.kube_concurrency > 1
+            && action.kind.is_change()
+            && !action.steps.is_empty()
+            && !action.steps.iter().all(|s| s.is_gke())
+    }
+
+    /// The actions that run together from `start`: positions in the plan, and where the next
+    /// batch starts. A batch is one action, or a run of consecutive Kubernetes actions none of
+    /// which depends on another in the run, all deletes or none (deletes come after everything
+    /// else and in reverse order; that order is kept between the two phases). No-ops ride along.
+    fn batch(&self, plan: &Plan, start: usize) -> (Vec<usize>, usize) {
+        let actions = &plan.actions;
+        let first = &actions[start];
+        if !self.concurrent(first) {
+            return (vec![start], start + 1);
+        }
+        let deleting = first.kind == ActionKind::Delete;
+        let mut members: BTreeSet<&ResourceAddr> = BTreeSet::from([&first.addr]);
+        let mut batch = vec![start];
+        let mut end = start + 1;
+        while let Some(action) = actions.get(end) {
+            if action.kind.is_change() {
+                if !self.concurrent(action)
+                    || (action.kind == ActionKind::Delete) != deleting
+                    || action.depends_on.iter().any(|d| members.contains(d))
+                {
+                    break;
+                }
+                members.insert(&action.addr);
+            }
+            batch.push(end);
+            end += 1;
+        }
+        (batch, end)
     }
 
     pub fn with_kube(mut self, kube: &'a dyn KubeApplier) -> Self {
@@ -292,20 +443,46 @@ impl<'a> Executor<'a> {
         // the resource as it was, still there, so what depends on it goes on; a failed create,
         // replace or delete may leave it missing (or still referenced), so dependents are skipped.
         let mut usable: BTreeMap<ResourceAddr, bool> = BTreeMap::new();
-        for action in &plan.actions {
-            let outcome = self.run(plan, action, &usable).await;
-            let ok = matches!(outcome, Outcome::Succeeded | Outcome::Unchanged);
-            usable.insert(action.addr.clone(), ok || action.kind == ActionKind::Update);
-            report.results.push(ActionResult {
-                addr: action.addr.clone(),
-                kind: action.kind,
-                outcome,
-            });
+        let mut next = 0;
+        while next < plan.actions.len() {
+            let (batch, end) = self.batch(plan, next);
+            // A no-op is always there for its dependents, which may share its batch.
+            for &i in &batch {
+                let action = &plan.actions[i];
+                if !action.kind.is_change() {
+                    usable.insert(action.addr.clone(), true);
+                }
+            }
+            let outcomes: Vec<(usize, Outcome)> = if batch.len() == 1 {
+                vec![(next, self.run(plan, &plan.actions[next], &usable).await)]
+            } else {
+                let usable = &usable;
+                let mut done: Vec<(usize, Outcome)> =
+                    futures::stream::iter(batch.iter().map(|&i| async move {
+                        (i, self.run(plan, &plan.actions[i], usable).await)
+                    }))
+                    .buffer_unordered(self.kube_concurrency)
+                    .collect()
+                    .await;
+                done.sort_by_key(|(i, _)| *i);
+                done
+            };
+            for (i, outcome) in outcomes {
+                let action = &plan.actions[i];
+                let ok = matches!(outcome, Outcome::Succeeded | Outcome::Unchanged);
+                usable.insert(action.addr.clone(), ok || action.kind == ActionKind::Update);
+                report.results.push(ActionResult {
+                    addr: action.addr.clone(),
+                    kind: action.kind,
+                    outcome,
+                });
+            }
+            next = end;
         }
         self.sink.emit(&ApplyEvent::ApplyFinished {
             succeeded: report.count(|o| matches!(o, Outcome::Succeeded)),
             failed: report.count(|o| matches!(o, Outcome::Failed(_))),
-            skipped: report.count(|o| matches!(o, Outcome::Skipped { .. })),
+            skipped: report.count(|o| matches!(o, Outcome::Skipped { .. } | Outcome::Interrupted)),
             elapsed_ms: millis(started.elapsed()),
         });
         report
@@ -319,6 +496,14 @@ impl<'a> Executor<'a> {
     ) -> Outcome {
         if !action.kind.is_change() {
             return Outcome::Unchanged;
+        }
+        if self.interrupted() {
+            self.sink.emit(&ApplyEvent::ActionSkipped {
+                addr: action.addr.clone(),
+                kind: action.kind,
+                reason: "the apply was interrupted before it started".to_string(),
+            });
+            return Outcome::Interrupted;
         }
         // A dependency that has not run means the plan is out of order, which `plan()` never
         // produces; treat it like a failed dependency rather than guess.

@@ -9,7 +9,7 @@ use super::SpecArgs;
 use super::gitops::{KubeHandle, LockArgs};
 use super::plan::{PlanFlags, PlanFormat, make_plan, options, render_plan};
 use super::target::{Session, TargetArgs};
-use crate::apply::{ApplyReport, Executor, Outcome, VerifyError};
+use crate::apply::{ApplyReport, Executor, Interrupt, Outcome, VerifyError};
 use crate::kube::applier::KubeAdapter;
 use crate::kube::client::RealKube;
 use crate::model::KueueInstall;
@@ -131,7 +131,10 @@ pub async fn execute_on(
         };
         a
     });
-    let mut executor = Executor::new(session.gke.as_ref(), sink).with_options(options);
+    let interrupt = Interrupt::new();
+    let mut executor = Executor::new(session.gke.as_ref(), sink)
+        .with_options(options)
+        .with_interrupt(&interrupt);
     if let Some(adapter) = &adapter {
         executor = executor.with_kube(adapter);
     }
@@ -140,7 +143,10 @@ pub async fn execute_on(
         // Verified and nothing to do: no progress output for an empty walk.
         return Ok(ApplyReport::default());
     }
-    Ok(executor.apply(target.plan).await)
+    let on_ctrl_c = tokio::spawn(stop_on_ctrl_c(interrupt.clone()));
+    let report = executor.apply(target.plan).await;
+    on_ctrl_c.abort();
+    Ok(report)
 }
 
 /// A stale plan, as the user sees it: every resource that moved, and what to do.
@@ -149,9 +155,35 @@ pub fn stale_error(error: VerifyError) -> anyhow::Error {
     anyhow::anyhow!("{error}\nhint: {hint}")
 }
 
+/// Ctrl-C during an apply: start nothing new and let what runs finish (the executor reports a
+/// GKE operation it was waiting for as still running). A second Ctrl-C exits at once.
+async fn stop_on_ctrl_c(interrupt: Interrupt) {
+    if tokio::signal::ctrl_c().await.is_err() {
+        return;
+    }
+    eprintln!(
+        "\nInterrupted: no new changes will start; waiting for the ones in flight (Ctrl-C again to quit now)."
+    );
+    interrupt.trigger();
+    if tokio::signal::ctrl_c().await.is_ok() {
+        eprintln!("Interrupted again: exiting now. Run `gkq plan` to see what was done.");
+        std::process::exit(Exit::Interrupted.code());
+    }
+}
+
 /// The sink has already reported each action and the totals; this only sets the exit code and
 /// says what to do after a partial failure.
 fn summarize(report: &ApplyReport) -> Exit {
+    if report.interrupted() {
+        let count =
+            |f: fn(&Outcome) -> bool| report.results.iter().filter(|r| f(&r.outcome)).count();
+        eprintln!(
+            "Apply interrupted: {} change(s) made, {} not started. Run `gkq plan` to see what is left (and any GKE operation still running), then `gkq apply` again.",
+            count(|o| matches!(o, Outcome::Succeeded)),
+            count(|o| matches!(o, Outcome::Interrupted | Outcome::Skipped { .. })),
+        );
+        return Exit::Interrupted;
+    }
     if report.is_success() {
         Exit::Ok
     } else {

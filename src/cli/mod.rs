@@ -139,6 +139,8 @@ pub enum Exit {
     Changes,
     /// `--detailed-exitcode`: changes that disrupt running jobs.
     Disruptive,
+    /// Stopped by Ctrl-C (128 + SIGINT, as shells report it).
+    Interrupted,
 }
 
 impl Exit {
@@ -148,6 +150,7 @@ impl Exit {
             Exit::Failed => 1,
             Exit::Changes => 2,
             Exit::Disruptive => 3,
+            Exit::Interrupted => 130,
         }
     }
 }

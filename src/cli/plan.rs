@@ -211,6 +211,12 @@ pub fn write_plan_file(path: &std::path::Path, plan: &Plan) -> anyhow::Result<()
     let mut file = options
         .open(path)
         .map_err(|e| anyhow::anyhow!("cannot write the plan to {}: {e}", path.display()))?;
+    // `mode` applies only to a new file; an existing one is narrowed before anything is written.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    }
     file.write_all(text.as_bytes())?;
     Ok(())
 }

@@ -32,6 +32,7 @@ impl RealKube {
             ..Default::default()
         };
         let config = Config::from_kubeconfig(&options).await?;
+        super::connect::require_verified_tls(&config)?;
         Ok(Self::new(Client::try_from(config)?))
     }
 

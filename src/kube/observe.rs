@@ -1,10 +1,18 @@
-//! Reading live Kubernetes state for a plan: one label-selected list per kind (concurrently), a
-//! GET only for desired objects gkq does not own yet, and a server-side dry-run apply for each
-//! object whose owned fields differ from live, so the plan compares what the server would store
-//! (CRD defaults, webhook mutations, finalizers) rather than what the spec says.
+//! Reading live Kubernetes state for a plan: one label-selected list per kind (concurrently), and a
+//! server-side dry-run apply for each object that is new or whose owned fields differ from live,
+//! so the plan compares what the server would store (CRD defaults, webhook mutations, finalizers)
+//! rather than what the spec says.
+//!
+//! A desired object missing from gkq's lists is either new or exists without gkq's labels. Its
+//! dry run tells which: the server's answer carries a `resourceVersion` only when the object
+//! exists. Only then (or when the dry run fails) is it read with a GET, so a plan of new objects
+//! costs one request per object. Per-object requests run concurrently, at most
+//! [`OBSERVE_CONCURRENCY`] at a time: the API server's in-flight limits and the client's
+//! connections are finite, and a spec may hold thousands of objects.
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use futures::StreamExt;
 use futures::future::join_all;
 use serde_json::Value;
 
@@ -13,6 +21,9 @@ use crate::addr::ResourceAddr;
 use crate::diff::kube::diff_object;
 use crate::model::DesiredState;
 use crate::observe::{KubeLive, KubeObject};
+
+/// Most per-object requests (dry runs, GETs) a plan has in flight at once.
+pub const OBSERVE_CONCURRENCY: usize = 32;
 
 /// Kinds gkq may have created, listed even when the spec no longer has any (for prune).
 pub const MANAGED_KINDS: [(&str, &str); 9] = [
@@ -92,8 +103,8 @@ pub async fn observe_kube(
         }
     }
 
-    // Desired objects: GET the ones not found among gkq's (they may exist unowned), then ask the
-    // server what each changed or new object would become.
+    // Desired objects: ask the server what each new or changed object would become; read the
+    // ones that turn out to exist without gkq's labels.
     let probes = desired.kubernetes.iter().map(|object| {
         let served = &served;
         let objects = &objects;
@@ -115,53 +126,83 @@ pub async fn observe_kube(
                 // Not served yet (CRD arrives with Kueue): planned from the rendered object.
                 return Ok(Some((addr, KubeObject::default())));
             };
-            let mut live = objects.get(&addr).and_then(|o| o.live.clone());
-            if live.is_none() {
-                live = api
-                    .get(
-                        info,
-                        super::namespace_of(object)
-                            .or(Some("default"))
-                            .filter(|_| info.namespaced),
-                        super::name_of(object),
-                    )
-                    .await?;
+            let get = || {
+                api.get(
+                    info,
+                    super::namespace_of(object)
+                        .or(Some("default"))
+                        .filter(|_| info.namespaced),
+                    super::name_of(object),
+                )
+            };
+            let owned_live = objects.get(&addr).and_then(|o| o.live.clone());
+            if let Some(live) = &owned_live
+                && diff_object(&addr, object, live, None).changes.is_empty()
+            {
+                return Ok(Some((
+                    addr,
+                    KubeObject {
+                        live: owned_live,
+                        predicted: None,
+                    },
+                )));
             }
-            let unchanged = live
-                .as_ref()
-                .is_some_and(|l| diff_object(&addr, object, l, None).changes.is_empty());
-            let predicted = if unchanged {
-                None
-            } else {
-                match api
-                    .apply(
-                        info,
-                        object,
-                        ApplyOptions {
-                            dry_run: true,
-                            force: true,
-                        },
-                    )
-                    .await
-                {
-                    Ok(p) => Some(p),
-                    // A namespace that does not exist yet, or a rejected object: the plan shows
-                    // the rendered object; apply reports the server's answer.
-                    Err(e) => {
-                        tracing::debug!("dry-run of {}: {e}", super::describe(object));
-                        None
-                    }
+            let dry_run = api
+                .apply(
+                    info,
+                    object,
+                    ApplyOptions {
+                        dry_run: true,
+                        force: true,
+                    },
+                )
+                .await;
+            let (live, predicted) = match (owned_live, dry_run) {
+                (Some(live), Ok(p)) => (Some(live), Some(p)),
+                // A new object: the server's answer has no resourceVersion.
+                (None, Ok(p)) if !exists(&p) => (None, Some(p)),
+                // It exists without gkq's labels: read it, for ownership and the diff.
+                (None, Ok(p)) => {
+                    let live = get().await?;
+                    let unchanged = live
+                        .as_ref()
+                        .is_some_and(|l| diff_object(&addr, object, l, None).changes.is_empty());
+                    (live, (!unchanged).then_some(p))
+                }
+                // A namespace that does not exist yet, or a rejected object: the plan shows the
+                // rendered object; apply reports the server's answer.
+                (owned_live, Err(e)) => {
+                    tracing::debug!("dry-run of {}: {e}", super::describe(object));
+                    let live = match owned_live {
+                        Some(live) => Some(live),
+                        None => get().await?,
+                    };
+                    (live, None)
                 }
             };
             Ok(Some((addr, KubeObject { live, predicted })))
         }
     });
-    for result in join_all(probes).await {
+    let observed: Vec<_> = futures::stream::iter(probes)
+        .buffer_unordered(OBSERVE_CONCURRENCY)
+        .collect()
+        .await;
+    for result in observed {
         if let Some((addr, observed)) = result? {
             objects.insert(addr, observed);
         }
     }
     Ok(KubeLive::Observed { objects })
+}
+
+/// Whether a dry-run answer describes an object the server already stores: the API server leaves
+/// `resourceVersion` empty on a dry-run create (a store may say "0", which no stored object has).
+/// Guessing "exists" wrongly costs one GET, never a wrong plan.
+fn exists(predicted: &Value) -> bool {
+    predicted
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .is_some_and(|v| !v.is_empty() && v != "0")
 }
 
 /// What planning sees before the cluster exists: nothing, so every object is a create.
@@ -177,5 +218,225 @@ pub async fn observe_workloads(api: &dyn KubeApi) -> KubeResult<Vec<Value>> {
     match api.resource("kueue.x-k8s.io/v1beta2", "Workload").await? {
         Some(info) => api.list(&info, "").await,
         None => Ok(Vec::new()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::gke::ClusterRef;
+    use crate::kube::KubeError;
+    use crate::model::{GkeDesired, KueueInstall};
+    use crate::spec::types::InstallMode;
+
+    /// ConfigMaps only; counts requests and the most in flight at once.
+    #[derive(Default)]
+    struct Fake {
+        stored: BTreeMap<String, Value>,
+        /// Names whose dry run the server rejects.
+        rejected: Vec<String>,
+        calls: Mutex<BTreeMap<&'static str, usize>>,
+        in_flight: AtomicUsize,
+        max_in_flight: AtomicUsize,
+    }
+
+    impl Fake {
+        fn count(&self, what: &'static str) -> usize {
+            self.calls.lock().unwrap().get(what).copied().unwrap_or(0)
+        }
+        async fn call(&self, what: &'static str) {
+            *self.calls.lock().unwrap().entry(what).or_default() += 1;
+            let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+            self.max_in_flight.fetch_max(now, Ordering::SeqCst);
+            tokio::task::yield_now().await;
+            self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl KubeApi for Fake {
+        async fn resource(
+            &self,
+            api_version: &str,
+            kind: &str,
+        ) -> KubeResult<Option<ResourceInfo>> {
+            Ok((kind == "ConfigMap").then(|| ResourceInfo {
+                api_version: api_version.into(),
+                kind: kind.into(),
+                plural: "configmaps".into(),
+                namespaced: true,
+            }))
+        }
+        async fn list(&self, _: &ResourceInfo, _selector: &str) -> KubeResult<Vec<Value>> {
+            self.call("list").await;
+            Ok(self
+                .stored
+                .values()
+                .filter(|o| super::super::is_owned(o))
+                .cloned()
+                .collect())
+        }
+        async fn get(
+            &self,
+            _: &ResourceInfo,
+            _: Option<&str>,
+            name: &str,
+        ) -> KubeResult<Option<Value>> {
+            self.call("get").await;
+            Ok(self.stored.get(name).cloned())
+        }
+        async fn apply(
+            &self,
+            _: &ResourceInfo,
+            object: &Value,
+            opts: ApplyOptions,
+        ) -> KubeResult<Value> {
+            assert!(opts.dry_run, "a plan never writes");
+            self.call("dry-run").await;
+            let name = super::super::name_of(object);
+            if self.rejected.iter().any(|r| r == name) {
+                return Err(KubeError::Invalid {
+                    object: name.into(),
+                    message: "rejected".into(),
+                });
+            }
+            let mut out = object.clone();
+            if let Some(live) = self.stored.get(name) {
+                out["metadata"]["resourceVersion"] = live["metadata"]["resourceVersion"].clone();
+            }
+            Ok(out)
+        }
+        async fn delete(
+            &self,
+            _: &ResourceInfo,
+            _: Option<&str>,
+            _: &str,
+            _: bool,
+        ) -> KubeResult<bool> {
+            unreachable!("a plan never deletes")
+        }
+    }
+
+    fn cm(name: &str, value: &str, owned: bool) -> Value {
+        let mut o = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": "ns"}, "data": {"k": value}});
+        if owned {
+            o["metadata"]["labels"] =
+                json!({"app.kubernetes.io/managed-by": "gkq", "gkq.dev/stack": "c"});
+        }
+        o
+    }
+
+    fn stored(o: Value) -> Value {
+        let mut o = o;
+        o["metadata"]["resourceVersion"] = json!("7");
+        o
+    }
+
+    fn desired(objects: Vec<Value>) -> DesiredState {
+        DesiredState {
+            gke: GkeDesired {
+                cluster_ref: ClusterRef {
+                    project: "p".into(),
+                    location: "z".into(),
+                    cluster: "c".into(),
+                },
+                cluster: json!({"name": "c"}),
+                node_pools: vec![],
+                deletion_protection: true,
+            },
+            kueue: KueueInstall {
+                version: "v0.19.2".into(),
+                mode: InstallMode::External,
+                manifests: String::new(),
+                feature_gates: Default::default(),
+            },
+            kubernetes: objects,
+        }
+    }
+
+    fn observed(live: &KubeLive, name: &str) -> KubeObject {
+        let KubeLive::Observed { objects } = live else {
+            panic!("not observed")
+        };
+        objects
+            .iter()
+            .find(|(a, _)| a.to_string().ends_with(&format!("/{name}")))
+            .map(|(_, o)| o.clone())
+            .unwrap_or_else(|| panic!("{name} not observed"))
+    }
+
+    #[tokio::test]
+    async fn new_objects_cost_one_dry_run_each_and_no_get() {
+        let api = Fake::default();
+        let objects: Vec<Value> = (0..200)
+            .map(|i| cm(&format!("cm-{i}"), "v", true))
+            .collect();
+        let live = observe_kube(&api, &desired(objects), "c").await.unwrap();
+        assert_eq!(api.count("dry-run"), 200);
+        assert_eq!(api.count("get"), 0);
+        let o = observed(&live, "cm-7");
+        assert!(o.live.is_none() && o.predicted.is_some());
+        let max = api.max_in_flight.load(Ordering::SeqCst);
+        assert!(
+            max <= OBSERVE_CONCURRENCY,
+            "{max} requests in flight at once"
+        );
+    }
+
+    #[tokio::test]
+    async fn unchanged_owned_objects_cost_nothing_and_changed_ones_one_dry_run() {
+        let mut api = Fake::default();
+        api.stored
+            .insert("same".into(), stored(cm("same", "v", true)));
+        api.stored
+            .insert("edited".into(), stored(cm("edited", "old", true)));
+        let want = vec![cm("same", "v", true), cm("edited", "new", true)];
+        let live = observe_kube(&api, &desired(want), "c").await.unwrap();
+        assert_eq!(api.count("dry-run"), 1);
+        assert_eq!(api.count("get"), 0);
+        assert!(observed(&live, "same").predicted.is_none());
+        let edited = observed(&live, "edited");
+        assert!(edited.live.is_some() && edited.predicted.is_some());
+    }
+
+    #[tokio::test]
+    async fn an_object_without_gkqs_labels_is_read_once_the_dry_run_shows_it_exists() {
+        let mut api = Fake::default();
+        api.stored
+            .insert("theirs".into(), stored(cm("theirs", "v", false)));
+        let live = observe_kube(&api, &desired(vec![cm("theirs", "v", true)]), "c")
+            .await
+            .unwrap();
+        assert_eq!((api.count("dry-run"), api.count("get")), (1, 1));
+        let o = observed(&live, "theirs");
+        assert!(
+            !super::super::is_owned(o.live.as_ref().unwrap()),
+            "the live object, not the dry run"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_rejected_dry_run_falls_back_to_a_get() {
+        let mut api = Fake {
+            rejected: vec!["bad".into(), "bad-existing".into()],
+            ..Default::default()
+        };
+        api.stored.insert(
+            "bad-existing".into(),
+            stored(cm("bad-existing", "v", false)),
+        );
+        let want = vec![cm("bad", "v", true), cm("bad-existing", "w", true)];
+        let live = observe_kube(&api, &desired(want), "c").await.unwrap();
+        assert_eq!((api.count("dry-run"), api.count("get")), (2, 2));
+        assert!(observed(&live, "bad").live.is_none());
+        let o = observed(&live, "bad-existing");
+        assert!(o.live.is_some() && o.predicted.is_none());
     }
 }

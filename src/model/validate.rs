@@ -1080,6 +1080,7 @@ fn check_jobs(c: &mut Checker, spec: &Spec) {
             c.quantity(&wp.key("memory"), &w.memory);
             if let Some(a) = &w.accelerator {
                 has_accelerator = true;
+                check_accelerator_type(c, &wp.key("accelerator").key("type"), &a.kind);
                 if a.chips == 0 {
                     c.error(
                         &wp.key("accelerator").key("chips"),
@@ -1153,6 +1154,31 @@ fn check_jobs(c: &mut Checker, spec: &Spec) {
                 }
             }
         }
+    }
+}
+
+/// The values GKE gives the `cloud.google.com/gke-tpu-accelerator` node label.
+const TPU_ACCELERATORS: &[&str] = &[
+    "tpu-v4-podslice",
+    "tpu-v5-lite-device",
+    "tpu-v5-lite-podslice",
+    "tpu-v5p-slice",
+    "tpu-v6e-slice",
+    "tpu7x",
+];
+
+/// A TPU accelerator type GKE does not have selects no node, and the job waits forever.
+fn check_accelerator_type(c: &mut Checker, path: &Path, kind: &str) {
+    if kind.to_ascii_lowercase().starts_with("tpu") && !TPU_ACCELERATORS.contains(&kind) {
+        let help = match suggest(kind, TPU_ACCELERATORS.iter().copied()) {
+            Some(s) => format!("did you mean `{s}`?"),
+            None => format!("use one of: {}", TPU_ACCELERATORS.join(", ")),
+        };
+        c.error(
+            path,
+            format!("`{kind}` is not a GKE TPU accelerator type: no node carries it, so the job could never be scheduled"),
+            help,
+        );
     }
 }
 

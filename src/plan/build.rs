@@ -102,6 +102,22 @@ impl<'a> Planner<'a> {
         });
     }
 
+    /// A cluster or pool in the middle of a GKE operation (after an interrupted apply, or GKE's
+    /// own upgrade or repair) is said so: apply waits for the operation before changing it.
+    fn notice_in_progress(&mut self, addr: &ResourceAddr, live: &Value, statuses: &[&str]) {
+        let status = status_name(live, statuses);
+        if let Some(status @ ("PROVISIONING" | "RECONCILING" | "STOPPING")) = status.as_deref() {
+            self.notice(
+                Some(addr),
+                format!(
+                    "{status}: a GKE operation on it is still running (an interrupted apply leaves \
+                     it to GKE, and GKE repairs and upgrades on its own); apply waits for it before \
+                     changing the cluster"
+                ),
+            );
+        }
+    }
+
     fn add(&mut self, action: Action, graph_object: Option<Value>) {
         self.drafts.insert(
             action.addr.clone(),
@@ -245,6 +261,7 @@ impl<'a> Planner<'a> {
         if status_name(live, GKE_CLUSTER_STATUS).as_deref() == Some("ERROR") {
             replace_reasons.push("the live cluster is in ERROR".to_string());
         }
+        self.notice_in_progress(addr, live, GKE_CLUSTER_STATUS);
         let fingerprint = Some(fingerprint(addr, Some(desired), live));
         if !replace_reasons.is_empty() {
             let blocked = if owned {
@@ -324,6 +341,7 @@ impl<'a> Planner<'a> {
         let diff = diff_node_pool(desired, live);
         let fingerprint = Some(fingerprint(&addr, Some(desired), live));
         let mut reasons = diff.replace_reasons();
+        self.notice_in_progress(&addr, live, GKE_NODE_POOL_STATUS);
         if status_name(live, GKE_NODE_POOL_STATUS).as_deref() == Some("ERROR") {
             reasons.insert(
                 0,

@@ -8,6 +8,12 @@ pub trait SpecFs {
     fn is_file(&self, path: &Path) -> bool;
     fn is_dir(&self, path: &Path) -> bool;
     fn list_dir(&self, path: &Path) -> io::Result<Vec<PathBuf>>;
+    /// Where `path` really is, symlinks followed, when that can differ from the path itself (the
+    /// working tree); `None` when it does not exist or the file system has no links (a commit's
+    /// tree stores a link as its target's text, never following it).
+    fn real_path(&self, _path: &Path) -> Option<PathBuf> {
+        None
+    }
 }
 
 /// The files on disk.
@@ -22,6 +28,9 @@ impl SpecFs for WorkingTree {
     }
     fn is_dir(&self, path: &Path) -> bool {
         path.is_dir()
+    }
+    fn real_path(&self, path: &Path) -> Option<PathBuf> {
+        std::fs::canonicalize(path).ok()
     }
     fn list_dir(&self, path: &Path) -> io::Result<Vec<PathBuf>> {
         let mut out: Vec<PathBuf> = std::fs::read_dir(path)?

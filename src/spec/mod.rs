@@ -346,6 +346,23 @@ fn read_referenced_files(
             continue;
         }
         let full = dir.join(rel);
+        // A symlink inside the directory may still point outside it.
+        if let (Some(real), Some(root)) = (fs.real_path(&full), fs.real_path(dir))
+            && !real.starts_with(&root)
+        {
+            diags.push(
+                Diagnostic::error(format!(
+                    "script `{}` of job `{}` lies outside the spec's directory: it is a link to {}",
+                    job.script,
+                    job.name,
+                    real.display()
+                ))
+                .at(span)
+                .with_path(path.to_string())
+                .help("copy the script next to the spec instead of linking to it, so that the spec's repository is complete"),
+            );
+            continue;
+        }
         match fs.read(&full) {
             Ok(text) => {
                 files.insert(job.script.clone(), text);

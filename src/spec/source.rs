@@ -22,6 +22,8 @@ pub struct Span {
 pub struct SourceFile {
     pub path: PathBuf,
     pub text: Arc<str>,
+    /// Byte offset of the start of each line, for locating spans without rescanning the text.
+    line_starts: Vec<usize>,
 }
 
 /// Every file read for one spec: the base, overlays, and referenced files.
@@ -32,9 +34,14 @@ pub struct SourceMap {
 
 impl SourceMap {
     pub fn add(&mut self, path: impl Into<PathBuf>, text: impl Into<Arc<str>>) -> FileId {
+        let text: Arc<str> = text.into();
+        let line_starts = std::iter::once(0)
+            .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+            .collect();
         self.files.push(SourceFile {
             path: path.into(),
-            text: text.into(),
+            text,
+            line_starts,
         });
         FileId((self.files.len() - 1) as u32)
     }
@@ -61,13 +68,22 @@ impl SourceMap {
 
     /// Builds a span from a byte range, computing line and column (both 1-based, columns in
     /// characters).
+    ///
+    /// Lines are found by binary search in the file's line index: a spec with thousands of
+    /// objects has hundreds of thousands of spans, and rescanning the text for each was quadratic.
     pub fn span_from_bytes(&self, file: FileId, start: usize, end: usize) -> Span {
-        let text = self.get(file).map(|f| &*f.text).unwrap_or("");
+        let source = self.get(file);
+        let text = source.map(|f| &*f.text).unwrap_or("");
         let start = floor_char_boundary(text, start.min(text.len()));
         let end = floor_char_boundary(text, end.clamp(start, text.len()));
-        let before = &text[..start];
-        let line = before.matches('\n').count() + 1;
-        let line_start = before.rfind('\n').map(|i| i + 1).unwrap_or(0);
+        // The number of line starts at or before `start` is the 1-based line.
+        let (line, line_start) = match source {
+            Some(f) => {
+                let line = f.line_starts.partition_point(|&s| s <= start);
+                (line, f.line_starts[line - 1])
+            }
+            None => (1, 0),
+        };
         let column = text[line_start..start].chars().count() + 1;
         Span {
             file,
@@ -84,4 +100,41 @@ fn floor_char_boundary(text: &str, mut index: usize) -> usize {
         index -= 1;
     }
     index
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The definition the line index replaces: count newlines before `start`.
+    fn naive(text: &str, start: usize) -> (usize, usize) {
+        let start = floor_char_boundary(text, start.min(text.len()));
+        let before = &text[..start];
+        let line = before.matches('\n').count() + 1;
+        let line_start = before.rfind('\n').map(|i| i + 1).unwrap_or(0);
+        (line, text[line_start..start].chars().count() + 1)
+    }
+
+    #[test]
+    fn line_and_column_match_counting_newlines_at_every_offset() {
+        for text in [
+            "",
+            "a",
+            "\n",
+            "ab\ncd\n",
+            "é: ü\n\n  x: [1, 2]\r\nyz",
+            "\n\nlast",
+        ] {
+            let mut map = SourceMap::default();
+            let id = map.add("f.yaml", text.to_string());
+            for start in 0..=text.len() + 2 {
+                let span = map.span_from_bytes(id, start, start + 1);
+                assert_eq!(
+                    (span.line, span.column),
+                    naive(text, start),
+                    "{text:?} at {start}"
+                );
+            }
+        }
+    }
 }

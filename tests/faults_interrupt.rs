@@ -1,0 +1,130 @@
+//! Ctrl-C during `gkq apply`: gkq stops starting new actions, reports the GKE operation it was
+//! waiting for as still running, and exits 130 with a message (no panic). The next `gkq plan`
+//! explains the state (the cluster is still PROVISIONING, the pools are still to create), and
+//! the next apply converges.
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use gkq::emulator::{Emulator, EmulatorConfig};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::Command;
+
+const SPEC: &str = "\
+project: faults-project
+location: us-east5-b
+cluster: {name: interrupted}
+nodePools:
+  - {name: on-demand-pool, machineType: ct6e-standard-4t, tpuTopology: 4x4, autoscaling: {min: 0, max: 4}}
+  - {name: dws-pool, machineType: ct6e-standard-4t, tpuTopology: 4x4, autoscaling: {min: 0, max: 4},
+     flexStart: true, queuedProvisioning: true}
+kueue: {install: external}
+";
+
+fn gkq(dir: &std::path::Path, url: &str, args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_gkq"));
+    c.args(args)
+        .arg(dir)
+        .args(["--target", "gcp", "--gke-endpoint", url])
+        .env("NO_COLOR", "1")
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null());
+    c
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_during_apply_exits_130_and_the_next_plan_explains_the_state() {
+    // Slow operations: the cluster takes a few seconds to create.
+    let config = EmulatorConfig {
+        pending_ms: 1500,
+        running_ms: 2500,
+        ..EmulatorConfig::default()
+    };
+    let (url, handle) = Emulator::start_in_process(config).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("gkq.yaml"), SPEC).unwrap();
+
+    let mut apply = gkq(dir.path(), &url, &["apply", "--auto-approve"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = apply.id().unwrap();
+    let mut lines = BufReader::new(apply.stderr.take().unwrap()).lines();
+    let mut stderr = String::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    // Interrupt once the cluster create is under way.
+    while let Some(line) = tokio::time::timeout_at(deadline.into(), lines.next_line())
+        .await
+        .expect("apply starts the cluster create within a minute")
+        .unwrap()
+    {
+        stderr.push_str(&line);
+        stderr.push('\n');
+        if line.contains("gke.cluster/interrupted") && line.contains("Creating") {
+            break;
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    while let Some(line) = lines.next_line().await.unwrap() {
+        stderr.push_str(&line);
+        stderr.push('\n');
+    }
+    let status = tokio::time::timeout(Duration::from_secs(30), apply.wait())
+        .await
+        .expect("apply exits promptly after Ctrl-C")
+        .unwrap();
+    assert_eq!(status.code(), Some(130), "stderr:\n{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(stderr.contains("Interrupted"), "{stderr}");
+    assert!(stderr.contains("still running in GKE"), "{stderr}");
+    assert!(stderr.contains("gkq plan"), "{stderr}");
+    // Nothing was started after the interrupt: no node pool create reached GKE.
+    let pool_creates = handle
+        .emulator()
+        .requests()
+        .iter()
+        .filter(|r| r.method == "POST" && r.path.ends_with("/nodePools"))
+        .count();
+    assert_eq!(pool_creates, 0);
+
+    // The next plan explains it: the cluster is still being created, the pools are to come.
+    let out = gkq(dir.path(), &url, &["plan"]).output().await.unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("PROVISIONING"), "{text}");
+    assert!(text.contains("still running"), "{text}");
+    assert!(text.contains("gke.nodepool/on-demand-pool"), "{text}");
+    assert!(text.contains("2 to create"), "{text}");
+
+    // And the next apply converges (it waits for the cluster first).
+    let out = gkq(dir.path(), &url, &["apply", "--auto-approve"])
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = gkq(dir.path(), &url, &["plan", "--detailed-exitcode"])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    handle.shutdown().await;
+}
