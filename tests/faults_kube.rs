@@ -57,7 +57,7 @@ impl OwnControlPlane {
                 let mut f = l.split_whitespace();
                 (f.next() == Some("kube-apiserver")).then(|| f.next()?.parse().ok())?
             })
-            .last()
+            .next_back()
             .expect("kube-apiserver in the pids file")
     }
 
