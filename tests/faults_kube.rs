@@ -263,11 +263,17 @@ async fn apiserver_killed_mid_apply_then_apply_converges_with_nothing_lost_or_du
         "the kill came too late to test anything ({landed} objects)"
     );
 
-    // Apply again: converges, then nothing is left to do.
-    let out = gkq(&spec, &url, &kubeconfig, &["apply", "--auto-approve"])
-        .output()
-        .await
-        .unwrap();
+    // Apply again: the killed apply could not release its Lease while the apiserver was down,
+    // so this one waits for the lock to expire, then converges; then nothing is left to do.
+    let out = gkq(
+        &spec,
+        &url,
+        &kubeconfig,
+        &["apply", "--auto-approve", "--lock-timeout", "3m"],
+    )
+    .output()
+    .await
+    .unwrap();
     assert!(
         out.status.success(),
         "{}",
