@@ -382,10 +382,13 @@ impl<'a> Executor<'a> {
         }
     }
 
-    /// Whether `action` may run concurrently with its neighbours: a Kubernetes change.
+    /// Whether `action` may run concurrently with its neighbours: a Kubernetes change. Jobs are
+    /// submitted one after another, in spec order: Kueue admits in creation order, so job 1 must
+    /// exist before job 2 for it to get Plan A (the guide submits them two seconds apart).
     fn concurrent(&self, action: &Action) -> bool {
         self.kube.is_some()
             && self.kube_concurrency > 1
+            && action.addr.kind != crate::addr::ResourceKind::RayJob
             && action.kind.is_change()
             && !action.steps.is_empty()
             && !action.steps.iter().all(|s| s.is_gke())
