@@ -202,8 +202,9 @@ pub struct Kueue {
     /// gkq checks the version and CRDs.
     #[serde(default)]
     pub install: InstallMode,
-    /// Release manifests: a URL, or a local file or directory (air-gapped installs). Defaults to
-    /// the release's `manifests.yaml` on GitHub.
+    /// Release manifests: a URL, a local file or directory, or `builtin` (the release embedded
+    /// in gkq, v0.19.2: no download, for air-gapped installs). Defaults to the release's
+    /// `manifests.yaml` on GitHub (the local target uses `builtin` instead).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub manifests: Option<String>,
     /// Feature gates passed to the manager (e.g. `ElasticJobsViaWorkloadSlices: true`).
