@@ -382,6 +382,49 @@ async fn cli_refuses_to_delete_a_queue_with_admitted_jobs() {
     .await
     .unwrap();
 
+    // `gkq status` reads where the real Kueue put each job, beside gkq's prediction.
+    let mut last = String::new();
+    let mut reported = None;
+    for _ in 0..60 {
+        let out = gkq(&["status", "-o", "json"]);
+        last = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if let Ok(status) = serde_json::from_slice::<Value>(&out.stdout)
+            && status["jobs"].as_array().is_some_and(|jobs| {
+                jobs.len() == 2
+                    && jobs
+                        .iter()
+                        .all(|j| j["observed"]["clusterQueue"].is_string())
+            })
+        {
+            reported = Some(status);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let status = reported.unwrap_or_else(|| panic!("status never showed both jobs placed: {last}"));
+    assert!(status["simulated"].is_null(), "{status:#}");
+    let tpu_flavor = |job: usize| {
+        status["jobs"][job]["observed"]["podsets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == "tpu-group")
+            .unwrap()["flavor"]
+            .clone()
+    };
+    assert_eq!(tpu_flavor(0), json!(s.vars["ONDEMAND"]), "{status:#}");
+    assert_eq!(tpu_flavor(1), json!(s.vars["DWS"]), "{status:#}");
+    assert_eq!(status["jobs"][0]["agrees"], true, "{status:#}");
+    assert_eq!(status["jobs"][1]["agrees"], true, "{status:#}");
+    assert_eq!(
+        status["jobs"][1]["observed"]["state"], "waiting-for-admission-checks",
+        "{status:#}"
+    );
+
     // The spec without its queues and jobs.
     let text = std::fs::read_to_string(dir.path().join("gkq.yaml")).unwrap();
     let cut = text.find("  clusterQueues:").unwrap();
