@@ -650,10 +650,9 @@ impl Store {
             }
         }
         let subresource = status.then(|| "status".to_string());
-        match entries
-            .iter_mut()
-            .find(|e| e.is(manager, Operation::Update) && e.subresource == subresource)
-        {
+        match entries.iter_mut().find(|e| {
+            e.manager == manager && e.operation == Operation::Update && e.subresource == subresource
+        }) {
             Some(entry) => {
                 entry.fields.extend(changed);
                 entry.time = timestamp(now);
@@ -1354,6 +1353,17 @@ mod tests {
             )
             .unwrap_err();
         assert!(matches!(err, KubeError::Conflict { .. }), "{err:?}");
+        s.update(&key, "kueue", true, 0, |o| o["status"]["n"] = json!(1));
+        s.update(&key, "kueue", true, 0, |o| o["status"]["n"] = json!(2));
+        let entries = managed_entries(s.get(&key).unwrap());
+        assert_eq!(
+            entries
+                .iter()
+                .filter(|e| e.subresource.as_deref() == Some("status"))
+                .count(),
+            1,
+            "{entries:?}"
+        );
         let set: FieldSet = [
             vec!["a".to_string()],
             vec!["a".to_string(), "b".to_string()],
