@@ -27,7 +27,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Value, json};
 
-use super::sim::{Ctx, Outcome, remove_condition, set_condition};
+use super::sim::{Ctx, Outcome, child_map, remove_condition, set_condition};
 use super::store::{Key, Store, finalizers, has_condition, timestamp};
 use super::workload::{KUEUE_FINALIZER, SIMULATED_ANNOTATION, SIMULATED_VALUE};
 use crate::placement::podsets::QUEUE_NAME_LABEL;
@@ -95,8 +95,8 @@ pub fn webhooks(
                     "admission webhook \"vrayjob.kb.io\" denied the request: {reason}"
                 ));
             }
-            if create {
-                object["spec"]["suspend"] = json!(true);
+            if create && let Some(spec) = child_map(object, "spec") {
+                spec.insert("suspend".into(), json!(true));
             }
             let _ = store;
             Ok(())
@@ -121,13 +121,24 @@ fn canonicalise_quotas(object: &mut Value) {
         .into_iter()
         .flatten()
     {
-        for flavor in group["flavors"].as_array_mut().into_iter().flatten() {
-            for resource in flavor["resources"].as_array_mut().into_iter().flatten() {
+        for flavor in group
+            .get_mut("flavors")
+            .and_then(Value::as_array_mut)
+            .into_iter()
+            .flatten()
+        {
+            let resources = flavor
+                .get_mut("resources")
+                .and_then(Value::as_array_mut)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_object_mut);
+            for resource in resources {
                 for field in ["nominalQuota", "borrowingLimit", "lendingLimit"] {
                     if let Some(v) = resource.get(field)
                         && let Ok(q) = Quantity::from_json(v)
                     {
-                        resource[field] = json!(q.to_canonical_string());
+                        resource.insert(field.into(), json!(q.to_canonical_string()));
                     }
                 }
             }
@@ -610,30 +621,50 @@ fn template_with_flavors(store: &Store, w: &Value, podset: &str) -> Value {
 }
 
 fn inject_flavor(template: &mut Value, flavor: &Value) {
-    if !template["spec"].is_object() {
-        template["spec"] = json!({});
-    }
-    for (k, v) in flavor
+    let Some(spec) = child_map(template, "spec") else {
+        return;
+    };
+    let labels = flavor
         .pointer("/spec/nodeLabels")
-        .and_then(Value::as_object)
-        .into_iter()
-        .flatten()
-    {
-        template["spec"]["nodeSelector"][k] = v.clone();
-    }
-    for t in flavor
-        .pointer("/spec/tolerations")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        if !template["spec"]["tolerations"].is_array() {
-            template["spec"]["tolerations"] = json!([]);
+        .and_then(Value::as_object);
+    if let Some(labels) = labels.filter(|l| !l.is_empty()) {
+        let selector = spec.entry("nodeSelector").or_insert_with(|| json!({}));
+        if let Some(selector) = selector.as_object_mut() {
+            for (k, v) in labels {
+                selector.insert(k.clone(), v.clone());
+            }
         }
-        if let Some(list) = template["spec"]["tolerations"].as_array_mut()
-            && !list.contains(t)
-        {
-            list.push(t.clone());
+    }
+    let tolerations = flavor
+        .pointer("/spec/tolerations")
+        .and_then(Value::as_array);
+    if let Some(tolerations) = tolerations.filter(|t| !t.is_empty()) {
+        let list = spec.entry("tolerations").or_insert_with(|| json!([]));
+        if let Some(list) = list.as_array_mut() {
+            for t in tolerations {
+                if !list.contains(t) {
+                    list.push(t.clone());
+                }
+            }
+        }
+    }
+}
+
+/// Merges `entries` into the string map at `template.<section>.<field>`, when that is a map.
+fn merge_into(template: &mut Value, section: &str, field: &str, entries: &Value) {
+    let Some(entries) = entries.as_object().filter(|e| !e.is_empty()) else {
+        return;
+    };
+    let Some(parent) = child_map(template, section) else {
+        return;
+    };
+    let target = parent.entry(field).or_insert_with(|| json!({}));
+    if target.is_null() {
+        *target = json!({});
+    }
+    if let Some(map) = target.as_object_mut() {
+        for (k, v) in entries {
+            map.insert(k.clone(), v.clone());
         }
     }
 }
@@ -1009,7 +1040,9 @@ fn suspend_or_resume_jobs(ctx: &mut Ctx<'_>) -> bool {
                 injections.push((pointer, patch));
             }
             changed |= ctx.store.update(&job_key, MANAGER, false, now, |o| {
-                o["spec"]["suspend"] = json!(false);
+                if let Some(spec) = child_map(o, "spec") {
+                    spec.insert("suspend".into(), json!(false));
+                }
                 for (pointer, patch) in &injections {
                     let Some(template) = o.pointer_mut(pointer) else {
                         continue;
@@ -1017,23 +1050,24 @@ fn suspend_or_resume_jobs(ctx: &mut Ctx<'_>) -> bool {
                     for f in patch["flavors"].as_array().into_iter().flatten() {
                         inject_flavor(template, f);
                     }
-                    template["metadata"]["labels"]["kueue.x-k8s.io/podset"] =
-                        patch["podset"].clone();
+                    merge_into(
+                        template,
+                        "metadata",
+                        "labels",
+                        &json!({"kueue.x-k8s.io/podset": patch["podset"]}),
+                    );
                     for update in patch["updates"].as_array().into_iter().flatten() {
-                        for field in ["annotations", "labels"] {
-                            for (k, v) in update[field].as_object().into_iter().flatten() {
-                                template["metadata"][field][k] = v.clone();
-                            }
-                        }
-                        for (k, v) in update["nodeSelector"].as_object().into_iter().flatten() {
-                            template["spec"]["nodeSelector"][k] = v.clone();
-                        }
+                        merge_into(template, "metadata", "annotations", &update["annotations"]);
+                        merge_into(template, "metadata", "labels", &update["labels"]);
+                        merge_into(template, "spec", "nodeSelector", &update["nodeSelector"]);
                     }
                 }
             });
         } else if !admitted && !suspended && !finished(&w) {
             changed |= ctx.store.update(&job_key, MANAGER, false, now, |o| {
-                o["spec"]["suspend"] = json!(true);
+                if let Some(spec) = child_map(o, "spec") {
+                    spec.insert("suspend".into(), json!(true));
+                }
             });
         }
     }

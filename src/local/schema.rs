@@ -64,6 +64,18 @@ fn walk_defaults(schema: &Value, value: &mut Value, root: bool) {
 
 /// Paths (`.spec.foo`) of fields in `object` that the schema does not declare.
 pub fn unknown_fields(schema: &Value, object: &Value) -> Vec<String> {
+    problems(schema, object)
+        .into_iter()
+        .filter_map(|p| {
+            p.strip_suffix(": field not declared in schema")
+                .map(str::to_string)
+        })
+        .collect()
+}
+
+/// What the API server would refuse in `object`: fields the schema does not declare, and
+/// values of the wrong type (`.spec: expected object, got string`).
+pub fn problems(schema: &Value, object: &Value) -> Vec<String> {
     let mut found = Vec::new();
     walk_unknown(schema, object, "", true, &mut found);
     found
@@ -76,7 +88,43 @@ fn preserves_unknown(schema: &Value) -> bool {
         == Some(true)
 }
 
+fn type_name(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_f64() => "number",
+        Value::Number(_) => "integer",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// A value whose JSON type the schema does not allow (null is pruned by the server, so allowed).
+fn type_error(schema: &Value, value: &Value, path: &str) -> Option<String> {
+    let expected = schema.get("type")?.as_str()?;
+    let int_or_string = schema
+        .get("x-kubernetes-int-or-string")
+        .and_then(Value::as_bool)
+        == Some(true);
+    let ok = match expected {
+        "object" => value.is_object(),
+        "array" => value.is_array(),
+        "string" => value.is_string() || (int_or_string && value.is_number()),
+        "integer" => value.is_i64() || value.is_u64() || (int_or_string && value.is_string()),
+        "number" => value.is_number(),
+        "boolean" => value.is_boolean(),
+        _ => true,
+    };
+    (!ok && !value.is_null())
+        .then(|| format!("{path}: expected {expected}, got {}", type_name(value)))
+}
+
 fn walk_unknown(schema: &Value, value: &Value, path: &str, root: bool, found: &mut Vec<String>) {
+    if let Some(error) = type_error(schema, value, path) {
+        found.push(error);
+        return;
+    }
     match value {
         Value::Object(map) => {
             let properties = schema.get("properties").and_then(Value::as_object);
@@ -99,7 +147,7 @@ fn walk_unknown(schema: &Value, value: &Value, path: &str, root: bool, found: &m
                         _ if preserves_unknown(schema) => {}
                         // A schema without properties (`type: object` alone) says nothing.
                         _ if properties.is_none() && additional.is_none() => {}
-                        _ => found.push(child_path),
+                        _ => found.push(format!("{child_path}: field not declared in schema")),
                     },
                 }
             }
@@ -257,5 +305,21 @@ mod tests {
         apply_defaults(&cut, &mut b);
         assert_eq!(a, b);
         assert!(unknown_fields(&cut, &b).is_empty());
+    }
+
+    #[test]
+    fn values_of_the_wrong_type_are_refused() {
+        let o = json!({"spec": {"queueingStrategy": 1, "resourceGroups": {"a": 1}}});
+        assert_eq!(
+            problems(&cq_schema(), &o),
+            vec![
+                ".spec.queueingStrategy: expected string, got integer".to_string(),
+                ".spec.resourceGroups: expected array, got object".to_string()
+            ]
+        );
+        assert_eq!(
+            problems(&cq_schema(), &json!({"spec": "x"})),
+            vec![".spec: expected object, got string".to_string()]
+        );
     }
 }

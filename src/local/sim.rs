@@ -167,6 +167,22 @@ pub fn set_condition(
     }
 }
 
+/// `value[key]` as a map, created when absent or null; `None` when `value` is not a map or the
+/// key holds something else (the simulation never panics on an odd object).
+pub fn child_map<'a>(
+    value: &'a mut Value,
+    key: &str,
+) -> Option<&'a mut serde_json::Map<String, Value>> {
+    let child = value
+        .as_object_mut()?
+        .entry(key)
+        .or_insert_with(|| json!({}));
+    if child.is_null() {
+        *child = json!({});
+    }
+    child.as_object_mut()
+}
+
 pub fn remove_condition(object: &mut Value, kind: &str) {
     if let Some(conditions) = object
         .pointer_mut("/status/conditions")
@@ -196,9 +212,19 @@ pub fn admit(store: &Store, object: &mut Value, create: bool) -> Result<(), Stri
         super::store::group_of(object["apiVersion"].as_str().unwrap_or_default()).to_string();
     if group.is_empty() && kind == "Namespace" {
         let name = object["metadata"]["name"].clone();
-        object["metadata"]["labels"]["kubernetes.io/metadata.name"] = name;
+        if let Some(labels) = child_map(object, "metadata").and_then(|m| {
+            let l = m.entry("labels").or_insert_with(|| json!({}));
+            if l.is_null() {
+                *l = json!({});
+            }
+            l.as_object_mut()
+        }) {
+            labels.insert("kubernetes.io/metadata.name".into(), name);
+        }
         if create {
-            object["spec"]["finalizers"] = json!(["kubernetes"]);
+            if let Some(spec) = child_map(object, "spec") {
+                spec.insert("finalizers".into(), json!(["kubernetes"]));
+            }
             object["status"] = json!({"phase": "Active"});
         }
     }

@@ -412,20 +412,17 @@ impl Store {
             .and_then(|crd| schema::version_schema(crd, version_of(&info.api_version)))
             .cloned();
         if let Some(schema) = &schema {
-            let unknown = schema::unknown_fields(schema, object);
-            if !unknown.is_empty() {
+            let problems = schema::problems(schema, object);
+            if !problems.is_empty() {
                 return Err(invalid(format!(
                     "failed to create typed patch object ({}, Kind={}): {}",
                     info.api_version,
                     info.kind,
-                    unknown
-                        .iter()
-                        .map(|p| format!("{p}: field not declared in schema"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    problems.join(", ")
                 )));
             }
         }
+        validate_metadata(object).map_err(invalid)?;
 
         let live = self.objects.get(&key).cloned();
         let mut applied = object.clone();
@@ -803,6 +800,32 @@ impl Store {
             }
             changed = true;
         }
+    }
+}
+
+/// ObjectMeta as the API server checks it for every kind: a map, with string maps for labels
+/// and annotations and a list of strings for finalizers.
+fn validate_metadata(object: &Value) -> Result<(), String> {
+    let Some(meta) = object.get("metadata").and_then(Value::as_object) else {
+        return Err("metadata: Required value: metadata must be a map".into());
+    };
+    for field in ["labels", "annotations"] {
+        match meta.get(field) {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(map)) => {
+                if let Some((k, _)) = map.iter().find(|(_, v)| !v.is_string()) {
+                    return Err(format!(
+                        "metadata.{field}.{k}: Invalid value: the value must be a string"
+                    ));
+                }
+            }
+            Some(_) => return Err(format!("metadata.{field}: Invalid value: must be a map")),
+        }
+    }
+    match meta.get("finalizers") {
+        None | Some(Value::Null) => Ok(()),
+        Some(Value::Array(list)) if list.iter().all(Value::is_string) => Ok(()),
+        Some(_) => Err("metadata.finalizers: Invalid value: must be a list of strings".into()),
     }
 }
 

@@ -59,13 +59,17 @@ pub fn ray_job_pod_sets(job: &Value) -> Vec<Value> {
         .as_str()
         .is_some_and(|v| v.eq_ignore_ascii_case("true"))
         || cluster.get("gcsFaultToleranceOptions").is_some();
-    if ft && let Some(requests) = head.pointer_mut("/spec/containers/0/resources/requests") {
+    if ft
+        && let Some(requests) = head
+            .pointer_mut("/spec/containers/0/resources/requests")
+            .and_then(Value::as_object_mut)
+    {
         for (name, minimum) in [("cpu", "200m"), ("memory", "256Mi")] {
             let merged = match requests.get(name) {
                 Some(v) => quantity_max(v, minimum),
                 None => json!(minimum),
             };
-            requests[name] = merged;
+            requests.insert(name.to_string(), merged);
         }
     }
     let containers = head
