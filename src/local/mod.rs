@@ -370,6 +370,15 @@ impl LocalKube {
         if let Ok(mut t) = self.last_save.lock() {
             *t = Some(std::time::Instant::now());
         }
+        let Some(_guard) = self.write_guard() else {
+            // Another gkq process is applying: its writes win. What this command simulated is
+            // recomputed from the same timestamps by the next command.
+            tracing::debug!(
+                "not writing {}: another gkq process holds the state directory's lock",
+                self.state_file().display()
+            );
+            return Ok(());
+        };
         world.save(&self.dir).map_err(|e| {
             KubeError::Transport(format!(
                 "cannot write the local Kubernetes state {}: {e:#}",
@@ -460,6 +469,34 @@ impl LocalKube {
         changed
     }
 
+    /// Whether this process may write the state: the state directory's apply lock
+    /// (`apply.lock`, taken by `gkq apply` before it reads anything) is free, and is then held
+    /// for the write, or this process is the one holding it. `None` while another process
+    /// applies.
+    fn write_guard(&self) -> Option<Option<std::fs::File>> {
+        let path = self.dir.join("apply.lock");
+        let Ok(mut file) = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+        else {
+            return Some(None);
+        };
+        match file.try_lock() {
+            Ok(()) => Some(Some(file)),
+            Err(std::fs::TryLockError::WouldBlock) => {
+                use std::io::Read;
+                let mut holder = String::new();
+                let _ = file.read_to_string(&mut holder);
+                let me = crate::gitops::lock::holder_identity();
+                holder.contains(&me).then_some(None)
+            }
+            Err(std::fs::TryLockError::Error(_)) => Some(None),
+        }
+    }
+
     /// Brings the simulation to now and writes it (after `apply` or `destroy`). A cluster that
     /// does not exist is not an error here: its Kubernetes state is simply emptied.
     pub async fn settle(&self) -> KubeResult<()> {
@@ -482,11 +519,8 @@ impl Drop for LocalKube {
     fn drop(&mut self) {
         if self.dirty.load(Ordering::Relaxed) {
             let world = self.lock();
-            if let Err(e) = world.save(&self.dir) {
-                tracing::warn!(
-                    "cannot write the local Kubernetes state {}: {e:#}",
-                    self.state_file().display()
-                );
+            if let Err(e) = self.save(&world) {
+                tracing::warn!("{e}");
             }
         }
     }
