@@ -593,9 +593,7 @@ impl Store {
             }
         }
         if dry_run {
-            if create {
-                new["metadata"]["resourceVersion"] = json!("0");
-            }
+            // As the API server: a dry-run create has no resourceVersion yet.
             return Ok(new);
         }
         new["metadata"]["resourceVersion"] = json!(self.next_version());
