@@ -667,19 +667,21 @@ mod watch {
             "autoscaling: {min: 0, max: 12}",
         );
         let state = ws.path().join("state");
+        // The watcher's drift checks save the simulation under the state directory's lock;
+        // an apply must wait out those moments rather than fail.
+        let applied = other.run(&[
+            "apply",
+            "infra",
+            "--env",
+            "local",
+            "--auto-approve",
+            "--state-dir",
+            state.to_str().unwrap(),
+        ]);
         assert!(
-            other
-                .run(&[
-                    "apply",
-                    "infra",
-                    "--env",
-                    "local",
-                    "--auto-approve",
-                    "--state-dir",
-                    state.to_str().unwrap(),
-                ])
-                .status
-                .success()
+            applied.status.success(),
+            "{}",
+            String::from_utf8_lossy(&applied.stderr)
         );
         let (shown, _) = w.wait_for("the drift", WAIT, |out| {
             out.contains("\nPlan: 0 to create, 1 to update")

@@ -470,6 +470,9 @@ async fn renew(
     }
 }
 
+/// How long the local target's lock is retried quietly before it counts as held.
+const MOMENTARY_HOLD: Duration = Duration::from_secs(2);
+
 /// Takes the local target's lock file `<state_dir>/apply.lock`, waiting up to `options.timeout`.
 pub async fn file(
     state_dir: &Path,
@@ -496,6 +499,12 @@ pub async fn file(
         match file.try_lock() {
             Ok(()) => break,
             Err(std::fs::TryLockError::WouldBlock) => {
+                // A plan, status or watch on the same state directory takes the lock for the
+                // milliseconds it needs to save the simulation; that is not an apply to wait for.
+                if started.elapsed() < MOMENTARY_HOLD {
+                    tokio::time::sleep(Duration::from_millis(25)).await;
+                    continue;
+                }
                 let mut text = String::new();
                 let _ = file.rewind();
                 let _ = file.read_to_string(&mut text);
