@@ -56,6 +56,8 @@ pub struct PlanArgs {
 
 /// Everything a command needs after planning.
 pub struct Planned {
+    /// The spec, without its document tree and raw manifests ([`Loaded::release_documents`]):
+    /// `desired` has everything they were for.
     pub loaded: Loaded,
     pub desired: DesiredState,
     pub session: Session,
@@ -73,9 +75,10 @@ pub async fn make_plan(
 ) -> anyhow::Result<Option<Planned>> {
     let (ok, diags, sources) = load_valid(spec);
     print_diagnostics(&diags, &sources);
-    let Some((loaded, desired)) = ok else {
+    let Some((mut loaded, desired)) = ok else {
         return Ok(None);
     };
+    loaded.release_documents();
     let session = target::connect(target_args, &loaded).await?;
     if session.simulated() {
         tracing::info!("target local: simulated GKE in {:?}", session.state_dir);
