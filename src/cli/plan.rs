@@ -56,6 +56,8 @@ pub struct PlanArgs {
 
 /// Everything a command needs after planning.
 pub struct Planned {
+    /// The spec, without its document tree and raw manifests ([`Loaded::release_documents`]):
+    /// `desired` has everything they were for.
     pub loaded: Loaded,
     pub desired: DesiredState,
     pub session: Session,
@@ -84,11 +86,12 @@ pub async fn make_plan(
 /// [`make_plan`] for a spec already loaded and valid (diagnostics are the caller's business).
 pub async fn plan_loaded(
     spec: &SpecArgs,
-    loaded: Loaded,
+    mut loaded: Loaded,
     desired: DesiredState,
     target_args: &TargetArgs,
     options: PlanOptions,
 ) -> anyhow::Result<Planned> {
+    loaded.release_documents();
     let session = target::connect(target_args, &loaded).await?;
     if session.simulated() {
         tracing::info!("target local: simulated GKE in {:?}", session.state_dir);

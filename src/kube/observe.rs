@@ -95,7 +95,7 @@ pub async fn observe_kube(
                 objects.insert(
                     addr,
                     KubeObject {
-                        live: Some(live),
+                        live: Some(without_bookkeeping(live)),
                         predicted: None,
                     },
                 );
@@ -104,7 +104,8 @@ pub async fn observe_kube(
     }
 
     // Desired objects: ask the server what each new or changed object would become; read the
-    // ones that turn out to exist without gkq's labels.
+    // ones that turn out to exist without gkq's labels. Probes borrow the listed objects and
+    // return only what they learnt, so that thousands of live objects are never held twice.
     let probes = desired.kubernetes.iter().map(|object| {
         let served = &served;
         let objects = &objects;
@@ -116,17 +117,17 @@ pub async fn observe_kube(
                 let live = install::observe(api).await?;
                 return Ok(Some((
                     addr,
-                    KubeObject {
+                    Probe::Replace(KubeObject {
                         live,
                         predicted: None,
-                    },
+                    }),
                 )));
             }
             let Some(info) = kind_key(object).and_then(|k| served.get(&k)) else {
                 // Not served yet (CRD arrives with Kueue): planned from the rendered object.
-                return Ok(Some((addr, KubeObject::default())));
+                return Ok(Some((addr, Probe::Replace(KubeObject::default()))));
             };
-            let get = || {
+            let get = || async {
                 api.get(
                     info,
                     super::namespace_of(object)
@@ -134,18 +135,14 @@ pub async fn observe_kube(
                         .filter(|_| info.namespaced),
                     super::name_of(object),
                 )
+                .await
+                .map(|live| live.map(without_bookkeeping))
             };
-            let owned_live = objects.get(&addr).and_then(|o| o.live.clone());
-            if let Some(live) = &owned_live
+            let owned_live = objects.get(&addr).and_then(|o| o.live.as_ref());
+            if let Some(live) = owned_live
                 && diff_object(&addr, object, live, None).changes.is_empty()
             {
-                return Ok(Some((
-                    addr,
-                    KubeObject {
-                        live: owned_live,
-                        predicted: None,
-                    },
-                )));
+                return Ok(Some((addr, Probe::Unchanged)));
             }
             let dry_run = api
                 .apply(
@@ -156,43 +153,87 @@ pub async fn observe_kube(
                         force: true,
                     },
                 )
-                .await;
-            let (live, predicted) = match (owned_live, dry_run) {
-                (Some(live), Ok(p)) => (Some(live), Some(p)),
+                .await
+                .map(without_bookkeeping)
+                .map(without_status);
+            let probe = match (owned_live, dry_run) {
+                (Some(_), Ok(p)) => Probe::Predicted(p),
                 // A new object: the server's answer has no resourceVersion.
-                (None, Ok(p)) if !exists(&p) => (None, Some(p)),
+                (None, Ok(p)) if !exists(&p) => Probe::Replace(KubeObject {
+                    live: None,
+                    predicted: Some(p),
+                }),
                 // It exists without gkq's labels: read it, for ownership and the diff.
                 (None, Ok(p)) => {
                     let live = get().await?;
                     let unchanged = live
                         .as_ref()
                         .is_some_and(|l| diff_object(&addr, object, l, None).changes.is_empty());
-                    (live, (!unchanged).then_some(p))
+                    Probe::Replace(KubeObject {
+                        live,
+                        predicted: (!unchanged).then_some(p),
+                    })
                 }
                 // A namespace that does not exist yet, or a rejected object: the plan shows the
                 // rendered object; apply reports the server's answer.
                 (owned_live, Err(e)) => {
                     tracing::debug!("dry-run of {}: {e}", super::describe(object));
-                    let live = match owned_live {
-                        Some(live) => Some(live),
-                        None => get().await?,
-                    };
-                    (live, None)
+                    match owned_live {
+                        Some(_) => Probe::Unchanged,
+                        None => Probe::Replace(KubeObject {
+                            live: get().await?,
+                            predicted: None,
+                        }),
+                    }
                 }
             };
-            Ok(Some((addr, KubeObject { live, predicted })))
+            Ok(Some((addr, probe)))
         }
     });
-    let observed: Vec<_> = futures::stream::iter(probes)
+    let probed: Vec<_> = futures::stream::iter(probes)
         .buffer_unordered(OBSERVE_CONCURRENCY)
         .collect()
         .await;
-    for result in observed {
-        if let Some((addr, observed)) = result? {
-            objects.insert(addr, observed);
+    for result in probed {
+        match result? {
+            None | Some((_, Probe::Unchanged)) => {}
+            Some((addr, Probe::Predicted(predicted))) => {
+                objects.entry(addr).or_default().predicted = Some(predicted);
+            }
+            Some((addr, Probe::Replace(observed))) => {
+                objects.insert(addr, observed);
+            }
         }
     }
     Ok(KubeLive::Observed { objects })
+}
+
+/// What probing one desired object learnt beyond the lists.
+enum Probe {
+    /// Nothing: the listed object (or its absence) is all there is to know.
+    Unchanged,
+    /// The server's answer for a listed object.
+    Predicted(Value),
+    /// What is known about an object the lists did not have.
+    Replace(KubeObject),
+}
+
+/// Drops `metadata.managedFields`: the plan never reads it (conflicts come from the server at
+/// apply time), and it is often as large as the object itself.
+fn without_bookkeeping(mut object: Value) -> Value {
+    if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("managedFields");
+    }
+    object
+}
+
+/// Drops `status` from a dry-run answer: plans compare spec and metadata only, and the live
+/// object keeps the status for whoever reads it.
+fn without_status(mut object: Value) -> Value {
+    if let Some(map) = object.as_object_mut() {
+        map.remove("status");
+    }
+    object
 }
 
 /// Whether a dry-run answer describes an object the server already stores: the API server leaves

@@ -52,9 +52,11 @@ pub fn plan(
 }
 
 /// An action before ordering, with the object whose references give its graph edges.
-struct Draft {
+struct Draft<'a> {
     action: Action,
-    graph_object: Option<Value>,
+    /// The object whose references make graph edges (borrowed: plans of thousands of objects
+    /// should not copy each one again for this).
+    graph_object: Option<&'a Value>,
 }
 
 struct Planner<'a> {
@@ -62,7 +64,7 @@ struct Planner<'a> {
     live: &'a LiveState,
     options: &'a PlanOptions,
     stack: Option<String>,
-    drafts: BTreeMap<ResourceAddr, Draft>,
+    drafts: BTreeMap<ResourceAddr, Draft<'a>>,
     notices: Vec<Notice>,
 }
 
@@ -118,7 +120,7 @@ impl<'a> Planner<'a> {
         }
     }
 
-    fn add(&mut self, action: Action, graph_object: Option<Value>) {
+    fn add(&mut self, action: Action, graph_object: Option<&'a Value>) {
         self.drafts.insert(
             action.addr.clone(),
             Draft {
@@ -537,12 +539,17 @@ impl<'a> Planner<'a> {
                 live_fingerprint: Some(fingerprint(addr, None, live)),
                 depends_on: Vec::new(),
             };
-            self.add(action, Some(live.clone()));
+            self.add(action, Some(live));
         }
         Ok(())
     }
 
-    fn plan_kube_create(&mut self, addr: &ResourceAddr, object: &Value, predicted: Option<&Value>) {
+    fn plan_kube_create(
+        &mut self,
+        addr: &ResourceAddr,
+        object: &'a Value,
+        predicted: Option<&Value>,
+    ) {
         let reason = if predicted.is_some() {
             "does not exist yet".to_string()
         } else {
@@ -560,13 +567,13 @@ impl<'a> Planner<'a> {
             object,
         );
         action.diff = unified_yaml_diff(None, Some(&shown));
-        self.add(action, Some(object.clone()));
+        self.add(action, Some(object));
     }
 
     fn plan_kube_object(
         &mut self,
         addr: &ResourceAddr,
-        object: &Value,
+        object: &'a Value,
         live: &Value,
         predicted: Option<&Value>,
     ) {
@@ -599,7 +606,7 @@ impl<'a> Planner<'a> {
                 depends_on: Vec::new(),
             }
         };
-        self.add(action, Some(object.clone()));
+        self.add(action, Some(object));
     }
 
     /// Orders the drafts: creates, updates and replaces by dependency, then deletes in reverse.
@@ -610,25 +617,22 @@ impl<'a> Planner<'a> {
             notices,
             ..
         } = self;
-        let graph = DependencyGraph::for_resources(
-            drafts.iter().map(|(a, d)| (a, d.graph_object.as_ref())),
-        );
+        let graph = DependencyGraph::for_resources(drafts.iter().map(|(a, d)| (a, d.graph_object)));
         let order = graph.topo_order()?;
         let is_action = |addr: &ResourceAddr| drafts.contains_key(addr);
         let mut dependents: BTreeMap<&ResourceAddr, BTreeSet<&ResourceAddr>> = BTreeMap::new();
         for (dependent, dependency) in graph.edges() {
             dependents.entry(dependency).or_default().insert(dependent);
         }
-        let mut actions = Vec::with_capacity(drafts.len());
+        // Each action's place and dependencies first; then the actions are moved, not copied.
+        let mut placed: Vec<(&ResourceAddr, Vec<ResourceAddr>)> = Vec::with_capacity(drafts.len());
         for addr in &order {
             if let Some(draft) = drafts.get(addr)
                 && draft.action.kind != ActionKind::Delete
             {
                 let depends_on =
                     nearest_actions(addr, &is_action, |a| graph.dependencies_of(a).collect());
-                let mut action = draft.action.clone();
-                action.depends_on = depends_on;
-                actions.push(action);
+                placed.push((addr, depends_on));
             }
         }
         for addr in order.iter().rev() {
@@ -649,7 +653,20 @@ impl<'a> Planner<'a> {
                         .is_some_and(|d| d.action.kind == ActionKind::Delete)
                 })
                 .collect();
-                let mut action = draft.action.clone();
+                placed.push((addr, depends_on));
+            }
+        }
+        let placed: Vec<(ResourceAddr, Vec<ResourceAddr>)> = placed
+            .into_iter()
+            .map(|(addr, deps)| (addr.clone(), deps))
+            .collect();
+        drop(dependents);
+        drop(graph);
+        let mut drafts = drafts;
+        let mut actions = Vec::with_capacity(placed.len());
+        for (addr, depends_on) in placed {
+            if let Some(draft) = drafts.remove(&addr) {
+                let mut action = draft.action;
                 action.depends_on = depends_on;
                 actions.push(action);
             }

@@ -58,15 +58,16 @@ pub fn annotate(
     let (placements, quota) = predict_for(plan, &desired.kubernetes, workloads);
     plan.placements = placements;
     plan.quota = quota;
-    let live_objects: Vec<Value> = match &live.kubernetes {
-        crate::observe::KubeLive::Observed { objects } => {
-            objects.values().filter_map(|o| o.live.clone()).collect()
-        }
-        crate::observe::KubeLive::NotObserved => Vec::new(),
-    };
+    // Borrowed, not collected: a large stack has thousands of live objects.
+    let live_objects = match &live.kubernetes {
+        crate::observe::KubeLive::Observed { objects } => Some(objects),
+        crate::observe::KubeLive::NotObserved => None,
+    }
+    .into_iter()
+    .flat_map(|objects| objects.values().filter_map(|o| o.live.as_ref()));
     plan.disruptions = super::disruption::find(
         plan,
         workloads,
-        desired.kubernetes.iter().chain(live_objects.iter()),
+        desired.kubernetes.iter().chain(live_objects),
     );
 }

@@ -63,6 +63,17 @@ impl Loaded {
     pub fn span(&self, path: &Path) -> Span {
         self.root.span_at(path)
     }
+
+    /// Drops what only validation reads, once the desired state is built: the merged document
+    /// tree (spans come from it) and the raw `manifests` (the desired state has them, labelled).
+    /// With thousands of manifests these are most of a spec's memory, and a plan needs neither.
+    pub fn release_documents(&mut self) {
+        self.root = Node {
+            kind: NodeKind::Null,
+            span: self.root.span,
+        };
+        self.spec.manifests = Vec::new();
+    }
 }
 
 /// What `load` returns when the spec cannot be used: every problem found, and the sources to

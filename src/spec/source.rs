@@ -23,7 +23,7 @@ pub struct SourceFile {
     pub path: PathBuf,
     pub text: Arc<str>,
     /// Byte offset of the start of each line, for locating spans without rescanning the text.
-    line_starts: Vec<usize>,
+    line_starts: Arc<[usize]>,
 }
 
 /// Every file read for one spec: the base, overlays, and referenced files.

@@ -1,6 +1,7 @@
 //! Tests for the plan/apply engine: observe, plan and apply the seed's GKE half against an
 //! in-memory GKE fake, and render the plans.
 
+mod concurrency;
 mod emulator;
 mod example;
 mod fake_gke;
