@@ -24,6 +24,7 @@ struct Stack {
     gke: RestGke,
     _emulator: EmulatorHandle,
     kube: RealKube,
+    client: kube::Client,
     namespace: String,
 }
 
@@ -66,6 +67,7 @@ async fn stack(test: &str) -> Stack {
         gke: RestGke::with_endpoint(&url, std::sync::Arc::new(AnonymousTokenSource)).unwrap(),
         _emulator: handle,
         kube: RealKube::new(env.client.clone()),
+        client: env.client,
         namespace: env.namespace,
     }
 }
@@ -105,6 +107,8 @@ impl Stack {
     }
 }
 
+const KUEUE_API: &str = "kueue.x-k8s.io/v1beta2";
+
 fn changed(plan: &Plan) -> Vec<String> {
     plan.changes()
         .map(|a| format!("{:?} {}", a.kind, a.addr))
@@ -128,6 +132,16 @@ async fn seed_kubernetes_half_applies_then_plans_empty_then_plans_exact_edits() 
     );
     let report = s.apply(&d, &first, false).await;
     assert!(report.is_success(), "{report:#?}");
+    // The apply waited for Kueue to activate the DWS check before it applied the ClusterQueue,
+    // so both are active the moment it returns (read once, no polling).
+    let check = get(&s.client, "", KUEUE_API, "AdmissionCheck", &s.vars["CHECK"])
+        .await
+        .unwrap();
+    assert_eq!(
+        condition_status(&check, "Active"),
+        Some("True"),
+        "{check:#}"
+    );
 
     // No perpetual diff: CRD defaults, Kueue's webhook defaults and finalizers, the quota
     // rewrite (1000000000 -> 1G) and Kueue's changes to the RayJobs are not drift.
@@ -463,4 +477,72 @@ async fn cli_refuses_to_delete_a_queue_with_admitted_jobs() {
     )
     .await;
     assert!(cq.is_ok(), "the ClusterQueue must still exist");
+}
+
+/// An AdmissionCheck of Kueue's ProvisioningRequest controller: apply waits until Kueue marks it
+/// Active, and one that never becomes Active fails the apply with Kueue's own reason.
+#[tokio::test]
+async fn apply_waits_for_admission_checks_to_become_active() {
+    use gkq::apply::KubeApplier;
+    let s = stack("check-active").await;
+    let check = unique_name("chk");
+    let config = unique_name("prc");
+    let admission_check = json!({
+        "apiVersion": KUEUE_API,
+        "kind": "AdmissionCheck",
+        "metadata": {"name": check},
+        "spec": {
+            "controllerName": "kueue.x-k8s.io/provisioning-request",
+            "parameters": {
+                "apiGroup": "kueue.x-k8s.io",
+                "kind": "ProvisioningRequestConfig",
+                "name": config,
+            },
+        },
+    });
+
+    // Its ProvisioningRequestConfig does not exist: Kueue keeps it inactive.
+    let mut impatient = KubeAdapter::new(&s.kube, s.stack_name());
+    impatient.timeout = Duration::from_secs(3);
+    impatient.poll = Duration::from_millis(200);
+    let error = impatient.apply(&admission_check).await.unwrap_err();
+    assert!(
+        error.message.contains(&format!(
+            "waiting for AdmissionCheck {check} to become Active"
+        )),
+        "{error:?}"
+    );
+    let hint = error.hint.unwrap_or_default();
+    assert!(hint.contains("BadParametersRef"), "{hint}");
+    assert!(hint.contains("ProvisioningRequestConfig"), "{hint}");
+
+    // The config appears while a patient apply waits: the apply returns once Kueue activates it.
+    let mut patient = KubeAdapter::new(&s.kube, s.stack_name());
+    patient.timeout = Duration::from_secs(60);
+    patient.poll = Duration::from_millis(200);
+    let waiting = patient.apply(&admission_check);
+    let late_config = async {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        patient
+            .apply(&json!({
+                "apiVersion": KUEUE_API,
+                "kind": "ProvisioningRequestConfig",
+                "metadata": {"name": config},
+                "spec": {"provisioningClassName": "queued-provisioning.gke.io"},
+            }))
+            .await
+    };
+    let started = std::time::Instant::now();
+    let (waited, created) = tokio::join!(waiting, late_config);
+    created.unwrap();
+    waited.unwrap();
+    assert!(
+        started.elapsed() >= Duration::from_secs(2),
+        "returned before the config existed: {:?}",
+        started.elapsed()
+    );
+    let live = get(&s.client, "", KUEUE_API, "AdmissionCheck", &check)
+        .await
+        .unwrap();
+    assert_eq!(condition_status(&live, "Active"), Some("True"), "{live:#}");
 }

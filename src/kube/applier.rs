@@ -1,6 +1,7 @@
 //! The executor's Kubernetes steps ([`KubeApplier`]) over any [`KubeApi`]: server-side apply
 //! with gkq's field manager, waits where the next step needs them (CRDs Established, Kueue's
-//! manager available), deletes that wait for finalizers, and Kueue's installation.
+//! manager available, Kueue's own AdmissionChecks Active), deletes that wait for finalizers, and
+//! Kueue's installation.
 
 use std::time::{Duration, Instant};
 
@@ -101,6 +102,10 @@ impl KubeAdapter<'_> {
                     .map_err(to_apply_error)?;
                 d.is_some_and(|d| has_condition(&d, "Available"))
             }
+            Wait::AdmissionCheckActive { api_version, name } => self
+                .admission_check(api_version, name)
+                .await?
+                .is_some_and(|check| has_condition(&check, "Active")),
             Wait::Gone {
                 info,
                 namespace,
@@ -111,6 +116,47 @@ impl KubeAdapter<'_> {
                 .await
                 .map_err(to_apply_error)?
                 .is_none(),
+        })
+    }
+
+    async fn admission_check(
+        &self,
+        api_version: &str,
+        name: &str,
+    ) -> Result<Option<Value>, KubeApplyError> {
+        let info = self.info(api_version, "AdmissionCheck").await?;
+        self.api
+            .get(&info, None, name)
+            .await
+            .map_err(to_apply_error)
+    }
+
+    /// What to tell the user when a wait runs out: for an AdmissionCheck, what Kueue said of it.
+    async fn timeout_hint(&self, wait: &Wait<'_>) -> Option<String> {
+        let Wait::AdmissionCheckActive { api_version, name } = wait else {
+            return None;
+        };
+        let check = self
+            .admission_check(api_version, name)
+            .await
+            .ok()
+            .flatten()?;
+        let active = check
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .and_then(|cs| cs.iter().find(|c| c["type"] == "Active"));
+        Some(match active {
+            Some(c) => format!(
+                "Kueue reports the check inactive ({}: {}); until it is Active the ClusterQueues that use it admit nothing. Check spec.parameters names an existing ProvisioningRequestConfig",
+                c["reason"].as_str().unwrap_or("no reason"),
+                c["message"].as_str().unwrap_or("no message"),
+            ),
+            None => format!(
+                "Kueue has not reported on the check at all: its controller for {} is not running. Kueue starts the ProvisioningRequest controller only if the autoscaling.x-k8s.io/v1 ProvisioningRequest API is served when Kueue starts; install that CRD (on GKE it comes with the cluster, version 1.28+), then restart Kueue: kubectl -n {KUEUE_NAMESPACE} rollout restart deployment {MANAGER_DEPLOYMENT}",
+                check["spec"]["controllerName"]
+                    .as_str()
+                    .unwrap_or("its controllerName"),
+            ),
         })
     }
 
@@ -127,7 +173,7 @@ impl KubeAdapter<'_> {
                         self.timeout.as_secs(),
                         wait.describe()
                     ),
-                    hint: None,
+                    hint: self.timeout_hint(&wait).await,
                 });
             }
             tokio::time::sleep(self.poll).await;
@@ -156,6 +202,18 @@ impl KubeAdapter<'_> {
             .map_err(to_apply_error)?;
         if kind == "CustomResourceDefinition" {
             self.wait_established(name_of(object)).await?;
+        }
+        if kind == "AdmissionCheck"
+            && KUEUE_CHECK_CONTROLLERS
+                .contains(&object["spec"]["controllerName"].as_str().unwrap_or(""))
+        {
+            // A ClusterQueue whose check is not Active is inactive: jobs submitted before Kueue
+            // has activated the check would pend with "ClusterQueue ... is inactive".
+            self.wait_for(Wait::AdmissionCheckActive {
+                api_version,
+                name: name_of(object),
+            })
+            .await?;
         }
         Ok(())
     }
@@ -208,10 +266,22 @@ impl KubeAdapter<'_> {
     }
 }
 
+/// Admission-check controllers that run inside Kueue's manager, so Kueue itself marks their
+/// checks Active. Checks of other controllers are not waited for: gkq cannot know when (or
+/// whether) someone else's controller runs.
+const KUEUE_CHECK_CONTROLLERS: [&str; 2] = [
+    "kueue.x-k8s.io/provisioning-request",
+    "kueue.x-k8s.io/multikueue",
+];
+
 /// Something an apply step waits for.
 enum Wait<'x> {
     Established(&'x str),
     ManagerAvailable,
+    AdmissionCheckActive {
+        api_version: &'x str,
+        name: &'x str,
+    },
     Gone {
         info: &'x ResourceInfo,
         namespace: Option<&'x str>,
@@ -224,6 +294,9 @@ impl Wait<'_> {
         match self {
             Wait::Established(name) => format!("CRD {name} to be Established"),
             Wait::ManagerAvailable => "Kueue's controller manager to become available".into(),
+            Wait::AdmissionCheckActive { name, .. } => {
+                format!("AdmissionCheck {name} to become Active")
+            }
             Wait::Gone { info, name, .. } => format!(
                 "{} {name} to be deleted (Kueue's finalizers hold it while it is in use)",
                 info.kind
