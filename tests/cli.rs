@@ -367,3 +367,91 @@ fn apply_without_terminal_needs_auto_approve() {
         .code(1)
         .stderr(predicate::str::contains("--auto-approve"));
 }
+
+/// Plan B capacity is lent for a bounded time: the plan says when GKE takes a DWS job's nodes
+/// back, and which limit decides (flex-start's 7 days, the pool's maxRunDuration, or the job's
+/// declared duration, whichever is shortest).
+#[test]
+fn plan_shows_when_plan_b_nodes_are_reclaimed() {
+    let spec = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(spec.path().join("environments")).unwrap();
+    for f in ["gkq.yaml", "train.py", "environments/local.yaml"] {
+        std::fs::copy(root().join("examples/tpu-dws").join(f), spec.path().join(f)).unwrap();
+    }
+    let original = std::fs::read_to_string(spec.path().join("gkq.yaml")).unwrap();
+    let plan = |text: &str| -> (String, serde_json::Value) {
+        std::fs::write(spec.path().join("gkq.yaml"), text).unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let run = |output: &str| {
+            let out = gkq()
+                .args(["plan", ".", "--env", "local", "-o", output, "--state-dir"])
+                .arg(state.path())
+                .env("NO_COLOR", "1")
+                .current_dir(spec.path())
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8(out.stdout).unwrap()
+        };
+        (run("text"), serde_json::from_str(&run("json")).unwrap())
+    };
+    let reclaim_of = |json: &serde_json::Value, job: &str| {
+        json["placements"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["job"] == job)
+            .unwrap_or_else(|| panic!("no placement for {job}: {json:#}"))["reclaim"]
+            .clone()
+    };
+
+    let (text, json) = plan(&original);
+    assert!(
+        text.contains(
+            "dws-pool nodes are reclaimed 7d after they are provisioned (flex-start's 7-day limit)"
+        ),
+        "{text}"
+    );
+    assert_eq!(text.matches("are reclaimed").count(), 1, "{text}");
+    assert_eq!(
+        reclaim_of(&json, "rayjob-tpu-v6e-dws-2"),
+        serde_json::json!({"nodePool": "dws-pool", "afterSeconds": 604800, "limitedBy": "flex-start-limit"})
+    );
+    // Job 1 runs on the on-demand pool, which keeps its nodes.
+    assert!(reclaim_of(&json, "rayjob-tpu-v6e-dws-1").is_null());
+
+    let pool_limited = original.replacen(
+        "    queuedProvisioning: true\n",
+        "    queuedProvisioning: true\n    maxRunDuration: 2d\n",
+        1,
+    );
+    assert_ne!(pool_limited, original);
+    let (text, json) = plan(&pool_limited);
+    assert!(
+        text.contains("reclaimed 2d after they are provisioned (the node pool's maxRunDuration)"),
+        "{text}"
+    );
+    assert_eq!(
+        reclaim_of(&json, "rayjob-tpu-v6e-dws-2")["afterSeconds"],
+        172800
+    );
+
+    let job_limited = pool_limited.replacen(
+        "    elastic: true\n",
+        "    elastic: true\n    duration: 36h\n",
+        1,
+    );
+    let (text, json) = plan(&job_limited);
+    assert!(
+        text.contains("reclaimed 1d12h after they are provisioned (the job's declared duration)"),
+        "{text}"
+    );
+    assert_eq!(
+        reclaim_of(&json, "rayjob-tpu-v6e-dws-2")["limitedBy"],
+        "job-duration"
+    );
+}

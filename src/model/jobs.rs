@@ -14,7 +14,7 @@ use crate::spec::types::{Job, Spec, Toleration};
 pub const RAY_API: &str = "ray.io/v1";
 pub const ELASTIC_ANNOTATION: &str = "kueue.x-k8s.io/elastic-job";
 pub const PRIORITY_CLASS_LABEL: &str = "kueue.x-k8s.io/priority-class";
-pub const MAX_RUN_DURATION_ANNOTATION: &str = "provreq.kueue.x-k8s.io/maxRunDurationSeconds";
+pub use crate::placement::dws::MAX_RUN_DURATION_ANNOTATION;
 /// Digest of a run's training script: a changed script makes a new run (see `diff::kube`).
 pub const SCRIPT_DIGEST_ANNOTATION: &str = "gkq.dev/script-sha256";
 pub const QUEUED_TAINT: &str = "cloud.google.com/gke-queued";

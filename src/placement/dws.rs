@@ -5,6 +5,8 @@
 //! declaration against both limits and passes it to Kueue with the
 //! [`MAX_RUN_DURATION_ANNOTATION`] annotation, which Kueue copies into the ProvisioningRequest.
 
+use serde::{Deserialize, Serialize};
+
 /// The annotation Kueue reads to set the ProvisioningRequest's maximum run duration.
 pub const MAX_RUN_DURATION_ANNOTATION: &str = "provreq.kueue.x-k8s.io/maxRunDurationSeconds";
 
@@ -83,19 +85,58 @@ pub fn annotation_value(seconds: u64) -> String {
     seconds.to_string()
 }
 
-/// How long after admission Plan B nodes are reclaimed at the latest: the shortest of the
-/// declared duration, the pool's maximum and 7 days.
-pub fn reclaimed_after_seconds(declared: Option<u64>, pool_max_run_seconds: Option<u64>) -> u64 {
+/// When GKE takes Plan B nodes back: a fixed time after they are provisioned.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Reclaim {
+    /// The flex-start or queued-provisioning node pool the job's nodes come from.
+    pub node_pool: String,
+    /// Seconds after the nodes are provisioned (the ProvisioningRequest is Provisioned).
+    pub after_seconds: u64,
+    pub limited_by: ReclaimLimit,
+}
+
+/// Which of the limits sets [`Reclaim::after_seconds`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReclaimLimit {
+    /// The job's declared duration, passed to Kueue as [`MAX_RUN_DURATION_ANNOTATION`].
+    JobDuration,
+    /// The node pool's `maxRunDuration`.
+    PoolMaxRunDuration,
+    /// Flex-start's 7 days.
+    FlexStartLimit,
+}
+
+impl ReclaimLimit {
+    pub fn describe(self) -> &'static str {
+        match self {
+            ReclaimLimit::JobDuration => "the job's declared duration",
+            ReclaimLimit::PoolMaxRunDuration => "the node pool's maxRunDuration",
+            ReclaimLimit::FlexStartLimit => "flex-start's 7-day limit",
+        }
+    }
+}
+
+/// How long after provisioning Plan B nodes are reclaimed at the latest, and why: the shortest
+/// of the declared duration, the pool's maximum and 7 days.
+pub fn reclaimed_after(
+    declared: Option<u64>,
+    pool_max_run_seconds: Option<u64>,
+) -> (u64, ReclaimLimit) {
     [
-        declared,
-        pool_max_run_seconds,
-        Some(FLEX_START_MAX_RUN_SECONDS),
+        (declared, ReclaimLimit::JobDuration),
+        (pool_max_run_seconds, ReclaimLimit::PoolMaxRunDuration),
+        (
+            Some(FLEX_START_MAX_RUN_SECONDS),
+            ReclaimLimit::FlexStartLimit,
+        ),
     ]
     .into_iter()
-    .flatten()
-    .filter(|&s| s > 0)
-    .min()
-    .unwrap_or(FLEX_START_MAX_RUN_SECONDS)
+    .filter_map(|(seconds, limit)| seconds.filter(|&s| s > 0).map(|s| (s, limit)))
+    // Ties go to the most specific limit, which comes first.
+    .min_by_key(|(seconds, _)| *seconds)
+    .unwrap_or((FLEX_START_MAX_RUN_SECONDS, ReclaimLimit::FlexStartLimit))
 }
 
 /// `7d`, `36h`, `90m`, `45s`, or combinations such as `1d12h`.
@@ -139,10 +180,21 @@ mod tests {
                 .message
                 .contains("the node pool's max run duration")
         );
-        assert_eq!(reclaimed_after_seconds(Some(3600), Some(86_400)), 3600);
         assert_eq!(
-            reclaimed_after_seconds(None, None),
-            FLEX_START_MAX_RUN_SECONDS
+            reclaimed_after(Some(3600), Some(86_400)),
+            (3600, ReclaimLimit::JobDuration)
+        );
+        assert_eq!(
+            reclaimed_after(Some(2 * 86_400), Some(86_400)),
+            (86_400, ReclaimLimit::PoolMaxRunDuration)
+        );
+        assert_eq!(
+            reclaimed_after(None, None),
+            (FLEX_START_MAX_RUN_SECONDS, ReclaimLimit::FlexStartLimit)
+        );
+        assert_eq!(
+            reclaimed_after(Some(FLEX_START_MAX_RUN_SECONDS), None),
+            (FLEX_START_MAX_RUN_SECONDS, ReclaimLimit::JobDuration)
         );
     }
 

@@ -266,6 +266,7 @@ fn placement_of(
         state,
         reason,
         admission_checks,
+        reclaim: None,
     }
 }
 

@@ -84,6 +84,9 @@ pub struct Placement {
     /// Admission checks that must pass before the job starts (e.g. `dws-prov`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub admission_checks: Vec<String>,
+    /// For a job placed on flex-start (Plan B) nodes: when GKE reclaims them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reclaim: Option<super::dws::Reclaim>,
 }
 
 impl Placement {
@@ -281,6 +284,7 @@ pub fn observed_placement(workload: &Value) -> Result<Placement, ParseErrors> {
         } else {
             Vec::new()
         },
+        reclaim: None,
     };
     let errors = ctx.into_errors();
     if errors.is_empty() {

@@ -6,15 +6,19 @@ use serde_json::Value;
 
 use super::{ActionKind, Plan};
 use crate::addr::ResourceKind;
-use crate::placement::{Cluster, FlavorUsage, PendingWorkload, Placement, predict};
+use crate::model::kueue::NODEPOOL_LABEL;
+use crate::placement::dws::{self, Reclaim};
+use crate::placement::{Cluster, FlavorUsage, PendingWorkload, Placement, PlacementState, predict};
 
 /// Predicts placements for the RayJobs that `plan` creates or replaces. `desired` are the
 /// objects the plan converges to (queues, flavors, jobs); `live` are live objects that matter for
-/// usage (Kueue Workloads, namespaces). Objects placement cannot read are left out: the spec was
+/// usage (Kueue Workloads, namespaces); `node_pools` are the desired GKE node pools, for when
+/// Plan B nodes are reclaimed. Objects placement cannot read are left out: the spec was
 /// validated, and live objects gkq does not own are not its to judge.
 pub fn predict_for(
     plan: &Plan,
     desired: &[Value],
+    node_pools: &[Value],
     live: &[Value],
 ) -> (Vec<Placement>, Vec<FlavorUsage>) {
     let mut cluster = Cluster::default();
@@ -43,8 +47,58 @@ pub fn predict_for(
     if jobs.is_empty() {
         return (Vec::new(), Vec::new());
     }
-    let prediction = predict(&cluster, &jobs);
+    let mut prediction = predict(&cluster, &jobs);
+    for placement in &mut prediction.placements {
+        let job = submitted.iter().find(|o| {
+            o["metadata"]["name"] == placement.job.as_str()
+                && o["metadata"]["namespace"] == placement.namespace.as_str()
+        });
+        placement.reclaim = job.and_then(|job| reclaim_of(placement, job, desired, node_pools));
+    }
     (prediction.placements, prediction.usage)
+}
+
+/// When the nodes of a job placed on a flex-start or queued-provisioning pool are reclaimed:
+/// the pool is found through the flavor's node-pool label.
+fn reclaim_of(
+    placement: &Placement,
+    job: &Value,
+    desired: &[Value],
+    node_pools: &[Value],
+) -> Option<Reclaim> {
+    if !matches!(
+        placement.state,
+        PlacementState::Admitted | PlacementState::WaitingForAdmissionChecks
+    ) {
+        return None;
+    }
+    let pool = placement
+        .podsets
+        .iter()
+        .flat_map(|podset| podset.flavors.values())
+        .filter_map(|flavor| {
+            desired
+                .iter()
+                .find(|o| o["kind"] == "ResourceFlavor" && o["metadata"]["name"] == flavor.as_str())
+        })
+        .filter_map(|flavor| flavor["spec"]["nodeLabels"][NODEPOOL_LABEL].as_str())
+        .filter_map(|name| node_pools.iter().find(|p| p["name"] == name))
+        .find(|pool| {
+            pool["config"]["flexStart"] == true || pool["queuedProvisioning"]["enabled"] == true
+        })?;
+    let declared = job["metadata"]["annotations"][dws::MAX_RUN_DURATION_ANNOTATION]
+        .as_str()
+        .and_then(|s| s.parse().ok());
+    let pool_max = pool["config"]["maxRunDuration"]
+        .as_str()
+        .and_then(|s| s.strip_suffix('s'))
+        .and_then(|s| s.parse().ok());
+    let (after_seconds, limited_by) = dws::reclaimed_after(declared, pool_max);
+    Some(Reclaim {
+        node_pool: pool["name"].as_str().unwrap_or_default().to_string(),
+        after_seconds,
+        limited_by,
+    })
 }
 
 /// Adds what a plan means for running and queued work: the predicted placements of the jobs it
@@ -55,7 +109,12 @@ pub fn annotate(
     live: &crate::observe::LiveState,
     workloads: &[Value],
 ) {
-    let (placements, quota) = predict_for(plan, &desired.kubernetes, workloads);
+    let (placements, quota) = predict_for(
+        plan,
+        &desired.kubernetes,
+        &desired.gke.node_pools,
+        workloads,
+    );
     plan.placements = placements;
     plan.quota = quota;
     // Borrowed, not collected: a large stack has thousands of live objects.

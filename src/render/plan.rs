@@ -68,6 +68,16 @@ fn state_text(p: &crate::placement::Placement) -> String {
 }
 
 /// Quota as a bar: live use, this plan's use, free.
+/// Flex-start nodes are lent, not kept: say when GKE takes them back.
+fn reclaim_text(reclaim: &crate::placement::dws::Reclaim) -> String {
+    format!(
+        "{} nodes are reclaimed {} after they are provisioned ({})",
+        reclaim.node_pool,
+        crate::placement::dws::format_duration(reclaim.after_seconds),
+        reclaim.limited_by.describe()
+    )
+}
+
 fn quota_bar(u: &crate::placement::FlavorUsage) -> String {
     const WIDTH: usize = 20;
     let nominal = u.nominal.nanos().max(0);
@@ -115,6 +125,9 @@ fn write_placements(plan: &Plan, out: &mut dyn Write) -> io::Result<()> {
             .filter(|_| p.state == crate::placement::PlacementState::Pending)
         {
             writeln!(out, "      {DIM}{reason}{DIM:#}")?;
+        }
+        if let Some(reclaim) = &p.reclaim {
+            writeln!(out, "      {}", reclaim_text(reclaim))?;
         }
     }
     let interesting: Vec<_> = plan
@@ -349,12 +362,15 @@ fn append_placements(plan: &Plan, md: &mut String) {
     md.push_str("#### Placement (predicted with Kueue's rules)\n\n");
     md.push_str("| Job | Podset | Count | Flavor | State |\n|---|---|---|---|---|\n");
     for p in &plan.placements {
-        let state = match (&p.reason, p.state) {
+        let mut state = match (&p.reason, p.state) {
             (Some(reason), crate::placement::PlacementState::Pending) => {
                 format!("{}: {}", state_text(p), table_cell(reason))
             }
             _ => state_text(p),
         };
+        if let Some(reclaim) = &p.reclaim {
+            state.push_str(&format!("; {}", table_cell(&reclaim_text(reclaim))));
+        }
         for (i, ps) in p.podsets.iter().enumerate() {
             md.push_str(&format!(
                 "| {} | {} | {} | {} | {} |\n",
