@@ -455,3 +455,55 @@ fn plan_shows_when_plan_b_nodes_are_reclaimed() {
         "job-duration"
     );
 }
+
+/// `gkq destroy` of a cluster the spec protects changes nothing: it does not strip the cluster
+/// of its Kubernetes objects and then fail on the cluster.
+#[test]
+fn destroy_of_a_protected_cluster_is_refused_before_anything_changes() {
+    let spec = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(spec.path().join("environments")).unwrap();
+    for f in ["gkq.yaml", "train.py", "environments/local.yaml"] {
+        std::fs::copy(root().join("examples/tpu-dws").join(f), spec.path().join(f)).unwrap();
+    }
+    let overlay = spec.path().join("environments/local.yaml");
+    let text = std::fs::read_to_string(&overlay).unwrap();
+    let protected = text.replace("deletionProtection: false", "deletionProtection: true");
+    assert_ne!(protected, text);
+    std::fs::write(&overlay, protected).unwrap();
+    let run = |args: &[&str]| {
+        gkq()
+            .args(args)
+            .args([".", "--env", "local"])
+            .env("NO_COLOR", "1")
+            .current_dir(spec.path())
+            .output()
+            .unwrap()
+    };
+    let applied = run(&["apply", "--auto-approve"]);
+    assert!(
+        applied.status.success(),
+        "{}",
+        String::from_utf8_lossy(&applied.stderr)
+    );
+
+    let destroyed = run(&["destroy", "--confirm", "tpu-cluster"]);
+    let stderr = String::from_utf8_lossy(&destroyed.stderr);
+    assert_eq!(destroyed.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("refusing to destroy, nothing was changed"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("gke.cluster/tpu-cluster: the spec keeps deletion protection on"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("Destroying..."), "{stderr}");
+
+    let after = run(&["plan", "--detailed-exitcode"]);
+    assert_eq!(
+        after.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&after.stdout)
+    );
+}

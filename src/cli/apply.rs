@@ -272,6 +272,20 @@ async fn run_with(
     if !json {
         render_plan(&planned.plan, PlanFormat::Text)?;
     }
+    // A destroy that cannot delete the cluster would only strip it of its Kubernetes objects.
+    let refused: Vec<String> = planned
+        .plan
+        .actions
+        .iter()
+        .filter(|_| destroy)
+        .filter_map(|a| a.blocked.as_ref().map(|why| format!("{}: {why}", a.addr)))
+        .collect();
+    if !refused.is_empty() {
+        anyhow::bail!(
+            "refusing to destroy, nothing was changed:\n  {}\nhint: a cluster the spec protects (`cluster.deletionProtection: true`, the default) is destroyed only after the spec turns protection off and that is applied",
+            refused.join("\n  ")
+        );
+    }
     if !planned.plan.disruptions.is_empty() && !allow_disruption {
         let jobs: Vec<String> = planned
             .plan
