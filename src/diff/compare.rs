@@ -56,10 +56,10 @@ pub fn full(desired: &Value, live: &Value, dialect: Dialect) -> Comparison {
         dialect,
         changes: Vec::new(),
     };
-    walker.full(desired, live, &mut Vec::new());
+    let live_view = walker.full(desired, live, &mut Vec::new());
     Comparison {
         changes: walker.changes,
-        live_view: live.clone(),
+        live_view,
     }
 }
 
@@ -231,13 +231,18 @@ impl Walker {
         Some(Value::Array(view))
     }
 
-    fn full(&mut self, desired: &Value, live: &Value, path: &mut Vec<PathSeg>) {
+    /// Returns the live view: `live`, with leaves equal to the desired ones spelled like them.
+    fn full(&mut self, desired: &Value, live: &Value, path: &mut Vec<PathSeg>) -> Value {
         match (desired, live) {
             (Value::Object(d), Value::Object(l)) => {
+                let mut respelled = Map::new();
                 for (key, desired_child) in d {
                     path.push(PathSeg::Key(key.clone()));
                     match l.get(key) {
-                        Some(live_child) => self.full(desired_child, live_child, path),
+                        Some(live_child) => {
+                            let child = self.full(desired_child, live_child, path);
+                            respelled.insert(key.clone(), child);
+                        }
                         None if is_zero(desired_child) => {}
                         None => self.change(path, None, Some(desired_child)),
                     }
@@ -250,14 +255,28 @@ impl Walker {
                         path.pop();
                     }
                 }
+                // In live's key order, so that the view is the live object, respelled.
+                let view: Map<String, Value> = l
+                    .iter()
+                    .map(|(key, live_child)| {
+                        let child = respelled.remove(key).unwrap_or_else(|| live_child.clone());
+                        (key.clone(), child)
+                    })
+                    .collect();
+                Value::Object(view)
             }
-            (Value::Array(d), Value::Array(l)) if d.len() == l.len() => {
-                for (i, (desired_item, live_item)) in d.iter().zip(l).enumerate() {
-                    path.push(PathSeg::Index(i));
-                    self.full(desired_item, live_item, path);
-                    path.pop();
-                }
-            }
+            (Value::Array(d), Value::Array(l)) if d.len() == l.len() => Value::Array(
+                d.iter()
+                    .zip(l)
+                    .enumerate()
+                    .map(|(i, (desired_item, live_item))| {
+                        path.push(PathSeg::Index(i));
+                        let view = self.full(desired_item, live_item, path);
+                        path.pop();
+                        view
+                    })
+                    .collect(),
+            ),
             (Value::Array(_), _)
             | (Value::Object(_), _)
             | (_, Value::Array(_))
@@ -265,10 +284,14 @@ impl Walker {
                 if desired != live {
                     self.change(path, Some(live), Some(desired));
                 }
+                live.clone()
             }
             (scalar, live_scalar) => {
-                if !same_leaf(path, scalar, Some(live_scalar), self.dialect) {
+                if same_leaf(path, scalar, Some(live_scalar), self.dialect) {
+                    scalar.clone()
+                } else {
                     self.change(path, Some(live_scalar), Some(scalar));
+                    live_scalar.clone()
                 }
             }
         }
@@ -454,5 +477,37 @@ mod properties {
             _ if path.is_empty() => {}
             _ => out.push(format!("/{}", path.join("/"))),
         }
+    }
+}
+
+#[cfg(test)]
+mod respelling {
+    use super::*;
+    use serde_json::json;
+
+    /// A server's dry run may spell a quantity differently from the live object (`10` against
+    /// `"10"`, `1000000000` against `1G`): only the real change may show in the text diff.
+    #[test]
+    fn full_comparison_shows_equal_quantities_in_the_desired_spelling() {
+        let predicted = json!({"spec": {"resources": [
+            {"name": "cpu", "nominalQuota": 10},
+            {"name": "tpu", "nominalQuota": 32},
+            {"name": "big", "nominalQuota": 1000000000},
+        ], "stopPolicy": "None"}});
+        let live = json!({"spec": {"resources": [
+            {"name": "cpu", "nominalQuota": "10"},
+            {"name": "tpu", "nominalQuota": "16"},
+            {"name": "big", "nominalQuota": "1G"},
+        ], "stopPolicy": "None", "extra": "kept"}});
+        let comparison = full(&predicted, &live, Dialect::Kube);
+        assert_eq!(comparison.changes.len(), 2, "{:?}", comparison.changes);
+        assert_eq!(
+            comparison.live_view,
+            json!({"spec": {"resources": [
+                {"name": "cpu", "nominalQuota": 10},
+                {"name": "tpu", "nominalQuota": "16"},
+                {"name": "big", "nominalQuota": 1000000000},
+            ], "stopPolicy": "None", "extra": "kept"}})
+        );
     }
 }
