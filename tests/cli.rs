@@ -507,3 +507,55 @@ fn destroy_of_a_protected_cluster_is_refused_before_anything_changes() {
         String::from_utf8_lossy(&after.stdout)
     );
 }
+
+/// A RayJob without a queue label runs outside Kueue: apply says so instead of waiting for a
+/// Workload that never comes.
+#[test]
+fn apply_reports_jobs_outside_kueue_without_waiting_for_them() {
+    let spec = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(spec.path().join("environments")).unwrap();
+    for f in ["gkq.yaml", "train.py", "environments/local.yaml"] {
+        std::fs::copy(root().join("examples/tpu-dws").join(f), spec.path().join(f)).unwrap();
+    }
+    let mut text = std::fs::read_to_string(spec.path().join("gkq.yaml")).unwrap();
+    text.push_str(
+        r#"
+manifests:
+  - apiVersion: ray.io/v1
+    kind: RayJob
+    metadata: {name: unqueued, namespace: default}
+    spec:
+      entrypoint: python -c 'print(1)'
+      rayClusterSpec:
+        headGroupSpec:
+          rayStartParams: {}
+          template:
+            spec:
+              containers:
+                - name: ray-head
+                  image: rayproject/ray:2.53.0-py311
+                  resources: {requests: {cpu: "1", memory: 2Gi}, limits: {cpu: "1", memory: 2Gi}}
+"#,
+    );
+    std::fs::write(spec.path().join("gkq.yaml"), text).unwrap();
+    let out = gkq()
+        .args(["apply", ".", "--env", "local", "--auto-approve"])
+        .env("NO_COLOR", "1")
+        .current_dir(spec.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("  unqueued: runs outside Kueue: no kueue.x-k8s.io/queue-name label;"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("rayjob-tpu-v6e-dws-1 -> on-demand: admitted"),
+        "{stdout}"
+    );
+}

@@ -596,7 +596,19 @@ fn podsets_text(placement: &Placement) -> String {
         .join("; ")
 }
 
+/// A job without a queue: Kueue makes no Workload for it, so there is nothing to wait for.
+fn unmanaged(job: &JobStatus) -> bool {
+    job.observed.is_none()
+        && job
+            .predicted
+            .as_ref()
+            .is_some_and(|p| p.state == PlacementState::Unmanaged)
+}
+
 fn state_text(job: &JobStatus) -> String {
+    if unmanaged(job) && job.submitted {
+        return "runs outside Kueue: no kueue.x-k8s.io/queue-name label".into();
+    }
     let Some(observed) = &job.observed else {
         return if job.submitted {
             "submitted, no Workload yet".into()
@@ -628,12 +640,16 @@ fn state_text(job: &JobStatus) -> String {
 pub fn summary_lines(report: &LiveReport) -> Vec<String> {
     let mut lines = Vec::new();
     for job in &report.jobs {
-        let flavor = job
-            .observed
-            .as_ref()
-            .and_then(headline_flavor)
-            .unwrap_or_else(|| "no flavor yet".into());
-        let mut line = format!("{} -> {flavor}: {}", job.job, state_text(job));
+        let mut line = if unmanaged(job) {
+            format!("{}: {}", job.job, state_text(job))
+        } else {
+            let flavor = job
+                .observed
+                .as_ref()
+                .and_then(headline_flavor)
+                .unwrap_or_else(|| "no flavor yet".into());
+            format!("{} -> {flavor}: {}", job.job, state_text(job))
+        };
         if let Some(ray) = &job.ray
             && let Some(d) = &ray.deployment_status
         {
@@ -898,9 +914,10 @@ pub async fn print_after_apply(
         match report(session, desired, api).await {
             Ok(r) => {
                 let decided = r.jobs.iter().all(|j| {
-                    j.observed
-                        .as_ref()
-                        .is_some_and(|o| o.state != PlacementState::Pending || o.reason.is_some())
+                    unmanaged(j)
+                        || j.observed.as_ref().is_some_and(|o| {
+                            o.state != PlacementState::Pending || o.reason.is_some()
+                        })
                 });
                 last = Some(r);
                 if decided {
