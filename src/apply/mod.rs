@@ -382,13 +382,14 @@ impl<'a> Executor<'a> {
         }
     }
 
-    /// Whether `action` may run concurrently with its neighbours: a Kubernetes change. Jobs are
-    /// submitted one after another, in spec order: Kueue admits in creation order, so job 1 must
-    /// exist before job 2 for it to get Plan A (the guide submits them two seconds apart).
+    /// Whether `action` may run concurrently with its neighbours: a Kubernetes change. Jobs
+    /// queued in Kueue are submitted one after another, in spec order: Kueue admits in creation
+    /// order, so job 1 must exist before job 2 for it to get Plan A (the guide submits them two
+    /// seconds apart). Edits of existing jobs, deletes and jobs outside Kueue have no such order.
     fn concurrent(&self, action: &Action) -> bool {
         self.kube.is_some()
             && self.kube_concurrency > 1
-            && action.addr.kind != crate::addr::ResourceKind::RayJob
+            && !submits_to_kueue(action)
             && action.kind.is_change()
             && !action.steps.is_empty()
             && !action.steps.iter().all(|s| s.is_gke())
@@ -598,4 +599,16 @@ fn check_fresh(action: &Action, live: Option<&serde_json::Value>) -> ActionResul
 
 fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// A job creation Kueue will queue: its order among the others decides who gets Plan A.
+fn submits_to_kueue(action: &Action) -> bool {
+    matches!(action.kind, ActionKind::Create | ActionKind::Replace)
+        && action.addr.kind == crate::addr::ResourceKind::RayJob
+        && action
+            .desired
+            .as_ref()
+            .and_then(|job| job.pointer("/metadata/labels"))
+            .and_then(|labels| labels.get(crate::placement::podsets::QUEUE_NAME_LABEL))
+            .is_some()
 }

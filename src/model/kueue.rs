@@ -9,7 +9,7 @@ use crate::spec::types::{AdmissionCheckRef, ClusterQueue, Flavor, Provisioning, 
 
 pub const KUEUE_API: &str = "kueue.x-k8s.io/v1beta2";
 pub const NODEPOOL_LABEL: &str = "cloud.google.com/gke-nodepool";
-pub const QUEUE_NAME_LABEL: &str = "kueue.x-k8s.io/queue-name";
+pub use crate::placement::podsets::QUEUE_NAME_LABEL;
 pub const PROVISIONING_CONTROLLER: &str = "kueue.x-k8s.io/provisioning-request";
 pub const DWS_CLASS: &str = "queued-provisioning.gke.io";
 /// Names the `provisioning: dws` short form gives the objects it creates (the seed's names).

@@ -234,3 +234,63 @@ async fn an_interrupt_stops_new_actions_and_lets_running_ones_finish() {
         }
     }
 }
+
+/// Jobs Kueue queues are created one at a time in spec order (Kueue admits in creation order, so
+/// the first job gets Plan A); jobs outside Kueue have no such order and go concurrently.
+#[tokio::test]
+async fn queued_jobs_are_submitted_in_order_and_unqueued_ones_concurrently() {
+    let gke = FakeGke::new();
+    let mut desired = desired(1, 0);
+    let job = |name: &str, queued: bool| {
+        let mut labels = labels();
+        if queued {
+            labels["kueue.x-k8s.io/queue-name"] = json!("lq-0");
+        }
+        json!({"apiVersion": "ray.io/v1", "kind": "RayJob",
+            "metadata": {"name": name, "namespace": "default", "labels": labels},
+            "spec": {"entrypoint": "python train.py"}})
+    };
+    for i in 0..4 {
+        desired.kubernetes.push(job(&format!("queued-{i}"), true));
+    }
+    for i in 0..4 {
+        desired.kubernetes.push(job(&format!("free-{i}"), false));
+    }
+    let plan = plan_of(&gke, &desired).await;
+    let kube = SlowKube::default();
+    let sink = RecordingSink::new();
+    let report = Executor::new(&gke, &sink)
+        .with_kube(&kube)
+        .with_options(options())
+        .with_kube_concurrency(8)
+        .apply(&plan)
+        .await;
+    assert!(
+        report.is_success(),
+        "{:?}",
+        report.failures().collect::<Vec<_>>()
+    );
+
+    let spans = kube.spans.lock().unwrap().clone();
+    let span = |name: &str| spans[&ResourceAddr::from_object(&job(name, false)).unwrap()];
+    for i in 0..3 {
+        let (this, next) = (
+            span(&format!("queued-{i}")),
+            span(&format!("queued-{}", i + 1)),
+        );
+        assert!(
+            this.1 < next.0,
+            "queued-{i} {this:?} must finish before queued-{} {next:?} starts",
+            i + 1
+        );
+    }
+    let free: Vec<(usize, usize)> = (0..4).map(|i| span(&format!("free-{i}"))).collect();
+    let overlapping = free
+        .iter()
+        .enumerate()
+        .any(|(i, a)| free[i + 1..].iter().any(|b| a.0 < b.1 && b.0 < a.1));
+    assert!(
+        overlapping,
+        "jobs outside Kueue ran one at a time: {free:?}"
+    );
+}
