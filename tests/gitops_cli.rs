@@ -579,7 +579,9 @@ fn a_second_apply_on_the_local_target_is_refused_while_the_lock_is_held() {
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // Longer than the quiet retry for momentary holders (a plan saving the simulation), so
+    // that the wait is announced.
+    std::thread::sleep(std::time::Duration::from_millis(3500));
     assert!(
         waiting.try_wait().unwrap().is_none(),
         "it waits for the lock"

@@ -43,6 +43,23 @@ pub trait KubeApplier: Send + Sync {
     ) -> Result<(), KubeApplyError>;
 }
 
+/// An object naming the action's target, for reading it: the desired one, or the one being
+/// deleted. `None` when the action has no Kubernetes target.
+pub(super) fn probe_of(action: &Action) -> Option<serde_json::Value> {
+    action.desired.clone().or_else(|| {
+        action.steps.iter().find_map(|step| match step {
+            Step::KubeDelete {
+                api_version,
+                kind,
+                namespace,
+                name,
+            } => Some(serde_json::json!({"apiVersion": api_version, "kind": kind,
+                "metadata": {"namespace": namespace, "name": name}})),
+            _ => None,
+        })
+    })
+}
+
 pub(super) async fn run_action(executor: &Executor<'_>, action: &Action) -> ActionResultOf {
     let Some(kube) = executor.kube else {
         return Err(Box::new(ApplyError::KubeUnavailable {
@@ -54,19 +71,7 @@ pub(super) async fn run_action(executor: &Executor<'_>, action: &Action) -> Acti
         step: step.to_string(),
         source,
     };
-    // Any object naming the target does for the read: the desired one, or the one being deleted.
-    let probe = action.desired.clone().or_else(|| {
-        action.steps.iter().find_map(|step| match step {
-            Step::KubeDelete {
-                api_version,
-                kind,
-                namespace,
-                name,
-            } => Some(serde_json::json!({"apiVersion": api_version, "kind": kind,
-                "metadata": {"namespace": namespace, "name": name}})),
-            _ => None,
-        })
-    });
+    let probe = probe_of(action);
     let live = match &probe {
         Some(probe) => kube
             .get(&action.addr, probe)

@@ -4,12 +4,16 @@
 //! that moved while a person read the plan) refuse as a whole, so that nothing at all is applied
 //! from it, and names every resource that moved.
 
-use serde_json::{Value, json};
+use futures::StreamExt;
+use serde_json::Value;
 
 use super::{ApplyError, Executor, check_fresh};
 use crate::addr::ResourceKind;
 use crate::gke::GkeError;
-use crate::plan::{Action, Plan, Step};
+use crate::plan::{Action, Plan};
+
+/// Reads in flight while checking a plan: as many as observing live state for the plan used.
+const VERIFY_CONCURRENCY: usize = crate::kube::observe::OBSERVE_CONCURRENCY;
 
 /// Why a plan cannot be applied as it is.
 #[derive(Debug, thiserror::Error)]
@@ -52,21 +56,33 @@ impl Executor<'_> {
             .get_cluster(&plan.cluster)
             .await
             .map_err(|e: GkeError| VerifyError::Read(format!("clusters.get: {e}")))?;
-        let mut stale = Vec::new();
-        for action in &plan.actions {
-            let outcome = match action.addr.kind {
-                ResourceKind::GkeCluster => check_fresh(action, cluster.as_ref()),
-                ResourceKind::GkeNodePool => {
-                    let pool = cluster.as_ref().and_then(|c| {
-                        c.get("nodePools")?.as_array()?.iter().find(|p| {
-                            p.get("name").and_then(Value::as_str) == Some(&action.addr.name)
-                        })
-                    });
-                    check_fresh(action, pool)
+        let cluster_exists = cluster.is_some();
+        // Kubernetes targets are read concurrently (bounded, like the apply itself); the report
+        // keeps plan order.
+        let outcomes: Vec<Result<super::ActionResultOf, VerifyError>> =
+            futures::stream::iter(plan.actions.iter().map(|action| {
+                let cluster = cluster.as_ref();
+                async move {
+                    match action.addr.kind {
+                        ResourceKind::GkeCluster => Ok(check_fresh(action, cluster)),
+                        ResourceKind::GkeNodePool => {
+                            let pool = cluster.and_then(|c| {
+                                c.get("nodePools")?.as_array()?.iter().find(|p| {
+                                    p.get("name").and_then(Value::as_str) == Some(&action.addr.name)
+                                })
+                            });
+                            Ok(check_fresh(action, pool))
+                        }
+                        _ => self.verify_kube(action, cluster_exists).await,
+                    }
                 }
-                _ => self.verify_kube(action, cluster.is_some()).await?,
-            };
-            if let Err(error) = outcome {
+            }))
+            .buffered(VERIFY_CONCURRENCY)
+            .collect()
+            .await;
+        let mut stale = Vec::new();
+        for outcome in outcomes {
+            if let Err(error) = outcome? {
                 stale.push(*error);
             }
         }
@@ -92,19 +108,7 @@ impl Executor<'_> {
             // without one has none.
             return Ok(Ok(()));
         };
-        let probe = action.desired.clone().or_else(|| {
-            action.steps.iter().find_map(|step| match step {
-                Step::KubeDelete {
-                    api_version,
-                    kind,
-                    namespace,
-                    name,
-                } => Some(json!({"apiVersion": api_version, "kind": kind,
-                    "metadata": {"namespace": namespace, "name": name}})),
-                _ => None,
-            })
-        });
-        let Some(probe) = probe else {
+        let Some(probe) = super::kube::probe_of(action) else {
             return Ok(Ok(()));
         };
         let live = kube

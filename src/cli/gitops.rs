@@ -66,9 +66,9 @@ pub fn spec_revision(args: &SpecArgs, loaded: &Loaded) -> SpecRevision {
 }
 
 /// Records in the plan what it was made from (saved plans check it when applied).
-pub fn stamp(plan: &mut Plan, args: &SpecArgs, loaded: &Loaded, session: &Session) {
+pub fn stamp(plan: &mut Plan, revision: SpecRevision, session: &Session) {
     plan.provenance = Some(Provenance::new(
-        spec_revision(args, loaded),
+        revision,
         session.target,
         session.state_dir.as_deref(),
     ));

@@ -91,6 +91,8 @@ pub async fn plan_loaded(
     target_args: &TargetArgs,
     options: PlanOptions,
 ) -> anyhow::Result<Planned> {
+    // The revision reads the variables the document tree declares: take it before the tree goes.
+    let revision = super::gitops::spec_revision(spec, &loaded);
     loaded.release_documents();
     let session = target::connect(target_args, &loaded).await?;
     if session.simulated() {
@@ -158,7 +160,7 @@ pub async fn plan_loaded(
                 }));
         }
     }
-    super::gitops::stamp(&mut plan, spec, &loaded, &session);
+    super::gitops::stamp(&mut plan, revision, &session);
     Ok(Planned {
         loaded,
         desired,
