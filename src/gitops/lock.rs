@@ -599,17 +599,19 @@ mod tests {
         };
         assert!(matches!(err, LockError::Held { .. }), "{err}");
         assert!(
-            err.to_string().contains("alice@laptop pid 1, for 0s"),
+            // Refused after the quiet retry for momentary holders, so the age is a few seconds.
+            err.to_string().contains("alice@laptop pid 1, for "),
             "{err}"
         );
-        // A waiter gets it once the first lets go.
+        // A waiter is told who holds it once the quiet retry is over, and gets it once the
+        // first lets go.
         let waiting = LockOptions {
             timeout: Duration::from_secs(10),
             retry: Duration::from_millis(20),
             ..LockOptions::default()
         };
         let released = tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(200)).await;
+            tokio::time::sleep(MOMENTARY_HOLD + Duration::from_millis(300)).await;
             first.release().await;
         });
         let mut waited_for = String::new();
@@ -621,5 +623,29 @@ mod tests {
         released.await.unwrap();
         assert!(waited_for.starts_with("alice@laptop pid 1"), "{waited_for}");
         second.release().await;
+    }
+
+    /// A plan or status saving the local simulation holds the lock for milliseconds: an apply
+    /// with no --lock-timeout waits that out instead of failing as if another apply held it.
+    #[tokio::test]
+    async fn a_momentary_hold_is_waited_out_even_without_a_timeout() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = LockOptions::default();
+        let brief = file(dir.path(), "gkq status pid 3", &options, &mut |_| {})
+            .await
+            .unwrap();
+        let released = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            brief.release().await;
+        });
+        let mut announced = false;
+        let apply = file(dir.path(), "apply pid 4", &options, &mut |_| {
+            announced = true
+        })
+        .await
+        .expect("a momentary hold is not a held lock");
+        released.await.unwrap();
+        assert!(!announced, "a momentary hold is not announced as a wait");
+        apply.release().await;
     }
 }
