@@ -20,8 +20,14 @@
 //!   selector and required node affinity restricted to the flavor's own label keys.
 //! - Resource groups (one flavor per group and podset), undeclared resources, the `pods`
 //!   resource, quota fit with cohorts (nested), borrowing and lending limits, borrowing levels,
-//!   `flavorFungibility` (`whenCanBorrow`, `preference`; `whenCanPreempt` only matters once
-//!   victims exist, see below).
+//!   `flavorFungibility` (`whenCanBorrow`, `whenCanPreempt`, `preference`).
+//! - Classic preemption (fair sharing off): `withinClusterQueue` (`LowerPriority`,
+//!   `LowerOrNewerEqualPriority`), `reclaimWithinCohort` (`LowerPriority`, `Any`) and
+//!   `borrowWithinCohort` with `maxPriorityThreshold`, with Kueue's candidate order and minimal
+//!   victim set. Victims are the live Workloads holding quota (when Workload objects were read)
+//!   and jobs the prediction admitted earlier. A preemptor is admitted in a later cycle, once
+//!   its victims released their quota; victims queue again (and may be admitted elsewhere).
+//!   Heads whose victims overlap those of an earlier head in the cycle wait.
 //! - The scheduling loop: one head per ClusterQueue per cycle, heads ordered by borrowing,
 //!   priority and age, "no longer fits" skips, capacity held back by heads that need
 //!   preemption, BestEffortFIFO versus StrictFIFO requeueing, resumed flavor scans
@@ -32,9 +38,10 @@
 //!   uses its config's `managedResources`.
 //!
 //! # Not modelled
-//! - Preemption victims: where Kueue would simulate preemption, gkq reports "no preemption
-//!   candidates" (what Kueue finds with the default `Never` policies) and says so when the queue
-//!   has other policies. Fair sharing, admission fair sharing, TAS topology placement,
+//! - Preemption under fair sharing, Workloads already being evicted (Kueue orders them first),
+//!   `SchedulerTimestampPreemptionBuffer` (alpha, off), and victims when live usage comes from
+//!   ClusterQueue status rather than Workloads (then nothing is preempted). Fair sharing,
+//!   admission fair sharing, TAS topology placement,
 //!   partial admission, MultiKueue, concurrent admission, elastic workload slices after
 //!   admission, LimitRange defaults, RuntimeClass overhead, `resources.transformations` and
 //!   `excludeResourcePrefixes` of the Kueue configuration (`quotaCheckStrategy:

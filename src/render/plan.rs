@@ -54,7 +54,7 @@ pub fn write_text(plan: &Plan, out: &mut dyn Write) -> io::Result<()> {
 
 fn state_text(p: &crate::placement::Placement) -> String {
     use crate::placement::PlacementState as S;
-    match p.state {
+    let state: String = match p.state {
         S::Admitted => "admitted".into(),
         S::WaitingForAdmissionChecks => format!(
             "quota reserved, waits for {}",
@@ -64,7 +64,15 @@ fn state_text(p: &crate::placement::Placement) -> String {
         S::Rejected => "rejected by Kueue".into(),
         S::Unmanaged => "not managed by Kueue (no queue)".into(),
         S::Finished => "finished".into(),
+    };
+    let mut text = state;
+    if !p.preempts.is_empty() {
+        text.push_str(&format!(" after preempting {}", p.preempts.join(", ")));
     }
+    if let Some(preemptor) = &p.preempted_by {
+        text.push_str(&format!(" (preempted by {preemptor})"));
+    }
+    text
 }
 
 /// Quota as a bar: live use, this plan's use, free.
