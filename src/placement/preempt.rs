@@ -37,20 +37,21 @@ pub(crate) struct Holder {
 /// Why a victim is preempted (Kueue's `Preempted` condition reasons).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Reason {
-    InClusterQueue,
-    InCohortReclamation,
-    InCohortReclaimWhileBorrowing,
+    /// `InClusterQueue`.
+    ClusterQueue,
+    /// `InCohortReclamation`.
+    CohortReclamation,
+    /// `InCohortReclaimWhileBorrowing`.
+    CohortReclaimWhileBorrowing,
 }
 
 impl Reason {
     /// Kueue's `HumanReadablePreemptionReasons`.
     pub fn text(self) -> &'static str {
         match self {
-            Reason::InClusterQueue => "prioritization in the ClusterQueue",
-            Reason::InCohortReclamation => "reclamation within the cohort",
-            Reason::InCohortReclaimWhileBorrowing => {
-                "reclamation within the cohort while borrowing"
-            }
+            Reason::ClusterQueue => "prioritization in the ClusterQueue",
+            Reason::CohortReclamation => "reclamation within the cohort",
+            Reason::CohortReclaimWhileBorrowing => "reclamation within the cohort while borrowing",
         }
     }
 }
@@ -74,11 +75,11 @@ enum Variant {
 impl Variant {
     fn reason(self) -> Reason {
         match self {
-            Variant::WithinCq => Reason::InClusterQueue,
+            Variant::WithinCq => Reason::ClusterQueue,
             Variant::HierarchicalReclaim | Variant::ReclaimWithoutBorrowing => {
-                Reason::InCohortReclamation
+                Reason::CohortReclamation
             }
-            Variant::ReclaimWhileBorrowing => Reason::InCohortReclaimWhileBorrowing,
+            Variant::ReclaimWhileBorrowing => Reason::CohortReclaimWhileBorrowing,
         }
     }
 }

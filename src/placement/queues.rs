@@ -482,7 +482,7 @@ impl State<'_, '_> {
             }
         }
         self.usage_version += 1;
-        for cq in 0..model.cqs.len() {
+        for (cq, requeued) in requeued.iter_mut().enumerate() {
             let node = model.cqs[cq].node;
             let root = model.tree.ancestors(node).last().unwrap_or(node);
             if released_roots.contains(&root) {
@@ -490,12 +490,12 @@ impl State<'_, '_> {
                 for &w in &self.queues[cq][..self.cursors[cq]] {
                     if matches!(self.outcomes[w], Some(Outcome::Pending(_))) {
                         self.outcomes[w] = None;
-                        requeued[cq].push(w);
+                        requeued.push(w);
                     }
                 }
             }
-            if !requeued[cq].is_empty() {
-                self.requeue_all(cq, &requeued[cq]);
+            if !requeued.is_empty() {
+                self.requeue_all(cq, requeued);
             }
         }
     }
