@@ -488,3 +488,39 @@ fn fence_safe(diff: &str) -> String {
     }
     text
 }
+
+#[cfg(test)]
+mod tests {
+    use super::state_text;
+    use crate::placement::{Placement, PlacementState};
+
+    fn placement(job: &str, state: PlacementState) -> Placement {
+        Placement {
+            job: job.to_string(),
+            namespace: "default".to_string(),
+            kind: "Job".to_string(),
+            cluster_queue: Some("cq".to_string()),
+            podsets: Vec::new(),
+            state,
+            reason: None,
+            admission_checks: Vec::new(),
+            reclaim: None,
+            preempts: Vec::new(),
+            preempted_by: None,
+        }
+    }
+
+    #[test]
+    fn state_names_preemptor_and_victims() {
+        let mut high = placement("high", PlacementState::Admitted);
+        high.preempts = vec!["default/low".to_string()];
+        assert_eq!(state_text(&high), "admitted after preempting default/low");
+        let mut low = placement("low", PlacementState::Pending);
+        low.preempted_by = Some("default/high".to_string());
+        assert_eq!(state_text(&low), "pending (preempted by default/high)");
+        assert_eq!(
+            state_text(&placement("plain", PlacementState::Admitted)),
+            "admitted"
+        );
+    }
+}
