@@ -27,6 +27,10 @@
 //!   scheduler (see `not_yet_tried`). Pending messages are not compared (kueue.md §3.1).
 //!   Afterwards every ClusterQueue is put on hold, so that a StrictFIFO head does not keep
 //!   Kueue busy for the other tests.
+//! * Preemption: running jobs (submitted first, see `Scenario::after`) that gkq predicts to be
+//!   preempted are compared too, and must end up evicted and pending as predicted. Objects
+//!   given to `Scenario::released` replace their namesakes once the first jobs settled (say a
+//!   held LocalQueue let go), so that an older job can queue after a newer one runs.
 
 mod support;
 
@@ -224,6 +228,8 @@ struct Scenario<'e> {
     /// Jobs submitted (one by one, to the active queues) and settled before `jobs`; Kueue's
     /// Workloads for them are then live state for the prediction, as in `gkq plan`.
     before: Vec<Value>,
+    /// Applied after `before` settled, replacing the queue objects of the same kind and name.
+    released: Vec<Value>,
     jobs: Vec<Value>,
     arrival: Arrival,
 }
@@ -234,6 +240,7 @@ impl<'e> Scenario<'e> {
             env,
             queues,
             before: Vec::new(),
+            released: Vec::new(),
             jobs,
             arrival,
         }
@@ -242,6 +249,26 @@ impl<'e> Scenario<'e> {
     fn after(mut self, before: Vec<Value>) -> Self {
         self.before = before;
         self
+    }
+
+    fn released(mut self, released: Vec<Value>) -> Self {
+        self.released = released;
+        self
+    }
+
+    /// The queue objects once `released` replaced their namesakes.
+    fn queues_after_release(&self) -> Vec<Value> {
+        let same = |a: &Value, b: &Value| a["kind"] == b["kind"] && a["metadata"] == b["metadata"];
+        self.queues
+            .iter()
+            .map(|q| {
+                self.released
+                    .iter()
+                    .find(|r| same(r, q))
+                    .unwrap_or(q)
+                    .clone()
+            })
+            .collect()
     }
 
     /// Predicts, checks the prediction against `expected` (see [`summary`]), runs the
@@ -273,11 +300,27 @@ impl<'e> Scenario<'e> {
             }
             self.submit(&self.before).await?;
             self.settle(&before).await?;
+            for object in &self.released {
+                apply(client, ns, object).await?;
+            }
+            cluster_objects = self.queues_after_release();
             cluster_objects.extend(list(client, ns, KUEUE, "Workload").await?);
         }
 
         let prediction = predict_jobs(&cluster_objects, &self.jobs);
-        let predicted = summaries(&prediction.placements);
+        // The plan's jobs, then live queued jobs that preempt, then the running jobs preempted.
+        let predicted: Vec<String> = summaries(&prediction.placements)
+            .into_iter()
+            .chain(summaries(
+                &prediction
+                    .queued
+                    .iter()
+                    .filter(|p| !p.preempts.is_empty())
+                    .cloned()
+                    .collect::<Vec<_>>(),
+            ))
+            .chain(summaries(&prediction.preempted))
+            .collect();
         ensure!(
             predicted == expected,
             "gkq's prediction is not the scenario's:\n  {}\nexpected:\n  {}",
@@ -336,6 +379,7 @@ impl<'e> Scenario<'e> {
             .queued
             .iter()
             .chain(&prediction.placements)
+            .chain(&prediction.preempted)
             .cloned()
             .collect();
         let began = Instant::now();
@@ -400,7 +444,7 @@ fn state_word(state: PlacementState) -> &'static str {
 }
 
 /// `job: state podset=flavor ...`; flavors only when quota is reserved, and the pod count as
-/// `podset×count` when it is not 1.
+/// `podset×count` when it is not 1; then whom it preempts or who preempts it.
 fn summary(placement: &Placement) -> String {
     let mut line = format!("{}: {}", placement.job, state_word(placement.state));
     for podset in &placement.podsets {
@@ -411,6 +455,12 @@ fn summary(placement: &Placement) -> String {
             }
             line.push_str(&format!("={flavor}"));
         }
+    }
+    if !placement.preempts.is_empty() {
+        line.push_str(&format!(" (preempts {})", placement.preempts.join(", ")));
+    }
+    if let Some(preemptor) = &placement.preempted_by {
+        line.push_str(&format!(" (preempted by {preemptor})"));
     }
     line
 }
@@ -1771,6 +1821,115 @@ async fn namespaces_and_local_queues() {
             "in-null: pending".to_string(),
             "in-stopped: pending".to_string(),
             "in-missing: pending".to_string(),
+        ])
+        .await;
+}
+
+/// withinClusterQueue LowerPriority: a high-priority job evicts the running low-priority one
+/// that holds the quota it needs, and is admitted once the victim released it.
+#[tokio::test]
+async fn preemption_within_the_cluster_queue() {
+    let env = test_env("sbs-pre-cq").await;
+    let ns = env.namespace.as_str();
+    let (f, cq, low, high) = (
+        unique_name("sbs-pre-cq-f"),
+        unique_name("sbs-pre-cq-cq"),
+        unique_name("sbs-pre-cq-low"),
+        unique_name("sbs-pre-cq-high"),
+    );
+    let queues = vec![
+        workload_priority_class(&low, 100),
+        workload_priority_class(&high, 1000),
+        pool_flavor(&f, "pool"),
+        cluster_queue(
+            &cq,
+            vec![group(&["cpu"], &[(&f, &[("cpu", "4")])])],
+            json!({"preemption": {"withinClusterQueue": "LowerPriority"}}),
+        ),
+        local_queue(ns, "lq", &cq),
+    ];
+    let job = |name: &str, cpu: &str| batch_job(ns, name, "lq", 1, &[("cpu", cpu)]);
+    let running = vec![with_label(job("low", "3"), PRIORITY_LABEL, &low)];
+    let jobs = vec![with_label(job("high", "2"), PRIORITY_LABEL, &high)];
+    Scenario::new(&env, queues, jobs, Arrival::OneByOne)
+        .after(running)
+        .expect(&[
+            format!("high: admitted main={f} (preempts {ns}/low)"),
+            format!("low: pending (preempted by {ns}/high)"),
+        ])
+        .await;
+}
+
+/// reclaimWithinCohort Any: team-a takes back the nominal quota team-b borrowed while team-a
+/// was idle; the borrowing job is evicted.
+#[tokio::test]
+async fn preemption_reclaims_lent_quota_within_the_cohort() {
+    let env = test_env("sbs-pre-co").await;
+    let ns = env.namespace.as_str();
+    let (f, a, b, cohort) = (
+        unique_name("sbs-pre-co-f"),
+        unique_name("sbs-pre-co-a"),
+        unique_name("sbs-pre-co-b"),
+        unique_name("sbs-pre-co-cohort"),
+    );
+    let queues = vec![
+        pool_flavor(&f, "pool"),
+        cluster_queue(
+            &a,
+            vec![group(&["cpu"], &[(&f, &[("cpu", "4")])])],
+            json!({"cohortName": cohort, "preemption": {"reclaimWithinCohort": "Any"}}),
+        ),
+        cluster_queue(
+            &b,
+            vec![group(&["cpu"], &[(&f, &[("cpu", "2")])])],
+            json!({"cohortName": cohort}),
+        ),
+        local_queue(ns, "lq-a", &a),
+        local_queue(ns, "lq-b", &b),
+    ];
+    let running = vec![batch_job(ns, "borrower", "lq-b", 1, &[("cpu", "5")])];
+    let jobs = vec![batch_job(ns, "reclaimer", "lq-a", 1, &[("cpu", "3")])];
+    Scenario::new(&env, queues, jobs, Arrival::OneByOne)
+        .after(running)
+        .expect(&[
+            format!("reclaimer: admitted main={f} (preempts {ns}/borrower)"),
+            format!("borrower: pending (preempted by {ns}/reclaimer)"),
+        ])
+        .await;
+}
+
+/// withinClusterQueue LowerOrNewerEqualPriority: a job created before the running one, with
+/// the same priority, queues only once its held LocalQueue is let go, and evicts the newer job.
+#[tokio::test]
+async fn preemption_of_a_newer_job_of_equal_priority() {
+    let env = test_env("sbs-pre-new").await;
+    let ns = env.namespace.as_str();
+    let (f, cq) = (unique_name("sbs-pre-new-f"), unique_name("sbs-pre-new-cq"));
+    let held = {
+        let mut lq = local_queue(ns, "held", &cq);
+        lq["spec"]["stopPolicy"] = json!("Hold");
+        lq
+    };
+    let queues = vec![
+        pool_flavor(&f, "pool"),
+        cluster_queue(
+            &cq,
+            vec![group(&["cpu"], &[(&f, &[("cpu", "4")])])],
+            json!({"preemption": {"withinClusterQueue": "LowerOrNewerEqualPriority"}}),
+        ),
+        local_queue(ns, "lq", &cq),
+        held,
+    ];
+    let first = vec![
+        batch_job(ns, "older", "held", 1, &[("cpu", "2")]),
+        batch_job(ns, "newer", "lq", 1, &[("cpu", "3")]),
+    ];
+    Scenario::new(&env, queues, Vec::new(), Arrival::OneByOne)
+        .after(first)
+        .released(vec![local_queue(ns, "held", &cq)])
+        .expect(&[
+            format!("older: admitted main={f} (preempts {ns}/newer)"),
+            format!("newer: pending (preempted by {ns}/older)"),
         ])
         .await;
 }

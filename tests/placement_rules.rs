@@ -1271,3 +1271,308 @@ fn a_failed_scan_resumes_after_the_flavors_it_tried() {
     );
     assert!(fits_ever(&cluster(&objects), &jobs(&[ray_job])[0]).is_ok());
 }
+
+// ---------------------------------------------------------------- classic preemption
+
+const PRIORITY_LABEL: &str = "kueue.x-k8s.io/priority-class";
+
+fn workload_priority_class(name: &str, value: i32) -> Value {
+    json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass",
+           "metadata": {"name": name}, "value": value})
+}
+
+/// A ClusterQueue with `cpu` quotas per flavor, `spec.preemption` and optionally a cohort.
+fn preempting_queue(
+    name: &str,
+    cohort: Option<&str>,
+    flavors: &[(&str, &[(&str, &str)])],
+    preemption: Value,
+) -> Value {
+    let mut cq = with(
+        cluster_queue(name, &["cpu"], flavors),
+        &["spec", "preemption"],
+        preemption,
+    );
+    if let Some(cohort) = cohort {
+        cq["spec"]["cohortName"] = json!(cohort);
+    }
+    cq
+}
+
+/// The Workload Kueue made for Job `job` (one pod requesting `cpu`) in LocalQueue `queue`;
+/// `admitted` is `(ClusterQueue, flavor, time)` when it holds quota since that time.
+fn workload(
+    job: &str,
+    queue: &str,
+    cpu: &str,
+    priority: i32,
+    created: &str,
+    admitted: Option<(&str, &str, &str)>,
+) -> Value {
+    let mut workload = json!({
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+        "metadata": {"namespace": "default", "name": format!("job-{job}-1a2b3"),
+                     "creationTimestamp": created,
+                     "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": job, "uid": job}]},
+        "spec": {"queueName": queue, "priority": priority, "podSets": [{"name": "main", "count": 1,
+            "template": {"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]}}}]}
+    });
+    if let Some((cq, flavor, at)) = admitted {
+        workload["status"] = json!({
+            "admission": {"clusterQueue": cq, "podSetAssignments": [{"name": "main", "count": 1,
+                "flavors": {"cpu": flavor}, "resourceUsage": {"cpu": cpu}}]},
+            "conditions": [
+                {"type": "QuotaReserved", "status": "True", "lastTransitionTime": at},
+                {"type": "Admitted", "status": "True", "lastTransitionTime": at}
+            ]
+        });
+    }
+    workload
+}
+
+fn prioritized(job: Value, class: &str) -> Value {
+    with(job, &["metadata", "labels", PRIORITY_LABEL], json!(class))
+}
+
+const T1: &str = "2026-01-01T10:00:00Z";
+const T2: &str = "2026-01-01T10:00:05Z";
+const T3: &str = "2026-01-01T10:00:09Z";
+
+/// One queue of 4 cpu with `preemption`, a live job `low` at priority `low_priority` holding 3.
+fn one_queue_with_a_running_job(preemption: Value, low_priority: i32) -> Vec<Value> {
+    vec![
+        flavor("f", "pool-f"),
+        preempting_queue("cq", None, &[("f", &[("cpu", "4")])], preemption),
+        local_queue("lq", "cq"),
+        workload_priority_class("high", 1000),
+        workload("low", "lq", "3", low_priority, T1, Some(("cq", "f", T1))),
+    ]
+}
+
+#[test]
+fn within_cluster_queue_lower_priority_preempts_a_lower_priority_running_job() {
+    let objects = one_queue_with_a_running_job(json!({"withinClusterQueue": "LowerPriority"}), 100);
+    let high = prioritized(job("high", "lq", 1, &[("cpu", "2")]), "high");
+    let prediction = run(&objects, &[high]);
+    let placement = &prediction.placements[0];
+    assert_eq!(placement.state, PlacementState::Admitted);
+    assert_eq!(flavors(placement), [("main", Some("f"))]);
+    assert_eq!(placement.preempts, ["default/low"]);
+    let [victim] = &prediction.preempted[..] else {
+        panic!("one victim: {:?}", prediction.preempted);
+    };
+    assert_eq!(victim.job, "low");
+    assert_eq!(victim.state, PlacementState::Pending);
+    assert_eq!(victim.preempted_by.as_deref(), Some("default/high"));
+    assert!(
+        reason(victim)
+            .starts_with("preempted by default/high (prioritization in the ClusterQueue)"),
+        "{}",
+        reason(victim)
+    );
+    let usage = &prediction.usage[0];
+    assert_eq!(usage.used_live.to_string(), "0");
+    assert_eq!(usage.used_plan.to_string(), "2");
+}
+
+#[test]
+fn lower_priority_spares_equal_priority_and_never_preempts_nothing() {
+    // Equal priority is not lower: no candidates, the job pends with Kueue's quota message.
+    let equal = one_queue_with_a_running_job(json!({"withinClusterQueue": "LowerPriority"}), 1000);
+    // The default policies never preempt, whatever the priorities.
+    let never = one_queue_with_a_running_job(json!({}), 100);
+    for objects in [equal, never] {
+        let high = prioritized(job("high", "lq", 1, &[("cpu", "2")]), "high");
+        let prediction = run(&objects, &[high]);
+        let placement = &prediction.placements[0];
+        assert_eq!(placement.state, PlacementState::Pending);
+        assert!(placement.preempts.is_empty());
+        assert!(prediction.preempted.is_empty());
+        assert_eq!(
+            reason(placement),
+            "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor f, 1 more needed"
+        );
+    }
+}
+
+#[test]
+fn lower_or_newer_equal_priority_preempts_only_a_newer_job_of_equal_priority() {
+    // `older` was created before `newer` but queues only now (say its LocalQueue was held);
+    // both have priority 0.
+    let objects = |policy: &str| {
+        vec![
+            flavor("f", "pool-f"),
+            preempting_queue(
+                "cq",
+                None,
+                &[("f", &[("cpu", "4")])],
+                json!({"withinClusterQueue": policy}),
+            ),
+            local_queue("lq", "cq"),
+            workload("newer", "lq", "3", 0, T2, Some(("cq", "f", T3))),
+            workload("older", "lq", "2", 0, T1, None),
+        ]
+    };
+    let prediction = run(&objects("LowerOrNewerEqualPriority"), &[]);
+    let older = &prediction.queued[0];
+    assert_eq!(older.job, "older");
+    assert_eq!(older.state, PlacementState::Admitted);
+    assert_eq!(older.preempts, ["default/newer"]);
+    assert_eq!(prediction.preempted[0].job, "newer");
+    assert_eq!(prediction.preempted[0].state, PlacementState::Pending);
+
+    let prediction = run(&objects("LowerPriority"), &[]);
+    assert_eq!(prediction.queued[0].state, PlacementState::Pending);
+    assert!(prediction.preempted.is_empty());
+
+    // A job of the plan is newer than the running one: it does not preempt it.
+    let objects = objects("LowerOrNewerEqualPriority")
+        .into_iter()
+        .filter(|o| o["metadata"]["name"] != "job-older-1a2b3")
+        .collect::<Vec<_>>();
+    let prediction = run(&objects, &[job("plan", "lq", 1, &[("cpu", "2")])]);
+    assert_eq!(prediction.placements[0].state, PlacementState::Pending);
+    assert!(prediction.preempted.is_empty());
+}
+
+#[test]
+fn reclaim_within_cohort_takes_back_nominal_quota_lent_to_a_borrowing_queue() {
+    // team-a lends its idle 4 cpu; team-b (nominal 2) runs a 5-cpu job by borrowing 3.
+    let objects = |reclaim: &str| {
+        vec![
+            flavor("f", "pool-f"),
+            preempting_queue(
+                "team-a",
+                Some("co"),
+                &[("f", &[("cpu", "4")])],
+                json!({"reclaimWithinCohort": reclaim}),
+            ),
+            preempting_queue("team-b", Some("co"), &[("f", &[("cpu", "2")])], json!({})),
+            local_queue("lq-a", "team-a"),
+            local_queue("lq-b", "team-b"),
+            workload("borrower", "lq-b", "5", 0, T1, Some(("team-b", "f", T1))),
+        ]
+    };
+    let reclaimer = job("reclaimer", "lq-a", 1, &[("cpu", "3")]);
+    let prediction = run(&objects("Any"), std::slice::from_ref(&reclaimer));
+    let placement = &prediction.placements[0];
+    assert_eq!(placement.state, PlacementState::Admitted);
+    assert_eq!(placement.preempts, ["default/borrower"]);
+    let victim = &prediction.preempted[0];
+    assert_eq!(victim.state, PlacementState::Pending);
+    assert!(
+        reason(victim).contains("(reclamation within the cohort)"),
+        "{}",
+        reason(victim)
+    );
+
+    // Equal priority is not lower, and Never never reclaims.
+    for policy in ["LowerPriority", "Never"] {
+        let prediction = run(&objects(policy), std::slice::from_ref(&reclaimer));
+        assert_eq!(prediction.placements[0].state, PlacementState::Pending);
+        assert!(prediction.preempted.is_empty());
+    }
+}
+
+#[test]
+fn preemption_evicts_a_minimal_set_of_victims() {
+    // Candidates are removed lowest priority first until the job fits, then added back when
+    // the job still fits without them: `tiny` goes first but is not needed in the end.
+    let objects = vec![
+        flavor("f", "pool-f"),
+        preempting_queue(
+            "cq",
+            None,
+            &[("f", &[("cpu", "6")])],
+            json!({"withinClusterQueue": "LowerPriority"}),
+        ),
+        local_queue("lq", "cq"),
+        workload_priority_class("high", 1000),
+        workload("tiny", "lq", "1", 1, T1, Some(("cq", "f", T1))),
+        workload("big", "lq", "4", 2, T1, Some(("cq", "f", T2))),
+        workload("spare", "lq", "1", 3, T1, Some(("cq", "f", T3))),
+    ];
+    let high = prioritized(job("high", "lq", 1, &[("cpu", "4")]), "high");
+    let prediction = run(&objects, &[high]);
+    assert_eq!(prediction.placements[0].state, PlacementState::Admitted);
+    assert_eq!(prediction.placements[0].preempts, ["default/big"]);
+    let victims: Vec<&str> = prediction
+        .preempted
+        .iter()
+        .map(|p| p.job.as_str())
+        .collect();
+    assert_eq!(victims, ["big"]);
+}
+
+#[test]
+fn when_can_preempt_try_next_flavor_takes_a_free_flavor_instead_of_preempting() {
+    let objects = |fungibility: Value| {
+        let mut cq = preempting_queue(
+            "cq",
+            None,
+            &[("f1", &[("cpu", "2")]), ("f2", &[("cpu", "2")])],
+            json!({"withinClusterQueue": "LowerPriority"}),
+        );
+        cq["spec"]["flavorFungibility"] = fungibility;
+        vec![
+            flavor("f1", "pool-1"),
+            flavor("f2", "pool-2"),
+            cq,
+            local_queue("lq", "cq"),
+            workload_priority_class("high", 1000),
+            workload("low", "lq", "2", 0, T1, Some(("cq", "f1", T1))),
+        ]
+    };
+    let high = prioritized(job("high", "lq", 1, &[("cpu", "2")]), "high");
+    // The default (TryNextFlavor): f1 could preempt `low`, f2 fits as it is.
+    let prediction = run(&objects(json!({})), std::slice::from_ref(&high));
+    assert_eq!(flavors(&prediction.placements[0]), [("main", Some("f2"))]);
+    assert!(prediction.placements[0].preempts.is_empty());
+    assert!(prediction.preempted.is_empty());
+    // MayStopSearch stops at the first flavor where preemption helps.
+    let prediction = run(
+        &objects(json!({"whenCanPreempt": "MayStopSearch"})),
+        std::slice::from_ref(&high),
+    );
+    assert_eq!(flavors(&prediction.placements[0]), [("main", Some("f1"))]);
+    assert_eq!(prediction.placements[0].preempts, ["default/low"]);
+}
+
+#[test]
+fn borrow_within_cohort_preempts_only_below_its_threshold_while_borrowing() {
+    // Three queues of 2 cpu share a cohort; team-b borrows 2 to run `small` (priority 10) and
+    // `mid` (priority 50). `wide` needs 4 in team-a, so team-a borrows even after preempting:
+    // only candidates at or below maxPriorityThreshold may go then.
+    let objects = |threshold: i32| {
+        vec![
+            flavor("f", "pool-f"),
+            preempting_queue(
+                "team-a",
+                Some("co"),
+                &[("f", &[("cpu", "2")])],
+                json!({"reclaimWithinCohort": "LowerPriority",
+                       "borrowWithinCohort": {"policy": "LowerPriority", "maxPriorityThreshold": threshold}}),
+            ),
+            preempting_queue("team-b", Some("co"), &[("f", &[("cpu", "2")])], json!({})),
+            preempting_queue("team-c", Some("co"), &[("f", &[("cpu", "2")])], json!({})),
+            local_queue("lq-a", "team-a"),
+            local_queue("lq-b", "team-b"),
+            workload_priority_class("high", 1000),
+            workload("small", "lq-b", "2", 10, T1, Some(("team-b", "f", T1))),
+            workload("mid", "lq-b", "2", 50, T1, Some(("team-b", "f", T2))),
+        ]
+    };
+    let wide = prioritized(job("wide", "lq-a", 1, &[("cpu", "4")]), "high");
+    let prediction = run(&objects(20), std::slice::from_ref(&wide));
+    assert_eq!(prediction.placements[0].state, PlacementState::Admitted);
+    assert_eq!(prediction.placements[0].preempts, ["default/small"]);
+    assert!(
+        reason(&prediction.preempted[0])
+            .contains("(reclamation within the cohort while borrowing)"),
+        "{}",
+        reason(&prediction.preempted[0])
+    );
+    let prediction = run(&objects(5), std::slice::from_ref(&wide));
+    assert_eq!(prediction.placements[0].state, PlacementState::Pending);
+    assert!(prediction.preempted.is_empty());
+}

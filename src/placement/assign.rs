@@ -2,25 +2,27 @@
 //! `pkg/scheduler/flavorassigner/flavorassigner.go` (`assignFlavors`, `findFlavorForPodSets`,
 //! `checkFlavorForPodSets`, `fitsResourceQuota`, `shouldTryNextFlavor`, `isPreferred`).
 //!
-//! Preemption is not simulated. Where Kueue would run its preemption oracle, this returns
-//! "no preemption candidates", which is what the oracle always answers when every preemption
-//! policy is `Never` (the defaults). With other policies the outcome may differ and the
-//! message says so.
+//! Where Kueue runs its preemption oracle (`preemption_oracle.go`, `SimulatePreemption`), the
+//! oracle here searches victims among the workloads holding quota ([`Preemptor`]): none gives
+//! "no preemption candidates" (always the case with the default `Never` policies), victims in the
+//! same queue give `preempt`, victims only in other queues of the cohort give `reclaim`.
 
 use super::amount::{Amount, format_amount};
 use super::model::{CqModel, FlavorId, Model, ResId, Shape, WorkloadModel};
 use super::objects::{FungibilityPolicy, FungibilityPreference};
 use super::podsets::PodSet;
+use super::preempt::Preemptor;
 use super::quota::{Fr, Usage};
 use super::selectors::{first_untolerated_taint, flavor_matches_node_affinity};
 
-/// Kueue's `preemptionMode`, worst to best. Kueue also has `preempt` and `reclaim` (victims
-/// found, in this queue or in the cohort) between these two; gkq does not simulate victims, so
-/// they never occur here and `whenCanPreempt` never changes an outcome.
+/// Kueue's `preemptionMode`, worst to best: `Preempt` and `Reclaim` found victims, in this
+/// queue or only in other queues of the cohort.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum PreemptionMode {
     NoFit,
     NoCandidates,
+    Preempt,
+    Reclaim,
     Fit,
 }
 
@@ -36,7 +38,9 @@ impl PreemptionMode {
     fn flavor_mode(self) -> Mode {
         match self {
             PreemptionMode::NoFit => Mode::NoFit,
-            PreemptionMode::NoCandidates => Mode::Preempt,
+            PreemptionMode::NoCandidates | PreemptionMode::Preempt | PreemptionMode::Reclaim => {
+                Mode::Preempt
+            }
             PreemptionMode::Fit => Mode::Fit,
         }
     }
@@ -90,14 +94,16 @@ fn is_preferred(a: Granular, b: Granular, preference: Option<FungibilityPreferen
     }
 }
 
-/// `shouldTryNextFlavor`. Kueue also tries the next flavor for preempt/reclaim modes when
-/// `whenCanPreempt: TryNextFlavor`; those modes need victims, which gkq does not simulate.
+/// `shouldTryNextFlavor`.
 fn should_try_next_flavor(mode: Granular, cq: &CqModel) -> bool {
-    if matches!(
-        mode.preemption,
-        PreemptionMode::NoFit | PreemptionMode::NoCandidates
-    ) {
-        return true;
+    match mode.preemption {
+        PreemptionMode::NoFit | PreemptionMode::NoCandidates => return true,
+        PreemptionMode::Preempt | PreemptionMode::Reclaim
+            if cq.fungibility.when_can_preempt == FungibilityPolicy::TryNextFlavor =>
+        {
+            return true;
+        }
+        _ => {}
     }
     mode.borrowing > 0 && cq.fungibility.when_can_borrow == FungibilityPolicy::TryNextFlavor
 }
@@ -133,7 +139,6 @@ pub(crate) enum Reason {
         flavor: FlavorId,
         resource: ResId,
         needed: Amount,
-        preemption_not_simulated: bool,
     },
     /// `resource R unavailable in ClusterQueue`.
     Unavailable { resource: ResId },
@@ -172,17 +177,11 @@ impl Reason {
                 flavor,
                 resource,
                 needed,
-                preemption_not_simulated,
             } => {
                 let resource_name = model.resources.name(resource);
-                let note = if preemption_not_simulated {
-                    " (preemption is not simulated)"
-                } else {
-                    ""
-                };
                 write!(
                     out,
-                    "insufficient unused quota for {resource_name} in flavor {}, {} more needed{note}",
+                    "insufficient unused quota for {resource_name} in flavor {}, {} more needed",
                     model.flavors.name(flavor),
                     AmountText(resource_name, needed),
                 )
@@ -299,6 +298,19 @@ impl Assignment {
             .map_or(0, |c| usize::try_from(c.tried_index + 1).unwrap_or(0))
     }
 
+    /// `flavorResourcesNeedPreemption`: the flavor-resources assigned in preempt mode.
+    pub fn frs_needing_preemption(&self, model: &Model<'_>) -> Vec<Fr> {
+        let mut frs: Vec<Fr> = self
+            .choices
+            .iter()
+            .filter(|c| c.mode == Mode::Preempt)
+            .map(|c| model.fr(c.flavor, c.resource))
+            .collect();
+        frs.sort_unstable();
+        frs.dedup();
+        frs
+    }
+
     /// `PendingFlavors`: some podset stopped before its group's last flavor.
     pub fn has_pending_flavors(&self) -> bool {
         self.choices.iter().any(|c| c.tried_index != -1)
@@ -387,12 +399,15 @@ fn check_flavor(model: &Model<'_>, shape: &Shape, flavor: FlavorId) -> Eligibili
 }
 
 /// Assigns flavors to every podset of `workload` in `cq`, as one scheduling attempt would.
+/// `preemptor` searches victims where Kueue would simulate preemption; without it (or with
+/// nobody holding quota) that search finds no candidates.
 pub(crate) fn assign(
     model: &Model<'_>,
     cq_index: usize,
     workload: &WorkloadModel,
     usage: &Usage,
     progress: Option<&Assignment>,
+    preemptor: Option<&Preemptor<'_>>,
     workspace: &mut Workspace,
 ) -> Assignment {
     let cq = &model.cqs[cq_index];
@@ -434,6 +449,7 @@ pub(crate) fn assign(
                 start,
                 &assignment,
                 usage,
+                preemptor,
                 workspace,
                 &mut reasons,
             );
@@ -492,6 +508,7 @@ fn find_flavor(
     start: usize,
     assignment: &Assignment,
     usage: &Usage,
+    preemptor: Option<&Preemptor<'_>>,
     workspace: &mut Workspace,
     reasons: &mut Vec<Reason>,
 ) -> Result<(), String> {
@@ -540,6 +557,7 @@ fn find_flavor(
                 assignment.usage_of(fr),
                 value,
                 usage,
+                preemptor,
             );
             if let Some(reason) = reason {
                 reasons.push(reason);
@@ -590,6 +608,7 @@ fn find_flavor(
 
 /// `fitsResourceQuota`: how `value` more of `resource` fits in `flavor` for this queue, the
 /// borrowing level, and why it does not simply fit.
+#[allow(clippy::too_many_arguments)]
 fn fits_resource_quota(
     model: &Model<'_>,
     cq: &CqModel,
@@ -598,6 +617,7 @@ fn fits_resource_quota(
     assumed: Amount,
     request: i64,
     usage: &Usage,
+    preemptor: Option<&Preemptor<'_>>,
 ) -> (PreemptionMode, usize, Option<Reason>) {
     let fr = model.fr(flavor, resource);
     let tree = &model.tree;
@@ -629,14 +649,31 @@ fn fits_resource_quota(
         flavor,
         resource,
         needed: value.minus(available),
-        // Kueue would simulate preemption here. With the default `Never` policies it finds no
-        // candidates; with other policies it might, and gkq does not simulate victims.
-        preemption_not_simulated: may_preempt && cq.preemption.can_preempt(),
     };
-    if may_preempt {
-        return (PreemptionMode::NoCandidates, borrow, Some(reason));
+    if !may_preempt {
+        return (PreemptionMode::NoFit, borrow, Some(reason));
     }
-    (PreemptionMode::NoFit, borrow, Some(reason))
+    // `SimulatePreemption` for this flavor-resource alone.
+    let requests = [(fr, value)];
+    let targets = match preemptor {
+        Some(p) if cq.preemption.can_preempt() => p.targets(&requests, &[fr], usage),
+        _ => Vec::new(),
+    };
+    let Some(p) = preemptor.filter(|_| !targets.is_empty()) else {
+        return (PreemptionMode::NoCandidates, borrow, Some(reason));
+    };
+    let mut after = usage.clone();
+    for target in &targets {
+        p.remove(target.holder, &mut after);
+    }
+    let (borrow_after, _) = tree.lowest_fitting_subtree(cq.node, fr, value, &after);
+    let same_queue = targets.iter().any(|t| p.holders[t.holder].cq == p.cq);
+    let mode = if same_queue {
+        PreemptionMode::Preempt
+    } else {
+        PreemptionMode::Reclaim
+    };
+    (mode, borrow_after, Some(reason))
 }
 
 #[cfg(test)]

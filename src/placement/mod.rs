@@ -20,8 +20,14 @@
 //!   selector and required node affinity restricted to the flavor's own label keys.
 //! - Resource groups (one flavor per group and podset), undeclared resources, the `pods`
 //!   resource, quota fit with cohorts (nested), borrowing and lending limits, borrowing levels,
-//!   `flavorFungibility` (`whenCanBorrow`, `preference`; `whenCanPreempt` only matters once
-//!   victims exist, see below).
+//!   `flavorFungibility` (`whenCanBorrow`, `whenCanPreempt`, `preference`).
+//! - Classic preemption (fair sharing off): `withinClusterQueue` (`LowerPriority`,
+//!   `LowerOrNewerEqualPriority`), `reclaimWithinCohort` (`LowerPriority`, `Any`) and
+//!   `borrowWithinCohort` with `maxPriorityThreshold`, with Kueue's candidate order and minimal
+//!   victim set. Victims are the live Workloads holding quota (when Workload objects were read)
+//!   and jobs the prediction admitted earlier. A preemptor is admitted in a later cycle, once
+//!   its victims released their quota; victims queue again (and may be admitted elsewhere).
+//!   Heads whose victims overlap those of an earlier head in the cycle wait.
 //! - The scheduling loop: one head per ClusterQueue per cycle, heads ordered by borrowing,
 //!   priority and age, "no longer fits" skips, capacity held back by heads that need
 //!   preemption, BestEffortFIFO versus StrictFIFO requeueing, resumed flavor scans
@@ -32,9 +38,10 @@
 //!   uses its config's `managedResources`.
 //!
 //! # Not modelled
-//! - Preemption victims: where Kueue would simulate preemption, gkq reports "no preemption
-//!   candidates" (what Kueue finds with the default `Never` policies) and says so when the queue
-//!   has other policies. Fair sharing, admission fair sharing, TAS topology placement,
+//! - Preemption under fair sharing, Workloads already being evicted (Kueue orders them first),
+//!   `SchedulerTimestampPreemptionBuffer` (alpha, off), and victims when live usage comes from
+//!   ClusterQueue status rather than Workloads (then nothing is preempted). Fair sharing,
+//!   admission fair sharing, TAS topology placement,
 //!   partial admission, MultiKueue, concurrent admission, elastic workload slices after
 //!   admission, LimitRange defaults, RuntimeClass overhead, `resources.transformations` and
 //!   `excludeResourcePrefixes` of the Kueue configuration (`quotaCheckStrategy:
@@ -57,6 +64,7 @@ mod model;
 pub mod objects;
 mod outcome;
 pub mod podsets;
+mod preempt;
 pub mod quantity;
 mod queues;
 mod quota;
@@ -75,14 +83,17 @@ pub use podsets::{PendingWorkload, PodSet};
 pub use quantity::{Quantity, QuantityError};
 pub use reader::{ParseError, ParseErrors};
 
-use amount::quantity_of;
+use amount::{quantity_of, request_value};
 use assign::Assignment;
 use model::{Blocked, Model, WorkloadModel};
-use queues::{Outcome, simulate};
+use objects::ReservingWorkload;
+use queues::{Live, Outcome, Simulation, simulate};
+use quota::Fr;
 
 /// Predicts Kueue's decision for every job, in the order given, together with the live
 /// Workloads still waiting in `cluster` (jobs created earlier queue first; the given jobs, not
-/// created yet, queue after them in the order given).
+/// created yet, queue after them in the order given) and the live Workloads holding quota that
+/// preemption evicts.
 pub fn predict(cluster: &Cluster, jobs: &[PendingWorkload]) -> Prediction {
     let mut model = Model::compile(cluster);
     // A live Workload owned by one of the given jobs is that job; keep only the job.
@@ -97,30 +108,140 @@ pub fn predict(cluster: &Cluster, jobs: &[PendingWorkload]) -> Prediction {
             })
         })
         .collect();
-    let all: Vec<&PendingWorkload> = queued.iter().copied().chain(jobs.iter()).collect();
+    let holding = holding_workloads(&model, cluster);
+    let all: Vec<&PendingWorkload> = queued
+        .iter()
+        .copied()
+        .chain(jobs.iter())
+        .chain(holding.iter().map(|(_, _, workload)| *workload))
+        .collect();
     let compiled: Vec<WorkloadModel> = all
         .iter()
         .enumerate()
         .map(|(seq, workload)| model.compile_workload(workload, seq))
         .collect();
-    let simulation = simulate(&model, &compiled);
+    let first_live = queued.len() + jobs.len();
+    let live: Vec<Live> = holding
+        .iter()
+        .enumerate()
+        .map(|(i, (cq, reserving, _))| Live {
+            workload: first_live + i,
+            cq: *cq,
+            usage: reserving_usage(&model, reserving),
+        })
+        .collect();
+    let simulation = simulate(&model, &compiled, &live);
 
     let placements: Vec<Placement> = all
         .iter()
         .zip(&compiled)
         .zip(&simulation.outcomes)
-        .map(|((workload, compiled), outcome)| {
-            placement_of(&model, &all, workload, compiled, outcome)
+        .enumerate()
+        .map(|(index, ((workload, compiled), outcome))| {
+            let mut placement = placement_of(&model, &all, workload, compiled, outcome);
+            add_preemptions(&mut placement, index, &all, &simulation);
+            placement
         })
         .collect();
-    let usage = usage_summary(&model, &compiled, &simulation.outcomes, queued.len());
+    let usage = usage_summary(&model, &compiled, &simulation, queued.len(), &live);
     let mut placements = placements.into_iter();
     let queued_placements = placements.by_ref().take(queued.len()).collect();
+    let plan_placements = placements.by_ref().take(jobs.len()).collect();
+    let preempted = placements
+        .zip(&simulation.outcomes[first_live..])
+        .filter(|(_, outcome)| !matches!(outcome, Outcome::Holding))
+        .map(|(placement, _)| placement)
+        .collect();
     Prediction {
-        placements: placements.collect(),
+        placements: plan_placements,
         queued: queued_placements,
         usage,
+        preempted,
     }
+}
+
+/// Live Workloads holding quota that preemption could evict, oldest reservation first, with
+/// their ClusterQueue. Only known when Workload objects were read (quota read from ClusterQueue
+/// status has no owners) and the Workload could be read as a job.
+fn holding_workloads<'c>(
+    model: &Model<'c>,
+    cluster: &'c Cluster,
+) -> Vec<(usize, &'c ReservingWorkload, &'c PendingWorkload)> {
+    if !cluster.workloads_observed {
+        return Vec::new();
+    }
+    let mut holding: Vec<_> = cluster
+        .reserving_workloads
+        .iter()
+        .filter_map(|r| {
+            let cq = *model.cq_index.get(&r.cluster_queue)?;
+            Some((cq, r, r.workload.as_ref()?))
+        })
+        .collect();
+    holding.sort_by(|a, b| {
+        (a.1.reserved_at, &a.1.namespace, &a.1.name).cmp(&(
+            b.1.reserved_at,
+            &b.1.namespace,
+            &b.1.name,
+        ))
+    });
+    holding
+}
+
+/// A live Workload's usage by `Fr`, as `Model::add_live_usage` counts it.
+fn reserving_usage(model: &Model<'_>, reserving: &ReservingWorkload) -> Vec<(Fr, Amount)> {
+    let mut usage: Vec<(Fr, Amount)> = Vec::new();
+    for (flavor, resource, quantity) in &reserving.usage {
+        let (Some(f), Some(r)) = (model.flavors.get(flavor), model.resources.get(resource)) else {
+            continue;
+        };
+        if r >= model.quota_resources {
+            continue;
+        }
+        let fr = model.fr(f, r);
+        let value = Amount::new(request_value(resource, *quantity));
+        match usage.iter_mut().find(|(f, _)| *f == fr) {
+            Some((_, total)) => *total = total.plus(value),
+            None => usage.push((fr, value)),
+        }
+    }
+    usage
+}
+
+/// `namespace/name` of the job a workload stands for.
+fn job_key(workload: &PendingWorkload) -> String {
+    let name = workload
+        .owner
+        .as_ref()
+        .map_or(workload.name.as_str(), |(_, name)| name.as_str());
+    format!("{}/{name}", workload.namespace)
+}
+
+/// Adds who this workload preempts and who preempted it.
+fn add_preemptions(
+    placement: &mut Placement,
+    index: usize,
+    all: &[&PendingWorkload],
+    simulation: &Simulation,
+) {
+    for &victim in &simulation.preempts[index] {
+        let key = job_key(all[victim]);
+        if !placement.preempts.contains(&key) {
+            placement.preempts.push(key);
+        }
+    }
+    let Some((preemptor, why)) = simulation.preempted_by[index] else {
+        return;
+    };
+    let preemptor = job_key(all[preemptor]);
+    let preempted = format!("preempted by {preemptor} ({})", why.text());
+    placement.reason = Some(match (&placement.reason, placement.state) {
+        (Some(reason), PlacementState::Pending) => format!("{preempted}; then: {reason}"),
+        (_, PlacementState::Pending) => preempted,
+        (Some(reason), _) => format!("{preempted}, then admitted again; {reason}"),
+        (None, _) => format!("{preempted}, then admitted again"),
+    });
+    placement.preempted_by = Some(preemptor);
 }
 
 /// Whether `job` could be admitted by its queue if the whole cluster (queue and cohort) were
@@ -134,7 +255,7 @@ pub fn fits_ever(cluster: &Cluster, job: &PendingWorkload) -> Result<Vec<PodSetP
     let mut model = Model::compile(cluster);
     model.live_usage = model.tree.zero_usage();
     let compiled = model.compile_workload(job, 0);
-    let simulation = simulate(&model, std::slice::from_ref(&compiled));
+    let simulation = simulate(&model, std::slice::from_ref(&compiled), &[]);
     match simulation.outcomes.into_iter().next() {
         Some(Outcome::Reserved { assignment, .. }) => {
             Ok(pod_set_placements(&model, job, Some(&assignment)))
@@ -145,7 +266,9 @@ pub fn fits_ever(cluster: &Cluster, job: &PendingWorkload) -> Result<Vec<PodSetP
         }
         Some(Outcome::Blocked(Blocked::Pending(reason))) => Err(reason),
         Some(Outcome::Pending(failure)) => Err(failure.message(&model, &job.pod_sets)),
-        Some(Outcome::QueuedBehind { .. }) | None => Err("not scheduled".to_string()),
+        Some(Outcome::QueuedBehind { .. } | Outcome::Holding) | None => {
+            Err("not scheduled".to_string())
+        }
     }
 }
 
@@ -247,6 +370,12 @@ fn placement_of(
             Some(format!("rejected by Kueue's webhook: {reason}")),
             Vec::new(),
         ),
+        Outcome::Holding => (
+            unplaced(),
+            PlacementState::Admitted,
+            Some("keeps the quota it holds".to_string()),
+            Vec::new(),
+        ),
         Outcome::Blocked(Blocked::Unmanaged) => (
             unplaced(),
             PlacementState::Unmanaged,
@@ -267,24 +396,40 @@ fn placement_of(
         reason,
         admission_checks,
         reclaim: None,
+        preempts: Vec::new(),
+        preempted_by: None,
     }
 }
 
+/// Usage per ClusterQueue and flavor-resource. Workloads indexed from `queued` to the first
+/// live one are the plan's; live Workloads that preemption evicts no longer count as live,
+/// and count as queued if they are admitted again.
 fn usage_summary(
     model: &Model<'_>,
     workloads: &[WorkloadModel],
-    outcomes: &[Outcome],
+    simulation: &Simulation,
     queued: usize,
+    live: &[Live],
 ) -> Vec<FlavorUsage> {
     // Predicted usage per (ClusterQueue, Fr), split between live queued Workloads and the plan.
     let frs = model.tree.frs;
+    let outcomes = &simulation.outcomes;
+    let first_live = live.first().map_or(workloads.len(), |l| l.workload);
     let mut queued_usage = vec![vec![Amount::ZERO; frs]; model.cqs.len()];
     let mut plan_usage = vec![vec![Amount::ZERO; frs]; model.cqs.len()];
+    let mut evicted_usage = vec![vec![Amount::ZERO; frs]; model.cqs.len()];
+    for holding in live {
+        if !matches!(outcomes[holding.workload], Outcome::Holding) {
+            for &(fr, amount) in &holding.usage {
+                evicted_usage[holding.cq][fr] = evicted_usage[holding.cq][fr].plus(amount);
+            }
+        }
+    }
     for (index, (workload, outcome)) in workloads.iter().zip(outcomes).enumerate() {
         let (Outcome::Reserved { assignment, .. }, Some(cq)) = (outcome, workload.cq) else {
             continue;
         };
-        let target = if index < queued {
+        let target = if index < queued || index >= first_live {
             &mut queued_usage[cq]
         } else {
             &mut plan_usage[cq]
@@ -308,7 +453,12 @@ fn usage_summary(
                 nominal: to_quantity(quota.map_or(Amount::ZERO, |q| q.nominal)),
                 borrowing_limit: quota.and_then(|q| q.borrowing_limit).map(to_quantity),
                 lending_limit: quota.and_then(|q| q.lending_limit).map(to_quantity),
-                used_live: to_quantity(model.live_usage.get(cq.node, fr)),
+                used_live: to_quantity(
+                    model
+                        .live_usage
+                        .get(cq.node, fr)
+                        .minus(evicted_usage[c][fr]),
+                ),
                 used_queued: to_quantity(queued_usage[c][fr]),
                 used_plan: to_quantity(plan_usage[c][fr]),
             });

@@ -15,6 +15,7 @@ use super::podsets::{PendingWorkload, read_requirement, read_toleration};
 use super::quantity::Quantity;
 use super::reader::{Context, Field, ParseErrors, describe};
 use super::selectors::{LabelSelector, Taint, Toleration};
+use super::time::Timestamp;
 
 /// The controller name of Kueue's ProvisioningRequest (DWS) admission checks.
 pub const PROVISIONING_REQUEST_CONTROLLER: &str = "kueue.x-k8s.io/provisioning-request";
@@ -88,6 +89,9 @@ pub struct PreemptionPolicy {
     pub within_cluster_queue: String,
     pub reclaim_within_cohort: String,
     pub borrow_within_cohort: String,
+    /// `borrowWithinCohort.maxPriorityThreshold`: only workloads at or below it may be
+    /// preempted while the queue borrows.
+    pub max_priority_threshold: Option<i32>,
 }
 
 impl Default for PreemptionPolicy {
@@ -96,12 +100,13 @@ impl Default for PreemptionPolicy {
             within_cluster_queue: "Never".to_string(),
             reclaim_within_cohort: "Never".to_string(),
             borrow_within_cohort: "Never".to_string(),
+            max_priority_threshold: None,
         }
     }
 }
 
 impl PreemptionPolicy {
-    /// Whether any policy could ever pick a victim; prediction does not simulate victims.
+    /// Whether any policy could ever pick a victim.
     pub fn can_preempt(&self) -> bool {
         self.within_cluster_queue != "Never"
             || self.reclaim_within_cohort != "Never"
@@ -167,13 +172,20 @@ pub struct AdmissionCheck {
     pub active_condition: Option<bool>,
 }
 
-/// A Workload holding a quota reservation: its usage per `(flavor, resource)`.
+/// A Workload holding a quota reservation: its usage per `(flavor, resource)`, and what
+/// preemption needs to judge it as a victim.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReservingWorkload {
     pub namespace: String,
     pub name: String,
     pub cluster_queue: String,
     pub usage: Vec<(String, String, Quantity)>,
+    /// The Workload read as a job (priority, creation time, podsets, owner), so that it can be
+    /// judged as a preemption victim and queue again once evicted. `None` when unreadable: such
+    /// a Workload is never chosen as a victim.
+    pub workload: Option<PendingWorkload>,
+    /// When its `QuotaReserved` condition turned true: victims admitted last go first.
+    pub reserved_at: Option<Timestamp>,
 }
 
 /// Everything placement reads from a cluster.
@@ -368,6 +380,13 @@ impl Cluster {
                     }
                 }
             }
+            let reserved_at = root
+                .get("status")
+                .get("conditions")
+                .items()
+                .iter()
+                .find(|c| c.get("type").str() == Some("QuotaReserved"))
+                .and_then(|c| c.get("lastTransitionTime").str().and_then(Timestamp::parse));
             self.reserving_workloads.push(ReservingWorkload {
                 namespace: metadata
                     .get("namespace")
@@ -376,6 +395,8 @@ impl Cluster {
                 name: metadata.get("name").string().unwrap_or_default(),
                 cluster_queue: admission.get("clusterQueue").string().unwrap_or_default(),
                 usage,
+                workload: PendingWorkload::from_object(object).ok(),
+                reserved_at,
             });
             return;
         }
@@ -574,6 +595,10 @@ fn read_cluster_queue(root: &Field<'_, '_>, name: String) -> ClusterQueue {
             within_cluster_queue: never(preemption.get("withinClusterQueue")),
             reclaim_within_cohort: never(preemption.get("reclaimWithinCohort")),
             borrow_within_cohort: never(preemption.get("borrowWithinCohort").get("policy")),
+            max_priority_threshold: preemption
+                .get("borrowWithinCohort")
+                .get("maxPriorityThreshold")
+                .i32(),
         },
         namespace_selector: read_label_selector(&spec.get("namespaceSelector")),
         admission_checks,

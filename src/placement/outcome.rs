@@ -87,6 +87,12 @@ pub struct Placement {
     /// For a job placed on flex-start (Plan B) nodes: when GKE reclaims them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reclaim: Option<super::dws::Reclaim>,
+    /// Jobs (`namespace/name`) Kueue evicts so that this one gets in (classic preemption).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub preempts: Vec<String>,
+    /// The job (`namespace/name`) whose admission evicts this one; `reason` says why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preempted_by: Option<String>,
 }
 
 impl Placement {
@@ -181,6 +187,10 @@ pub struct Prediction {
     pub queued: Vec<Placement>,
     /// Per ClusterQueue, flavor and resource, in spec order.
     pub usage: Vec<FlavorUsage>,
+    /// Live Workloads holding quota that Kueue preempts for the jobs above, with where they
+    /// end up (pending, or admitted again elsewhere).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub preempted: Vec<Placement>,
 }
 
 /// The placement Kueue actually made, read from a `Workload` object (for `gkq status`).
@@ -285,6 +295,8 @@ pub fn observed_placement(workload: &Value) -> Result<Placement, ParseErrors> {
             Vec::new()
         },
         reclaim: None,
+        preempts: Vec::new(),
+        preempted_by: None,
     };
     let errors = ctx.into_errors();
     if errors.is_empty() {

@@ -8,10 +8,17 @@
 //! (`RequeueIfNotPresent`, `requeueIfNotPresent`, `Pop`) and `pkg/cache/queue/manager.go`
 //! (`heads`).
 //!
+//! Preemption (`processEntry`): a head that needs preemption and has victims is not admitted
+//! in that cycle. Unless its victims overlap those of an earlier entry of the cycle, or it no
+//! longer fits once they are gone, its usage is counted in the cycle's snapshot and the victims
+//! are evicted. It stays at the head of its queue and starts its flavor scan afresh. The victims
+//! release their quota before the next cycle and queue again. Releasing quota puts the workloads
+//! parked as inadmissible in that cohort back into their queues.
+//!
 //! Assumptions of a prediction: no workload finishes or is deleted while the plan's jobs queue,
-//! so usage only grows. Hence a workload Kueue parks as inadmissible (BestEffortFIFO) is never
-//! retried, and the ClusterQueue generation never advances, so a requeued workload always
-//! resumes its flavor scan where it stopped.
+//! so usage only shrinks by preemption. Without preemption, a workload Kueue parks as
+//! inadmissible (BestEffortFIFO) is never retried, and the ClusterQueue generation never
+//! advances, so a requeued workload always resumes its flavor scan where it stopped.
 
 use std::cmp::Reverse;
 use std::rc::Rc;
@@ -21,7 +28,8 @@ use super::assign::{Assignment, Mode, Workspace, assign};
 use super::model::{Blocked, Inadmissible, Model, WorkloadModel};
 use super::objects::QueueingStrategy;
 use super::podsets::PodSet;
-use super::quota::Usage;
+use super::preempt::{Holder, Preemptor, Reason, Target};
+use super::quota::{Fr, Usage};
 
 /// What happened to a workload at the end of the simulation.
 #[derive(Debug, Clone)]
@@ -39,6 +47,17 @@ pub(crate) enum Outcome {
         cq: usize,
     },
     Blocked(Blocked),
+    /// A live Workload that keeps the quota it held before the prediction.
+    Holding,
+}
+
+/// A live Workload holding quota when the prediction starts.
+#[derive(Debug, Clone)]
+pub(crate) struct Live {
+    /// Its index among the simulated workloads (where it queues again once evicted).
+    pub workload: usize,
+    pub cq: usize,
+    pub usage: Vec<(Fr, Amount)>,
 }
 
 /// Why an attempt failed.
@@ -70,6 +89,10 @@ enum Requeue {
 
 pub(crate) struct Simulation {
     pub outcomes: Vec<Outcome>,
+    /// Per workload: the last workload that preempted it, and why.
+    pub preempted_by: Vec<Option<(usize, Reason)>>,
+    /// Per workload: the workloads it preempted, in order.
+    pub preempts: Vec<Vec<usize>>,
 }
 
 struct State<'m, 'c> {
@@ -91,6 +114,13 @@ struct State<'m, 'c> {
     outcomes: Vec<Option<Outcome>>,
     queues: Vec<Vec<usize>>,
     cursors: Vec<usize>,
+    /// Workloads holding quota (live ones first, in reservation order), and which still do.
+    holders: Vec<Holder>,
+    active: Vec<bool>,
+    preempted_by: Vec<Option<(usize, Reason)>>,
+    preempts: Vec<Vec<usize>>,
+    /// A bound on evictions, so that the loop ends whatever the input.
+    evictions_left: usize,
 }
 
 struct Entry {
@@ -99,9 +129,25 @@ struct Entry {
     assignment: Rc<Assignment>,
     /// Whether this attempt scanned every flavor from the start.
     fresh: bool,
+    /// Victims found at nomination.
+    targets: Vec<Target>,
 }
 
-pub(crate) fn simulate(model: &Model<'_>, workloads: &[WorkloadModel]) -> Simulation {
+/// Heap order inside a queue: higher priority, then older, then input order.
+fn queue_key(workload: &WorkloadModel) -> impl Ord + use<> {
+    (
+        Reverse(workload.priority),
+        workload.created.is_none(),
+        workload.created,
+        workload.seq,
+    )
+}
+
+pub(crate) fn simulate(
+    model: &Model<'_>,
+    workloads: &[WorkloadModel],
+    live: &[Live],
+) -> Simulation {
     let mut state = State {
         model,
         workloads,
@@ -116,8 +162,20 @@ pub(crate) fn simulate(model: &Model<'_>, workloads: &[WorkloadModel]) -> Simula
         outcomes: vec![None; workloads.len()],
         queues: vec![Vec::new(); model.cqs.len()],
         cursors: vec![0; model.cqs.len()],
+        holders: Vec::new(),
+        active: Vec::new(),
+        preempted_by: vec![None; workloads.len()],
+        preempts: vec![Vec::new(); workloads.len()],
+        evictions_left: 4 * workloads.len() + 64,
     };
+    for holding in live {
+        state.outcomes[holding.workload] = Some(Outcome::Holding);
+        state.hold(holding.workload, holding.cq, holding.usage.clone());
+    }
     for (index, workload) in workloads.iter().enumerate() {
+        if state.outcomes[index].is_some() {
+            continue;
+        }
         match (&workload.blocked, workload.cq) {
             (Some(blocked), _) => state.outcomes[index] = Some(Outcome::Blocked(blocked.clone())),
             (None, Some(cq)) => state.queues[cq].push(index),
@@ -128,17 +186,8 @@ pub(crate) fn simulate(model: &Model<'_>, workloads: &[WorkloadModel]) -> Simula
             }
         }
     }
-    // Heap order inside a queue: higher priority, then older, then input order.
     for queue in &mut state.queues {
-        queue.sort_by_key(|&w| {
-            let workload = &workloads[w];
-            (
-                Reverse(workload.priority),
-                workload.created.is_none(),
-                workload.created,
-                workload.seq,
-            )
-        });
+        queue.sort_by_key(|&w| queue_key(&workloads[w]));
     }
 
     let idle_limit = idle_cycle_limit(model, workloads);
@@ -204,6 +253,14 @@ impl State<'_, '_> {
             let fresh = self.progress[w]
                 .as_ref()
                 .is_none_or(|p| !p.has_pending_flavors());
+            let preemptor = Preemptor {
+                model,
+                cq,
+                workload: &self.workloads[w],
+                holders: &self.holders,
+                active: &self.active,
+            };
+            let may_preempt = self.evictions_left > 0 && model.cqs[cq].preemption.can_preempt();
             let assignment = match &self.reusable[w] {
                 Some((version, previous)) if fresh && *version == self.usage_version => {
                     Rc::clone(previous)
@@ -214,14 +271,23 @@ impl State<'_, '_> {
                     &self.workloads[w],
                     &self.usage,
                     self.progress[w].as_deref(),
+                    may_preempt.then_some(&preemptor),
                     &mut self.workspace,
                 )),
+            };
+            // `GetTargets` for the whole assignment, on the snapshot taken at the cycle start.
+            let targets = if may_preempt && assignment.mode() == Mode::Preempt {
+                let frs = assignment.frs_needing_preemption(model);
+                preemptor.targets(&assignment.usage, &frs, &self.usage)
+            } else {
+                Vec::new()
             };
             entries.push(Entry {
                 cq,
                 workload: w,
                 assignment,
                 fresh,
+                targets,
             });
         }
         // `makeClassicalIterator`: less borrowing first, then higher priority, then older. Ties
@@ -238,12 +304,15 @@ impl State<'_, '_> {
                 .then(wa.seq.cmp(&wb.seq))
         });
 
+        // Victims of this cycle's preemptions: (holder, preemptor, reason).
+        let mut evictions: Vec<(usize, usize, Reason)> = Vec::new();
         for entry in entries {
             let Entry {
                 cq,
                 workload: w,
                 assignment,
                 fresh,
+                targets,
             } = entry;
             self.progress[w] = Some(Rc::clone(&assignment));
             if fresh {
@@ -255,6 +324,35 @@ impl State<'_, '_> {
                     let failure = Failure::Assignment(Rc::clone(&assignment));
                     progressed |= self.requeue(cq, w, Requeue::NoFit, failure, fresh);
                     self.remember(w, nominated_at, fresh, assignment);
+                }
+                Mode::Preempt if !targets.is_empty() => {
+                    let overlaps = targets
+                        .iter()
+                        .any(|t| evictions.iter().any(|(h, _, _)| *h == t.holder));
+                    let message = if overlaps {
+                        Some("Workload has overlapping preemption targets with another workload")
+                    } else if !self.fits(cq, &assignment, snapshot.as_ref(), &evictions, &targets) {
+                        Some("Workload no longer fits after processing another workload")
+                    } else {
+                        None
+                    };
+                    if let Some(message) = message {
+                        let failure = Failure::Text(message.to_string());
+                        progressed |= self.requeue(cq, w, Requeue::Skipped, failure, fresh);
+                        continue;
+                    }
+                    evictions.extend(targets.iter().map(|t| (t.holder, w, t.reason)));
+                    let snap = snapshot.get_or_insert_with(|| self.usage.clone());
+                    for &(fr, amount) in &assignment.usage {
+                        model.tree.add_usage(model.cqs[cq].node, fr, amount, snap);
+                    }
+                    // Requeued at once as the sticky head of its queue, with a fresh scan.
+                    self.progress[w] = None;
+                    self.reusable[w] = None;
+                    self.last_failure[w] = Some(Failure::Text(
+                        "waiting for the preempted workloads to release their quota".to_string(),
+                    ));
+                    progressed = true;
                 }
                 Mode::Preempt => {
                     if model.cqs[cq].preemption.reclaim_within_cohort != "Any" {
@@ -270,12 +368,7 @@ impl State<'_, '_> {
                 }
                 Mode::Fit => {
                     let node = model.cqs[cq].node;
-                    let current = snapshot.as_ref().unwrap_or(&self.usage);
-                    let fits = assignment
-                        .usage
-                        .iter()
-                        .all(|&(fr, amount)| model.tree.available(node, fr, current) >= amount);
-                    if fits {
+                    if self.fits(cq, &assignment, snapshot.as_ref(), &evictions, &[]) {
                         self.usage_version += 1;
                         for &(fr, amount) in &assignment.usage {
                             model.tree.add_usage(node, fr, amount, &mut self.usage);
@@ -284,6 +377,7 @@ impl State<'_, '_> {
                             }
                         }
                         let checks = admission_checks(model, cq, &self.workloads[w], &assignment);
+                        self.hold(w, cq, assignment.usage.clone());
                         self.reusable[w] = None;
                         self.progress[w] = None;
                         self.outcomes[w] = Some(Outcome::Reserved { assignment, checks });
@@ -298,7 +392,137 @@ impl State<'_, '_> {
                 }
             }
         }
+        self.evict(&evictions);
         progressed
+    }
+
+    /// `fits`: whether the assignment fits the cycle's snapshot once this cycle's victims and
+    /// `targets` are gone.
+    fn fits(
+        &self,
+        cq: usize,
+        assignment: &Assignment,
+        snapshot: Option<&Usage>,
+        evictions: &[(usize, usize, Reason)],
+        targets: &[Target],
+    ) -> bool {
+        let model = self.model;
+        let node = model.cqs[cq].node;
+        let current = snapshot.unwrap_or(&self.usage);
+        let fits_in = |usage: &Usage| {
+            assignment
+                .usage
+                .iter()
+                .all(|&(fr, amount)| model.tree.available(node, fr, usage) >= amount)
+        };
+        if evictions.is_empty() && targets.is_empty() {
+            return fits_in(current);
+        }
+        let mut trial = current.clone();
+        let removed = evictions
+            .iter()
+            .map(|(holder, _, _)| *holder)
+            .chain(targets.iter().map(|t| t.holder));
+        for holder in removed {
+            let h = &self.holders[holder];
+            for &(fr, amount) in &h.usage {
+                model
+                    .tree
+                    .remove_usage(model.cqs[h.cq].node, fr, amount, &mut trial);
+            }
+        }
+        fits_in(&trial)
+    }
+
+    /// Records a workload as holding quota (a possible victim from now on).
+    fn hold(&mut self, workload: usize, cq: usize, usage: Vec<(Fr, Amount)>) {
+        let w = &self.workloads[workload];
+        self.holders.push(Holder {
+            workload,
+            cq,
+            usage,
+            priority: w.priority,
+            created: w.created,
+            seq: w.seq,
+            reserved_rank: self.holders.len(),
+        });
+        self.active.push(true);
+    }
+
+    /// Evicts this cycle's victims before the next cycle: their quota is released, they queue
+    /// again, and so do the workloads parked as inadmissible in their cohorts.
+    fn evict(&mut self, evictions: &[(usize, usize, Reason)]) {
+        if evictions.is_empty() {
+            return;
+        }
+        let model = self.model;
+        let mut requeued: Vec<Vec<usize>> = vec![Vec::new(); model.cqs.len()];
+        let mut released_roots = Vec::new();
+        for &(holder, preemptor, reason) in evictions {
+            if !self.active[holder] {
+                continue;
+            }
+            self.active[holder] = false;
+            self.evictions_left = self.evictions_left.saturating_sub(1);
+            let h = &self.holders[holder];
+            let node = model.cqs[h.cq].node;
+            for &(fr, amount) in &h.usage {
+                model.tree.remove_usage(node, fr, amount, &mut self.usage);
+            }
+            released_roots.push(model.tree.ancestors(node).last().unwrap_or(node));
+            let victim = h.workload;
+            self.preempted_by[victim] = Some((preemptor, reason));
+            self.preempts[preemptor].push(victim);
+            self.outcomes[victim] = None;
+            self.progress[victim] = None;
+            self.reusable[victim] = None;
+            self.fresh_failure[victim] = None;
+            if let Some(cq) = self.workloads[victim].cq {
+                requeued[cq].push(victim);
+            }
+        }
+        self.usage_version += 1;
+        for (cq, requeued) in requeued.iter_mut().enumerate() {
+            let node = model.cqs[cq].node;
+            let root = model.tree.ancestors(node).last().unwrap_or(node);
+            if released_roots.contains(&root) {
+                // Parked workloads of the cohort go back to their queues.
+                for &w in &self.queues[cq][..self.cursors[cq]] {
+                    if matches!(self.outcomes[w], Some(Outcome::Pending(_))) {
+                        self.outcomes[w] = None;
+                        requeued.push(w);
+                    }
+                }
+            }
+            if !requeued.is_empty() {
+                self.requeue_all(cq, requeued);
+            }
+        }
+    }
+
+    /// Puts workloads back into a queue in heap order, behind the current head when it is a
+    /// preemptor waiting for its victims (Kueue keeps it at the head).
+    fn requeue_all(&mut self, cq: usize, workloads: &[usize]) {
+        let cursor = self.cursors[cq];
+        let queue = &self.queues[cq];
+        let mut done: Vec<usize> = queue[..cursor]
+            .iter()
+            .copied()
+            .filter(|w| !workloads.contains(w))
+            .collect();
+        let mut rest: Vec<usize> = queue[cursor..].to_vec();
+        let head = (!rest.is_empty() && !self.preempts[rest[0]].is_empty()).then(|| rest.remove(0));
+        rest.extend(
+            workloads
+                .iter()
+                .copied()
+                .filter(|w| !queue[cursor..].contains(w)),
+        );
+        rest.sort_by_key(|&w| queue_key(&self.workloads[w]));
+        self.cursors[cq] = done.len();
+        done.extend(head);
+        done.extend(rest);
+        self.queues[cq] = done;
     }
 
     /// `quotaResourcesToReserve` for a head that needs preemption but has no victims: capacity
@@ -418,7 +642,11 @@ impl State<'_, '_> {
                 o.unwrap_or_else(|| Outcome::Pending(Failure::Text("not scheduled".to_string())))
             })
             .collect();
-        Simulation { outcomes }
+        Simulation {
+            outcomes,
+            preempted_by: self.preempted_by,
+            preempts: self.preempts,
+        }
     }
 }
 

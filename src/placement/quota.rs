@@ -265,6 +265,55 @@ impl QuotaTree {
         }
     }
 
+    /// Removes usage from a node and from the cohorts it had reached (`removeUsage`).
+    pub fn remove_usage(&self, node: usize, fr: Fr, value: Amount, usage: &mut Usage) {
+        let stored_in_parent = usage.get(node, fr).minus(self.local_quota(node, fr));
+        let slot = usage.slot(node, fr);
+        *slot = slot.minus(value);
+        if let Some(parent) = self.nodes[node].parent
+            && stored_in_parent > Amount::ZERO
+        {
+            self.remove_usage(parent, fr, value.min(stored_in_parent), usage);
+        }
+    }
+
+    /// `IsWithinNominalInResources`: the node (ClusterQueue or cohort subtree) uses no more
+    /// than its own quota of each of `frs`.
+    pub fn within_quota(&self, node: usize, frs: &[Fr], usage: &Usage) -> bool {
+        frs.iter()
+            .all(|&fr| self.nodes[node].subtree_quota[fr] >= usage.get(node, fr))
+    }
+
+    /// `QuantitiesFitInQuota`: whether `requests` fit in the node's own quota, and what is left
+    /// of them for its parent once the node's local quota is used.
+    pub fn fit_in_quota(
+        &self,
+        node: usize,
+        requests: &[(Fr, Amount)],
+        usage: &Usage,
+    ) -> (bool, Vec<(Fr, Amount)>) {
+        let mut fits = true;
+        let mut remaining = Vec::with_capacity(requests.len());
+        for &(fr, value) in requests {
+            if self.nodes[node].subtree_quota[fr] < usage.get(node, fr).plus(value) {
+                fits = false;
+            }
+            let left = value.minus(self.local_available(node, fr, usage));
+            remaining.push((fr, Amount::ZERO.max(left)));
+        }
+        (fits, remaining)
+    }
+
+    /// The cohorts above a node, nearest first.
+    pub fn ancestors(&self, node: usize) -> impl Iterator<Item = usize> + '_ {
+        std::iter::successors(self.nodes[node].parent, |&n| self.nodes[n].parent)
+    }
+
+    /// Direct children of a cohort: cohorts and ClusterQueues, in creation order.
+    pub fn children_of(&self, node: usize) -> Vec<usize> {
+        self.children(node)
+    }
+
     /// Whether `value` more would exceed the node's own quota (`BorrowingWith`).
     fn borrowing_with(&self, node: usize, fr: Fr, value: Amount, usage: &Usage) -> bool {
         self.own[node * self.frs + fr] < usage.get(node, fr).plus(value)

@@ -74,7 +74,8 @@ pub struct Plan {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub disruptions: Vec<disruption::Disruption>,
     /// Where Kueue will place the jobs this plan submits, predicted with Kueue's own rules
-    /// from the queues, quotas and live usage.
+    /// from the queues, quotas and live usage; then the running jobs they preempt
+    /// (`preemptedBy` set).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub placements: Vec<crate::placement::Placement>,
     /// Quota per ClusterQueue, flavor and resource: nominal, used live, and used by this plan.

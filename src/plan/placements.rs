@@ -55,7 +55,10 @@ pub fn predict_for(
         });
         placement.reclaim = job.and_then(|job| reclaim_of(placement, job, desired, node_pools));
     }
-    (prediction.placements, prediction.usage)
+    // Running jobs this plan preempts are part of what it does: list them after its own.
+    let mut placements = prediction.placements;
+    placements.extend(prediction.preempted);
+    (placements, prediction.usage)
 }
 
 /// When the nodes of a job placed on a flex-start or queued-provisioning pool are reclaimed:

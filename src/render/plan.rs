@@ -54,7 +54,7 @@ pub fn write_text(plan: &Plan, out: &mut dyn Write) -> io::Result<()> {
 
 fn state_text(p: &crate::placement::Placement) -> String {
     use crate::placement::PlacementState as S;
-    match p.state {
+    let state: String = match p.state {
         S::Admitted => "admitted".into(),
         S::WaitingForAdmissionChecks => format!(
             "quota reserved, waits for {}",
@@ -64,7 +64,15 @@ fn state_text(p: &crate::placement::Placement) -> String {
         S::Rejected => "rejected by Kueue".into(),
         S::Unmanaged => "not managed by Kueue (no queue)".into(),
         S::Finished => "finished".into(),
+    };
+    let mut text = state;
+    if !p.preempts.is_empty() {
+        text.push_str(&format!(" after preempting {}", p.preempts.join(", ")));
     }
+    if let Some(preemptor) = &p.preempted_by {
+        text.push_str(&format!(" (preempted by {preemptor})"));
+    }
+    text
 }
 
 /// Quota as a bar: live use, this plan's use, free.
@@ -479,4 +487,40 @@ fn fence_safe(diff: &str) -> String {
         text.push('\n');
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::state_text;
+    use crate::placement::{Placement, PlacementState};
+
+    fn placement(job: &str, state: PlacementState) -> Placement {
+        Placement {
+            job: job.to_string(),
+            namespace: "default".to_string(),
+            kind: "Job".to_string(),
+            cluster_queue: Some("cq".to_string()),
+            podsets: Vec::new(),
+            state,
+            reason: None,
+            admission_checks: Vec::new(),
+            reclaim: None,
+            preempts: Vec::new(),
+            preempted_by: None,
+        }
+    }
+
+    #[test]
+    fn state_names_preemptor_and_victims() {
+        let mut high = placement("high", PlacementState::Admitted);
+        high.preempts = vec!["default/low".to_string()];
+        assert_eq!(state_text(&high), "admitted after preempting default/low");
+        let mut low = placement("low", PlacementState::Pending);
+        low.preempted_by = Some("default/high".to_string());
+        assert_eq!(state_text(&low), "pending (preempted by default/high)");
+        assert_eq!(
+            state_text(&placement("plain", PlacementState::Admitted)),
+            "admitted"
+        );
+    }
 }
