@@ -326,12 +326,26 @@ impl YamlBuilder<'_> {
             }
             Event::SequenceEnd | Event::MappingEnd => {
                 let node = match self.stack.pop() {
-                    Some(Frame::Seq(items, start, anchor)) => (
-                        Node::new(NodeKind::Seq(items), self.cover(start, span)),
+                    // A finished container keeps no spare capacity: a spec of thousands of
+                    // manifests is hundreds of thousands of nodes.
+                    Some(Frame::Seq(mut items, start, anchor)) => (
+                        Node::new(
+                            NodeKind::Seq({
+                                items.shrink_to_fit();
+                                items
+                            }),
+                            self.cover(start, span),
+                        ),
                         anchor,
                     ),
-                    Some(Frame::Map(entries, start, _, anchor)) => (
-                        Node::new(NodeKind::Map(entries), self.cover(start, span)),
+                    Some(Frame::Map(mut entries, start, _, anchor)) => (
+                        Node::new(
+                            NodeKind::Map({
+                                entries.shrink_to_fit();
+                                entries
+                            }),
+                            self.cover(start, span),
+                        ),
                         anchor,
                     ),
                     None => return Ok(()),
