@@ -1103,6 +1103,30 @@ fn sum_usage(workloads: &[&Value], flavor: &str, resource: &str) -> Quantity {
     sum(&all)
 }
 
+/// The status Kueue writes on a ClusterQueue or a LocalQueue: the same fields on both.
+struct QueueStatus {
+    active: bool,
+    reason: &'static str,
+    message: String,
+    pending: usize,
+    reserving: usize,
+    admitted: usize,
+    reservation: Value,
+    usage: Value,
+}
+
+impl QueueStatus {
+    fn write(&self, queue: &mut Value, now: u64) {
+        let active = if self.active { "True" } else { "False" };
+        set_condition(queue, "Active", active, self.reason, &self.message, now);
+        queue["status"]["pendingWorkloads"] = json!(self.pending);
+        queue["status"]["reservingWorkloads"] = json!(self.reserving);
+        queue["status"]["admittedWorkloads"] = json!(self.admitted);
+        queue["status"]["flavorsReservation"] = self.reservation.clone();
+        queue["status"]["flavorsUsage"] = self.usage.clone();
+    }
+}
+
 fn flavor_table(cq: &Value, workloads: &[&Value], borrowed: bool) -> Value {
     let mut rows = Vec::new();
     for group in cq
@@ -1236,22 +1260,19 @@ fn queue_status(ctx: &mut Ctx<'_>) -> bool {
             .count();
         let reservation = flavor_table(&cq, &in_cq, true);
         let usage = flavor_table(&cq, &admitted, true);
-        let counts = (in_cq.len(), admitted.len());
-        changed |= ctx.store.update(&key, MANAGER, true, now, |o| {
-            set_condition(
-                o,
-                "Active",
-                if active { "True" } else { "False" },
-                reason,
-                &message,
-                now,
-            );
-            o["status"]["pendingWorkloads"] = json!(pending);
-            o["status"]["reservingWorkloads"] = json!(counts.0);
-            o["status"]["admittedWorkloads"] = json!(counts.1);
-            o["status"]["flavorsReservation"] = reservation;
-            o["status"]["flavorsUsage"] = usage;
-        });
+        let status = QueueStatus {
+            active,
+            reason,
+            message,
+            pending,
+            reserving: in_cq.len(),
+            admitted: admitted.len(),
+            reservation,
+            usage,
+        };
+        changed |= ctx
+            .store
+            .update(&key, MANAGER, true, now, |o| status.write(o, now));
     }
     for key in ctx.store.keys_of_kind(KUEUE, "LocalQueue") {
         let Some(lq) = ctx.store.get(&key).cloned() else {
@@ -1314,22 +1335,19 @@ fn queue_status(ctx: &mut Ctx<'_>) -> bool {
             ),
             None => (json!([]), json!([])),
         };
-        let counts = (in_lq.len(), admitted.len());
-        changed |= ctx.store.update(&key, MANAGER, true, now, |o| {
-            set_condition(
-                o,
-                "Active",
-                if active { "True" } else { "False" },
-                reason,
-                &message,
-                now,
-            );
-            o["status"]["pendingWorkloads"] = json!(pending);
-            o["status"]["reservingWorkloads"] = json!(counts.0);
-            o["status"]["admittedWorkloads"] = json!(counts.1);
-            o["status"]["flavorsReservation"] = reservation;
-            o["status"]["flavorsUsage"] = usage;
-        });
+        let status = QueueStatus {
+            active,
+            reason,
+            message,
+            pending,
+            reserving: in_lq.len(),
+            admitted: admitted.len(),
+            reservation,
+            usage,
+        };
+        changed |= ctx
+            .store
+            .update(&key, MANAGER, true, now, |o| status.write(o, now));
     }
     changed
 }
