@@ -273,13 +273,16 @@ async fn run_with(
         render_plan(&planned.plan, PlanFormat::Text)?;
     }
     // A destroy that cannot delete the cluster would only strip it of its Kubernetes objects.
-    let refused: Vec<String> = planned
-        .plan
-        .actions
-        .iter()
-        .filter(|_| destroy)
-        .filter_map(|a| a.blocked.as_ref().map(|why| format!("{}: {why}", a.addr)))
-        .collect();
+    let refused: Vec<String> = if destroy {
+        planned
+            .plan
+            .actions
+            .iter()
+            .filter_map(|a| a.blocked.as_ref().map(|why| format!("{}: {why}", a.addr)))
+            .collect()
+    } else {
+        Vec::new()
+    };
     if !refused.is_empty() {
         anyhow::bail!(
             "refusing to destroy, nothing was changed:\n  {}\nhint: a cluster the spec protects (`cluster.deletionProtection: true`, the default) is destroyed only after the spec turns protection off and that is applied",

@@ -394,6 +394,32 @@ mod tests {
         );
         assert!(full(&desired, &desired, Dialect::Kube).is_same());
     }
+
+    /// A server's dry run may spell a quantity differently from the live object (`10` against
+    /// `"10"`, `1000000000` against `1G`): only the real change may show in the text diff.
+    #[test]
+    fn full_comparison_shows_equal_quantities_in_the_desired_spelling() {
+        let predicted = json!({"spec": {"resources": [
+            {"name": "cpu", "nominalQuota": 10},
+            {"name": "tpu", "nominalQuota": 32},
+            {"name": "big", "nominalQuota": 1000000000},
+        ], "stopPolicy": "None"}});
+        let live = json!({"spec": {"resources": [
+            {"name": "cpu", "nominalQuota": "10"},
+            {"name": "tpu", "nominalQuota": "16"},
+            {"name": "big", "nominalQuota": "1G"},
+        ], "stopPolicy": "None", "extra": "kept"}});
+        let comparison = full(&predicted, &live, Dialect::Kube);
+        assert_eq!(comparison.changes.len(), 2, "{:?}", comparison.changes);
+        assert_eq!(
+            comparison.live_view,
+            json!({"spec": {"resources": [
+                {"name": "cpu", "nominalQuota": 10},
+                {"name": "tpu", "nominalQuota": "16"},
+                {"name": "big", "nominalQuota": 1000000000},
+            ], "stopPolicy": "None", "extra": "kept"}})
+        );
+    }
 }
 
 #[cfg(test)]
@@ -477,37 +503,5 @@ mod properties {
             _ if path.is_empty() => {}
             _ => out.push(format!("/{}", path.join("/"))),
         }
-    }
-}
-
-#[cfg(test)]
-mod respelling {
-    use super::*;
-    use serde_json::json;
-
-    /// A server's dry run may spell a quantity differently from the live object (`10` against
-    /// `"10"`, `1000000000` against `1G`): only the real change may show in the text diff.
-    #[test]
-    fn full_comparison_shows_equal_quantities_in_the_desired_spelling() {
-        let predicted = json!({"spec": {"resources": [
-            {"name": "cpu", "nominalQuota": 10},
-            {"name": "tpu", "nominalQuota": 32},
-            {"name": "big", "nominalQuota": 1000000000},
-        ], "stopPolicy": "None"}});
-        let live = json!({"spec": {"resources": [
-            {"name": "cpu", "nominalQuota": "10"},
-            {"name": "tpu", "nominalQuota": "16"},
-            {"name": "big", "nominalQuota": "1G"},
-        ], "stopPolicy": "None", "extra": "kept"}});
-        let comparison = full(&predicted, &live, Dialect::Kube);
-        assert_eq!(comparison.changes.len(), 2, "{:?}", comparison.changes);
-        assert_eq!(
-            comparison.live_view,
-            json!({"spec": {"resources": [
-                {"name": "cpu", "nominalQuota": 10},
-                {"name": "tpu", "nominalQuota": "16"},
-                {"name": "big", "nominalQuota": 1000000000},
-            ], "stopPolicy": "None", "extra": "kept"}})
-        );
     }
 }

@@ -94,8 +94,7 @@ fn reclaim_of(
         .and_then(|s| s.parse().ok());
     let pool_max = pool["config"]["maxRunDuration"]
         .as_str()
-        .and_then(|s| s.strip_suffix('s'))
-        .and_then(|s| s.parse().ok());
+        .and_then(crate::model::gke::parse_duration_secs);
     let (after_seconds, limited_by) = dws::reclaimed_after(declared, pool_max);
     Some(Reclaim {
         node_pool: pool["name"].as_str().unwrap_or_default().to_string(),

@@ -54,7 +54,7 @@ pub fn write_text(plan: &Plan, out: &mut dyn Write) -> io::Result<()> {
 
 fn state_text(p: &crate::placement::Placement) -> String {
     use crate::placement::PlacementState as S;
-    let state: String = match p.state {
+    let mut text: String = match p.state {
         S::Admitted => "admitted".into(),
         S::WaitingForAdmissionChecks => format!(
             "quota reserved, waits for {}",
@@ -65,7 +65,6 @@ fn state_text(p: &crate::placement::Placement) -> String {
         S::Unmanaged => "not managed by Kueue (no queue)".into(),
         S::Finished => "finished".into(),
     };
-    let mut text = state;
     if !p.preempts.is_empty() {
         text.push_str(&format!(" after preempting {}", p.preempts.join(", ")));
     }
@@ -75,7 +74,6 @@ fn state_text(p: &crate::placement::Placement) -> String {
     text
 }
 
-/// Quota as a bar: live use, this plan's use, free.
 /// Flex-start nodes are lent, not kept: say when GKE takes them back.
 fn reclaim_text(reclaim: &crate::placement::dws::Reclaim) -> String {
     format!(
@@ -86,6 +84,7 @@ fn reclaim_text(reclaim: &crate::placement::dws::Reclaim) -> String {
     )
 }
 
+/// Quota as a bar: live use, this plan's use, free.
 fn quota_bar(u: &crate::placement::FlavorUsage) -> String {
     const WIDTH: usize = 20;
     let nominal = u.nominal.nanos().max(0);
