@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use gkq::addr::ResourceAddr;
 use gkq::apply::{
-    ApplyOptions, Executor, Interrupt, KubeApplier, KubeApplyError, Outcome, PollPolicy,
-    RecordingSink,
+    ApplyOptions, ApplyReport, Executor, Interrupt, KubeApplier, KubeApplyError, Outcome,
+    PollPolicy, RecordingSink,
 };
 use gkq::model::DesiredState;
 use gkq::observe::{KubeLive, KubeObject, observe_gke};
@@ -114,6 +114,17 @@ async fn plan_of(gke: &FakeGke, desired: &DesiredState) -> Plan {
     plan(desired, &live, &PlanOptions::default()).unwrap()
 }
 
+/// Applies `plan` with at most `concurrency` Kubernetes actions in flight.
+async fn apply(gke: &FakeGke, kube: &SlowKube, plan: &Plan, concurrency: usize) -> ApplyReport {
+    let sink = RecordingSink::new();
+    Executor::new(gke, &sink)
+        .with_kube(kube)
+        .with_options(options())
+        .with_kube_concurrency(concurrency)
+        .apply(plan)
+        .await
+}
+
 fn options() -> ApplyOptions {
     ApplyOptions {
         poll: PollPolicy::immediate(),
@@ -126,13 +137,7 @@ async fn independent_kubernetes_actions_overlap_within_the_bound_and_dependencie
     let kube = SlowKube::default();
     let desired = desired(40, 40);
     let plan = plan_of(&gke, &desired).await;
-    let sink = RecordingSink::new();
-    let report = Executor::new(&gke, &sink)
-        .with_kube(&kube)
-        .with_options(options())
-        .with_kube_concurrency(8)
-        .apply(&plan)
-        .await;
+    let report = apply(&gke, &kube, &plan, 8).await;
     assert!(
         report.is_success(),
         "{:?}",
@@ -171,13 +176,7 @@ async fn a_concurrency_of_one_is_one_at_a_time_in_plan_order() {
     let kube = SlowKube::default();
     let desired = desired(5, 5);
     let plan = plan_of(&gke, &desired).await;
-    let sink = RecordingSink::new();
-    let report = Executor::new(&gke, &sink)
-        .with_kube(&kube)
-        .with_options(options())
-        .with_kube_concurrency(1)
-        .apply(&plan)
-        .await;
+    let report = apply(&gke, &kube, &plan, 1).await;
     assert!(report.is_success());
     assert_eq!(kube.max_in_flight.load(Ordering::SeqCst), 1);
     let spans = kube.spans.lock().unwrap();
@@ -258,13 +257,7 @@ async fn queued_jobs_are_submitted_in_order_and_unqueued_ones_concurrently() {
     }
     let plan = plan_of(&gke, &desired).await;
     let kube = SlowKube::default();
-    let sink = RecordingSink::new();
-    let report = Executor::new(&gke, &sink)
-        .with_kube(&kube)
-        .with_options(options())
-        .with_kube_concurrency(8)
-        .apply(&plan)
-        .await;
+    let report = apply(&gke, &kube, &plan, 8).await;
     assert!(
         report.is_success(),
         "{:?}",
