@@ -15,6 +15,16 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// The example spec (with its local overlay and script) in a fresh directory, to edit.
+fn example_copy() -> tempfile::TempDir {
+    let spec = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(spec.path().join("environments")).unwrap();
+    for f in ["gkq.yaml", "train.py", "environments/local.yaml"] {
+        std::fs::copy(root().join("examples/tpu-dws").join(f), spec.path().join(f)).unwrap();
+    }
+    spec
+}
+
 #[test]
 fn checked_in_schema_is_current() {
     let out = gkq().arg("schema").output().unwrap();
@@ -293,11 +303,7 @@ fn local_target_apply_converges_and_second_plan_is_empty() {
         .code(0);
 
     // an edit plans exactly that edit
-    let spec = tempfile::tempdir().unwrap();
-    for f in ["gkq.yaml", "train.py", "environments/local.yaml"] {
-        std::fs::create_dir_all(spec.path().join("environments")).unwrap();
-        std::fs::copy(root().join("examples/tpu-dws").join(f), spec.path().join(f)).unwrap();
-    }
+    let spec = example_copy();
     let text = std::fs::read_to_string(spec.path().join("gkq.yaml")).unwrap();
     std::fs::write(
         spec.path().join("gkq.yaml"),
@@ -373,11 +379,7 @@ fn apply_without_terminal_needs_auto_approve() {
 /// declared duration, whichever is shortest).
 #[test]
 fn plan_shows_when_plan_b_nodes_are_reclaimed() {
-    let spec = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(spec.path().join("environments")).unwrap();
-    for f in ["gkq.yaml", "train.py", "environments/local.yaml"] {
-        std::fs::copy(root().join("examples/tpu-dws").join(f), spec.path().join(f)).unwrap();
-    }
+    let spec = example_copy();
     let original = std::fs::read_to_string(spec.path().join("gkq.yaml")).unwrap();
     let plan = |text: &str| -> (String, serde_json::Value) {
         std::fs::write(spec.path().join("gkq.yaml"), text).unwrap();
@@ -460,11 +462,7 @@ fn plan_shows_when_plan_b_nodes_are_reclaimed() {
 /// of its Kubernetes objects and then fail on the cluster.
 #[test]
 fn destroy_of_a_protected_cluster_is_refused_before_anything_changes() {
-    let spec = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(spec.path().join("environments")).unwrap();
-    for f in ["gkq.yaml", "train.py", "environments/local.yaml"] {
-        std::fs::copy(root().join("examples/tpu-dws").join(f), spec.path().join(f)).unwrap();
-    }
+    let spec = example_copy();
     let overlay = spec.path().join("environments/local.yaml");
     let text = std::fs::read_to_string(&overlay).unwrap();
     let protected = text.replace("deletionProtection: false", "deletionProtection: true");
@@ -512,11 +510,7 @@ fn destroy_of_a_protected_cluster_is_refused_before_anything_changes() {
 /// Workload that never comes.
 #[test]
 fn apply_reports_jobs_outside_kueue_without_waiting_for_them() {
-    let spec = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(spec.path().join("environments")).unwrap();
-    for f in ["gkq.yaml", "train.py", "environments/local.yaml"] {
-        std::fs::copy(root().join("examples/tpu-dws").join(f), spec.path().join(f)).unwrap();
-    }
+    let spec = example_copy();
     let mut text = std::fs::read_to_string(spec.path().join("gkq.yaml")).unwrap();
     text.push_str(
         r#"

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use assert_cmd::Command;
+use process::{explain, text};
 use serde_json::Value;
 
 #[path = "support/process.rs"]
@@ -32,19 +33,6 @@ fn gkq() -> Command {
         c.env_remove(var);
     }
     c
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn explain(out: &Output) -> String {
-    format!(
-        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
-        out.status.code(),
-        text(&out.stdout),
-        text(&out.stderr)
-    )
 }
 
 /// A copy of the example spec in a fresh directory (`<tmp>/infra`), optionally a git repository.

@@ -11,7 +11,7 @@ use std::time::Duration;
 use gkq::gitops::lock::{self, LockError, LockOptions};
 use serde_json::Value;
 use support::control_plane::{control_plane, test_env, unique_name};
-use support::process::Running;
+use support::process::{Running, explain, text};
 
 fn gkq() -> std::process::Command {
     let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_gkq"));
@@ -20,19 +20,6 @@ fn gkq() -> std::process::Command {
         .env_remove("GITHUB_ACTIONS")
         .env_remove("GITLAB_CI");
     c
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn explain(out: &Output) -> String {
-    format!(
-        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
-        out.status.code(),
-        text(&out.stdout),
-        text(&out.stderr)
-    )
 }
 
 /// One stack of the kube-spec fixture with its own names, namespace and emulator state, copied

@@ -112,3 +112,18 @@ impl Drop for Running {
         let _ = self.child.wait();
     }
 }
+
+/// A child's output as text.
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A finished command's exit code, stdout and stderr, for an assertion message.
+pub fn explain(out: &std::process::Output) -> String {
+    format!(
+        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        out.status.code(),
+        text(&out.stdout),
+        text(&out.stderr)
+    )
+}
