@@ -23,7 +23,7 @@ use crate::spec::Loaded;
 #[derive(Debug, Args, Clone, Default)]
 pub struct LockArgs {
     /// How long to wait when another apply holds the cluster's lock (`30s`, `10m`); 0 fails at
-    /// once, naming the holder.
+    /// once, naming the holder (on the local target after waiting out holds of a moment).
     #[arg(long, value_name = "DURATION", default_value = "0", value_parser = parse_duration)]
     pub lock_timeout: Duration,
 }
