@@ -150,19 +150,21 @@ fn saved_plan_applies_once_then_is_refused_as_stale() {
     assert!(text(&out.stderr).contains("Creation complete"));
     assert_eq!(summary(&ws)["create"], 0);
 
-    // The same plan again: everything it would create exists now.
+    // The same plan again: everything it would create exists now. With the spec at hand, gkq
+    // plans again and names each difference.
     let out = ws.run(&["apply", "plan.json"]);
     assert_eq!(out.status.code(), Some(1), "{}", explain(&out));
     let stderr = text(&out.stderr);
     assert!(
-        stderr.contains("the plan is stale: 14 resource(s) changed"),
+        stderr.contains(
+            "plan.json is not the plan gkq makes now from the same spec, so nothing was applied"
+        ),
         "{stderr}"
     );
     assert!(
-        stderr.contains("gke.nodepool/dws-pool changed since the plan was made (it exists now"),
+        stderr.contains("gke.nodepool/dws-pool: the plan file would create it; planning now changes nothing there"),
         "{stderr}"
     );
-    assert!(stderr.contains("Nothing was applied"), "{stderr}");
 }
 
 #[test]
@@ -244,13 +246,43 @@ fn saved_plan_is_refused_when_live_state_moved() {
     assert_eq!(out.status.code(), Some(1), "{}", explain(&out));
     let stderr = text(&out.stderr);
     assert!(
+        stderr.contains(
+            "plan.json is not the plan gkq makes now from the same spec, so nothing was applied"
+        ),
+        "{stderr}"
+    );
+    // The refusal names the resource, the field and both values.
+    assert!(
+        stderr.contains("gke.nodepool/on-demand-pool: autoscaling.maxNodeCount was 4 when the plan was made and is 12 now"),
+        "{stderr}"
+    );
+    // Without the spec (the plan file alone, elsewhere), every target is read again instead,
+    // and the refusal names the field that moved.
+    let elsewhere = ws.path().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::fs::copy(ws.path().join("plan.json"), elsewhere.join("plan.json")).unwrap();
+    let out = gkq()
+        .args(["apply", "plan.json"])
+        .current_dir(&elsewhere)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", explain(&out));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("only live state is checked against the plan"),
+        "{stderr}"
+    );
+    assert!(
         stderr.contains("the plan is stale: 1 resource(s) changed"),
         "{stderr}"
     );
     assert!(
-        stderr.contains("gke.nodepool/on-demand-pool changed"),
+        stderr.contains(
+            "gke.nodepool/on-demand-pool: autoscaling.maxNodeCount changed since the plan was made"
+        ),
         "{stderr}"
     );
+    assert!(stderr.contains("Nothing was applied"), "{stderr}");
     // The other apply's value is still there: the stale plan changed nothing.
     let out = ws.run(&["plan", "infra", "--env", "local", "-o", "json"]);
     let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -721,18 +753,15 @@ mod watch {
         .unwrap();
         let (shown, _) = w.wait_for("the refusal", WAIT, |out| out.contains("not applying"));
         assert!(shown.contains("1 to replace"), "{shown}");
+        // The local target's simulated Kueue admitted job 1 on the pool being replaced: stopping
+        // it needs its own consent.
         assert!(
             shown.contains(
-                "not applying: this plan would change gke.nodepool/on-demand-pool (replace)"
+                "not applying: this plan stops running work: RayJob default/rayjob-tpu-v6e-dws-1 (admitted) (by gke.nodepool/on-demand-pool)"
             ),
             "{shown}"
         );
-        assert!(shown.contains("pass --allow-destructive"), "{shown}");
-        // The local target's simulated Kueue admitted job 1 on the pool being replaced.
-        assert!(
-            shown.contains("which stops RayJob default/rayjob-tpu-v6e-dws-1 (admitted)"),
-            "{shown}"
-        );
+        assert!(shown.contains("pass --allow-disruption"), "{shown}");
         std::thread::sleep(Duration::from_millis(500));
         assert_eq!(
             super::summary(&ws)["replace"],

@@ -225,8 +225,29 @@ fn seed_walkthrough_on_the_local_target() {
     let out = gkq(state, &fast, &["plan", "--detailed-exitcode"]);
     assert_eq!(out.status.code(), Some(0), "{:?}", text(&out));
 
-    // Destroy: the cluster goes, and its Kubernetes objects with it.
+    // Destroy: `--confirm` consents to deleting what gkq made, not to stopping the jobs that
+    // run there: that takes --allow-disruption, and without it nothing is changed.
     let out = gkq(state, &fast, &["destroy", "--confirm", "tpu-cluster"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("this plan stops running work")
+            && stderr.contains("gke.cluster/tpu-cluster -> RayJob default/rayjob-tpu-v6e-dws-")
+            && stderr.contains("--allow-disruption; nothing was changed"),
+        "{stderr}"
+    );
+    let out = gkq(state, &fast, &["plan", "--detailed-exitcode"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "destroy refused: {:?}",
+        text(&out)
+    );
+    let out = gkq(
+        state,
+        &fast,
+        &["destroy", "--confirm", "tpu-cluster", "--allow-disruption"],
+    );
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stdout}\n{stderr}");
     let world: Value =

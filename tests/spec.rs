@@ -362,6 +362,7 @@ mod never_panics {
                 dir: ".".into(),
                 env: None,
                 files: Default::default(),
+                sensitive: Default::default(),
                 diagnostics: Default::default(),
             };
             let _ = model::build(&loaded);

@@ -148,7 +148,7 @@ impl PollPolicy {
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {
     /// The target changed between plan and apply.
-    #[error("{addr} changed since the plan was made ({detail}); run plan again")]
+    #[error("{addr}: {detail}")]
     Stale { addr: ResourceAddr, detail: String },
     /// The plan marked the action as needing consent or ownership gkq does not have.
     #[error("{addr} was not changed: {reason}")]
@@ -197,7 +197,7 @@ impl ApplyError {
     pub fn hint(&self) -> Option<String> {
         match self {
             ApplyError::Stale { .. } => {
-                Some("Someone or something changed it after the plan was made. Run `gkq plan` again.".to_string())
+                Some("Someone or something changed it after the plan was made. Run `gkq plan` again to see the change and plan from what is there now.".to_string())
             }
             ApplyError::OperationFailed { addr, message, .. } => hint_for(addr, message),
             // The GKE client classifies its own errors; gkq's reading of the message is the fallback.
@@ -526,6 +526,24 @@ impl<'a> Executor<'a> {
             };
         }
         let started = Instant::now();
+        // A sensitive action's real values: in memory when the plan was made in this process.
+        let opened = match plan.sealed.open(action) {
+            Ok(opened) => opened,
+            Err(missing) => {
+                let error = ApplyError::Blocked {
+                    addr: action.addr.clone(),
+                    reason: missing.to_string(),
+                };
+                self.sink.emit(&ApplyEvent::ActionFailed {
+                    addr: action.addr.clone(),
+                    kind: action.kind,
+                    error: error.to_string(),
+                    hint: error.hint(),
+                });
+                return Outcome::Failed(error);
+            }
+        };
+        let action = opened.as_ref();
         let result = match &action.blocked {
             Some(reason) => Err(Box::new(ApplyError::Blocked {
                 addr: action.addr.clone(),
@@ -570,18 +588,20 @@ impl<'a> Executor<'a> {
 /// is large, and the happy path should not pay for it.
 type ActionResultOf = Result<(), Box<ApplyError>>;
 
-/// The staleness check shared by GKE and Kubernetes actions.
+/// The staleness check shared by GKE and Kubernetes actions: does the target still look as it did
+/// in what the action depends on (see [`crate::observe::fingerprint`])? A refusal names the
+/// fields that changed.
 fn check_fresh(action: &Action, live: Option<&serde_json::Value>) -> ActionResultOf {
-    let stale = |detail: &str| {
+    let stale = |detail: String| {
         Err(Box::new(ApplyError::Stale {
             addr: action.addr.clone(),
-            detail: detail.to_string(),
+            detail,
         }))
     };
     match (&action.live_fingerprint, live) {
         (None, None) => Ok(()),
-        (None, Some(_)) => stale("it exists now, but did not when the plan was made"),
-        (Some(_), None) => stale("it no longer exists"),
+        (None, Some(_)) => stale("created by someone else since the plan was made".into()),
+        (Some(_), None) => stale("deleted since the plan was made".into()),
         (Some(planned), Some(live)) => {
             let desired = match action.kind {
                 ActionKind::Delete => None,
@@ -589,9 +609,26 @@ fn check_fresh(action: &Action, live: Option<&serde_json::Value>) -> ActionResul
             };
             let now = crate::observe::fingerprint(&action.addr, desired, live);
             if &now == planned {
-                Ok(())
+                return Ok(());
+            }
+            let fields = crate::observe::changed_fields(
+                &action.live_fields,
+                &crate::observe::fingerprint_fields(&action.addr, desired, live),
+            );
+            if fields.is_empty() {
+                stale(format!(
+                    "changed since the plan was made (fingerprint {planned} is now {now})"
+                ))
+            } else if action.kind == ActionKind::Delete {
+                stale(format!(
+                    "deleted and recreated, or its ownership labels edited, since the plan was made ({} changed)",
+                    fields.join(", ")
+                ))
             } else {
-                stale(&format!("fingerprint {planned} is now {now}"))
+                stale(format!(
+                    "{} changed since the plan was made",
+                    fields.join(", ")
+                ))
             }
         }
     }

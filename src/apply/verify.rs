@@ -24,6 +24,13 @@ pub enum VerifyError {
     /// Live state could not be read, so freshness could not be established.
     #[error("cannot check the plan against live state: {0}")]
     Read(String),
+    /// The plan would stop running work now and the user did not allow it (the text names the
+    /// jobs).
+    #[error("{0}")]
+    Disrupts(String),
+    /// The plan writes sensitive values it does not hold (a plan file).
+    #[error(transparent)]
+    Sealed(#[from] crate::plan::sealed::MissingValues),
 }
 
 fn describe(stale: &[ApplyError]) -> String {
@@ -42,6 +49,12 @@ impl VerifyError {
             }
             VerifyError::Read(_) => {
                 "Nothing was applied. Check that the cluster and GKE are reachable with your credentials."
+            }
+            VerifyError::Disrupts(_) => {
+                "Jobs were admitted or started after the plan was made. Wait for them to finish and plan again, or pass --allow-disruption to stop them."
+            }
+            VerifyError::Sealed(_) => {
+                "Nothing was applied. Run `gkq apply PLANFILE` from the directory the plan was made in, with the same --var values and environment, so that gkq reads the values from the spec."
             }
         }
     }
@@ -73,7 +86,10 @@ impl Executor<'_> {
                             });
                             Ok(check_fresh(action, pool))
                         }
-                        _ => self.verify_kube(action, cluster_exists).await,
+                        _ => {
+                            let opened = plan.sealed.open(action)?;
+                            self.verify_kube(&opened, cluster_exists).await
+                        }
                     }
                 }
             }))

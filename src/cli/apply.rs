@@ -51,6 +51,9 @@ pub struct DestroyArgs {
     /// The cluster's name, to confirm that it and everything gkq created in it is deleted.
     #[arg(long, value_name = "CLUSTER")]
     pub confirm: String,
+    /// Destroy even when jobs are admitted or running in the cluster (they are stopped).
+    #[arg(long)]
+    pub allow_disruption: bool,
     #[command(flatten)]
     pub lock: LockArgs,
 }
@@ -81,7 +84,7 @@ pub struct ApplyTarget<'a> {
 async fn execute(
     planned: &super::plan::Planned,
     json: bool,
-    force_conflicts: bool,
+    choices: &Choices<'_>,
 ) -> Result<ApplyReport, VerifyError> {
     execute_on(
         &ApplyTarget {
@@ -91,19 +94,45 @@ async fn execute(
             kueue: Some(&planned.desired.kueue),
         },
         json,
-        force_conflicts,
+        &Consent {
+            force_conflicts: choices.force_conflicts,
+            allow_disruption: choices.allow_disruption,
+        },
     )
     .await
 }
 
-/// Checks the whole plan against live state ([`Executor::verify`]), then applies it. Nothing is
-/// applied when any target moved since the plan was made (a plan without changes is only
-/// checked).
+/// What the person applying consented to.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Consent {
+    /// Take fields other field managers own.
+    pub force_conflicts: bool,
+    /// Stop admitted or running jobs.
+    pub allow_disruption: bool,
+}
+
+/// The refusal of a plan that stops running work, naming each job and what stops it.
+pub fn disruption_refusal(disruptions: &[crate::plan::disruption::Disruption]) -> String {
+    let jobs: Vec<String> = disruptions
+        .iter()
+        .flat_map(|d| d.jobs.iter().map(move |j| format!("{} -> {j}", d.addr)))
+        .collect();
+    format!(
+        "refusing to apply: this plan stops running work:\n  {}\nWait for the jobs to finish, or pass --allow-disruption; nothing was changed",
+        jobs.join("\n  ")
+    )
+}
+
+/// Checks the whole plan against live state ([`Executor::verify`]) and the running work it would
+/// stop now, then applies it. Nothing is applied when any target moved since the plan was made,
+/// or when it would stop a job without `consent.allow_disruption` (a plan without changes is
+/// only checked).
 pub async fn execute_on(
     target: &ApplyTarget<'_>,
     json: bool,
-    force_conflicts: bool,
+    consent: &Consent,
 ) -> Result<ApplyReport, VerifyError> {
+    let force_conflicts = consent.force_conflicts;
     let terminal;
     let lines;
     let sink: &dyn crate::apply::Sink = if json {
@@ -139,6 +168,22 @@ pub async fn execute_on(
         executor = executor.with_kube(adapter);
     }
     executor.verify(target.plan).await?;
+    if !consent.allow_disruption
+        && let Some(api) = kube.api()
+        && target.plan.changes().any(|a| {
+            matches!(
+                a.kind,
+                crate::plan::ActionKind::Replace | crate::plan::ActionKind::Delete
+            )
+        })
+    {
+        let disruptions = crate::kube::observe::observe_disruptions(api, target.plan)
+            .await
+            .map_err(|e| VerifyError::Read(format!("reading the jobs the plan would stop: {e}")))?;
+        if !disruptions.is_empty() {
+            return Err(VerifyError::Disrupts(disruption_refusal(&disruptions)));
+        }
+    }
     if !target.plan.has_changes() {
         // Verified and nothing to do: no progress output for an empty walk.
         return Ok(ApplyReport::default());
@@ -235,10 +280,10 @@ async fn run_with(
 ) -> anyhow::Result<Exit> {
     let Choices {
         auto_approve,
-        force_conflicts,
         allow_disruption,
         output,
         lock,
+        ..
     } = *choices;
     let destroy = opts.destroy;
     let local_state = super::gitops::lock_local_state(spec, target, lock).await?;
@@ -290,16 +335,7 @@ async fn run_with(
         );
     }
     if !planned.plan.disruptions.is_empty() && !allow_disruption {
-        let jobs: Vec<String> = planned
-            .plan
-            .disruptions
-            .iter()
-            .flat_map(|d| d.jobs.iter().map(move |j| format!("{} -> {j}", d.addr)))
-            .collect();
-        anyhow::bail!(
-            "refusing to apply: this plan stops running work:\n  {}\nWait for the jobs to finish, or pass --allow-disruption; nothing was changed",
-            jobs.join("\n  ")
-        );
+        anyhow::bail!("{}", disruption_refusal(&planned.plan.disruptions));
     }
     if !auto_approve && !confirm("Do you want to perform these actions?")? {
         eprintln!("Apply cancelled; nothing was changed.");
@@ -314,7 +350,7 @@ async fn run_with(
         lock,
     )
     .await?;
-    let report = execute(&planned, json, force_conflicts).await;
+    let report = execute(&planned, json, choices).await;
     if matches!(&report, Ok(report) if report.is_success()) && !destroy {
         record_revision(&planned).await;
     }
@@ -388,7 +424,8 @@ pub async fn destroy(args: &DestroyArgs) -> anyhow::Result<Exit> {
         &Choices {
             auto_approve: true,
             force_conflicts: false,
-            allow_disruption: true,
+            // `--confirm CLUSTER` consents to deleting what gkq made, not to stopping jobs.
+            allow_disruption: args.allow_disruption,
             output: PlanFormat::Text,
             lock: &args.lock,
         },

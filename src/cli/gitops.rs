@@ -52,6 +52,14 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     Duration::try_from_secs_f64(seconds).map_err(|_| format!("`{text}` is out of range"))
 }
 
+/// `GKQ_PLAN_KEY`: the key that signs and checks plan files (a CI secret shared by the job that
+/// plans and the job that applies). Unset or empty: plan files carry a plain sha256.
+pub fn plan_key() -> Option<Vec<u8>> {
+    std::env::var_os("GKQ_PLAN_KEY")
+        .filter(|k| !k.is_empty())
+        .map(|k| k.to_string_lossy().into_owned().into_bytes())
+}
+
 /// The revision of the spec `args` loaded.
 pub fn spec_revision(args: &SpecArgs, loaded: &Loaded) -> SpecRevision {
     let vars = args.load_options().vars;

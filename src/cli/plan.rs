@@ -203,9 +203,11 @@ pub fn exit_code(plan: &Plan, detailed: bool) -> Exit {
     }
 }
 
-/// Writes a plan file readable only by its owner: plans describe infrastructure.
+/// Writes a plan file readable only by its owner (plans describe infrastructure), with its
+/// integrity digest (keyed with `GKQ_PLAN_KEY` when set). Sensitive values are never in it.
 pub fn write_plan_file(path: &std::path::Path, plan: &Plan) -> anyhow::Result<()> {
-    let text = render::plan::to_json(plan);
+    let key = super::gitops::plan_key();
+    let text = crate::gitops::saved::file_text(plan, key.as_deref());
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create(true).truncate(true);
     #[cfg(unix)]

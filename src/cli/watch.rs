@@ -56,6 +56,10 @@ pub struct WatchArgs {
     /// With --apply, also apply plans that replace or delete resources.
     #[arg(long, requires = "apply")]
     pub allow_destructive: bool,
+    /// With --apply, also apply plans that stop admitted or running jobs (a replaced job, a
+    /// deleted queue or pool with admitted work).
+    #[arg(long, requires = "apply")]
+    pub allow_disruption: bool,
     /// Follow a remote branch instead of the working tree: run `git fetch NAME` every --interval
     /// and plan (or apply) each new commit of --branch.
     #[arg(
@@ -367,7 +371,11 @@ impl Watcher<'_> {
         }
         let mut next = None;
         if self.args.apply {
-            match auto_apply(&planned.plan, self.args.allow_destructive) {
+            match auto_apply(
+                &planned.plan,
+                self.args.allow_destructive,
+                self.args.allow_disruption,
+            ) {
                 AutoApply::UpToDate => {}
                 AutoApply::Hold(reason) => {
                     let fingerprint = planned.plan.fingerprint();
@@ -410,7 +418,9 @@ impl Watcher<'_> {
                 Ok(planned) => planned,
                 Err(e) => return self.problem(format!("planning failed: {e:#}")),
             };
-        if auto_apply(&planned.plan, args.allow_destructive) != AutoApply::Apply {
+        if auto_apply(&planned.plan, args.allow_destructive, args.allow_disruption)
+            != AutoApply::Apply
+        {
             return;
         }
         let held = match acquire_lock(
@@ -431,7 +441,11 @@ impl Watcher<'_> {
             kube_client: planned.kube_client.as_ref(),
             kueue: Some(&planned.desired.kueue),
         };
-        match execute_on(&target, false, args.force_conflicts).await {
+        let consent = super::apply::Consent {
+            force_conflicts: args.force_conflicts,
+            allow_disruption: args.allow_disruption,
+        };
+        match execute_on(&target, false, &consent).await {
             Ok(report) if report.is_success() => {
                 if let Some(provenance) = &planned.plan.provenance {
                     let kube = KubeHandle::new(

@@ -13,6 +13,7 @@ pub mod compare;
 pub mod gke;
 pub mod kube;
 pub mod normalize;
+pub mod sensitive;
 pub mod text;
 
 use std::fmt;

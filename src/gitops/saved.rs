@@ -31,6 +31,17 @@ pub enum SavedPlanError {
     },
     #[error("{path} does not say what it was planned from (no `provenance`)")]
     NoProvenance { path: String },
+    #[error(
+        "{path} was changed after gkq wrote it: its integrity digest does not match its contents{}",
+        if *.keyed { " and GKQ_PLAN_KEY" } else { "" }
+    )]
+    Tampered { path: String, keyed: bool },
+    #[error("{path} has no integrity digest: it was not written by `gkq plan --out`")]
+    NoIntegrity { path: String },
+    #[error("{path} was signed with GKQ_PLAN_KEY, which is not set for this apply")]
+    KeyMissing { path: String },
+    #[error("{path} is not signed with GKQ_PLAN_KEY, which is set for this apply")]
+    Unsigned { path: String },
     #[error("the plan was made for the {planned:?} target, and this apply is for {requested:?}")]
     TargetMismatch { planned: Target, requested: Target },
     #[error(
@@ -53,6 +64,15 @@ impl SavedPlanError {
             SavedPlanError::Format { .. } | SavedPlanError::NoProvenance { .. } => {
                 "Make the plan again with this gkq: `gkq plan --out FILE`."
             }
+            SavedPlanError::Tampered { .. } | SavedPlanError::NoIntegrity { .. } => {
+                "Nothing was applied. Apply the file exactly as `gkq plan --out FILE` wrote it, or make a new plan and review that; a plan is never edited by hand."
+            }
+            SavedPlanError::Unsigned { .. } => {
+                "Nothing was applied. Make the plan with the same GKQ_PLAN_KEY set (`gkq plan --out FILE`), so that only holders of the key can write a plan this apply accepts."
+            }
+            SavedPlanError::KeyMissing { .. } => {
+                "Nothing was applied. Set GKQ_PLAN_KEY to the key the plan was made with (in CI, the same secret for the plan and the apply job)."
+            }
             SavedPlanError::TargetMismatch { .. } => {
                 "Apply the plan to the target it was made for, or make a plan for this target."
             }
@@ -63,11 +83,18 @@ impl SavedPlanError {
     }
 }
 
-/// Whether `path` is a saved plan rather than a spec: a file holding a JSON object with the
-/// plan's `formatVersion` and `actions`. Specs are YAML or TOML files or directories.
+/// Whether `path` is a saved plan rather than a spec: a `.json` file, or a file holding a JSON
+/// object with the plan's `formatVersion` and `actions`. Specs are YAML or TOML files or
+/// directories; a damaged plan file is still a plan file (reading it says what is wrong).
 pub fn is_plan_file(path: &Path) -> bool {
     if !path.is_file() {
         return false;
+    }
+    if path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("json"))
+    {
+        return true;
     }
     let Ok(text) = std::fs::read_to_string(path) else {
         return false;
@@ -80,8 +107,73 @@ pub fn is_plan_file(path: &Path) -> bool {
     })
 }
 
-/// Reads and checks a plan file: a plan this gkq can apply, with provenance.
-pub fn read(path: &Path) -> Result<Plan, SavedPlanError> {
+/// The plan file's text: the plan as JSON with its integrity digest. `key` (from
+/// `GKQ_PLAN_KEY`) makes the digest an HMAC that only holders of the key can produce.
+pub fn file_text(plan: &Plan, key: Option<&[u8]>) -> String {
+    let mut value = serde_json::to_value(plan).unwrap_or(serde_json::Value::Null);
+    if let Some(map) = value.as_object_mut() {
+        map.remove("integrity");
+        let digest = integrity_of(&serde_json::Value::Object(map.clone()), key);
+        map.insert("integrity".into(), serde_json::Value::String(digest));
+    }
+    serde_json::to_string_pretty(&value).unwrap_or_default()
+}
+
+/// `sha256:<hex>`, or `hmac-sha256:<hex>` with a key, over the canonical JSON of `value`.
+fn integrity_of(value: &serde_json::Value, key: Option<&[u8]>) -> String {
+    let text = serde_json::to_string(&crate::diff::text::canonical(value)).unwrap_or_default();
+    match key {
+        None => format!("sha256:{}", super::digest::sha256_hex(text.as_bytes())),
+        Some(key) => {
+            let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, key);
+            let tag = ring::hmac::sign(&key, text.as_bytes());
+            let hex: String = tag.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+            format!("hmac-sha256:{hex}")
+        }
+    }
+}
+
+/// Refuses a file whose integrity digest does not match its contents (and `key`, when the
+/// digest is keyed).
+fn check_integrity(
+    path: &str,
+    value: &serde_json::Value,
+    key: Option<&[u8]>,
+) -> Result<(), SavedPlanError> {
+    let recorded = value
+        .get("integrity")
+        .and_then(serde_json::Value::as_str)
+        .ok_or_else(|| SavedPlanError::NoIntegrity { path: path.into() })?;
+    let mut rest = value.clone();
+    if let Some(map) = rest.as_object_mut() {
+        map.remove("integrity");
+    }
+    let keyed = recorded.starts_with("hmac-sha256:");
+    let expected = match (keyed, key) {
+        (true, None) => return Err(SavedPlanError::KeyMissing { path: path.into() }),
+        (true, Some(key)) => integrity_of(&rest, Some(key)),
+        (false, Some(_)) => return Err(SavedPlanError::Unsigned { path: path.into() }),
+        (false, None) => integrity_of(&rest, None),
+    };
+    // Compared in constant time: the HMAC is a secret-keyed value.
+    let same = expected.len() == recorded.len()
+        && expected
+            .bytes()
+            .zip(recorded.bytes())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0;
+    if !same {
+        return Err(SavedPlanError::Tampered {
+            path: path.into(),
+            keyed,
+        });
+    }
+    Ok(())
+}
+
+/// Reads and checks a plan file: a plan this gkq can apply, with provenance, unchanged since
+/// gkq wrote it (see [`file_text`]).
+pub fn read(path: &Path, key: Option<&[u8]>) -> Result<Plan, SavedPlanError> {
     let shown = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|source| SavedPlanError::Read {
         path: shown.clone(),
@@ -90,7 +182,7 @@ pub fn read(path: &Path) -> Result<Plan, SavedPlanError> {
     let value: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| SavedPlanError::NotAPlan {
             path: shown.clone(),
-            message: e.to_string(),
+            message: format!("it is damaged or incomplete JSON ({e})"),
         })?;
     let found = value
         .get("formatVersion")
@@ -106,6 +198,7 @@ pub fn read(path: &Path) -> Result<Plan, SavedPlanError> {
             version: super::provenance::GKQ_VERSION,
         });
     }
+    check_integrity(&shown, &value, key)?;
     let plan: Plan = serde_json::from_value(value).map_err(|e| SavedPlanError::NotAPlan {
         path: shown.clone(),
         message: e.to_string(),
@@ -114,6 +207,180 @@ pub fn read(path: &Path) -> Result<Plan, SavedPlanError> {
         return Err(SavedPlanError::NoProvenance { path: shown });
     }
     Ok(plan)
+}
+
+/// What differs between a saved plan and the plan made again now from the same spec and the
+/// live state of now, one line per difference; empty when the saved plan is the plan gkq makes.
+///
+/// Compared: which resources are acted on, in which order, how (kind, steps, the desired objects
+/// and bodies, blocked or not, dependencies) and against what (the changed fields' live values
+/// and the live fingerprints). Not compared: reasons and diff texts (both follow from the
+/// rest) and the predictions (placements, quota), which move with every job Kueue admits.
+pub fn differences(saved: &Plan, now: &Plan) -> Vec<String> {
+    use std::collections::BTreeMap;
+    let mut out = Vec::new();
+    if saved.cluster != now.cluster {
+        out.push(format!(
+            "the plan file is for cluster {}, the spec is for {}",
+            saved.cluster.name(),
+            now.cluster.name()
+        ));
+        return out;
+    }
+    let saved_by: BTreeMap<_, _> = saved.changes().map(|a| (&a.addr, a)).collect();
+    let now_by: BTreeMap<_, _> = now.changes().map(|a| (&a.addr, a)).collect();
+    for (addr, a) in &saved_by {
+        let Some(b) = now_by.get(addr) else {
+            out.push(format!(
+                "{addr}: the plan file would {} it; planning now changes nothing there",
+                a.kind.verb()
+            ));
+            continue;
+        };
+        if a.kind != b.kind {
+            out.push(format!(
+                "{addr}: the plan file would {} it; planning now would {} it",
+                a.kind.verb(),
+                b.kind.verb()
+            ));
+            continue;
+        }
+        out.extend(action_differences(a, b));
+    }
+    for (addr, b) in &now_by {
+        if !saved_by.contains_key(addr) {
+            out.push(format!(
+                "{addr}: planning now would {} it; the plan file does not",
+                b.kind.verb()
+            ));
+        }
+    }
+    let order = |p: &Plan| -> Vec<String> { p.changes().map(|a| a.addr.to_string()).collect() };
+    if out.is_empty() && order(saved) != order(now) {
+        out.push("the plan file orders its actions differently".to_string());
+    }
+    out
+}
+
+/// Differences between two actions of the same kind on the same resource.
+fn action_differences(a: &crate::plan::Action, b: &crate::plan::Action) -> Vec<String> {
+    let addr = &a.addr;
+    let mut out = Vec::new();
+    // Markers of sensitive values differ between runs by design; the spec digest covers the
+    // values themselves.
+    let plain = |v: &Option<serde_json::Value>| -> Option<serde_json::Value> {
+        v.as_ref().map(|v| {
+            let mut v = v.clone();
+            unmark(&mut v);
+            v
+        })
+    };
+    let live_moved = crate::observe::changed_fields(&a.live_fields, &b.live_fields);
+    let changes = |x: &crate::plan::Action| -> Vec<(String, Option<serde_json::Value>, Option<serde_json::Value>)> {
+        x.changes
+            .iter()
+            .map(|c| (c.path.clone(), plain(&c.before), plain(&c.after)))
+            .collect()
+    };
+    let (ca, cb) = (changes(a), changes(b));
+    for (path, before, after) in &ca {
+        match cb.iter().find(|(p, _, _)| p == path) {
+            None => out.push(format!(
+                "{addr}: the plan file changes {path}; planning now does not"
+            )),
+            Some((_, now_before, now_after)) => {
+                if before != now_before {
+                    out.push(format!(
+                        "{addr}: {path} was {} when the plan was made and is {} now",
+                        shown(before),
+                        shown(now_before)
+                    ));
+                }
+                if after != now_after {
+                    out.push(format!(
+                        "{addr}: the plan file sets {path} to {}; the spec says {}",
+                        shown(after),
+                        shown(now_after)
+                    ));
+                }
+            }
+        }
+    }
+    for (path, _, _) in &cb {
+        if !ca.iter().any(|(p, _, _)| p == path) {
+            out.push(format!(
+                "{addr}: planning now changes {path}; the plan file does not"
+            ));
+        }
+    }
+    // What else moved in the fields the action depends on, when no changed field says it.
+    if a.live_fingerprint != b.live_fingerprint && out.is_empty() {
+        if live_moved.is_empty() {
+            out.push(format!("{addr}: changed since the plan was made"));
+        } else {
+            out.push(format!(
+                "{addr}: {} changed since the plan was made",
+                live_moved.join(", ")
+            ));
+        }
+    }
+    let body = |x: &crate::plan::Action| -> serde_json::Value {
+        let mut v = serde_json::json!({"desired": x.desired, "steps": x.steps});
+        unmark(&mut v);
+        v
+    };
+    if body(a) != body(b) && out.is_empty() {
+        out.push(format!(
+            "{addr}: the plan file's API calls or desired object differ from what the spec says"
+        ));
+    }
+    if a.blocked.is_some() != b.blocked.is_some() {
+        out.push(format!(
+            "{addr}: {}",
+            if a.blocked.is_some() {
+                "blocked in the plan file, allowed now"
+            } else {
+                "allowed in the plan file, blocked now"
+            }
+        ));
+    }
+    if a.replace_strategy != b.replace_strategy || a.depends_on != b.depends_on {
+        out.push(format!(
+            "{addr}: the plan file orders or replaces it differently"
+        ));
+    }
+    if a.sensitive != b.sensitive {
+        out.push(format!(
+            "{addr}: the plan file marks its values differently"
+        ));
+    }
+    out
+}
+
+/// Replaces every sensitive-value marker by one spelling.
+fn unmark(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::String(s) if s.starts_with("(sensitive value") => {
+            *s = crate::diff::sensitive::REDACTED.to_string();
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(unmark),
+        serde_json::Value::Object(map) => map.values_mut().for_each(unmark),
+        _ => {}
+    }
+}
+
+fn shown(value: &Option<serde_json::Value>) -> String {
+    match value {
+        None => "absent".to_string(),
+        Some(v) => {
+            let text = v.to_string();
+            if text.chars().count() > 80 {
+                format!("{}…", text.chars().take(79).collect::<String>())
+            } else {
+                text
+            }
+        }
+    }
 }
 
 /// Refuses when the spec read now differs from the one the plan was made from.
@@ -194,8 +461,73 @@ mod tests {
         let future = dir.path().join("future.json");
         std::fs::write(&future, r#"{"formatVersion": 9, "actions": []}"#).unwrap();
         assert!(matches!(
-            read(&future),
+            read(&future, None),
             Err(SavedPlanError::Format { found: 9, .. })
+        ));
+    }
+
+    fn a_plan() -> Plan {
+        let text = r#"{"formatVersion": 1, "cluster": {"project": "p", "location": "l", "cluster": "c"},
+            "actions": [], "summary": {"create": 0, "update": 0, "replace": 0, "delete": 0, "noOp": 0, "blocked": 0},
+            "provenance": {"gkqVersion": "0", "createdAt": "now", "target": "local",
+                "spec": {"path": "gkq.yaml", "digest": "sha256:00", "files": []}}}"#;
+        serde_json::from_str(text).unwrap()
+    }
+
+    #[test]
+    fn a_plan_file_is_read_only_as_gkq_wrote_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("plan.json");
+        std::fs::write(&path, file_text(&a_plan(), None)).unwrap();
+        assert_eq!(read(&path, None).unwrap().cluster.cluster, "c");
+
+        // Any edit, even one that still parses as a plan, is refused.
+        let edited = std::fs::read_to_string(&path)
+            .unwrap()
+            .replace("\"cluster\": \"c\"", "\"cluster\": \"d\"");
+        std::fs::write(&path, edited).unwrap();
+        let err = read(&path, None).unwrap_err();
+        assert!(
+            matches!(err, SavedPlanError::Tampered { keyed: false, .. }),
+            "{err}"
+        );
+        assert!(err.to_string().contains("was changed after gkq wrote it"));
+
+        // A file without a digest was not written by gkq.
+        std::fs::write(&path, serde_json::to_string(&a_plan()).unwrap()).unwrap();
+        assert!(matches!(
+            read(&path, None),
+            Err(SavedPlanError::NoIntegrity { .. })
+        ));
+
+        // A damaged file says so.
+        std::fs::write(&path, "{\"formatVersion\": 1, \"actions\": [").unwrap();
+        let err = read(&path, None).unwrap_err();
+        assert!(
+            err.to_string().contains("damaged or incomplete JSON"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn with_a_key_only_holders_of_the_key_can_write_an_accepted_plan() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("plan.json");
+        std::fs::write(&path, file_text(&a_plan(), Some(b"ci-secret"))).unwrap();
+        assert!(read(&path, Some(b"ci-secret")).is_ok());
+        assert!(matches!(
+            read(&path, Some(b"other")),
+            Err(SavedPlanError::Tampered { keyed: true, .. })
+        ));
+        assert!(matches!(
+            read(&path, None),
+            Err(SavedPlanError::KeyMissing { .. })
+        ));
+        // A plain digest anyone can compute is not enough when the apply has a key.
+        std::fs::write(&path, file_text(&a_plan(), None)).unwrap();
+        assert!(matches!(
+            read(&path, Some(b"ci-secret")),
+            Err(SavedPlanError::Unsigned { .. })
         ));
     }
 }

@@ -77,10 +77,10 @@ pub enum AutoApply {
     Hold(String),
 }
 
-/// `--apply` applies plans that only create and update; replaces and deletes (and with them
-/// any disruption of running jobs) need `--allow-destructive`; blocked actions are never
-/// attempted.
-pub fn auto_apply(plan: &Plan, allow_destructive: bool) -> AutoApply {
+/// `--apply` applies plans that only create and update; replaces and deletes need
+/// `--allow-destructive`, and stopping running jobs (a replaced job, a deleted queue with
+/// admitted work) needs `--allow-disruption` as well; blocked actions are never attempted.
+pub fn auto_apply(plan: &Plan, allow_destructive: bool, allow_disruption: bool) -> AutoApply {
     if !plan.has_changes() {
         return AutoApply::UpToDate;
     }
@@ -95,24 +95,25 @@ pub fn auto_apply(plan: &Plan, allow_destructive: bool) -> AutoApply {
             blocked.join(", ")
         ));
     }
+    if !plan.disruptions.is_empty() && !allow_disruption {
+        let stopped: Vec<String> = plan
+            .disruptions
+            .iter()
+            .flat_map(|d| d.jobs.iter().map(move |j| format!("{j} (by {})", d.addr)))
+            .collect();
+        return AutoApply::Hold(format!(
+            "not applying: this plan stops running work: {}; pass --allow-disruption to let watch stop jobs, or apply it yourself",
+            stopped.join(", ")
+        ));
+    }
     let destructive: Vec<String> = plan
         .changes()
         .filter(|a| matches!(a.kind, ActionKind::Replace | ActionKind::Delete))
         .map(|a| format!("{} ({})", a.addr, a.kind.verb()))
         .collect();
     if !destructive.is_empty() && !allow_destructive {
-        let stopped: Vec<String> = plan
-            .disruptions
-            .iter()
-            .flat_map(|d| d.jobs.iter().cloned())
-            .collect();
-        let stops = if stopped.is_empty() {
-            String::new()
-        } else {
-            format!(", which stops {}", stopped.join(", "))
-        };
         return AutoApply::Hold(format!(
-            "not applying: this plan would {} {}{stops}; pass --allow-destructive to let watch apply replaces and deletes, or apply it yourself",
+            "not applying: this plan would {} {}; pass --allow-destructive to let watch apply replaces and deletes, or apply it yourself",
             if destructive.len() == 1 {
                 "change"
             } else {
@@ -169,6 +170,8 @@ mod tests {
                 steps: vec![],
                 desired: None,
                 live_fingerprint: None,
+                live_fields: Default::default(),
+                sensitive: false,
                 depends_on: vec![],
             })
             .collect();
@@ -187,32 +190,54 @@ mod tests {
             placements: vec![],
             quota: vec![],
             provenance: None,
+            sealed: Default::default(),
+            options: Default::default(),
+            integrity: None,
         }
     }
 
     #[test]
     fn watch_applies_only_what_it_may() {
         assert_eq!(
-            auto_apply(&plan(&[ActionKind::NoOp]), false),
+            auto_apply(&plan(&[ActionKind::NoOp]), false, false),
             AutoApply::UpToDate
         );
         assert_eq!(
-            auto_apply(&plan(&[ActionKind::Create, ActionKind::Update]), false),
+            auto_apply(
+                &plan(&[ActionKind::Create, ActionKind::Update]),
+                false,
+                false
+            ),
             AutoApply::Apply
         );
-        let held = auto_apply(&plan(&[ActionKind::Update, ActionKind::Replace]), false);
+        let held = auto_apply(
+            &plan(&[ActionKind::Update, ActionKind::Replace]),
+            false,
+            false,
+        );
         assert_eq!(
             held,
             AutoApply::Hold("not applying: this plan would change gke.nodepool/pool-1 (replace); pass --allow-destructive to let watch apply replaces and deletes, or apply it yourself".into())
         );
         assert_eq!(
-            auto_apply(&plan(&[ActionKind::Delete]), true),
+            auto_apply(&plan(&[ActionKind::Delete]), true, false),
             AutoApply::Apply
         );
+        // Stopping a running job needs its own consent, even where replaces are allowed.
+        let mut disruptive = plan(&[ActionKind::Replace]);
+        disruptive.disruptions = vec![crate::plan::disruption::Disruption {
+            addr: ResourceAddr::ray_job("default", "train"),
+            jobs: vec!["RayJob default/train (admitted)".into()],
+        }];
+        assert_eq!(
+            auto_apply(&disruptive, true, false),
+            AutoApply::Hold("not applying: this plan stops running work: RayJob default/train (admitted) (by ray.rayjob/default/train); pass --allow-disruption to let watch stop jobs, or apply it yourself".into())
+        );
+        assert_eq!(auto_apply(&disruptive, true, true), AutoApply::Apply);
         let mut blocked = plan(&[ActionKind::Delete]);
         blocked.actions[0].blocked = Some("deletion protection".into());
         assert!(
-            matches!(auto_apply(&blocked, true), AutoApply::Hold(reason) if reason.contains("blocked"))
+            matches!(auto_apply(&blocked, true, true), AutoApply::Hold(reason) if reason.contains("blocked"))
         );
     }
 

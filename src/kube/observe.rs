@@ -256,10 +256,67 @@ pub fn nothing_yet() -> KubeLive {
 /// Kueue's Workloads in every namespace (for the disruption guard and placement): one list.
 /// Empty when Kueue is not installed.
 pub async fn observe_workloads(api: &dyn KubeApi) -> KubeResult<Vec<Value>> {
-    match api.resource("kueue.x-k8s.io/v1beta2", "Workload").await? {
+    match api.resource(KUEUE_API, "Workload").await? {
         Some(info) => api.list(&info, "").await,
         None => Ok(Vec::new()),
     }
+}
+
+const KUEUE_API: &str = "kueue.x-k8s.io/v1beta2";
+
+/// The running work `plan` would stop, read now: Kueue's Workloads, the live ResourceFlavors
+/// and the jobs the plan replaces or deletes. Apply checks this right before it acts, so that a
+/// job admitted after the plan was made is not stopped without consent either.
+pub async fn observe_disruptions(
+    api: &dyn KubeApi,
+    plan: &crate::plan::Plan,
+) -> KubeResult<Vec<crate::plan::disruption::Disruption>> {
+    use crate::plan::ActionKind;
+    use crate::plan::disruption::{find, is_run};
+    if !plan
+        .changes()
+        .any(|a| matches!(a.kind, ActionKind::Replace | ActionKind::Delete))
+    {
+        return Ok(Vec::new());
+    }
+    let workloads = observe_workloads(api).await?;
+    let mut jobs = BTreeMap::new();
+    for action in plan
+        .changes()
+        .filter(|a| matches!(a.kind, ActionKind::Replace | ActionKind::Delete) && is_run(&a.addr))
+    {
+        let typed = action.steps.iter().find_map(|step| match step {
+            crate::plan::Step::KubeDelete {
+                api_version, kind, ..
+            } => Some((api_version.clone(), kind.clone())),
+            crate::plan::Step::KubeApply { object } => {
+                let (v, k) = super::type_of(object);
+                Some((v.to_string(), k.to_string()))
+            }
+            _ => None,
+        });
+        let Some((api_version, kind)) = typed else {
+            continue;
+        };
+        if let Some(info) = api.resource(&api_version, &kind).await?
+            && let Some(live) = api
+                .get(&info, action.addr.namespace.as_deref(), &action.addr.name)
+                .await?
+        {
+            jobs.insert(action.addr.clone(), live);
+        }
+    }
+    let flavors = match api.resource(KUEUE_API, "ResourceFlavor").await? {
+        Some(info) => api.list(&info, "").await?,
+        None => Vec::new(),
+    };
+    let desired = plan.actions.iter().filter_map(|a| a.desired.as_ref());
+    Ok(find(
+        plan,
+        &workloads,
+        &|addr| jobs.get(addr),
+        flavors.iter().chain(desired),
+    ))
 }
 
 #[cfg(test)]
@@ -399,6 +456,7 @@ mod tests {
                 feature_gates: Default::default(),
             },
             kubernetes: objects,
+            sensitive: Default::default(),
         }
     }
 

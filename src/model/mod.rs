@@ -39,6 +39,9 @@ pub struct DesiredState {
     /// managed Kueue install, the first is a `gkq.dev/v1alpha1 KueueInstallation` standing for
     /// Kueue itself (version and feature gates): the plan shows and applies it as one component.
     pub kubernetes: Vec<Value>,
+    /// Values of variables the spec declares sensitive: plans show markers instead.
+    #[serde(skip)]
+    pub sensitive: crate::spec::SensitiveValues,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -111,7 +114,8 @@ pub fn build(loaded: &Loaded) -> (Option<DesiredState>, Diagnostics) {
     if diags.has_errors() {
         return (None, diags.sorted());
     }
-    let desired = render(&loaded.spec, &loaded.files);
+    let mut desired = render(&loaded.spec, &loaded.files);
+    desired.sensitive = loaded.sensitive.clone();
     diags.extend(validate::check_rendered(loaded, &desired));
     if diags.has_errors() {
         return (None, diags.sorted());
@@ -202,6 +206,7 @@ pub fn render(spec: &Spec, files: &BTreeMap<String, String>) -> DesiredState {
         gke,
         kueue: kueue_install,
         kubernetes: objects,
+        sensitive: Default::default(),
     }
 }
 

@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 
 use super::graph::{CycleError, DependencyGraph};
 use super::ownership::{gke_owned, kube_owned};
+use super::sealed::{Sealed, seal};
 use super::{
     Action, ActionKind, Notice, PLAN_FORMAT_VERSION, Plan, PlanOptions, ReplaceStrategy, Step,
     Summary,
@@ -18,10 +19,11 @@ use crate::diff::normalize::{
     GKE_CLUSTER_STATUS, GKE_NODE_POOL_STATUS, gke_cluster_live_view, gke_node_pool_live_view,
     kube_view, status_name,
 };
+use crate::diff::sensitive::Redactor;
 use crate::diff::text::unified_yaml_diff;
 use crate::diff::{FieldChange, ResourceDiff, UpdateMethod};
 use crate::model::{DesiredState, GKE_STACK_LABEL, STACK_LABEL};
-use crate::observe::{KubeLive, LiveState, fingerprint};
+use crate::observe::{KubeLive, LiveState, fingerprint, fingerprint_fields};
 
 /// Why no plan could be made. Each names what to fix.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -66,6 +68,8 @@ struct Planner<'a> {
     stack: Option<String>,
     drafts: BTreeMap<ResourceAddr, Draft<'a>>,
     notices: Vec<Notice>,
+    redactor: Redactor,
+    sealed: Sealed,
 }
 
 const NOT_OWNED: &str = "it lacks gkq's ownership labels, and gkq does not change what it does not own \
@@ -94,6 +98,32 @@ impl<'a> Planner<'a> {
             stack,
             drafts: BTreeMap::new(),
             notices: Vec::new(),
+            redactor: Redactor::new(desired.sensitive.values().to_vec()),
+            sealed: Sealed::default(),
+        }
+    }
+
+    /// A diff as it may be shown: both sides with sensitive values replaced by markers.
+    fn shown_diff(&self, diff: &ResourceDiff) -> String {
+        self.shown_text_diff(Some(&diff.live_view), Some(&diff.desired_view))
+    }
+
+    fn shown_text_diff(&self, before: Option<&Value>, after: Option<&Value>) -> String {
+        let before = before.map(|v| self.redactor.object(v));
+        let after = after.map(|v| self.redactor.object(v));
+        unified_yaml_diff(before.as_ref(), after.as_ref())
+    }
+
+    /// The live resource at `addr`, as observed.
+    fn live_of(&self, addr: &ResourceAddr) -> Option<&'a Value> {
+        let live: &'a LiveState = self.live;
+        match addr.kind {
+            crate::addr::ResourceKind::GkeCluster => live.gke.cluster.as_ref(),
+            crate::addr::ResourceKind::GkeNodePool => live.gke.node_pool(&addr.name),
+            _ => match &live.kubernetes {
+                KubeLive::Observed { objects } => objects.get(addr).and_then(|o| o.live.as_ref()),
+                KubeLive::NotObserved => None,
+            },
         }
     }
 
@@ -120,7 +150,24 @@ impl<'a> Planner<'a> {
         }
     }
 
-    fn add(&mut self, action: Action, graph_object: Option<&'a Value>) {
+    /// Adds an action: its diff of a new resource, the parts of its live fingerprint, and its
+    /// sensitive values sealed away from what is shown and saved.
+    fn add(&mut self, mut action: Action, graph_object: Option<&'a Value>) {
+        if action.kind == ActionKind::Create && action.diff.is_empty() {
+            action.diff = self.shown_text_diff(None, action.desired.as_ref());
+        }
+        if action.live_fingerprint.is_some()
+            && let Some(live) = self.live_of(&action.addr)
+        {
+            let desired = match action.kind {
+                ActionKind::Delete => None,
+                _ => action.desired.as_ref(),
+            };
+            action.live_fields = fingerprint_fields(&action.addr, desired, live);
+        }
+        if let Some(real) = seal(&mut action, &self.redactor) {
+            self.sealed.insert(action.addr.clone(), real);
+        }
         self.drafts.insert(
             action.addr.clone(),
             Draft {
@@ -280,7 +327,7 @@ impl<'a> Planner<'a> {
                 ),
                 replace_strategy: Some(ReplaceStrategy::DeleteThenCreate),
                 blocked,
-                diff: diff.text(),
+                diff: self.shown_diff(&diff),
                 changes: diff.changes,
                 steps: vec![
                     Step::DeleteCluster,
@@ -290,6 +337,8 @@ impl<'a> Planner<'a> {
                 ],
                 desired: Some(desired.clone()),
                 live_fingerprint: fingerprint,
+                live_fields: BTreeMap::new(),
+                sensitive: false,
                 depends_on: Vec::new(),
             };
             self.add(action, None);
@@ -317,10 +366,12 @@ impl<'a> Planner<'a> {
             replace_strategy: None,
             blocked,
             changes: Vec::new(),
-            diff: unified_yaml_diff(Some(&gke_cluster_live_view(live)), None),
+            diff: self.shown_text_diff(Some(&gke_cluster_live_view(live)), None),
             steps: vec![Step::DeleteCluster],
             desired: None,
             live_fingerprint: Some(fingerprint(addr, None, live)),
+            live_fields: BTreeMap::new(),
+            sensitive: false,
             depends_on: Vec::new(),
         };
         self.add(action, None);
@@ -365,7 +416,7 @@ impl<'a> Planner<'a> {
             ),
             replace_strategy: Some(ReplaceStrategy::DeleteThenCreate),
             blocked: (!owned).then(|| format!("the pool would be recreated, but {NOT_OWNED}")),
-            diff: diff.text(),
+            diff: self.shown_diff(&diff),
             changes: diff.changes,
             steps: vec![
                 Step::DeleteNodePool {
@@ -377,6 +428,8 @@ impl<'a> Planner<'a> {
             ],
             desired: Some(desired.clone()),
             live_fingerprint: fingerprint,
+            live_fields: BTreeMap::new(),
+            sensitive: false,
             depends_on: Vec::new(),
         };
         self.add(action, None);
@@ -405,12 +458,14 @@ impl<'a> Planner<'a> {
             replace_strategy: None,
             blocked: None,
             changes: Vec::new(),
-            diff: unified_yaml_diff(Some(&gke_node_pool_live_view(live)), None),
+            diff: self.shown_text_diff(Some(&gke_node_pool_live_view(live)), None),
             steps: vec![Step::DeleteNodePool {
                 pool: name.to_string(),
             }],
             desired: None,
             live_fingerprint: Some(fingerprint(&addr, None, live)),
+            live_fields: BTreeMap::new(),
+            sensitive: false,
             depends_on: Vec::new(),
         };
         self.add(action, None);
@@ -438,6 +493,8 @@ impl<'a> Planner<'a> {
                 steps: Vec::new(),
                 desired: Some(desired.clone()),
                 live_fingerprint,
+                live_fields: BTreeMap::new(),
+                sensitive: false,
                 depends_on: Vec::new(),
             };
         }
@@ -452,11 +509,13 @@ impl<'a> Planner<'a> {
             reason: update_reason(&diff.changes),
             replace_strategy: None,
             blocked: (!owned).then(|| format!("it would be updated, but {NOT_OWNED}")),
-            diff: diff.text(),
+            diff: self.shown_diff(&diff),
             changes: diff.changes,
             steps,
             desired: Some(desired.clone()),
             live_fingerprint,
+            live_fields: BTreeMap::new(),
+            sensitive: false,
             depends_on: Vec::new(),
         }
     }
@@ -533,10 +592,12 @@ impl<'a> Planner<'a> {
                 replace_strategy: None,
                 blocked: None,
                 changes: Vec::new(),
-                diff: unified_yaml_diff(Some(&kube_view(live)), None),
+                diff: self.shown_text_diff(Some(&kube_view(live)), None),
                 steps: vec![kube_delete_step(addr, live)],
                 desired: None,
                 live_fingerprint: Some(fingerprint(addr, None, live)),
+                live_fields: BTreeMap::new(),
+                sensitive: false,
                 depends_on: Vec::new(),
             };
             self.add(action, Some(live));
@@ -566,7 +627,7 @@ impl<'a> Planner<'a> {
             },
             object,
         );
-        action.diff = unified_yaml_diff(None, Some(&shown));
+        action.diff = self.shown_text_diff(None, Some(&shown));
         self.add(action, Some(object));
     }
 
@@ -593,7 +654,7 @@ impl<'a> Planner<'a> {
                 ),
                 replace_strategy: Some(ReplaceStrategy::DeleteThenCreate),
                 blocked: (!owned).then(|| format!("it would be recreated, but {NOT_OWNED}")),
-                diff: diff.text(),
+                diff: self.shown_diff(&diff),
                 changes: diff.changes,
                 steps: vec![
                     kube_delete_step(addr, live),
@@ -603,6 +664,8 @@ impl<'a> Planner<'a> {
                 ],
                 desired: Some(object.clone()),
                 live_fingerprint: fingerprint,
+                live_fields: BTreeMap::new(),
+                sensitive: false,
                 depends_on: Vec::new(),
             }
         };
@@ -613,8 +676,10 @@ impl<'a> Planner<'a> {
     fn finish(self) -> Result<Plan, PlanError> {
         let Planner {
             desired,
+            options,
             drafts,
             notices,
+            sealed,
             ..
         } = self;
         let graph = DependencyGraph::for_resources(drafts.iter().map(|(a, d)| (a, d.graph_object)));
@@ -682,6 +747,9 @@ impl<'a> Planner<'a> {
             placements: Vec::new(),
             quota: Vec::new(),
             provenance: None,
+            sealed,
+            options: options.clone(),
+            integrity: None,
         })
     }
 }
@@ -717,10 +785,12 @@ fn create_action(addr: &ResourceAddr, reason: String, step: Step, desired: &Valu
         replace_strategy: None,
         blocked: None,
         changes: Vec::new(),
-        diff: unified_yaml_diff(None, Some(desired)),
+        diff: String::new(),
         steps: vec![step],
         desired: Some(desired.clone()),
         live_fingerprint: None,
+        live_fields: BTreeMap::new(),
+        sensitive: false,
         depends_on: Vec::new(),
     }
 }
@@ -832,6 +902,7 @@ mod tests {
                 feature_gates: Default::default(),
             },
             kubernetes: kube_objects(),
+            sensitive: Default::default(),
         }
     }
 

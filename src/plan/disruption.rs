@@ -1,6 +1,11 @@
 //! Which running work a plan would stop. Before a plan deletes or replaces a node pool, a
-//! ResourceFlavor, a ClusterQueue or a LocalQueue, the jobs whose Kueue Workloads hold quota
-//! there are listed; `apply` refuses such a plan unless the user allows the disruption.
+//! ResourceFlavor, a ClusterQueue, a LocalQueue or a job itself, the jobs whose Kueue Workloads
+//! hold quota there (or that run outside Kueue) are listed; `apply` refuses such a plan unless
+//! the user allows the disruption.
+//!
+//! A job is a run: a changed RayJob, Job or JobSet is submitted again as a new run, which stops
+//! the old one. Replacing a job that has finished stops nothing; replacing one that holds quota,
+//! is admitted or is running does.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -33,6 +38,67 @@ fn condition_true(w: &Value, kind: &str) -> bool {
 /// A Workload that holds quota and has not finished: the work a change would stop.
 fn holds_quota(w: &Value) -> bool {
     condition_true(w, "QuotaReserved") && !condition_true(w, "Finished")
+}
+
+/// Whether an address names a run: a job kind Kueue admits as a Workload.
+pub fn is_run(addr: &ResourceAddr) -> bool {
+    match &addr.kind {
+        ResourceKind::RayJob | ResourceKind::RayCluster => true,
+        ResourceKind::Other(kind) => matches!(kind.as_str(), "job" | "jobset"),
+        _ => false,
+    }
+}
+
+/// Whether a live job object is running by its own status, for jobs Kueue does not manage (no
+/// Workload): started and neither finished nor suspended.
+fn runs_by_its_status(job: &Value) -> bool {
+    if job.pointer("/spec/suspend") == Some(&Value::Bool(true)) {
+        return false;
+    }
+    let status = |p: &str| job.pointer(p).and_then(Value::as_str).unwrap_or("");
+    match job.get("kind").and_then(Value::as_str) {
+        // KubeRay's JobDeploymentStatus: Initializing, Running, Retrying, Waiting and Suspending
+        // have a Ray cluster up (or coming up) for this job.
+        Some("RayJob") => matches!(
+            status("/status/jobDeploymentStatus"),
+            "Initializing" | "Running" | "Retrying" | "Waiting" | "Suspending"
+        ),
+        Some("RayCluster") => !status("/status/state").is_empty(),
+        Some("Job") => {
+            !(condition_true(job, "Complete") || condition_true(job, "Failed"))
+                && (job.pointer("/status/active").and_then(Value::as_u64) > Some(0)
+                    || job.pointer("/status/startTime").is_some())
+        }
+        Some("JobSet") => {
+            !(condition_true(job, "Completed") || condition_true(job, "Failed"))
+                && job.pointer("/status/replicatedJobsStatus").is_some()
+        }
+        _ => false,
+    }
+}
+
+/// Whether Workload `w` is the one Kueue made for the job at `addr`.
+fn belongs_to(w: &Value, addr: &ResourceAddr) -> bool {
+    w.pointer("/metadata/namespace").and_then(Value::as_str) == addr.namespace.as_deref()
+        && w.pointer("/metadata/ownerReferences")
+            .and_then(Value::as_array)
+            .is_some_and(|owners| {
+                owners.iter().any(|o| {
+                    o["name"].as_str() == Some(addr.name.as_str())
+                        && o["kind"]
+                            .as_str()
+                            .is_some_and(|k| k.eq_ignore_ascii_case(&kind_of(addr)))
+                })
+            })
+}
+
+fn kind_of(addr: &ResourceAddr) -> String {
+    match &addr.kind {
+        ResourceKind::RayJob => "RayJob".into(),
+        ResourceKind::RayCluster => "RayCluster".into(),
+        ResourceKind::Other(kind) => kind.clone(),
+        other => other.prefix().into_owned(),
+    }
 }
 
 fn job_of(w: &Value) -> String {
@@ -91,11 +157,12 @@ fn flavor_pools<'a>(flavors: impl Iterator<Item = &'a Value>) -> BTreeMap<String
         .collect()
 }
 
-/// The disruptions of `plan`, given the live Kueue Workloads and the ResourceFlavors known
-/// (desired and live).
+/// The disruptions of `plan`, given the live Kueue Workloads, the live object at an address
+/// (for jobs that run outside Kueue) and the ResourceFlavors known (desired and live).
 pub fn find<'a>(
     plan: &Plan,
     workloads: &[Value],
+    live: &dyn Fn(&ResourceAddr) -> Option<&'a Value>,
     flavors: impl Iterator<Item = &'a Value>,
 ) -> Vec<Disruption> {
     let pools = flavor_pools(flavors);
@@ -125,6 +192,7 @@ pub fn find<'a>(
                         && w.pointer("/spec/queueName").and_then(Value::as_str)
                             == Some(addr.name.as_str())
                 }
+                _ if is_run(addr) => belongs_to(w, addr),
                 _ => false,
             }
         };
@@ -133,6 +201,21 @@ pub fn find<'a>(
             .filter(|w| hit(w))
             .map(|w| job_of(w))
             .collect();
+        if jobs.is_empty()
+            && is_run(addr)
+            && !workloads.iter().any(|w| belongs_to(w, addr))
+            && live(addr).is_some_and(runs_by_its_status)
+        {
+            jobs.push(format!(
+                "{} {}/{} (running, outside Kueue)",
+                live(addr)
+                    .and_then(|j| j.get("kind"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("job"),
+                addr.namespace.as_deref().unwrap_or(""),
+                addr.name
+            ));
+        }
         jobs.sort();
         jobs.dedup();
         if !jobs.is_empty() {
@@ -195,7 +278,18 @@ mod tests {
             placements: vec![],
             quota: vec![],
             provenance: None,
+            sealed: Default::default(),
+            options: Default::default(),
+            integrity: None,
         }
+    }
+
+    fn find_in<'a>(
+        plan: &Plan,
+        workloads: &[Value],
+        flavors: impl Iterator<Item = &'a Value>,
+    ) -> Vec<Disruption> {
+        find(plan, workloads, &|_| None, flavors)
     }
 
     fn flavors() -> Vec<Value> {
@@ -229,7 +323,7 @@ mod tests {
             ),
             workload("default", "other", "cq2", "q2", "on-demand", true, false),
         ];
-        let d = find(
+        let d = find_in(
             &plan_with(ActionKind::Delete, "kueue.clusterqueue/cq"),
             &w,
             flavors().iter(),
@@ -258,13 +352,13 @@ mod tests {
             ),
             workload("default", "job-2", "cq", "user-queue", "dws", false, false),
         ];
-        let d = find(
+        let d = find_in(
             &plan_with(ActionKind::Replace, "gke.nodepool/dws-pool"),
             &w,
             flavors().iter(),
         );
         assert_eq!(d[0].jobs, ["RayJob default/job-2 (quota reserved)"]);
-        let none = find(
+        let none = find_in(
             &plan_with(ActionKind::Update, "gke.nodepool/dws-pool"),
             &w,
             flavors().iter(),
@@ -284,7 +378,7 @@ mod tests {
             false,
         )];
         assert_eq!(
-            find(
+            find_in(
                 &plan_with(ActionKind::Delete, "kueue.localqueue/ml/team"),
                 &w,
                 flavors().iter()
@@ -293,7 +387,7 @@ mod tests {
             1
         );
         assert!(
-            find(
+            find_in(
                 &plan_with(ActionKind::Delete, "kueue.localqueue/other/team"),
                 &w,
                 flavors().iter()
@@ -301,7 +395,7 @@ mod tests {
             .is_empty()
         );
         assert_eq!(
-            find(
+            find_in(
                 &plan_with(ActionKind::Delete, "kueue.resourceflavor/on-demand"),
                 &w,
                 flavors().iter()
@@ -310,12 +404,92 @@ mod tests {
             1
         );
         assert!(
-            find(
+            find_in(
                 &plan_with(ActionKind::Delete, "kueue.resourceflavor/dws"),
                 &w,
                 flavors().iter()
             )
             .is_empty()
         );
+    }
+
+    #[test]
+    fn replacing_or_deleting_a_job_that_holds_quota_stops_it_and_a_finished_one_does_not() {
+        let w = vec![
+            workload(
+                "default",
+                "job-1",
+                "cq",
+                "user-queue",
+                "on-demand",
+                true,
+                false,
+            ),
+            workload(
+                "default",
+                "job-0",
+                "cq",
+                "user-queue",
+                "on-demand",
+                true,
+                true,
+            ),
+            workload("default", "job-2", "cq", "user-queue", "dws", false, false),
+        ];
+        for kind in [ActionKind::Replace, ActionKind::Delete] {
+            let d = find_in(
+                &plan_with(kind, "ray.rayjob/default/job-1"),
+                &w,
+                flavors().iter(),
+            );
+            assert_eq!(d.len(), 1, "{kind:?}");
+            assert_eq!(d[0].jobs, ["RayJob default/job-1 (admitted)"]);
+        }
+        // Quota reserved while waiting for the DWS check is held quota too.
+        let reserved = find_in(
+            &plan_with(ActionKind::Replace, "ray.rayjob/default/job-2"),
+            &w,
+            flavors().iter(),
+        );
+        assert_eq!(reserved[0].jobs, ["RayJob default/job-2 (quota reserved)"]);
+        let finished = find_in(
+            &plan_with(ActionKind::Replace, "ray.rayjob/default/job-0"),
+            &w,
+            flavors().iter(),
+        );
+        assert!(finished.is_empty(), "{finished:?}");
+        // An update of a job's labels is not a new run.
+        assert!(
+            find_in(
+                &plan_with(ActionKind::Update, "ray.rayjob/default/job-1"),
+                &w,
+                flavors().iter()
+            )
+            .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_pending_job_is_not_running_work_but_a_job_running_outside_kueue_is() {
+        let mut pending = workload("default", "job-3", "cq", "user-queue", "dws", false, false);
+        pending["status"]["conditions"] = json!([{"type": "QuotaReserved", "status": "False"}]);
+        let plan = plan_with(ActionKind::Replace, "ray.rayjob/default/job-3");
+        assert!(find_in(&plan, &[pending], flavors().iter()).is_empty());
+
+        let running = json!({"kind": "RayJob", "metadata": {"namespace": "default", "name": "job-3"},
+            "status": {"jobDeploymentStatus": "Running"}});
+        let done = json!({"kind": "RayJob", "metadata": {"namespace": "default", "name": "job-3"},
+            "status": {"jobDeploymentStatus": "Complete"}});
+        let batch = json!({"kind": "Job", "metadata": {"namespace": "default", "name": "job-3"},
+            "status": {"active": 2, "startTime": "2026-01-01T00:00:00Z"}});
+        let with = |job: &Value| find(&plan, &[], &|_| Some(job), flavors().iter());
+        assert_eq!(
+            with(&running)[0].jobs,
+            ["RayJob default/job-3 (running, outside Kueue)"]
+        );
+        assert!(with(&done).is_empty());
+        let batch_plan = plan_with(ActionKind::Delete, "k8s.job/default/job-3");
+        let d = find(&batch_plan, &[], &|_| Some(&batch), flavors().iter());
+        assert_eq!(d[0].jobs, ["Job default/job-3 (running, outside Kueue)"]);
     }
 }

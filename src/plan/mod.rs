@@ -19,7 +19,9 @@ pub mod disruption;
 pub mod graph;
 mod ownership;
 pub mod placements;
+pub mod sealed;
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 use schemars::JsonSchema;
@@ -37,7 +39,7 @@ pub use ownership::{gke_owned, kube_owned};
 pub const PLAN_FORMAT_VERSION: u32 = 1;
 
 /// Choices the caller makes when planning.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PlanOptions {
     /// Plan deletes of resources gkq owns that the spec no longer has (`--prune`). Without it they
@@ -85,6 +87,19 @@ pub struct Plan {
     /// PLANFILE` checks it before acting.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provenance: Option<crate::gitops::Provenance>,
+    /// The real `desired` and `steps` of sensitive actions, for applying this plan in this
+    /// process. Never serialised: a plan file has only the markers.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub sealed: sealed::Sealed,
+    /// The choices the plan was made with (`prune`, `adopt`, `destroy`, ...): applying a saved
+    /// plan plans again with them and refuses any difference.
+    #[serde(default)]
+    pub options: PlanOptions,
+    /// In a plan file only: `sha256:` (or, with `GKQ_PLAN_KEY` set, `hmac-sha256:`) over the rest
+    /// of the file. `gkq apply PLANFILE` refuses a file whose digest does not match.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub integrity: Option<String>,
 }
 
 /// Where the cluster lives: `projects/{project}/locations/{location}/clusters/{cluster}`.
@@ -124,9 +139,19 @@ pub struct Action {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub desired: Option<Value>,
     /// Fingerprint of the live resource the action was planned against (`sha256:<16 hex>`);
-    /// absent when it did not exist. Apply refuses the action if the target's fingerprint changed.
+    /// absent when it did not exist. It covers what the action depends on: the fields gkq sets,
+    /// not status or fields other controllers own. Apply refuses the action if it changed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub live_fingerprint: Option<String>,
+    /// The parts of the fingerprint by field path (`spec.resourceGroups` -> short hash), so that
+    /// a refusal names the fields that changed.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub live_fields: BTreeMap<String, String>,
+    /// Set when the action writes sensitive values (a Secret's data, a variable declared
+    /// `sensitive`): `desired`, `steps`, `changes` and `diff` show markers instead, and the
+    /// values themselves are never in the plan's JSON. Apply takes them from the spec.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sensitive: bool,
     /// Actions that must succeed before this one runs.
     #[serde(default)]
     pub depends_on: Vec<ResourceAddr>,

@@ -120,15 +120,22 @@ pub fn annotate(
     plan.placements = placements;
     plan.quota = quota;
     // Borrowed, not collected: a large stack has thousands of live objects.
-    let live_objects = match &live.kubernetes {
+    let observed = match &live.kubernetes {
         crate::observe::KubeLive::Observed { objects } => Some(objects),
         crate::observe::KubeLive::NotObserved => None,
-    }
-    .into_iter()
-    .flat_map(|objects| objects.values().filter_map(|o| o.live.as_ref()));
+    };
+    let live_objects = observed
+        .into_iter()
+        .flat_map(|objects| objects.values().filter_map(|o| o.live.as_ref()));
+    let live_at = |addr: &crate::addr::ResourceAddr| {
+        observed
+            .and_then(|objects| objects.get(addr))
+            .and_then(|o| o.live.as_ref())
+    };
     plan.disruptions = super::disruption::find(
         plan,
         workloads,
+        &live_at,
         desired.kubernetes.iter().chain(live_objects),
     );
 }

@@ -52,6 +52,8 @@ pub struct Loaded {
     pub env: Option<String>,
     /// Files referenced by the spec (training scripts), keyed by the path as written.
     pub files: BTreeMap<String, String>,
+    /// Values of the variables declared `sensitive: true`.
+    pub sensitive: SensitiveValues,
     /// Problems found while loading. May hold errors: a spec that decoded despite them (unknown
     /// keys are skipped) is still validated so that every problem is reported at once, but
     /// `model::build` refuses it.
@@ -73,6 +75,22 @@ impl Loaded {
             span: self.root.span,
         };
         self.spec.manifests = Vec::new();
+    }
+}
+
+/// Values of variables declared `sensitive`: kept out of every output, `Debug` included.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct SensitiveValues(pub Vec<String>);
+
+impl SensitiveValues {
+    pub fn values(&self) -> &[String] {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for SensitiveValues {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SensitiveValues({} hidden)", self.0.len())
     }
 }
 
@@ -224,6 +242,13 @@ pub fn load(fs: &dyn SpecFs, spec_arg: &FsPath, opts: &LoadOptions) -> Result<Lo
     };
 
     let files = read_referenced_files(fs, &dir, &spec, &root, &mut diags);
+    let sensitive = SensitiveValues(
+        spec.variables
+            .iter()
+            .filter(|(_, declared)| declared.sensitive)
+            .filter_map(|(name, _)| values.get(name).cloned().flatten())
+            .collect(),
+    );
 
     // Errors found so far (unknown keys, unreadable scripts) travel with the spec, so that
     // validation can still report every other problem in the same run.
@@ -235,6 +260,7 @@ pub fn load(fs: &dyn SpecFs, spec_arg: &FsPath, opts: &LoadOptions) -> Result<Lo
         dir,
         env: opts.env.clone(),
         files,
+        sensitive,
         diagnostics: diags.sorted(),
     })
 }

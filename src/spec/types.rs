@@ -47,6 +47,10 @@ pub struct Variable {
     pub default: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// The value is a secret (a token, a password): wherever it is used, plans, plan files,
+    /// diffs, logs and status show `(sensitive value)` instead, and apply reads it from the spec.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sensitive: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]

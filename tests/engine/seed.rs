@@ -88,6 +88,7 @@ pub fn desired() -> DesiredState {
             feature_gates: BTreeMap::from([("ElasticJobsViaWorkloadSlices".to_string(), true)]),
         },
         kubernetes: Vec::new(),
+        sensitive: Default::default(),
     }
 }
 
