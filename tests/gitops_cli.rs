@@ -852,3 +852,457 @@ mod watch {
         assert_eq!(code, Some(0));
     }
 }
+
+/// The promises of "What gkq guarantees" in the README, on the local target.
+mod guarantees {
+    use super::*;
+
+    impl Workspace {
+        /// [`Workspace::run`] with extra environment variables.
+        fn run_env(&self, env: &[(&str, &str)], args: &[&str]) -> Output {
+            let state = self.path().join("state");
+            let mut all: Vec<&str> = args.to_vec();
+            let saved_plan = args.len() > 1 && args[0] == "apply" && args[1].ends_with(".json");
+            if !args.contains(&"--state-dir") && !saved_plan {
+                all.extend(["--state-dir", state.to_str().unwrap()]);
+            }
+            let mut command = gkq();
+            command.args(&all).current_dir(self.path());
+            for (k, v) in env {
+                command.env(k, v);
+            }
+            command.output().unwrap()
+        }
+    }
+
+    fn plan_json(ws: &Workspace) -> Value {
+        let out = ws.run(&["plan", "infra", "--env", "local", "-o", "json"]);
+        assert!(out.status.success(), "{}", explain(&out));
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    #[test]
+    fn replacing_a_running_job_is_a_disruption_refused_without_consent() {
+        let ws = Workspace::new();
+        let out = ws.run(&["apply", "infra", "--env", "local", "--auto-approve"]);
+        assert!(out.status.success(), "{}", explain(&out));
+        // A new training script makes both jobs new runs; job 1 is admitted on on-demand and
+        // job 2 holds quota on dws while its ProvisioningRequest waits.
+        std::fs::write(ws.path().join("infra/train.py"), "print('v2')\n").unwrap();
+
+        let out = ws.run(&["plan", "infra", "--env", "local", "--detailed-exitcode"]);
+        assert_eq!(out.status.code(), Some(3), "{}", explain(&out));
+        let stdout = text(&out.stdout);
+        assert!(stdout.contains("This plan stops running work"), "{stdout}");
+        assert!(
+            stdout.contains("ray.rayjob/default/rayjob-tpu-v6e-dws-1 would stop:\n    - RayJob default/rayjob-tpu-v6e-dws-1 (admitted)"),
+            "{stdout}"
+        );
+        assert!(
+            stdout.contains("- RayJob default/rayjob-tpu-v6e-dws-2 (quota reserved)"),
+            "{stdout}"
+        );
+        let plan = plan_json(&ws);
+        let disrupted: Vec<&str> = plan["disruptions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["addr"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            disrupted,
+            [
+                "ray.rayjob/default/rayjob-tpu-v6e-dws-1",
+                "ray.rayjob/default/rayjob-tpu-v6e-dws-2"
+            ]
+        );
+
+        // apply refuses, interactively approved or from a saved plan, and changes nothing.
+        let out = ws.run(&["apply", "infra", "--env", "local", "--auto-approve"]);
+        assert_eq!(out.status.code(), Some(1), "{}", explain(&out));
+        assert!(
+            text(&out.stderr).contains("refusing to apply: this plan stops running work"),
+            "{}",
+            explain(&out)
+        );
+        let out = ws.run(&["plan", "infra", "--env", "local", "--out", "plan.json"]);
+        assert!(out.status.success(), "{}", explain(&out));
+        let out = ws.run(&["apply", "plan.json"]);
+        assert_eq!(out.status.code(), Some(1), "{}", explain(&out));
+        assert!(text(&out.stderr).contains("stops running work"));
+        assert_eq!(summary(&ws)["replace"], 2, "nothing was replaced");
+
+        // With consent the new runs replace the old ones.
+        let out = ws.run(&[
+            "apply",
+            "infra",
+            "--env",
+            "local",
+            "--auto-approve",
+            "--allow-disruption",
+        ]);
+        assert!(out.status.success(), "{}", explain(&out));
+        assert_eq!(summary(&ws)["replace"], 0);
+    }
+
+    #[test]
+    fn a_new_run_of_a_finished_job_stops_nothing() {
+        let ws = Workspace::new();
+        // A fast clock: the jobs are admitted, provisioned, run their 2 minutes and finish.
+        let fast = [("GKQ_LOCAL_CLOCK", "600x"), ("GKQ_LOCAL_RUN", "30s")];
+        let out = ws.run_env(
+            &fast,
+            &["apply", "infra", "--env", "local", "--auto-approve"],
+        );
+        assert!(out.status.success(), "{}", explain(&out));
+        let mut finished = false;
+        for _ in 0..40 {
+            std::thread::sleep(std::time::Duration::from_millis(500));
+            let out = ws.run_env(&fast, &["status", "infra", "--env", "local"]);
+            let shown = text(&out.stdout);
+            if shown.matches("Succeeded").count() + shown.matches("Complete").count() >= 2 {
+                finished = true;
+                break;
+            }
+        }
+        assert!(finished, "the jobs did not finish");
+        std::fs::write(ws.path().join("infra/train.py"), "print('v2')\n").unwrap();
+        let out = ws.run_env(
+            &fast,
+            &["plan", "infra", "--env", "local", "--detailed-exitcode"],
+        );
+        assert_eq!(out.status.code(), Some(2), "{}", explain(&out));
+        assert!(!text(&out.stdout).contains("stops running work"));
+        let out = ws.run_env(
+            &fast,
+            &["apply", "infra", "--env", "local", "--auto-approve"],
+        );
+        assert!(out.status.success(), "{}", explain(&out));
+    }
+
+    /// Plan a ClusterQueue change, let the cluster get busy, apply the saved plan; `alone`
+    /// applies it away from the spec (only fingerprints are checked then).
+    fn saved_plan_in_a_busy_cluster(alone: bool) {
+        let ws = Workspace::new();
+        let out = ws.run(&["apply", "infra", "--env", "local", "--auto-approve"]);
+        assert!(out.status.success(), "{}", explain(&out));
+        // A plan that only changes a ClusterQueue quota, saved on the pull request...
+        ws.edit(
+            "quota: {cpu: 40, memory: 75Gi, google.com/tpu: 16}",
+            "quota: {cpu: 48, memory: 75Gi, google.com/tpu: 16}",
+        );
+        let out = ws.run(&["plan", "infra", "--env", "local", "--out", "plan.json"]);
+        assert!(out.status.success(), "{}", explain(&out));
+        assert_eq!(
+            read_json(&ws.path().join("plan.json"))["summary"]["update"],
+            1
+        );
+        // ...while the cluster is busy: flex-start capacity arrives, Kueue admits job 2 (it
+        // unsuspends the RayJob), Ray starts the jobs, nodes scale.
+        let busy = [("GKQ_LOCAL_CLOCK", "60x")];
+        std::thread::sleep(std::time::Duration::from_secs(1));
+        let out = ws.run_env(&busy, &["status", "infra", "--env", "local"]);
+        assert!(out.status.success(), "{}", explain(&out));
+        let shown = text(&out.stdout);
+        assert!(
+            shown.contains("rayjob-tpu-v6e-dws-2 -> dws: admitted")
+                || shown.contains("rayjob-tpu-v6e-dws-2 -> dws: finished"),
+            "job 2 was admitted in between: {}",
+            explain(&out)
+        );
+        // ...and applied on merge: admissions are not what the plan depends on.
+        let out = if alone {
+            let elsewhere = ws.path().join("elsewhere");
+            std::fs::create_dir_all(&elsewhere).unwrap();
+            std::fs::copy(ws.path().join("plan.json"), elsewhere.join("plan.json")).unwrap();
+            gkq()
+                .args(["apply", "plan.json"])
+                .current_dir(&elsewhere)
+                .output()
+                .unwrap()
+        } else {
+            ws.run(&["apply", "plan.json"])
+        };
+        assert!(out.status.success(), "{}", explain(&out));
+        assert!(
+            text(&out.stderr).contains("Modifications complete"),
+            "{}",
+            explain(&out)
+        );
+        assert_eq!(summary(&ws)["update"], 0);
+    }
+
+    #[test]
+    fn a_saved_plan_survives_a_busy_cluster() {
+        saved_plan_in_a_busy_cluster(false);
+    }
+
+    #[test]
+    fn a_saved_plan_applied_without_its_spec_survives_a_busy_cluster() {
+        saved_plan_in_a_busy_cluster(true);
+    }
+
+    /// `plan.json` rewritten by `edit`, with a correct plain digest: someone who edits the file
+    /// and recomputes the sha256.
+    fn forge(ws: &Workspace, edit: impl FnOnce(&mut Value)) {
+        let path = ws.path().join("plan.json");
+        let mut plan = read_json(&path);
+        edit(&mut plan);
+        let plan: gkq::plan::Plan = serde_json::from_value(plan).unwrap();
+        std::fs::write(&path, gkq::gitops::saved::file_text(&plan, None)).unwrap();
+    }
+
+    #[test]
+    fn hand_edited_saved_plans_are_refused() {
+        let ws = Workspace::new();
+        let out = ws.run(&["apply", "infra", "--env", "local", "--auto-approve"]);
+        assert!(out.status.success(), "{}", explain(&out));
+        ws.edit(
+            "quota: {cpu: 40, memory: 75Gi, google.com/tpu: 16}",
+            "quota: {cpu: 48, memory: 75Gi, google.com/tpu: 16}",
+        );
+        let plan_once = |ws: &Workspace| {
+            let out = ws.run(&["plan", "infra", "--env", "local", "--out", "plan.json"]);
+            assert!(out.status.success(), "{}", explain(&out));
+        };
+        let cq = |plan: &mut Value| -> usize {
+            plan["actions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .position(|a| a["addr"] == "kueue.clusterqueue/cluster-queue")
+                .unwrap()
+        };
+        let refused = |ws: &Workspace, expected: &str| {
+            let out = ws.run(&["apply", "plan.json"]);
+            assert_eq!(out.status.code(), Some(1), "{}", explain(&out));
+            let stderr = text(&out.stderr);
+            assert!(stderr.contains(expected), "{stderr}");
+            assert_eq!(summary(&ws)["update"], 1, "nothing was applied");
+        };
+
+        // 1. A changed quota, the digest left as it was.
+        plan_once(&ws);
+        let path = ws.path().join("plan.json");
+        let text_before = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(
+            &path,
+            text_before
+                .replace(
+                    "\"cpu\", \"nominalQuota\": 48",
+                    "\"cpu\", \"nominalQuota\": 480",
+                )
+                .replace("\"after\": 48", "\"after\": 480"),
+        )
+        .unwrap();
+        assert_ne!(std::fs::read_to_string(&path).unwrap(), text_before);
+        refused(&ws, "plan.json was changed after gkq wrote it");
+
+        // 2. The same with the digest recomputed: planned again from the spec, it differs.
+        plan_once(&ws);
+        forge(&ws, |plan| {
+            let i = cq(plan);
+            let action = &mut plan["actions"][i];
+            action["changes"][0]["after"] = serde_json::json!(480);
+            let object = &mut action["steps"][0]["object"];
+            object["spec"]["resourceGroups"][0]["flavors"][1]["resources"][0]["nominalQuota"] =
+                serde_json::json!(480);
+            action["desired"] = object.clone();
+        });
+        refused(
+            &ws,
+            "kueue.clusterqueue/cluster-queue: the plan file sets spec.resourceGroups[0].flavors[1].resources[0].nominalQuota to 480; the spec says 48",
+        );
+
+        // 3. An update turned into a delete.
+        plan_once(&ws);
+        forge(&ws, |plan| {
+            let i = cq(plan);
+            let action = &mut plan["actions"][i];
+            action["kind"] = serde_json::json!("delete");
+            action["steps"] = serde_json::json!([{"call": "kubernetes.delete",
+                "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "name": "cluster-queue"}]);
+            plan["summary"]["update"] = serde_json::json!(0);
+            plan["summary"]["delete"] = serde_json::json!(1);
+        });
+        refused(
+            &ws,
+            "kueue.clusterqueue/cluster-queue: the plan file would destroy it; planning now would update in-place it",
+        );
+
+        // 4. An action added that makes someone cluster-admin.
+        plan_once(&ws);
+        forge(&ws, |plan| {
+            let binding = serde_json::json!({"apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRoleBinding", "metadata": {"name": "pwned"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+                "subjects": [{"kind": "User", "name": "mallory", "apiGroup": "rbac.authorization.k8s.io"}]});
+            plan["actions"].as_array_mut().unwrap().push(serde_json::json!({
+                "addr": "k8s.clusterrolebinding/pwned", "kind": "create", "reason": "",
+                "changes": [], "diff": "", "steps": [{"call": "kubernetes.apply", "object": binding}],
+                "desired": binding, "dependsOn": []}));
+            plan["summary"]["create"] = serde_json::json!(1);
+        });
+        refused(
+            &ws,
+            "k8s.clusterrolebinding/pwned: the plan file would create it; planning now changes nothing there",
+        );
+
+        // The plan as gkq wrote it applies.
+        plan_once(&ws);
+        let out = ws.run(&["apply", "plan.json"]);
+        assert!(out.status.success(), "{}", explain(&out));
+    }
+
+    #[test]
+    fn secret_values_never_appear_in_plans_files_logs_or_status() {
+        let ws = Workspace::new();
+        // A Secret in `manifests:` and a sensitive variable used in it and in a ConfigMap.
+        let spec = std::fs::read_to_string(ws.spec_file()).unwrap();
+        let spec = spec.replacen(
+            "variables:\n",
+            "variables:\n  HF_TOKEN:\n    sensitive: true\n",
+            1,
+        ) + r#"
+manifests:
+  - apiVersion: v1
+    kind: Secret
+    metadata: {name: training-secrets, namespace: default}
+    stringData:
+      hf-token: ${HF_TOKEN}
+      db-password: "literal-Pa55word"
+  - apiVersion: v1
+    kind: ConfigMap
+    metadata: {name: login, namespace: default}
+    data:
+      login.sh: "huggingface-cli login --token ${HF_TOKEN}"
+"#;
+        std::fs::write(ws.spec_file(), spec).unwrap();
+        let secrets = [
+            "hf_FIRSTtoken123",
+            "aGZfRklSU1R0b2tlbjEyMw", // base64 of the token, as the server stores it
+            "literal-Pa55word",
+            "bGl0ZXJhbC1QYTU1d29yZA", // base64 of the password
+            "hf_SECONDtoken456",
+            "aGZfU0VDT05EdG9rZW40NT",
+        ];
+        let check = |what: &str, out: &Output| {
+            let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+            for secret in secrets {
+                assert!(!all.contains(secret), "{what} shows {secret}:\n{all}");
+            }
+        };
+        let var = "HF_TOKEN=hf_FIRSTtoken123";
+        let trace = [("RUST_LOG", "trace")];
+        for format in ["text", "json", "markdown"] {
+            let out = ws.run_env(
+                &trace,
+                &[
+                    "plan", "infra", "--env", "local", "--var", var, "-o", format,
+                ],
+            );
+            assert!(out.status.success(), "{}", explain(&out));
+            check(&format!("plan -o {format}"), &out);
+        }
+        let out = ws.run(&["render", "infra", "--env", "local", "--var", var]);
+        check("render", &out);
+        let out = ws.run_env(
+            &trace,
+            &[
+                "apply",
+                "infra",
+                "--env",
+                "local",
+                "--var",
+                var,
+                "--auto-approve",
+                "-o",
+                "json",
+            ],
+        );
+        assert!(out.status.success(), "{}", explain(&out));
+        check("apply -o json at RUST_LOG=trace", &out);
+        let out = ws.run_env(&trace, &["status", "infra", "--env", "local", "--var", var]);
+        check("status", &out);
+
+        // A new token: the plan says which values change, not what they are, and the saved plan
+        // applies with the values read from the spec.
+        let var = "HF_TOKEN=hf_SECONDtoken456";
+        let out = ws.run(&[
+            "plan",
+            "infra",
+            "--env",
+            "local",
+            "--var",
+            var,
+            "--out",
+            "plan.json",
+        ]);
+        assert!(out.status.success(), "{}", explain(&out));
+        check("plan of a changed secret", &out);
+        let stdout = text(&out.stdout);
+        assert!(
+            stdout.contains("k8s.secret/default/training-secrets"),
+            "{stdout}"
+        );
+        assert!(
+            stdout.contains("stringData.hf-token: (sensitive value changed)"),
+            "{stdout}"
+        );
+        assert!(
+            stdout.contains(r#"data["login.sh"]: (sensitive value changed)"#),
+            "{stdout}"
+        );
+        let saved = std::fs::read_to_string(ws.path().join("plan.json")).unwrap();
+        for secret in secrets {
+            assert!(!saved.contains(secret), "plan.json holds {secret}");
+        }
+        let out = ws.run_env(&trace, &["apply", "plan.json", "--var", var]);
+        assert!(out.status.success(), "{}", explain(&out));
+        check("apply plan.json at RUST_LOG=trace", &out);
+        // The cluster got the new value (its own storage is where secrets belong).
+        let world = std::fs::read_to_string(ws.path().join("state/kubernetes.json")).unwrap();
+        assert!(
+            world.contains("hf_SECONDtoken456") || world.contains("aGZfU0VDT05EdG9rZW40NTY="),
+            "the new token was applied"
+        );
+        let out = ws.run(&[
+            "plan",
+            "infra",
+            "--env",
+            "local",
+            "--var",
+            var,
+            "--detailed-exitcode",
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{}", explain(&out));
+
+        // Away from the spec, the plan file cannot supply the values: refused up front.
+        let var = "HF_TOKEN=hf_FIRSTtoken123";
+        let out = ws.run(&[
+            "plan",
+            "infra",
+            "--env",
+            "local",
+            "--var",
+            var,
+            "--out",
+            "plan.json",
+        ]);
+        assert!(out.status.success(), "{}", explain(&out));
+        let elsewhere = ws.path().join("elsewhere");
+        std::fs::create_dir_all(&elsewhere).unwrap();
+        std::fs::copy(ws.path().join("plan.json"), elsewhere.join("plan.json")).unwrap();
+        let out = gkq()
+            .args(["apply", "plan.json"])
+            .current_dir(&elsewhere)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{}", explain(&out));
+        assert!(
+            text(&out.stderr).contains("writes sensitive values, which a plan file never holds"),
+            "{}",
+            explain(&out)
+        );
+    }
+}

@@ -3,7 +3,10 @@
 //! Two things are sensitive:
 //! - the values of a Secret (`data` and `stringData`, key by key; the keys themselves are not);
 //! - the value of every variable the spec declares `sensitive: true`, wherever it is used (it is
-//!   replaced inside longer strings too, such as an entrypoint or a script).
+//!   replaced inside longer strings too, such as an entrypoint or a script). The fields of a
+//!   Kubernetes object that hold one are listed in its [`SENSITIVE_FIELDS_ANNOTATION`], which
+//!   goes into the cluster with it: when the value changes, the old value in the live object is
+//!   known to be sensitive as well and shown as a marker.
 //!
 //! Shown values become markers: `(sensitive value #1a2b3c4d)`. The marker is an HMAC of the value
 //! under a key drawn at random for each gkq process and never written anywhere: within one output
@@ -19,6 +22,8 @@ use std::sync::OnceLock;
 
 use base64::Engine as _;
 use serde_json::{Map, Value};
+
+pub use crate::model::SENSITIVE_FIELDS_ANNOTATION;
 
 /// Placeholder for a sensitive value whose marker is not wanted (inside longer strings).
 pub const REDACTED: &str = "(sensitive value)";
@@ -44,12 +49,63 @@ pub fn is_sensitive_path(kind: &str, path: &str) -> bool {
         .iter()
         .filter(|(_, k, _)| k.eq_ignore_ascii_case(kind))
         .flat_map(|(_, _, maps)| maps.iter())
-        .any(|map| {
-            path == *map
-                || path
-                    .strip_prefix(map)
-                    .is_some_and(|rest| rest.starts_with('.') || rest.starts_with('['))
+        .any(|map| within(path, map))
+}
+
+/// Whether dotted `path` is `field` or inside it.
+fn within(path: &str, field: &str) -> bool {
+    path == field
+        || path
+            .strip_prefix(field)
+            .is_some_and(|rest| rest.starts_with('.') || rest.starts_with('['))
+}
+
+/// JSON pointers of the sensitive values in `object`: each entry of its Secret maps, and the
+/// fields its [`SENSITIVE_FIELDS_ANNOTATION`] lists.
+pub fn sensitive_pointers(object: &Value) -> Vec<String> {
+    let escape = |key: &str| key.replace('~', "~0").replace('/', "~1");
+    let mut out = Vec::new();
+    for map in sensitive_maps(object) {
+        if let Some(entries) = object.get(*map).and_then(Value::as_object) {
+            out.extend(entries.keys().map(|k| format!("/{map}/{}", escape(k))));
+        }
+    }
+    let listed = object
+        .get("metadata")
+        .and_then(|m| m.get("annotations"))
+        .and_then(|a| a.get(SENSITIVE_FIELDS_ANNOTATION))
+        .and_then(Value::as_str)
+        .and_then(|list| serde_json::from_str::<Vec<String>>(list).ok())
+        .unwrap_or_default();
+    out.extend(listed);
+    out
+}
+
+/// The dotted paths (as field changes name them) of `object`'s sensitive values.
+fn sensitive_path_texts(object: &Value) -> Vec<String> {
+    sensitive_pointers(object)
+        .iter()
+        .filter_map(|pointer| {
+            let mut at = object;
+            let mut path = Vec::new();
+            for token in pointer.split('/').skip(1) {
+                let key = token.replace("~1", "/").replace("~0", "~");
+                match at {
+                    Value::Array(items) => {
+                        let index: usize = key.parse().ok()?;
+                        at = items.get(index)?;
+                        path.push(super::PathSeg::Index(index));
+                    }
+                    Value::Object(map) => {
+                        at = map.get(&key)?;
+                        path.push(super::PathSeg::Key(key));
+                    }
+                    _ => return None,
+                }
+            }
+            Some(super::path_text(&path))
         })
+        .collect()
 }
 
 /// A Secret as the API server stores it: `stringData` folded into `data` (base64), so a desired
@@ -82,12 +138,9 @@ pub fn as_stored(object: &Value) -> Value {
 /// Replaces each sensitive value of a live fingerprint basis (`live`, in the shape of the
 /// desired object) by whether it equals the desired value: all a freshness check needs.
 pub fn mask_for_fingerprint(desired: &Value, live: &mut Value) {
-    for map in sensitive_maps(desired) {
-        let Some(entries) = live.get_mut(*map).and_then(Value::as_object_mut) else {
-            continue;
-        };
-        for (key, value) in entries.iter_mut() {
-            let same = desired.get(*map).and_then(|d| d.get(key)) == Some(value);
+    for pointer in sensitive_pointers(desired) {
+        if let Some(value) = live.pointer_mut(&pointer) {
+            let same = desired.pointer(&pointer) == Some(value);
             *value = Value::String(if same { "equal to the spec" } else { "differs" }.into());
         }
     }
@@ -194,15 +247,36 @@ impl Redactor {
         }
     }
 
-    /// An object (or a view of one) as it may be shown: Secret values as markers, sensitive
-    /// variable values replaced.
+    /// An object (or a view of one) as it may be shown: its sensitive fields as markers,
+    /// sensitive variable values replaced anywhere else.
     pub fn object(&self, object: &Value) -> Value {
+        self.object_with(object, &sensitive_pointers(object))
+    }
+
+    /// Two sides of a diff as they may be shown: a field sensitive on either side is a marker on
+    /// both (the old value of a changed secret is hidden too).
+    pub fn pair(
+        &self,
+        before: Option<&Value>,
+        after: Option<&Value>,
+    ) -> (Option<Value>, Option<Value>) {
+        let mut pointers: Vec<String> = before.map(sensitive_pointers).unwrap_or_default();
+        pointers.extend(after.map(sensitive_pointers).unwrap_or_default());
+        pointers.sort();
+        pointers.dedup();
+        (
+            before.map(|v| self.object_with(v, &pointers)),
+            after.map(|v| self.object_with(v, &pointers)),
+        )
+    }
+
+    fn object_with(&self, object: &Value, pointers: &[String]) -> Value {
         let mut shown = object.clone();
-        for map in sensitive_maps(object) {
-            if let Some(entries) = shown.get_mut(*map).and_then(Value::as_object_mut) {
-                for value in entries.values_mut() {
-                    *value = marker(value);
-                }
+        for pointer in pointers {
+            if let Some(value) = shown.pointer_mut(pointer)
+                && !is_marker(value)
+            {
+                *value = marker(value);
             }
         }
         self.strings_in(&mut shown);
@@ -220,9 +294,15 @@ impl Redactor {
         }) || (self.has_strings() && self.object(object) != *object)
     }
 
-    /// A changed field's value as it may be shown, for an object of `kind` (address kind).
-    pub fn field(&self, kind: &str, path: &str, value: &Value) -> Value {
-        if is_sensitive_path(kind, path) {
+    /// A changed field's value as it may be shown, for an object of `kind` (address kind) whose
+    /// desired form is `desired`.
+    pub fn field(&self, kind: &str, desired: Option<&Value>, path: &str, value: &Value) -> Value {
+        let listed = desired
+            .map(sensitive_path_texts)
+            .unwrap_or_default()
+            .iter()
+            .any(|field| within(path, field) || within(field, path));
+        if listed || is_sensitive_path(kind, path) {
             match value {
                 Value::Object(map) => {
                     Value::Object(map.iter().map(|(k, v)| (self.text(k), marker(v))).collect())
@@ -295,5 +375,46 @@ mod tests {
         let mut other = json!({"data": {"token": "b3RoZXI="}});
         mask_for_fingerprint(&desired, &mut other);
         assert_eq!(other["data"]["token"], "differs");
+    }
+
+    #[test]
+    fn fields_listed_sensitive_are_markers_on_both_sides_of_a_change() {
+        let annotated = |script: &str| {
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "c", "annotations": {SENSITIVE_FIELDS_ANNOTATION: "[\"/data/login.sh\"]"}},
+                "data": {"login.sh": script, "other": "visible"}})
+        };
+        let redactor = Redactor::new(vec!["NEW-token".into()]);
+        let old = annotated("login --token OLD-token");
+        let new = annotated("login --token NEW-token");
+        let (before, after) = redactor.pair(Some(&old), Some(&new));
+        // The same value gets the same marker in a change line and in a diff.
+        assert_eq!(
+            after.as_ref().unwrap()["data"]["login.sh"],
+            redactor.field(
+                "configmap",
+                Some(&new),
+                r#"data["login.sh"]"#,
+                &new["data"]["login.sh"]
+            )
+        );
+        let text = format!("{before:?}{after:?}");
+        assert!(
+            !text.contains("OLD-token") && !text.contains("NEW-token"),
+            "{text}"
+        );
+        assert_eq!(before.unwrap()["data"]["other"], "visible");
+        assert!(is_marker(&after.unwrap()["data"]["login.sh"]));
+        let shown = redactor.field(
+            "configmap",
+            Some(&new),
+            r#"data["login.sh"]"#,
+            &json!("login --token OLD-token"),
+        );
+        assert!(is_marker(&shown), "{shown}");
+        assert_eq!(
+            redactor.field("configmap", Some(&new), "data.other", &json!("x")),
+            json!("x")
+        );
     }
 }

@@ -26,6 +26,10 @@ pub const STACK_LABEL: &str = "gkq.dev/stack";
 /// GKE resource labels (lowercase keys, no dots or slashes allowed).
 pub const GKE_MANAGED_BY_LABEL: &str = "managed-by";
 pub const GKE_STACK_LABEL: &str = "gkq-stack";
+/// Annotation listing (as a JSON array of JSON pointers) the fields of an object that hold a
+/// value of a variable declared sensitive. It travels with the object into the cluster, so that
+/// the old value is hidden too when the secret changes.
+pub const SENSITIVE_FIELDS_ANNOTATION: &str = "gkq.dev/sensitive-fields";
 /// The field manager gkq uses for server-side apply.
 pub const FIELD_MANAGER: &str = "gkq";
 
@@ -116,6 +120,9 @@ pub fn build(loaded: &Loaded) -> (Option<DesiredState>, Diagnostics) {
     }
     let mut desired = render(&loaded.spec, &loaded.files);
     desired.sensitive = loaded.sensitive.clone();
+    for object in &mut desired.kubernetes {
+        mark_sensitive_fields(object, desired.sensitive.values());
+    }
     diags.extend(validate::check_rendered(loaded, &desired));
     if diags.has_errors() {
         return (None, diags.sorted());
@@ -207,6 +214,49 @@ pub fn render(spec: &Spec, files: &BTreeMap<String, String>) -> DesiredState {
         kueue: kueue_install,
         kubernetes: objects,
         sensitive: Default::default(),
+    }
+}
+
+/// Records in [`SENSITIVE_FIELDS_ANNOTATION`] which fields of `object` hold a sensitive value.
+pub fn mark_sensitive_fields(object: &mut Value, sensitive: &[String]) {
+    fn walk(value: &Value, pointer: String, sensitive: &[String], out: &mut Vec<String>) {
+        match value {
+            Value::String(s) => {
+                if sensitive
+                    .iter()
+                    .any(|v| !v.is_empty() && s.contains(v.as_str()))
+                {
+                    out.push(pointer);
+                }
+            }
+            Value::Array(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    walk(item, format!("{pointer}/{i}"), sensitive, out);
+                }
+            }
+            Value::Object(map) => {
+                for (key, item) in map {
+                    let escaped = key.replace('~', "~0").replace('/', "~1");
+                    walk(item, format!("{pointer}/{escaped}"), sensitive, out);
+                }
+            }
+            _ => {}
+        }
+    }
+    if sensitive.is_empty() {
+        return;
+    }
+    let mut pointers = Vec::new();
+    walk(object, String::new(), sensitive, &mut pointers);
+    if pointers.is_empty() {
+        return;
+    }
+    let list = serde_json::to_string(&pointers).unwrap_or_default();
+    if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        let annotations = metadata.entry("annotations").or_insert_with(|| json!({}));
+        if let Some(annotations) = annotations.as_object_mut() {
+            annotations.insert(SENSITIVE_FIELDS_ANNOTATION.to_string(), json!(list));
+        }
     }
 }
 

@@ -109,8 +109,7 @@ impl<'a> Planner<'a> {
     }
 
     fn shown_text_diff(&self, before: Option<&Value>, after: Option<&Value>) -> String {
-        let before = before.map(|v| self.redactor.object(v));
-        let after = after.map(|v| self.redactor.object(v));
+        let (before, after) = self.redactor.pair(before, after);
         unified_yaml_diff(before.as_ref(), after.as_ref())
     }
 

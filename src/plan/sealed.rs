@@ -80,12 +80,13 @@ fn kind_name(addr: &ResourceAddr) -> &str {
 /// were any (the action is then marked `sensitive`).
 pub fn seal(action: &mut Action, redactor: &Redactor) -> Option<Unsealed> {
     let kind = kind_name(&action.addr).to_string();
+    let desired = action.desired.clone();
     for change in &mut action.changes {
         for value in [&mut change.before, &mut change.after]
             .into_iter()
             .flatten()
         {
-            *value = redactor.field(&kind, &change.path, value);
+            *value = redactor.field(&kind, desired.as_ref(), &change.path, value);
         }
     }
     if redactor.has_strings() {

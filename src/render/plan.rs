@@ -238,6 +238,14 @@ fn write_change(change: &FieldChange, out: &mut dyn Write) -> io::Result<()> {
         // The reason is in the action's own reason line; repeating it per field is noise.
         ChangeEffect::Replace(_) => format!("{RED}# forces replacement{RED:#}"),
     };
+    let marked = |v: &Option<Value>| v.as_ref().is_some_and(crate::diff::sensitive::is_marker);
+    if marked(&change.before) && marked(&change.after) {
+        return writeln!(
+            out,
+            "      {style}{glyph}{style:#} {}: (sensitive value changed) {how}",
+            change.path
+        );
+    }
     writeln!(
         out,
         "      {style}{glyph}{style:#} {}: {} -> {} {how}",
