@@ -221,13 +221,12 @@ pub fn render(spec: &Spec, files: &BTreeMap<String, String>) -> DesiredState {
 pub fn mark_sensitive_fields(object: &mut Value, sensitive: &[String]) {
     fn walk(value: &Value, pointer: String, sensitive: &[String], out: &mut Vec<String>) {
         match value {
-            Value::String(s) => {
+            Value::String(s)
                 if sensitive
                     .iter()
-                    .any(|v| !v.is_empty() && s.contains(v.as_str()))
-                {
-                    out.push(pointer);
-                }
+                    .any(|v| !v.is_empty() && s.contains(v.as_str())) =>
+            {
+                out.push(pointer);
             }
             Value::Array(items) => {
                 for (i, item) in items.iter().enumerate() {
