@@ -1078,7 +1078,7 @@ mod guarantees {
             assert_eq!(out.status.code(), Some(1), "{}", explain(&out));
             let stderr = text(&out.stderr);
             assert!(stderr.contains(expected), "{stderr}");
-            assert_eq!(summary(&ws)["update"], 1, "nothing was applied");
+            assert_eq!(summary(ws)["update"], 1, "nothing was applied");
         };
 
         // 1. A changed quota, the digest left as it was.
