@@ -589,3 +589,221 @@ async fn disruptive_plans_exit_3_and_their_saved_plans_are_refused_without_conse
         explain(&out)
     );
 }
+
+/// Kueue's Workloads of the stack's jobs, once each holds quota (or the time is up).
+async fn wait_for_admissions(namespace: &str, count: usize) {
+    let workloads = support::control_plane::dynamic_api(
+        &client().await,
+        "kueue.x-k8s.io/v1beta2",
+        "Workload",
+        namespace,
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    loop {
+        let list = workloads
+            .list(&kube::api::ListParams::default())
+            .await
+            .unwrap();
+        let reserved = list
+            .items
+            .iter()
+            .filter(|w| {
+                w.data["status"]["conditions"].as_array().is_some_and(|cs| {
+                    cs.iter()
+                        .any(|c| c["type"] == "QuotaReserved" && c["status"] == "True")
+                })
+            })
+            .count();
+        if reserved >= count {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(90),
+            "Kueue reserved quota for {reserved} of {count} workloads"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_changed_running_job_is_refused_without_consent_on_the_real_kueue() {
+    let s = Stack::new("trust-rerun").await;
+    let out = s.run(&["apply", "--auto-approve"]);
+    assert!(out.status.success(), "{}", explain(&out));
+    wait_for_admissions(&s.namespace, 2).await;
+    // A new training script: both jobs would be submitted again as new runs.
+    std::fs::write(s.path().join("infra/train.py"), "print('v2')\n").unwrap();
+    let out = s.run(&["plan", "--detailed-exitcode", "-o", "json"]);
+    assert_eq!(out.status.code(), Some(3), "{}", explain(&out));
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ns = &s.namespace;
+    let first = format!("ray.rayjob/{ns}/rayjob-tpu-v6e-dws-1");
+    let d = plan["disruptions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["addr"] == first.as_str())
+        .unwrap_or_else(|| panic!("{plan:#}"));
+    assert_eq!(
+        d["jobs"][0],
+        format!("RayJob {ns}/rayjob-tpu-v6e-dws-1 (admitted)"),
+        "{plan:#}"
+    );
+    let out = s.run(&["apply", "--auto-approve"]);
+    assert_eq!(out.status.code(), Some(1), "{}", explain(&out));
+    assert!(
+        text(&out.stderr).contains("refusing to apply: this plan stops running work"),
+        "{}",
+        explain(&out)
+    );
+    let out = s.run(&["plan", "--out", "plan.json"]);
+    assert!(out.status.success(), "{}", explain(&out));
+    let out = s.run(&["apply", "plan.json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", explain(&out));
+    assert!(text(&out.stderr).contains("stops running work"));
+    let out = s.run(&["apply", "--auto-approve", "--allow-disruption"]);
+    assert!(out.status.success(), "{}", explain(&out));
+}
+
+/// Holds or releases the stack's ClusterQueue (Kueue's `stopPolicy`), as an operator would.
+async fn hold_queue(name: &str, hold: bool) {
+    let queues = support::control_plane::dynamic_api(
+        &client().await,
+        "kueue.x-k8s.io/v1beta2",
+        "ClusterQueue",
+        "",
+    )
+    .unwrap();
+    let patch = serde_json::json!({"spec": {"stopPolicy": if hold { "Hold" } else { "None" }}});
+    queues
+        .patch(
+            name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await
+        .unwrap();
+}
+
+async fn saved_plan_while_kueue_admits(test: &str, alone: bool) {
+    let s = Stack::new(test).await;
+    let cq = s.vars.iter().find(|(k, _)| k == "CQ").unwrap().1.clone();
+    // The queue is held while the jobs are submitted, so that they are admitted only after the
+    // plan is made.
+    let out = s.run(&["apply", "--auto-approve"]);
+    assert!(out.status.success(), "{}", explain(&out));
+    hold_queue(&cq, true).await;
+    std::fs::write(s.path().join("infra/train.py"), "print('v2')\n").unwrap();
+    let out = s.run(&["apply", "--auto-approve", "--allow-disruption"]);
+    assert!(out.status.success(), "{}", explain(&out));
+    let spec = s.path().join("infra/gkq.yaml");
+    let text_before = std::fs::read_to_string(&spec).unwrap();
+    std::fs::write(
+        &spec,
+        text_before.replacen("quota: {cpu: 40,", "quota: {cpu: 48,", 1),
+    )
+    .unwrap();
+    let out = s.run(&["plan", "--out", "plan.json"]);
+    assert!(out.status.success(), "{}", explain(&out));
+    let planned: Value =
+        serde_json::from_str(&std::fs::read_to_string(s.path().join("plan.json")).unwrap())
+            .unwrap();
+    assert_eq!(planned["summary"]["update"], 1, "{planned:#}");
+    // Kueue admits both jobs (it unsuspends the RayJobs and writes node selectors into them).
+    hold_queue(&cq, false).await;
+    wait_for_admissions(&s.namespace, 2).await;
+    let out = if alone {
+        let elsewhere = s.path().join("elsewhere");
+        std::fs::create_dir_all(&elsewhere).unwrap();
+        std::fs::copy(s.path().join("plan.json"), elsewhere.join("plan.json")).unwrap();
+        let mut c = gkq();
+        c.args(["apply", "plan.json", "--kubeconfig"])
+            .arg(Stack::kubeconfig())
+            .current_dir(&elsewhere);
+        c.output().unwrap()
+    } else {
+        s.run(&["apply", "plan.json"])
+    };
+    assert!(out.status.success(), "{}", explain(&out));
+    let out = s.run(&["plan", "--detailed-exitcode"]);
+    assert_eq!(out.status.code(), Some(0), "{}", explain(&out));
+}
+
+#[tokio::test]
+async fn a_saved_plan_applies_while_the_real_kueue_admits_jobs() {
+    saved_plan_while_kueue_admits("trust-busy", false).await;
+}
+
+#[tokio::test]
+async fn a_saved_plan_without_its_spec_applies_while_the_real_kueue_admits_jobs() {
+    saved_plan_while_kueue_admits("trust-busy-alone", true).await;
+}
+
+#[tokio::test]
+async fn hand_edited_saved_plans_are_refused_on_the_real_control_plane() {
+    let s = Stack::new("trust-forged").await;
+    let out = s.run(&["apply", "--auto-approve"]);
+    assert!(out.status.success(), "{}", explain(&out));
+    let spec = s.path().join("infra/gkq.yaml");
+    let text_before = std::fs::read_to_string(&spec).unwrap();
+    std::fs::write(
+        &spec,
+        text_before.replacen("quota: {cpu: 40,", "quota: {cpu: 48,", 1),
+    )
+    .unwrap();
+    let plan_file = s.path().join("plan.json");
+    let forge = |edit: &dyn Fn(&mut Value)| {
+        let out = s.run(&["plan", "--out", "plan.json"]);
+        assert!(out.status.success(), "{}", explain(&out));
+        let mut plan: Value =
+            serde_json::from_str(&std::fs::read_to_string(&plan_file).unwrap()).unwrap();
+        edit(&mut plan);
+        let plan: gkq::plan::Plan = serde_json::from_value(plan).unwrap();
+        std::fs::write(&plan_file, gkq::gitops::saved::file_text(&plan, None)).unwrap();
+    };
+    let cq_action = |plan: &mut Value| -> usize {
+        plan["actions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .position(|a| {
+                a["addr"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("kueue.clusterqueue/")
+                    && a["kind"] == "update"
+            })
+            .unwrap()
+    };
+    // A quota raised by hand, digest recomputed.
+    forge(&|plan| {
+        let i = cq_action(plan);
+        plan["actions"][i]["steps"][0]["object"]["spec"]["resourceGroups"][0]["flavors"][1]["resources"]
+            [0]["nominalQuota"] = serde_json::json!(4800);
+    });
+    let out = s.run(&["apply", "plan.json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", explain(&out));
+    assert!(
+        text(&out.stderr).contains("is not the plan gkq makes now from the same spec"),
+        "{}",
+        explain(&out)
+    );
+    // An update turned into a delete.
+    forge(&|plan| {
+        let i = cq_action(plan);
+        plan["actions"][i]["kind"] = serde_json::json!("delete");
+    });
+    let out = s.run(&["apply", "plan.json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", explain(&out));
+    assert!(
+        text(&out.stderr).contains("the plan file would destroy it"),
+        "{}",
+        explain(&out)
+    );
+    // Nothing of it reached the cluster; the plan as gkq wrote it applies.
+    let out = s.run(&["plan", "--out", "plan.json", "--detailed-exitcode"]);
+    assert_eq!(out.status.code(), Some(2), "{}", explain(&out));
+    let out = s.run(&["apply", "plan.json"]);
+    assert!(out.status.success(), "{}", explain(&out));
+}
