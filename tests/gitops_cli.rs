@@ -1277,6 +1277,37 @@ manifests:
         ]);
         assert_eq!(out.status.code(), Some(0), "{}", explain(&out));
 
+        // watch shows the plan back to the first token: markers only, also at trace level.
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_gkq"));
+        command
+            .args([
+                "watch",
+                "infra",
+                "--env",
+                "local",
+                "--interval",
+                "1h",
+                "--state-dir",
+            ])
+            .arg(ws.path().join("state"))
+            .args(["--var", "HF_TOKEN=hf_FIRSTtoken123"])
+            .env("NO_COLOR", "1")
+            .env("RUST_LOG", "trace")
+            .env_remove("GKQ_ENV")
+            .current_dir(ws.path());
+        let mut watching = process::Running::spawn(command);
+        let (shown, _) = watching.wait_for(
+            "the watch plan",
+            std::time::Duration::from_secs(30),
+            |out| out.contains("\nPlan: 0 to create, 2 to update"),
+        );
+        let (_, stderr) = watching.interrupt();
+        for secret in secrets {
+            assert!(!shown.contains(secret), "watch shows {secret}:\n{shown}");
+            assert!(!stderr.contains(secret), "watch logs {secret}:\n{stderr}");
+        }
+        assert!(shown.contains("(sensitive value changed)"), "{shown}");
+
         // Away from the spec, the plan file cannot supply the values: refused up front.
         let var = "HF_TOKEN=hf_FIRSTtoken123";
         let out = ws.run(&[
