@@ -77,6 +77,18 @@ impl Workspace {
         gkq().args(&all).current_dir(self.path()).output().unwrap()
     }
 
+    /// `gkq apply plan.json` with the plan file alone, in a directory without the spec.
+    fn apply_alone(&self) -> Output {
+        let elsewhere = self.path().join("elsewhere");
+        std::fs::create_dir_all(&elsewhere).unwrap();
+        std::fs::copy(self.path().join("plan.json"), elsewhere.join("plan.json")).unwrap();
+        gkq()
+            .args(["apply", "plan.json"])
+            .current_dir(&elsewhere)
+            .output()
+            .unwrap()
+    }
+
     fn git(&self, args: &[&str]) {
         let out = std::process::Command::new("git")
             .args(args)
@@ -258,14 +270,7 @@ fn saved_plan_is_refused_when_live_state_moved() {
     );
     // Without the spec (the plan file alone, elsewhere), every target is read again instead,
     // and the refusal names the field that moved.
-    let elsewhere = ws.path().join("elsewhere");
-    std::fs::create_dir_all(&elsewhere).unwrap();
-    std::fs::copy(ws.path().join("plan.json"), elsewhere.join("plan.json")).unwrap();
-    let out = gkq()
-        .args(["apply", "plan.json"])
-        .current_dir(&elsewhere)
-        .output()
-        .unwrap();
+    let out = ws.apply_alone();
     assert_eq!(out.status.code(), Some(1), "{}", explain(&out));
     let stderr = text(&out.stderr);
     assert!(
@@ -1012,14 +1017,7 @@ mod guarantees {
         );
         // ...and applied on merge: admissions are not what the plan depends on.
         let out = if alone {
-            let elsewhere = ws.path().join("elsewhere");
-            std::fs::create_dir_all(&elsewhere).unwrap();
-            std::fs::copy(ws.path().join("plan.json"), elsewhere.join("plan.json")).unwrap();
-            gkq()
-                .args(["apply", "plan.json"])
-                .current_dir(&elsewhere)
-                .output()
-                .unwrap()
+            ws.apply_alone()
         } else {
             ws.run(&["apply", "plan.json"])
         };
@@ -1321,14 +1319,7 @@ manifests:
             "plan.json",
         ]);
         assert!(out.status.success(), "{}", explain(&out));
-        let elsewhere = ws.path().join("elsewhere");
-        std::fs::create_dir_all(&elsewhere).unwrap();
-        std::fs::copy(ws.path().join("plan.json"), elsewhere.join("plan.json")).unwrap();
-        let out = gkq()
-            .args(["apply", "plan.json"])
-            .current_dir(&elsewhere)
-            .output()
-            .unwrap();
+        let out = ws.apply_alone();
         assert_eq!(out.status.code(), Some(1), "{}", explain(&out));
         assert!(
             text(&out.stderr).contains("writes sensitive values, which a plan file never holds"),

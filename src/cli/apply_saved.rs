@@ -169,11 +169,7 @@ async fn apply_derived(
         kueue: Some(&planned.desired.kueue),
     };
     let result = finish(args, &target, provenance).await;
-    if let Some(local) = planned.session.kube.local()
-        && let Err(e) = local.settle().await
-    {
-        eprintln!("warning: {e}");
-    }
+    settle(&planned.session).await;
     held.release().await;
     result
 }
@@ -220,13 +216,18 @@ async fn apply_as_saved(
         kueue: None,
     };
     let result = finish(args, &target, provenance).await;
+    settle(&session).await;
+    held.release().await;
+    result
+}
+
+/// The simulated cluster reacts to what was applied; written before the state lock goes.
+async fn settle(session: &target::Session) {
     if let Some(local) = session.kube.local()
         && let Err(e) = local.settle().await
     {
         eprintln!("warning: {e}");
     }
-    held.release().await;
-    result
 }
 
 /// Checks and applies, then records the applied revision; the exit code.

@@ -5,6 +5,24 @@ use similar::TextDiff;
 
 /// The value with every object's keys sorted, so that text output does not depend on the order a
 /// server or a spec happened to use.
+/// A value on one line for messages: `(absent)` for none, JSON cut to `max` characters.
+pub fn one_line(value: Option<&Value>, max: usize) -> String {
+    match value {
+        None => "(absent)".to_string(),
+        Some(value) => {
+            let text = value.to_string();
+            if text.chars().count() > max {
+                format!(
+                    "{}…",
+                    text.chars().take(max.saturating_sub(1)).collect::<String>()
+                )
+            } else {
+                text
+            }
+        }
+    }
+}
+
 pub fn canonical(value: &Value) -> Value {
     match value {
         Value::Object(map) => {

@@ -370,17 +370,7 @@ fn unmark(value: &mut serde_json::Value) {
 }
 
 fn shown(value: &Option<serde_json::Value>) -> String {
-    match value {
-        None => "absent".to_string(),
-        Some(v) => {
-            let text = v.to_string();
-            if text.chars().count() > 80 {
-                format!("{}…", text.chars().take(79).collect::<String>())
-            } else {
-                text
-            }
-        }
-    }
+    crate::diff::text::one_line(value.as_ref(), 80)
 }
 
 /// Refuses when the spec read now differs from the one the plan was made from.

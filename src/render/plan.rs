@@ -214,17 +214,7 @@ fn write_action(action: &Action, out: &mut dyn Write) -> io::Result<()> {
 }
 
 fn short(value: &Option<Value>) -> String {
-    match value {
-        None => "(absent)".to_string(),
-        Some(value) => {
-            let text = value.to_string();
-            if text.chars().count() > 60 {
-                format!("{}…", text.chars().take(59).collect::<String>())
-            } else {
-                text
-            }
-        }
-    }
+    crate::diff::text::one_line(value.as_ref(), 60)
 }
 
 fn write_change(change: &FieldChange, out: &mut dyn Write) -> io::Result<()> {
