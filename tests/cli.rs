@@ -553,3 +553,75 @@ manifests:
         "{stdout}"
     );
 }
+
+#[test]
+fn apply_output_is_json_lines_and_markdown_is_refused() {
+    let state = tempfile::tempdir().unwrap();
+    let state_dir = state.path().to_str().unwrap();
+    let apply = |extra: &[&str]| {
+        let mut args = vec![
+            "apply",
+            "examples/tpu-dws",
+            "--env",
+            "local",
+            "--state-dir",
+            state_dir,
+            "--auto-approve",
+        ];
+        args.extend_from_slice(extra);
+        gkq().args(&args).current_dir(root()).output().unwrap()
+    };
+    let out = apply(&["-o", "markdown"]);
+    assert_eq!(out.status.code(), Some(2), "a usage error");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("invalid value 'markdown'"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // With changes, and again with none: every line of stdout is one JSON object.
+    for expected_events in [
+        &["plan", "apply-started", "apply-finished"][..],
+        &["plan"][..],
+    ] {
+        let out = apply(&["-o", "json"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        let events: Vec<String> = stdout
+            .lines()
+            .map(|line| {
+                let value: serde_json::Value = serde_json::from_str(line)
+                    .unwrap_or_else(|e| panic!("not a JSON line ({e}): {line}"));
+                value["event"].as_str().unwrap().to_string()
+            })
+            .collect();
+        for event in expected_events {
+            assert!(events.iter().any(|e| e == event), "{events:?}");
+        }
+    }
+}
+
+#[test]
+fn a_damaged_plan_file_is_named_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("plan.json");
+    std::fs::write(
+        &plan,
+        "{\"formatVersion\": 1, \"actions\": [{\"addr\": \"gke.clu",
+    )
+    .unwrap();
+    let out = gkq()
+        .args(["apply", plan.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("is not a gkq plan file: it is damaged or incomplete JSON"),
+        "{stderr}"
+    );
+    assert!(stderr.len() < 1000, "a short message, not a dump: {stderr}");
+}

@@ -35,9 +35,10 @@ pub struct ApplyArgs {
     /// Apply even if the plan deletes or replaces capacity that admitted or running jobs use.
     #[arg(long)]
     pub allow_disruption: bool,
-    /// Progress as JSON lines on stdout instead of text on stderr.
+    /// Progress as JSON lines on stdout (the plan first, then one event per line) instead of text
+    /// on stderr.
     #[arg(long, short = 'o', value_enum, default_value_t)]
-    pub output: PlanFormat,
+    pub output: ApplyFormat,
     #[command(flatten)]
     pub lock: LockArgs,
 }
@@ -56,6 +57,20 @@ pub struct DestroyArgs {
     pub allow_disruption: bool,
     #[command(flatten)]
     pub lock: LockArgs,
+}
+
+/// How apply reports: text for people, or JSON lines for machines (markdown is a plan format).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Default)]
+pub enum ApplyFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+/// The plan as the first JSON line of `apply -o json`: `{"event": "plan", "plan": {...}}`.
+pub fn print_plan_line(plan: &Plan) -> anyhow::Result<()> {
+    let line = serde_json::json!({"event": "plan", "plan": plan});
+    super::output::print_stdout(&format!("{line}\n"))
 }
 
 fn confirm(question: &str) -> anyhow::Result<bool> {
@@ -268,7 +283,7 @@ struct Choices<'a> {
     auto_approve: bool,
     force_conflicts: bool,
     allow_disruption: bool,
-    output: PlanFormat,
+    output: ApplyFormat,
     lock: &'a LockArgs,
 }
 
@@ -290,11 +305,12 @@ async fn run_with(
     let Some(planned) = make_plan(spec, target, opts).await? else {
         return Ok(Exit::Failed);
     };
-    let json = output == PlanFormat::Json;
+    let json = output == ApplyFormat::Json;
+    if json {
+        print_plan_line(&planned.plan)?;
+    }
     if !planned.plan.has_changes() {
-        if json {
-            render_plan(&planned.plan, PlanFormat::Json)?;
-        } else {
+        if !json {
             println!("{}", planned.plan.summary);
         }
         // Nothing to change, but the cluster now runs this revision of the spec.
@@ -426,7 +442,7 @@ pub async fn destroy(args: &DestroyArgs) -> anyhow::Result<Exit> {
             force_conflicts: false,
             // `--confirm CLUSTER` consents to deleting what gkq made, not to stopping jobs.
             allow_disruption: args.allow_disruption,
-            output: PlanFormat::Text,
+            output: ApplyFormat::Text,
             lock: &args.lock,
         },
     )

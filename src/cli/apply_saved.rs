@@ -14,13 +14,16 @@
 
 use std::path::{Path, PathBuf};
 
-use super::apply::{ApplyArgs, ApplyTarget, Consent, disruption_refusal, execute_on, stale_error};
+use super::apply::{
+    ApplyArgs, ApplyFormat, ApplyTarget, Consent, disruption_refusal, execute_on, print_plan_line,
+    stale_error,
+};
 use super::gitops::{
     KubeHandle, acquire_lock, lock_state_dir, plan_key, record_revision, spec_args_for,
     spec_revision,
 };
 use super::output::print_diagnostics;
-use super::plan::{PlanFormat, plan_loaded, render_plan};
+use super::plan::plan_loaded;
 use super::target::{self, KubeSource, TargetFlag};
 use super::{Exit, load_valid};
 use crate::apply::Outcome;
@@ -236,7 +239,10 @@ async fn finish(
     target: &ApplyTarget<'_>,
     provenance: &Provenance,
 ) -> anyhow::Result<Exit> {
-    let json = args.output == PlanFormat::Json;
+    let json = args.output == ApplyFormat::Json;
+    if json {
+        print_plan_line(target.plan)?;
+    }
     let consent = Consent {
         force_conflicts: args.force_conflicts,
         allow_disruption: args.allow_disruption,
@@ -257,12 +263,8 @@ async fn finish(
         );
         return Ok(Exit::Failed);
     }
-    if !plan.has_changes() {
-        if json {
-            render_plan(plan, PlanFormat::Json)?;
-        } else {
-            println!("{}", plan.summary);
-        }
+    if !plan.has_changes() && !json {
+        println!("{}", plan.summary);
     }
     let kube = KubeHandle::new(target.session, target.kube_client, &plan.cluster);
     record_revision(target.session, kube.api(), &plan.cluster, &provenance.spec).await;
