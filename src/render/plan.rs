@@ -236,6 +236,23 @@ fn write_change(change: &FieldChange, out: &mut dyn Write) -> io::Result<()> {
             change.path
         );
     }
+    // A quantity may be spelled as a number on one side and a string on the other (Kueue
+    // keeps `"40"`, the spec says `48`): both are shown as plain text, so only the value differs.
+    let quantity = |v: &Option<Value>| match v {
+        Some(Value::String(s)) => crate::diff::normalize::parse_quantity(s).map(|_| s.clone()),
+        Some(Value::Number(n)) => Some(n.to_string()),
+        _ => None,
+    };
+    if let (Some(before), Some(after)) = (quantity(&change.before), quantity(&change.after))
+        && change.before.as_ref().map(Value::is_string)
+            != change.after.as_ref().map(Value::is_string)
+    {
+        return writeln!(
+            out,
+            "      {style}{glyph}{style:#} {}: {before} -> {after} {how}",
+            change.path
+        );
+    }
     writeln!(
         out,
         "      {style}{glyph}{style:#} {}: {} -> {} {how}",
@@ -519,5 +536,20 @@ mod tests {
             state_text(&placement("plain", PlacementState::Admitted)),
             "admitted"
         );
+    }
+
+    #[test]
+    fn a_quantity_change_shows_values_in_one_spelling() {
+        use crate::diff::{ChangeEffect, FieldChange, UpdateMethod};
+        let change = FieldChange {
+            path: "spec.resourceGroups[0].flavors[1].resources[0].nominalQuota".into(),
+            before: Some(serde_json::json!("40")),
+            after: Some(serde_json::json!(48)),
+            effect: ChangeEffect::InPlace(UpdateMethod::ServerSideApply),
+        };
+        let mut out = Vec::new();
+        super::write_change(&change, &mut out).unwrap();
+        let text = crate::render::strip(&String::from_utf8(out).unwrap());
+        assert!(text.contains("nominalQuota: 40 -> 48 "), "{text}");
     }
 }
