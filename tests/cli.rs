@@ -625,3 +625,30 @@ fn a_damaged_plan_file_is_named_as_such() {
     );
     assert!(stderr.len() < 1000, "a short message, not a dump: {stderr}");
 }
+
+#[test]
+fn missing_google_credentials_are_one_sentence_with_the_fix() {
+    let home = tempfile::tempdir().unwrap();
+    let out = gkq()
+        .args(["plan", "examples/tpu-dws"])
+        .current_dir(root())
+        .env("HOME", home.path())
+        .env_remove("GOOGLE_APPLICATION_CREDENTIALS")
+        .env_remove("CLOUDSDK_CONFIG")
+        // Nothing listens there: the metadata server, ADC's last resort, does not answer.
+        .env("GCE_METADATA_HOST", "127.0.0.1:9")
+        .env("GCE_METADATA_ROOT", "127.0.0.1:9")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let error = stderr
+        .lines()
+        .find(|l| l.starts_with("error:"))
+        .unwrap_or("");
+    assert!(
+        error.contains("no Google Cloud credentials found: run `gcloud auth application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("transient"), "{stderr}");
+}

@@ -88,6 +88,11 @@ impl fmt::Debug for AdcTokenSource {
 impl TokenSource for AdcTokenSource {
     async fn token(&self) -> Result<SecretString, GkeError> {
         let token = self.credentials.access_token().await.map_err(|e| {
+            if adc_file().is_none() {
+                // Nothing configured: ADC's last resort, the metadata server, did not answer
+                // either. Its error ("transient") would send people looking in the wrong place.
+                return GkeError::Auth(NO_CREDENTIALS.to_string());
+            }
             GkeError::Auth(format!(
                 "could not get an access token from application default credentials: {e} \
                  (run `gcloud auth application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS)"
@@ -95,6 +100,26 @@ impl TokenSource for AdcTokenSource {
         })?;
         Ok(SecretString::from(token.token))
     }
+}
+
+/// What to say when no Google credentials are configured at all.
+pub const NO_CREDENTIALS: &str = "no Google Cloud credentials found: run `gcloud auth application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS to a service-account or workload identity federation file (or run on Google Cloud, where the metadata server provides them); `--target local` tries gkq without Google Cloud";
+
+/// The credentials file Application Default Credentials would read, when there is one:
+/// `GOOGLE_APPLICATION_CREDENTIALS`, else gcloud's `application_default_credentials.json`
+/// (in `$CLOUDSDK_CONFIG`, or `~/.config/gcloud`). Without one, ADC asks the metadata server.
+fn adc_file() -> Option<std::path::PathBuf> {
+    if let Some(path) = std::env::var_os("GOOGLE_APPLICATION_CREDENTIALS").filter(|p| !p.is_empty())
+    {
+        return Some(path.into());
+    }
+    let config = std::env::var_os("CLOUDSDK_CONFIG")
+        .map(std::path::PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".config/gcloud"))
+        })?;
+    let file = config.join("application_default_credentials.json");
+    file.is_file().then_some(file)
 }
 
 /// A fixed token.
