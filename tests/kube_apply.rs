@@ -186,7 +186,7 @@ async fn seed_kubernetes_half_applies_then_plans_empty_then_plans_exact_edits() 
         notices
             .notices
             .iter()
-            .any(|n| n.message.contains("plan with prune")),
+            .any(|n| n.message.contains("`gkq apply --prune` deletes it")),
         "{:#?}",
         notices.notices
     );

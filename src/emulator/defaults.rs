@@ -64,14 +64,7 @@ pub fn check_location(l: &str) -> Result<(), ApiError> {
 
 /// Cluster and node-pool names: `(?:[a-z](?:[-a-z0-9]{0,38}[a-z0-9])?)`.
 pub fn check_name(field: &str, name: &str) -> Result<(), ApiError> {
-    let ok = !name.is_empty()
-        && name.len() <= 40
-        && name.starts_with(|c: char| c.is_ascii_lowercase())
-        && name.ends_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
-    if ok {
+    if crate::model::gke::is_gke_name(name) {
         Ok(())
     } else {
         Err(ApiError::invalid_field(

@@ -27,6 +27,27 @@ const ADDONS_DISABLED_BY_GCLOUD: [&str; 4] = [
     "networkPolicyConfig",
 ];
 
+/// Longest cluster or node pool name GKE accepts.
+pub const GKE_NAME_MAX: usize = 40;
+
+/// GKE's rule for cluster and node pool names, the regex `(?:[a-z](?:[-a-z0-9]{0,38}[a-z0-9])?)`
+/// of the API's `Cluster.name` and `NodePool.name` (see docs/gke-api.md): a lowercase letter
+/// first, then lowercase letters, digits and `-`, not ending in `-`, at most 40 characters. The
+/// validator and the GKE emulator both use this one rule.
+pub fn is_gke_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= GKE_NAME_MAX
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name.ends_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+}
+
+/// Longest RayJob name KubeRay accepts: it derives the RayCluster's name (and from it Service
+/// and Pod names) by appending a suffix, so the job's own name is capped below 63.
+pub const RAYJOB_NAME_MAX: usize = 47;
+
 pub fn ownership_labels(cluster: &str, user: &BTreeMap<String, String>) -> Value {
     let mut labels: BTreeMap<String, String> = user.clone();
     labels.insert(GKE_MANAGED_BY_LABEL.into(), MANAGED_BY_VALUE.into());

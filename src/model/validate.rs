@@ -65,10 +65,20 @@ impl Checker<'_> {
         known: impl IntoIterator<Item = &'n str> + Clone,
     ) {
         let list: Vec<&str> = known.clone().into_iter().collect();
+        let article = if what.starts_with(['a', 'e', 'i', 'o', 'u']) {
+            "an"
+        } else {
+            "a"
+        };
+        // "flavor of this ClusterQueue" -> "flavors of this ClusterQueue".
+        let plural = match what.split_once(" of ") {
+            Some((head, rest)) => format!("{head}s of {rest}"),
+            None => format!("{what}s"),
+        };
         let help = match suggest(name, known) {
             Some(s) => format!("did you mean `{s}`?"),
-            None if list.is_empty() => format!("define a {what} first"),
-            None => format!("defined {what}s: {}", list.join(", ")),
+            None if list.is_empty() => format!("define {article} {what} first"),
+            None => format!("defined {plural}: {}", list.join(", ")),
         };
         self.error(path, format!("{what} `{name}` is not defined"), help);
     }
@@ -164,6 +174,40 @@ pub fn validate(loaded: &Loaded) -> Diagnostics {
     c.diags
 }
 
+/// KubeRay refuses a RayJob whose name is longer than 47 characters or does not start with a
+/// letter (it names the RayCluster, Services and Pods after it); each run's name counts,
+/// `-N` suffix of `count` included.
+fn check_run_names(c: &mut Checker, spec: &Spec) {
+    let max = super::gke::RAYJOB_NAME_MAX;
+    for (i, job) in spec.jobs.iter().enumerate() {
+        let longest = match job.count {
+            Some(n) => format!("{}-{n}", job.name),
+            None => job.name.clone(),
+        };
+        let path = Path::root().key("jobs").index(i).key("name");
+        if !job.name.starts_with(|ch: char| ch.is_ascii_lowercase()) && !job.name.is_empty() {
+            c.error(
+                &path,
+                format!("job name `{}` does not start with a letter", job.name),
+                "KubeRay refuses RayJob names that start with a digit or `-`: start it with a lowercase letter",
+            );
+        } else if longest.len() > max {
+            c.error(
+                &path,
+                format!(
+                    "job name `{}` gives runs named up to `{longest}`, {} characters",
+                    job.name,
+                    longest.len()
+                ),
+                format!(
+                    "KubeRay refuses RayJob names longer than {max} characters: shorten the name by {}",
+                    longest.len() - max
+                ),
+            );
+        }
+    }
+}
+
 fn check_names(c: &mut Checker, spec: &Spec) {
     let root = Path::root();
     let k = root.key("kueue");
@@ -210,19 +254,28 @@ fn check_names(c: &mut Checker, spec: &Spec) {
     }))
     .collect();
     for (what, path, name) in checks {
-        let ok = if what == "flavor" || what == "ClusterQueue" {
-            is_dns_subdomain(name)
-        } else {
-            is_dns_label(name)
+        let (ok, rule) = match what {
+            "cluster" | "node pool" => (
+                super::gke::is_gke_name(name),
+                format!(
+                    "GKE takes lowercase letters, digits and `-`, starting with a letter and not ending with `-`, at most {} characters",
+                    super::gke::GKE_NAME_MAX
+                ),
+            ),
+            "flavor" | "ClusterQueue" => (
+                is_dns_subdomain(name),
+                "use lowercase letters, digits, `-` and `.`, starting and ending with a letter or digit, at most 253 characters".to_string(),
+            ),
+            _ => (
+                is_dns_label(name),
+                "use lowercase letters, digits and `-`, starting and ending with a letter or digit, at most 63 characters".to_string(),
+            ),
         };
         if !ok {
-            c.error(
-                &path,
-                format!("{what} name `{name}` is not valid"),
-                "use lowercase letters, digits and `-`, starting and ending with a letter or digit, at most 63 characters",
-            );
+            c.error(&path, format!("{what} name `{name}` is not valid"), rule);
         }
     }
+    check_run_names(c, spec);
     c.duplicates(
         "node pool",
         &root.key("nodePools"),

@@ -73,7 +73,7 @@ struct Planner<'a> {
 }
 
 const NOT_OWNED: &str = "it lacks gkq's ownership labels, and gkq does not change what it does not own \
-     (plan with adopt to take it over)";
+     (`gkq apply --adopt` takes it over)";
 
 impl<'a> Planner<'a> {
     fn new(desired: &'a DesiredState, live: &'a LiveState, options: &'a PlanOptions) -> Self {
@@ -179,12 +179,14 @@ impl<'a> Planner<'a> {
     /// `None` if the cluster may be deleted; otherwise what is missing.
     fn cluster_delete_blocked(&self) -> Option<String> {
         if self.desired.gke.deletion_protection {
-            Some("the spec keeps deletion protection on: set it off in the spec and give explicit consent \
-                  (allow_cluster_delete) to delete or recreate the cluster"
+            Some("the spec keeps deletion protection on (`cluster.deletionProtection`): set it to false and \
+                  apply that first; then `gkq destroy --confirm CLUSTER` deletes the cluster, and a following \
+                  `gkq apply` creates it anew"
                 .to_string())
         } else if !self.options.allow_cluster_delete {
             Some(
-                "deleting or recreating a cluster needs explicit consent (allow_cluster_delete)"
+                "gkq deletes a cluster only with `gkq destroy --confirm CLUSTER`; to recreate it, destroy it \
+                 and apply again"
                     .to_string(),
             )
         } else {
@@ -446,7 +448,7 @@ impl<'a> Planner<'a> {
         if !self.options.prune {
             self.notice(
                 Some(&addr),
-                "managed by gkq but no longer in the spec: plan with prune to delete it",
+                "managed by gkq but no longer in the spec: `gkq apply --prune` deletes it",
             );
             return;
         }
@@ -576,7 +578,7 @@ impl<'a> Planner<'a> {
             if !(self.options.prune || self.options.destroy) {
                 self.notice(
                     Some(addr),
-                    "managed by gkq but no longer in the spec: plan with prune to delete it",
+                    "managed by gkq but no longer in the spec: `gkq apply --prune` deletes it",
                 );
                 continue;
             }
