@@ -491,7 +491,7 @@ impl LocalKube {
                 let mut holder = String::new();
                 let _ = file.read_to_string(&mut holder);
                 let me = crate::gitops::lock::holder_identity();
-                holder.contains(&me).then_some(None)
+                crate::gitops::lock::file_held_by(&holder, &me).then_some(None)
             }
             Err(std::fs::TryLockError::Error(_)) => Some(None),
         }
@@ -655,6 +655,60 @@ mod tests {
         assert_eq!(clock.advance(2_000, 10.0), 11_000);
         assert_eq!(clock.advance(2_500, 1.0), 11_500);
         assert_eq!(clock.advance(2_000, 1.0), 11_500, "never backwards");
+    }
+
+    fn local_kube(dir: &Path) -> LocalKube {
+        let gke = crate::gke::RestGke::with_endpoint(
+            "http://127.0.0.1:9/",
+            std::sync::Arc::new(crate::gke::AnonymousTokenSource),
+        )
+        .unwrap();
+        LocalKube::open(
+            dir,
+            Box::new(gke),
+            ClusterRef {
+                project: "p".into(),
+                location: "l".into(),
+                cluster: "c".into(),
+            },
+            None,
+            Settings::default(),
+        )
+        .unwrap()
+    }
+
+    /// The state lock held by another process whose holder identity merely starts like this
+    /// process's (pid 1089 against pid 10898) is not this process's: the state is not written.
+    #[test]
+    fn a_lock_held_by_another_pid_with_the_same_prefix_is_not_ours() {
+        let dir = tempfile::tempdir().unwrap();
+        let kube = local_kube(dir.path());
+        let me = crate::gitops::lock::holder_identity();
+        let held = |holder: &str| {
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(dir.path().join("apply.lock"))
+                .unwrap();
+            file.try_lock().unwrap();
+            let record =
+                serde_json::json!({"holder": holder, "acquiredAt": "2026-11-30T12:00:00Z"});
+            std::fs::write(dir.path().join("apply.lock"), record.to_string()).unwrap();
+            file
+        };
+        for other in [format!("{me}8"), format!("{me}0 (ci)"), format!("x{me}")] {
+            let lock = held(&other);
+            assert!(
+                kube.write_guard().is_none(),
+                "{other:?} holds the lock, not {me:?}"
+            );
+            drop(lock);
+        }
+        let lock = held(&me);
+        assert!(kube.write_guard().is_some(), "this process holds the lock");
+        drop(lock);
     }
 
     /// The KubeRay CRDs gkq embeds are the v1.7.0 fixtures cut down to their defaults.
