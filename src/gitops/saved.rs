@@ -157,6 +157,7 @@ mod tests {
                 })
                 .collect(),
             variables: vec![],
+            variable_sources: vec![],
             commit: None,
             git_ref: None,
         }

@@ -35,7 +35,8 @@ pub struct LoadOptions {
     pub env: Option<String>,
     /// `--var NAME=VALUE` values.
     pub vars: BTreeMap<String, String>,
-    /// Looks up environment variables; `std::env::var` when `None`.
+    /// Looks up process environment variables by full name (`GKQ_VAR_ZONE`); `std::env::var`
+    /// when `None`.
     pub env_lookup: Option<EnvLookup>,
 }
 
@@ -52,6 +53,9 @@ pub struct Loaded {
     pub env: Option<String>,
     /// Files referenced by the spec (training scripts), keyed by the path as written.
     pub files: BTreeMap<String, String>,
+    /// Every declared variable's value and where it came from, as interpolation used them: the
+    /// spec digest hashes these values, and plans name the variables set from outside the spec.
+    pub variables: BTreeMap<String, vars::ResolvedVar>,
     /// Problems found while loading. May hold errors: a spec that decoded despite them (unknown
     /// keys are skipped) is still validated so that every problem is reported at once, but
     /// `model::build` refuses it.
@@ -216,7 +220,7 @@ pub fn load(fs: &dyn SpecFs, spec_arg: &FsPath, opts: &LoadOptions) -> Result<Lo
         },
         &mut diags,
     );
-    vars::interpolate(&mut root, &values, &mut diags);
+    vars::interpolate(&mut root, &vars::values_of(&values), &mut diags);
 
     let spec = decode_all(&root, &sources, &mut diags);
     let Some(spec) = spec else {
@@ -235,6 +239,7 @@ pub fn load(fs: &dyn SpecFs, spec_arg: &FsPath, opts: &LoadOptions) -> Result<Lo
         dir,
         env: opts.env.clone(),
         files,
+        variables: values,
         diagnostics: diags.sorted(),
     })
 }
