@@ -503,9 +503,10 @@ fn warning_for(
         } if p.state != "Provisioned" && age.is_some_and(|a| a >= PROVISIONING_WARNING) => {
             let waited = human(age.unwrap_or_default());
             Some(format!(
-                "ProvisioningRequest {} has waited {waited} for capacity on flavor {}. DWS keeps it queued until the whole slice can be provisioned at once, which is normal for a while; if it never comes, check the project's TPU quota for flex-start (preemptible) in this region, or move the pool to a zone with capacity.",
+                "ProvisioningRequest {} has waited {waited} for capacity on flavor {} (flagged after {}). DWS keeps it queued until the whole slice can be provisioned at once, which is normal for a while; if it never comes, check the project's TPU quota for flex-start (preemptible) in this region, or move the pool to a zone with capacity.",
                 p.name,
-                main_flavor(flavors)
+                main_flavor(flavors),
+                crate::local::format_ms(PROVISIONING_WARNING.as_secs() * 1000)
             ))
         }
         Stage::Admitted { flavors } => {
@@ -739,7 +740,7 @@ mod tests {
             "creationTimestamp": "2026-11-30T11:20:01Z"}, "status": {}});
         let state = one(job.clone(), vec![reserved], vec![request.clone()], &none);
         let warning = state.warning.unwrap();
-        assert!(warning.starts_with("ProvisioningRequest rayjob-train-2-abc12-dws-prov-1 has waited 40m00s for capacity on flavor dws"), "{warning}");
+        assert!(warning.starts_with("ProvisioningRequest rayjob-train-2-abc12-dws-prov-1 has waited 40m00s for capacity on flavor dws (flagged after 15m)."), "{warning}");
 
         // A failed request.
         let reserved = workload(
