@@ -6,15 +6,16 @@
 //! scales node pools. Everything simulated says so in its messages and carries the
 //! `gkq.dev/simulated` annotation.
 //!
-//! Each cluster's state lives in `<state-dir>/clusters/<project>/<location>/<cluster>/kubernetes.json`
-//! (written atomically), next to the GKE emulator's `<state-dir>/gke/`, which holds every
-//! cluster: environments that share a state directory never share, or overwrite, each other's
-//! Kubernetes. The objects belong to their GKE cluster: the store answers only while the
-//! emulated cluster is running, starts from nothing when the cluster is (re)created, and is
-//! emptied when `apply` or `destroy` finds the cluster deleted (reads never delete anything).
-//! Older gkq kept one `<state-dir>/kubernetes.json` for whichever cluster ran last; the first
-//! command that finds that cluster running moves the file to its place. A new cluster comes with what GKE gives it: the
-//! `default`, `kube-system`, `kube-public` and `kube-node-lease` namespaces, the
+//! Each cluster's state lives in
+//! `<state-dir>/clusters/<project>/<location>/<cluster>/kubernetes.json` (written atomically),
+//! next to the GKE emulator's `<state-dir>/gke/`, which holds every cluster: environments that
+//! share a state directory never share, or overwrite, each other's Kubernetes. The objects
+//! belong to their GKE cluster: the store answers only while the emulated cluster is running,
+//! starts from nothing when the cluster is (re)created, and is emptied when `apply` or
+//! `destroy` finds the cluster deleted (reads never delete anything). Older gkq kept one
+//! `<state-dir>/kubernetes.json` for whichever cluster ran last; the first command that finds
+//! that cluster running moves the file to its place. A new cluster comes with what GKE gives
+//! it: the `default`, `kube-system`, `kube-public` and `kube-node-lease` namespaces, the
 //! ProvisioningRequest CRD, the KubeRay CRDs when the Ray operator add-on is on, and its nodes.
 //!
 //! There is no daemon: each call first brings the simulation to "now" ([`sim::reconcile`]).
@@ -55,7 +56,8 @@ pub const STATE_FILE: &str = "kubernetes.json";
 /// Where the clusters' directories are, under the state directory.
 pub const CLUSTERS_DIR: &str = "clusters";
 
-/// The directory of one cluster's Kubernetes state: `<state-dir>/clusters/<project>/<location>/<cluster>`.
+/// The directory of one cluster's Kubernetes state:
+/// `<state-dir>/clusters/<project>/<location>/<cluster>`.
 pub fn cluster_state_dir(state_dir: &Path, cluster: &ClusterRef) -> anyhow::Result<PathBuf> {
     let mut dir = state_dir.join(CLUSTERS_DIR);
     for (what, part) in [
