@@ -133,6 +133,95 @@ fn var_flag_overrides_and_undeclared_var_fails() {
         .stderr(predicate::str::contains("declares no variable `PROJECTID`"));
 }
 
+/// A shell that happens to export `PROJECT_ID` or `CLUSTER_NAME` must not retarget a plan:
+/// declared variables are read from the process environment only as `GKQ_VAR_<NAME>`.
+#[test]
+fn process_variables_need_the_gkq_var_prefix() {
+    let project = |envs: &[(&str, &str)], args: &[&str]| {
+        let mut c = gkq();
+        c.args(["render", "examples/tpu-dws", "-o", "json"])
+            .args(args)
+            .env_remove("GKQ_VAR_PROJECT_ID")
+            .env_remove("PROJECT_ID")
+            .current_dir(root());
+        for (k, v) in envs {
+            c.env(k, v);
+        }
+        let out = c.assert().success().get_output().clone();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        (
+            v["gke"]["project"].as_str().unwrap().to_string(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    // The bare name is not read, and gkq says how it would be.
+    let (value, stderr) = project(&[("PROJECT_ID", "someone-elses")], &[]);
+    assert_eq!(value, "my-project", "{stderr}");
+    assert!(stderr.contains("`PROJECT_ID` is not read"), "{stderr}");
+    assert!(stderr.contains("GKQ_VAR_PROJECT_ID=VALUE"), "{stderr}");
+    // The prefixed one is, and --var still wins over it.
+    let (value, stderr) = project(&[("GKQ_VAR_PROJECT_ID", "acme-ml")], &[]);
+    assert_eq!(value, "acme-ml");
+    assert!(!stderr.contains("is not read"), "{stderr}");
+    let (value, _) = project(
+        &[("GKQ_VAR_PROJECT_ID", "acme-ml")],
+        &["--var", "PROJECT_ID=from-cli"],
+    );
+    assert_eq!(value, "from-cli");
+}
+
+/// Every plan says which variables were set outside the reviewed spec, and how, in the text
+/// header, the markdown comment and `-o json`; never with their values.
+#[test]
+fn plans_name_the_variables_set_outside_the_spec_never_their_values() {
+    let spec = example_copy();
+    let file = spec.path().join("gkq.yaml");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let declared = "variables:\n  DEPLOY_TOKEN:\n    default: none\n";
+    std::fs::write(&file, text.replacen("variables:\n", declared, 1)).unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let secret = "tok-5ecret-0f-the-environment";
+    let plan = |format: &str| {
+        let out = gkq()
+            .arg("plan")
+            .arg(spec.path())
+            .args(["--env", "local", "--var", "ZONE=us-east5-a", "-o", format])
+            .arg("--state-dir")
+            .arg(state.path())
+            .env("GKQ_VAR_DEPLOY_TOKEN", secret)
+            .env_remove("GKQ_VAR_ZONE")
+            .env_remove("GKQ_VAR_PROJECT_ID")
+            .env_remove("GKQ_VAR_CLUSTER_NAME")
+            .assert()
+            .success()
+            .get_output()
+            .clone();
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        assert!(!stdout.contains(secret), "{stdout}");
+        assert!(!String::from_utf8_lossy(&out.stderr).contains(secret));
+        stdout
+    };
+    let text = plan("text");
+    assert!(
+        text.starts_with("Variables set outside the spec: DEPLOY_TOKEN from the environment (GKQ_VAR_DEPLOY_TOKEN), ZONE from --var\n"),
+        "{text}"
+    );
+    let markdown = plan("markdown");
+    assert!(
+        markdown.contains("Variables set outside the spec: `DEPLOY_TOKEN` from the environment (`GKQ_VAR_DEPLOY_TOKEN`), `ZONE` from `--var`"),
+        "{markdown}"
+    );
+    let json: serde_json::Value = serde_json::from_str(&plan("json")).unwrap();
+    assert_eq!(
+        json["provenance"]["spec"]["variableSources"],
+        serde_json::json!([
+            {"name": "DEPLOY_TOKEN", "source": "environment"},
+            {"name": "ZONE", "source": "cli"}
+        ]),
+        "{json:#}"
+    );
+}
+
 #[test]
 fn render_yaml_is_a_multi_document_stream() {
     let out = gkq()

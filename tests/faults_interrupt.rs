@@ -6,7 +6,7 @@
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use gkq::emulator::{Emulator, EmulatorConfig};
+use gkq::emulator::{Emulator, EmulatorConfig, EmulatorHandle};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
@@ -32,19 +32,36 @@ fn gkq(dir: &std::path::Path, url: &str, args: &[&str]) -> Command {
     c
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ctrl_c_during_apply_exits_130_and_the_next_plan_explains_the_state() {
-    // Slow operations: the cluster takes a few seconds to create.
+/// A GKE emulator with slow operations: a cluster takes a few seconds to create.
+async fn slow_emulator() -> (String, EmulatorHandle) {
     let config = EmulatorConfig {
         pending_ms: 1500,
         running_ms: 2500,
         ..EmulatorConfig::default()
     };
-    let (url, handle) = Emulator::start_in_process(config).await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("gkq.yaml"), SPEC).unwrap();
+    Emulator::start_in_process(config).await.unwrap()
+}
 
-    let mut apply = gkq(dir.path(), &url, &["apply", "--auto-approve"])
+/// Runs `plan --detailed-exitcode` and asserts that it has nothing to do.
+async fn assert_converged(mut plan: Command) {
+    let out = plan.output().await.unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Runs `apply` and sends it SIGINT (Ctrl-C) `after` its stderr says the create of `cluster`
+/// started; returns its exit code and stderr.
+async fn interrupt_cluster_create(
+    mut apply: Command,
+    cluster: &str,
+    after: Duration,
+) -> (Option<i32>, String) {
+    let mut apply = apply
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -61,11 +78,11 @@ async fn ctrl_c_during_apply_exits_130_and_the_next_plan_explains_the_state() {
     {
         stderr.push_str(&line);
         stderr.push('\n');
-        if line.contains("gke.cluster/interrupted") && line.contains("Creating") {
+        if line.contains(cluster) && line.contains("Creating") {
             break;
         }
     }
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    tokio::time::sleep(after).await;
     let status = std::process::Command::new("kill")
         .args(["-INT", &pid.to_string()])
         .status()
@@ -79,7 +96,22 @@ async fn ctrl_c_during_apply_exits_130_and_the_next_plan_explains_the_state() {
         .await
         .expect("apply exits promptly after Ctrl-C")
         .unwrap();
-    assert_eq!(status.code(), Some(130), "stderr:\n{stderr}");
+    (status.code(), stderr)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_during_apply_exits_130_and_the_next_plan_explains_the_state() {
+    let (url, handle) = slow_emulator().await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("gkq.yaml"), SPEC).unwrap();
+
+    let (code, stderr) = interrupt_cluster_create(
+        gkq(dir.path(), &url, &["apply", "--auto-approve"]),
+        "gke.cluster/interrupted",
+        Duration::from_millis(500),
+    )
+    .await;
+    assert_eq!(code, Some(130), "stderr:\n{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert!(stderr.contains("Interrupted"), "{stderr}");
     assert!(stderr.contains("still running in GKE"), "{stderr}");
@@ -116,15 +148,61 @@ async fn ctrl_c_during_apply_exits_130_and_the_next_plan_explains_the_state() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let out = gkq(dir.path(), &url, &["plan", "--detailed-exitcode"])
-        .output()
-        .await
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
+    assert_converged(gkq(dir.path(), &url, &["plan", "--detailed-exitcode"])).await;
+    handle.shutdown().await;
+}
+
+/// The same interruption on the local target, whose simulated Kubernetes answers only once the
+/// cluster runs: plan says apply waits for the operation still creating the cluster, and the
+/// next apply does wait for it, then converges (it used to refuse: "cannot check the plan
+/// against live state: ... is PROVISIONING").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apply_right_after_an_interrupted_cluster_create_waits_for_it_on_the_local_target() {
+    let (url, handle) = slow_emulator().await;
+    let spec = tempfile::tempdir().unwrap();
+    let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/tpu-dws");
+    std::fs::create_dir_all(spec.path().join("environments")).unwrap();
+    for f in ["gkq.yaml", "train.py", "environments/local.yaml"] {
+        std::fs::copy(example.join(f), spec.path().join(f)).unwrap();
+    }
+    let state = tempfile::tempdir().unwrap();
+    let local = |args: &[&str]| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_gkq"));
+        c.args(args)
+            .arg(spec.path())
+            .args(["--env", "local", "--gke-endpoint", &url, "--state-dir"])
+            .arg(state.path())
+            .env("NO_COLOR", "1")
+            .env_remove("RUST_LOG")
+            .env_remove("GKQ_ENV")
+            .env_remove("GKQ_LOCAL_CLOCK")
+            .env_remove("GKQ_LOCAL_PROVISIONING")
+            .env_remove("GKQ_LOCAL_RUN")
+            .stdin(Stdio::null());
+        c
+    };
+
+    let (code, stderr) = interrupt_cluster_create(
+        local(&["apply", "--auto-approve"]),
+        "gke.cluster/tpu-cluster",
+        Duration::from_millis(300),
+    )
+    .await;
+    assert_eq!(code, Some(130), "stderr:\n{stderr}");
+
+    // Right away, while GKE still creates the cluster: apply waits for it, then converges.
+    let out = local(&["apply", "--auto-approve"]).output().await.unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
     );
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("the cluster is PROVISIONING: a GKE operation on it is still running; waiting for it to finish before checking the plan"),
+        "{text}"
+    );
+    assert!(text.contains("Apply complete!"), "{text}");
+    assert_converged(local(&["plan", "--detailed-exitcode"])).await;
     handle.shutdown().await;
 }

@@ -21,12 +21,12 @@ fn gkq() -> Command {
     // The example's variables would otherwise pick up values from the test's environment.
     c.env("NO_COLOR", "1").env_remove("GKQ_ENV");
     for var in [
-        "PROJECT_ID",
-        "ZONE",
-        "CLUSTER_NAME",
-        "GKE_VERSION",
-        "ONDEMAND_NODEPOOL",
-        "DWS_NODEPOOL",
+        "GKQ_VAR_PROJECT_ID",
+        "GKQ_VAR_ZONE",
+        "GKQ_VAR_CLUSTER_NAME",
+        "GKQ_VAR_GKE_VERSION",
+        "GKQ_VAR_ONDEMAND_NODEPOOL",
+        "GKQ_VAR_DWS_NODEPOOL",
         "GITHUB_ACTIONS",
         "GITLAB_CI",
     ] {
@@ -326,7 +326,7 @@ fn plan_files_hold_no_variable_values_or_environment_secrets() {
             "--state-dir",
             "state",
         ])
-        .env("DEPLOY_TOKEN", secret)
+        .env("GKQ_VAR_DEPLOY_TOKEN", secret)
         .env("GOOGLE_APPLICATION_CREDENTIALS", "/nonexistent/adc.json")
         .current_dir(ws.path())
         .output()
@@ -340,7 +340,7 @@ fn plan_files_hold_no_variable_values_or_environment_secrets() {
     // Applying with a different value is refused: the value is part of the digest.
     let out = gkq()
         .args(["apply", "plan.json"])
-        .env("DEPLOY_TOKEN", "another")
+        .env("GKQ_VAR_DEPLOY_TOKEN", "another")
         .current_dir(ws.path())
         .output()
         .unwrap();
@@ -1259,7 +1259,11 @@ manifests:
         assert!(out.status.success(), "{}", explain(&out));
         check("apply plan.json at RUST_LOG=trace", &out);
         // The cluster got the new value (its own storage is where secrets belong).
-        let world = std::fs::read_to_string(ws.path().join("state/kubernetes.json")).unwrap();
+        let world = std::fs::read_to_string(
+            ws.path()
+                .join("state/clusters/local-project/us-east5-b/tpu-cluster/kubernetes.json"),
+        )
+        .unwrap();
         assert!(
             world.contains("hf_SECONDtoken456") || world.contains("aGZfU0VDT05EdG9rZW40NTY="),
             "the new token was applied"

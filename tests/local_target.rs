@@ -17,6 +17,11 @@ fn root() -> PathBuf {
 
 /// `gkq` on the example with `--env local` and a state directory, with the simulation settings.
 fn gkq(state: &Path, settings: &[(&str, &str)], args: &[&str]) -> Output {
+    gkq_env(state, "local", settings, args)
+}
+
+/// [`gkq`] with another environment overlay (add `--target local` for one that is not local).
+fn gkq_env(state: &Path, env: &str, settings: &[(&str, &str)], args: &[&str]) -> Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_gkq"));
     c.env("NO_COLOR", "1")
         .env_remove("GKQ_ENV")
@@ -28,7 +33,7 @@ fn gkq(state: &Path, settings: &[(&str, &str)], args: &[&str]) -> Output {
         c.env(k, v);
     }
     c.args(args)
-        .args(["examples/tpu-dws", "--env", "local", "--state-dir"])
+        .args(["examples/tpu-dws", "--env", env, "--state-dir"])
         .arg(state);
     c.output().unwrap()
 }
@@ -86,6 +91,8 @@ fn pool_nodes(report: &Value, pool: &str) -> i64 {
 
 const JOB1: &str = "rayjob-tpu-v6e-dws-1";
 const JOB2: &str = "rayjob-tpu-v6e-dws-2";
+/// Where the seed cluster's simulated Kubernetes is kept, under the state directory.
+const SEED_STATE: &str = "clusters/local-project/us-east5-b/tpu-cluster/kubernetes.json";
 
 #[test]
 fn seed_walkthrough_on_the_local_target() {
@@ -114,7 +121,7 @@ fn seed_walkthrough_on_the_local_target() {
         )),
         "{stdout}"
     );
-    assert!(state.join("kubernetes.json").is_file());
+    assert!(state.join(SEED_STATE).is_file());
 
     // A second plan has nothing to do.
     let out = gkq(state, &slow, &["plan", "--detailed-exitcode"]);
@@ -251,8 +258,7 @@ fn seed_walkthrough_on_the_local_target() {
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stdout}\n{stderr}");
     let world: Value =
-        serde_json::from_str(&std::fs::read_to_string(state.join("kubernetes.json")).unwrap())
-            .unwrap();
+        serde_json::from_str(&std::fs::read_to_string(state.join(SEED_STATE)).unwrap()).unwrap();
     assert_eq!(
         world["store"]["objects"],
         serde_json::json!([]),
@@ -318,4 +324,70 @@ fn bad_simulation_settings_are_named() {
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("GKQ_LOCAL_CLOCK=\"fast\""), "{stderr}");
     assert!(stderr.contains("10x"), "{stderr}");
+}
+
+/// Two environments on the local target share a state directory: each cluster keeps its own
+/// simulated Kubernetes, and a read-only command on one never empties or reseeds the other's.
+#[test]
+fn each_local_cluster_keeps_its_own_state_and_reads_never_wipe_another() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path();
+    let on = |env: &str, args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(["--target", "local"]);
+        gkq_env(state, env, &[], &all)
+    };
+    let converged = |env: &str| {
+        let out = on(env, &["plan", "--detailed-exitcode"]);
+        let (stdout, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(0), "{env}: {stdout}\n{stderr}");
+        assert!(stdout.contains("No changes."), "{stdout}");
+        stderr
+    };
+    ok(on("prod", &["apply", "--auto-approve"]));
+    ok(on("local", &["apply", "--auto-approve"]));
+
+    // Read-only commands on one cluster, and on one that does not exist, leave the others be.
+    let report = status(state, &[]);
+    assert_eq!(report["clusterStatus"]["status"], "RUNNING", "{report:#}");
+    ok(on("dev", &["plan"]));
+    ok(on("dev", &["status"]));
+    let stderr = converged("prod");
+    // The plan names the state it used: this cluster's own file.
+    let prod_state = state.join("clusters/my-project/us-east5-b/tpu-cluster-prod/kubernetes.json");
+    assert!(
+        stderr.contains(&prod_state.display().to_string()),
+        "{stderr}"
+    );
+    assert!(prod_state.is_file());
+    converged("local");
+    ok(on("prod", &["status"]));
+    converged("local");
+    converged("prod");
+    let report = status(state, &[]);
+    assert_eq!(
+        job(&report, JOB1)["observed"]["state"],
+        "admitted",
+        "{report:#}"
+    );
+}
+
+/// gkq used to keep one `<state-dir>/kubernetes.json` for whichever cluster ran last: such a
+/// state is moved to its cluster's place, and nothing it held is lost.
+#[test]
+fn a_single_file_local_state_is_migrated_to_its_cluster() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path();
+    ok(gkq(state, &[], &["apply", "--auto-approve"]));
+    let clusters = state.join("clusters");
+    let own = state.join(SEED_STATE);
+    let legacy = state.join("kubernetes.json");
+    std::fs::rename(&own, &legacy).unwrap();
+    std::fs::remove_dir_all(&clusters).unwrap();
+
+    let out = gkq(state, &[], &["plan", "--detailed-exitcode"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(own.is_file(), "{stderr}");
+    assert!(!legacy.exists(), "{stderr}");
 }

@@ -183,14 +183,19 @@ fn variables_come_from_cli_then_environment_then_default() {
     let path = root().join("examples/tpu-dws");
     let opts = LoadOptions {
         vars: [("PROJECT_ID".to_string(), "from-cli".to_string())].into(),
+        // The process environment has both spellings; only `GKQ_VAR_` ones are read.
         env_lookup: Some(Box::new(|n| {
-            (n == "ZONE" || n == "PROJECT_ID").then(|| format!("env-{n}"))
+            matches!(
+                n,
+                "ZONE" | "PROJECT_ID" | "CLUSTER_NAME" | "GKQ_VAR_ZONE" | "GKQ_VAR_PROJECT_ID"
+            )
+            .then(|| format!("env-{n}"))
         })),
         ..Default::default()
     };
     let loaded = spec::load(&WorkingTree, &path, &opts).unwrap();
     assert_eq!(loaded.spec.project, "from-cli");
-    assert_eq!(loaded.spec.location, "env-ZONE");
+    assert_eq!(loaded.spec.location, "env-GKQ_VAR_ZONE");
     assert_eq!(loaded.spec.cluster.name, "tpu-cluster");
 }
 
@@ -363,6 +368,7 @@ mod never_panics {
                 env: None,
                 files: Default::default(),
                 sensitive: Default::default(),
+                variables: Default::default(),
                 diagnostics: Default::default(),
             };
             let _ = model::build(&loaded);

@@ -6,9 +6,11 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 
-use super::{ActionResultOf, ApplyError, ApplyEvent, Executor, check_fresh, millis};
+use super::{ActionResultOf, ApplyError, ApplyEvent, Executor, VerifyError, check_fresh, millis};
 use crate::addr::{ResourceAddr, ResourceKind};
-use crate::diff::normalize::{is_server_taint, preserved_gke_labels};
+use crate::diff::normalize::{
+    GKE_CLUSTER_STATUS, is_server_taint, preserved_gke_labels, status_name,
+};
 use crate::gke::{ClusterRef, GkeError, Operation};
 use crate::plan::{Action, Plan, Step};
 
@@ -322,6 +324,68 @@ async fn wait(
                 }));
             }
         }
+    }
+}
+
+/// Cluster statuses in which a GKE operation is creating or deleting the cluster: its Kubernetes
+/// API does not answer (yet, or any more).
+const KUBE_UNREACHABLE: [&str; 2] = ["PROVISIONING", "STOPPING"];
+
+/// The cluster, read for checking `plan`, once no GKE operation is creating or deleting it.
+///
+/// After an interrupted apply the cluster create goes on in GKE, and plan says apply waits for
+/// it. A plan with Kubernetes targets cannot be checked before the cluster's API answers, so
+/// this polls `clusters.get` until the status moves on, as the executor waits out a busy
+/// cluster: up to the busy timeout, and an interrupt stops it. Plans of GKE resources alone
+/// are checked at once (their actions wait for the cluster themselves).
+pub(super) async fn settled_cluster(
+    executor: &Executor<'_>,
+    plan: &Plan,
+) -> Result<Option<Value>, VerifyError> {
+    let policy = &executor.options.poll;
+    let needs_kube = plan.actions.iter().any(|a| !a.addr.kind.is_gke());
+    let addr = ResourceAddr::gke_cluster(plan.cluster.cluster.clone());
+    let started = Instant::now();
+    let mut delay = policy.initial;
+    let mut announced: Option<String> = None;
+    loop {
+        let cluster = executor
+            .gke
+            .get_cluster(&plan.cluster)
+            .await
+            .map_err(|e| VerifyError::Read(format!("clusters.get: {e}")))?;
+        let status = cluster
+            .as_ref()
+            .and_then(|c| status_name(c, GKE_CLUSTER_STATUS))
+            .filter(|s| needs_kube && KUBE_UNREACHABLE.contains(&s.as_str()));
+        let Some(status) = status else {
+            return Ok(cluster);
+        };
+        if started.elapsed() >= policy.busy_timeout {
+            return Err(VerifyError::Read(format!(
+                "cluster {} is still {status} after {}s of waiting for the GKE operation on it; run `gkq plan` to see its state, and apply again once it is RUNNING",
+                plan.cluster.cluster,
+                started.elapsed().as_secs()
+            )));
+        }
+        if announced.as_deref() != Some(status.as_str()) {
+            executor.sink.emit(&ApplyEvent::Waiting {
+                addr: addr.clone(),
+                step: "clusters.get".to_string(),
+                reason: format!(
+                    "the cluster is {status}: a GKE operation on it is still running; waiting for it to finish before checking the plan"
+                ),
+                elapsed_ms: millis(started.elapsed()),
+            });
+            announced = Some(status);
+        }
+        if executor.pause(delay).await {
+            return Err(VerifyError::Read(format!(
+                "interrupted while waiting for the GKE operation on cluster {} to finish; nothing was applied",
+                plan.cluster.cluster
+            )));
+        }
+        delay = policy.next_delay(delay);
     }
 }
 

@@ -9,7 +9,6 @@ use serde_json::Value;
 
 use super::{ApplyError, Executor, check_fresh};
 use crate::addr::ResourceKind;
-use crate::gke::GkeError;
 use crate::plan::{Action, Plan};
 
 /// Reads in flight while checking a plan: as many as observing live state for the plan used.
@@ -64,11 +63,8 @@ impl Executor<'_> {
     /// Reads every target of `plan` (no-ops included) and refuses the plan if any differs from
     /// what the plan was computed against. Reads only; changes nothing.
     pub async fn verify(&self, plan: &Plan) -> Result<(), VerifyError> {
-        let cluster = self
-            .gke
-            .get_cluster(&plan.cluster)
-            .await
-            .map_err(|e: GkeError| VerifyError::Read(format!("clusters.get: {e}")))?;
+        // A cluster still being created (after an interrupted apply) is waited for, as plan says.
+        let cluster = super::gke::settled_cluster(self, plan).await?;
         let cluster_exists = cluster.is_some();
         // Kubernetes targets are read concurrently (bounded, like the apply itself); the report
         // keeps plan order.

@@ -62,12 +62,10 @@ pub fn plan_key() -> Option<Vec<u8>> {
 
 /// The revision of the spec `args` loaded.
 pub fn spec_revision(args: &SpecArgs, loaded: &Loaded) -> SpecRevision {
-    let vars = args.load_options().vars;
     SpecRevision::of(
         loaded,
         &SpecInput {
             arg: &args.spec,
-            vars: &vars,
             git_ref: args.git_ref.as_deref(),
         },
     )

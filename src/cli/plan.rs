@@ -233,15 +233,19 @@ pub async fn run(args: &PlanArgs) -> anyhow::Result<Exit> {
         return Ok(Exit::Failed);
     };
     if planned.session.simulated() && args.output == PlanFormat::Text {
-        eprintln!(
-            "(target local: GKE and Kubernetes are simulated in {})",
-            planned
-                .session
-                .state_dir
-                .as_ref()
-                .map(|d| d.display().to_string())
-                .unwrap_or_default()
-        );
+        let dir = planned
+            .session
+            .state_dir
+            .as_ref()
+            .map(|d| d.display().to_string())
+            .unwrap_or_default();
+        match planned.session.kube.local() {
+            Some(local) => eprintln!(
+                "(target local: GKE and Kubernetes are simulated in {dir}; this cluster's Kubernetes state is {})",
+                local.state_file().display()
+            ),
+            None => eprintln!("(target local: GKE is simulated in {dir})"),
+        }
     }
     render_plan(&planned.plan, args.output)?;
     if let Some(path) = &args.out {

@@ -43,6 +43,8 @@ pub struct LiveReport {
 #[serde(rename_all = "camelCase")]
 pub struct Simulated {
     pub state_dir: Option<String>,
+    /// This cluster's own Kubernetes state file, under the state directory.
+    pub kubernetes_state: String,
     pub settings: String,
 }
 
@@ -687,12 +689,13 @@ pub fn to_text(report: &LiveReport) -> String {
     if let Some(sim) = &report.simulated {
         let _ = writeln!(
             out,
-            "Simulated: the local target{} ({})",
+            "Simulated: the local target{} ({})\n           this cluster's Kubernetes state: {}",
             sim.state_dir
                 .as_deref()
                 .map(|d| format!(" in {d}"))
                 .unwrap_or_default(),
-            sim.settings
+            sim.settings,
+            sim.kubernetes_state
         );
     }
     if !report.node_pools.is_empty() {
@@ -883,6 +886,7 @@ pub async fn report(
         .is_some_and(|e| !e.is_empty());
     let simulated = session.kube.local().map(|k| Simulated {
         state_dir: session.state_dir.as_ref().map(|d| d.display().to_string()),
+        kubernetes_state: k.state_file().display().to_string(),
         settings: k.settings().describe(),
     });
     collect(

@@ -575,18 +575,39 @@ async fn read_jobs(api: &dyn KubeApi, stack: &str) -> crate::kube::KubeResult<Jo
     })
 }
 
-/// Each node pool's autoscaling maximum (from the spec) and current node count (from the
-/// Kubernetes Nodes labelled with it).
+/// Each node pool's autoscaling maximum and machine type (from the spec) and current node count
+/// (from the Kubernetes Nodes labelled with it). The maximum is for the whole pool: GKE's
+/// `maxNodeCount` is per zone, so it counts once per zone the pool names.
 fn pool_sizes(pools: &[Value], nodes: &[Value]) -> BTreeMap<String, PoolSize> {
     let mut sizes: BTreeMap<String, PoolSize> = pools
         .iter()
         .filter_map(|pool| {
             let name = pool.get("name")?.as_str()?.to_string();
+            let zones = pool
+                .get("locations")
+                .and_then(Value::as_array)
+                .map_or(1, |l| l.len().max(1));
             let max = pool
-                .pointer("/autoscaling/maxNodeCount")
+                .pointer("/autoscaling/totalMaxNodeCount")
                 .and_then(Value::as_u64)
+                .or_else(|| {
+                    pool.pointer("/autoscaling/maxNodeCount")
+                        .and_then(Value::as_u64)
+                        .map(|m| m.saturating_mul(zones as u64))
+                })
                 .and_then(|m| usize::try_from(m).ok());
-            Some((name, PoolSize { nodes: 0, max }))
+            let machine_type = pool
+                .pointer("/config/machineType")
+                .and_then(Value::as_str)
+                .map(str::to_string);
+            Some((
+                name,
+                PoolSize {
+                    nodes: 0,
+                    max,
+                    machine_type,
+                },
+            ))
         })
         .collect();
     for node in nodes {
@@ -598,4 +619,33 @@ fn pool_sizes(pools: &[Value], nodes: &[Value]) -> BTreeMap<String, PoolSize> {
         }
     }
     sizes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The stuck checks learn how much a pool can ever hold: its machine type, and its maximum
+    /// over every zone it runs in.
+    #[test]
+    fn pool_sizes_carry_machine_type_and_the_whole_pools_maximum() {
+        let pools = [
+            json!({"name": "tpu", "config": {"machineType": "ct6e-standard-4t"},
+                "autoscaling": {"enabled": true, "maxNodeCount": 4}}),
+            json!({"name": "wide", "config": {"machineType": "n2-standard-8"},
+                "locations": ["us-east5-a", "us-east5-b"], "autoscaling": {"maxNodeCount": 3}}),
+        ];
+        let nodes = [json!({"metadata": {"labels": {"cloud.google.com/gke-nodepool": "tpu"}}})];
+        let sizes = pool_sizes(&pools, &nodes);
+        assert_eq!(
+            sizes["tpu"],
+            PoolSize {
+                nodes: 1,
+                max: Some(4),
+                machine_type: Some("ct6e-standard-4t".into())
+            }
+        );
+        assert_eq!(sizes["wide"].max, Some(6));
+    }
 }

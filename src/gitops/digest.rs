@@ -6,7 +6,7 @@
 //! so the digest does not depend on where the repository is checked out or on whether the files
 //! came from the working tree or from a commit (`--git-ref`).
 //!
-//! Pure: it works on a [`Loaded`] spec and a variable map.
+//! Pure: it works on a [`Loaded`] spec.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -16,8 +16,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use crate::spec::vars::{VarSources, resolve_values};
-use crate::spec::{Diagnostics, FileId, Loaded};
+use crate::spec::vars::values_of;
+use crate::spec::{FileId, Loaded};
 
 /// Version of the digest's input layout; part of the hashed document so that a future change of
 /// layout never produces a digest equal to an old one.
@@ -63,21 +63,11 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
         .collect()
 }
 
-/// The resolved value of every variable the spec declares, from the same sources `spec::load`
-/// used (`--var`, then the environment, then the default). `None` for a declared variable without
-/// a value (loading would have failed if it was used).
-pub fn resolved_variables(
-    loaded: &Loaded,
-    cli: &BTreeMap<String, String>,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> BTreeMap<String, Option<String>> {
-    // Problems were already reported when the spec was loaded; they are not repeated here.
-    let mut ignored = Diagnostics::default();
-    resolve_values(&loaded.root, &VarSources { cli, env }, &mut ignored)
-}
-
-/// Hashes a loaded spec with its variable values. See the module docs for what is covered.
-pub fn spec_digest(loaded: &Loaded, variables: &BTreeMap<String, Option<String>>) -> SpecDigest {
+/// Hashes a loaded spec with the variable values it was loaded with ([`Loaded::variables`]:
+/// resolved once, by `spec::load`, so the digest can never see other values than the spec did).
+/// See the module docs for what is covered.
+pub fn spec_digest(loaded: &Loaded) -> SpecDigest {
+    let variables = values_of(&loaded.variables);
     let mut files: Vec<FileDigest> = Vec::new();
     for id in 0.. {
         let Some(source) = loaded.sources.get(FileId(id)) else {
@@ -100,7 +90,7 @@ pub fn spec_digest(loaded: &Loaded, variables: &BTreeMap<String, Option<String>>
         "layout": DIGEST_LAYOUT,
         "files": files,
         "env": loaded.env,
-        "variables": variables,
+        "variables": &variables,
     });
     // serde_json keeps map order as inserted and the variables come from a BTreeMap: the text is
     // canonical without a separate canonicalisation step.
@@ -177,7 +167,7 @@ mod tests {
 
     const SPEC: &str = "variables:\n  POOL_MAX: {default: \"4\"}\nproject: p\nlocation: us-east5-b\ncluster: {name: c}\nnodePools:\n  - {name: a, machineType: e2-standard-4, autoscaling: {min: 0, max: \"${POOL_MAX}\"}}\n";
 
-    fn load(root: &str, spec: &str, vars: &[(&str, &str)]) -> (Loaded, BTreeMap<String, String>) {
+    fn load(root: &str, spec: &str, vars: &[(&str, &str)], env: &[(&str, &str)]) -> Loaded {
         let mut files = BTreeMap::new();
         files.insert(PathBuf::from(root).join("gkq.yaml"), spec.to_string());
         files.insert(
@@ -188,19 +178,21 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
+        let process: BTreeMap<String, String> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         let opts = LoadOptions {
             env: Some("dev".into()),
-            vars: cli.clone(),
-            env_lookup: Some(Box::new(|_| None)),
+            vars: cli,
+            env_lookup: Some(Box::new(move |name| process.get(name).cloned())),
         };
-        let loaded = crate::spec::load(&Files(files), Path::new(root), &opts)
-            .unwrap_or_else(|f| panic!("{:?}", f.diagnostics));
-        (loaded, cli)
+        crate::spec::load(&Files(files), Path::new(root), &opts)
+            .unwrap_or_else(|f| panic!("{:?}", f.diagnostics))
     }
 
     fn digest_of(root: &str, spec: &str, vars: &[(&str, &str)]) -> SpecDigest {
-        let (loaded, cli) = load(root, spec, vars);
-        spec_digest(&loaded, &resolved_variables(&loaded, &cli, &|_| None))
+        spec_digest(&load(root, spec, vars, &[]))
     }
 
     #[test]
@@ -238,5 +230,18 @@ mod tests {
         );
         assert_eq!(base.short().len(), 12);
         assert!(base.digest.starts_with("sha256:"));
+    }
+
+    #[test]
+    fn the_digest_hashes_the_values_the_spec_was_loaded_with() {
+        let from_env = load("/r", SPEC, &[], &[("GKQ_VAR_POOL_MAX", "8")]);
+        assert_eq!(
+            spec_digest(&from_env),
+            spec_digest(&load("/r", SPEC, &[("POOL_MAX", "8")], &[]))
+        );
+        assert_ne!(spec_digest(&from_env), digest_of("/r", SPEC, &[]));
+        // A process variable without the prefix is not a value: the default is hashed.
+        let bare = load("/r", SPEC, &[], &[("POOL_MAX", "8")]);
+        assert_eq!(spec_digest(&bare), digest_of("/r", SPEC, &[]));
     }
 }

@@ -546,13 +546,23 @@ pub async fn file(
     })
 }
 
+/// The holder identity a lock file records (`{"holder": "alice@laptop pid 42", ...}`), when it
+/// can be read.
+pub fn file_holder(text: &str) -> Option<String> {
+    let record: serde_json::Value = serde_json::from_str(text).ok()?;
+    record["holder"].as_str().map(str::to_string)
+}
+
+/// Whether the lock file's record names exactly `holder`: pid 1089 is not pid 10898, however
+/// the text compares.
+pub fn file_held_by(text: &str, holder: &str) -> bool {
+    file_holder(text).is_some_and(|recorded| recorded == holder)
+}
+
 fn describe_file_holder(text: &str, now: Timestamp) -> String {
     let record: serde_json::Value = serde_json::from_str(text).unwrap_or_default();
     let holder = Holder {
-        identity: record["holder"]
-            .as_str()
-            .unwrap_or("another gkq process")
-            .to_string(),
+        identity: file_holder(text).unwrap_or_else(|| "another gkq process".to_string()),
         acquired_at: record["acquiredAt"].as_str().and_then(|t| t.parse().ok()),
         renewed_at: None,
         lease_duration: None,
@@ -584,6 +594,26 @@ mod tests {
             expiry_note(&holder, now).unwrap(),
             "If that apply crashed, its lock expires 1m00s after its last renewal (in 56s)."
         );
+    }
+
+    #[test]
+    fn a_lock_file_is_held_by_exactly_the_identity_it_records() {
+        let record = |holder: &str| {
+            serde_json::json!({"holder": holder, "acquiredAt": "2026-11-30T12:00:00Z"}).to_string()
+        };
+        let text = record("alice@laptop pid 10898");
+        assert!(file_held_by(&text, "alice@laptop pid 10898"));
+        assert!(!file_held_by(&text, "alice@laptop pid 1089"));
+        assert!(!file_held_by(&text, "alice@laptop pid 108"));
+        assert!(!file_held_by(
+            &record("alice@laptop pid 1089"),
+            "alice@laptop pid 10898"
+        ));
+        assert!(
+            !file_held_by("alice@laptop pid 1089", "alice@laptop pid 1089"),
+            "not a record"
+        );
+        assert!(!file_held_by("", "alice@laptop pid 1089"));
     }
 
     #[tokio::test]

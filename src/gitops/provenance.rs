@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::digest::{FileDigest, SpecDigest};
 use crate::spec::types::Target;
+use crate::spec::vars::ValueSource;
 
 /// The version of gkq that is running.
 pub const GKQ_VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -46,6 +47,10 @@ pub struct SpecRevision {
     /// Names of the declared variables. Their values are part of the digest, never of the plan.
     #[serde(default)]
     pub variables: Vec<String>,
+    /// The variables whose values came from outside the spec (`--var`, or the environment
+    /// variable `GKQ_VAR_<NAME>`), by name: the values are never recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub variable_sources: Vec<VariableSource>,
     /// The commit the spec was read from: the `--git-ref` commit, or HEAD when every file the spec
     /// read is committed and unmodified. Absent when the working tree has uncommitted changes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -53,6 +58,14 @@ pub struct SpecRevision {
     /// The `--git-ref` argument, when one was given (`origin/main`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub git_ref: Option<String>,
+}
+
+/// A variable set from outside the spec, and how: names and sources only, never values.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct VariableSource {
+    pub name: String,
+    /// `cli` (`--var`) or `environment` (`GKQ_VAR_<NAME>`).
+    pub source: ValueSource,
 }
 
 impl SpecRevision {
@@ -69,6 +82,7 @@ impl SpecRevision {
             digest: digest.digest,
             files: digest.files,
             variables: digest.variables,
+            variable_sources: Vec::new(),
             commit,
             git_ref,
         }
@@ -89,33 +103,34 @@ impl SpecRevision {
 pub struct SpecInput<'a> {
     /// The SPEC argument as given (a file or a directory).
     pub arg: &'a std::path::Path,
-    /// `--var` values.
-    pub vars: &'a std::collections::BTreeMap<String, String>,
     /// `--git-ref`, when the spec was read from a commit.
     pub git_ref: Option<&'a str>,
 }
 
 impl SpecRevision {
-    /// The revision of a spec loaded from `input`: digest (variables resolved as `spec::load`
-    /// resolved them, from `--var` and the process environment) and commit (the `--git-ref`
-    /// commit, or HEAD when the working tree is clean for the files the spec read).
+    /// The revision of a spec loaded from `input`: digest (of the variable values `spec::load`
+    /// resolved), where variables came from, and commit (the `--git-ref` commit, or HEAD when
+    /// the working tree is clean for the files the spec read).
     pub fn of(loaded: &crate::spec::Loaded, input: &SpecInput<'_>) -> Self {
-        let env = |name: &str| std::env::var(name).ok();
-        let variables = super::digest::resolved_variables(loaded, input.vars, &env);
-        let digest = super::digest::spec_digest(loaded, &variables);
+        let digest = super::digest::spec_digest(loaded);
         let commit = match input.git_ref {
             Some(reference) => {
                 super::git::resolve_commit(&super::git::spec_dir(input.arg), reference).ok()
             }
             None => super::git::clean_head(loaded),
         };
-        SpecRevision::new(
+        let mut revision = SpecRevision::new(
             loaded.spec_file.display().to_string(),
             loaded.env.clone(),
             digest,
             commit,
             input.git_ref.map(str::to_string),
-        )
+        );
+        revision.variable_sources = crate::spec::vars::external_sources(&loaded.variables)
+            .into_iter()
+            .map(|(name, source)| VariableSource { name, source })
+            .collect();
+        revision
     }
 }
 

@@ -414,6 +414,7 @@ mod tests {
                 })
                 .collect(),
             variables: vec![],
+            variable_sources: vec![],
             commit: None,
             git_ref: None,
         }

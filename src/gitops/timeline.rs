@@ -10,8 +10,12 @@
 //! - a ProvisioningRequest that failed or whose booking expired: Kueue retries with backoff;
 //! - admitted but not running: Kueue's `waitForPodsReady` (on by default, 30 minutes) evicts and
 //!   requeues the job when the timeout passes; flagged from two thirds of it;
-//! - admitted to a flavor whose node pool is at its maximum size: the autoscaler cannot add the
-//!   nodes the quota promised.
+//! - quota reserved or admitted for more nodes than the flavor's node pool may ever have (its
+//!   autoscaling maximum): the autoscaler can never add them; flagged at once, with the numbers;
+//! - admitted to a flavor whose node pool is at its maximum size, and not running after
+//!   [`FULL_POOL_WARNING`]: other work probably holds the nodes. A pool that just reached its
+//!   maximum is usually the autoscaler bringing exactly the nodes the job needs, so it is not
+//!   flagged before then.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -20,6 +24,8 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
 use super::lock::human;
+use crate::placement::capacity::machine_type;
+use crate::placement::quantity::Quantity;
 
 /// Kueue's default `waitForPodsReady.timeout` (v1beta2 Configuration).
 pub const PODS_READY_TIMEOUT: Duration = Duration::from_secs(30 * 60);
@@ -27,6 +33,8 @@ pub const PODS_READY_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 pub const PODS_READY_WARNING: Duration = Duration::from_secs(20 * 60);
 /// From when a ProvisioningRequest that is not provisioned is flagged.
 pub const PROVISIONING_WARNING: Duration = Duration::from_secs(15 * 60);
+/// From when an admitted job that is not running, on a node pool at its maximum size, is flagged.
+pub const FULL_POOL_WARNING: Duration = Duration::from_secs(10 * 60);
 
 /// Where a job is in its admission.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -157,7 +165,10 @@ pub struct JobState {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PoolSize {
     pub nodes: usize,
+    /// The autoscaling maximum.
     pub max: Option<usize>,
+    /// The machine type (`ct6e-standard-4t`), for how much one node holds.
+    pub machine_type: Option<String>,
 }
 
 /// What the checks know about the cluster besides the jobs.
@@ -342,7 +353,129 @@ fn stage_of(
     )
 }
 
-fn warning_for(stage: &Stage, age: Option<Duration>, capacity: &Capacity) -> Option<String> {
+/// What a Workload's admission uses on each flavor: its podsets' `resourceUsage`, added up per
+/// flavor and resource (each resource of a podset names its flavor).
+fn flavor_usage(workload: &Value) -> BTreeMap<String, BTreeMap<String, Quantity>> {
+    let mut usage: BTreeMap<String, BTreeMap<String, Quantity>> = BTreeMap::new();
+    let assignments = workload
+        .pointer("/status/admission/podSetAssignments")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten();
+    for assignment in assignments {
+        let Some(used) = assignment.get("resourceUsage").and_then(Value::as_object) else {
+            continue;
+        };
+        for (resource, amount) in used {
+            let (Some(flavor), Ok(amount)) = (
+                assignment
+                    .pointer(&format!(
+                        "/flavors/{}",
+                        resource.replace('~', "~0").replace('/', "~1")
+                    ))
+                    .and_then(Value::as_str),
+                Quantity::from_json(amount),
+            ) else {
+                continue;
+            };
+            usage
+                .entry(flavor.to_string())
+                .or_default()
+                .entry(resource.clone())
+                .and_modify(|total| *total = total.saturating_add(amount))
+                .or_insert(amount);
+        }
+    }
+    usage
+}
+
+/// How many nodes of a pool a job needs at least, and the resource that decides it.
+struct NodeDemand {
+    nodes: u64,
+    resource: String,
+    amount: Quantity,
+    per_node: u64,
+}
+
+/// The fewest nodes of `pool` (of `machine`) that can hold `usage`: for each resource, the
+/// usage over one node's capacity, rounded up; the largest wins. A lower bound (it ignores how
+/// pods pack, and a node's allocatable share is below its capacity), so a job needing more than
+/// the pool's maximum surely cannot run there.
+fn node_demand(usage: &BTreeMap<String, Quantity>, machine: &str) -> Option<NodeDemand> {
+    let shape = machine_type(machine)?;
+    usage
+        .iter()
+        .filter_map(|(resource, amount)| {
+            // Per node, in thousandths of the resource's unit, as Quantity::milli_value counts.
+            let (per_node, milli_per_node) = match resource.as_str() {
+                "cpu" => (u64::from(shape.vcpus), i128::from(shape.vcpus) * 1000),
+                "memory" => (
+                    u64::from(shape.memory_gib),
+                    i128::from(shape.memory_gib) * (1 << 30) * 1000,
+                ),
+                other => {
+                    let (_, chips) = shape.accelerator.filter(|(name, _)| *name == other)?;
+                    (u64::from(chips), i128::from(chips) * 1000)
+                }
+            };
+            if milli_per_node <= 0 {
+                return None;
+            }
+            let needed = (amount.milli_value().max(0) + milli_per_node - 1) / milli_per_node;
+            Some(NodeDemand {
+                nodes: u64::try_from(needed).unwrap_or(u64::MAX),
+                resource: resource.clone(),
+                amount: *amount,
+                per_node,
+            })
+        })
+        .max_by_key(|d| d.nodes)
+}
+
+/// The first node pool the job's usage cannot fit in even at the pool's maximum size.
+fn demand_above_max(
+    usage: &BTreeMap<String, BTreeMap<String, Quantity>>,
+    capacity: &Capacity,
+) -> Option<String> {
+    for (flavor, used) in usage {
+        let Some(pool) = capacity.flavor_pools.get(flavor) else {
+            continue;
+        };
+        let Some(size) = capacity.pools.get(pool) else {
+            continue;
+        };
+        let (Some(max), Some(machine)) = (size.max, size.machine_type.as_deref()) else {
+            continue;
+        };
+        let Some(demand) = node_demand(used, machine) else {
+            continue;
+        };
+        if demand.nodes > max as u64 {
+            let unit = if demand.resource == "memory" {
+                " GiB"
+            } else {
+                ""
+            };
+            return Some(format!(
+                "the job needs at least {} nodes of node pool {pool} ({} {} on flavor {flavor}, {}{unit} per {machine} node) but the pool's autoscaling maximum is {max}: the autoscaler can never add them, although flavor {flavor} has quota for the job. Raise nodePools[{pool}].autoscaling.max to {}, or lower flavor {flavor}'s quota to what the pool can hold.",
+                demand.nodes, demand.amount, demand.resource, demand.per_node, demand.nodes
+            ));
+        }
+    }
+    None
+}
+
+fn warning_for(
+    stage: &Stage,
+    age: Option<Duration>,
+    usage: &BTreeMap<String, BTreeMap<String, Quantity>>,
+    capacity: &Capacity,
+) -> Option<String> {
+    if matches!(stage, Stage::QuotaReserved { .. } | Stage::Admitted { .. })
+        && let Some(warning) = demand_above_max(usage, capacity)
+    {
+        return Some(warning);
+    }
     match stage {
         Stage::QuotaReserved {
             provisioning: Some(p),
@@ -370,25 +503,30 @@ fn warning_for(stage: &Stage, age: Option<Duration>, capacity: &Capacity) -> Opt
         } if p.state != "Provisioned" && age.is_some_and(|a| a >= PROVISIONING_WARNING) => {
             let waited = human(age.unwrap_or_default());
             Some(format!(
-                "ProvisioningRequest {} has waited {waited} for capacity on flavor {}. DWS keeps it queued until the whole slice can be provisioned at once, which is normal for a while; if it never comes, check the project's TPU quota for flex-start (preemptible) in this region, or move the pool to a zone with capacity.",
+                "ProvisioningRequest {} has waited {waited} for capacity on flavor {} (flagged after {}). DWS keeps it queued until the whole slice can be provisioned at once, which is normal for a while; if it never comes, check the project's TPU quota for flex-start (preemptible) in this region, or move the pool to a zone with capacity.",
                 p.name,
-                main_flavor(flavors)
+                main_flavor(flavors),
+                crate::local::format_ms(PROVISIONING_WARNING.as_secs() * 1000)
             ))
         }
         Stage::Admitted { flavors } => {
             let flavor = main_flavor(flavors);
+            let age = age?;
             let full_pool = capacity
                 .flavor_pools
                 .get(flavor)
                 .and_then(|pool| Some((pool, capacity.pools.get(pool)?)))
                 .filter(|(_, size)| size.max.is_some_and(|max| size.nodes >= max));
-            if let Some((pool, size)) = full_pool {
+            if let Some((pool, size)) = full_pool
+                && age >= FULL_POOL_WARNING
+            {
                 return Some(format!(
-                    "node pool {pool} is at its maximum size ({} nodes), so the autoscaler cannot add nodes for this job although flavor {flavor} has quota for it. Raise nodePools[{pool}].autoscaling.max, or lower flavor {flavor}'s quota to what the pool can hold.",
-                    size.nodes
+                    "node pool {pool} is at its maximum size ({} nodes) and the job has made no progress for {} (flagged after {}): it is admitted but not running, so other work probably holds the nodes flavor {flavor} has quota for. Raise nodePools[{pool}].autoscaling.max, or lower flavor {flavor}'s quota to what the pool can hold.",
+                    size.nodes,
+                    human(age),
+                    crate::local::format_ms(FULL_POOL_WARNING.as_secs() * 1000)
                 ));
             }
-            let age = age?;
             if age < PODS_READY_WARNING {
                 return None;
             }
@@ -438,7 +576,8 @@ pub fn job_states(
                         .unwrap_or(0),
                 )
             });
-            let warning = warning_for(&stage, age, capacity);
+            let usage = workload.map(flavor_usage).unwrap_or_default();
+            let warning = warning_for(&stage, age, &usage, capacity);
             JobState {
                 job: key(job),
                 stage,
@@ -601,7 +740,7 @@ mod tests {
             "creationTimestamp": "2026-11-30T11:20:01Z"}, "status": {}});
         let state = one(job.clone(), vec![reserved], vec![request.clone()], &none);
         let warning = state.warning.unwrap();
-        assert!(warning.starts_with("ProvisioningRequest rayjob-train-2-abc12-dws-prov-1 has waited 40m00s for capacity on flavor dws"), "{warning}");
+        assert!(warning.starts_with("ProvisioningRequest rayjob-train-2-abc12-dws-prov-1 has waited 40m00s for capacity on flavor dws (flagged after 15m)."), "{warning}");
 
         // A failed request.
         let reserved = workload(
@@ -635,7 +774,8 @@ mod tests {
             "{warning}"
         );
 
-        // The same job, admitted a minute ago, on a flavor whose pool is full.
+        // The same job, admitted a minute ago: not stuck, even on a full pool (see the tests
+        // below for when a full pool is flagged).
         let recent = workload(
             "train-2",
             json!([cond("Admitted", "True", "2026-11-30T11:59:00Z", "")]),
@@ -645,23 +785,96 @@ mod tests {
             one(job.clone(), vec![recent.clone()], vec![], &none).warning,
             None
         );
-        let full = Capacity {
+        assert_eq!(
+            one(job, vec![recent], vec![], &on_demand_pool(4, 4)).warning,
+            None
+        );
+    }
+
+    /// An admitted job on the seed's on-demand flavor: 4 TPU workers of 4 chips each.
+    fn admitted_on_demand(job: &str, at: &str, chips: u32) -> Value {
+        let mut w = workload(job, json!([cond("Admitted", "True", at, "")]), "on-demand");
+        w["status"]["admission"]["podSetAssignments"][1]["resourceUsage"] =
+            json!({"cpu": "32", "memory": "64Gi", "google.com/tpu": chips.to_string()});
+        w["status"]["admission"]["podSetAssignments"][1]["count"] = json!(chips / 4);
+        w
+    }
+
+    fn on_demand_pool(nodes: usize, max: usize) -> Capacity {
+        Capacity {
             flavor_pools: [("on-demand".to_string(), "on-demand-pool".to_string())].into(),
             pools: [(
                 "on-demand-pool".to_string(),
                 PoolSize {
-                    nodes: 4,
-                    max: Some(4),
+                    nodes,
+                    max: Some(max),
+                    machine_type: Some("ct6e-standard-4t".into()),
                 },
             )]
             .into(),
-        };
-        let warning = one(job, vec![recent], vec![], &full).warning.unwrap();
+        }
+    }
+
+    /// The autoscaler has just brought the pool to exactly the 4 nodes the job needs: that is
+    /// the job about to run, not a stuck one.
+    #[test]
+    fn a_pool_scaled_to_exactly_what_the_job_needs_is_not_stuck() {
+        let job = rayjob("train-2", json!({}));
+        let recent = admitted_on_demand("train-2", "2026-11-30T11:59:40Z", 16);
+        let state = one(job, vec![recent], vec![], &on_demand_pool(4, 4));
+        assert_eq!(state.warning, None);
+    }
+
+    /// A full pool is flagged once the job made no progress for the threshold, which the
+    /// message names.
+    #[test]
+    fn a_full_pool_is_flagged_after_no_progress_for_the_threshold() {
+        let job = rayjob("train-2", json!({}));
+        let nine = admitted_on_demand("train-2", "2026-11-30T11:51:00Z", 16);
+        assert_eq!(
+            one(job.clone(), vec![nine], vec![], &on_demand_pool(4, 4)).warning,
+            None
+        );
+        let eleven = admitted_on_demand("train-2", "2026-11-30T11:49:00Z", 16);
+        let warning = one(job, vec![eleven], vec![], &on_demand_pool(4, 4))
+            .warning
+            .unwrap();
         assert!(
-            warning.starts_with("node pool on-demand-pool is at its maximum size (4 nodes)"),
+            warning.starts_with("node pool on-demand-pool is at its maximum size (4 nodes) and the job has made no progress for 11m00s (flagged after 10m)"),
             "{warning}"
         );
-        assert!(warning.contains("Raise nodePools[on-demand-pool].autoscaling.max"));
+    }
+
+    /// A job that needs more nodes than its pool may ever have is flagged at once, with the
+    /// numbers, whether it is admitted or waits for a ProvisioningRequest.
+    #[test]
+    fn demand_above_the_pools_maximum_is_flagged_at_once() {
+        let job = rayjob("train-2", json!({}));
+        let now_admitted = admitted_on_demand("train-2", "2026-11-30T11:59:50Z", 20);
+        let warning = one(
+            job.clone(),
+            vec![now_admitted],
+            vec![],
+            &on_demand_pool(0, 4),
+        )
+        .warning
+        .unwrap();
+        assert!(
+            warning.starts_with("the job needs at least 5 nodes of node pool on-demand-pool (20 google.com/tpu on flavor on-demand, 4 per ct6e-standard-4t node) but the pool's autoscaling maximum is 4"),
+            "{warning}"
+        );
+        assert!(
+            warning.contains("Raise nodePools[on-demand-pool].autoscaling.max to 5"),
+            "{warning}"
+        );
+
+        let mut reserved = admitted_on_demand("train-2", "2026-11-30T11:59:50Z", 20);
+        reserved["status"]["conditions"] =
+            json!([cond("QuotaReserved", "True", "2026-11-30T11:59:50Z", "")]);
+        let warning = one(job, vec![reserved], vec![], &on_demand_pool(0, 4))
+            .warning
+            .unwrap();
+        assert!(warning.contains("needs at least 5 nodes"), "{warning}");
     }
 
     #[test]

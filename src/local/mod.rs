@@ -6,11 +6,16 @@
 //! scales node pools. Everything simulated says so in its messages and carries the
 //! `gkq.dev/simulated` annotation.
 //!
-//! State lives in `<state-dir>/kubernetes.json` (written atomically), next to the GKE
-//! emulator's `<state-dir>/gke/`. The objects belong to one GKE cluster: the store answers only
-//! while the emulated cluster is running, starts from nothing when the cluster is (re)created,
-//! and is emptied when the cluster is deleted. A new cluster comes with what GKE gives it: the
-//! `default`, `kube-system`, `kube-public` and `kube-node-lease` namespaces, the
+//! Each cluster's state lives in
+//! `<state-dir>/clusters/<project>/<location>/<cluster>/kubernetes.json` (written atomically),
+//! next to the GKE emulator's `<state-dir>/gke/`, which holds every cluster: environments that
+//! share a state directory never share, or overwrite, each other's Kubernetes. The objects
+//! belong to their GKE cluster: the store answers only while the emulated cluster is running,
+//! starts from nothing when the cluster is (re)created, and is emptied when `apply` or
+//! `destroy` finds the cluster deleted (reads never delete anything). Older gkq kept one
+//! `<state-dir>/kubernetes.json` for whichever cluster ran last; the first command that finds
+//! that cluster running moves the file to its place. A new cluster comes with what GKE gives
+//! it: the `default`, `kube-system`, `kube-public` and `kube-node-lease` namespaces, the
 //! ProvisioningRequest CRD, the KubeRay CRDs when the Ray operator add-on is on, and its nodes.
 //!
 //! There is no daemon: each call first brings the simulation to "now" ([`sim::reconcile`]).
@@ -45,8 +50,32 @@ use nodes::PoolInfo;
 use sim::{Provisioning, SimSettings, SimState};
 use store::{Key, Store};
 
-/// The file the local Kubernetes state is kept in, under the state directory.
+/// The file a cluster's local Kubernetes state is kept in, under its directory
+/// ([`cluster_state_dir`]).
 pub const STATE_FILE: &str = "kubernetes.json";
+/// Where the clusters' directories are, under the state directory.
+pub const CLUSTERS_DIR: &str = "clusters";
+
+/// The directory of one cluster's Kubernetes state:
+/// `<state-dir>/clusters/<project>/<location>/<cluster>`.
+pub fn cluster_state_dir(state_dir: &Path, cluster: &ClusterRef) -> anyhow::Result<PathBuf> {
+    let mut dir = state_dir.join(CLUSTERS_DIR);
+    for (what, part) in [
+        ("project", &cluster.project),
+        ("location", &cluster.location),
+        ("cluster", &cluster.cluster),
+    ] {
+        let plain =
+            !part.is_empty() && part != "." && part != ".." && !part.contains(['/', '\\', '\0']);
+        if !plain {
+            anyhow::bail!(
+                "the local target cannot keep state for {what} `{part}`: it is not a plain name (use letters, digits and `-`, as GKE does)"
+            );
+        }
+        dir.push(part);
+    }
+    Ok(dir)
+}
 const STATE_VERSION: u32 = 1;
 
 /// The KubeRay v1.7.0 RayJob and RayCluster CRDs as GKE's Ray operator add-on installs them,
@@ -296,7 +325,13 @@ pub fn local_kueue(install: &KueueInstall) -> KueueInstall {
 
 /// The local target's Kubernetes API (see the [module docs](self)).
 pub struct LocalKube {
+    /// The state directory: its `apply.lock`, and the single-file state of older gkq versions.
     dir: PathBuf,
+    /// This cluster's own directory under it ([`cluster_state_dir`]).
+    cluster_dir: PathBuf,
+    /// The world was adopted from an older gkq's `<state-dir>/kubernetes.json`, which goes once
+    /// the world is written to its own place.
+    migrating: AtomicBool,
     gke: Box<dyn GkeApi>,
     cluster: ClusterRef,
     emulator: Option<Emulator>,
@@ -323,9 +358,12 @@ impl LocalKube {
         emulator: Option<Emulator>,
         settings: Settings,
     ) -> anyhow::Result<LocalKube> {
-        let world = World::load(dir)?;
+        let cluster_dir = cluster_state_dir(dir, &cluster)?;
+        let world = World::load(&cluster_dir)?;
         Ok(LocalKube {
             dir: dir.to_path_buf(),
+            cluster_dir,
+            migrating: AtomicBool::new(false),
             gke,
             cluster,
             emulator,
@@ -340,8 +378,35 @@ impl LocalKube {
         &self.settings
     }
 
+    /// This cluster's state file.
     pub fn state_file(&self) -> PathBuf {
+        self.cluster_dir.join(STATE_FILE)
+    }
+
+    /// The single file older gkq versions kept every cluster's state in.
+    fn legacy_state_file(&self) -> PathBuf {
         self.dir.join(STATE_FILE)
+    }
+
+    /// The world an older gkq left in `<state-dir>/kubernetes.json`, when it belongs to this
+    /// cluster incarnation (`identity`). Anything else there is left alone: it may be another
+    /// cluster's, moved when a command finds that cluster.
+    fn legacy_world(&self, identity: &str) -> Option<World> {
+        let path = self.legacy_state_file();
+        if !path.is_file() {
+            return None;
+        }
+        match World::load(&self.dir) {
+            Ok(world) if world.cluster.as_deref() == Some(identity) => Some(world),
+            Ok(_) => None,
+            Err(e) => {
+                tracing::warn!(
+                    "{e:#}; it is not used, and this cluster's Kubernetes starts from what GKE gives a new cluster in {}",
+                    self.state_file().display()
+                );
+                None
+            }
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, World> {
@@ -379,31 +444,50 @@ impl LocalKube {
             );
             return Ok(());
         };
-        world.save(&self.dir).map_err(|e| {
+        world.save(&self.cluster_dir).map_err(|e| {
             KubeError::Transport(format!(
                 "cannot write the local Kubernetes state {}: {e:#}",
                 self.state_file().display()
             ))
-        })
+        })?;
+        if self.migrating.swap(false, Ordering::Relaxed) {
+            let legacy = self.legacy_state_file();
+            match std::fs::remove_file(&legacy) {
+                Ok(()) => tracing::info!(
+                    "moved the local Kubernetes state of cluster {} from {} to {}",
+                    self.cluster.cluster,
+                    legacy.display(),
+                    self.state_file().display()
+                ),
+                Err(e) => tracing::warn!(
+                    "copied the local Kubernetes state of cluster {} to {}, but cannot remove {}: {e}",
+                    self.cluster.cluster,
+                    self.state_file().display(),
+                    legacy.display()
+                ),
+            }
+        }
+        Ok(())
     }
 
-    /// Reads the cluster from GKE, follows it (a new cluster starts from nothing, a deleted one
-    /// takes its objects with it) and brings the simulation to now. Returns the simulated time
-    /// and the lock, for the call that follows.
-    async fn sync(&self) -> KubeResult<(MutexGuard<'_, World>, u64)> {
-        let cluster = self.gke.get_cluster(&self.cluster).await.map_err(|e| {
+    async fn read_cluster(&self) -> KubeResult<Option<Value>> {
+        self.gke.get_cluster(&self.cluster).await.map_err(|e| {
             KubeError::Transport(format!(
                 "reading the local cluster {} from the emulated GKE: {e}",
                 self.cluster.cluster
             ))
-        })?;
+        })
+    }
+
+    /// Reads the cluster from GKE, follows it (a new cluster starts from nothing) and brings the
+    /// simulation to now. Returns the simulated time and the lock, for the call that follows.
+    /// Only this cluster's state is ever read or written; a deleted cluster's state is emptied
+    /// by [`LocalKube::settle`], after `apply` or `destroy`, never by a read.
+    async fn sync(&self) -> KubeResult<(MutexGuard<'_, World>, u64)> {
+        let cluster = self.read_cluster().await?;
         let wall = wall_ms();
         let mut world = self.lock();
         let Some(cluster) = cluster else {
-            if world.cluster.is_some() {
-                *world = World::default();
-                self.save(&world)?;
-            }
             return Err(KubeError::Transport(format!(
                 "the local cluster {} does not exist (run `gkq apply` to create it)",
                 self.cluster.cluster
@@ -423,7 +507,13 @@ impl LocalKube {
         let id = identity(&cluster);
         let mut changed = false;
         if world.cluster.as_deref() != Some(id.as_str()) {
-            *world = World::seeded(id, &cluster, wall);
+            *world = match self.legacy_world(&id) {
+                Some(old) => {
+                    self.migrating.store(true, Ordering::Relaxed);
+                    old
+                }
+                None => World::seeded(id, &cluster, wall),
+            };
             changed = true;
         }
         let now = world.clock.advance(wall, self.settings.clock);
@@ -491,15 +581,24 @@ impl LocalKube {
                 let mut holder = String::new();
                 let _ = file.read_to_string(&mut holder);
                 let me = crate::gitops::lock::holder_identity();
-                holder.contains(&me).then_some(None)
+                crate::gitops::lock::file_held_by(&holder, &me).then_some(None)
             }
             Err(std::fs::TryLockError::Error(_)) => Some(None),
         }
     }
 
     /// Brings the simulation to now and writes it (after `apply` or `destroy`). A cluster that
-    /// does not exist is not an error here: its Kubernetes state is simply emptied.
+    /// does not exist is not an error here: its Kubernetes state is emptied (its objects went
+    /// with it).
     pub async fn settle(&self) -> KubeResult<()> {
+        if self.read_cluster().await?.is_none() {
+            let mut world = self.lock();
+            if world.cluster.is_some() {
+                *world = World::default();
+                self.save(&world)?;
+            }
+            return Ok(());
+        }
         match self.sync().await {
             Ok((world, _)) => self.save(&world),
             Err(KubeError::Transport(_)) => Ok(()),
@@ -655,6 +754,60 @@ mod tests {
         assert_eq!(clock.advance(2_000, 10.0), 11_000);
         assert_eq!(clock.advance(2_500, 1.0), 11_500);
         assert_eq!(clock.advance(2_000, 1.0), 11_500, "never backwards");
+    }
+
+    fn local_kube(dir: &Path) -> LocalKube {
+        let gke = crate::gke::RestGke::with_endpoint(
+            "http://127.0.0.1:9/",
+            std::sync::Arc::new(crate::gke::AnonymousTokenSource),
+        )
+        .unwrap();
+        LocalKube::open(
+            dir,
+            Box::new(gke),
+            ClusterRef {
+                project: "p".into(),
+                location: "l".into(),
+                cluster: "c".into(),
+            },
+            None,
+            Settings::default(),
+        )
+        .unwrap()
+    }
+
+    /// The state lock held by another process whose holder identity merely starts like this
+    /// process's (pid 1089 against pid 10898) is not this process's: the state is not written.
+    #[test]
+    fn a_lock_held_by_another_pid_with_the_same_prefix_is_not_ours() {
+        let dir = tempfile::tempdir().unwrap();
+        let kube = local_kube(dir.path());
+        let me = crate::gitops::lock::holder_identity();
+        let held = |holder: &str| {
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(dir.path().join("apply.lock"))
+                .unwrap();
+            file.try_lock().unwrap();
+            let record =
+                serde_json::json!({"holder": holder, "acquiredAt": "2026-11-30T12:00:00Z"});
+            std::fs::write(dir.path().join("apply.lock"), record.to_string()).unwrap();
+            file
+        };
+        for other in [format!("{me}8"), format!("{me}0 (ci)"), format!("x{me}")] {
+            let lock = held(&other);
+            assert!(
+                kube.write_guard().is_none(),
+                "{other:?} holds the lock, not {me:?}"
+            );
+            drop(lock);
+        }
+        let lock = held(&me);
+        assert!(kube.write_guard().is_some(), "this process holds the lock");
+        drop(lock);
     }
 
     /// The KubeRay CRDs gkq embeds are the v1.7.0 fixtures cut down to their defaults.

@@ -12,6 +12,9 @@ use crate::plan::{Action, ActionKind, Plan, ReplaceStrategy};
 /// API calls and unified diff; notices; the summary line. A plan without changes is the one
 /// summary line (plus notices, if any). ANSI styles are always written; see the module docs.
 pub fn write_text(plan: &Plan, out: &mut dyn Write) -> io::Result<()> {
+    if let Some(line) = variables_line(plan, &|text| text.to_string()) {
+        writeln!(out, "{line}\n")?;
+    }
     if plan.has_changes() {
         writeln!(
             out,
@@ -292,6 +295,9 @@ pub fn to_json(plan: &Plan) -> String {
 pub fn to_markdown(plan: &Plan) -> String {
     let mut md = String::new();
     md.push_str(&format!("### gkq plan for `{}`\n\n", plan.cluster.name()));
+    if let Some(line) = variables_line(plan, &|text| format!("`{text}`")) {
+        md.push_str(&format!("{line}\n\n"));
+    }
     md.push_str(&format!("**{}**\n\n", plan.summary));
     if !plan.has_changes() {
         append_notices(plan, &mut md);
@@ -432,6 +438,32 @@ fn append_placements(plan: &Plan, md: &mut String) {
         }
         md.push('\n');
     }
+}
+
+/// `Variables set outside the spec: CLUSTER_NAME from the environment (GKQ_VAR_CLUSTER_NAME), ZONE
+/// from --var`, when any was: a value that does not come from the reviewed spec changes what
+/// the plan targets, so the header says so. Names only, never values. `code` formats a name.
+fn variables_line(plan: &Plan, code: &dyn Fn(&str) -> String) -> Option<String> {
+    use crate::spec::vars::{ValueSource, env_name};
+    let sources = &plan.provenance.as_ref()?.spec.variable_sources;
+    if sources.is_empty() {
+        return None;
+    }
+    let items: Vec<String> = sources
+        .iter()
+        .map(|v| match v.source {
+            ValueSource::Cli => format!("{} from {}", code(&v.name), code("--var")),
+            ValueSource::Environment => format!(
+                "{} from the environment ({})",
+                code(&v.name),
+                code(&env_name(&v.name))
+            ),
+        })
+        .collect();
+    Some(format!(
+        "Variables set outside the spec: {}",
+        items.join(", ")
+    ))
 }
 
 /// One line saying what the plan was made from, so a reviewer can tell which commit and spec a

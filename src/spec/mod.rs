@@ -35,7 +35,8 @@ pub struct LoadOptions {
     pub env: Option<String>,
     /// `--var NAME=VALUE` values.
     pub vars: BTreeMap<String, String>,
-    /// Looks up environment variables; `std::env::var` when `None`.
+    /// Looks up process environment variables by full name (`GKQ_VAR_ZONE`); `std::env::var`
+    /// when `None`.
     pub env_lookup: Option<EnvLookup>,
 }
 
@@ -54,6 +55,9 @@ pub struct Loaded {
     pub files: BTreeMap<String, String>,
     /// Values of the variables declared `sensitive: true`.
     pub sensitive: SensitiveValues,
+    /// Every declared variable's value and where it came from, as interpolation used them: the
+    /// spec digest hashes these values, and plans name the variables set from outside the spec.
+    pub variables: BTreeMap<String, vars::ResolvedVar>,
     /// Problems found while loading. May hold errors: a spec that decoded despite them (unknown
     /// keys are skipped) is still validated so that every problem is reported at once, but
     /// `model::build` refuses it.
@@ -234,7 +238,7 @@ pub fn load(fs: &dyn SpecFs, spec_arg: &FsPath, opts: &LoadOptions) -> Result<Lo
         },
         &mut diags,
     );
-    vars::interpolate(&mut root, &values, &mut diags);
+    vars::interpolate(&mut root, &vars::values_of(&values), &mut diags);
 
     let spec = decode_all(&root, &sources, &mut diags);
     let Some(spec) = spec else {
@@ -246,7 +250,7 @@ pub fn load(fs: &dyn SpecFs, spec_arg: &FsPath, opts: &LoadOptions) -> Result<Lo
         spec.variables
             .iter()
             .filter(|(_, declared)| declared.sensitive)
-            .filter_map(|(name, _)| values.get(name).cloned().flatten())
+            .filter_map(|(name, _)| values.get(name).and_then(|v| v.value.clone()))
             .collect(),
     );
 
@@ -261,6 +265,7 @@ pub fn load(fs: &dyn SpecFs, spec_arg: &FsPath, opts: &LoadOptions) -> Result<Lo
         env: opts.env.clone(),
         files,
         sensitive,
+        variables: values,
         diagnostics: diags.sorted(),
     })
 }

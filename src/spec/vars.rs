@@ -1,24 +1,74 @@
 //! `${NAME}` interpolation. Unlike envsubst, an undeclared or unset variable is an error at the
 //! place it is used; nothing is ever silently replaced by an empty string. `$${` writes a literal
 //! `${`.
+//!
+//! A declared variable's value comes from `--var NAME=VALUE`, else the process environment
+//! variable `GKQ_VAR_NAME` (never `NAME` itself: a shell's `CLUSTER_NAME` must not retarget a
+//! plan), else its default. [`resolve_values`] is the one place that rule lives; the spec digest
+//! reuses what it resolved ([`crate::spec::Loaded::variables`]).
 
 use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 use super::diag::{Diagnostic, Diagnostics};
 use super::node::{Node, NodeKind};
 
+/// The prefix of the process environment variables that set declared variables, as Terraform's
+/// `TF_VAR_`: `GKQ_VAR_CLUSTER_NAME` sets `${CLUSTER_NAME}`.
+pub const ENV_PREFIX: &str = "GKQ_VAR_";
+
+/// The process environment variable that sets the declared variable `name`.
+pub fn env_name(name: &str) -> String {
+    format!("{ENV_PREFIX}{name}")
+}
+
 /// Where a variable's value came from, for `--var` > environment > default precedence.
 pub struct VarSources<'a> {
     pub cli: &'a BTreeMap<String, String>,
+    /// Looks up a process environment variable by its full name (`GKQ_VAR_ZONE`).
     pub env: &'a dyn Fn(&str) -> Option<String>,
 }
 
-/// Resolves the values of the variables declared under `variables:` in `root`.
+/// A value that came from outside the spec, as plans report it (never with the value).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum ValueSource {
+    /// `--var NAME=VALUE`.
+    Cli,
+    /// The process environment variable `GKQ_VAR_NAME`.
+    Environment,
+}
+
+/// A declared variable's value and where it came from.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ResolvedVar {
+    /// `None` for a declared variable without a value (an error where it is used).
+    pub value: Option<String>,
+    /// `None` when the value is the spec's default (or there is none).
+    pub from: Option<ValueSource>,
+}
+
+/// Values are left out: a variable may carry a token.
+impl std::fmt::Debug for ResolvedVar {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResolvedVar")
+            .field("value", &self.value.as_ref().map(|_| "<set>"))
+            .field("from", &self.from)
+            .finish()
+    }
+}
+
+/// Resolves the values of the variables declared under `variables:` in `root`. Warns about a
+/// process variable named like a declared one (`CLUSTER_NAME`), which is not read.
 pub fn resolve_values(
     root: &Node,
     sources: &VarSources<'_>,
     diags: &mut Diagnostics,
-) -> BTreeMap<String, Option<String>> {
+) -> BTreeMap<String, ResolvedVar> {
     let mut values = BTreeMap::new();
     if let Some(NodeKind::Map(decls)) = root.get("variables").map(|n| &n.kind) {
         for (key, decl) in decls {
@@ -29,13 +79,43 @@ pub fn resolve_values(
                 NodeKind::Bool(b) => Some(b.to_string()),
                 _ => None,
             });
-            let value = sources
-                .cli
-                .get(&key.name)
-                .cloned()
-                .or_else(|| (sources.env)(&key.name))
-                .or(default);
-            values.insert(key.name.clone(), value);
+            let prefixed = env_name(&key.name);
+            let resolved = if let Some(value) = sources.cli.get(&key.name) {
+                ResolvedVar {
+                    value: Some(value.clone()),
+                    from: Some(ValueSource::Cli),
+                }
+            } else if let Some(value) = (sources.env)(&prefixed) {
+                ResolvedVar {
+                    value: Some(value),
+                    from: Some(ValueSource::Environment),
+                }
+            } else {
+                if (sources.env)(&key.name).is_some() {
+                    diags.push(
+                        Diagnostic::warning(format!(
+                            "the environment variable `{}` is not read: variable `{}` {}",
+                            key.name,
+                            key.name,
+                            if default.is_some() {
+                                "keeps its default"
+                            } else {
+                                "has no value"
+                            }
+                        ))
+                        .at(Some(key.span))
+                        .help(format!(
+                            "gkq reads only prefixed environment variables: export {prefixed}=VALUE, or pass --var {}=VALUE",
+                            key.name
+                        )),
+                    );
+                }
+                ResolvedVar {
+                    value: default,
+                    from: None,
+                }
+            };
+            values.insert(key.name.clone(), resolved);
         }
     }
     for name in sources.cli.keys() {
@@ -47,6 +127,22 @@ pub fn resolve_values(
         }
     }
     values
+}
+
+/// The values alone, for interpolation and the spec digest.
+pub fn values_of(resolved: &BTreeMap<String, ResolvedVar>) -> BTreeMap<String, Option<String>> {
+    resolved
+        .iter()
+        .map(|(name, var)| (name.clone(), var.value.clone()))
+        .collect()
+}
+
+/// The variables whose values came from outside the spec, with their sources, sorted by name.
+pub fn external_sources(resolved: &BTreeMap<String, ResolvedVar>) -> Vec<(String, ValueSource)> {
+    resolved
+        .iter()
+        .filter_map(|(name, var)| var.from.map(|from| (name.clone(), from)))
+        .collect()
 }
 
 /// Substitutes variables in every string of `node` except the `variables` section itself.
@@ -119,7 +215,7 @@ fn substitute(
                 Some(None) => {
                     return Err(Diagnostic::error(format!("variable `{name}` has no value"))
                         .help(format!(
-                            "pass `--var {name}=VALUE`, export {name} in the environment, or give it a `default` under `variables:`"
+                            "pass `--var {name}=VALUE`, export {ENV_PREFIX}{name}=VALUE, or give it a `default` under `variables:`"
                         )));
                 }
                 None => {
