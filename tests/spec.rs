@@ -429,3 +429,24 @@ fn quota_is_compared_with_node_pool_capacity() {
     let loaded = spec::load(&WorkingTree, &root().join("examples/tpu-dws"), &opts).unwrap();
     assert_eq!(model::build(&loaded).1.warnings().count(), 0);
 }
+
+#[test]
+fn two_flavors_over_one_node_pool_are_a_warning() {
+    let file = root().join("tests/fixtures/capacity/two-flavors-one-pool.yaml");
+    let opts = LoadOptions {
+        env_lookup: Some(Box::new(|_| None)),
+        ..Default::default()
+    };
+    let loaded = spec::load(&WorkingTree, &file, &opts).unwrap();
+    let (desired, diags) = model::build(&loaded);
+    assert!(desired.is_some(), "valid: {diags:#?}");
+    let warning = diags
+        .iter()
+        .find(|d| {
+            d.message
+                .contains("both place jobs on node pool `on-demand-pool`")
+        })
+        .unwrap_or_else(|| panic!("{diags:#?}"));
+    let span = warning.span.unwrap_or_default();
+    assert_eq!((span.line, span.column), (66, 17));
+}

@@ -8,6 +8,7 @@ pub mod gke;
 pub mod jobs;
 pub mod kueue;
 pub mod validate;
+mod validate_capacity;
 
 use std::collections::BTreeMap;
 

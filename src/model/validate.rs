@@ -12,7 +12,7 @@ use crate::spec::{Diagnostic, Diagnostics, Loaded, Path, suggest};
 /// DWS flex-start capacity lives at most seven days.
 pub const DWS_MAX_SECONDS: u64 = 7 * 24 * 3600;
 
-struct Checker<'a> {
+pub(super) struct Checker<'a> {
     loaded: &'a Loaded,
     diags: Diagnostics,
 }
@@ -24,7 +24,7 @@ impl Checker<'_> {
             .push(d.at(Some(span)).with_path(path.to_string()));
     }
 
-    fn error(&mut self, path: &Path, msg: impl Into<String>, help: impl Into<String>) {
+    pub(super) fn error(&mut self, path: &Path, msg: impl Into<String>, help: impl Into<String>) {
         self.push(Diagnostic::error(msg).help(help), path);
     }
 
@@ -49,7 +49,7 @@ impl Checker<'_> {
         );
     }
 
-    fn warning(&mut self, path: &Path, msg: impl Into<String>, help: impl Into<String>) {
+    pub(super) fn warning(&mut self, path: &Path, msg: impl Into<String>, help: impl Into<String>) {
         self.push(Diagnostic::warning(msg).help(help), path);
     }
 
@@ -156,6 +156,7 @@ pub fn validate(loaded: &Loaded) -> Diagnostics {
     check_kueue(&mut c, spec);
     check_jobs(&mut c, spec);
     check_manifests(&mut c, spec);
+    super::validate_capacity::check(&mut c, spec);
 
     if spec.project.trim().is_empty() {
         c.error(
