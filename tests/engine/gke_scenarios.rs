@@ -454,7 +454,8 @@ async fn the_cluster_is_never_deleted_without_consent() {
     assert!(!report.is_success());
     assert!(api.calls().is_empty());
 
-    // Protection off but no flag: still blocked.
+    // Protection off but no consent (only `gkq destroy --confirm` gives it): still blocked,
+    // and the refusal names the command, not an internal option.
     let mut unprotected = seed::desired();
     unprotected.gke.deletion_protection = false;
     let plan = plan_with(&api, &unprotected, &destroy).await;
@@ -463,7 +464,7 @@ async fn the_cluster_is_never_deleted_without_consent() {
             .blocked
             .as_deref()
             .unwrap()
-            .contains("consent")
+            .contains("only with `gkq destroy --confirm CLUSTER`")
     );
 
     // Both: the cluster goes.
