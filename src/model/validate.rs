@@ -1356,6 +1356,39 @@ fn find_accelerator_without_limit(v: &serde_json::Value, at: &str, out: &mut Vec
 /// Checks that need the rendered objects and Kueue's rules: a job that no flavor of its queue
 /// could ever admit (an error: it would wait forever), and flavor quotas that do not match the
 /// node pools behind them (warnings naming the numbers).
+/// A manifest with the address of an object gkq renders from the spec (or of another manifest)
+/// would be applied twice with different contents: refused here, at the manifest, instead of at
+/// plan time without a location.
+fn check_manifest_collisions(c: &mut Checker, spec: &Spec, desired: &super::DesiredState) {
+    use crate::addr::ResourceAddr;
+    let mut counts: BTreeMap<ResourceAddr, usize> = BTreeMap::new();
+    for object in &desired.kubernetes {
+        if let Ok(addr) = ResourceAddr::from_object(object) {
+            *counts.entry(addr).or_default() += 1;
+        }
+    }
+    let mut seen: BTreeMap<ResourceAddr, usize> = BTreeMap::new();
+    for (i, manifest) in spec.manifests.iter().enumerate() {
+        let Ok(addr) = ResourceAddr::from_object(manifest) else {
+            continue;
+        };
+        let path = Path::root().key("manifests").index(i);
+        if let Some(first) = seen.insert(addr.clone(), i) {
+            c.error(
+                &path,
+                format!("manifest {i} is {addr}, like manifest {first}"),
+                "keep one manifest per object",
+            );
+        } else if counts.get(&addr).copied().unwrap_or(0) > 1 {
+            c.error(
+                &path,
+                format!("manifest {i} is {addr}, which gkq already makes from the spec"),
+                "rename the manifest's object, or drop it and set what you need in the spec (flavors, queues, jobs and their ConfigMaps are generated)",
+            );
+        }
+    }
+}
+
 pub fn check_rendered(loaded: &Loaded, desired: &super::DesiredState) -> Diagnostics {
     use crate::placement::{Cluster, PendingWorkload, capacity, fits_ever};
     let mut c = Checker {
@@ -1390,6 +1423,7 @@ pub fn check_rendered(loaded: &Loaded, desired: &super::DesiredState) -> Diagnos
             );
         }
     }
+    check_manifest_collisions(&mut c, spec, desired);
     let k = Path::root().key("kueue");
     for quota in capacity::flavor_quotas(&cluster) {
         let Some(flavor) = spec.kueue.flavors.iter().find(|f| f.name == quota.flavor) else {
