@@ -450,3 +450,53 @@ fn two_flavors_over_one_node_pool_are_a_warning() {
     let span = warning.span.unwrap_or_default();
     assert_eq!((span.line, span.column), (66, 17));
 }
+
+#[test]
+fn variable_defaults_may_use_other_variables() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        root().join("examples/tpu-dws/train.py"),
+        dir.path().join("train.py"),
+    )
+    .unwrap();
+    let text = std::fs::read_to_string(root().join("examples/tpu-dws/gkq.yaml"))
+        .unwrap()
+        .replacen(
+            "variables:\n",
+            "variables:\n  REGISTRY:\n    default: us-docker.pkg.dev/p/r\n  IMAGE:\n    default: \"${REGISTRY}/ray:2.53.0\"\n",
+            1,
+        )
+        .replacen("image: rayproject/ray:2.53.0-py311", "image: ${IMAGE}", 1);
+    std::fs::write(dir.path().join("gkq.yaml"), text).unwrap();
+    let images = |vars: &[(&str, &str)]| -> Vec<String> {
+        let opts = LoadOptions {
+            vars: vars
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            env_lookup: Some(Box::new(|_| None)),
+            ..Default::default()
+        };
+        let loaded = spec::load(&WorkingTree, dir.path(), &opts).unwrap();
+        let (desired, diags) = model::build(&loaded);
+        let desired = desired.unwrap_or_else(|| panic!("{diags:#?}"));
+        desired
+            .kubernetes
+            .iter()
+            .filter(|o| o["kind"] == "RayJob")
+            .map(|o| {
+                o["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0]
+                    ["image"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect()
+    };
+    assert_eq!(images(&[])[0], "us-docker.pkg.dev/p/r/ray:2.53.0");
+    // A value given for the referenced variable flows into the default that uses it.
+    assert_eq!(
+        images(&[("REGISTRY", "europe-docker.pkg.dev/q/s")])[0],
+        "europe-docker.pkg.dev/q/s/ray:2.53.0"
+    );
+}

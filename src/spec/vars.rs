@@ -70,8 +70,12 @@ pub fn resolve_values(
     diags: &mut Diagnostics,
 ) -> BTreeMap<String, ResolvedVar> {
     let mut values = BTreeMap::new();
+    let mut default_spans = BTreeMap::new();
     if let Some(NodeKind::Map(decls)) = root.get("variables").map(|n| &n.kind) {
         for (key, decl) in decls {
+            if let Some(d) = decl.get("default") {
+                default_spans.insert(key.name.clone(), d.span);
+            }
             let default = decl.get("default").and_then(|d| match &d.kind {
                 NodeKind::Str { value, .. } => Some(value.clone()),
                 NodeKind::Int(i) => Some(i.to_string()),
@@ -118,6 +122,7 @@ pub fn resolve_values(
             values.insert(key.name.clone(), resolved);
         }
     }
+    expand_defaults(&mut values, &default_spans, diags);
     for name in sources.cli.keys() {
         if !values.contains_key(name) {
             diags.push(
@@ -127,6 +132,121 @@ pub fn resolve_values(
         }
     }
     values
+}
+
+/// The names `${NAME}` references in `text` (`$${` escapes are not references).
+fn references(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(pos) = rest.find('$') {
+        let after = &rest[pos..];
+        if let Some(tail) = after.strip_prefix("$${") {
+            rest = tail;
+        } else if let Some(tail) = after.strip_prefix("${") {
+            match tail.find('}') {
+                Some(end) => {
+                    out.push(tail[..end].to_string());
+                    rest = &tail[end + 1..];
+                }
+                None => break,
+            }
+        } else {
+            rest = &after[1..];
+        }
+    }
+    out
+}
+
+/// Expands `${OTHER}` in default values (`IMAGE: {default: "${REGISTRY}/ray"}`), in dependency
+/// order, so a default never ships a literal `${...}`. A cycle (`A -> B -> A`) is an error at the
+/// default that closes it, naming the cycle. Values from `--var` or the environment are taken as
+/// given.
+fn expand_defaults(
+    values: &mut BTreeMap<String, ResolvedVar>,
+    spans: &BTreeMap<String, super::source::Span>,
+    diags: &mut Diagnostics,
+) {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Mark {
+        Visiting,
+        Done,
+        /// On a cycle: no value (the cycle is reported once).
+        Failed,
+    }
+    fn visit(
+        name: &str,
+        values: &mut BTreeMap<String, ResolvedVar>,
+        spans: &BTreeMap<String, super::source::Span>,
+        marks: &mut BTreeMap<String, Mark>,
+        path: &mut Vec<String>,
+        diags: &mut Diagnostics,
+    ) {
+        match marks.get(name) {
+            Some(Mark::Done | Mark::Failed) => return,
+            Some(Mark::Visiting) => {
+                let start = path.iter().position(|n| n == name).unwrap_or(0);
+                let mut cycle: Vec<String> = path[start..].to_vec();
+                cycle.push(name.to_string());
+                let closing = path.last().cloned().unwrap_or_else(|| name.to_string());
+                diags.push(
+                    Diagnostic::error(format!(
+                        "the defaults of variables {} refer to each other in a cycle",
+                        cycle.join(" -> ")
+                    ))
+                    .at(spans.get(&closing).copied())
+                    .help("give one of them a plain default (or a value with --var)"),
+                );
+                for member in &cycle {
+                    marks.insert(member.clone(), Mark::Failed);
+                    if let Some(var) = values.get_mut(member) {
+                        var.value = None;
+                    }
+                }
+                return;
+            }
+            None => {}
+        }
+        let Some(var) = values.get(name) else {
+            return;
+        };
+        let text = match (&var.from, &var.value) {
+            (None, Some(text)) if text.contains("${") => text.clone(),
+            _ => {
+                marks.insert(name.to_string(), Mark::Done);
+                return;
+            }
+        };
+        marks.insert(name.to_string(), Mark::Visiting);
+        path.push(name.to_string());
+        for reference in references(&text) {
+            visit(&reference, values, spans, marks, path, diags);
+        }
+        path.pop();
+        if marks.get(name) == Some(&Mark::Failed) {
+            return;
+        }
+        marks.insert(name.to_string(), Mark::Done);
+        let current = values_of(values);
+        match substitute(&text, &current) {
+            Ok(Some(expanded)) => {
+                if let Some(var) = values.get_mut(name) {
+                    var.value = Some(expanded);
+                }
+            }
+            Ok(None) => {}
+            Err(d) => {
+                diags.push(d.at(spans.get(name).copied()));
+                if let Some(var) = values.get_mut(name) {
+                    var.value = None;
+                }
+            }
+        }
+    }
+    let mut marks = BTreeMap::new();
+    let names: Vec<String> = values.keys().cloned().collect();
+    for name in names {
+        visit(&name, values, spans, &mut marks, &mut Vec::new(), diags);
+    }
 }
 
 /// The values alone, for interpolation and the spec digest.
