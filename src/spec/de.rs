@@ -67,14 +67,22 @@ impl de::Error for Error {
     fn invalid_type(unexp: de::Unexpected, exp: &dyn de::Expected) -> Self {
         Error::new(
             ErrorKind::WrongValue,
-            format!("expected {exp}, found {}", describe(&unexp)),
+            format!(
+                "expected {}, found {}",
+                in_words(&exp.to_string()),
+                describe(&unexp)
+            ),
         )
     }
 
     fn invalid_value(unexp: de::Unexpected, exp: &dyn de::Expected) -> Self {
         Error::new(
             ErrorKind::WrongValue,
-            format!("invalid value {}: expected {exp}", describe(&unexp)),
+            format!(
+                "invalid value {}: expected {}",
+                describe(&unexp),
+                in_words(&exp.to_string())
+            ),
         )
     }
 
@@ -103,6 +111,22 @@ impl de::Error for Error {
             },
             format!("unknown value `{variant}`"),
         )
+    }
+}
+
+/// What serde expects, as a user reads it: Rust's type names become words and ranges.
+fn in_words(expected: &str) -> String {
+    match expected {
+        "u8" => format!("a whole number from 0 to {}", u8::MAX),
+        "u16" => format!("a whole number from 0 to {}", u16::MAX),
+        "u32" => format!("a whole number from 0 to {}", u32::MAX),
+        "u64" | "usize" | "u128" => "a whole number, 0 or more".to_string(),
+        "i8" | "i16" | "i32" | "i64" | "isize" | "i128" => "a whole number".to_string(),
+        "f32" | "f64" => "a number".to_string(),
+        "a borrowed string" | "a string" => "text".to_string(),
+        "a boolean" => "true or false".to_string(),
+        "a sequence" => "a list".to_string(),
+        other => other.to_string(),
     }
 }
 
