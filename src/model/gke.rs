@@ -31,9 +31,11 @@ const ADDONS_DISABLED_BY_GCLOUD: [&str; 4] = [
 pub const GKE_NAME_MAX: usize = 40;
 
 /// GKE's rule for cluster and node pool names, the regex `(?:[a-z](?:[-a-z0-9]{0,38}[a-z0-9])?)`
-/// of the API's `Cluster.name` and `NodePool.name` (see docs/gke-api.md): a lowercase letter
-/// first, then lowercase letters, digits and `-`, not ending in `-`, at most 40 characters. The
-/// validator and the GKE emulator both use this one rule.
+/// GKE answers for a `Cluster.name` or `NodePool.name` that breaks it (the `name` fields of
+/// <https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/projects.locations.clusters#Cluster>
+/// and `...clusters.nodePools#NodePool`): a lowercase letter first, then lowercase letters,
+/// digits and `-`, not ending in `-`, at most 40 characters. The validator and the GKE emulator
+/// both use this one rule.
 pub fn is_gke_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= GKE_NAME_MAX
@@ -45,7 +47,8 @@ pub fn is_gke_name(name: &str) -> bool {
 }
 
 /// Longest RayJob name KubeRay accepts: it derives the RayCluster's name (and from it Service
-/// and Pod names) by appending a suffix, so the job's own name is capped below 63.
+/// and Pod names) by appending a suffix, so the job's own name is capped below 63 (KubeRay's
+/// RayJob validation, `ray-operator/pkg/utils/validation.go`).
 pub const RAYJOB_NAME_MAX: usize = 47;
 
 pub fn ownership_labels(cluster: &str, user: &BTreeMap<String, String>) -> Value {
