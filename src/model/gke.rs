@@ -48,7 +48,8 @@ pub fn is_gke_name(name: &str) -> bool {
 
 /// Longest RayJob name KubeRay accepts: it derives the RayCluster's name (and from it Service
 /// and Pod names) by appending a suffix, so the job's own name is capped below 63 (KubeRay's
-/// RayJob validation, `ray-operator/pkg/utils/validation.go`).
+/// `ValidateRayJobMetadata` in `ray-operator/controllers/ray/utils/validation.go`: at most
+/// `MaxRayJobNameLength` = 53 - 6, and a DNS-1035 label, so starting with a letter).
 pub const RAYJOB_NAME_MAX: usize = 47;
 
 pub fn ownership_labels(cluster: &str, user: &BTreeMap<String, String>) -> Value {
