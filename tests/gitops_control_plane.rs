@@ -807,3 +807,48 @@ async fn hand_edited_saved_plans_are_refused_on_the_real_control_plane() {
     let out = s.run(&["apply", "plan.json"]);
     assert!(out.status.success(), "{}", explain(&out));
 }
+
+#[tokio::test]
+async fn secret_values_stay_out_of_plans_and_trace_logs_with_a_real_apiserver() {
+    let s = Stack::new("trust-secret").await;
+    let spec = s.path().join("infra/gkq.yaml");
+    let original = std::fs::read_to_string(&spec).unwrap();
+    let edited = original.replacen(
+        "variables:\n",
+        "variables:\n  TOKEN: {sensitive: true}\n",
+        1,
+    ) + &format!(
+        "\nmanifests:\n  - apiVersion: v1\n    kind: Secret\n    metadata: {{name: trainer-token, namespace: \"{}\"}}\n    stringData: {{token: \"${{TOKEN}}\"}}\n",
+        s.namespace
+    );
+    std::fs::write(&spec, edited).unwrap();
+    let token = "tok-REAL-apiserver-4242";
+    let encoded = "dG9rLVJFQUwtYXBpc2VydmVyLTQyNDI="; // base64 of the token
+    let run = |args: &[&str]| {
+        let mut c = s.command(args);
+        c.args(["--var", &format!("TOKEN={token}")])
+            .env("RUST_LOG", "trace");
+        c.output().unwrap()
+    };
+    for args in [
+        &["plan", "-o", "json"][..],
+        &["plan", "-o", "markdown"][..],
+        &["apply", "--auto-approve", "-o", "json"][..],
+        &["plan"][..],
+    ] {
+        let out = run(args);
+        assert!(out.status.success(), "{args:?}: {}", explain(&out));
+        let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+        assert!(!all.contains(token), "{args:?} shows the token");
+        assert!(!all.contains(encoded), "{args:?} shows the token in base64");
+    }
+    // The apiserver got the value.
+    let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
+        kube::Api::namespaced(client().await, &s.namespace);
+    let secret = secrets.get("trainer-token").await.unwrap();
+    assert_eq!(
+        secret.data.unwrap()["token"].0,
+        token.as_bytes(),
+        "the apiserver holds the value"
+    );
+}
