@@ -355,6 +355,64 @@ fn check_pool_rules(cfg: &EmulatorConfig, pool: &Value) -> Result<(), ApiError> 
     if cfg.reject_tpu_flex_start_queued && tpu_flex_start_queued(pool) {
         return Err(ApiError::invalid(TPU_FLEX_START_QUEUED));
     }
+    check_dws_rules(pool)
+}
+
+/// What flex-start and queued provisioning demand of a pool (DWS): nodes come and go with
+/// demand, so the pool autoscales and starts from zero, takes no reservation, is not Spot, and
+/// (flex-start) is not auto-repaired. The texts are the emulator's own where GKE's exact wording
+/// is not published; the status (400 INVALID_ARGUMENT) and the rules are GKE's.
+fn check_dws_rules(pool: &Value) -> Result<(), ApiError> {
+    let flag = |p: &str| pool.pointer(p).and_then(Value::as_bool) == Some(true);
+    let flex_start = flag("/config/flexStart");
+    let queued = flag("/queuedProvisioning/enabled");
+    if !flex_start && !queued {
+        return Ok(());
+    }
+    let what = if flex_start {
+        "Flex-start node pools"
+    } else {
+        "Node pools with queued provisioning"
+    };
+    if !flag("/autoscaling/enabled") {
+        return Err(ApiError::invalid_field(
+            "node_pool.autoscaling",
+            format!("{what} require autoscaling to be enabled: they cannot have a static size."),
+        ));
+    }
+    let min = pool
+        .pointer("/autoscaling/minNodeCount")
+        .or_else(|| pool.pointer("/autoscaling/totalMinNodeCount"))
+        .and_then(|v| v.as_i64().or_else(|| v.as_str()?.parse().ok()))
+        .unwrap_or(0);
+    if queued && min != 0 {
+        return Err(ApiError::invalid_field(
+            "node_pool.autoscaling.min_node_count",
+            format!("{what} require a minimum node count of 0."),
+        ));
+    }
+    if flag("/config/spot") || flag("/config/preemptible") {
+        return Err(ApiError::invalid_field(
+            "node_pool.config.spot",
+            format!("{what} cannot use Spot or preemptible VMs."),
+        ));
+    }
+    let reservation = pool
+        .pointer("/config/reservationAffinity/consumeReservationType")
+        .and_then(Value::as_str)
+        .unwrap_or("UNSPECIFIED");
+    if !matches!(reservation, "NO_RESERVATION" | "UNSPECIFIED") {
+        return Err(ApiError::invalid_field(
+            "node_pool.config.reservation_affinity.consume_reservation_type",
+            format!("{what} require reservation affinity NO_RESERVATION, not {reservation}."),
+        ));
+    }
+    if flex_start && flag("/management/autoRepair") {
+        return Err(ApiError::invalid_field(
+            "node_pool.management.auto_repair",
+            "Flex-start node pools require node auto-repair to be disabled.",
+        ));
+    }
     Ok(())
 }
 
@@ -1117,6 +1175,12 @@ fn set_autoscaling(
     let req = parse("SetNodePoolAutoscalingRequest", body)?;
     let mut a = req.get("autoscaling").cloned().unwrap_or_else(|| json!({}));
     check_autoscaling(np, &mut a)?;
+    {
+        let rec = find_cluster(st, p, l, c)?;
+        let mut after = find_pool(rec, np)?.json.clone();
+        after["autoscaling"] = a.clone();
+        check_dws_rules(&after)?;
+    }
     let rec = pool_mutation(st, p, l, c, np)?;
     let pool = rec.pool_mut(np).expect("checked");
     pool.json["autoscaling"] = a;
@@ -1187,8 +1251,10 @@ fn set_management(
     let m = req.get("management").cloned().unwrap_or_else(|| json!({}));
     {
         let rec = find_cluster(st, p, l, c)?;
-        find_pool(rec, np)?;
+        let mut after = find_pool(rec, np)?.json.clone();
         check_auto_upgrade(&rec.json, Some(&m))?;
+        after["management"] = m.clone();
+        check_dws_rules(&after)?;
     }
     let rec = pool_mutation(st, p, l, c, np)?;
     let pool = rec.pool_mut(np).expect("checked");

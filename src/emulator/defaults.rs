@@ -286,9 +286,10 @@ pub fn fill_pool(
     }
     match pool.get_mut("management") {
         None => {
+            // Flex-start nodes are not repaired: they are replaced by new requests.
             pool.insert(
                 "management".into(),
-                json!({"autoUpgrade": true, "autoRepair": true}),
+                json!({"autoUpgrade": true, "autoRepair": !flex_start}),
             );
         }
         Some(_) => check_auto_upgrade(ctx.cluster_json, pool.get("management"))?,

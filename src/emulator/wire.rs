@@ -183,6 +183,23 @@ fn type_url(kind: &Kind) -> String {
     }
 }
 
+/// `-?\d+(\.\d{1,9})?s`: a Duration in proto3's JSON form.
+fn is_json_duration(text: &str) -> bool {
+    let Some(number) = text.strip_suffix('s') else {
+        return false;
+    };
+    let number = number.strip_prefix('-').unwrap_or(number);
+    let (whole, fraction) = match number.split_once('.') {
+        Some((w, f)) => (w, Some(f)),
+        None => (number, None),
+    };
+    !whole.is_empty()
+        && whole.bytes().all(|b| b.is_ascii_digit())
+        && fraction.is_none_or(|f| {
+            !f.is_empty() && f.len() <= 9 && f.bytes().all(|b| b.is_ascii_digit())
+        })
+}
+
 fn invalid_value(path: &str, kind: &Kind, v: &Value) -> WireError {
     WireError {
         path: path.to_string(),
@@ -320,6 +337,14 @@ fn normalize_value(kind: &Kind, v: &Value, path: &str) -> Result<Value, WireErro
             _ => return Err(bad()),
         },
         Kind::Message(m) => normalize_message(m, v, path)?,
+        // proto3 JSON writes a Duration as seconds with an `s` suffix ("21600s", "1.5s"):
+        // "6h" and 3600 are refused as the API refuses them.
+        Kind::Wkt(t) if t == "google.protobuf.Duration" => {
+            if !v.as_str().is_some_and(is_json_duration) {
+                return Err(bad());
+            }
+            v.clone()
+        }
         Kind::Wkt(_) => v.clone(),
         Kind::Map(value_kind) => {
             let Some(obj) = v.as_object() else {

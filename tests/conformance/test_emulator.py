@@ -283,3 +283,79 @@ def test_delete(client):
     wait(client, op)
     with pytest.raises(exceptions.NotFound):
         client.get_cluster(name=f"{PARENT}/clusters/doomed")
+
+
+def _refused(client, cluster, pool, text):
+    with pytest.raises(exceptions.BadRequest) as e:
+        client.create_node_pool(parent=cluster, node_pool=pool)
+    assert text in str(e.value), str(e.value)
+
+
+def test_dws_pool_rules(client, emulator, cluster):
+    """Flex-start and queued provisioning: autoscaling from zero, no reservation, no Spot, and
+    (flex-start) no auto-repair. Each broken rule is a 400 INVALID_ARGUMENT and creates nothing."""
+    # Flex-start with auto-repair on.
+    pool = dws_pool("dws-repair")
+    pool.management.auto_repair = True
+    _refused(client, cluster, pool, "require node auto-repair to be disabled")
+    # ANY_RESERVATION.
+    pool = dws_pool("dws-any")
+    pool.config.reservation_affinity.consume_reservation_type = (
+        c.ReservationAffinity.Type.ANY_RESERVATION)
+    _refused(client, cluster, pool, "require reservation affinity NO_RESERVATION")
+    # Spot.
+    pool = dws_pool("dws-spot")
+    pool.config.spot = True
+    _refused(client, cluster, pool, "cannot use Spot or preemptible VMs")
+    # A static size (no autoscaling), flex-start alone.
+    pool = dws_pool("dws-static")
+    pool.queued_provisioning = c.NodePool.QueuedProvisioning(enabled=False)
+    pool.autoscaling = c.NodePoolAutoscaling(enabled=False)
+    pool.initial_node_count = 2
+    _refused(client, cluster, pool, "Flex-start node pools require autoscaling to be enabled")
+    # Queued provisioning without autoscaling, and with a minimum above zero.
+    pool = dws_pool("queued-static")
+    pool.config.flex_start = False
+    pool.autoscaling = c.NodePoolAutoscaling(enabled=False)
+    _refused(client, cluster, pool,
+             "Node pools with queued provisioning require autoscaling to be enabled")
+    pool = dws_pool("queued-min")
+    pool.config.flex_start = False
+    pool.autoscaling = c.NodePoolAutoscaling(enabled=True, min_node_count=1, max_node_count=4)
+    _refused(client, cluster, pool, "require a minimum node count of 0")
+    names = [p.name for p in client.list_node_pools(parent=cluster).node_pools]
+    refused = {"dws-repair", "dws-any", "dws-spot", "dws-static", "queued-static", "queued-min"}
+    assert not refused & set(names), names
+    # The raw status, as any client sees it.
+    status, body = emulator.raw("POST", f"/v1/{cluster}/nodePools", {"nodePool": {
+        "name": "dws-raw", "config": {"machineType": "ct6e-standard-4t", "flexStart": True},
+        "autoscaling": {"enabled": True, "maxNodeCount": 4},
+        "management": {"autoRepair": True}}})
+    assert status == 400 and body["error"]["status"] == "INVALID_ARGUMENT"
+
+
+def test_dws_pool_rules_on_updates(client, cluster):
+    """Turning autoscaling off on a DWS pool, or auto-repair on on a flex-start pool, is refused."""
+    name = f"{cluster}/nodePools/dws-upd"
+    wait(client, client.create_node_pool(parent=cluster, node_pool=dws_pool("dws-upd")))
+    with pytest.raises(exceptions.BadRequest) as e:
+        client.set_node_pool_autoscaling(request=c.SetNodePoolAutoscalingRequest(
+            name=name, autoscaling=c.NodePoolAutoscaling(enabled=False)))
+    assert "require autoscaling to be enabled" in str(e.value)
+    with pytest.raises(exceptions.BadRequest) as e:
+        client.set_node_pool_management(request=c.SetNodePoolManagementRequest(
+            name=name, management=c.NodeManagement(auto_repair=True, auto_upgrade=True)))
+    assert "require node auto-repair to be disabled" in str(e.value)
+    np = client.get_node_pool(name=name)
+    assert np.autoscaling.enabled and not np.management.auto_repair
+
+
+def test_durations_are_seconds_with_an_s(emulator, cluster):
+    """proto3 JSON writes google.protobuf.Duration as "21600s"; "6h" and 3600 are refused."""
+    for bad in ["6h", 3600, "21600"]:
+        status, body = emulator.raw("POST", f"/v1/{cluster}/nodePools", {"nodePool": {
+            "name": "dur", "config": {"machineType": "n2-standard-4", "maxRunDuration": bad}}})
+        assert status == 400, (bad, body)
+        assert body["error"]["message"].startswith(
+            "Invalid value at 'node_pool.config.max_run_duration' "
+            "(type.googleapis.com/google.protobuf.Duration)"), body
