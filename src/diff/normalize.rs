@@ -117,56 +117,72 @@ pub const GKE_AUTHORITATIVE_MAPS: &[&str] =
     &["resourceLabels", "config.resourceLabels", "config.labels"];
 
 /// GKE enums that may arrive as names or as integers (`$alt=json;enum-encoding=int`), keyed by
-/// `(parent field, field)`. The integer is the position in the list (proto numbering; these
-/// enums have no gaps).
-pub const GKE_ENUMS: &[((&str, &str), &[&str])] = &[
+/// `(parent field, field)`, each name with its proto number. Numbers can have gaps
+/// (`NodePoolUpdateStrategy`: BLUE_GREEN = 2, SURGE = 3, SHORT_LIVED = 5), so they are written
+/// out, as the API's proto descriptors give them; a test checks them against the GKE emulator's
+/// schema, generated from the same descriptors.
+pub const GKE_ENUMS: &[((&str, &str), &[(&str, u64)])] = &[
     (
         ("reservationAffinity", "consumeReservationType"),
         &[
-            "UNSPECIFIED",
-            "NO_RESERVATION",
-            "ANY_RESERVATION",
-            "SPECIFIC_RESERVATION",
-            "ANY_RESERVATION_THEN_FAIL",
+            ("UNSPECIFIED", 0),
+            ("NO_RESERVATION", 1),
+            ("ANY_RESERVATION", 2),
+            ("SPECIFIC_RESERVATION", 3),
+            ("ANY_RESERVATION_THEN_FAIL", 4),
         ],
     ),
     (
         ("placementPolicy", "type"),
-        &["TYPE_UNSPECIFIED", "COMPACT"],
+        &[("TYPE_UNSPECIFIED", 0), ("COMPACT", 1)],
     ),
     (
         ("autoscaling", "locationPolicy"),
-        &["LOCATION_POLICY_UNSPECIFIED", "BALANCED", "ANY"],
+        &[
+            ("LOCATION_POLICY_UNSPECIFIED", 0),
+            ("BALANCED", 1),
+            ("ANY", 2),
+        ],
     ),
     (
         ("upgradeSettings", "strategy"),
         &[
-            "NODE_POOL_UPDATE_STRATEGY_UNSPECIFIED",
-            "BLUE_GREEN",
-            "SURGE",
-            "SHORT_LIVED",
+            ("NODE_POOL_UPDATE_STRATEGY_UNSPECIFIED", 0),
+            ("BLUE_GREEN", 2),
+            ("SURGE", 3),
+            ("SHORT_LIVED", 5),
         ],
     ),
     (
         ("releaseChannel", "channel"),
-        &["UNSPECIFIED", "RAPID", "REGULAR", "STABLE", "EXTENDED"],
+        &[
+            ("UNSPECIFIED", 0),
+            ("RAPID", 1),
+            ("REGULAR", 2),
+            ("STABLE", 3),
+            ("EXTENDED", 4),
+        ],
     ),
     (
         ("taints", "effect"),
         &[
-            "EFFECT_UNSPECIFIED",
-            "NO_SCHEDULE",
-            "PREFER_NO_SCHEDULE",
-            "NO_EXECUTE",
+            ("EFFECT_UNSPECIFIED", 0),
+            ("NO_SCHEDULE", 1),
+            ("PREFER_NO_SCHEDULE", 2),
+            ("NO_EXECUTE", 3),
         ],
     ),
     (
         ("workloadMetadataConfig", "mode"),
-        &["MODE_UNSPECIFIED", "GCE_METADATA", "GKE_METADATA"],
+        &[
+            ("MODE_UNSPECIFIED", 0),
+            ("GCE_METADATA", 1),
+            ("GKE_METADATA", 2),
+        ],
     ),
     (
         ("sandboxConfig", "type"),
-        &["UNSPECIFIED", "GVISOR", "MICROVM"],
+        &[("UNSPECIFIED", 0), ("GVISOR", 1)],
     ),
 ];
 
@@ -382,7 +398,7 @@ pub fn keys_of(path: &[PathSeg]) -> Vec<&str> {
         .collect()
 }
 
-fn enum_names(path: &[PathSeg]) -> Option<&'static [&'static str]> {
+fn enum_names(path: &[PathSeg]) -> Option<&'static [(&'static str, u64)]> {
     let keys = keys_of(path);
     let [.., parent, field] = keys.as_slice() else {
         return None;
@@ -393,10 +409,11 @@ fn enum_names(path: &[PathSeg]) -> Option<&'static [&'static str]> {
         .map(|(_, names)| *names)
 }
 
-fn enum_index(names: &[&str], value: &Value) -> Option<usize> {
+/// The proto number of an enum value given by name or number (`None` when it is neither).
+fn enum_number(names: &[(&str, u64)], value: &Value) -> Option<u64> {
     match value {
-        Value::String(name) => names.iter().position(|n| n == name),
-        Value::Number(n) => n.as_u64().map(|i| i as usize).filter(|i| *i < names.len()),
+        Value::String(name) => names.iter().find(|(n, _)| n == name).map(|(_, i)| *i),
+        Value::Number(n) => n.as_u64().filter(|i| names.iter().any(|(_, k)| k == i)),
         _ => None,
     }
 }
@@ -484,13 +501,13 @@ pub fn same_leaf(
     };
     let Some(live) = live.filter(|l| !l.is_null()) else {
         return is_zero(desired)
-            || enums.is_some_and(|names| enum_index(names, desired) == Some(0));
+            || enums.is_some_and(|names| enum_number(names, desired) == Some(0));
     };
     if desired == live {
         return true;
     }
     if let Some(names) = enums {
-        return match (enum_index(names, desired), enum_index(names, live)) {
+        return match (enum_number(names, desired), enum_number(names, live)) {
             (Some(d), Some(l)) => d == l,
             _ => false,
         };
@@ -520,8 +537,12 @@ pub fn same_leaf(
 /// `NO_RESERVATION`. Anything else is returned unchanged.
 pub fn display_enum(path: &[PathSeg], value: &Value) -> Value {
     match enum_names(path) {
-        Some(names) => match enum_index(names, value) {
-            Some(index) => Value::String(names[index].to_string()),
+        Some(names) => match enum_number(names, value) {
+            Some(number) => names
+                .iter()
+                .find(|(_, n)| *n == number)
+                .map(|(name, _)| Value::String(name.to_string()))
+                .unwrap_or_else(|| value.clone()),
             None => value.clone(),
         },
         None => value.clone(),
@@ -727,9 +748,9 @@ mod properties {
         #[test]
         fn every_enum_name_equals_its_integer(table in 0..GKE_ENUMS.len(), pick in any::<prop::sample::Index>()) {
             let ((parent, field), names) = GKE_ENUMS[table];
-            let index = pick.index(names.len());
+            let (name, number) = names[pick.index(names.len())];
             let path = vec![PathSeg::Key(parent.to_string()), PathSeg::Key(field.to_string())];
-            prop_assert!(same_leaf(&path, &Value::String(names[index].to_string()), Some(&serde_json::json!(index)), Dialect::Gke));
+            prop_assert!(same_leaf(&path, &Value::String(name.to_string()), Some(&serde_json::json!(number)), Dialect::Gke));
         }
 
         #[test]

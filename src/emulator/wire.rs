@@ -195,9 +195,8 @@ fn is_json_duration(text: &str) -> bool {
     };
     !whole.is_empty()
         && whole.bytes().all(|b| b.is_ascii_digit())
-        && fraction.is_none_or(|f| {
-            !f.is_empty() && f.len() <= 9 && f.bytes().all(|b| b.is_ascii_digit())
-        })
+        && fraction
+            .is_none_or(|f| !f.is_empty() && f.len() <= 9 && f.bytes().all(|b| b.is_ascii_digit()))
 }
 
 fn invalid_value(path: &str, kind: &Kind, v: &Value) -> WireError {
@@ -532,5 +531,54 @@ mod tests {
             e.message
         );
         assert!(normalize("NodePool", &json!([])).is_err());
+    }
+
+    #[test]
+    fn the_diffs_enum_numbers_are_the_apis() {
+        let types = [
+            (
+                ("reservationAffinity", "consumeReservationType"),
+                "ReservationAffinity.Type",
+            ),
+            (("placementPolicy", "type"), "NodePool.PlacementPolicy.Type"),
+            (
+                ("autoscaling", "locationPolicy"),
+                "NodePoolAutoscaling.LocationPolicy",
+            ),
+            (("upgradeSettings", "strategy"), "NodePoolUpdateStrategy"),
+            (("releaseChannel", "channel"), "ReleaseChannel.Channel"),
+            (("taints", "effect"), "NodeTaint.Effect"),
+            (
+                ("workloadMetadataConfig", "mode"),
+                "WorkloadMetadataConfig.Mode",
+            ),
+            (("sandboxConfig", "type"), "SandboxConfig.Type"),
+        ];
+        for (key, values) in crate::diff::normalize::GKE_ENUMS {
+            let (_, ty) = types
+                .iter()
+                .find(|(k, _)| k == key)
+                .unwrap_or_else(|| panic!("no API enum named for {key:?}"));
+            for (name, number) in *values {
+                assert_eq!(
+                    SCHEMA.enum_number(ty, name),
+                    Some(*number as i64),
+                    "{ty}.{name}"
+                );
+            }
+        }
+        // The gap that position numbering got wrong.
+        let path = [
+            crate::diff::PathSeg::Key("upgradeSettings".into()),
+            crate::diff::PathSeg::Key("strategy".into()),
+        ];
+        assert_eq!(
+            crate::diff::normalize::display_enum(&path, &json!(3)),
+            json!("SURGE")
+        );
+        assert_eq!(
+            crate::diff::normalize::display_enum(&path, &json!(5)),
+            json!("SHORT_LIVED")
+        );
     }
 }
