@@ -116,12 +116,17 @@ pub const GKE_SERVER_TAINT_PREFIXES: &[&str] = &["cloud.google.com/gke-"];
 pub const GKE_AUTHORITATIVE_MAPS: &[&str] =
     &["resourceLabels", "config.resourceLabels", "config.labels"];
 
+/// `(parent field, field)`: where an enum sits, as `("upgradeSettings", "strategy")`.
+pub type EnumField = (&'static str, &'static str);
+/// An enum value's name and proto number.
+pub type EnumValue = (&'static str, u64);
+
 /// GKE enums that may arrive as names or as integers (`$alt=json;enum-encoding=int`), keyed by
 /// `(parent field, field)`, each name with its proto number. Numbers can have gaps
 /// (`NodePoolUpdateStrategy`: BLUE_GREEN = 2, SURGE = 3, SHORT_LIVED = 5), so they are written
 /// out, as the API's proto descriptors give them; a test checks them against the GKE emulator's
 /// schema, generated from the same descriptors.
-pub const GKE_ENUMS: &[((&str, &str), &[(&str, u64)])] = &[
+pub const GKE_ENUMS: &[(EnumField, &[EnumValue])] = &[
     (
         ("reservationAffinity", "consumeReservationType"),
         &[
@@ -398,7 +403,7 @@ pub fn keys_of(path: &[PathSeg]) -> Vec<&str> {
         .collect()
 }
 
-fn enum_names(path: &[PathSeg]) -> Option<&'static [(&'static str, u64)]> {
+fn enum_names(path: &[PathSeg]) -> Option<&'static [EnumValue]> {
     let keys = keys_of(path);
     let [.., parent, field] = keys.as_slice() else {
         return None;
@@ -410,7 +415,7 @@ fn enum_names(path: &[PathSeg]) -> Option<&'static [(&'static str, u64)]> {
 }
 
 /// The proto number of an enum value given by name or number (`None` when it is neither).
-fn enum_number(names: &[(&str, u64)], value: &Value) -> Option<u64> {
+fn enum_number(names: &[EnumValue], value: &Value) -> Option<u64> {
     match value {
         Value::String(name) => names.iter().find(|(n, _)| n == name).map(|(_, i)| *i),
         Value::Number(n) => n.as_u64().filter(|i| names.iter().any(|(_, k)| k == i)),
