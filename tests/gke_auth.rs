@@ -69,17 +69,18 @@ async fn application_default_credentials() {
         &user,
         json!({"type": "authorized_user", "client_id": "id.apps.googleusercontent.com",
             "client_secret": "client-secret", "refresh_token": "refresh-token",
-            "token_uri": format!("{mock}/token")})
+            "token_uri": format!("{mock}/token"), "quota_project_id": "billing-project"})
         .to_string(),
     )
     .unwrap();
     set_adc(&user);
-    let src = AdcTokenSource::new().unwrap();
+    let src = Arc::new(AdcTokenSource::new().unwrap());
     assert_eq!(
         src.token().await.unwrap().expose_secret(),
         "user-access-token"
     );
     assert!(!format!("{src:?}").contains("refresh-token"));
+    let user_src = src.clone();
     let refresh = seen.lock().unwrap()[0].clone();
     assert!(
         refresh.contains("refresh_token") && refresh.contains("refresh-token"),
@@ -126,4 +127,15 @@ async fn application_default_credentials() {
     };
     assert_eq!(api.get_cluster(&c).await.unwrap(), None);
     assert!(emu.requests().iter().all(|r| r.authorized));
+    assert!(
+        emu.requests().iter().all(|r| r.user_project.is_none()),
+        "WIF credentials name no quota project"
+    );
+
+    // User credentials with a quota project bill API quota to it: the header goes with every
+    // request.
+    let api = RestGke::with_endpoint(&url, user_src).unwrap();
+    assert_eq!(api.get_cluster(&c).await.unwrap(), None);
+    let last = emu.requests().last().cloned().unwrap();
+    assert_eq!(last.user_project.as_deref(), Some("billing-project"));
 }

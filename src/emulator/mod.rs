@@ -150,6 +150,9 @@ pub struct RecordedRequest {
     pub body: Option<Value>,
     /// Whether it carried an `Authorization` header (its value is never recorded).
     pub authorized: bool,
+    /// The `x-goog-user-project` header: the project quota is billed to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_project: Option<String>,
     /// The HTTP status of the answer.
     pub status: u16,
 }
@@ -428,6 +431,10 @@ async fn dispatch(
         query,
         body: recorded_body,
         authorized: headers.contains_key(axum::http::header::AUTHORIZATION),
+        user_project: headers
+            .get("x-goog-user-project")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string),
         status,
     });
     if let Some(ms) = hang {

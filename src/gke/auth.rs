@@ -32,6 +32,13 @@ pub trait TokenSource: Send + Sync + fmt::Debug {
     /// A current access token. An empty token means "anonymous": the REST client then sends no
     /// `Authorization` header at all.
     async fn token(&self) -> Result<SecretString, GkeError>;
+
+    /// The project to bill quota to (`x-goog-user-project`), when the credentials name one:
+    /// user credentials from `gcloud auth application-default login` carry the
+    /// `quota_project_id` gcloud set, and Google bills API quota to it only when it is sent.
+    async fn quota_project(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Installs ring as the process-wide rustls crypto provider, once. reqwest (built with
@@ -99,6 +106,17 @@ impl TokenSource for AdcTokenSource {
             ))
         })?;
         Ok(SecretString::from(token.token))
+    }
+
+    async fn quota_project(&self) -> Option<String> {
+        use google_cloud_auth::credentials::{CacheableResource, CredentialsProvider};
+        match self.credentials.headers(Default::default()).await {
+            Ok(CacheableResource::New { data, .. }) => data
+                .get("x-goog-user-project")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string),
+            _ => None,
+        }
     }
 }
 

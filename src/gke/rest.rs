@@ -193,6 +193,9 @@ impl RestGke {
         if !token.expose_secret().is_empty() {
             req = req.bearer_auth(token.expose_secret());
         }
+        if let Some(project) = self.tokens.quota_project().await {
+            req = req.header("x-goog-user-project", project);
+        }
         if let Some(b) = body {
             req = req.json(b);
         }
