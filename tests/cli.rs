@@ -741,3 +741,64 @@ fn missing_google_credentials_are_one_sentence_with_the_fix() {
     );
     assert!(!stderr.contains("transient"), "{stderr}");
 }
+
+#[test]
+fn environment_overlays_are_one_file_each_inside_the_spec() {
+    let spec = example_copy();
+    let validate = |env: &str| {
+        gkq()
+            .args(["validate", spec.path().to_str().unwrap(), "--env", env])
+            .output()
+            .unwrap()
+    };
+    // Both staging.yaml and staging.toml: which one wins would be a guess.
+    std::fs::write(
+        spec.path().join("environments/staging.yaml"),
+        "target: local\n",
+    )
+    .unwrap();
+    std::fs::write(
+        spec.path().join("environments/staging.toml"),
+        "target = \"local\"\n",
+    )
+    .unwrap();
+    let out = validate("staging");
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("environment `staging` is defined twice")
+            && stderr.contains("staging.yaml")
+            && stderr.contains("staging.toml"),
+        "{stderr}"
+    );
+    // A path is not an environment name.
+    let out = validate("../../etc/x");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("is not an environment name"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // An overlay that links out of the spec's directory.
+    #[cfg(unix)]
+    {
+        let elsewhere = tempfile::tempdir().unwrap();
+        let outside = elsewhere.path().join("prod.yaml");
+        std::fs::write(&outside, "target: local\n").unwrap();
+        std::os::unix::fs::symlink(&outside, spec.path().join("environments/linked.yaml")).unwrap();
+        let out = validate("linked");
+        assert_eq!(out.status.code(), Some(1));
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("lies outside the spec's directory"),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // The one overlay that is there is read.
+    let out = validate("local");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -144,6 +144,20 @@ fn parse_file(sources: &mut SourceMap, fs: &dyn SpecFs, path: &FsPath) -> Result
     }
 }
 
+/// Why `--env NAME` cannot name an overlay: an environment is a plain name (`prod`,
+/// `staging-eu`), never a path that could leave `environments/`.
+fn overlay_name_problem(env: &str) -> Option<Diagnostic> {
+    let plain = !env.is_empty()
+        && !env.starts_with('.')
+        && env
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    (!plain).then(|| {
+        Diagnostic::error(format!("`--env {env}` is not an environment name"))
+            .help("name an overlay in environments/ by its file name without the extension, such as `--env prod`")
+    })
+}
+
 /// Loads, merges, interpolates and decodes a spec.
 pub fn load(fs: &dyn SpecFs, spec_arg: &FsPath, opts: &LoadOptions) -> Result<Loaded, LoadFailure> {
     let mut sources = SourceMap::default();
@@ -184,11 +198,45 @@ pub fn load(fs: &dyn SpecFs, spec_arg: &FsPath, opts: &LoadOptions) -> Result<Lo
     }
 
     if let Some(env) = &opts.env {
+        if let Some(d) = overlay_name_problem(env) {
+            diags.push(d);
+            return Err(fail(sources, diags));
+        }
         let candidates: Vec<PathBuf> = ["yaml", "yml", "toml"]
             .iter()
             .map(|ext| dir.join("environments").join(format!("{env}.{ext}")))
             .collect();
-        match candidates.iter().find(|p| fs.is_file(p)) {
+        let present: Vec<&PathBuf> = candidates.iter().filter(|p| fs.is_file(p)).collect();
+        if present.len() > 1 {
+            diags.push(
+                Diagnostic::error(format!(
+                    "environment `{env}` is defined twice: {}",
+                    present
+                        .iter()
+                        .map(|p| p.display().to_string())
+                        .collect::<Vec<_>>()
+                        .join(" and ")
+                ))
+                .help("keep one overlay file per environment: delete or rename the other"),
+            );
+            return Err(fail(sources, diags));
+        }
+        // An overlay linked from outside the spec's directory is refused, as scripts are.
+        if let Some(path) = present.first()
+            && let (Some(real), Some(root)) = (fs.real_path(path), fs.real_path(&dir))
+            && !real.starts_with(&root)
+        {
+            diags.push(
+                Diagnostic::error(format!(
+                    "environment overlay {} lies outside the spec's directory: it is a link to {}",
+                    path.display(),
+                    real.display()
+                ))
+                .help("copy the overlay next to the spec instead of linking to it, so that the spec's repository is complete"),
+            );
+            return Err(fail(sources, diags));
+        }
+        match present.first() {
             Some(path) => match parse_file(&mut sources, fs, path) {
                 Ok(overlay) => root = overlay::merge(root, overlay),
                 Err(d) => {
