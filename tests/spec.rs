@@ -500,3 +500,31 @@ fn variable_defaults_may_use_other_variables() {
         "europe-docker.pkg.dev/q/s/ray:2.53.0"
     );
 }
+
+#[test]
+fn overlay_list_items_match_after_variables_are_substituted() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("environments")).unwrap();
+    for f in ["gkq.yaml", "train.py"] {
+        std::fs::copy(root().join("examples/tpu-dws").join(f), dir.path().join(f)).unwrap();
+    }
+    // The base names the pool `${ONDEMAND_NODEPOOL}`; the overlay names it as it is.
+    std::fs::write(
+        dir.path().join("environments/small.yaml"),
+        "nodePools:\n  - name: on-demand-pool\n    autoscaling: {min: 0, max: 2}\n",
+    )
+    .unwrap();
+    let opts = LoadOptions {
+        env: Some("small".into()),
+        env_lookup: Some(Box::new(|_| None)),
+        ..Default::default()
+    };
+    let loaded = spec::load(&WorkingTree, dir.path(), &opts).unwrap();
+    let pools: Vec<(&str, u32)> = loaded
+        .spec
+        .node_pools
+        .iter()
+        .map(|p| (p.name.as_str(), p.autoscaling.as_ref().unwrap().max))
+        .collect();
+    assert_eq!(pools, [("on-demand-pool", 2), ("dws-pool", 4)]);
+}

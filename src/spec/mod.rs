@@ -197,6 +197,10 @@ pub fn load(fs: &dyn SpecFs, spec_arg: &FsPath, opts: &LoadOptions) -> Result<Lo
         return Err(fail(sources, diags));
     }
 
+    // Merged after variables are substituted, so that an overlay's list item names the base's
+    // item by the name it has (`on-demand-pool`), not by how the base spells it
+    // (`${ONDEMAND_NODEPOOL}`).
+    let mut overlay = None;
     if let Some(env) = &opts.env {
         if let Some(d) = overlay_name_problem(env) {
             diags.push(d);
@@ -238,7 +242,7 @@ pub fn load(fs: &dyn SpecFs, spec_arg: &FsPath, opts: &LoadOptions) -> Result<Lo
         }
         match present.first() {
             Some(path) => match parse_file(&mut sources, fs, path) {
-                Ok(overlay) => root = overlay::merge(root, overlay),
+                Ok(parsed) => overlay = Some(parsed),
                 Err(d) => {
                     diags.push(d);
                     return Err(fail(sources, diags));
@@ -278,15 +282,31 @@ pub fn load(fs: &dyn SpecFs, spec_arg: &FsPath, opts: &LoadOptions) -> Result<Lo
         Some(f) => f.as_ref(),
         None => &system_env,
     };
-    let values = vars::resolve_values(
-        &root,
-        &vars::VarSources {
-            cli: &opts.vars,
-            env: env_lookup,
-        },
-        &mut diags,
-    );
-    vars::interpolate(&mut root, &vars::values_of(&values), &mut diags);
+    // Variables are declared in the spec and its overlay together.
+    let values = {
+        let merged;
+        let declared = match &overlay {
+            Some(o) => {
+                merged = overlay::merge(root.clone(), o.clone());
+                &merged
+            }
+            None => &root,
+        };
+        vars::resolve_values(
+            declared,
+            &vars::VarSources {
+                cli: &opts.vars,
+                env: env_lookup,
+            },
+            &mut diags,
+        )
+    };
+    let substituted = vars::values_of(&values);
+    vars::interpolate(&mut root, &substituted, &mut diags);
+    if let Some(mut o) = overlay {
+        vars::interpolate(&mut o, &substituted, &mut diags);
+        root = overlay::merge(root, o);
+    }
 
     let spec = decode_all(&root, &sources, &mut diags);
     let Some(spec) = spec else {
