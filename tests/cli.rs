@@ -802,3 +802,42 @@ fn environment_overlays_are_one_file_each_inside_the_spec() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn unreadable_specs_say_where_and_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("gkq.yaml");
+    let validate = || {
+        gkq()
+            .args(["validate", spec.to_str().unwrap()])
+            .output()
+            .unwrap()
+    };
+    // Latin-1 bytes: the first bad byte's line and column.
+    std::fs::write(
+        &spec,
+        b"project: p\nlocation: us-east5-b\ncluster: {name: caf\xe9}\n",
+    )
+    .unwrap();
+    let out = validate();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("it is not UTF-8 text: byte 0xe9 at line 3, column 20"),
+        "{stderr}"
+    );
+    // TOML in a .yaml file.
+    std::fs::write(
+        &spec,
+        "project = \"p\"\nlocation = \"us-east5-b\"\n[cluster]\nname = \"c\"\n",
+    )
+    .unwrap();
+    let out = validate();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("looks like TOML, but its name says YAML")
+            && stderr.contains("rename it to .toml"),
+        "{stderr}"
+    );
+}

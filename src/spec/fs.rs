@@ -16,12 +16,30 @@ pub trait SpecFs {
     }
 }
 
+/// A file's bytes as text; text that is not UTF-8 is an error naming the line and column of its
+/// first bad byte.
+pub fn text_of(bytes: Vec<u8>) -> io::Result<String> {
+    String::from_utf8(bytes).map_err(|e| {
+        let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+        let line = valid.iter().filter(|b| **b == b'\n').count() + 1;
+        let line_start = valid.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+        let column = String::from_utf8_lossy(&valid[line_start..]).chars().count() + 1;
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "it is not UTF-8 text: byte 0x{:02x} at line {line}, column {column} (save the file as UTF-8)",
+                e.as_bytes()[e.utf8_error().valid_up_to()]
+            ),
+        )
+    })
+}
+
 /// The files on disk.
 pub struct WorkingTree;
 
 impl SpecFs for WorkingTree {
     fn read(&self, path: &Path) -> io::Result<String> {
-        std::fs::read_to_string(path)
+        text_of(std::fs::read(path)?)
     }
     fn is_file(&self, path: &Path) -> bool {
         path.is_file()
@@ -147,8 +165,7 @@ impl SpecFs for GitTree {
         };
         let obj = self.entry(path).ok_or_else(not_found)?;
         let blob = obj.peel_to_blob().map_err(|_| not_found())?;
-        String::from_utf8(blob.content().to_vec())
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "not UTF-8 text"))
+        text_of(blob.content().to_vec())
     }
     fn is_file(&self, path: &Path) -> bool {
         self.entry(path)

@@ -137,10 +137,26 @@ fn parse_file(sources: &mut SourceMap, fs: &dyn SpecFs, path: &FsPath) -> Result
     let text = fs
         .read(path)
         .map_err(|e| Diagnostic::error(format!("cannot read {}: {e}", path.display())))?;
+    let looks_like_toml = !matches!(path.extension().and_then(|e| e.to_str()), Some("toml"))
+        && toml::from_str::<toml::Table>(&text).is_ok_and(|t| !t.is_empty());
     let id = sources.add(path, text);
+    let toml_in_yaml = || {
+        Diagnostic::error(format!(
+            "{} looks like TOML, but its name says YAML",
+            path.display()
+        ))
+        .help("rename it to .toml (gkq reads a file by its extension), or write it as YAML")
+    };
     match path.extension().and_then(|e| e.to_str()) {
         Some("toml") => node::parse_toml(sources, id),
-        _ => node::parse_yaml(sources, id),
+        // TOML often parses as YAML too (as one long string): a map is what a spec is.
+        _ => match node::parse_yaml(sources, id) {
+            Ok(node) if looks_like_toml && !matches!(node.kind, NodeKind::Map(_)) => {
+                Err(toml_in_yaml())
+            }
+            Err(_) if looks_like_toml => Err(toml_in_yaml()),
+            other => other,
+        },
     }
 }
 
