@@ -9,6 +9,7 @@ use std::path::Path;
 use super::digest::{describe_changes, short_digest};
 use super::provenance::SpecRevision;
 use crate::plan::{PLAN_FORMAT_VERSION, Plan};
+use crate::spec::limits::MAX_PLAN_BYTES;
 use crate::spec::types::Target;
 
 #[derive(Debug, thiserror::Error)]
@@ -69,7 +70,7 @@ pub fn is_plan_file(path: &Path) -> bool {
     if !path.is_file() {
         return false;
     }
-    let Ok(text) = std::fs::read_to_string(path) else {
+    let Ok(text) = crate::spec::fs::read_at_most(path, MAX_PLAN_BYTES) else {
         return false;
     };
     if !text.trim_start().starts_with('{') {
@@ -83,9 +84,11 @@ pub fn is_plan_file(path: &Path) -> bool {
 /// Reads and checks a plan file: a plan this gkq can apply, with provenance.
 pub fn read(path: &Path) -> Result<Plan, SavedPlanError> {
     let shown = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| SavedPlanError::Read {
-        path: shown.clone(),
-        source,
+    let text = crate::spec::fs::read_at_most(path, MAX_PLAN_BYTES).map_err(|source| {
+        SavedPlanError::Read {
+            path: shown.clone(),
+            source,
+        }
     })?;
     let value: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| SavedPlanError::NotAPlan {

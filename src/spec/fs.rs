@@ -3,7 +3,11 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
+use super::limits::{self, MAX_FILE_BYTES};
+
 pub trait SpecFs {
+    /// The file's text. Files larger than [`MAX_FILE_BYTES`] are refused with
+    /// [`io::ErrorKind::FileTooLarge`] (see [`too_large`]) without being read whole.
     fn read(&self, path: &Path) -> io::Result<String>;
     fn is_file(&self, path: &Path) -> bool;
     fn is_dir(&self, path: &Path) -> bool;
@@ -16,12 +20,57 @@ pub trait SpecFs {
     }
 }
 
+/// The error for a file larger than `limit`; `size` is what is known of its size (nothing more
+/// than "larger", when it is a stream).
+pub fn too_large(size: Option<u64>, limit: usize) -> io::Error {
+    let size = match size {
+        Some(n) => format!("it is {}", limits::bytes(n as usize)),
+        None => format!("it is larger than {}", limits::bytes(limit)),
+    };
+    io::Error::new(
+        io::ErrorKind::FileTooLarge,
+        format!(
+            "{size}, over the limit of {} for a file gkq reads",
+            limits::bytes(limit)
+        ),
+    )
+}
+
+/// Reads at most [`MAX_FILE_BYTES`] of `path` (see [`read_at_most`]).
+pub fn read_bounded(path: &Path) -> io::Result<String> {
+    read_at_most(path, MAX_FILE_BYTES)
+}
+
+/// Reads `path` if it holds at most `limit` bytes: a larger file (or an endless stream such as
+/// a FIFO or `/dev/zero`) is refused at the limit, not read until memory runs out.
+pub fn read_at_most(path: &Path, limit: usize) -> io::Result<String> {
+    use std::io::Read;
+    let file = std::fs::File::open(path)?;
+    let known = file.metadata().ok().map(|m| m.len()).filter(|n| *n > 0);
+    if let Some(n) = known
+        && n > limit as u64
+    {
+        return Err(too_large(Some(n), limit));
+    }
+    let mut bytes = Vec::with_capacity(known.unwrap_or(0) as usize);
+    file.take(limit as u64 + 1).read_to_end(&mut bytes)?;
+    if bytes.len() > limit {
+        return Err(too_large(None, limit));
+    }
+    String::from_utf8(bytes).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            "stream did not contain valid UTF-8",
+        )
+    })
+}
+
 /// The files on disk.
 pub struct WorkingTree;
 
 impl SpecFs for WorkingTree {
     fn read(&self, path: &Path) -> io::Result<String> {
-        std::fs::read_to_string(path)
+        read_bounded(path)
     }
     fn is_file(&self, path: &Path) -> bool {
         path.is_file()
@@ -147,6 +196,9 @@ impl SpecFs for GitTree {
         };
         let obj = self.entry(path).ok_or_else(not_found)?;
         let blob = obj.peel_to_blob().map_err(|_| not_found())?;
+        if blob.size() > MAX_FILE_BYTES {
+            return Err(too_large(Some(blob.size() as u64), MAX_FILE_BYTES));
+        }
         String::from_utf8(blob.content().to_vec())
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "not UTF-8 text"))
     }

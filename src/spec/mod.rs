@@ -8,6 +8,7 @@
 pub mod de;
 pub mod diag;
 pub mod fs;
+pub mod limits;
 pub mod node;
 pub mod overlay;
 pub mod source;
@@ -111,14 +112,44 @@ pub fn resolve_spec_path(fs: &dyn SpecFs, arg: &FsPath) -> Result<PathBuf, Diagn
     }
 }
 
-fn parse_file(sources: &mut SourceMap, fs: &dyn SpecFs, path: &FsPath) -> Result<Node, Diagnostic> {
-    let text = fs
-        .read(path)
-        .map_err(|e| Diagnostic::error(format!("cannot read {}: {e}", path.display())))?;
+fn parse_file(
+    sources: &mut SourceMap,
+    fs: &dyn SpecFs,
+    path: &FsPath,
+    budget: &mut node::Budget,
+) -> Result<Node, Diagnostic> {
+    let text = fs.read(path).and_then(|text| {
+        if text.len() > limits::MAX_FILE_BYTES {
+            return Err(fs::too_large(
+                Some(text.len() as u64),
+                limits::MAX_FILE_BYTES,
+            ));
+        }
+        Ok(text)
+    });
+    let text = match text {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::FileTooLarge => {
+            // Nothing of it is kept: the diagnostic points at the file itself (line 1, column 1).
+            let id = sources.add(path, "");
+            return Err(Diagnostic::error(format!(
+                "{} exceeds the file size limit: {e}",
+                path.display()
+            ))
+            .at(Some(sources.span_from_bytes(id, 0, 0)))
+            .help("a spec, overlay or script this large is machine-made or hostile: keep large data out of the spec"));
+        }
+        Err(e) => {
+            return Err(Diagnostic::error(format!(
+                "cannot read {}: {e}",
+                path.display()
+            )));
+        }
+    };
     let id = sources.add(path, text);
     match path.extension().and_then(|e| e.to_str()) {
-        Some("toml") => node::parse_toml(sources, id),
-        _ => node::parse_yaml(sources, id),
+        Some("toml") => node::parse_toml_within(sources, id, budget),
+        _ => node::parse_yaml_within(sources, id, budget),
     }
 }
 
@@ -143,7 +174,9 @@ pub fn load(fs: &dyn SpecFs, spec_arg: &FsPath, opts: &LoadOptions) -> Result<Lo
         .map(FsPath::to_path_buf)
         .unwrap_or_default();
 
-    let mut root = match parse_file(&mut sources, fs, &spec_file) {
+    // The spec and its overlay share one budget (see `limits`).
+    let mut budget = node::Budget::default();
+    let mut root = match parse_file(&mut sources, fs, &spec_file, &mut budget) {
         Ok(n) => n,
         Err(d) => {
             diags.push(d);
@@ -167,7 +200,7 @@ pub fn load(fs: &dyn SpecFs, spec_arg: &FsPath, opts: &LoadOptions) -> Result<Lo
             .map(|ext| dir.join("environments").join(format!("{env}.{ext}")))
             .collect();
         match candidates.iter().find(|p| fs.is_file(p)) {
-            Some(path) => match parse_file(&mut sources, fs, path) {
+            Some(path) => match parse_file(&mut sources, fs, path, &mut budget) {
                 Ok(overlay) => root = overlay::merge(root, overlay),
                 Err(d) => {
                     diags.push(d);
@@ -216,12 +249,19 @@ pub fn load(fs: &dyn SpecFs, spec_arg: &FsPath, opts: &LoadOptions) -> Result<Lo
         },
         &mut diags,
     );
-    vars::interpolate(&mut root, &values, &mut diags);
+    let text_left = limits::MAX_TEXT_BYTES.saturating_sub(budget.text());
+    vars::interpolate(&mut root, &values, text_left, &mut diags);
 
     let spec = decode_all(&root, &sources, &mut diags);
     let Some(spec) = spec else {
         return Err(fail(sources, diags));
     };
+    // Nothing may be generated from a spec that would generate too much.
+    let too_much = limits::check_generated(&spec, &root);
+    if !too_much.is_empty() {
+        too_much.into_iter().for_each(|d| diags.push(d));
+        return Err(fail(sources, diags));
+    }
 
     let files = read_referenced_files(fs, &dir, &spec, &root, &mut diags);
 
@@ -242,6 +282,11 @@ pub fn load(fs: &dyn SpecFs, spec_arg: &FsPath, opts: &LoadOptions) -> Result<Lo
 /// Decodes the spec, reporting every unknown key and wrong value rather than the first: after
 /// each error the offending entry is removed and decoding runs again.
 fn decode_all(root: &Node, sources: &SourceMap, diags: &mut Diagnostics) -> Option<Spec> {
+    // A spec that decodes needs no copy to remove bad entries from (a copy doubles the memory
+    // of a large spec).
+    if let Ok(spec) = de::from_node::<Spec>(root, sources) {
+        return Some(spec);
+    }
     let mut doc = root.clone();
     let mut removed: Vec<Path> = Vec::new();
     let mut only_unknown_keys = true;
