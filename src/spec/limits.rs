@@ -9,8 +9,9 @@
 //! The values are sized so that `gkq validate` of any input stays under 256 MB of memory and
 //! 2 s of time, while the largest spec we benchmark (5,000 raw manifests, `bench/gen-objects
 //! 5000`: a 3.7 MiB file of ~239,000 values, validated in 0.8 s at 107 MB peak) loads with room to
-//! spare. Measured at the limits (release build): 499,000 values in one list, 117 MB; 249,000
-//! keys in one map, 152 MB and 1.5 s; 15 MiB of text through aliases, 104 MB.
+//! spare. Measured near the limits (release build, `/usr/bin/time`): 499,000 values in one
+//! list, 117 MB and 0.7 s; 249,000 keys in one map, 152 MB and 1.5 s; that map plus 13 MiB of
+//! text repeated through aliases, 188 MB and 1.9 s.
 
 use super::diag::Diagnostic;
 use super::node::{Node, Path};
@@ -25,8 +26,8 @@ pub const MAX_FILE_BYTES: usize = 8 * 1024 * 1024;
 
 /// Largest saved plan (`gkq plan --out`) `gkq apply` reads.
 ///
-/// A plan holds every object it creates or changes with its diff: ~2.5 KB per object in the
-/// 5,000-object local benchmark (`bench/local-apply`). 32 MiB is about twice that plan.
+/// A plan holds every object it creates or changes with its diff: ~1.5 KB per object, 7.3 MB
+/// for the 5,000 objects of `bench/local-apply 5000`. 32 MiB is four times that plan.
 pub const MAX_PLAN_BYTES: usize = 32 * 1024 * 1024;
 
 /// Deepest nesting of maps and lists, counted from the top of a file (the spec itself is 1).
@@ -231,6 +232,15 @@ pub fn bytes(n: usize) -> String {
     }
 }
 
+/// A number of values for people: `1 value`, `11,111 values`.
+pub fn values(n: usize) -> String {
+    if n == 1 {
+        "1 value".to_string()
+    } else {
+        format!("{} values", count(n as u64))
+    }
+}
+
 /// A count for people, with thousands separated: `500,000`.
 pub fn count(n: u64) -> String {
     let digits = n.to_string();
@@ -257,5 +267,7 @@ mod tests {
         assert_eq!(count(1_000), "1,000");
         assert_eq!(count(999), "999");
         assert_eq!(count(5_000_000), "5,000,000");
+        assert_eq!(values(1), "1 value");
+        assert_eq!(values(11_111), "11,111 values");
     }
 }

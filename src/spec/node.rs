@@ -497,9 +497,9 @@ impl YamlBuilder<'_> {
                 self.budget.alias_values += size.values;
                 if self.budget.alias_values > limits::MAX_ALIAS_VALUES {
                     return Err(Diagnostic::error(format!(
-                        "alias `*{name}` exceeds the alias expansion limit of {} values per spec: it repeats {} values on top of the {} that the aliases before it repeated",
+                        "alias `*{name}` exceeds the alias expansion limit of {} values per spec: it repeats {} on top of the {} that the aliases before it repeated",
                         limits::count(limits::MAX_ALIAS_VALUES as u64),
-                        limits::count(size.values as u64),
+                        limits::values(size.values),
                         limits::count(before as u64),
                     ))
                     .at(Some(span))
@@ -509,8 +509,8 @@ impl YamlBuilder<'_> {
                 self.budget.tree_text += size.text;
                 self.budget.check(span, || {
                     format!(
-                        ": alias `*{name}` repeats {} values and {}",
-                        limits::count(size.values as u64),
+                        ": alias `*{name}` repeats {} and {} of text",
+                        limits::values(size.values),
                         limits::bytes(size.text)
                     )
                 })?;
@@ -946,7 +946,8 @@ mod tests {
         let e = parse("f.yaml", &text).unwrap_err();
         assert!(e.message.contains("limit of 16 MiB of text"), "{e:?}");
         assert!(
-            e.message.contains("alias `*a` repeats 1 values and 1 MiB"),
+            e.message
+                .contains("alias `*a` repeats 1 value and 1 MiB of text"),
             "{e:?}"
         );
     }
