@@ -528,3 +528,503 @@ fn overlay_list_items_match_after_variables_are_substituted() {
         .collect();
     assert_eq!(pools, [("on-demand-pool", 2), ("dws-pool", 4)]);
 }
+
+/// Loading is bounded: hostile inputs (alias bombs, deep nesting, huge counts, long scalars,
+/// multiplying variables) are refused with the limit named, at a location, within memory and
+/// time bounds. The limits themselves live in `gkq::spec::limits`.
+mod bounded {
+    use super::*;
+    use gkq::spec::limits;
+    use proptest::prelude::*;
+    use std::io::Read;
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    /// The memory a `gkq validate` of any input may use (its address space, so that an
+    /// allocation past it fails and aborts the process instead of swapping).
+    const MEMORY: u64 = 256 * 1024 * 1024;
+    /// Not a speed target (that is `bench/`): only a guard against a hang.
+    const HANG: Duration = Duration::from_secs(20);
+
+    fn opts(env: Option<&str>) -> LoadOptions {
+        LoadOptions {
+            env: env.map(str::to_string),
+            env_lookup: Some(Box::new(|_| None)),
+            ..Default::default()
+        }
+    }
+
+    /// Runs `gkq validate ARGS` with its address space limited to [`MEMORY`]; returns the exit
+    /// code (or the signal as 128 + n) and stderr.
+    fn validate(args: &[&std::ffi::OsStr]) -> (i32, String) {
+        let mut child = Command::new("prlimit")
+            .arg(format!("--as={MEMORY}"))
+            .arg("--")
+            .arg(env!("CARGO_BIN_EXE_gkq"))
+            .arg("validate")
+            .args(args)
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("prlimit (util-linux) runs gkq with a memory limit");
+        let mut stderr = child.stderr.take().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = stderr.read_to_string(&mut s);
+            s
+        });
+        let start = Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if start.elapsed() > HANG {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("gkq validate {args:?} still ran after {HANG:?}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        use std::os::unix::process::ExitStatusExt;
+        let code = status
+            .code()
+            .unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
+        (code, reader.join().unwrap())
+    }
+
+    fn spec_dir(files: &[(&str, &str)]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, text) in files {
+            let path = dir.path().join(name);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        std::fs::write(dir.path().join("train.py"), "print(1)\n").unwrap();
+        dir
+    }
+
+    fn example() -> String {
+        std::fs::read_to_string(root().join("examples/tpu-dws/gkq.yaml")).unwrap()
+    }
+
+    /// `levels` anchored lists, each of `fan` aliases of the one before.
+    fn laughs(fan: usize, levels: usize) -> String {
+        let mut out = format!("a0: &a0 [{}]\n", vec!["\"lol\""; fan].join(","));
+        for i in 1..levels {
+            out.push_str(&format!(
+                "a{i}: &a{i} [{}]\n",
+                vec![format!("*a{}", i - 1); fan].join(",")
+            ));
+        }
+        out
+    }
+
+    /// Values aliases repeat in [`laughs`].
+    fn repeated(fan: usize, levels: usize) -> u64 {
+        // Level i holds fan aliases of level i-1, which has size(i-1) values.
+        let mut size = fan as u64 + 1;
+        let mut total = 0u64;
+        for _ in 1..levels {
+            total = total.saturating_add(size.saturating_mul(fan as u64));
+            size = size.saturating_mul(fan as u64).saturating_add(1);
+        }
+        total
+    }
+
+    /// A hostile input and the words its refusal must contain.
+    #[derive(Debug, Clone)]
+    enum Bomb {
+        Aliases { fan: usize, levels: usize },
+        AliasedText { len: usize },
+        FlowDepth(usize),
+        BlockDepth(usize),
+        TomlDepth(usize),
+        Count(u32),
+        Values(usize),
+        LongScalar(usize),
+        Variables { len: usize },
+        OverlayAliases { fan: usize },
+    }
+
+    impl Bomb {
+        /// The spec directory, the arguments to validate it and the expected words.
+        fn build(&self) -> (tempfile::TempDir, Vec<String>, String) {
+            let one = |name: &str, text: String| spec_dir(&[(name, &text)]);
+            let yaml = "gkq.yaml".to_string();
+            match self {
+                Bomb::Aliases { fan, levels } => (
+                    one("gkq.yaml", laughs(*fan, *levels)),
+                    vec![yaml],
+                    "alias expansion limit of 100,000 values".into(),
+                ),
+                Bomb::AliasedText { len } => {
+                    let copies = limits::MAX_TEXT_BYTES / len + 2;
+                    let text = format!(
+                        "a: &a \"{}\"\nb: [{}]\n",
+                        "x".repeat(*len),
+                        vec!["*a"; copies].join(",")
+                    );
+                    (one("gkq.yaml", text), vec![yaml], "16 MiB of text".into())
+                }
+                Bomb::FlowDepth(n) => (
+                    one(
+                        "gkq.yaml",
+                        format!("project: {}{}\n", "[".repeat(*n), "]".repeat(*n)),
+                    ),
+                    vec![yaml],
+                    "nesting limit of 64 levels".into(),
+                ),
+                Bomb::BlockDepth(n) => {
+                    let text: String = (0..*n).map(|i| format!("{}k:\n", " ".repeat(i))).collect();
+                    (
+                        one("gkq.yaml", text),
+                        vec![yaml],
+                        "nesting limit of 64 levels".into(),
+                    )
+                }
+                Bomb::TomlDepth(n) => (
+                    one(
+                        "gkq.toml",
+                        format!("project = {}{}\n", "[".repeat(*n), "]".repeat(*n)),
+                    ),
+                    vec!["gkq.toml".into()],
+                    "nesting limit of 64 levels".into(),
+                ),
+                Bomb::Count(n) => (
+                    one(
+                        "gkq.yaml",
+                        example().replace("count: 2 ", &format!("count: {n} ")),
+                    ),
+                    vec![yaml],
+                    "limit of 1,000 runs per job".into(),
+                ),
+                Bomb::Values(n) => (
+                    one(
+                        "gkq.yaml",
+                        format!("manifests: [{}]\n", vec!["0"; *n].join(",")),
+                    ),
+                    vec![yaml],
+                    "limit of 500,000 values".into(),
+                ),
+                Bomb::LongScalar(len) => (
+                    one("gkq.yaml", format!("project: \"{}\"\n", "x".repeat(*len))),
+                    vec![yaml],
+                    "file size limit".into(),
+                ),
+                Bomb::Variables { len } => {
+                    let uses = limits::MAX_TEXT_BYTES / len + 2;
+                    let text = format!(
+                        "variables:\n  B: {{default: \"{}\"}}\nproject: \"{}\"\n",
+                        "x".repeat(*len),
+                        "${B}".repeat(uses)
+                    );
+                    (
+                        one("gkq.yaml", text),
+                        vec![yaml],
+                        "limit of 16 MiB of text".into(),
+                    )
+                }
+                Bomb::OverlayAliases { fan } => {
+                    let dir = spec_dir(&[
+                        ("gkq.yaml", &example()),
+                        ("environments/x.yaml", &laughs(*fan, 12)),
+                    ]);
+                    (
+                        dir,
+                        vec![yaml, "--env".into(), "x".into()],
+                        "alias expansion limit".into(),
+                    )
+                }
+            }
+        }
+    }
+
+    fn bombs() -> impl Strategy<Value = Bomb> {
+        prop_oneof![
+            (2usize..=12, 2usize..=12)
+                .prop_filter("expands past the limit", |(f, l)| repeated(*f, *l)
+                    > limits::MAX_ALIAS_VALUES as u64)
+                .prop_map(|(fan, levels)| Bomb::Aliases { fan, levels }),
+            (64 * 1024usize..=1024 * 1024).prop_map(|len| Bomb::AliasedText { len }),
+            (limits::MAX_DEPTH..20_000).prop_map(Bomb::FlowDepth),
+            (limits::MAX_DEPTH..400).prop_map(Bomb::BlockDepth),
+            (limits::MAX_DEPTH..20_000).prop_map(Bomb::TomlDepth),
+            (limits::MAX_JOB_RUNS + 1..=u32::MAX).prop_map(Bomb::Count),
+            (limits::MAX_VALUES..limits::MAX_VALUES * 2).prop_map(Bomb::Values),
+            (limits::MAX_FILE_BYTES..limits::MAX_FILE_BYTES * 2).prop_map(Bomb::LongScalar),
+            (16 * 1024usize..=1024 * 1024).prop_map(|len| Bomb::Variables { len }),
+            (3usize..=10).prop_map(|fan| Bomb::OverlayAliases { fan }),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(24))]
+        /// Every bomb is refused: exit 1 (not an abort from running out of memory, not a hang),
+        /// with the limit named and a `file:line:column` location.
+        #[test]
+        fn generated_bombs_are_refused_with_the_limit_named(bomb in bombs()) {
+            let (dir, args, expected) = bomb.build();
+            let mut argv: Vec<std::ffi::OsString> = Vec::new();
+            for (i, a) in args.iter().enumerate() {
+                argv.push(if i == 0 { dir.path().join(a).into_os_string() } else { a.into() });
+            }
+            let argv: Vec<&std::ffi::OsStr> = argv.iter().map(|a| a.as_os_str()).collect();
+            let (code, stderr) = validate(&argv);
+            prop_assert_eq!(code, 1, "{:?}: {}", bomb, stderr);
+            prop_assert!(stderr.contains(&expected), "{:?}: expected `{}` in {}", bomb, expected, stderr);
+            let located = stderr.lines().any(|l| {
+                l.split(": ").next().is_some_and(|loc| {
+                    let mut parts = loc.rsplitn(3, ':');
+                    let col = parts.next().and_then(|c| c.parse::<usize>().ok());
+                    let line = parts.next().and_then(|c| c.parse::<usize>().ok());
+                    col.is_some() && line.is_some() && parts.next().is_some()
+                })
+            });
+            prop_assert!(located, "{:?}: no file:line:column in {}", bomb, stderr);
+        }
+    }
+
+    /// The bound the property test runs under does not get in the way of a valid spec.
+    #[test]
+    fn the_example_validates_within_the_same_bounds() {
+        let (code, stderr) = validate(&[root().join("examples/tpu-dws").as_os_str()]);
+        assert_eq!(code, 0, "{stderr}");
+    }
+
+    /// The largest spec we benchmark, 5,000 raw manifests (`bench/gen-objects 5000`'s shapes),
+    /// loads and builds within the limits.
+    #[test]
+    fn five_thousand_manifests_still_load() {
+        let mut text = String::from(
+            "project: p\nlocation: us-east5-b\ncluster: {name: c}\nkueue: {install: external}\nmanifests:\n",
+        );
+        let container = |n: &str| {
+            json!({"name": n, "image": "rayproject/ray:2.53.0-py311",
+                "resources": {"requests": {"cpu": "2", "memory": "4Gi"}, "limits": {"cpu": "2", "memory": "4Gi"}},
+                "volumeMounts": [{"name": "script", "mountPath": "/app"}]})
+        };
+        for i in 0..5000 {
+            let o = match i % 4 {
+                0 => json!({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": format!("cm-{i}"), "namespace": "bench"},
+                    "data": {"train.py": "import jax\n".repeat(30)}}),
+                1 => json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+                    "metadata": {"name": format!("cq-{i}")},
+                    "spec": {"namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["cpu", "memory"],
+                        "flavors": [{"name": "f", "resources": [{"name": "cpu", "nominalQuota": 10},
+                            {"name": "memory", "nominalQuota": "20Gi"}]}]}]}}),
+                2 => json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+                    "metadata": {"name": format!("lq-{i}"), "namespace": "bench"},
+                    "spec": {"clusterQueue": format!("cq-{}", i - 1)}}),
+                _ => json!({"apiVersion": "ray.io/v1", "kind": "RayJob",
+                    "metadata": {"name": format!("rj-{i}"), "namespace": "bench"},
+                    "spec": {"entrypoint": "python /app/train.py", "shutdownAfterJobFinishes": true,
+                        "rayClusterSpec": {"rayVersion": "2.53.0",
+                            "headGroupSpec": {"rayStartParams": {}, "template": {"spec": {
+                                "containers": [container("ray-head")],
+                                "volumes": [{"name": "script", "configMap": {"name": "cm"}}]}}},
+                            "workerGroupSpecs": [{"groupName": "workers", "replicas": 1, "minReplicas": 1,
+                                "maxReplicas": 2, "rayStartParams": {}, "template": {"spec": {
+                                    "containers": [container("ray-worker")],
+                                    "volumes": [{"name": "script", "configMap": {"name": "cm"}}]}}}]}}}),
+            };
+            text.push_str(&format!("  - {o}\n"));
+        }
+        let dir = spec_dir(&[("gkq.yaml", &text)]);
+        let loaded = spec::load(&WorkingTree, dir.path(), &opts(None))
+            .unwrap_or_else(|f| panic!("{}", f.diagnostics.report(&f.sources)));
+        let (desired, diags) = model::build(&loaded);
+        assert!(desired.is_some(), "{}", diags.report(&loaded.sources));
+    }
+
+    fn load_errors(dir: &Path, env: Option<&str>) -> Vec<String> {
+        let (diagnostics, sources) = match spec::load(&WorkingTree, dir, &opts(env)) {
+            Err(f) => (f.diagnostics, f.sources),
+            // Errors may travel with a spec that decoded; `model::build` refuses it.
+            Ok(l) => (l.diagnostics, l.sources),
+        };
+        diagnostics
+            .errors()
+            .map(|d| {
+                let at = d
+                    .span
+                    .map(|s| {
+                        format!(
+                            "{}:{}:{}: ",
+                            sources.path(s.file).display(),
+                            s.line,
+                            s.column
+                        )
+                    })
+                    .unwrap_or_default();
+                format!("{at}{}", d.message)
+            })
+            .collect()
+    }
+
+    /// Some error holds every one of `words`.
+    fn assert_any(errors: &[String], words: &[&str]) {
+        assert!(
+            errors.iter().any(|e| words.iter().all(|w| e.contains(w))),
+            "no error with {words:?} in {errors:#?}"
+        );
+    }
+
+    /// `count: 5000000` would render five million RayJobs (about 16 KB each): refused at the
+    /// count, before anything is generated.
+    #[test]
+    fn a_huge_count_is_refused_at_the_count() {
+        let dir = spec_dir(&[(
+            "gkq.yaml",
+            &example().replace("count: 2 ", "count: 5000000 "),
+        )]);
+        let errors = load_errors(dir.path(), None);
+        assert_any(
+            &errors,
+            &[
+                "gkq.yaml:82:12: ",
+                "exceeds the limit of 1,000 runs per job: `count: 5000000`",
+            ],
+        );
+    }
+
+    /// Many jobs, each within its own limit, together generate too many objects.
+    #[test]
+    fn objects_past_the_limit_are_refused_where_they_cross_it() {
+        let base = example();
+        let job_at = base.find("  - name: rayjob-tpu-v6e-dws\n").unwrap();
+        let job = base[job_at..].replace("count: 2 ", "count: 1000 ");
+        let mut text = base[..job_at].to_string();
+        for i in 0..11 {
+            text.push_str(&job.replace("name: rayjob-tpu-v6e-dws\n", &format!("name: job-{i}\n")));
+        }
+        let dir = spec_dir(&[("gkq.yaml", &text)]);
+        let errors = load_errors(dir.path(), None);
+        assert_any(
+            &errors,
+            &["exceeds the limit of 10,000 Kubernetes objects: with `jobs[9]`"],
+        );
+    }
+
+    /// More nodes than GKE allows in a pool would also make the local target create them all.
+    #[test]
+    fn pool_sizes_past_gkes_limit_are_refused() {
+        let dir = spec_dir(&[(
+            "gkq.yaml",
+            &example().replace("max: 4}\n    flexStart", "max: 5000000}\n    flexStart"),
+        )]);
+        let errors = load_errors(dir.path(), None);
+        assert_any(
+            &errors,
+            &["`autoscaling.max` 5,000,000 exceeds GKE's limit of 1,000 nodes per zone"],
+        );
+    }
+
+    /// An overlay is bounded like the spec, and the error points into the overlay.
+    #[test]
+    fn an_overlay_bomb_is_refused_in_the_overlay() {
+        let dir = spec_dir(&[
+            ("gkq.yaml", &example()),
+            ("environments/x.yaml", &laughs(10, 9)),
+        ]);
+        let errors = load_errors(dir.path(), Some("x"));
+        assert_any(
+            &errors,
+            &[
+                "environments/x.yaml:5:",
+                "alias expansion limit of 100,000 values",
+            ],
+        );
+    }
+
+    /// A file past the size limit is not read whole: the spec, an overlay, a script, a plan.
+    #[test]
+    fn files_past_the_size_limit_are_refused() {
+        let big = format!("# {}\n", "x".repeat(limits::MAX_FILE_BYTES));
+        let dir = spec_dir(&[("gkq.yaml", &format!("{}{big}", example()))]);
+        let errors = load_errors(dir.path(), None);
+        assert_any(
+            &errors,
+            &[
+                "gkq.yaml:1:1: ",
+                "exceeds the file size limit: it is 8.0 MiB, over the limit of 8 MiB",
+            ],
+        );
+        let dir = spec_dir(&[("gkq.yaml", &example()), ("environments/x.yaml", &big)]);
+        let errors = load_errors(dir.path(), Some("x"));
+        assert_any(&errors, &["x.yaml:1:1: ", "file size limit"]);
+        let dir = spec_dir(&[("gkq.yaml", &example())]);
+        std::fs::write(dir.path().join("train.py"), &big).unwrap();
+        let loaded = spec::load(&WorkingTree, dir.path(), &opts(None)).unwrap();
+        assert!(
+            loaded
+                .diagnostics
+                .errors()
+                .any(|d| d.message.contains("over the limit of 8 MiB")),
+            "{:?}",
+            loaded.diagnostics
+        );
+        let plan = dir.path().join("plan.json");
+        std::fs::write(
+            &plan,
+            format!(
+                "{{\"formatVersion\": 1, \"actions\": [], \"pad\": \"{}\"}}",
+                "x".repeat(limits::MAX_PLAN_BYTES)
+            ),
+        )
+        .unwrap();
+        let e = gkq::gitops::saved::read(&plan, None).unwrap_err().to_string();
+        assert!(
+            e.contains("cannot read the plan file") && e.contains("over the limit of 32 MiB"),
+            "{e}"
+        );
+    }
+
+    /// A long variable used many times would multiply the spec's size.
+    #[test]
+    fn variables_that_multiply_text_are_refused() {
+        let dir = spec_dir(&[(
+            "gkq.yaml",
+            &example()
+                .replacen(
+                    "variables:\n",
+                    &format!(
+                        "variables:\n  B:\n    default: \"{}\"\n",
+                        "x".repeat(1024 * 1024)
+                    ),
+                    1,
+                )
+                .replace(
+                    "project: ${PROJECT_ID}",
+                    &format!("project: \"{}\"", "${B}".repeat(40)),
+                ),
+        )]);
+        let errors = load_errors(dir.path(), None);
+        assert_any(
+            &errors,
+            &["variables make the spec exceed the limit of 16 MiB of text"],
+        );
+    }
+
+    /// A million problems are counted, not listed: the listing stops at the limit and says how
+    /// many more there are.
+    #[test]
+    fn problems_past_the_limit_are_counted_not_listed() {
+        let refs: String = (0..2000)
+            .map(|i| format!("  - \"${{MISSING_{i}}}\"\n"))
+            .collect();
+        let dir = spec_dir(&[("gkq.yaml", &format!("{}\nextra:\n{refs}", example()))]);
+        let failure = match spec::load(&WorkingTree, dir.path(), &opts(None)) {
+            Err(f) => f.diagnostics,
+            Ok(l) => l.diagnostics,
+        };
+        assert_eq!(failure.len(), limits::MAX_DIAGNOSTICS + 1);
+        assert!(failure.omitted() > 1000, "{}", failure.omitted());
+        let last = failure.iter().last().unwrap();
+        assert!(
+            last.is_error() && last.message.contains("more problems not listed"),
+            "{last:?}"
+        );
+    }
+}

@@ -9,6 +9,7 @@ use std::path::Path;
 use super::digest::{describe_changes, short_digest};
 use super::provenance::SpecRevision;
 use crate::plan::{PLAN_FORMAT_VERSION, Plan};
+use crate::spec::limits::MAX_PLAN_BYTES;
 use crate::spec::types::Target;
 
 #[derive(Debug, thiserror::Error)]
@@ -96,7 +97,7 @@ pub fn is_plan_file(path: &Path) -> bool {
     {
         return true;
     }
-    let Ok(text) = std::fs::read_to_string(path) else {
+    let Ok(text) = crate::spec::fs::read_at_most(path, MAX_PLAN_BYTES) else {
         return false;
     };
     if !text.trim_start().starts_with('{') {
@@ -175,9 +176,11 @@ fn check_integrity(
 /// gkq wrote it (see [`file_text`]).
 pub fn read(path: &Path, key: Option<&[u8]>) -> Result<Plan, SavedPlanError> {
     let shown = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| SavedPlanError::Read {
-        path: shown.clone(),
-        source,
+    let text = crate::spec::fs::read_at_most(path, MAX_PLAN_BYTES).map_err(|source| {
+        SavedPlanError::Read {
+            path: shown.clone(),
+            source,
+        }
     })?;
     let value: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| SavedPlanError::NotAPlan {

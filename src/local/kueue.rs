@@ -28,12 +28,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::{Value, json};
 
 use super::sim::{Ctx, Outcome, child_map, remove_condition, set_condition};
-use super::store::{Key, Store, finalizers, has_condition, timestamp};
+use super::store::{Changes, Key, Store, finalizers, has_condition, timestamp};
 use super::workload::{KUEUE_FINALIZER, SIMULATED_ANNOTATION, SIMULATED_VALUE};
 use crate::placement::podsets::QUEUE_NAME_LABEL;
 use crate::placement::{Cluster, PendingWorkload, PlacementState, Quantity, predict};
 
-const KUEUE: &str = "kueue.x-k8s.io";
+pub const KUEUE: &str = "kueue.x-k8s.io";
 const MANAGER: &str = "kueue";
 pub const PROVISIONING_CONTROLLER: &str = "kueue.x-k8s.io/provisioning-request";
 const CONSUME_ANNOTATION: &str = "autoscaling.x-k8s.io/consume-provisioning-request";
@@ -232,7 +232,9 @@ fn reserving(w: &Value) -> bool {
 /// One pass of Kueue's controllers.
 pub fn reconcile(ctx: &mut Ctx<'_>) -> Outcome {
     let mut changed = false;
-    changed |= finalizers_and_checks(ctx);
+    // The Kueue objects written since the last pass; the writes of this pass are the next's.
+    let changes = std::mem::replace(&mut ctx.sim.kueue_changes, Changes::none());
+    changed |= finalizers_and_checks(ctx, &changes);
     changed |= jobs_to_workloads(ctx);
     changed |= finish_workloads(ctx);
     changed |= requeue(ctx);
@@ -240,32 +242,70 @@ pub fn reconcile(ctx: &mut Ctx<'_>) -> Outcome {
     changed |= provisioning_checks(ctx);
     changed |= admit_when_ready(ctx);
     changed |= suspend_or_resume_jobs(ctx);
-    changed |= queue_status(ctx);
+    changed |= queue_status(ctx, &changes);
     Outcome { changed }
 }
 
-fn finalizers_and_checks(ctx: &mut Ctx<'_>) -> bool {
+/// Kueue's finalizers on ClusterQueues, ResourceFlavors and AdmissionChecks: kept while the
+/// object exists or is in use. Only objects that changed are looked at, and those being
+/// deleted when what uses them may have changed: not every queue on every write.
+fn finalizers_and_checks(ctx: &mut Ctx<'_>, changes: &Changes) -> bool {
     let mut changed = false;
     let now = ctx.now;
-    let cqs: Vec<Value> = ctx.store.of_kind(KUEUE, "ClusterQueue").cloned().collect();
-    let used_flavors: BTreeSet<String> = cqs.iter().flat_map(cq_flavors).collect();
-    let used_checks: BTreeSet<String> = cqs.iter().flat_map(cq_checks).collect();
-    let reserving_cqs: BTreeSet<String> = ctx
-        .store
-        .of_kind(KUEUE, "Workload")
-        .filter(|w| reserving(w))
-        .filter_map(|w| {
-            w.pointer("/status/admission/clusterQueue")
-                .and_then(Value::as_str)
-        })
-        .map(str::to_string)
-        .collect();
-    for (kind, in_use) in [
-        ("ClusterQueue", &reserving_cqs),
-        ("ResourceFlavor", &used_flavors),
-        ("AdmissionCheck", &used_checks),
-    ] {
-        for key in ctx.store.keys_of_kind(KUEUE, kind) {
+    let uses_changed = changes.touches(KUEUE, "ClusterQueue") || changes.touches(KUEUE, "Workload");
+    let mut todo: Vec<(&str, Key)> = Vec::new();
+    for kind in ["ClusterQueue", "ResourceFlavor", "AdmissionCheck"] {
+        let mut keys: BTreeSet<Key> = if changes.all {
+            ctx.store.keys_of_kind(KUEUE, kind).into_iter().collect()
+        } else {
+            changes.of_kind(KUEUE, kind).cloned().collect()
+        };
+        if uses_changed {
+            keys.extend(
+                ctx.store
+                    .of_kind(KUEUE, kind)
+                    .filter(|o| deleting(o))
+                    .map(Key::of),
+            );
+        }
+        todo.extend(keys.into_iter().map(|k| (kind, k)));
+    }
+    // What is in use matters only to objects being deleted.
+    let any_deleting = todo
+        .iter()
+        .any(|(_, k)| ctx.store.get(k).is_some_and(deleting));
+    let (used_flavors, used_checks, reserving_cqs) = if any_deleting {
+        let used_flavors: BTreeSet<String> = ctx
+            .store
+            .of_kind(KUEUE, "ClusterQueue")
+            .flat_map(cq_flavors)
+            .collect();
+        let used_checks: BTreeSet<String> = ctx
+            .store
+            .of_kind(KUEUE, "ClusterQueue")
+            .flat_map(cq_checks)
+            .collect();
+        let reserving_cqs: BTreeSet<String> = ctx
+            .store
+            .of_kind(KUEUE, "Workload")
+            .filter(|w| reserving(w))
+            .filter_map(|w| {
+                w.pointer("/status/admission/clusterQueue")
+                    .and_then(Value::as_str)
+            })
+            .map(str::to_string)
+            .collect();
+        (used_flavors, used_checks, reserving_cqs)
+    } else {
+        Default::default()
+    };
+    for (kind, key) in todo {
+        let in_use = match kind {
+            "ClusterQueue" => &reserving_cqs,
+            "ResourceFlavor" => &used_flavors,
+            _ => &used_checks,
+        };
+        {
             let Some(o) = ctx.store.get(&key) else {
                 continue;
             };
@@ -352,6 +392,7 @@ fn priority_of(store: &Store, job: &Value) -> i32 {
 fn jobs_to_workloads(ctx: &mut Ctx<'_>) -> bool {
     let mut changed = false;
     let jobs: Vec<Value> = ctx.store.of_kind("ray.io", "RayJob").cloned().collect();
+    let owned = super::workload::by_owner(ctx.store.of_kind(KUEUE, "Workload"));
     for job in jobs {
         if deleting(&job)
             || job
@@ -361,7 +402,7 @@ fn jobs_to_workloads(ctx: &mut Ctx<'_>) -> bool {
         {
             continue;
         }
-        if super::workload::owned_by(ctx.store.of_kind(KUEUE, "Workload"), uid(&job)).is_some() {
+        if owned.contains_key(uid(&job)) {
             continue;
         }
         if job.pointer("/status/jobDeploymentStatus") == Some(&json!("Complete")) {
@@ -488,6 +529,14 @@ fn requeue(ctx: &mut Ctx<'_>) -> bool {
 /// The scheduler: gkq's placement prediction over the live cluster decides.
 fn schedule(ctx: &mut Ctx<'_>) -> bool {
     let now = ctx.now;
+    // Nothing to admit without a Workload waiting for quota: then the queues are not read.
+    if !ctx
+        .store
+        .of_kind(KUEUE, "Workload")
+        .any(|w| !deleting(w) && !reserving(w) && !finished(w))
+    {
+        return false;
+    }
     let mut cluster = Cluster::default();
     for (group, kind) in [
         (KUEUE, "ClusterQueue"),
@@ -1157,11 +1206,114 @@ fn flavor_table(cq: &Value, workloads: &[&Value], borrowed: bool) -> Value {
     Value::Array(rows)
 }
 
-fn queue_status(ctx: &mut Ctx<'_>) -> bool {
+/// A Workload's namespace and LocalQueue.
+fn queue_of(w: &Value) -> (&str, &str) {
+    let ns = w["metadata"]["namespace"].as_str().unwrap_or_default();
+    let lq = w
+        .pointer("/spec/queueName")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    (ns, lq)
+}
+
+/// Whether a ClusterQueue can admit: `(active, reason, message)` as Kueue words them.
+fn cq_state(
+    cq: &Value,
+    flavors: &BTreeSet<String>,
+    checks: &BTreeMap<String, bool>,
+) -> (bool, &'static str, String) {
+    let missing_flavors: Vec<String> = cq_flavors(cq)
+        .into_iter()
+        .filter(|f| !flavors.contains(f))
+        .collect();
+    let bad_checks: Vec<String> = cq_checks(cq)
+        .into_iter()
+        .filter(|c| checks.get(c) != Some(&true))
+        .collect();
+    let stopped = cq
+        .pointer("/spec/stopPolicy")
+        .and_then(Value::as_str)
+        .is_some_and(|p| p != "None");
+    if deleting(cq) {
+        (
+            false,
+            "Terminating",
+            "Can't admit new workloads; clusterQueue is terminating".to_string(),
+        )
+    } else if stopped {
+        (
+            false,
+            "Stopped",
+            "Can't admit new workloads: the ClusterQueue is stopped".to_string(),
+        )
+    } else if !missing_flavors.is_empty() {
+        (
+            false,
+            "FlavorNotFound",
+            format!(
+                "Can't admit new workloads: references missing ResourceFlavor(s): {}.",
+                missing_flavors.join(", ")
+            ),
+        )
+    } else if !bad_checks.is_empty() {
+        (
+            false,
+            "AdmissionCheckInactive",
+            format!(
+                "Can't admit new workloads: references missing or inactive AdmissionCheck(s): {}.",
+                bad_checks.join(", ")
+            ),
+        )
+    } else {
+        (true, "Ready", "Can admit new workloads".to_string())
+    }
+}
+
+/// Queue status, as Kueue keeps it. Only the queues whose inputs changed since the last pass
+/// are recomputed: a LocalQueue's status depends on itself, its ClusterQueue and the Workloads
+/// in it; a ClusterQueue's on itself, flavors, checks and Workloads. So applying thousands of
+/// queues costs each write its own queue, not all of them.
+fn queue_status(ctx: &mut Ctx<'_>, changes: &Changes) -> bool {
     let mut changed = false;
     let now = ctx.now;
+    // What every queue's status reads: a change to any of it means every queue again.
+    let everything = changes.all
+        || [
+            "ResourceFlavor",
+            "AdmissionCheck",
+            "Workload",
+            "ProvisioningRequestConfig",
+        ]
+        .iter()
+        .any(|kind| changes.touches(KUEUE, kind));
+    let cq_keys: Vec<Key> = if everything {
+        ctx.store.keys_of_kind(KUEUE, "ClusterQueue")
+    } else {
+        changes.of_kind(KUEUE, "ClusterQueue").cloned().collect()
+    };
+    let lq_keys: Vec<Key> = if everything {
+        ctx.store.keys_of_kind(KUEUE, "LocalQueue")
+    } else {
+        let cqs: BTreeSet<&str> = cq_keys.iter().map(|k| k.name.as_str()).collect();
+        let mut keys: BTreeSet<Key> = changes.of_kind(KUEUE, "LocalQueue").cloned().collect();
+        if !cqs.is_empty() {
+            keys.extend(
+                ctx.store
+                    .of_kind(KUEUE, "LocalQueue")
+                    .filter(|q| {
+                        q.pointer("/spec/clusterQueue")
+                            .and_then(Value::as_str)
+                            .is_some_and(|c| cqs.contains(c))
+                    })
+                    .map(Key::of),
+            );
+        }
+        keys.into_iter().collect()
+    };
+    if cq_keys.is_empty() && lq_keys.is_empty() {
+        return false;
+    }
     let workloads: Vec<Value> = ctx.store.of_kind(KUEUE, "Workload").cloned().collect();
-    let local_queues: Vec<Value> = ctx.store.of_kind(KUEUE, "LocalQueue").cloned().collect();
     let flavors: BTreeSet<String> = ctx
         .store
         .of_kind(KUEUE, "ResourceFlavor")
@@ -1172,64 +1324,29 @@ fn queue_status(ctx: &mut Ctx<'_>) -> bool {
         .of_kind(KUEUE, "AdmissionCheck")
         .map(|c| (name(c).to_string(), condition_true(c, "Active")))
         .collect();
-    let cq_of_lq = |ns: &str, lq: &str| -> Option<String> {
-        local_queues
-            .iter()
-            .find(|q| q["metadata"]["namespace"] == ns && name(q) == lq)
-            .and_then(|q| q.pointer("/spec/clusterQueue").and_then(Value::as_str))
-            .map(str::to_string)
-    };
-    let mut cq_active: BTreeMap<String, bool> = BTreeMap::new();
-    for key in ctx.store.keys_of_kind(KUEUE, "ClusterQueue") {
+    // The ClusterQueue of each LocalQueue that holds a Workload.
+    let mut cq_of_lq: BTreeMap<(String, String), Option<String>> = BTreeMap::new();
+    for w in &workloads {
+        let (ns, lq) = queue_of(w);
+        cq_of_lq
+            .entry((ns.to_string(), lq.to_string()))
+            .or_insert_with(|| {
+                ctx.store
+                    .get(&Key::new(
+                        "kueue.x-k8s.io/v1beta2",
+                        "LocalQueue",
+                        Some(ns),
+                        lq,
+                    ))
+                    .and_then(|q| q.pointer("/spec/clusterQueue").and_then(Value::as_str))
+                    .map(str::to_string)
+            });
+    }
+    for key in cq_keys {
         let Some(cq) = ctx.store.get(&key).cloned() else {
             continue;
         };
-        let missing_flavors: Vec<String> = cq_flavors(&cq)
-            .into_iter()
-            .filter(|f| !flavors.contains(f))
-            .collect();
-        let bad_checks: Vec<String> = cq_checks(&cq)
-            .into_iter()
-            .filter(|c| checks.get(c) != Some(&true))
-            .collect();
-        let stopped = cq
-            .pointer("/spec/stopPolicy")
-            .and_then(Value::as_str)
-            .is_some_and(|p| p != "None");
-        let (active, reason, message) = if deleting(&cq) {
-            (
-                false,
-                "Terminating",
-                "Can't admit new workloads; clusterQueue is terminating".to_string(),
-            )
-        } else if stopped {
-            (
-                false,
-                "Stopped",
-                "Can't admit new workloads: the ClusterQueue is stopped".to_string(),
-            )
-        } else if !missing_flavors.is_empty() {
-            (
-                false,
-                "FlavorNotFound",
-                format!(
-                    "Can't admit new workloads: references missing ResourceFlavor(s): {}.",
-                    missing_flavors.join(", ")
-                ),
-            )
-        } else if !bad_checks.is_empty() {
-            (
-                false,
-                "AdmissionCheckInactive",
-                format!(
-                    "Can't admit new workloads: references missing or inactive AdmissionCheck(s): {}.",
-                    bad_checks.join(", ")
-                ),
-            )
-        } else {
-            (true, "Ready", "Can admit new workloads".to_string())
-        };
-        cq_active.insert(key.name.clone(), active);
+        let (active, reason, message) = cq_state(&cq, &flavors, &checks);
         let in_cq: Vec<&Value> = workloads
             .iter()
             .filter(|w| reserving(w))
@@ -1250,12 +1367,11 @@ fn queue_status(ctx: &mut Ctx<'_>) -> bool {
                 !reserving(w) && !finished(w) && w.pointer("/spec/active") != Some(&json!(false))
             })
             .filter(|w| {
-                let ns = w["metadata"]["namespace"].as_str().unwrap_or_default();
-                let lq = w
-                    .pointer("/spec/queueName")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default();
-                cq_of_lq(ns, lq).as_deref() == Some(key.name.as_str())
+                let (ns, lq) = queue_of(w);
+                cq_of_lq
+                    .get(&(ns.to_string(), lq.to_string()))
+                    .and_then(Option::as_deref)
+                    == Some(key.name.as_str())
             })
             .count();
         let reservation = flavor_table(&cq, &in_cq, true);
@@ -1274,8 +1390,8 @@ fn queue_status(ctx: &mut Ctx<'_>) -> bool {
             .store
             .update(&key, MANAGER, true, now, |o| status.write(o, now));
     }
-    for key in ctx.store.keys_of_kind(KUEUE, "LocalQueue") {
-        let Some(lq) = ctx.store.get(&key).cloned() else {
+    for key in lq_keys {
+        let Some(lq) = ctx.store.get(&key) else {
             continue;
         };
         let cq_name = lq
@@ -1292,18 +1408,18 @@ fn queue_status(ctx: &mut Ctx<'_>) -> bool {
                 &cq_name,
             ))
             .cloned();
-        let (active, reason, message) = match (&cq, cq_active.get(&cq_name)) {
-            (None, _) => (
+        let (active, reason, message) = match &cq {
+            None => (
                 false,
                 "ClusterQueueDoesNotExist",
                 "Can't submit new workloads to clusterQueue".to_string(),
             ),
-            (Some(_), Some(true)) => (
+            Some(cq) if cq_state(cq, &flavors, &checks).0 => (
                 true,
                 "Ready",
                 "Can submit new workloads to localQueue".to_string(),
             ),
-            _ => (
+            Some(_) => (
                 false,
                 "ClusterQueueIsInactive",
                 "Can't submit new workloads to clusterQueue".to_string(),

@@ -250,9 +250,23 @@ impl World {
         std::fs::create_dir_all(dir)?;
         let path = dir.join(STATE_FILE);
         let tmp = dir.join(format!(".{STATE_FILE}.{}.tmp", std::process::id()));
-        let mut world = self.clone();
-        world.version = STATE_VERSION;
-        let bytes = serde_json::to_vec(&world)?;
+        // Serialised where it is: a copy of thousands of objects per save was most of its cost.
+        #[derive(Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Saved<'a> {
+            version: u32,
+            cluster: &'a Option<String>,
+            clock: &'a Clock,
+            store: &'a Store,
+            sim: &'a SimState,
+        }
+        let bytes = serde_json::to_vec(&Saved {
+            version: STATE_VERSION,
+            cluster: &self.cluster,
+            clock: &self.clock,
+            store: &self.store,
+            sim: &self.sim,
+        })?;
         {
             let mut f = std::fs::File::create(&tmp)?;
             f.write_all(&bytes)?;
@@ -339,13 +353,25 @@ pub struct LocalKube {
     world: Mutex<World>,
     /// Something changed that is not written yet.
     dirty: AtomicBool,
-    /// When the state was last written (writes are at most [`SAVE_INTERVAL`] apart; the rest
-    /// is written when the command ends).
-    last_save: Mutex<Option<std::time::Instant>>,
+    /// When the state was last written and how long that took (writes are at least
+    /// [`SAVE_INTERVAL`], and [`SAVE_SHARE`] times the last write, apart; the rest is written
+    /// when the command ends).
+    last_save: Mutex<Option<(std::time::Instant, std::time::Duration)>>,
+    /// The running cluster last read from GKE, and when (see [`LocalKube::cluster`]).
+    last_cluster: Mutex<Option<(std::time::Instant, Value)>>,
 }
+
+/// How long a running cluster read from GKE is used again: short enough that a change made
+/// through GKE (a node pool created, the cluster deleted) is seen at once by people and tests,
+/// long enough that a burst of requests reads it once.
+const CLUSTER_FRESH: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// Minimum time between two writes of `kubernetes.json` within one command.
 const SAVE_INTERVAL: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Writes wait at least this many times as long as the last write took, so that writing the
+/// whole state (which grows with the objects) takes at most a fiftieth of a command's time.
+const SAVE_SHARE: u32 = 50;
 
 impl LocalKube {
     /// Opens the state in `dir` for `cluster`, reached through `gke` (the in-process emulator's
@@ -371,6 +397,7 @@ impl LocalKube {
             world: Mutex::new(world),
             dirty: AtomicBool::new(false),
             last_save: Mutex::new(None),
+            last_cluster: Mutex::new(None),
         })
     }
 
@@ -421,7 +448,7 @@ impl LocalKube {
             .lock()
             .ok()
             .and_then(|t| *t)
-            .is_some_and(|t| t.elapsed() < SAVE_INTERVAL);
+            .is_some_and(|(at, took)| at.elapsed() < SAVE_INTERVAL.max(took * SAVE_SHARE));
         if recent {
             self.dirty.store(true, Ordering::Relaxed);
             Ok(())
@@ -432,9 +459,7 @@ impl LocalKube {
 
     fn save(&self, world: &World) -> KubeResult<()> {
         self.dirty.store(false, Ordering::Relaxed);
-        if let Ok(mut t) = self.last_save.lock() {
-            *t = Some(std::time::Instant::now());
-        }
+        let started = std::time::Instant::now();
         let Some(_guard) = self.write_guard() else {
             // Another gkq process is applying: its writes win. What this command simulated is
             // recomputed from the same timestamps by the next command.
@@ -442,14 +467,21 @@ impl LocalKube {
                 "not writing {}: another gkq process holds the state directory's lock",
                 self.state_file().display()
             );
+            if let Ok(mut t) = self.last_save.lock() {
+                *t = Some((started, std::time::Duration::ZERO));
+            }
             return Ok(());
         };
-        world.save(&self.cluster_dir).map_err(|e| {
+        let saved = world.save(&self.cluster_dir).map_err(|e| {
             KubeError::Transport(format!(
                 "cannot write the local Kubernetes state {}: {e:#}",
                 self.state_file().display()
             ))
-        })?;
+        });
+        if let Ok(mut t) = self.last_save.lock() {
+            *t = Some((std::time::Instant::now(), started.elapsed()));
+        }
+        saved?;
         if self.migrating.swap(false, Ordering::Relaxed) {
             let legacy = self.legacy_state_file();
             match std::fs::remove_file(&legacy) {
@@ -470,21 +502,46 @@ impl LocalKube {
         Ok(())
     }
 
-    async fn read_cluster(&self) -> KubeResult<Option<Value>> {
-        self.gke.get_cluster(&self.cluster).await.map_err(|e| {
-            KubeError::Transport(format!(
-                "reading the local cluster {} from the emulated GKE: {e}",
-                self.cluster.cluster
-            ))
-        })
-    }
-
     /// Reads the cluster from GKE, follows it (a new cluster starts from nothing) and brings the
     /// simulation to now. Returns the simulated time and the lock, for the call that follows.
     /// Only this cluster's state is ever read or written; a deleted cluster's state is emptied
     /// by [`LocalKube::settle`], after `apply` or `destroy`, never by a read.
     async fn sync(&self) -> KubeResult<(MutexGuard<'_, World>, u64)> {
-        let cluster = self.read_cluster().await?;
+        self.sync_with(false).await
+    }
+
+    /// The cluster as GKE has it: read again unless a running cluster was read less than
+    /// [`CLUSTER_FRESH`] ago (`fresh` always reads). Applying thousands of objects makes
+    /// several requests each; a `clusters.get` for every one was a third of their cost.
+    async fn cluster(&self, fresh: bool) -> KubeResult<Option<Value>> {
+        if !fresh
+            && let Ok(last) = self.last_cluster.lock()
+            && let Some((at, cluster)) = last.as_ref()
+            && at.elapsed() < CLUSTER_FRESH
+        {
+            return Ok(Some(cluster.clone()));
+        }
+        let cluster = self.gke.get_cluster(&self.cluster).await.map_err(|e| {
+            KubeError::Transport(format!(
+                "reading the local cluster {} from the emulated GKE: {e}",
+                self.cluster.cluster
+            ))
+        })?;
+        let running = cluster.as_ref().is_some_and(|c| {
+            crate::diff::normalize::status_name(c, crate::diff::normalize::GKE_CLUSTER_STATUS)
+                .is_some_and(|s| s == "RUNNING")
+        });
+        if let Ok(mut last) = self.last_cluster.lock() {
+            *last = cluster
+                .as_ref()
+                .filter(|_| running)
+                .map(|c| (std::time::Instant::now(), c.clone()));
+        }
+        Ok(cluster)
+    }
+
+    async fn sync_with(&self, fresh: bool) -> KubeResult<(MutexGuard<'_, World>, u64)> {
+        let cluster = self.cluster(fresh).await?;
         let wall = wall_ms();
         let mut world = self.lock();
         let Some(cluster) = cluster else {
@@ -591,7 +648,7 @@ impl LocalKube {
     /// does not exist is not an error here: its Kubernetes state is emptied (its objects went
     /// with it).
     pub async fn settle(&self) -> KubeResult<()> {
-        if self.read_cluster().await?.is_none() {
+        if self.cluster(true).await?.is_none() {
             let mut world = self.lock();
             if world.cluster.is_some() {
                 *world = World::default();
@@ -599,7 +656,7 @@ impl LocalKube {
             }
             return Ok(());
         }
-        match self.sync().await {
+        match self.sync_with(true).await {
             Ok((world, _)) => self.save(&world),
             Err(KubeError::Transport(_)) => Ok(()),
             Err(e) => Err(e),

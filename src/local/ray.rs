@@ -225,6 +225,7 @@ pub fn demand(ctx: &Ctx<'_>) -> Demand {
         .collect();
     runs.sort_by_key(|(u, r)| (r.scheduled_ms.is_none(), r.admitted_ms, (*u).clone()));
     let mut out = Demand::new();
+    let owned = super::workload::by_owner(ctx.store.of_kind("kueue.x-k8s.io", "Workload"));
     for (job_uid, run) in runs {
         let Some(job) = ctx.store.get(&Key::new(
             "ray.io/v1",
@@ -234,9 +235,7 @@ pub fn demand(ctx: &Ctx<'_>) -> Demand {
         )) else {
             continue;
         };
-        let workload =
-            super::workload::owned_by(ctx.store.of_kind("kueue.x-k8s.io", "Workload"), job_uid)
-                .and_then(|k| ctx.store.get(&k));
+        let workload = owned.get(job_uid.as_str()).and_then(|k| ctx.store.get(k));
         let source = workload.unwrap_or(job);
         let Ok(pending) = PendingWorkload::from_object(source) else {
             continue;

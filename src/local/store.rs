@@ -142,6 +142,16 @@ impl Key {
         )
     }
 
+    /// The smallest key of a kind: where its objects start in key order.
+    fn first_of(group: &str, kind: &str) -> Key {
+        Key {
+            group: group.to_string(),
+            kind: kind.to_string(),
+            namespace: String::new(),
+            name: String::new(),
+        }
+    }
+
     fn describe(&self) -> String {
         if self.namespace.is_empty() {
             format!("{} {}", self.kind, self.name)
@@ -188,6 +198,66 @@ pub struct Store {
     pub resource_version: u64,
     #[serde(with = "object_list")]
     pub objects: BTreeMap<Key, Value>,
+    /// The objects written or removed since the controllers last took them (not kept on disk:
+    /// a store read from a file counts as all changed).
+    #[serde(skip)]
+    changes: Changes,
+    /// Whether garbage collection has nothing to do: no object went, was marked for deletion
+    /// or was written with owners since it last ran (not kept on disk).
+    #[serde(skip)]
+    collected: bool,
+    /// Controller writes attempted ([`Store::update`] calls): the work the controllers do, for
+    /// tests and profiles (not kept on disk).
+    #[serde(skip)]
+    update_calls: u64,
+}
+
+/// Which objects changed: each write costs the controllers only what it touched, so that
+/// applying N objects is linear, not quadratic.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Changes {
+    /// Everything may have changed (a store just read, a controller that has not run yet).
+    pub all: bool,
+    pub keys: BTreeSet<Key>,
+}
+
+impl Default for Changes {
+    fn default() -> Self {
+        Changes {
+            all: true,
+            keys: BTreeSet::new(),
+        }
+    }
+}
+
+impl Changes {
+    pub fn none() -> Changes {
+        Changes {
+            all: false,
+            keys: BTreeSet::new(),
+        }
+    }
+
+    pub fn merge(&mut self, other: Changes) {
+        self.all |= other.all;
+        if !self.all {
+            self.keys.extend(other.keys);
+        } else {
+            self.keys.clear();
+        }
+    }
+
+    /// The changed objects of one kind (nothing when [`Changes::all`] is set: then everything).
+    pub fn of_kind<'a>(&'a self, group: &'a str, kind: &'a str) -> impl Iterator<Item = &'a Key> {
+        self.keys
+            .range(Key::first_of(group, kind)..)
+            .take_while(move |k| k.group == group && k.kind == kind)
+    }
+
+    /// Whether anything of this kind changed.
+    pub fn touches(&self, group: &str, kind: &str) -> bool {
+        self.all || self.of_kind(group, kind).next().is_some()
+    }
 }
 
 mod object_list {
@@ -265,20 +335,69 @@ impl Store {
         self.objects.get(key)
     }
 
-    /// Objects of a kind (any version), optionally in one namespace, in key order.
+    /// Objects of a kind (any version), in key order. Keys sort by group and kind first, so
+    /// this reads only that kind's objects, not the whole store.
     pub fn of_kind<'a>(&'a self, group: &'a str, kind: &'a str) -> impl Iterator<Item = &'a Value> {
         self.objects
-            .iter()
-            .filter(move |(k, _)| k.group == group && k.kind == kind)
+            .range(Key::first_of(group, kind)..)
+            .take_while(move |(k, _)| k.group == group && k.kind == kind)
             .map(|(_, v)| v)
     }
 
     pub fn keys_of_kind(&self, group: &str, kind: &str) -> Vec<Key> {
         self.objects
-            .keys()
-            .filter(|k| k.group == group && k.kind == kind)
-            .cloned()
+            .range(Key::first_of(group, kind)..)
+            .take_while(|(k, _)| k.group == group && k.kind == kind)
+            .map(|(k, _)| k.clone())
             .collect()
+    }
+
+    /// How many controller writes were attempted (see [`Store::update`]).
+    pub fn update_calls(&self) -> u64 {
+        self.update_calls
+    }
+
+    /// Whether anything changed since [`Store::take_changes`] was last called.
+    pub fn has_changes(&self) -> bool {
+        self.changes.all || !self.changes.keys.is_empty()
+    }
+
+    /// What changed since the last call (see [`Changes`]).
+    pub fn take_changes(&mut self) -> Changes {
+        std::mem::replace(&mut self.changes, Changes::none())
+    }
+
+    /// Stores `object` at `key`, noting the change.
+    fn put(&mut self, key: Key, object: Value) {
+        // Garbage collection looks again when owners or deletion marks change, or namespaces.
+        fn owners(o: Option<&Value>) -> Option<&Value> {
+            o.and_then(|o| o.pointer("/metadata/ownerReferences"))
+        }
+        fn marked(o: Option<&Value>) -> bool {
+            o.is_some_and(|o| o.pointer("/metadata/deletionTimestamp").is_some())
+        }
+        let before = self.objects.get(&key);
+        if owners(before) != owners(Some(&object))
+            || marked(before) != marked(Some(&object))
+            || (key.group.is_empty() && key.kind == "Namespace")
+        {
+            self.collected = false;
+        }
+        if !self.changes.all {
+            self.changes.keys.insert(key.clone());
+        }
+        self.objects.insert(key, object);
+    }
+
+    /// Removes the object at `key`, noting the change.
+    fn remove(&mut self, key: &Key) {
+        if self.objects.remove(key).is_some() {
+            self.collected = false;
+            if !self.changes.all {
+                self.changes.keys.insert(key.clone());
+            }
+        }
+        self.resource_version += 1;
     }
 
     /// Discovery: what serves `apiVersion` `kind`, if anything.
@@ -597,7 +716,7 @@ impl Store {
             return Ok(new);
         }
         new["metadata"]["resourceVersion"] = json!(self.next_version());
-        self.objects.insert(key.clone(), new.clone());
+        self.put(key.clone(), new.clone());
         Ok(new)
     }
 
@@ -612,6 +731,7 @@ impl Store {
         now: u64,
         change: impl FnOnce(&mut Value),
     ) -> bool {
+        self.update_calls += 1;
         let Some(live) = self.objects.get(key).cloned() else {
             return false;
         };
@@ -674,12 +794,11 @@ impl Store {
             new["metadata"]["generation"] = json!(generation + 1);
         }
         if new.pointer("/metadata/deletionTimestamp").is_some() && finalizers(&new).is_empty() {
-            self.objects.remove(key);
-            self.resource_version += 1;
+            self.remove(key);
             return true;
         }
         new["metadata"]["resourceVersion"] = json!(self.next_version());
-        self.objects.insert(key.clone(), new);
+        self.put(key.clone(), new);
         true
     }
 
@@ -716,7 +835,7 @@ impl Store {
         }];
         set_managed_entries(&mut object, &entries);
         object["metadata"]["resourceVersion"] = json!(self.next_version());
-        self.objects.insert(key, object);
+        self.put(key, object);
         true
     }
 
@@ -731,8 +850,7 @@ impl Store {
         }
         let is_namespace = key.group.is_empty() && key.kind == "Namespace";
         if finalizers(live).is_empty() && !is_namespace {
-            self.objects.remove(key);
-            self.resource_version += 1;
+            self.remove(key);
             return true;
         }
         let mut marked = live.clone();
@@ -742,15 +860,21 @@ impl Store {
             marked["status"] = json!({"phase": "Terminating"});
         }
         marked["metadata"]["resourceVersion"] = json!(self.next_version());
-        self.objects.insert(key.clone(), marked);
+        self.put(key.clone(), marked);
         true
     }
 
     /// Background garbage collection and namespace cleanup, as kube-controller-manager does
     /// them: dependents of deleted owners are deleted; a terminating namespace's objects are
     /// deleted and the namespace goes once it is empty. Returns whether anything changed.
+    ///
+    /// It runs only when something it depends on changed since it last ran: an object went or
+    /// was marked for deletion, or was written with owners, or a namespace changed.
     pub fn collect_garbage(&mut self, now: u64) -> bool {
         let mut changed = false;
+        if self.collected {
+            return false;
+        }
         loop {
             let uids: BTreeSet<String> = self
                 .objects
@@ -787,14 +911,16 @@ impl Store {
                 .map(|ns| Key::new("v1", "Namespace", None, ns))
                 .collect();
             if doomed.is_empty() && empty_namespaces.is_empty() {
+                // Until something it depends on changes again (objects waiting for finalizers
+                // in a terminating namespace go through `update`, which says so).
+                self.collected = true;
                 return changed;
             }
             for key in doomed {
                 self.delete(&key, false, now);
             }
             for key in empty_namespaces {
-                self.objects.remove(&key);
-                self.resource_version += 1;
+                self.remove(&key);
             }
             changed = true;
         }

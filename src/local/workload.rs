@@ -147,6 +147,26 @@ pub fn for_ray_job(job: &Value, priority: i32) -> Value {
 }
 
 /// The key of the Workload owned by the object with `uid`, among `workloads`.
+/// The Workload of each owner uid (the first, in key order), for looking many up at once.
+pub fn by_owner<'a>(
+    workloads: impl Iterator<Item = &'a Value>,
+) -> std::collections::HashMap<String, Key> {
+    let mut out = std::collections::HashMap::new();
+    for w in workloads {
+        for r in w
+            .pointer("/metadata/ownerReferences")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            if let Some(uid) = r["uid"].as_str() {
+                out.entry(uid.to_string()).or_insert_with(|| Key::of(w));
+            }
+        }
+    }
+    out
+}
+
 pub fn owned_by<'a>(workloads: impl Iterator<Item = &'a Value>, uid: &str) -> Option<Key> {
     workloads
         .filter(|w| {

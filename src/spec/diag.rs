@@ -5,6 +5,7 @@ use std::fmt;
 
 use serde::Serialize;
 
+use super::limits::MAX_DIAGNOSTICS;
 use super::source::{SourceMap, Span};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -77,48 +78,93 @@ impl Diagnostic {
 }
 
 /// All problems found, in the order they were found; errors make a spec invalid, warnings do not.
+///
+/// At most [`MAX_DIAGNOSTICS`] are kept. Past that, problems are counted and one last
+/// diagnostic says how many were left out (an error if any of them was), so that a machine-made
+/// file with a million bad values neither takes quadratic time to collect them nor prints a
+/// million source snippets.
 #[derive(Debug, Clone, Default)]
 pub struct Diagnostics {
     items: Vec<Diagnostic>,
+    /// What was left out past the limit, when anything was.
+    overflow: Option<Overflow>,
+}
+
+#[derive(Debug, Clone)]
+struct Overflow {
+    omitted: usize,
+    /// The diagnostic that reports them.
+    summary: Diagnostic,
 }
 
 impl Diagnostics {
     pub fn push(&mut self, d: Diagnostic) {
-        if !self.items.contains(&d) {
-            self.items.push(d);
+        if self.items.len() < MAX_DIAGNOSTICS {
+            if !self.items.contains(&d) {
+                self.items.push(d);
+            }
+            return;
         }
+        self.omit(1, d.is_error());
+    }
+
+    /// Counts `n` problems past the limit; `error`: one of them is an error.
+    fn omit(&mut self, n: usize, error: bool) {
+        let overflow = self.overflow.get_or_insert_with(|| Overflow {
+            omitted: 0,
+            summary: Diagnostic::warning(String::new()),
+        });
+        overflow.omitted += n;
+        if error {
+            overflow.summary.severity = Severity::Error;
+        }
+        overflow.summary.message = format!(
+            "{} more problem{} not listed: gkq lists at most {MAX_DIAGNOSTICS} per run",
+            overflow.omitted,
+            if overflow.omitted == 1 { "" } else { "s" }
+        );
+        overflow.summary.help = Some("fix the ones listed and run again to see the rest".into());
+    }
+
+    /// How many problems were found past [`MAX_DIAGNOSTICS`] and not listed.
+    pub fn omitted(&self) -> usize {
+        self.overflow.as_ref().map_or(0, |o| o.omitted)
     }
 
     pub fn extend(&mut self, other: Diagnostics) {
+        if let Some(o) = other.overflow {
+            self.omit(o.omitted, o.summary.is_error());
+        }
         for d in other.items {
             self.push(d);
         }
     }
 
     pub fn has_errors(&self) -> bool {
-        self.items.iter().any(Diagnostic::is_error)
+        self.iter().any(Diagnostic::is_error)
     }
 
     pub fn is_empty(&self) -> bool {
         self.items.is_empty()
     }
 
+    /// Every diagnostic kept, then the one counting those left out (if any).
     pub fn iter(&self) -> impl Iterator<Item = &Diagnostic> {
-        self.items.iter()
+        self.items
+            .iter()
+            .chain(self.overflow.as_ref().map(|o| &o.summary))
     }
 
     pub fn errors(&self) -> impl Iterator<Item = &Diagnostic> {
-        self.items.iter().filter(|d| d.is_error())
+        self.iter().filter(|d| d.is_error())
     }
 
     pub fn warnings(&self) -> impl Iterator<Item = &Diagnostic> {
-        self.items
-            .iter()
-            .filter(|d| d.severity == Severity::Warning)
+        self.iter().filter(|d| d.severity == Severity::Warning)
     }
 
     pub fn len(&self) -> usize {
-        self.items.len()
+        self.items.len() + usize::from(self.overflow.is_some())
     }
 
     /// Sorted by file and position so output is stable and reads top to bottom.
@@ -144,7 +190,8 @@ impl Diagnostics {
 impl IntoIterator for Diagnostics {
     type Item = Diagnostic;
     type IntoIter = std::vec::IntoIter<Diagnostic>;
-    fn into_iter(self) -> Self::IntoIter {
+    fn into_iter(mut self) -> Self::IntoIter {
+        self.items.extend(self.overflow.map(|o| o.summary));
         self.items.into_iter()
     }
 }
@@ -194,7 +241,7 @@ impl Report<'_> {
         } else {
             GraphicalTheme::unicode_nocolor()
         };
-        let handler = GraphicalReportHandler::new_themed(theme).with_context_lines(2);
+        let handler = GraphicalReportHandler::new_themed(theme).with_context_lines(CONTEXT_LINES);
         let mut out = String::new();
         for d in self.diagnostics.iter() {
             let m = MietteDiagnostic::new(d, self.sources);
@@ -221,20 +268,31 @@ impl fmt::Display for Report<'_> {
     }
 }
 
+/// Lines shown before and after the one a diagnostic points at.
+const CONTEXT_LINES: usize = 2;
+
+/// Longest source line (in bytes) shown in a snippet.
+const MAX_SNIPPET_LINE: usize = 1000;
+
 struct MietteDiagnostic<'a> {
     diag: &'a Diagnostic,
     sources: &'a SourceMap,
-    source: Option<miette::NamedSource<String>>,
+    source: Option<miette::NamedSource<std::sync::Arc<str>>>,
     heading: String,
 }
 
 impl<'a> MietteDiagnostic<'a> {
     fn new(diag: &'a Diagnostic, sources: &'a SourceMap) -> Self {
-        let source = diag.span.and_then(|s| {
-            sources
-                .get(s.file)
-                .map(|f| miette::NamedSource::new(f.path.display().to_string(), f.text.to_string()))
-        });
+        // The snippet shares the file's text; a line too long to show (a machine-made file on
+        // one line) is left out, the location still says where.
+        let source = diag
+            .span
+            .filter(|s| sources.longest_line_near(*s, CONTEXT_LINES) <= MAX_SNIPPET_LINE)
+            .and_then(|s| {
+                sources
+                    .get(s.file)
+                    .map(|f| miette::NamedSource::new(f.path.display().to_string(), f.text.clone()))
+            });
         let location = diag
             .span
             .map(|s| format!("{}: ", sources.location(s)))

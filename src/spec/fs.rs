@@ -3,7 +3,11 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
+use super::limits::{self, MAX_FILE_BYTES};
+
 pub trait SpecFs {
+    /// The file's text. Files larger than [`MAX_FILE_BYTES`] are refused with
+    /// [`io::ErrorKind::FileTooLarge`] (see [`too_large`]) without being read whole.
     fn read(&self, path: &Path) -> io::Result<String>;
     fn is_file(&self, path: &Path) -> bool;
     fn is_dir(&self, path: &Path) -> bool;
@@ -14,6 +18,46 @@ pub trait SpecFs {
     fn real_path(&self, _path: &Path) -> Option<PathBuf> {
         None
     }
+}
+
+/// The error for a file larger than `limit`; `size` is what is known of its size (nothing more
+/// than "larger", when it is a stream).
+pub fn too_large(size: Option<u64>, limit: usize) -> io::Error {
+    let size = match size {
+        Some(n) => format!("it is {}", limits::bytes(n as usize)),
+        None => format!("it is larger than {}", limits::bytes(limit)),
+    };
+    io::Error::new(
+        io::ErrorKind::FileTooLarge,
+        format!(
+            "{size}, over the limit of {} for a file gkq reads",
+            limits::bytes(limit)
+        ),
+    )
+}
+
+/// Reads at most [`MAX_FILE_BYTES`] of `path` (see [`read_at_most`]).
+pub fn read_bounded(path: &Path) -> io::Result<String> {
+    read_at_most(path, MAX_FILE_BYTES)
+}
+
+/// Reads `path` if it holds at most `limit` bytes: a larger file (or an endless stream such as
+/// a FIFO or `/dev/zero`) is refused at the limit, not read until memory runs out.
+pub fn read_at_most(path: &Path, limit: usize) -> io::Result<String> {
+    use std::io::Read;
+    let file = std::fs::File::open(path)?;
+    let known = file.metadata().ok().map(|m| m.len()).filter(|n| *n > 0);
+    if let Some(n) = known
+        && n > limit as u64
+    {
+        return Err(too_large(Some(n), limit));
+    }
+    let mut bytes = Vec::with_capacity(known.unwrap_or(0) as usize);
+    file.take(limit as u64 + 1).read_to_end(&mut bytes)?;
+    if bytes.len() > limit {
+        return Err(too_large(None, limit));
+    }
+    text_of(bytes)
 }
 
 /// A file's bytes as text; text that is not UTF-8 is an error naming the line and column of its
@@ -39,7 +83,7 @@ pub struct WorkingTree;
 
 impl SpecFs for WorkingTree {
     fn read(&self, path: &Path) -> io::Result<String> {
-        text_of(std::fs::read(path)?)
+        read_bounded(path)
     }
     fn is_file(&self, path: &Path) -> bool {
         path.is_file()
@@ -165,6 +209,9 @@ impl SpecFs for GitTree {
         };
         let obj = self.entry(path).ok_or_else(not_found)?;
         let blob = obj.peel_to_blob().map_err(|_| not_found())?;
+        if blob.size() > MAX_FILE_BYTES {
+            return Err(too_large(Some(blob.size() as u64), MAX_FILE_BYTES));
+        }
         text_of(blob.content().to_vec())
     }
     fn is_file(&self, path: &Path) -> bool {

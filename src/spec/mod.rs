@@ -8,6 +8,7 @@
 pub mod de;
 pub mod diag;
 pub mod fs;
+pub mod limits;
 pub mod node;
 pub mod overlay;
 pub mod source;
@@ -133,10 +134,40 @@ pub fn resolve_spec_path(fs: &dyn SpecFs, arg: &FsPath) -> Result<PathBuf, Diagn
     }
 }
 
-fn parse_file(sources: &mut SourceMap, fs: &dyn SpecFs, path: &FsPath) -> Result<Node, Diagnostic> {
-    let text = fs
-        .read(path)
-        .map_err(|e| Diagnostic::error(format!("cannot read {}: {e}", path.display())))?;
+fn parse_file(
+    sources: &mut SourceMap,
+    fs: &dyn SpecFs,
+    path: &FsPath,
+    budget: &mut node::Budget,
+) -> Result<Node, Diagnostic> {
+    let text = fs.read(path).and_then(|text| {
+        if text.len() > limits::MAX_FILE_BYTES {
+            return Err(fs::too_large(
+                Some(text.len() as u64),
+                limits::MAX_FILE_BYTES,
+            ));
+        }
+        Ok(text)
+    });
+    let text = match text {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::FileTooLarge => {
+            // Nothing of it is kept: the diagnostic points at the file itself (line 1, column 1).
+            let id = sources.add(path, "");
+            return Err(Diagnostic::error(format!(
+                "{} exceeds the file size limit: {e}",
+                path.display()
+            ))
+            .at(Some(sources.span_from_bytes(id, 0, 0)))
+            .help("a spec, overlay or script this large is machine-made or hostile: keep large data out of the spec"));
+        }
+        Err(e) => {
+            return Err(Diagnostic::error(format!(
+                "cannot read {}: {e}",
+                path.display()
+            )));
+        }
+    };
     let looks_like_toml = !matches!(path.extension().and_then(|e| e.to_str()), Some("toml"))
         && toml::from_str::<toml::Table>(&text).is_ok_and(|t| !t.is_empty());
     let id = sources.add(path, text);
@@ -148,9 +179,9 @@ fn parse_file(sources: &mut SourceMap, fs: &dyn SpecFs, path: &FsPath) -> Result
         .help("rename it to .toml (gkq reads a file by its extension), or write it as YAML")
     };
     match path.extension().and_then(|e| e.to_str()) {
-        Some("toml") => node::parse_toml(sources, id),
+        Some("toml") => node::parse_toml_within(sources, id, budget),
         // TOML often parses as YAML too (as one long string): a map is what a spec is.
-        _ => match node::parse_yaml(sources, id) {
+        _ => match node::parse_yaml_within(sources, id, budget) {
             Ok(node) if looks_like_toml && !matches!(node.kind, NodeKind::Map(_)) => {
                 Err(toml_in_yaml())
             }
@@ -195,7 +226,9 @@ pub fn load(fs: &dyn SpecFs, spec_arg: &FsPath, opts: &LoadOptions) -> Result<Lo
         .map(FsPath::to_path_buf)
         .unwrap_or_default();
 
-    let mut root = match parse_file(&mut sources, fs, &spec_file) {
+    // The spec and its overlay share one budget (see `limits`).
+    let mut budget = node::Budget::default();
+    let mut root = match parse_file(&mut sources, fs, &spec_file, &mut budget) {
         Ok(n) => n,
         Err(d) => {
             diags.push(d);
@@ -257,7 +290,7 @@ pub fn load(fs: &dyn SpecFs, spec_arg: &FsPath, opts: &LoadOptions) -> Result<Lo
             return Err(fail(sources, diags));
         }
         match present.first() {
-            Some(path) => match parse_file(&mut sources, fs, path) {
+            Some(path) => match parse_file(&mut sources, fs, path, &mut budget) {
                 Ok(parsed) => overlay = Some(parsed),
                 Err(d) => {
                     diags.push(d);
@@ -318,9 +351,11 @@ pub fn load(fs: &dyn SpecFs, spec_arg: &FsPath, opts: &LoadOptions) -> Result<Lo
         )
     };
     let substituted = vars::values_of(&values);
-    vars::interpolate(&mut root, &substituted, &mut diags);
+    // Each part may grow by what is left of the text budget: bounded either way.
+    let text_left = limits::MAX_TEXT_BYTES.saturating_sub(budget.text());
+    vars::interpolate(&mut root, &substituted, text_left, &mut diags);
     if let Some(mut o) = overlay {
-        vars::interpolate(&mut o, &substituted, &mut diags);
+        vars::interpolate(&mut o, &substituted, text_left, &mut diags);
         root = overlay::merge(root, o);
     }
 
@@ -328,6 +363,12 @@ pub fn load(fs: &dyn SpecFs, spec_arg: &FsPath, opts: &LoadOptions) -> Result<Lo
     let Some(spec) = spec else {
         return Err(fail(sources, diags));
     };
+    // Nothing may be generated from a spec that would generate too much.
+    let too_much = limits::check_generated(&spec, &root);
+    if !too_much.is_empty() {
+        too_much.into_iter().for_each(|d| diags.push(d));
+        return Err(fail(sources, diags));
+    }
 
     let files = read_referenced_files(fs, &dir, &spec, &root, &mut diags);
     let sensitive = SensitiveValues(
@@ -357,6 +398,11 @@ pub fn load(fs: &dyn SpecFs, spec_arg: &FsPath, opts: &LoadOptions) -> Result<Lo
 /// Decodes the spec, reporting every unknown key and wrong value rather than the first: after
 /// each error the offending entry is removed and decoding runs again.
 fn decode_all(root: &Node, sources: &SourceMap, diags: &mut Diagnostics) -> Option<Spec> {
+    // A spec that decodes needs no copy to remove bad entries from (a copy doubles the memory
+    // of a large spec).
+    if let Ok(spec) = de::from_node::<Spec>(root, sources) {
+        return Some(spec);
+    }
     let mut doc = root.clone();
     let mut removed: Vec<Path> = Vec::new();
     let mut only_unknown_keys = true;

@@ -6,6 +6,7 @@ use std::fmt;
 use granit_parser::{Event, Parser, ScalarStyle};
 
 use super::diag::Diagnostic;
+use super::limits;
 use super::source::{FileId, SourceMap, Span};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -219,7 +220,23 @@ impl Node {
 
 /// Parses YAML (one document) into a [`Node`]. Anchors and aliases are expanded; duplicate keys
 /// are errors, as are multiple documents.
+///
+/// What the document may cost is bounded (see [`super::limits`]): nesting depth, the number of
+/// values and the text they hold, counting the copies anchors and aliases make, and how much
+/// aliases repeat. Each bound is checked before the values are built, so a few hundred bytes of
+/// aliases (a "billion laughs" bomb) are refused after a few thousand values, not after memory
+/// runs out.
 pub fn parse_yaml(sources: &SourceMap, file: FileId) -> Result<Node, Diagnostic> {
+    parse_yaml_within(sources, file, &mut Budget::default())
+}
+
+/// [`parse_yaml`], counting against `budget`: what the spec's other files (its overlay) already
+/// spent.
+pub fn parse_yaml_within(
+    sources: &SourceMap,
+    file: FileId,
+    budget: &mut Budget,
+) -> Result<Node, Diagnostic> {
     let text = sources
         .get(file)
         .map(|f| f.text.clone())
@@ -230,16 +247,27 @@ pub fn parse_yaml(sources: &SourceMap, file: FileId) -> Result<Node, Diagnostic>
         text: &text,
         stack: Vec::new(),
         anchors: Default::default(),
+        anchor_names: Default::default(),
         root: None,
         documents: 0,
+        budget,
     };
-    for next in Parser::new_from_str(&text) {
+    let options = granit_parser::options! {
+        emit_anchor_events: true,
+        flow_nesting_limit: limits::MAX_DEPTH,
+        block_nesting_limit: limits::MAX_DEPTH,
+    };
+    for next in Parser::new_from_str_with_options(&text, options) {
         match next {
             Ok((event, span)) => builder.event(event, span)?,
             Err(e) => {
                 let m = e.marker();
                 let start = byte_offset_of_char(&text, m.index());
                 let span = sources.span_from_bytes(file, start, start + 1);
+                if *e.kind() == granit_parser::ErrorKind::RecursionLimitExceeded {
+                    // The scanner counts block and flow levels apart, each up to the limit.
+                    return Err(nesting_too_deep("this map or list", None).at(Some(span)));
+                }
                 return Err(Diagnostic::error(format!("YAML syntax error: {}", e.info()))
                     .at(Some(span))
                     .help("check indentation, quotes and that every `key:` is followed by a space"));
@@ -261,9 +289,107 @@ fn byte_offset_of_char(text: &str, chars: usize) -> usize {
         .unwrap_or(text.len())
 }
 
+/// The error for `what` (a map, a list, an alias) nesting past the limit, at level `depth` when
+/// that is known (the parsers refuse deep nesting before they say how deep it is).
+fn nesting_too_deep(what: &str, depth: Option<usize>) -> Diagnostic {
+    let reaches = depth
+        .map(|d| format!(": it reaches level {d}"))
+        .unwrap_or_default();
+    Diagnostic::error(format!(
+        "{what} exceeds the nesting limit of {} levels of maps and lists{reaches}",
+        limits::MAX_DEPTH
+    ))
+    .help("no gkq setting or Kubernetes object nests this deep: flatten the structure")
+}
+
+/// What a value costs: the values it is made of (itself included), the bytes of text in its
+/// scalars and keys, and how many levels of maps and lists it nests (0 for a scalar).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Size {
+    pub values: usize,
+    pub text: usize,
+    pub depth: usize,
+}
+
+/// What the files of one spec have built so far, against [`super::limits`]: the spec and its
+/// overlay share one budget, so that two files at the limits do not add up to twice the memory.
+#[derive(Debug, Default)]
+pub struct Budget {
+    /// Values and text in the documents, aliases expanded.
+    tree_values: usize,
+    tree_text: usize,
+    /// The copies kept of anchored values, for the aliases that may follow.
+    copied_values: usize,
+    copied_text: usize,
+    /// Values repeated by aliases.
+    alias_values: usize,
+}
+
+impl Budget {
+    pub fn values(&self) -> usize {
+        self.tree_values + self.copied_values
+    }
+
+    /// Bytes of text held: scalars and keys, with the copies anchors and aliases make.
+    pub fn text(&self) -> usize {
+        self.tree_text + self.copied_text
+    }
+
+    /// Checks the values and text counted so far; `detail` says what added the last of them.
+    fn check(&self, span: Span, detail: impl Fn() -> String) -> Result<(), Diagnostic> {
+        if self.values() > limits::MAX_VALUES {
+            return Err(Diagnostic::error(format!(
+                "the spec exceeds the limit of {} values (maps, lists, scalars and keys in the spec and its overlay, counting the copies anchors and aliases make){}",
+                limits::count(limits::MAX_VALUES as u64),
+                detail()
+            ))
+            .at(Some(span))
+            .help("a spec this large is machine-made or hostile: split it, or expand fewer anchors"));
+        }
+        if self.text() > limits::MAX_TEXT_BYTES {
+            return Err(Diagnostic::error(format!(
+                "the spec exceeds the limit of {} of text (scalars and keys in the spec and its overlay, counting the copies anchors and aliases make){}",
+                limits::bytes(limits::MAX_TEXT_BYTES),
+                detail()
+            ))
+            .at(Some(span))
+            .help("repeat long values less often through anchors and aliases"));
+        }
+        Ok(())
+    }
+}
+
 enum Frame {
-    Seq(Vec<Node>, Span, usize),
-    Map(Vec<(Key, Node)>, Span, Option<Key>, usize),
+    Seq(Vec<Node>, Span, usize, Open),
+    Map(Vec<(Key, Node)>, Span, Option<Key>, usize, Open, KeySet),
+}
+
+/// The keys of a map being built, for the duplicate check: a scan while the map is small, a
+/// hash set once it is not (a machine-made map of 100,000 keys must not cost 10^10 comparisons).
+#[derive(Default)]
+struct KeySet(std::collections::HashSet<String>);
+
+impl KeySet {
+    const SCAN_BELOW: usize = 16;
+
+    /// Whether `name` is already a key of `entries`; remembers it when it is not.
+    fn seen(&mut self, entries: &[(Key, Node)], name: &str) -> bool {
+        if entries.len() < Self::SCAN_BELOW {
+            return entries.iter().any(|(k, _)| k.name == name);
+        }
+        if self.0.is_empty() {
+            self.0.extend(entries.iter().map(|(k, _)| k.name.clone()));
+        }
+        !self.0.insert(name.to_string())
+    }
+}
+
+/// A map or list being built: the budget's counts when it opened and its deepest child.
+#[derive(Debug, Clone, Copy)]
+struct Open {
+    values: usize,
+    text: usize,
+    child_depth: usize,
 }
 
 struct YamlBuilder<'a> {
@@ -271,9 +397,11 @@ struct YamlBuilder<'a> {
     file: FileId,
     text: &'a str,
     stack: Vec<Frame>,
-    anchors: std::collections::HashMap<usize, Node>,
+    anchors: std::collections::HashMap<usize, (Node, Size)>,
+    anchor_names: std::collections::HashMap<usize, String>,
     root: Option<Node>,
     documents: usize,
+    budget: &'a mut Budget,
 }
 
 impl YamlBuilder<'_> {
@@ -289,6 +417,29 @@ impl YamlBuilder<'_> {
         self.sources.span_from_bytes(self.file, start, end)
     }
 
+    fn anchor_name(&self, id: usize) -> String {
+        self.anchor_names
+            .get(&id)
+            .cloned()
+            .unwrap_or_else(|| id.to_string())
+    }
+
+    /// Refuses a map or list (or an alias of one) that would nest deeper than the limit.
+    fn check_depth(&self, depth: usize, span: Span, what: &str) -> Result<(), Diagnostic> {
+        if depth > limits::MAX_DEPTH {
+            return Err(nesting_too_deep(what, Some(depth)).at(Some(span)));
+        }
+        Ok(())
+    }
+
+    fn open(&self) -> Open {
+        Open {
+            values: self.budget.tree_values,
+            text: self.budget.tree_text,
+            child_depth: 0,
+        }
+    }
+
     fn event(&mut self, event: Event<'_>, raw: granit_parser::Span) -> Result<(), Diagnostic> {
         let span = self.span(raw);
         match event {
@@ -302,33 +453,92 @@ impl YamlBuilder<'_> {
                     .help("put environment-specific values in environments/<name>.yaml instead"));
                 }
             }
+            Event::Anchor(id, name) => {
+                self.anchor_names.insert(id, name.into_owned());
+            }
             Event::Scalar(value, style, anchor, tag) => {
+                self.budget.tree_values += 1;
+                self.budget.tree_text += value.len();
+                if anchor != 0 {
+                    self.budget.copied_values += 1;
+                    self.budget.copied_text += value.len();
+                }
+                self.budget.check(span, String::new)?;
+                let size = Size {
+                    values: 1,
+                    text: value.len(),
+                    depth: 0,
+                };
                 let kind = resolve_scalar(&value, style, tag.as_deref().map(|t| t.to_string()));
                 let node = Node::new(kind, span);
                 if anchor != 0 {
-                    self.anchors.insert(anchor, node.clone());
+                    self.anchors.insert(anchor, (node.clone(), size));
                 }
-                self.push(node)?;
+                self.push(node, size)?;
             }
             Event::Alias(id) => {
-                let node = self
-                    .anchors
-                    .get(&id)
-                    .cloned()
-                    .ok_or_else(|| Diagnostic::error("unknown YAML alias").at(Some(span)))?;
-                self.push(node)?;
+                let name = self.anchor_name(id);
+                let Some((node, size)) = self.anchors.get(&id) else {
+                    // The parser resolves every alias to an earlier anchor; one whose value is
+                    // not finished yet is inside that value.
+                    return Err(Diagnostic::error(format!(
+                        "alias `*{name}` refers to the map or list that contains it: a value cannot contain itself"
+                    ))
+                    .at(Some(span))
+                    .help(format!("move `*{name}` out of the value anchored as `&{name}`")));
+                };
+                let size = *size;
+                self.check_depth(
+                    self.stack.len() + size.depth,
+                    span,
+                    &format!("alias `*{name}`"),
+                )?;
+                let before = self.budget.alias_values;
+                self.budget.alias_values += size.values;
+                if self.budget.alias_values > limits::MAX_ALIAS_VALUES {
+                    return Err(Diagnostic::error(format!(
+                        "alias `*{name}` exceeds the alias expansion limit of {} values per spec: it repeats {} on top of the {} that the aliases before it repeated",
+                        limits::count(limits::MAX_ALIAS_VALUES as u64),
+                        limits::values(size.values),
+                        limits::count(before as u64),
+                    ))
+                    .at(Some(span))
+                    .help("aliases of aliases multiply (ten aliases of ten aliases is a hundred copies): write the shared values out, or share smaller ones"));
+                }
+                self.budget.tree_values += size.values;
+                self.budget.tree_text += size.text;
+                self.budget.check(span, || {
+                    format!(
+                        ": alias `*{name}` repeats {} and {} of text",
+                        limits::values(size.values),
+                        limits::bytes(size.text)
+                    )
+                })?;
+                let node = node.clone();
+                self.push(node, size)?;
             }
             Event::SequenceStart(_, anchor, _) => {
-                self.stack.push(Frame::Seq(Vec::new(), span, anchor))
+                let open = self.open();
+                self.open_container(span)?;
+                self.stack.push(Frame::Seq(Vec::new(), span, anchor, open))
             }
             Event::MappingStart(_, anchor, _) => {
-                self.stack.push(Frame::Map(Vec::new(), span, None, anchor))
+                let open = self.open();
+                self.open_container(span)?;
+                self.stack.push(Frame::Map(
+                    Vec::new(),
+                    span,
+                    None,
+                    anchor,
+                    open,
+                    KeySet::default(),
+                ))
             }
             Event::SequenceEnd | Event::MappingEnd => {
-                let node = match self.stack.pop() {
+                let (node, anchor, open) = match self.stack.pop() {
                     // A finished container keeps no spare capacity: a spec of thousands of
                     // manifests is hundreds of thousands of nodes.
-                    Some(Frame::Seq(mut items, start, anchor)) => (
+                    Some(Frame::Seq(mut items, start, anchor, open)) => (
                         Node::new(
                             NodeKind::Seq({
                                 items.shrink_to_fit();
@@ -337,8 +547,9 @@ impl YamlBuilder<'_> {
                             self.cover(start, span),
                         ),
                         anchor,
+                        open,
                     ),
-                    Some(Frame::Map(mut entries, start, _, anchor)) => (
+                    Some(Frame::Map(mut entries, start, _, anchor, open, _)) => (
                         Node::new(
                             NodeKind::Map({
                                 entries.shrink_to_fit();
@@ -347,17 +558,36 @@ impl YamlBuilder<'_> {
                             self.cover(start, span),
                         ),
                         anchor,
+                        open,
                     ),
                     None => return Ok(()),
                 };
-                if node.1 != 0 {
-                    self.anchors.insert(node.1, node.0.clone());
+                let size = Size {
+                    values: self.budget.tree_values - open.values,
+                    text: self.budget.tree_text - open.text,
+                    depth: open.child_depth + 1,
+                };
+                if anchor != 0 {
+                    self.budget.copied_values += size.values;
+                    self.budget.copied_text += size.text;
+                    let name = self.anchor_name(anchor);
+                    self.budget.check(node.span, || {
+                        format!(": the value anchored as `&{name}` is kept for its aliases")
+                    })?;
+                    self.anchors.insert(anchor, (node.clone(), size));
                 }
-                self.push(node.0)?;
+                self.push(node, size)?;
             }
             _ => {}
         }
         Ok(())
+    }
+
+    /// Counts a map or list that starts at `span` and checks its depth.
+    fn open_container(&mut self, span: Span) -> Result<(), Diagnostic> {
+        self.check_depth(self.stack.len() + 1, span, "this map or list")?;
+        self.budget.tree_values += 1;
+        self.budget.check(span, String::new)
     }
 
     fn cover(&self, start: Span, end: Span) -> Span {
@@ -366,11 +596,14 @@ impl YamlBuilder<'_> {
         s
     }
 
-    fn push(&mut self, node: Node) -> Result<(), Diagnostic> {
+    fn push(&mut self, node: Node, size: Size) -> Result<(), Diagnostic> {
         match self.stack.last_mut() {
             None => self.root = Some(node),
-            Some(Frame::Seq(items, ..)) => items.push(node),
-            Some(Frame::Map(entries, _, pending, _)) => match pending.take() {
+            Some(Frame::Seq(items, .., open)) => {
+                open.child_depth = open.child_depth.max(size.depth);
+                items.push(node)
+            }
+            Some(Frame::Map(entries, _, pending, _, open, keys)) => match pending.take() {
                 None => {
                     let name = match &node.kind {
                         NodeKind::Str { value, .. } => value.clone(),
@@ -383,7 +616,7 @@ impl YamlBuilder<'_> {
                                 .at(Some(node.span)));
                         }
                     };
-                    if entries.iter().any(|(k, _)| k.name == name) {
+                    if keys.seen(entries, &name) {
                         return Err(Diagnostic::error(format!("duplicate key `{name}`"))
                             .at(Some(node.span))
                             .help("each key may appear once in a map; remove or merge the repeated one"));
@@ -393,7 +626,10 @@ impl YamlBuilder<'_> {
                         span: node.span,
                     });
                 }
-                Some(key) => entries.push((key, node)),
+                Some(key) => {
+                    open.child_depth = open.child_depth.max(size.depth);
+                    entries.push((key, node))
+                }
             },
         }
         Ok(())
@@ -461,8 +697,18 @@ fn looks_like_float(v: &str) -> bool {
         && body.chars().any(|c| c.is_ascii_digit())
 }
 
-/// Parses TOML into a [`Node`].
+/// Parses TOML into a [`Node`]. TOML has no aliases, but the depth, value and text limits of
+/// [`super::limits`] apply as they do to YAML.
 pub fn parse_toml(sources: &SourceMap, file: FileId) -> Result<Node, Diagnostic> {
+    parse_toml_within(sources, file, &mut Budget::default())
+}
+
+/// [`parse_toml`], counting against `budget` (see [`parse_yaml_within`]).
+pub fn parse_toml_within(
+    sources: &SourceMap,
+    file: FileId,
+    budget: &mut Budget,
+) -> Result<Node, Diagnostic> {
     use toml::de::{DeTable, DeValue};
     let text = sources
         .get(file)
@@ -470,75 +716,249 @@ pub fn parse_toml(sources: &SourceMap, file: FileId) -> Result<Node, Diagnostic>
         .unwrap_or_default();
     let table = DeTable::parse(&text).map_err(|e| {
         let range = e.span().unwrap_or(0..0);
-        Diagnostic::error(format!("TOML syntax error: {}", e.message()))
-            .at(Some(sources.span_from_bytes(file, range.start, range.end)))
+        let span = sources.span_from_bytes(file, range.start, range.end);
+        if e.message().contains("recurs") {
+            // The TOML parser's own bound on nested inline arrays and tables.
+            return nesting_too_deep("this table or array", None).at(Some(span));
+        }
+        Diagnostic::error(format!("TOML syntax error: {}", e.message())).at(Some(span))
     })?;
 
-    fn convert(
-        sources: &SourceMap,
+    struct Convert<'a> {
+        sources: &'a SourceMap,
         file: FileId,
-        value: &DeValue<'_>,
-        range: std::ops::Range<usize>,
-    ) -> Result<Node, Diagnostic> {
-        let span = sources.span_from_bytes(file, range.start, range.end);
-        let kind = match value {
-            DeValue::String(s) => NodeKind::Str {
-                value: s.to_string(),
-                interpolated: false,
-            },
-            DeValue::Integer(i) => {
-                let raw = i.as_str().replace('_', "");
-                let (neg, digits) = match raw.strip_prefix('-') {
-                    Some(d) => (true, d.to_string()),
-                    None => (false, raw.trim_start_matches('+').to_string()),
-                };
-                let digits = digits
-                    .trim_start_matches("0x")
-                    .trim_start_matches("0o")
-                    .trim_start_matches("0b");
-                let v = i64::from_str_radix(digits, i.radix()).map_err(|_| {
-                    Diagnostic::error(format!("integer `{raw}` is out of range")).at(Some(span))
-                })?;
-                NodeKind::Int(if neg { -v } else { v })
+        budget: &'a mut Budget,
+    }
+
+    impl Convert<'_> {
+        fn count(&mut self, span: Span, text: usize) -> Result<(), Diagnostic> {
+            self.budget.tree_values += 1;
+            self.budget.tree_text += text;
+            self.budget.check(span, String::new)
+        }
+
+        fn convert(
+            &mut self,
+            value: &DeValue<'_>,
+            range: std::ops::Range<usize>,
+            depth: usize,
+        ) -> Result<Node, Diagnostic> {
+            let span = self
+                .sources
+                .span_from_bytes(self.file, range.start, range.end);
+            if matches!(value, DeValue::Array(_) | DeValue::Table(_)) && depth > limits::MAX_DEPTH {
+                return Err(nesting_too_deep("this table or array", Some(depth)).at(Some(span)));
             }
-            DeValue::Float(f) => {
-                let raw = f.as_str().replace('_', "");
-                NodeKind::Float(match raw.trim_start_matches('+') {
-                    "inf" => f64::INFINITY,
-                    "-inf" => f64::NEG_INFINITY,
-                    "nan" | "-nan" => f64::NAN,
-                    other => other.parse().unwrap_or(f64::NAN),
-                })
-            }
-            DeValue::Boolean(b) => NodeKind::Bool(*b),
-            DeValue::Datetime(d) => NodeKind::Str {
-                value: d.to_string(),
-                interpolated: false,
-            },
-            DeValue::Array(items) => NodeKind::Seq(
-                items
-                    .iter()
-                    .map(|v| convert(sources, file, v.get_ref(), v.span()))
-                    .collect::<Result<_, _>>()?,
-            ),
-            DeValue::Table(t) => NodeKind::Map(
-                t.iter()
-                    .map(|(k, v)| {
-                        Ok((
-                            Key {
-                                name: k.get_ref().to_string(),
-                                span: sources.span_from_bytes(file, k.span().start, k.span().end),
-                            },
-                            convert(sources, file, v.get_ref(), v.span())?,
-                        ))
+            let text = match value {
+                DeValue::String(s) => s.len(),
+                _ => 0,
+            };
+            self.count(span, text)?;
+            let kind = match value {
+                DeValue::String(s) => NodeKind::Str {
+                    value: s.to_string(),
+                    interpolated: false,
+                },
+                DeValue::Integer(i) => {
+                    let raw = i.as_str().replace('_', "");
+                    let (neg, digits) = match raw.strip_prefix('-') {
+                        Some(d) => (true, d.to_string()),
+                        None => (false, raw.trim_start_matches('+').to_string()),
+                    };
+                    let digits = digits
+                        .trim_start_matches("0x")
+                        .trim_start_matches("0o")
+                        .trim_start_matches("0b");
+                    let v = i64::from_str_radix(digits, i.radix()).map_err(|_| {
+                        Diagnostic::error(format!("integer `{raw}` is out of range")).at(Some(span))
+                    })?;
+                    NodeKind::Int(if neg { -v } else { v })
+                }
+                DeValue::Float(f) => {
+                    let raw = f.as_str().replace('_', "");
+                    NodeKind::Float(match raw.trim_start_matches('+') {
+                        "inf" => f64::INFINITY,
+                        "-inf" => f64::NEG_INFINITY,
+                        "nan" | "-nan" => f64::NAN,
+                        other => other.parse().unwrap_or(f64::NAN),
                     })
-                    .collect::<Result<_, Diagnostic>>()?,
-            ),
-        };
-        Ok(Node::new(kind, span))
+                }
+                DeValue::Boolean(b) => NodeKind::Bool(*b),
+                DeValue::Datetime(d) => NodeKind::Str {
+                    value: d.to_string(),
+                    interpolated: false,
+                },
+                DeValue::Array(items) => NodeKind::Seq(
+                    items
+                        .iter()
+                        .map(|v| self.convert(v.get_ref(), v.span(), depth + 1))
+                        .collect::<Result<_, _>>()?,
+                ),
+                DeValue::Table(t) => NodeKind::Map(
+                    t.iter()
+                        .map(|(k, v)| {
+                            let key_span = self.sources.span_from_bytes(
+                                self.file,
+                                k.span().start,
+                                k.span().end,
+                            );
+                            self.count(key_span, k.get_ref().len())?;
+                            Ok((
+                                Key {
+                                    name: k.get_ref().to_string(),
+                                    span: key_span,
+                                },
+                                self.convert(v.get_ref(), v.span(), depth + 1)?,
+                            ))
+                        })
+                        .collect::<Result<_, Diagnostic>>()?,
+                ),
+            };
+            Ok(Node::new(kind, span))
+        }
     }
 
     let span = table.span();
     let root = DeValue::Table(table.into_inner());
-    convert(sources, file, &root, span)
+    Convert {
+        sources,
+        file,
+        budget,
+    }
+    .convert(&root, span, 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(name: &str, text: &str) -> Result<Node, Diagnostic> {
+        let mut sources = SourceMap::default();
+        let id = sources.add(name, text.to_string());
+        if name.ends_with(".toml") {
+            parse_toml(&sources, id)
+        } else {
+            parse_yaml(&sources, id)
+        }
+    }
+
+    /// `levels` anchored lists, each holding `fan` aliases of the one before.
+    fn laughs(fan: usize, levels: usize) -> String {
+        let mut out = format!("a0: &a0 [{}]\n", vec!["lol"; fan].join(", "));
+        for i in 1..levels {
+            let prev = format!("*a{}", i - 1);
+            out.push_str(&format!("a{i}: &a{i} [{}]\n", vec![prev; fan].join(", ")));
+        }
+        out
+    }
+
+    #[test]
+    fn an_alias_bomb_is_refused_at_the_alias_that_crosses_the_limit() {
+        // Nine levels of ten: a billion values from 500 bytes.
+        let e = parse("f.yaml", &laughs(10, 9)).unwrap_err();
+        assert!(
+            e.message
+                .contains("alias `*a3` exceeds the alias expansion limit of 100,000 values"),
+            "{e:?}"
+        );
+        let span = e.span.unwrap();
+        assert_eq!((span.line, span.column), (5, 45), "{e:?}");
+    }
+
+    #[test]
+    fn aliases_within_the_limits_expand() {
+        let n = parse("f.yaml", "a: &x {k: [1, 2]}\nb: *x\nc: [*x, *x]\n").unwrap();
+        assert_eq!(
+            n.to_json(),
+            serde_json::json!({"a": {"k": [1, 2]}, "b": {"k": [1, 2]},
+                "c": [{"k": [1, 2]}, {"k": [1, 2]}]})
+        );
+        // Four levels of ten aliases: 12,330 repeated values, under the limit.
+        assert!(parse("f.yaml", &laughs(10, 4)).is_ok());
+    }
+
+    #[test]
+    fn an_alias_inside_its_own_anchor_is_refused() {
+        let e = parse("f.yaml", "a: &x [1, *x]\n").unwrap_err();
+        assert!(e.message.contains("cannot contain itself"), "{e:?}");
+        assert_eq!(e.span.map(|s| (s.line, s.column)), Some((1, 11)));
+    }
+
+    #[test]
+    fn nesting_past_the_limit_is_refused_where_it_crosses() {
+        let deep = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        assert!(parse("f.yaml", &deep(limits::MAX_DEPTH)).is_ok());
+        let e = parse("f.yaml", &deep(limits::MAX_DEPTH + 1)).unwrap_err();
+        assert!(e.message.contains("nesting limit of 64 levels"), "{e:?}");
+        assert_eq!(e.span.map(|s| s.column), Some(65));
+        // Deep enough for the parser's own limit or a stack overflow: refused the same way.
+        let e = parse("f.yaml", &deep(100_000)).unwrap_err();
+        assert!(e.message.contains("nesting limit"), "{e:?}");
+        // An alias counts with what it repeats: 63 levels under a map and a list is 65.
+        let text = format!("a: &a {}\nb: [*a]\n", deep(63));
+        let e = parse("f.yaml", &text).unwrap_err();
+        assert!(
+            e.message.contains("alias `*a` exceeds the nesting limit"),
+            "{e:?}"
+        );
+        // TOML: inline arrays and tables nested by dotted keys alike.
+        let e = parse("f.toml", &format!("a = {}\n", deep(70))).unwrap_err();
+        assert!(e.message.contains("nesting limit of 64"), "{e:?}");
+        let e = parse("f.toml", &format!("a{} = 1\n", ".a".repeat(200))).unwrap_err();
+        assert!(e.message.contains("nesting limit of 64"), "{e:?}");
+    }
+
+    #[test]
+    fn values_past_the_limit_are_refused() {
+        let list = |n: usize| format!("[{}]", vec!["0"; n].join(","));
+        // The list itself is one value.
+        assert!(parse("f.yaml", &list(limits::MAX_VALUES - 1)).is_ok());
+        let e = parse("f.yaml", &list(limits::MAX_VALUES)).unwrap_err();
+        assert!(e.message.contains("limit of 500,000 values"), "{e:?}");
+        let e = parse("f.toml", &format!("a = {}\n", list(limits::MAX_VALUES))).unwrap_err();
+        assert!(e.message.contains("limit of 500,000 values"), "{e:?}");
+        // Anchored values are kept twice, and counted twice.
+        let text = format!("a: &a {}\n", list(limits::MAX_VALUES / 2));
+        let e = parse("f.yaml", &text).unwrap_err();
+        assert!(e.message.contains("limit of 500,000 values"), "{e:?}");
+    }
+
+    /// A spec and its overlay share one budget: two files each under the limit can be over it
+    /// together.
+    #[test]
+    fn the_spec_and_its_overlay_share_the_limits() {
+        let list = format!("[{}]", vec!["0"; limits::MAX_VALUES * 3 / 5].join(","));
+        let mut sources = SourceMap::default();
+        let base = sources.add("gkq.yaml", list.clone());
+        let overlay = sources.add("environments/x.toml", format!("a = {list}\n"));
+        let mut budget = Budget::default();
+        assert!(parse_yaml_within(&sources, base, &mut budget).is_ok());
+        let e = parse_toml_within(&sources, overlay, &mut budget).unwrap_err();
+        assert!(e.message.contains("limit of 500,000 values"), "{e:?}");
+        assert_eq!(e.span.map(|s| s.file), Some(overlay));
+    }
+
+    #[test]
+    fn text_past_the_limit_is_refused() {
+        // One MiB repeated 20 times through aliases.
+        let long = "x".repeat(1024 * 1024);
+        let text = format!("a: &a {long}\nb: [{}]\n", vec!["*a"; 20].join(", "));
+        let e = parse("f.yaml", &text).unwrap_err();
+        assert!(e.message.contains("limit of 16 MiB of text"), "{e:?}");
+        assert!(
+            e.message
+                .contains("alias `*a` repeats 1 value and 1 MiB of text"),
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn duplicate_keys_are_found_in_large_maps() {
+        let mut text: String = (0..40).map(|i| format!("k{i}: {i}\n")).collect();
+        assert!(parse("f.yaml", &text).is_ok());
+        text.push_str("k7: again\n");
+        let e = parse("f.yaml", &text).unwrap_err();
+        assert_eq!(e.message, "duplicate key `k7`");
+        assert_eq!(e.span.map(|s| s.line), Some(41));
+    }
 }

@@ -4,42 +4,69 @@
 //! name, new names appended); any other value in the overlay replaces the base value; `null` in
 //! the overlay removes the key.
 
-use super::node::{Node, NodeKind};
+use std::collections::HashMap;
 
+use super::node::{Key, Node, NodeKind};
+
+/// Merges `overlay` over `base` as the module docs say.
+///
+/// Keys and names are looked up in an index, so merging costs the size of the two documents, not
+/// their product.
 pub fn merge(base: Node, overlay: Node) -> Node {
     match (base.kind, overlay.kind) {
-        (NodeKind::Map(mut entries), NodeKind::Map(over)) => {
+        (NodeKind::Map(entries), NodeKind::Map(over)) => {
+            let mut index: HashMap<String, usize> = entries
+                .iter()
+                .enumerate()
+                .map(|(i, (k, _))| (k.name.clone(), i))
+                .collect();
+            let mut slots: Vec<Option<(Key, Node)>> = entries.into_iter().map(Some).collect();
             for (key, value) in over {
-                let existing = entries.iter().position(|(k, _)| k.name == key.name);
+                let existing = index.get(&key.name).copied();
                 match (existing, &value.kind) {
                     (Some(i), NodeKind::Null) => {
-                        entries.remove(i);
+                        slots[i] = None;
+                        index.remove(&key.name);
                     }
                     (Some(i), _) => {
-                        let (_, old) = entries.remove(i);
-                        entries.insert(i, (key, merge(old, value)));
+                        slots[i] = slots[i].take().map(|(_, old)| (key, merge(old, value)));
                     }
                     (None, NodeKind::Null) => {}
-                    (None, _) => entries.push((key, value)),
+                    (None, _) => {
+                        index.insert(key.name.clone(), slots.len());
+                        slots.push(Some((key, value)));
+                    }
                 }
             }
-            Node::new(NodeKind::Map(entries), base.span)
+            Node::new(
+                NodeKind::Map(slots.into_iter().flatten().collect()),
+                base.span,
+            )
         }
         (NodeKind::Seq(items), NodeKind::Seq(over))
             if all_named(&items) && all_named(&over) && !over.is_empty() =>
         {
-            let mut merged = items;
-            for item in over {
-                let name = name_of(&item).map(str::to_string);
-                match merged.iter().position(|m| name_of(m) == name.as_deref()) {
-                    Some(i) => {
-                        let old = merged.remove(i);
-                        merged.insert(i, merge(old, item));
-                    }
-                    None => merged.push(item),
+            let mut merged: Vec<Option<Node>> = items.into_iter().map(Some).collect();
+            let mut index: HashMap<String, usize> = HashMap::new();
+            for (i, item) in merged.iter().enumerate() {
+                if let Some(name) = item.as_ref().and_then(name_of) {
+                    index.entry(name.to_string()).or_insert(i);
                 }
             }
-            Node::new(NodeKind::Seq(merged), base.span)
+            for item in over {
+                let name = name_of(&item).unwrap_or_default().to_string();
+                match index.get(&name).copied() {
+                    Some(i) => merged[i] = merged[i].take().map(|old| merge(old, item)),
+                    None => {
+                        index.insert(name, merged.len());
+                        merged.push(Some(item));
+                    }
+                }
+            }
+            Node::new(
+                NodeKind::Seq(merged.into_iter().flatten().collect()),
+                base.span,
+            )
         }
         (_, kind) => Node::new(kind, overlay.span),
     }

@@ -24,6 +24,25 @@ pub struct SourceFile {
     pub text: Arc<str>,
     /// Byte offset of the start of each line, for locating spans without rescanning the text.
     line_starts: Arc<[usize]>,
+    /// `(byte, chars)` every [`CHAR_MARK_BYTES`]: the number of characters before a char boundary
+    /// near each multiple of it, so that a column on a long line (a machine-made file on one line)
+    /// is counted from the nearest mark, not from the start of the line.
+    char_marks: Arc<[(usize, usize)]>,
+}
+
+/// Distance between two [`SourceFile::char_marks`].
+const CHAR_MARK_BYTES: usize = 1024;
+
+impl SourceFile {
+    /// The number of characters before byte `at` (a char boundary).
+    fn chars_before(&self, at: usize) -> usize {
+        let (byte, chars) = self
+            .char_marks
+            .get(at / CHAR_MARK_BYTES)
+            .copied()
+            .unwrap_or((0, 0));
+        chars + self.text[byte..at].chars().count()
+    }
 }
 
 /// Every file read for one spec: the base, overlays, and referenced files.
@@ -38,10 +57,19 @@ impl SourceMap {
         let line_starts = std::iter::once(0)
             .chain(text.match_indices('\n').map(|(i, _)| i + 1))
             .collect();
+        let mut char_marks = Vec::with_capacity(text.len() / CHAR_MARK_BYTES + 1);
+        let (mut byte, mut chars) = (0, 0);
+        for mark in (0..=text.len()).step_by(CHAR_MARK_BYTES) {
+            let at = floor_char_boundary(&text, mark);
+            chars += text[byte..at].chars().count();
+            byte = at;
+            char_marks.push((byte, chars));
+        }
         self.files.push(SourceFile {
             path: path.into(),
             text,
             line_starts,
+            char_marks: char_marks.into(),
         });
         FileId((self.files.len() - 1) as u32)
     }
@@ -66,6 +94,28 @@ impl SourceMap {
         )
     }
 
+    /// The length in bytes of the longest line within `context` lines of the line `span` starts
+    /// on (line breaks excluded): what a snippet of the span would show.
+    pub fn longest_line_near(&self, span: Span, context: usize) -> usize {
+        let Some(f) = self.get(span.file) else {
+            return 0;
+        };
+        let line = span.line.max(1) - 1;
+        let last = (line + context).min(f.line_starts.len() - 1);
+        (line.saturating_sub(context)..=last)
+            .map(|l| {
+                let start = f.line_starts[l];
+                let end = f
+                    .line_starts
+                    .get(l + 1)
+                    .map(|next| next - 1)
+                    .unwrap_or(f.text.len());
+                end.saturating_sub(start)
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
     /// Builds a span from a byte range, computing line and column (both 1-based, columns in
     /// characters).
     ///
@@ -77,14 +127,14 @@ impl SourceMap {
         let start = floor_char_boundary(text, start.min(text.len()));
         let end = floor_char_boundary(text, end.clamp(start, text.len()));
         // The number of line starts at or before `start` is the 1-based line.
-        let (line, line_start) = match source {
+        let (line, column) = match source {
             Some(f) => {
                 let line = f.line_starts.partition_point(|&s| s <= start);
-                (line, f.line_starts[line - 1])
+                let line_start = f.line_starts[line - 1];
+                (line, f.chars_before(start) - f.chars_before(line_start) + 1)
             }
-            None => (1, 0),
+            None => (1, 1),
         };
-        let column = text[line_start..start].chars().count() + 1;
         Span {
             file,
             start,
@@ -135,6 +185,23 @@ mod tests {
                     "{text:?} at {start}"
                 );
             }
+        }
+    }
+
+    /// Long lines, with multi-byte characters across the marks the column count starts from.
+    #[test]
+    fn columns_on_long_lines_match_counting_characters() {
+        let text = format!(
+            "{}\n{}ü{}\nend",
+            "é".repeat(1500),
+            "x".repeat(2047),
+            "ab€".repeat(900)
+        );
+        let mut map = SourceMap::default();
+        let id = map.add("f.yaml", text.clone());
+        for start in (0..=text.len() + 2).step_by(7) {
+            let span = map.span_from_bytes(id, start, start + 1);
+            assert_eq!((span.line, span.column), naive(&text, start), "at {start}");
         }
     }
 }

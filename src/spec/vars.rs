@@ -13,6 +13,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::diag::{Diagnostic, Diagnostics};
+use super::limits;
 use super::node::{Node, NodeKind};
 
 /// The prefix of the process environment variables that set declared variables, as Terraform's
@@ -227,18 +228,27 @@ fn expand_defaults(
         }
         marks.insert(name.to_string(), Mark::Done);
         let current = values_of(values);
-        match substitute(&text, &current) {
+        let refused = match substitute(&text, &current, super::limits::MAX_TEXT_BYTES) {
             Ok(Some(expanded)) => {
                 if let Some(var) = values.get_mut(name) {
                     var.value = Some(expanded);
                 }
+                None
             }
-            Ok(None) => {}
-            Err(d) => {
-                diags.push(d.at(spans.get(name).copied()));
-                if let Some(var) = values.get_mut(name) {
-                    var.value = None;
-                }
+            Ok(None) => None,
+            Err(Refusal::Invalid(d)) => Some(d),
+            Err(Refusal::TooLong) => Some(
+                Diagnostic::error(format!(
+                    "the default of variable `{name}` grows past {} once the variables it uses are substituted",
+                    super::limits::bytes(super::limits::MAX_TEXT_BYTES)
+                ))
+                .help("keep variable values short: a spec's text has a size limit"),
+            ),
+        };
+        if let Some(d) = refused {
+            diags.push(d.at(spans.get(name).copied()));
+            if let Some(var) = values.get_mut(name) {
+                var.value = None;
             }
         }
     }
@@ -266,38 +276,83 @@ pub fn external_sources(resolved: &BTreeMap<String, ResolvedVar>) -> Vec<(String
 }
 
 /// Substitutes variables in every string of `node` except the `variables` section itself.
+///
+/// Substitution may add at most `may_add` bytes (what is left of [`limits::MAX_TEXT_BYTES`]
+/// once the files are read): a long value used in many places (or many times in one string)
+/// would otherwise multiply the spec's size. Past the limit, one error is reported where it was
+/// crossed and substitution stops.
 pub fn interpolate(
     node: &mut Node,
     values: &BTreeMap<String, Option<String>>,
+    may_add: usize,
     diags: &mut Diagnostics,
 ) {
+    let mut budget = Some(may_add);
     if let NodeKind::Map(entries) = &mut node.kind {
         for (key, value) in entries.iter_mut() {
             if key.name != "variables" {
-                walk(value, values, diags);
+                walk(value, values, diags, &mut budget);
             }
         }
     } else {
-        walk(node, values, diags);
+        walk(node, values, diags, &mut budget);
     }
 }
 
-fn walk(node: &mut Node, values: &BTreeMap<String, Option<String>>, diags: &mut Diagnostics) {
+/// `budget`: how many bytes substitution may still add; `None` once it ran out.
+fn walk(
+    node: &mut Node,
+    values: &BTreeMap<String, Option<String>>,
+    diags: &mut Diagnostics,
+    budget: &mut Option<usize>,
+) {
+    let Some(left) = budget else {
+        return;
+    };
     match &mut node.kind {
         NodeKind::Str {
             value,
             interpolated,
-        } if value.contains('$') => match substitute(value, values) {
+        } if value.contains('$') => match substitute(value, values, *left) {
             Ok(Some(new)) => {
+                *left -= new.len().saturating_sub(value.len());
                 *value = new;
                 *interpolated = true;
             }
             Ok(None) => {}
-            Err(d) => diags.push(d.at(Some(node.span))),
+            Err(Refusal::TooLong) => {
+                *budget = None;
+                diags.push(
+                    Diagnostic::error(format!(
+                        "variables make the spec exceed the limit of {} of text: substituting this string crosses it",
+                        limits::bytes(limits::MAX_TEXT_BYTES)
+                    ))
+                    .at(Some(node.span))
+                    .help("a long value used in many places multiplies the spec: shorten the value or use it less often"),
+                );
+            }
+            Err(Refusal::Invalid(d)) => diags.push(d.at(Some(node.span))),
         },
-        NodeKind::Seq(items) => items.iter_mut().for_each(|i| walk(i, values, diags)),
-        NodeKind::Map(entries) => entries.iter_mut().for_each(|(_, v)| walk(v, values, diags)),
+        NodeKind::Seq(items) => items
+            .iter_mut()
+            .for_each(|i| walk(i, values, diags, budget)),
+        NodeKind::Map(entries) => entries
+            .iter_mut()
+            .for_each(|(_, v)| walk(v, values, diags, budget)),
         _ => {}
+    }
+}
+
+/// Why a string cannot be substituted.
+enum Refusal {
+    Invalid(Diagnostic),
+    /// It would grow by more than the bytes left.
+    TooLong,
+}
+
+impl From<Diagnostic> for Refusal {
+    fn from(d: Diagnostic) -> Self {
+        Refusal::Invalid(d)
     }
 }
 
@@ -305,7 +360,8 @@ fn walk(node: &mut Node, values: &BTreeMap<String, Option<String>>, diags: &mut 
 fn substitute(
     text: &str,
     values: &BTreeMap<String, Option<String>>,
-) -> Result<Option<String>, Diagnostic> {
+    may_add: usize,
+) -> Result<Option<String>, Refusal> {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     let mut changed = false;
@@ -320,7 +376,8 @@ fn substitute(
             let Some(end) = tail.find('}') else {
                 return Err(
                     Diagnostic::error(format!("unclosed variable reference in `{text}`"))
-                        .help("write `${NAME}`, or `$${` for a literal `${`"),
+                        .help("write `${NAME}`, or `$${` for a literal `${`")
+                        .into(),
                 );
             };
             let name = &tail[..end];
@@ -328,24 +385,33 @@ fn substitute(
                 return Err(Diagnostic::error(format!(
                     "invalid variable name `{name}` in `{text}`"
                 ))
-                .help("variable names use letters, digits and `_`"));
+                .help("variable names use letters, digits and `_`")
+                .into());
             }
             match values.get(name) {
-                Some(Some(v)) => out.push_str(v),
+                Some(Some(v)) => {
+                    if out.len() + v.len() > text.len().saturating_add(may_add) {
+                        return Err(Refusal::TooLong);
+                    }
+                    out.push_str(v)
+                }
                 Some(None) => {
                     return Err(Diagnostic::error(format!("variable `{name}` has no value"))
                         .help(format!(
                             "pass `--var {name}=VALUE`, export {ENV_PREFIX}{name}=VALUE, or give it a `default` under `variables:`"
-                        )));
+                        ))
+                        .into());
                 }
                 None => {
                     let hint = super::suggest(name, values.keys().map(String::as_str))
                         .map(|s| format!("did you mean `${{{s}}}`? "))
                         .unwrap_or_default();
                     return Err(
-                        Diagnostic::error(format!("variable `{name}` is not declared")).help(
-                            format!("{hint}declare it under `variables:` with an optional default"),
-                        ),
+                        Diagnostic::error(format!("variable `{name}` is not declared"))
+                            .help(format!(
+                                "{hint}declare it under `variables:` with an optional default"
+                            ))
+                            .into(),
                     );
                 }
             }
@@ -363,6 +429,34 @@ fn substitute(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Substitution without a size limit; its refusals as diagnostics.
+    fn substitute(
+        text: &str,
+        values: &BTreeMap<String, Option<String>>,
+    ) -> Result<Option<String>, Diagnostic> {
+        match super::substitute(text, values, usize::MAX) {
+            Ok(out) => Ok(out),
+            Err(Refusal::Invalid(d)) => Err(d),
+            Err(Refusal::TooLong) => panic!("no limit was set"),
+        }
+    }
+
+    #[test]
+    fn substitution_stops_at_its_size_limit() {
+        let v = vals(&[("B", Some("0123456789"))]);
+        assert!(matches!(
+            super::substitute("${B}${B}${B}", &v, 17),
+            Err(Refusal::TooLong)
+        ));
+        assert_eq!(
+            super::substitute("${B}${B}${B}", &v, 18)
+                .ok()
+                .flatten()
+                .map(|s| s.len()),
+            Some(30)
+        );
+    }
 
     fn vals(pairs: &[(&str, Option<&str>)]) -> BTreeMap<String, Option<String>> {
         pairs

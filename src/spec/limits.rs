@@ -1,0 +1,273 @@
+//! What loading a spec may cost, in one place.
+//!
+//! A spec is text from a repository that anyone with commit access can change, and `gkq watch`
+//! or a CI job loads it unattended: a few hundred bytes must not be able to make gkq allocate
+//! gigabytes (a YAML alias bomb: nine levels of ten aliases each is a billion values) or run for
+//! minutes (`count: 5000000` on a job). Loading therefore counts what it builds and stops with a
+//! diagnostic naming the limit, its value and the place that crossed it.
+//!
+//! The values are sized so that `gkq validate` of any input stays under 256 MB of memory and
+//! 2 s of time, while the largest spec we benchmark (5,000 raw manifests, `bench/gen-objects
+//! 5000`: a 3.7 MiB file of ~239,000 values, validated in 0.8 s at 107 MB peak) loads with room to
+//! spare. Measured near the limits (release build, `/usr/bin/time`): 499,000 values in one
+//! list, 117 MB and 0.7 s; 249,000 keys in one map, 152 MB and 1.5 s; that map plus 13 MiB of
+//! text repeated through aliases, 188 MB and 1.9 s.
+
+use super::diag::Diagnostic;
+use super::node::{Node, Path};
+use super::types::Spec;
+
+/// Largest file gkq reads as part of a spec: the spec itself, an environment overlay, a training
+/// script, a saved plan.
+///
+/// 8 MiB is twice the 5,000-manifest benchmark spec, and eight times what Kubernetes lets a
+/// ConfigMap (where scripts end up) hold.
+pub const MAX_FILE_BYTES: usize = 8 * 1024 * 1024;
+
+/// Largest saved plan (`gkq plan --out`) `gkq apply` reads.
+///
+/// A plan holds every object it creates or changes with its diff: ~1.5 KB per object, 7.3 MB
+/// for the 5,000 objects of `bench/local-apply 5000`. 32 MiB is four times that plan.
+pub const MAX_PLAN_BYTES: usize = 32 * 1024 * 1024;
+
+/// Deepest nesting of maps and lists, counted from the top of a file (the spec itself is 1).
+///
+/// Kubernetes objects, CRDs with their OpenAPI schemas included, stay under 40 levels; gkq's own
+/// settings under 8. 64 leaves room for any of them and keeps the recursive steps that follow
+/// (overlays, variables, decoding, JSON) far from the stack's end.
+pub const MAX_DEPTH: usize = 64;
+
+/// Most values (maps, lists, scalars and keys) a spec and its overlay may build, counting the
+/// copies that anchors and aliases make.
+///
+/// The 5,000-manifest benchmark spec has ~239,000; 500,000 is twice that. A value costs 200 to
+/// 300 bytes by the time a spec is validated (the document, the decoded spec, the rendered
+/// objects), so this stays near 150 MB.
+pub const MAX_VALUES: usize = 500_000;
+
+/// Most values that aliases (`*name`) may repeat in a spec and its overlay, in total.
+///
+/// Aliases share a few settings (a toleration, a quota map) between entries, a few hundred
+/// values in practice. 100,000 is far above that, and far below the billion values of a
+/// "billion laughs" bomb, which is refused here after a few milliseconds.
+pub const MAX_ALIAS_VALUES: usize = 100_000;
+
+/// Most text (scalars and keys, in bytes) a spec and its overlay may hold once aliases are
+/// expanded and variables substituted.
+///
+/// Twice [`MAX_FILE_BYTES`]: a spec may repeat some of its text through aliases and variables,
+/// but a long scalar repeated a thousand times is refused. Text is held three times while a
+/// spec is validated (the document, the decoded spec, the rendered objects), so this keeps it
+/// under 50 MB.
+pub const MAX_TEXT_BYTES: usize = 2 * MAX_FILE_BYTES;
+
+/// Most Kubernetes objects one spec may generate: flavors, queues, checks, one ConfigMap per
+/// script, one RayJob per run (`count`) and the raw manifests.
+///
+/// Twice the 5,000-manifest benchmark. Each object costs 10 to 20 KB while it is planned, so
+/// this keeps `validate` and `plan` inside the memory budget whatever multiplies them.
+pub const MAX_OBJECTS: usize = 10_000;
+
+/// Most runs (`count`) a single job may submit.
+///
+/// Each run is a RayJob, its Kueue Workload and a share of the cluster: 1,000 runs of one job is
+/// already more than a TPU cluster admits at once, and at ~16 KB per rendered run it stays a few
+/// MB of work.
+pub const MAX_JOB_RUNS: u32 = 1_000;
+
+/// Most nodes per zone a node pool may ask for (`nodes`, `initialNodes`, `autoscaling.max`).
+///
+/// GKE's own limit: a node pool has at most 1,000 nodes per zone
+/// (<https://cloud.google.com/kubernetes-engine/quotas>). The local target creates a Node object
+/// for each, so a larger number would also make it build millions of objects.
+pub const MAX_POOL_NODES: u32 = 1_000;
+
+/// Most problems reported for one spec. Past this, more problems are counted, not listed: a
+/// machine-made file with a million bad values must not print a million source snippets.
+pub const MAX_DIAGNOSTICS: usize = 500;
+
+/// Checks what a decoded spec would generate against [`MAX_JOB_RUNS`], [`MAX_OBJECTS`] and
+/// [`MAX_POOL_NODES`], before anything is generated. Each problem points at the value that
+/// crosses the limit.
+pub fn check_generated(spec: &Spec, root: &Node) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    let at = |path: &Path| Some(root.span_at(path));
+    for (i, job) in spec.jobs.iter().enumerate() {
+        if let Some(n) = job.count
+            && n > MAX_JOB_RUNS
+        {
+            let path = Path::root().key("jobs").index(i).key("count");
+            out.push(
+                Diagnostic::error(format!(
+                    "job `{}` exceeds the limit of {} runs per job: `count: {n}` would submit {} RayJobs",
+                    job.name,
+                    count(MAX_JOB_RUNS.into()),
+                    count(n.into())
+                ))
+                .at(at(&path))
+                .with_path(path.to_string())
+                .help(format!(
+                    "use a count of at most {}; for more runs, submit them in batches",
+                    count(MAX_JOB_RUNS.into())
+                )),
+            );
+        }
+    }
+    // The objects in the order `model::build` renders them; the one that crosses the limit is
+    // the one reported.
+    let checks = spec.kueue.admission_checks.len()
+        + spec
+            .kueue
+            .flavors
+            .iter()
+            .filter(|f| f.provisioning.is_some())
+            .count();
+    let mut objects: u64 = 1 + 2 * checks as u64;
+    let mut groups: Vec<(Path, u64)> = Vec::new();
+    let kueue = Path::root().key("kueue");
+    for (name, n) in [
+        ("flavors", spec.kueue.flavors.len()),
+        ("clusterQueues", spec.kueue.cluster_queues.len()),
+        ("localQueues", spec.kueue.local_queues.len()),
+    ] {
+        for i in 0..n {
+            groups.push((kueue.key(name).index(i), 1));
+        }
+    }
+    for (i, job) in spec.jobs.iter().enumerate() {
+        // One ConfigMap (at most) and one RayJob per run.
+        let runs = u64::from(job.count.unwrap_or(1).min(MAX_JOB_RUNS));
+        groups.push((Path::root().key("jobs").index(i), 1 + runs));
+    }
+    for i in 0..spec.manifests.len() {
+        groups.push((Path::root().key("manifests").index(i), 1));
+    }
+    for (path, n) in groups {
+        objects += n;
+        if objects > MAX_OBJECTS as u64 {
+            let total = 1
+                + 2 * checks
+                + spec.kueue.flavors.len()
+                + spec.kueue.cluster_queues.len()
+                + spec.kueue.local_queues.len()
+                + spec.manifests.len()
+                + spec
+                    .jobs
+                    .iter()
+                    .map(|j| 1 + j.count.unwrap_or(1).min(MAX_JOB_RUNS) as usize)
+                    .sum::<usize>();
+            out.push(
+                Diagnostic::error(format!(
+                    "the spec exceeds the limit of {} Kubernetes objects: with `{path}` it generates more, about {} in all (queues, flavors, checks, a ConfigMap and a RayJob per job run, manifests)",
+                    count(MAX_OBJECTS as u64),
+                    count(total as u64)
+                ))
+                .at(at(&path))
+                .with_path(path.to_string())
+                .help("split the objects across several specs (one per cluster or team)"),
+            );
+            break;
+        }
+    }
+    let pool_limit = |out: &mut Vec<Diagnostic>, path: Path, what: &str, n: u32| {
+        if n > MAX_POOL_NODES {
+            out.push(
+                Diagnostic::error(format!(
+                    "{what} {} exceeds GKE's limit of {} nodes per zone in a node pool",
+                    count(n.into()),
+                    count(MAX_POOL_NODES.into())
+                ))
+                .at(at(&path))
+                .with_path(path.to_string())
+                .help(format!(
+                    "use at most {} per zone; for more nodes, add node pools",
+                    count(MAX_POOL_NODES.into())
+                )),
+            );
+        }
+    };
+    pool_limit(
+        &mut out,
+        Path::root().key("cluster").key("defaultPool").key("nodes"),
+        "`nodes`",
+        spec.cluster.default_pool.nodes,
+    );
+    for (i, pool) in spec.node_pools.iter().enumerate() {
+        let p = Path::root().key("nodePools").index(i);
+        if let Some(n) = pool.initial_nodes {
+            pool_limit(&mut out, p.key("initialNodes"), "`initialNodes`", n);
+        }
+        if let Some(a) = &pool.autoscaling {
+            pool_limit(
+                &mut out,
+                p.key("autoscaling").key("min"),
+                "`autoscaling.min`",
+                a.min,
+            );
+            pool_limit(
+                &mut out,
+                p.key("autoscaling").key("max"),
+                "`autoscaling.max`",
+                a.max,
+            );
+        }
+    }
+    out
+}
+
+/// A byte count for people: `8 MiB`, `512 KiB`, `300 bytes`.
+pub fn bytes(n: usize) -> String {
+    const KIB: usize = 1024;
+    const MIB: usize = 1024 * KIB;
+    if n >= MIB && n.is_multiple_of(MIB) {
+        format!("{} MiB", n / MIB)
+    } else if n >= MIB {
+        format!("{:.1} MiB", n as f64 / MIB as f64)
+    } else if n >= KIB && n.is_multiple_of(KIB) {
+        format!("{} KiB", n / KIB)
+    } else if n >= KIB {
+        format!("{:.1} KiB", n as f64 / KIB as f64)
+    } else {
+        format!("{n} bytes")
+    }
+}
+
+/// A number of values for people: `1 value`, `11,111 values`.
+pub fn values(n: usize) -> String {
+    if n == 1 {
+        "1 value".to_string()
+    } else {
+        format!("{} values", count(n as u64))
+    }
+}
+
+/// A count for people, with thousands separated: `500,000`.
+pub fn count(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_read_like_numbers() {
+        assert_eq!(bytes(MAX_FILE_BYTES), "8 MiB");
+        assert_eq!(bytes(1536), "1.5 KiB");
+        assert_eq!(bytes(300), "300 bytes");
+        assert_eq!(count(500_000), "500,000");
+        assert_eq!(count(1_000), "1,000");
+        assert_eq!(count(999), "999");
+        assert_eq!(count(5_000_000), "5,000,000");
+        assert_eq!(values(1), "1 value");
+        assert_eq!(values(11_111), "11,111 values");
+    }
+}
