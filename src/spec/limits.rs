@@ -82,6 +82,14 @@ pub const MAX_JOB_RUNS: u32 = 1_000;
 /// for each, so a larger number would also make it build millions of objects.
 pub const MAX_POOL_NODES: u32 = 1_000;
 
+/// Most values decoding may visit, over all its passes. To report every wrong key and value in
+/// one run, decoding removes the entry at fault and starts again; each pass visits the whole
+/// document.
+///
+/// 1,000,000 values is under a second: 200 passes (the most) over a spec of 5,000 values, 4
+/// over the 5,000-manifest benchmark spec, which used to take 36 s with 190 unknown keys.
+pub const MAX_DECODE_WORK: usize = 1_000_000;
+
 /// Most problems reported for one spec. Past this, more problems are counted, not listed: a
 /// machine-made file with a million bad values must not print a million source snippets.
 pub const MAX_DIAGNOSTICS: usize = 500;

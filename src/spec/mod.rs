@@ -359,7 +359,7 @@ pub fn load(fs: &dyn SpecFs, spec_arg: &FsPath, opts: &LoadOptions) -> Result<Lo
         root = overlay::merge(root, o);
     }
 
-    let spec = decode_all(&root, &sources, &mut diags);
+    let spec = decode_all(&root, &sources, &mut diags, budget.values());
     let Some(spec) = spec else {
         return Err(fail(sources, diags));
     };
@@ -397,16 +397,38 @@ pub fn load(fs: &dyn SpecFs, spec_arg: &FsPath, opts: &LoadOptions) -> Result<Lo
 
 /// Decodes the spec, reporting every unknown key and wrong value rather than the first: after
 /// each error the offending entry is removed and decoding runs again.
-fn decode_all(root: &Node, sources: &SourceMap, diags: &mut Diagnostics) -> Option<Spec> {
+///
+/// `values` is the size of the document: each pass decodes all of it, so the passes are bounded
+/// by [`limits::MAX_DECODE_WORK`] (a large spec with hundreds of bad keys would otherwise take
+/// minutes); past it, one more error says that the listing stopped.
+fn decode_all(
+    root: &Node,
+    sources: &SourceMap,
+    diags: &mut Diagnostics,
+    values: usize,
+) -> Option<Spec> {
     // A spec that decodes needs no copy to remove bad entries from (a copy doubles the memory
     // of a large spec).
     if let Ok(spec) = de::from_node::<Spec>(root, sources) {
         return Some(spec);
     }
-    let mut doc = root.clone();
+    let doc = root.clone();
+    let passes = (limits::MAX_DECODE_WORK / values.max(1)).clamp(2, 200);
+    decode_passes(doc, sources, diags, passes, values)
+}
+
+/// [`decode_all`] after its first pass failed: at most `passes` more, on a copy of the document
+/// that loses one bad entry each time.
+fn decode_passes(
+    mut doc: Node,
+    sources: &SourceMap,
+    diags: &mut Diagnostics,
+    passes: usize,
+    values: usize,
+) -> Option<Spec> {
     let mut removed: Vec<Path> = Vec::new();
     let mut only_unknown_keys = true;
-    for _ in 0..200 {
+    for _ in 0..passes {
         match de::from_node::<Spec>(&doc, sources) {
             Ok(spec) => return (only_unknown_keys || removed.is_empty()).then_some(spec),
             Err(e) => {
@@ -429,6 +451,15 @@ fn decode_all(root: &Node, sources: &SourceMap, diags: &mut Diagnostics) -> Opti
             }
         }
     }
+    diags.push(
+        Diagnostic::error(format!(
+            "gkq stopped looking for more problems after {}: each one means decoding the spec's {} again",
+            removed.len(),
+            limits::values(values)
+        ))
+        .at(Some(doc.span))
+        .help("fix the problems listed and run again to see the rest"),
+    );
     None
 }
 
@@ -554,4 +585,31 @@ fn read_referenced_files(
         }
     }
     files
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Decoding passes are bounded: past the bound the listing stops and says so.
+    #[test]
+    fn decoding_stops_listing_problems_when_its_passes_run_out() {
+        let mut sources = SourceMap::default();
+        let text = "project: p\nlocation: l\ncluster: {name: c}\na1: 1\na2: 2\na3: 3\na4: 4\n";
+        let id = sources.add("gkq.yaml", text);
+        let root = node::parse_yaml(&sources, id).unwrap();
+        let mut diags = Diagnostics::default();
+        assert!(decode_passes(root.clone(), &sources, &mut diags, 3, 11).is_none());
+        let messages: Vec<&str> = diags.iter().map(|d| d.message.as_str()).collect();
+        assert_eq!(messages.len(), 4, "{messages:#?}");
+        assert!(messages[..3].iter().all(|m| m.starts_with("unknown key")));
+        assert_eq!(
+            messages[3],
+            "gkq stopped looking for more problems after 3: each one means decoding the spec's 11 values again"
+        );
+        // With passes enough, every problem is listed and nothing says it stopped.
+        let mut diags = Diagnostics::default();
+        assert!(decode_passes(root, &sources, &mut diags, 200, 11).is_some());
+        assert_eq!(diags.len(), 4);
+    }
 }
