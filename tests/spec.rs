@@ -974,7 +974,9 @@ mod bounded {
             ),
         )
         .unwrap();
-        let e = gkq::gitops::saved::read(&plan, None).unwrap_err().to_string();
+        let e = gkq::gitops::saved::read(&plan, None)
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("cannot read the plan file") && e.contains("over the limit of 32 MiB"),
             "{e}"

@@ -474,6 +474,11 @@ fn decode_diagnostic(e: &de::Error) -> Diagnostic {
         _ => String::new(),
     };
     let d = match &e.kind {
+        // YAML 1.1's merge key is not part of YAML 1.2, which gkq reads: say so, not "unknown".
+        de::ErrorKind::UnknownKey { key, .. } if key == "<<" => Diagnostic::error(format!(
+            "the YAML merge key `<<`{where_} is not supported"
+        ))
+        .help("write the keys out in this map (anchors and aliases of whole values work: `key: *anchor`), or use an environment overlay for variations"),
         de::ErrorKind::UnknownKey { key, expected } => {
             let help = match suggest(key, expected.iter().map(String::as_str)) {
                 Some(s) => format!("did you mean `{s}`?"),
