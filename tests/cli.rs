@@ -841,3 +841,28 @@ fn unreadable_specs_say_where_and_why() {
         "{stderr}"
     );
 }
+
+#[test]
+fn every_missing_required_key_is_named_in_one_run() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("gkq.yaml"),
+        "nodePools:\n  - name: a\n  - machineType: n2-standard-4\n",
+    )
+    .unwrap();
+    let out = gkq()
+        .args(["validate", dir.path().to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for missing in [
+        "missing required key `project` in the spec",
+        "missing required key `location` in the spec",
+        "missing required key `cluster` in the spec",
+        "missing required key `machineType` in `nodePools[0]`",
+        "missing required key `name` in `nodePools[1]`",
+    ] {
+        assert_eq!(stderr.matches(missing).count(), 1, "{missing}: {stderr}");
+    }
+}

@@ -11,6 +11,7 @@ pub mod fs;
 pub mod limits;
 pub mod node;
 pub mod overlay;
+mod required;
 pub mod source;
 pub mod types;
 pub mod vars;
@@ -412,9 +413,14 @@ fn decode_all(
     if let Ok(spec) = de::from_node::<Spec>(root, sources) {
         return Some(spec);
     }
+    // Serde names one missing key per pass; these are all of them.
+    let mut missing = Diagnostics::default();
+    required::check(root, &mut missing);
+    let messages: Vec<String> = missing.iter().map(|d| d.message.clone()).collect();
+    diags.extend(missing);
     let doc = root.clone();
     let passes = (limits::MAX_DECODE_WORK / values.max(1)).clamp(2, 200);
-    decode_passes(doc, sources, diags, passes, values)
+    decode_passes(doc, sources, diags, passes, values, &messages)
 }
 
 /// [`decode_all`] after its first pass failed: at most `passes` more, on a copy of the document
@@ -425,6 +431,7 @@ fn decode_passes(
     diags: &mut Diagnostics,
     passes: usize,
     values: usize,
+    reported: &[String],
 ) -> Option<Spec> {
     let mut removed: Vec<Path> = Vec::new();
     let mut only_unknown_keys = true;
@@ -438,7 +445,10 @@ fn decode_passes(
                 {
                     return None;
                 }
-                diags.push(decode_diagnostic(&e));
+                let diagnostic = decode_diagnostic(&e);
+                if !reported.contains(&diagnostic.message) {
+                    diags.push(diagnostic);
+                }
                 let removable =
                     !matches!(e.kind, de::ErrorKind::MissingKey(_)) && !path.0.is_empty();
                 if !removable || !doc.remove(&path) {
@@ -494,13 +504,7 @@ fn decode_diagnostic(e: &de::Error) -> Diagnostic {
             Diagnostic::error(format!("unknown value `{value}` for `{path}`")).help(help)
         }
         de::ErrorKind::MissingKey(key) => {
-            let at = if path.is_empty() {
-                "the spec".to_string()
-            } else {
-                format!("`{path}`")
-            };
-            Diagnostic::error(format!("missing required key `{key}` in {at}"))
-                .help(format!("add `{key}:`"))
+            required::missing_key(key, e.path.as_ref().unwrap_or(&Path::root()))
         }
         de::ErrorKind::WrongValue | de::ErrorKind::Other => {
             Diagnostic::error(format!("`{path}`: {}", e.message))
@@ -604,7 +608,7 @@ mod tests {
         let id = sources.add("gkq.yaml", text);
         let root = node::parse_yaml(&sources, id).unwrap();
         let mut diags = Diagnostics::default();
-        assert!(decode_passes(root.clone(), &sources, &mut diags, 3, 11).is_none());
+        assert!(decode_passes(root.clone(), &sources, &mut diags, 3, 11, &[]).is_none());
         let messages: Vec<&str> = diags.iter().map(|d| d.message.as_str()).collect();
         assert_eq!(messages.len(), 4, "{messages:#?}");
         assert!(messages[..3].iter().all(|m| m.starts_with("unknown key")));
@@ -614,7 +618,7 @@ mod tests {
         );
         // With passes enough, every problem is listed and nothing says it stopped.
         let mut diags = Diagnostics::default();
-        assert!(decode_passes(root, &sources, &mut diags, 200, 11).is_some());
+        assert!(decode_passes(root, &sources, &mut diags, 200, 11, &[]).is_some());
         assert_eq!(diags.len(), 4);
     }
 }
