@@ -432,7 +432,18 @@ fn quota_is_compared_with_node_pool_capacity() {
 
 #[test]
 fn two_flavors_over_one_node_pool_are_a_warning() {
-    let file = root().join("tests/fixtures/capacity/two-flavors-one-pool.yaml");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("gkq.yaml");
+    std::fs::copy(
+        root().join("tests/fixtures/capacity/two-flavors-one-pool.yaml"),
+        &file,
+    )
+    .unwrap();
+    std::fs::copy(
+        root().join("examples/tpu-dws/train.py"),
+        dir.path().join("train.py"),
+    )
+    .unwrap();
     let opts = LoadOptions {
         env_lookup: Some(Box::new(|_| None)),
         ..Default::default()
