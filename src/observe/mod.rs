@@ -122,6 +122,17 @@ pub fn fingerprint(addr: &ResourceAddr, desired: Option<&Value>, live: &Value) -
     hash(&basis(addr, desired, live))
 }
 
+/// [`fingerprint`] and [`fingerprint_fields`] from one walk of the live object, for the planner,
+/// which records both for every action on something that exists.
+pub fn fingerprint_with_fields(
+    addr: &ResourceAddr,
+    desired: Option<&Value>,
+    live: &Value,
+) -> (String, BTreeMap<String, String>) {
+    let basis = basis(addr, desired, live);
+    (hash(&basis), fields_of(&basis))
+}
+
 /// The parts of [`fingerprint`]'s basis, each with its own short hash, keyed by field path
 /// (`spec.resourceGroups`, `metadata.labels`): when a plan turns out stale, these name the
 /// fields that changed.
@@ -130,9 +141,12 @@ pub fn fingerprint_fields(
     desired: Option<&Value>,
     live: &Value,
 ) -> BTreeMap<String, String> {
-    let basis = basis(addr, desired, live);
+    fields_of(&basis(addr, desired, live))
+}
+
+fn fields_of(basis: &Value) -> BTreeMap<String, String> {
     let mut fields = BTreeMap::new();
-    if let Value::Object(top) = &basis {
+    if let Value::Object(top) = basis {
         for (key, value) in top {
             match value {
                 Value::Object(inner) if !inner.is_empty() => {

@@ -23,7 +23,7 @@ use crate::diff::sensitive::Redactor;
 use crate::diff::text::unified_yaml_diff;
 use crate::diff::{FieldChange, ResourceDiff, UpdateMethod};
 use crate::model::{DesiredState, GKE_STACK_LABEL, STACK_LABEL};
-use crate::observe::{KubeLive, LiveState, fingerprint, fingerprint_fields};
+use crate::observe::{KubeLive, LiveState, fingerprint_with_fields};
 
 /// Why no plan could be made. Each names what to fix.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -113,19 +113,6 @@ impl<'a> Planner<'a> {
         unified_yaml_diff(before.as_ref(), after.as_ref())
     }
 
-    /// The live resource at `addr`, as observed.
-    fn live_of(&self, addr: &ResourceAddr) -> Option<&'a Value> {
-        let live: &'a LiveState = self.live;
-        match addr.kind {
-            crate::addr::ResourceKind::GkeCluster => live.gke.cluster.as_ref(),
-            crate::addr::ResourceKind::GkeNodePool => live.gke.node_pool(&addr.name),
-            _ => match &live.kubernetes {
-                KubeLive::Observed { objects } => objects.get(addr).and_then(|o| o.live.as_ref()),
-                KubeLive::NotObserved => None,
-            },
-        }
-    }
-
     fn notice(&mut self, addr: Option<&ResourceAddr>, message: impl Into<String>) {
         self.notices.push(Notice {
             addr: addr.cloned(),
@@ -149,20 +136,11 @@ impl<'a> Planner<'a> {
         }
     }
 
-    /// Adds an action: its diff of a new resource, the parts of its live fingerprint, and its
-    /// sensitive values sealed away from what is shown and saved.
+    /// Adds an action: its diff of a new resource, and its sensitive values sealed away from
+    /// what is shown and saved.
     fn add(&mut self, mut action: Action, graph_object: Option<&'a Value>) {
         if action.kind == ActionKind::Create && action.diff.is_empty() {
             action.diff = self.shown_text_diff(None, action.desired.as_ref());
-        }
-        if action.live_fingerprint.is_some()
-            && let Some(live) = self.live_of(&action.addr)
-        {
-            let desired = match action.kind {
-                ActionKind::Delete => None,
-                _ => action.desired.as_ref(),
-            };
-            action.live_fields = fingerprint_fields(&action.addr, desired, live);
         }
         if let Some(real) = seal(&mut action, &self.redactor) {
             self.sealed.insert(action.addr.clone(), real);
@@ -312,7 +290,7 @@ impl<'a> Planner<'a> {
             replace_reasons.push("the live cluster is in ERROR".to_string());
         }
         self.notice_in_progress(addr, live, GKE_CLUSTER_STATUS);
-        let fingerprint = Some(fingerprint(addr, Some(desired), live));
+        let fingerprint = live_basis(addr, Some(desired), live);
         if !replace_reasons.is_empty() {
             let blocked = if owned {
                 self.cluster_delete_blocked()
@@ -337,8 +315,8 @@ impl<'a> Planner<'a> {
                     },
                 ],
                 desired: Some(desired.clone()),
-                live_fingerprint: fingerprint,
-                live_fields: BTreeMap::new(),
+                live_fingerprint: fingerprint.0,
+                live_fields: fingerprint.1,
                 sensitive: false,
                 depends_on: Vec::new(),
             };
@@ -357,6 +335,7 @@ impl<'a> Planner<'a> {
         } else {
             Some(format!("the cluster would be deleted, but {NOT_OWNED}"))
         };
+        let (live_fingerprint, live_fields) = live_basis(addr, None, live);
         let action = Action {
             addr: addr.clone(),
             kind: ActionKind::Delete,
@@ -370,8 +349,8 @@ impl<'a> Planner<'a> {
             diff: self.shown_text_diff(Some(&gke_cluster_live_view(live)), None),
             steps: vec![Step::DeleteCluster],
             desired: None,
-            live_fingerprint: Some(fingerprint(addr, None, live)),
-            live_fields: BTreeMap::new(),
+            live_fingerprint,
+            live_fields,
             sensitive: false,
             depends_on: Vec::new(),
         };
@@ -393,7 +372,7 @@ impl<'a> Planner<'a> {
         let addr = ResourceAddr::gke_node_pool(name);
         let owned = gke_owned(live, self.stack.as_deref()) || self.options.adopt;
         let diff = diff_node_pool(desired, live);
-        let fingerprint = Some(fingerprint(&addr, Some(desired), live));
+        let fingerprint = live_basis(&addr, Some(desired), live);
         let mut reasons = diff.replace_reasons();
         self.notice_in_progress(&addr, live, GKE_NODE_POOL_STATUS);
         if status_name(live, GKE_NODE_POOL_STATUS).as_deref() == Some("ERROR") {
@@ -428,8 +407,8 @@ impl<'a> Planner<'a> {
                 },
             ],
             desired: Some(desired.clone()),
-            live_fingerprint: fingerprint,
-            live_fields: BTreeMap::new(),
+            live_fingerprint: fingerprint.0,
+            live_fields: fingerprint.1,
             sensitive: false,
             depends_on: Vec::new(),
         };
@@ -452,6 +431,7 @@ impl<'a> Planner<'a> {
             );
             return;
         }
+        let (live_fingerprint, live_fields) = live_basis(&addr, None, live);
         let action = Action {
             addr: addr.clone(),
             kind: ActionKind::Delete,
@@ -464,8 +444,8 @@ impl<'a> Planner<'a> {
                 pool: name.to_string(),
             }],
             desired: None,
-            live_fingerprint: Some(fingerprint(&addr, None, live)),
-            live_fields: BTreeMap::new(),
+            live_fingerprint,
+            live_fields,
             sensitive: false,
             depends_on: Vec::new(),
         };
@@ -480,7 +460,7 @@ impl<'a> Planner<'a> {
         desired: &Value,
         live: &Value,
         owned: bool,
-        live_fingerprint: Option<String>,
+        (live_fingerprint, live_fields): LiveBasis,
     ) -> Action {
         if diff.is_empty() {
             return Action {
@@ -494,7 +474,7 @@ impl<'a> Planner<'a> {
                 steps: Vec::new(),
                 desired: Some(desired.clone()),
                 live_fingerprint,
-                live_fields: BTreeMap::new(),
+                live_fields,
                 sensitive: false,
                 depends_on: Vec::new(),
             };
@@ -515,7 +495,7 @@ impl<'a> Planner<'a> {
             steps,
             desired: Some(desired.clone()),
             live_fingerprint,
-            live_fields: BTreeMap::new(),
+            live_fields,
             sensitive: false,
             depends_on: Vec::new(),
         }
@@ -582,6 +562,7 @@ impl<'a> Planner<'a> {
                 );
                 continue;
             }
+            let (live_fingerprint, live_fields) = live_basis(addr, None, live);
             let action = Action {
                 addr: addr.clone(),
                 kind: ActionKind::Delete,
@@ -596,8 +577,8 @@ impl<'a> Planner<'a> {
                 diff: self.shown_text_diff(Some(&kube_view(live)), None),
                 steps: vec![kube_delete_step(addr, live)],
                 desired: None,
-                live_fingerprint: Some(fingerprint(addr, None, live)),
-                live_fields: BTreeMap::new(),
+                live_fingerprint,
+                live_fields,
                 sensitive: false,
                 depends_on: Vec::new(),
             };
@@ -641,7 +622,7 @@ impl<'a> Planner<'a> {
     ) {
         let owned = kube_owned(live, self.stack.as_deref()) || self.options.adopt;
         let diff = diff_object(addr, object, live, predicted);
-        let fingerprint = Some(fingerprint(addr, Some(object), live));
+        let fingerprint = live_basis(addr, Some(object), live);
         let reasons = diff.replace_reasons();
         let action = if reasons.is_empty() {
             self.update_or_noop(addr, diff, object, live, owned, fingerprint)
@@ -664,8 +645,8 @@ impl<'a> Planner<'a> {
                     },
                 ],
                 desired: Some(object.clone()),
-                live_fingerprint: fingerprint,
-                live_fields: BTreeMap::new(),
+                live_fingerprint: fingerprint.0,
+                live_fields: fingerprint.1,
                 sensitive: false,
                 depends_on: Vec::new(),
             }
@@ -753,6 +734,15 @@ impl<'a> Planner<'a> {
             integrity: None,
         })
     }
+}
+
+/// What an action on an existing resource was planned against: its live fingerprint and the
+/// fingerprint's parts by field (see [`fingerprint_with_fields`]).
+type LiveBasis = (Option<String>, BTreeMap<String, String>);
+
+fn live_basis(addr: &ResourceAddr, desired: Option<&Value>, live: &Value) -> LiveBasis {
+    let (fingerprint, fields) = fingerprint_with_fields(addr, desired, live);
+    (Some(fingerprint), fields)
 }
 
 /// The actions `addr` reaches through `next`, looking through nodes that are not actions (the
