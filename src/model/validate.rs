@@ -1389,6 +1389,42 @@ fn check_manifest_collisions(c: &mut Checker, spec: &Spec, desired: &super::Desi
     }
 }
 
+/// Where `kueue.clusterQueues[qi].resourceGroups[gi].flavors[fi].quota` is.
+fn quota_path(qi: usize, gi: usize, fi: usize) -> Path {
+    Path::root()
+        .key("kueue")
+        .key("clusterQueues")
+        .index(qi)
+        .key("resourceGroups")
+        .index(gi)
+        .key("flavors")
+        .index(fi)
+        .key("quota")
+}
+
+/// Every flavor quota of every ClusterQueue, with where its `quota` map is.
+pub(super) fn flavor_quotas(
+    spec: &Spec,
+) -> impl Iterator<Item = (Path, &crate::spec::types::FlavorQuota)> {
+    spec.kueue
+        .cluster_queues
+        .iter()
+        .enumerate()
+        .flat_map(|(qi, queue)| {
+            queue
+                .resource_groups
+                .iter()
+                .enumerate()
+                .flat_map(move |(gi, group)| {
+                    group
+                        .flavors
+                        .iter()
+                        .enumerate()
+                        .map(move |(fi, quota)| (quota_path(qi, gi, fi), quota))
+                })
+        })
+}
+
 pub fn check_rendered(loaded: &Loaded, desired: &super::DesiredState) -> Diagnostics {
     use crate::placement::{Cluster, PendingWorkload, capacity, fits_ever};
     let mut c = Checker {
@@ -1424,7 +1460,6 @@ pub fn check_rendered(loaded: &Loaded, desired: &super::DesiredState) -> Diagnos
         }
     }
     check_manifest_collisions(&mut c, spec, desired);
-    let k = Path::root().key("kueue");
     for quota in capacity::flavor_quotas(&cluster) {
         let Some(flavor) = spec.kueue.flavors.iter().find(|f| f.name == quota.flavor) else {
             continue;
@@ -1469,14 +1504,7 @@ pub fn check_rendered(loaded: &Loaded, desired: &super::DesiredState) -> Diagnos
             if w.kind == capacity::CapacityWarningKind::UnknownMachineType {
                 continue;
             }
-            let mut path = k
-                .key("clusterQueues")
-                .index(qi)
-                .key("resourceGroups")
-                .index(gi)
-                .key("flavors")
-                .index(fi)
-                .key("quota");
+            let mut path = quota_path(qi, gi, fi);
             if let Some(r) = &w.resource {
                 path = path.key(r.clone());
             }

@@ -58,37 +58,24 @@ fn check_flavor_pools(c: &mut Checker, spec: &Spec) {
             );
         }
         if !has_tpu_topology && super::gke::tpu_chips_per_vm(machine_type).is_none() {
-            for (qi, queue) in spec.kueue.cluster_queues.iter().enumerate() {
-                for (gi, group) in queue.resource_groups.iter().enumerate() {
-                    for (fi, quota) in group.flavors.iter().enumerate() {
-                        if quota.name != flavor.name {
-                            continue;
-                        }
-                        let tpu = quota
-                            .quota
-                            .iter()
-                            .find(|(r, q)| r.as_str() == "google.com/tpu" && q.as_text() != "0");
-                        if let Some((resource, q)) = tpu {
-                            c.error(
-                                &Path::root()
-                                    .key("kueue")
-                                    .key("clusterQueues")
-                                    .index(qi)
-                                    .key("resourceGroups")
-                                    .index(gi)
-                                    .key("flavors")
-                                    .index(fi)
-                                    .key("quota")
-                                    .key(resource.clone()),
-                                format!(
-                                    "flavor `{}` has a {resource} quota of {} but its node pool `{pool_name}` ({machine_type}) has no TPUs",
-                                    flavor.name,
-                                    q.as_text(),
-                                ),
-                                "set the TPU quota of a CPU-only flavor to 0: Kueue would admit TPU work there that no node can run, and the job would wait forever",
-                            );
-                        }
-                    }
+            for (path, quota) in super::validate::flavor_quotas(spec) {
+                if quota.name != flavor.name {
+                    continue;
+                }
+                let tpu = quota
+                    .quota
+                    .iter()
+                    .find(|(r, q)| r.as_str() == "google.com/tpu" && q.as_text() != "0");
+                if let Some((resource, q)) = tpu {
+                    c.error(
+                        &path.key(resource.clone()),
+                        format!(
+                            "flavor `{}` has a {resource} quota of {} but its node pool `{pool_name}` ({machine_type}) has no TPUs",
+                            flavor.name,
+                            q.as_text(),
+                        ),
+                        "set the TPU quota of a CPU-only flavor to 0: Kueue would admit TPU work there that no node can run, and the job would wait forever",
+                    );
                 }
             }
         }
