@@ -305,6 +305,18 @@ fn every_bad_spec_fails_with_its_message_at_its_location() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// Everything loading and validation say of the spec in `dir`, with no outside variables.
+fn every_problem(dir: &Path) -> spec::Diagnostics {
+    let opts = LoadOptions {
+        env_lookup: Some(Box::new(|_| None)),
+        ..Default::default()
+    };
+    match spec::load(&WorkingTree, dir, &opts) {
+        Err(f) => f.diagnostics,
+        Ok(l) => model::build(&l).1,
+    }
+}
+
 #[test]
 fn several_problems_are_reported_in_one_run() {
     let dir = tempfile::tempdir().unwrap();
@@ -316,14 +328,7 @@ fn several_problems_are_reported_in_one_run() {
         .replace("memory: 75Gi", "memory: 75Gii")
         .replace("queue: user-queue", "queue: user-queu");
     std::fs::write(dir.path().join("gkq.yaml"), bad).unwrap();
-    let opts = LoadOptions {
-        env_lookup: Some(Box::new(|_| None)),
-        ..Default::default()
-    };
-    let diags = match spec::load(&WorkingTree, dir.path(), &opts) {
-        Err(f) => f.diagnostics,
-        Ok(l) => model::build(&l).1,
-    };
+    let diags = every_problem(dir.path());
     let messages: Vec<String> = diags.errors().map(|d| d.message.clone()).collect();
     // An unknown key is reported and decoding goes on, so semantic problems still show up.
     assert!(
@@ -341,6 +346,70 @@ fn several_problems_are_reported_in_one_run() {
         messages.iter().any(|m| m.contains("user-queu")),
         "{messages:?}"
     );
+}
+
+/// A value of the wrong type does not hide the problems after it: decoding goes on with a
+/// stand-in, validation runs on the rest, and nothing is said about the stand-in itself.
+#[test]
+fn a_wrong_type_does_not_hide_later_problems() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("train.py"), "print(1)\n").unwrap();
+    let base = std::fs::read_to_string(root().join("examples/tpu-dws/gkq.yaml")).unwrap();
+    let bad = base
+        .replacen("count: 2", "count: [2]", 1)
+        .replacen("replicas: 1", "replicas: 1.50000000000000001", 1)
+        .replace("provisioning: dws", "provisioning: dwss")
+        .replace("max: 4}\n    flexStart", "max: 6}\n    flexStart")
+        .replace("queue: user-queue", "queue: user-queu");
+    assert_ne!(bad, base);
+    std::fs::write(dir.path().join("gkq.yaml"), bad).unwrap();
+    let diags = every_problem(dir.path());
+    let messages: Vec<String> = diags.errors().map(|d| d.message.clone()).collect();
+    for expected in [
+        "`jobs[0].count`: expected a whole number from 0 to 4294967295, found a list",
+        // The number as typed, not the float it rounds to.
+        "found the number `1.50000000000000001`",
+        "unknown value `dwss`",
+        "not a whole number of 4x4 slices",
+        "`user-queu` is not defined",
+    ] {
+        assert!(
+            messages.iter().any(|m| m.contains(expected)),
+            "missing {expected:?} in {messages:#?}"
+        );
+    }
+    // The stand-in for `count` (0) is not reported as a count of zero.
+    let count_problems = diags
+        .errors()
+        .filter(|d| d.path.as_deref() == Some("jobs[0].count"))
+        .count();
+    assert_eq!(count_problems, 1, "{messages:#?}");
+}
+
+#[test]
+fn numbers_are_quoted_as_typed() {
+    for (typed, parsed) in [
+        ("1e400", "inf"),
+        ("12345678901234567890123", "12345678901234568000000"),
+        ("-0003", "-3"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("gkq.yaml"),
+            format!("project: p\nlocation: us-east5-b\ncluster: {{name: c}}\nnodePools:\n  - {{name: a, machineType: e2-standard-4, autoscaling: {{min: {typed}, max: 2}}}}\n"),
+        )
+        .unwrap();
+        let diags = every_problem(dir.path());
+        let messages: Vec<String> = diags.errors().map(|d| d.message.clone()).collect();
+        assert!(
+            messages.iter().any(|m| m.contains(&format!("`{typed}`"))),
+            "{messages:#?}"
+        );
+        assert!(
+            !messages.iter().any(|m| m.contains(&format!("`{parsed}`"))),
+            "{messages:#?}"
+        );
+    }
 }
 
 mod never_panics {
@@ -370,6 +439,7 @@ mod never_panics {
                 sensitive: Default::default(),
                 variables: Default::default(),
                 diagnostics: Default::default(),
+                undecoded: Vec::new(),
             };
             let _ = model::build(&loaded);
         }

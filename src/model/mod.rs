@@ -115,7 +115,7 @@ pub fn quantity_string(q: &SpecQuantity) -> String {
 /// (warnings and notes when it succeeds).
 pub fn build(loaded: &Loaded) -> (Option<DesiredState>, Diagnostics) {
     let mut diags = loaded.diagnostics.clone();
-    diags.extend(validate::validate(loaded));
+    diags.extend(validate::validate(loaded).without_paths_under(&loaded.undecoded));
     if diags.has_errors() {
         return (None, diags.sorted());
     }

@@ -164,7 +164,23 @@ pub struct NodeDeserializer<'a> {
 
 impl<'a> NodeDeserializer<'a> {
     fn fail(&self, e: Error) -> Error {
-        e.locate(self.node.span, &self.path)
+        self.echo_typed_number(e).locate(self.node.span, &self.path)
+    }
+
+    /// Messages quote a number as the user typed it: `2.50000000000000001`, `1e400` and
+    /// `12345678901234567890123` are not shown as the `2.5`, `inf` or rounded float they parse to.
+    fn echo_typed_number(&self, mut e: Error) -> Error {
+        let parsed = match &self.node.kind {
+            NodeKind::Int(i) => i.to_string(),
+            NodeKind::Float(f) => f.to_string(),
+            _ => return e,
+        };
+        if let Some(typed) = self.scalar_text().filter(|t| *t != parsed) {
+            e.message = e
+                .message
+                .replacen(&format!("`{parsed}`"), &format!("`{typed}`"), 1);
+        }
+        e
     }
 
     fn unexpected(&self) -> de::Unexpected<'a> {

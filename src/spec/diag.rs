@@ -140,6 +140,21 @@ impl Diagnostics {
         }
     }
 
+    /// Without the problems found at or under any of `paths` (values that could not be decoded,
+    /// so what validation saw there was a stand-in, not what the user wrote).
+    pub fn without_paths_under(mut self, paths: &[String]) -> Self {
+        let under = |path: &str, prefix: &str| {
+            path.strip_prefix(prefix)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
+        };
+        self.items.retain(|d| {
+            d.path
+                .as_deref()
+                .is_none_or(|p| !paths.iter().any(|prefix| under(p, prefix)))
+        });
+        self
+    }
+
     pub fn has_errors(&self) -> bool {
         self.iter().any(Diagnostic::is_error)
     }

@@ -21,7 +21,7 @@ use std::path::{Path as FsPath, PathBuf};
 
 pub use diag::{Diagnostic, Diagnostics, Severity};
 pub use fs::{SpecFs, WorkingTree};
-pub use node::{Node, NodeKind, Path};
+pub use node::{Node, NodeKind, Path, Seg};
 pub use source::{FileId, SourceMap, Span};
 pub use types::Spec;
 
@@ -64,6 +64,9 @@ pub struct Loaded {
     /// keys are skipped) is still validated so that every problem is reported at once, but
     /// `model::build` refuses it.
     pub diagnostics: Diagnostics,
+    /// Paths of values removed because they had the wrong type (reported in `diagnostics`):
+    /// validation of the rest goes on, but says nothing about what sits at or under them.
+    pub undecoded: Vec<String>,
 }
 
 impl Loaded {
@@ -360,8 +363,8 @@ pub fn load(fs: &dyn SpecFs, spec_arg: &FsPath, opts: &LoadOptions) -> Result<Lo
         root = overlay::merge(root, o);
     }
 
-    let spec = decode_all(&root, &sources, &mut diags, budget.values());
-    let Some(spec) = spec else {
+    let decoded = decode_all(&root, &sources, &mut diags, budget.values());
+    let Some(Decoded { spec, undecoded }) = decoded else {
         return Err(fail(sources, diags));
     };
     // Nothing may be generated from a spec that would generate too much.
@@ -393,7 +396,14 @@ pub fn load(fs: &dyn SpecFs, spec_arg: &FsPath, opts: &LoadOptions) -> Result<Lo
         sensitive,
         variables: values,
         diagnostics: diags.sorted(),
+        undecoded,
     })
+}
+
+/// A spec decoded, perhaps after removing values of the wrong type (their paths).
+struct Decoded {
+    spec: Spec,
+    undecoded: Vec<String>,
 }
 
 /// Decodes the spec, reporting every unknown key and wrong value rather than the first: after
@@ -407,11 +417,14 @@ fn decode_all(
     sources: &SourceMap,
     diags: &mut Diagnostics,
     values: usize,
-) -> Option<Spec> {
+) -> Option<Decoded> {
     // A spec that decodes needs no copy to remove bad entries from (a copy doubles the memory
     // of a large spec).
     if let Ok(spec) = de::from_node::<Spec>(root, sources) {
-        return Some(spec);
+        return Some(Decoded {
+            spec,
+            undecoded: Vec::new(),
+        });
     }
     // Serde names one missing key per pass; these are all of them.
     let mut missing = Diagnostics::default();
@@ -424,7 +437,9 @@ fn decode_all(
 }
 
 /// [`decode_all`] after its first pass failed: at most `passes` more, on a copy of the document
-/// that loses one bad entry each time.
+/// that loses one bad entry each time. An unknown key is removed; a value of the wrong type is
+/// replaced by stand-ins of other types (or, for an unknown enum value, by a known one) until one
+/// decodes, so a bad required value or list item does not stop the rest from being checked.
 fn decode_passes(
     mut doc: Node,
     sources: &SourceMap,
@@ -432,45 +447,80 @@ fn decode_passes(
     passes: usize,
     values: usize,
     reported: &[String],
-) -> Option<Spec> {
-    let mut removed: Vec<Path> = Vec::new();
-    let mut only_unknown_keys = true;
+) -> Option<Decoded> {
+    let mut problems = 0usize;
+    let mut stand_ins_tried: BTreeMap<Path, usize> = BTreeMap::new();
     for _ in 0..passes {
-        match de::from_node::<Spec>(&doc, sources) {
-            Ok(spec) => return (only_unknown_keys || removed.is_empty()).then_some(spec),
-            Err(e) => {
-                let path = e.path.clone().unwrap_or_default();
-                if let de::ErrorKind::MissingKey(key) = &e.kind
-                    && removed.iter().any(|r| *r == path.key(key.clone()))
-                {
+        let e = match de::from_node::<Spec>(&doc, sources) {
+            Ok(spec) => {
+                return Some(Decoded {
+                    spec,
+                    undecoded: stand_ins_tried.keys().map(ToString::to_string).collect(),
+                });
+            }
+            Err(e) => e,
+        };
+        let path = e.path.clone().unwrap_or_default();
+        let tried = stand_ins_tried.get(&path).copied();
+        if tried.is_none() {
+            let diagnostic = decode_diagnostic(&e);
+            if !reported.contains(&diagnostic.message) {
+                diags.push(diagnostic);
+            }
+            problems += 1;
+        }
+        if path.0.is_empty() {
+            return None;
+        }
+        match &e.kind {
+            de::ErrorKind::MissingKey(_) => return None,
+            de::ErrorKind::UnknownKey { .. } => {
+                if !doc.remove(&path) {
                     return None;
                 }
-                let diagnostic = decode_diagnostic(&e);
-                if !reported.contains(&diagnostic.message) {
-                    diags.push(diagnostic);
-                }
-                let removable =
-                    !matches!(e.kind, de::ErrorKind::MissingKey(_)) && !path.0.is_empty();
-                if !removable || !doc.remove(&path) {
-                    return None;
-                }
-                if !matches!(e.kind, de::ErrorKind::UnknownKey { .. }) {
-                    only_unknown_keys = false;
-                }
-                removed.push(path);
+            }
+            kind => {
+                let n = tried.unwrap_or(0);
+                let replacement = match kind {
+                    de::ErrorKind::UnknownValue { expected, .. } => {
+                        expected.get(n).map(|known| NodeKind::Str {
+                            value: known.clone(),
+                            interpolated: false,
+                        })
+                    }
+                    _ => stand_in(n),
+                };
+                doc.at_mut(&path)?.kind = replacement?;
+                stand_ins_tried.insert(path, n + 1);
             }
         }
     }
     diags.push(
         Diagnostic::error(format!(
-            "gkq stopped looking for more problems after {}: each one means decoding the spec's {} again",
-            removed.len(),
+            "gkq stopped looking for more problems after {problems}: each one means decoding the spec's {} again",
             limits::values(values)
         ))
         .at(Some(doc.span))
         .help("fix the problems listed and run again to see the rest"),
     );
     None
+}
+
+/// The `n`th value tried in place of one of the wrong type: one of each type, so that one of
+/// them decodes as whatever the key expects.
+fn stand_in(n: usize) -> Option<NodeKind> {
+    Some(match n {
+        0 => NodeKind::Int(0),
+        1 => NodeKind::Str {
+            value: String::new(),
+            interpolated: false,
+        },
+        2 => NodeKind::Bool(false),
+        3 => NodeKind::Seq(Vec::new()),
+        4 => NodeKind::Map(Vec::new()),
+        5 => NodeKind::Null,
+        _ => return None,
+    })
 }
 
 fn decode_diagnostic(e: &de::Error) -> Diagnostic {
