@@ -50,6 +50,15 @@ pub enum ResourceKind {
 }
 
 impl ResourceKind {
+    /// Whether this kind is a run: a job kind Kueue admits as a Workload.
+    pub fn is_run(&self) -> bool {
+        match self {
+            ResourceKind::RayJob | ResourceKind::RayCluster => true,
+            ResourceKind::Other(kind) => matches!(kind.as_str(), "job" | "jobset"),
+            _ => false,
+        }
+    }
+
     /// The `<domain>.<kind>` prefix of the address.
     pub fn prefix(&self) -> Cow<'static, str> {
         Cow::Borrowed(match self {

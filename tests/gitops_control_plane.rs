@@ -632,6 +632,10 @@ async fn a_changed_running_job_is_refused_without_consent_on_the_real_kueue() {
     let out = s.run(&["apply", "--auto-approve"]);
     assert!(out.status.success(), "{}", explain(&out));
     wait_for_admissions(&s.namespace, 2).await;
+    // What Kueue wrote on admission (unsuspending the jobs, the flavor's node selectors in their
+    // pod templates) is Kueue's, not a change to the spec: the plan stays empty.
+    let out = s.run(&["plan", "--detailed-exitcode", "-o", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", explain(&out));
     // A new training script: both jobs would be submitted again as new runs.
     std::fs::write(s.path().join("infra/train.py"), "print('v2')\n").unwrap();
     let out = s.run(&["plan", "--detailed-exitcode", "-o", "json"]);
@@ -639,6 +643,23 @@ async fn a_changed_running_job_is_refused_without_consent_on_the_real_kueue() {
     let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
     let ns = &s.namespace;
     let first = format!("ray.rayjob/{ns}/rayjob-tpu-v6e-dws-1");
+    // The replacement is for the script alone; Kueue's injected fields are not listed with it.
+    let job = plan["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["addr"] == first.as_str())
+        .unwrap_or_else(|| panic!("{plan:#}"));
+    let paths: Vec<&str> = job["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["path"].as_str())
+        .collect();
+    assert!(
+        paths.iter().all(|p| p.starts_with("metadata.annotations")),
+        "{paths:?}\n{plan:#}"
+    );
     let d = plan["disruptions"]
         .as_array()
         .unwrap()

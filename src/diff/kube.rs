@@ -12,7 +12,7 @@
 use serde_json::Value;
 
 use super::compare::{full, owned};
-use super::normalize::{Dialect, keys_of, kube_view};
+use super::normalize::{Dialect, keys_of, kube_view, without_kueue_injections};
 use super::{ChangeEffect, PathSeg, ResourceDiff, UpdateMethod, field_changes};
 use crate::addr::{ResourceAddr, ResourceKind};
 use crate::model::jobs::SCRIPT_DIGEST_ANNOTATION;
@@ -24,10 +24,13 @@ pub fn diff_object(
     live: &Value,
     predicted: Option<&Value>,
 ) -> ResourceDiff {
-    let live_view = kube_view(live);
+    let mut live_view = kube_view(live);
     let (comparison, desired_view) = match predicted {
         Some(predicted) => {
             let predicted_view = kube_view(predicted);
+            if addr.kind.is_run() {
+                without_kueue_injections(&mut live_view, &predicted_view);
+            }
             (
                 full(&predicted_view, &live_view, Dialect::Kube),
                 predicted_view,
@@ -119,6 +122,50 @@ mod tests {
             "spec": {"entrypoint": "python train.py --steps 100", "suspend": false}});
         let diff = diff_object(&addr, &desired, &live, None);
         assert!(diff.replace_reasons()[0].contains("run"));
+    }
+
+    #[test]
+    fn what_kueue_writes_on_admission_is_not_a_change() {
+        let addr = ResourceAddr::ray_job("default", "train-1");
+        let job = |digest: &str, admitted: bool| {
+            let mut template = json!({"spec": {"containers": [{"name": "ray-worker"}],
+                "nodeSelector": {"cloud.google.com/gke-tpu-topology": "4x4"}}});
+            if admitted {
+                template["metadata"] = json!({"annotations": {"autoscaling.x-k8s.io/consume-provisioning-request": "pr-1"}});
+                template["spec"]["nodeSelector"]["cloud.google.com/gke-nodepool"] =
+                    json!("dws-pool");
+                template["spec"]["tolerations"] =
+                    json!([{"key": "google.com/tpu", "operator": "Exists"}]);
+            }
+            json!({"apiVersion": "ray.io/v1", "kind": "RayJob",
+                "metadata": {"name": "train-1", "namespace": "default", "annotations": {SCRIPT_DIGEST_ANNOTATION: digest}},
+                "spec": {"rayClusterSpec": {"workerGroupSpecs": [{"groupName": "tpu", "template": template}]}}})
+        };
+        let admitted = job("a", true);
+        assert!(
+            diff_object(&addr, &job("a", false), &admitted, Some(&job("a", false)))
+                .changes
+                .is_empty()
+        );
+        let rerun = diff_object(&addr, &job("b", false), &admitted, Some(&job("b", false)));
+        let paths: Vec<&str> = rerun.changes.iter().map(|c| c.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [format!(
+                "metadata.annotations[\"{SCRIPT_DIGEST_ANNOTATION}\"]"
+            )]
+        );
+        // A node selector the spec sets is still compared.
+        let mut moved = job("a", false);
+        moved["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]["nodeSelector"]
+            ["cloud.google.com/gke-tpu-topology"] = json!("2x4");
+        let diff = diff_object(&addr, &moved, &admitted, Some(&moved));
+        assert_eq!(diff.changes.len(), 1, "{diff:?}");
+        assert!(
+            diff.changes[0]
+                .path
+                .ends_with("[\"cloud.google.com/gke-tpu-topology\"]")
+        );
     }
 
     #[test]

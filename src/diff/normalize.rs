@@ -51,6 +51,7 @@
 use serde_json::{Map, Value};
 
 use super::PathSeg;
+use crate::addr::ResourceAddr;
 
 /// Cluster fields that are output-only (discovery `readOnly`) or server-computed
 /// (`labelFingerprint`, `etag`), plus `nodePools` (each pool has its own address).
@@ -235,6 +236,18 @@ pub const KUBE_IGNORED_FINALIZER_PREFIXES: &[&str] = &["kueue.x-k8s.io/", "ray.i
 /// Job fields Kueue owns: it suspends a job until admission and resumes it after.
 pub const KUBE_CONTROLLER_OWNED_JOB_FIELDS: &[&str] = &["spec.suspend"];
 
+/// What Kueue writes into a job's pod templates when it admits the job, and takes out again when
+/// it suspends it: the flavor's node labels and tolerations, the admission checks' podSetUpdates
+/// (labels, annotations) and topology-aware scheduling gates. See docs/kueue.md, "What admission
+/// writes into a job".
+pub const KUEUE_POD_TEMPLATE_INJECTIONS: &[&str] = &[
+    "metadata.labels",
+    "metadata.annotations",
+    "spec.nodeSelector",
+    "spec.tolerations",
+    "spec.schedulingGates",
+];
+
 /// Which rules apply when comparing two values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dialect {
@@ -340,10 +353,7 @@ fn drop_ignored_labels(labels: Option<&mut Value>) {
 /// A Kubernetes object without what the server and controllers write.
 pub fn kube_view(object: &Value) -> Value {
     let mut view = object.clone();
-    let is_job = matches!(
-        object.get("kind").and_then(Value::as_str),
-        Some("RayJob" | "RayCluster" | "Job" | "JobSet")
-    );
+    let is_job = ResourceAddr::from_object(object).is_ok_and(|addr| addr.kind.is_run());
     if let Some(map) = view.as_object_mut() {
         map.remove("status");
     }
@@ -379,6 +389,70 @@ pub fn kube_view(object: &Value) -> Value {
         }
     }
     view
+}
+
+/// Removes from a live job's pod templates the entries Kueue wrote there
+/// ([`KUEUE_POD_TEMPLATE_INJECTIONS`]) that `desired` does not have, so that an admitted job
+/// compares equal to its spec, and a new run does not list them as removed (Kueue writes them
+/// again when it admits the run). An entry the spec sets is kept and compared.
+pub fn without_kueue_injections(live: &mut Value, desired: &Value) {
+    let is_pod_template = live
+        .get("spec")
+        .and_then(|spec| spec.get("containers"))
+        .is_some();
+    if is_pod_template {
+        for site in KUEUE_POD_TEMPLATE_INJECTIONS {
+            keep_only_desired(live, desired, site);
+        }
+        if live
+            .get("metadata")
+            .and_then(Value::as_object)
+            .is_some_and(Map::is_empty)
+            && desired.get("metadata").is_none()
+        {
+            remove_path(live, "metadata");
+        }
+    }
+    match live {
+        Value::Object(map) => {
+            for (key, value) in map.iter_mut() {
+                without_kueue_injections(value, desired.get(key).unwrap_or(&Value::Null));
+            }
+        }
+        Value::Array(items) => {
+            for (i, value) in items.iter_mut().enumerate() {
+                without_kueue_injections(value, desired.get(i).unwrap_or(&Value::Null));
+            }
+        }
+        _ => {}
+    }
+}
+
+/// At `dotted` under `live`: only the map entries or list items `desired` has there; the field
+/// itself goes when nothing is left of it and `desired` does not set it.
+fn keep_only_desired(live: &mut Value, desired: &Value, dotted: &str) {
+    let mut want = Some(desired);
+    let mut have = Some(&mut *live);
+    for part in dotted.split('.') {
+        want = want.and_then(|w| w.get(part));
+        have = have.and_then(|h| h.get_mut(part));
+    }
+    let Some(have) = have else { return };
+    let emptied = match have {
+        Value::Object(map) => {
+            map.retain(|key, _| want.and_then(|w| w.get(key)).is_some());
+            map.is_empty()
+        }
+        Value::Array(items) => {
+            let wanted = want.and_then(Value::as_array);
+            items.retain(|item| wanted.is_some_and(|w| w.contains(item)));
+            items.is_empty()
+        }
+        _ => false,
+    };
+    if emptied && want.is_none() {
+        remove_path(live, dotted);
+    }
 }
 
 /// Whether a value is what proto3 leaves out (and so what an absent live field means).

@@ -272,7 +272,7 @@ pub async fn observe_disruptions(
     plan: &crate::plan::Plan,
 ) -> KubeResult<Vec<crate::plan::disruption::Disruption>> {
     use crate::plan::ActionKind;
-    use crate::plan::disruption::{find, is_run};
+    use crate::plan::disruption::find;
     if !plan
         .changes()
         .any(|a| matches!(a.kind, ActionKind::Replace | ActionKind::Delete))
@@ -281,10 +281,9 @@ pub async fn observe_disruptions(
     }
     let workloads = observe_workloads(api).await?;
     let mut jobs = BTreeMap::new();
-    for action in plan
-        .changes()
-        .filter(|a| matches!(a.kind, ActionKind::Replace | ActionKind::Delete) && is_run(&a.addr))
-    {
+    for action in plan.changes().filter(|a| {
+        matches!(a.kind, ActionKind::Replace | ActionKind::Delete) && a.addr.kind.is_run()
+    }) {
         let typed = action.steps.iter().find_map(|step| match step {
             crate::plan::Step::KubeDelete {
                 api_version, kind, ..

@@ -40,15 +40,6 @@ fn holds_quota(w: &Value) -> bool {
     condition_true(w, "QuotaReserved") && !condition_true(w, "Finished")
 }
 
-/// Whether an address names a run: a job kind Kueue admits as a Workload.
-pub fn is_run(addr: &ResourceAddr) -> bool {
-    match &addr.kind {
-        ResourceKind::RayJob | ResourceKind::RayCluster => true,
-        ResourceKind::Other(kind) => matches!(kind.as_str(), "job" | "jobset"),
-        _ => false,
-    }
-}
-
 /// Whether a live job object is running by its own status, for jobs Kueue does not manage (no
 /// Workload): started and neither finished nor suspended.
 fn runs_by_its_status(job: &Value) -> bool {
@@ -192,7 +183,7 @@ pub fn find<'a>(
                         && w.pointer("/spec/queueName").and_then(Value::as_str)
                             == Some(addr.name.as_str())
                 }
-                _ if is_run(addr) => belongs_to(w, addr),
+                _ if addr.kind.is_run() => belongs_to(w, addr),
                 _ => false,
             }
         };
@@ -202,7 +193,7 @@ pub fn find<'a>(
             .map(|w| job_of(w))
             .collect();
         if jobs.is_empty()
-            && is_run(addr)
+            && addr.kind.is_run()
             && !workloads.iter().any(|w| belongs_to(w, addr))
             && live(addr).is_some_and(runs_by_its_status)
         {
