@@ -10,11 +10,11 @@
 #                                      stop kube-apiserver (if running) and start it again
 #   tools/controlplane.sh versions     print the pinned versions and binary paths
 #
-# Recipe and background: shared/reference/control-plane.md. Every listener binds 127.0.0.1 only.
+# Recipe and background: docs/test-control-plane.md. Every listener binds 127.0.0.1 only.
 #
 # Environment:
 #   GKQ_BIN_CACHE      binary cache (default $HOME/.cache/gkq/k8s-bins)
-#   GKQ_SHARED_DIR     shared docs/fixtures dir (default: ../shared next to the repository)
+#   GKQ_FIXTURES_DIR   upstream CRDs and Kueue webhooks (default: tests/fixtures/upstream)
 #   GKQ_CP_DIR         default run directory for `up`
 #   GKQ_CP_WATCH_PID   `up` starts a watchdog that runs `down` once this PID has exited
 #   GKQ_CP_TIMEOUT     readiness timeout per component in seconds (default 90)
@@ -26,7 +26,7 @@ TOOLS="$(dirname "$SCRIPT")"
 REPO="$(dirname "$TOOLS")"
 BINS_SRC="$TOOLS/k8s-bins"
 BIN_CACHE="${GKQ_BIN_CACHE:-$HOME/.cache/gkq/k8s-bins}"
-SHARED="${GKQ_SHARED_DIR:-$(dirname "$REPO")/shared}"
+FIXTURES="${GKQ_FIXTURES_DIR:-$REPO/tests/fixtures/upstream}"
 TIMEOUT="${GKQ_CP_TIMEOUT:-90}"
 
 log() { printf '[controlplane %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
@@ -205,8 +205,8 @@ cmd_up() {
 	RUN="${1:-${GKQ_CP_DIR:-}}"
 	[ -x "$APISERVER_BIN" ] && [ -x "$KUEUE_BIN" ] && command -v etcd >/dev/null 2>&1 ||
 		die "control-plane binaries missing (want $APISERVER_BIN, $KUEUE_BIN and etcd); run: tools/controlplane.sh build"
-	local crds="$SHARED/fixtures/crds" webhooks="$SHARED/fixtures/kueue-release/webhooks-$KUEUE_VERSION.yaml"
-	[ -d "$crds/kueue" ] || die "CRD fixtures not found at $crds (set GKQ_SHARED_DIR)"
+	local crds="$FIXTURES/crds" webhooks="$FIXTURES/kueue-release/webhooks-$KUEUE_VERSION.yaml"
+	[ -d "$crds/kueue" ] || die "CRD fixtures not found at $crds (set GKQ_FIXTURES_DIR)"
 	[ -f "$webhooks" ] || die "Kueue webhook manifest not found: $webhooks"
 	[ -n "$RUN" ] || RUN=$(mktemp -d "${TMPDIR:-/tmp}/gkq-cp.XXXXXX")
 	mkdir -p "$RUN"

@@ -333,14 +333,9 @@ mod tests {
     }
 
     fn release() -> String {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../shared/fixtures/kueue-release/manifests-v0.19.2.yaml");
-        std::fs::read_to_string(&path).unwrap_or_else(|e| {
-            panic!(
-                "{}: {e} (shared/ must sit next to the repository)",
-                path.display()
-            )
-        })
+        builtin_manifests("v0.19.2")
+            .expect("v0.19.2 is embedded")
+            .to_string()
     }
 
     #[test]

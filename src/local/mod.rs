@@ -870,12 +870,12 @@ mod tests {
     /// The KubeRay CRDs gkq embeds are the v1.7.0 fixtures cut down to their defaults.
     #[test]
     fn kuberay_asset_matches_the_fixture() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/crds/kuberay");
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/upstream/crds/kuberay");
         let mut crds = Vec::new();
         for file in ["ray.io_rayjobs.yaml", "ray.io_rayclusters.yaml"] {
             let text = std::fs::read_to_string(dir.join(file)).unwrap_or_else(|e| {
                 panic!(
-                    "{}: {e} (shared/ must sit next to the repository)",
+                    "{}: {e}",
                     dir.display()
                 )
             });
