@@ -342,6 +342,29 @@ impl schemars::JsonSchema for ResourceAddr {
     }
 }
 
+/// Where a cluster lives: `projects/{project}/locations/{location}/clusters/{cluster}`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ClusterRef {
+    pub project: String,
+    pub location: String,
+    pub cluster: String,
+}
+
+impl ClusterRef {
+    pub fn parent(&self) -> String {
+        format!("projects/{}/locations/{}", self.project, self.location)
+    }
+    pub fn name(&self) -> String {
+        format!("{}/clusters/{}", self.parent(), self.cluster)
+    }
+    pub fn node_pool(&self, pool: &str) -> String {
+        format!("{}/nodePools/{pool}", self.name())
+    }
+    pub fn operation(&self, operation: &str) -> String {
+        format!("{}/operations/{operation}", self.parent())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

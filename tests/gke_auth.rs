@@ -6,8 +6,9 @@ use std::sync::{Arc, Mutex};
 
 use axum::Router;
 use axum::routing::post;
+use gkq::addr::ClusterRef;
 use gkq::emulator::{Emulator, EmulatorConfig};
-use gkq::gke::{AdcTokenSource, ClusterRef, GkeApi, GkeError, RestGke, TokenSource};
+use gkq::gke::{AdcTokenSource, GkeApi, GkeError, RestGke, TokenSource};
 use secrecy::ExposeSecret;
 use serde_json::json;
 

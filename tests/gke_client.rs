@@ -5,12 +5,13 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use gkq::addr::ClusterRef;
 use gkq::emulator::{
     Emulator, EmulatorConfig, EmulatorHandle, Fault, FaultRule, GKE_DEFAULT_SCOPES,
 };
 use gkq::gke::{
-    AnonymousTokenSource, ClusterRef, GkeApi, GkeError, Operation, RestGke, RetryConfig,
-    StaticTokenSource, kube_config_from_cluster, retry_while_busy, run_operation, wait_operation,
+    AnonymousTokenSource, GkeApi, GkeError, Operation, RestGke, RetryConfig, StaticTokenSource,
+    kube_config_from_cluster, retry_while_busy, run_operation, wait_operation,
 };
 use secrecy::SecretString;
 use serde_json::{Value, json};

@@ -7,11 +7,12 @@ use std::time::Instant;
 use serde_json::{Value, json};
 
 use super::{ActionResultOf, ApplyError, ApplyEvent, Executor, VerifyError, check_fresh, millis};
+use crate::addr::ClusterRef;
 use crate::addr::{ResourceAddr, ResourceKind};
 use crate::diff::normalize::{
     GKE_CLUSTER_STATUS, is_server_taint, preserved_gke_labels, status_name,
 };
-use crate::gke::{ClusterRef, GkeError, Operation};
+use crate::gke::{GkeError, Operation};
 use crate::plan::{Action, Plan, Step};
 
 pub(super) async fn run_action(

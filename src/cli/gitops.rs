@@ -8,11 +8,12 @@ use clap::Args;
 
 use super::SpecArgs;
 use super::target::{KubeSource, Session, TargetArgs};
+use crate::addr::ClusterRef;
 use crate::gitops::lock::{self, ApplyLock, LockOptions};
 use crate::gitops::provenance::SpecInput;
 use crate::gitops::revision::{self, AppliedRevision};
 use crate::gitops::{Provenance, SpecRevision};
-use crate::gke::{ClusterRef, PollConfig};
+use crate::gke::PollConfig;
 use crate::kube::KubeApi;
 use crate::kube::client::RealKube;
 use crate::kube::connect::LazyKube;

@@ -113,7 +113,7 @@ async fn kubeconfig(args: &TargetArgs) -> anyhow::Result<Option<RealKube>> {
 }
 
 pub async fn connect(args: &TargetArgs, loaded: &Loaded) -> anyhow::Result<Session> {
-    let cluster = crate::gke::ClusterRef {
+    let cluster = crate::addr::ClusterRef {
         project: loaded.spec.project.clone(),
         location: loaded.spec.location.clone(),
         cluster: loaded.spec.cluster.name.clone(),
@@ -134,7 +134,7 @@ pub async fn connect_to(
     args: &TargetArgs,
     target: Target,
     local_state_dir: PathBuf,
-    cluster: &crate::gke::ClusterRef,
+    cluster: &crate::addr::ClusterRef,
 ) -> anyhow::Result<Session> {
     crate::gke::install_tls_provider();
     let explicit_kube = kubeconfig(args).await?;

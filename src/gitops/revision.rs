@@ -22,7 +22,8 @@ use serde_json::{Value, json};
 
 use super::digest::short_digest;
 use super::provenance::{GKQ_VERSION, SpecRevision, now_rfc3339, short_commit, who};
-use crate::gke::{ClusterRef, GkeApi, GkeError, PollConfig, wait_operation_with};
+use crate::addr::ClusterRef;
+use crate::gke::{GkeApi, GkeError, PollConfig, wait_operation_with};
 use crate::kube::{ApplyOptions, KubeApi, KubeError};
 use crate::model::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
 

@@ -128,8 +128,8 @@ pub fn auto_apply(plan: &Plan, allow_destructive: bool, allow_disruption: bool) 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::addr::ClusterRef;
     use crate::addr::ResourceAddr;
-    use crate::gke::ClusterRef;
     use crate::plan::{Action, Summary};
 
     #[test]

@@ -50,28 +50,7 @@ pub use operations::{
 };
 pub use rest::{DEFAULT_ENDPOINT, RestGke, RetryConfig};
 
-/// Where a cluster lives: `projects/{project}/locations/{location}/clusters/{cluster}`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct ClusterRef {
-    pub project: String,
-    pub location: String,
-    pub cluster: String,
-}
-
-impl ClusterRef {
-    pub fn parent(&self) -> String {
-        format!("projects/{}/locations/{}", self.project, self.location)
-    }
-    pub fn name(&self) -> String {
-        format!("{}/clusters/{}", self.parent(), self.cluster)
-    }
-    pub fn node_pool(&self, pool: &str) -> String {
-        format!("{}/nodePools/{pool}", self.name())
-    }
-    pub fn operation(&self, operation: &str) -> String {
-        format!("{}/operations/{operation}", self.parent())
-    }
-}
+use crate::addr::ClusterRef;
 
 /// A long-running GKE operation (`Operation` in the discovery document).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]

@@ -7,13 +7,14 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::install::{self, INSTALLATION_KIND, KUEUE_NAMESPACE, MANAGER_DEPLOYMENT};
+use super::install;
 use super::{
     ApplyOptions, KubeApi, KubeError, ResourceInfo, describe, name_of, namespace_of, type_of,
 };
 use crate::addr::ResourceAddr;
 use crate::apply::{KubeApplier, KubeApplyError};
 use crate::model::KueueInstall;
+use crate::model::kueue_install::{self, INSTALLATION_KIND, KUEUE_NAMESPACE, MANAGER_DEPLOYMENT};
 
 pub struct KubeAdapter<'a> {
     api: &'a dyn KubeApi,
@@ -234,13 +235,13 @@ impl KubeAdapter<'_> {
                 ),
             })?;
         let mut objects =
-            install::prepare(&text, install, &self.stack).map_err(|e| KubeApplyError {
+            kueue_install::prepare(&text, install, &self.stack).map_err(|e| KubeApplyError {
                 message: e.to_string(),
                 hint: None,
             })?;
         for o in &mut objects {
             if o["kind"] == "Deployment" && o["metadata"]["name"] == MANAGER_DEPLOYMENT {
-                o["metadata"]["annotations"][install::SOURCE_ANNOTATION] =
+                o["metadata"]["annotations"][kueue_install::SOURCE_ANNOTATION] =
                     Value::String(install.manifests.clone());
             }
         }

@@ -9,7 +9,8 @@ use tokio::sync::OnceCell;
 
 use super::client::RealKube;
 use super::{ApplyOptions, KubeApi, KubeError, KubeResult, ResourceInfo};
-use crate::gke::{ClusterRef, GkeApi, TokenSource, kube_config_from_cluster};
+use crate::addr::ClusterRef;
+use crate::gke::{GkeApi, TokenSource, kube_config_from_cluster};
 
 /// TLS verification is always on. A kubeconfig that turns it off (`insecure-skip-tls-verify:
 /// true`) is refused, and so is a plain-HTTP server anywhere but on this machine: a bearer token

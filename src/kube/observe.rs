@@ -20,6 +20,7 @@ use super::{ApplyOptions, KubeApi, KubeResult, ResourceInfo, install, owned_sele
 use crate::addr::ResourceAddr;
 use crate::diff::kube::diff_object;
 use crate::model::DesiredState;
+use crate::model::kueue_install;
 use crate::observe::{KubeLive, KubeObject};
 
 /// Most per-object requests (dry runs, GETs) a plan has in flight at once.
@@ -57,7 +58,7 @@ pub async fn observe_kube(
         .collect();
     for o in &desired.kubernetes {
         if let Some(k) = kind_key(o)
-            && k.1 != install::INSTALLATION_KIND
+            && k.1 != kueue_install::INSTALLATION_KIND
         {
             kinds.insert(k);
         }
@@ -86,7 +87,7 @@ pub async fn observe_kube(
         for live in listed {
             let part_of_installation = live
                 .pointer("/metadata/labels")
-                .and_then(|l| l.get(install::INSTALLATION_LABEL))
+                .and_then(|l| l.get(kueue_install::INSTALLATION_LABEL))
                 .is_some();
             if part_of_installation {
                 continue;
@@ -113,7 +114,7 @@ pub async fn observe_kube(
             let Ok(addr) = ResourceAddr::from_object(object) else {
                 return KubeResult::Ok(None);
             };
-            if kind_key(object).is_some_and(|k| k.1 == install::INSTALLATION_KIND) {
+            if kind_key(object).is_some_and(|k| k.1 == kueue_install::INSTALLATION_KIND) {
                 let live = install::observe(api).await?;
                 return Ok(Some((
                     addr,
@@ -327,7 +328,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::gke::ClusterRef;
+    use crate::addr::ClusterRef;
     use crate::kube::KubeError;
     use crate::model::{GkeDesired, KueueInstall};
     use crate::spec::types::InstallMode;

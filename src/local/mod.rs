@@ -42,8 +42,9 @@ use std::sync::{Mutex, MutexGuard};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::addr::ClusterRef;
 use crate::emulator::Emulator;
-use crate::gke::{ClusterRef, GkeApi};
+use crate::gke::GkeApi;
 use crate::kube::{ApplyOptions, KubeApi, KubeError, KubeResult, MANAGER, ResourceInfo};
 use crate::model::KueueInstall;
 use nodes::PoolInfo;
@@ -330,9 +331,9 @@ fn wall_ms() -> u64 {
 pub fn local_kueue(install: &KueueInstall) -> KueueInstall {
     let mut install = install.clone();
     if install.manifests == KueueInstall::default_manifests(&install.version)
-        && crate::kube::install::builtin_manifests(&install.version).is_some()
+        && crate::model::kueue_install::builtin_manifests(&install.version).is_some()
     {
-        install.manifests = crate::kube::install::BUILTIN.to_string();
+        install.manifests = crate::model::kueue_install::BUILTIN.to_string();
     }
     install
 }
@@ -870,15 +871,12 @@ mod tests {
     /// The KubeRay CRDs gkq embeds are the v1.7.0 fixtures cut down to their defaults.
     #[test]
     fn kuberay_asset_matches_the_fixture() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/upstream/crds/kuberay");
+        let dir =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/upstream/crds/kuberay");
         let mut crds = Vec::new();
         for file in ["ray.io_rayjobs.yaml", "ray.io_rayclusters.yaml"] {
-            let text = std::fs::read_to_string(dir.join(file)).unwrap_or_else(|e| {
-                panic!(
-                    "{}: {e}",
-                    dir.display()
-                )
-            });
+            let text = std::fs::read_to_string(dir.join(file))
+                .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
             let crd: Value = serde_saphyr::from_str(&text).unwrap();
             crds.push(schema::crd_defaults_only(&crd));
         }

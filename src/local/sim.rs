@@ -206,8 +206,8 @@ pub fn kueue_running(store: &Store) -> bool {
         .get(&Key::new(
             "apps/v1",
             "Deployment",
-            Some(crate::kube::install::KUEUE_NAMESPACE),
-            crate::kube::install::MANAGER_DEPLOYMENT,
+            Some(crate::model::kueue_install::KUEUE_NAMESPACE),
+            crate::model::kueue_install::MANAGER_DEPLOYMENT,
         ))
         .is_some_and(|d| has_condition(d, "Available"))
 }
@@ -453,8 +453,8 @@ mod tests {
         }
         store.create(
             json!({"apiVersion": "apps/v1", "kind": "Deployment",
-                "metadata": {"name": crate::kube::install::MANAGER_DEPLOYMENT,
-                    "namespace": crate::kube::install::KUEUE_NAMESPACE},
+                "metadata": {"name": crate::model::kueue_install::MANAGER_DEPLOYMENT,
+                    "namespace": crate::model::kueue_install::KUEUE_NAMESPACE},
                 "spec": {"replicas": 1}}),
             "test",
             0,

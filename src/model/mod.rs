@@ -7,6 +7,7 @@
 pub mod gke;
 pub mod jobs;
 pub mod kueue;
+pub mod kueue_install;
 pub mod validate;
 mod validate_capacity;
 
@@ -15,7 +16,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::gke::ClusterRef;
+use crate::addr::ClusterRef;
 use crate::spec::types::{InstallMode, Quantity as SpecQuantity, Spec};
 use crate::spec::{Diagnostics, Loaded};
 
@@ -161,7 +162,7 @@ pub fn render(spec: &Spec, files: &BTreeMap<String, String>) -> DesiredState {
 
     let mut objects = Vec::new();
     if kueue_install.mode == InstallMode::Managed {
-        objects.push(crate::kube::install::installation_object(
+        objects.push(kueue_install::installation_object(
             &kueue_install,
             &spec.cluster.name,
         ));

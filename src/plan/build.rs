@@ -841,7 +841,7 @@ fn update_reason(changes: &[FieldChange]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gke::ClusterRef;
+    use crate::addr::ClusterRef;
     use crate::model::{GkeDesired, KueueInstall};
     use crate::observe::{GkeLive, KubeObject};
     use crate::spec::types::InstallMode;

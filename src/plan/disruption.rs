@@ -257,7 +257,7 @@ mod tests {
         .unwrap();
         Plan {
             format_version: 1,
-            cluster: crate::gke::ClusterRef {
+            cluster: crate::addr::ClusterRef {
                 project: "p".into(),
                 location: "l".into(),
                 cluster: "c".into(),

@@ -28,9 +28,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::addr::ClusterRef;
 use crate::addr::ResourceAddr;
 use crate::diff::FieldChange;
-use crate::gke::ClusterRef;
 
 pub use build::{PlanError, plan};
 pub use ownership::{gke_owned, kube_owned};

@@ -8,7 +8,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 
-use gkq::gke::{ClusterRef, GkeApi, GkeError, GkeResult, Operation, RpcStatus};
+use gkq::addr::ClusterRef;
+use gkq::gke::{GkeApi, GkeError, GkeResult, Operation, RpcStatus};
 use serde_json::{Value, json};
 
 pub const SERVED_VERSION: &str = "1.34.5-gke.100";

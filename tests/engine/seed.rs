@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use gkq::gke::ClusterRef;
+use gkq::addr::ClusterRef;
 use gkq::model::{DesiredState, GkeDesired, KueueInstall};
 use gkq::spec::types::InstallMode;
 use serde_json::{Value, json};

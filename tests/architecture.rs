@@ -1,0 +1,382 @@
+//! The shape of `src/`, checked rather than described: the top-level modules form layers (each
+//! module imports only modules of lower layers, so there are no import cycles), the pure modules
+//! do no I/O and import no module that does, and no two source files import each other.
+//!
+//! References are read from the source text: `crate::a::b` paths and `use crate::{..}` /
+//! `use super::..` trees, outside `#[cfg(test)]` modules (tests may reach across layers).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// Bottom first. A module may import modules of its own layer's predecessors only; within a
+/// layer, modules do not import each other.
+const LAYERS: &[&[&str]] = &[
+    &["addr", "placement"],
+    &["spec"],
+    &["model"],
+    &["diff"],
+    &["plan"],
+    &["render"],
+    // The imperative shell: I/O from here up.
+    &["emulator"],
+    &["gke"],
+    &["kube"],
+    &["observe"],
+    &["apply"],
+    &["gitops"],
+    &["local"],
+    &["ops"],
+    &["cli"],
+];
+
+/// Functions over plain data: no files, network, processes, clocks or environment.
+const PURE: &[&str] = &[
+    "addr",
+    "placement",
+    "spec",
+    "model",
+    "diff",
+    "plan",
+    "render",
+];
+
+/// What a pure module must not call (outside its tests).
+const IO_MARKERS: &[&str] = &[
+    "std::fs::",
+    "std::env::",
+    "std::process::",
+    "std::net::",
+    "tokio::",
+    "reqwest::",
+    "git2::",
+    "kube::Client",
+    "SystemTime::now",
+    "Instant::now",
+];
+
+fn src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+/// Every library source file with its module path (`plan::build`; `plan` for `plan/mod.rs`).
+fn files() -> Vec<(Vec<String>, PathBuf)> {
+    fn walk(dir: &Path, prefix: &[String], out: &mut Vec<(Vec<String>, PathBuf)>) {
+        let mut entries: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        entries.sort();
+        for path in entries {
+            let name = path.file_stem().unwrap().to_string_lossy().to_string();
+            if path.is_dir() {
+                if prefix.is_empty() && name == "bin" {
+                    continue;
+                }
+                let mut p = prefix.to_vec();
+                p.push(name);
+                walk(&path, &p, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                if prefix.is_empty() && (name == "lib" || name == "main") {
+                    continue;
+                }
+                let mut p = prefix.to_vec();
+                if name != "mod" {
+                    p.push(name);
+                }
+                out.push((p, path));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(&src(), &[], &mut out);
+    out
+}
+
+/// The text of a file without its `#[cfg(test)]` modules and comments.
+fn non_test_code(text: &str) -> String {
+    let mut out = String::new();
+    let mut lines = text.lines().peekable();
+    while let Some(line) = lines.next() {
+        let trimmed = line.trim_start();
+        if trimmed.starts_with("#[cfg(test)]") {
+            // Skip the item that follows: up to its closing brace at the same indentation, or
+            // one line for a `mod x;`.
+            let indent = line.len() - trimmed.len();
+            let Some(item) = lines.next() else { break };
+            if item.trim_end().ends_with(';') {
+                continue;
+            }
+            for inner in lines.by_ref() {
+                let t = inner.trim_start();
+                if inner.len() - t.len() == indent && t.starts_with('}') {
+                    break;
+                }
+            }
+            continue;
+        }
+        if trimmed.starts_with("//") {
+            continue;
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
+/// Expands a `use` tree (`a::{b, c::{d, e}}`) into its paths.
+fn expand_use(tree: &str) -> Vec<String> {
+    let tree: String = tree.chars().filter(|c| !c.is_whitespace()).collect();
+    fn split_top(s: &str) -> Vec<&str> {
+        let (mut depth, mut start, mut parts) = (0, 0, Vec::new());
+        for (i, c) in s.char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => depth -= 1,
+                ',' if depth == 0 => {
+                    parts.push(&s[start..i]);
+                    start = i + 1;
+                }
+                _ => {}
+            }
+        }
+        parts.push(&s[start..]);
+        parts.into_iter().filter(|p| !p.is_empty()).collect()
+    }
+    match tree.find('{') {
+        None => vec![tree],
+        Some(open) => {
+            let head = &tree[..open];
+            let inner = &tree[open + 1..tree.rfind('}').unwrap_or(tree.len())];
+            split_top(inner)
+                .into_iter()
+                .flat_map(expand_use)
+                .map(|tail| format!("{head}{tail}"))
+                .collect()
+        }
+    }
+}
+
+/// The paths a file refers to, as absolute module paths (`crate::` and `super::` resolved).
+fn references(module: &[String], code: &str) -> Vec<Vec<String>> {
+    let mut paths = Vec::new();
+    // `use` statements, which may span lines.
+    let mut rest = code;
+    while let Some(at) = rest.find("use ") {
+        let before = rest[..at].chars().last();
+        rest = &rest[at + 4..];
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+            continue;
+        }
+        let end = rest.find(';').unwrap_or(rest.len());
+        let tree = &rest[..end];
+        if tree.starts_with("crate::") || tree.starts_with("super::") || tree.starts_with("self::")
+        {
+            paths.extend(expand_use(tree));
+        }
+        rest = &rest[end..];
+    }
+    // Inline paths.
+    for (at, _) in code.match_indices("crate::") {
+        let tail: String = code[at..]
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
+            .collect();
+        paths.push(tail);
+    }
+    for (at, _) in code.match_indices("super::") {
+        if code[..at].ends_with("::") {
+            continue;
+        }
+        let tail: String = code[at..]
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
+            .collect();
+        paths.push(tail);
+    }
+    paths
+        .into_iter()
+        .filter_map(|p| {
+            let mut segs: Vec<&str> = p.split("::").filter(|s| !s.is_empty()).collect();
+            let mut base: Vec<String> = match segs.first() {
+                Some(&"crate") => Vec::new(),
+                Some(&"super") => module[..module.len().saturating_sub(1)].to_vec(),
+                Some(&"self") => module.to_vec(),
+                _ => return None,
+            };
+            segs.remove(0);
+            while segs.first() == Some(&"super") {
+                base.pop();
+                segs.remove(0);
+            }
+            base.extend(segs.iter().map(|s| s.to_string()));
+            Some(base)
+        })
+        .collect()
+}
+
+struct Tree {
+    /// Module path -> file.
+    modules: BTreeMap<Vec<String>, PathBuf>,
+    /// File module -> the file modules it refers to.
+    edges: BTreeMap<Vec<String>, BTreeSet<Vec<String>>>,
+    /// File module -> its code outside tests.
+    code: BTreeMap<Vec<String>, String>,
+}
+
+fn tree() -> Tree {
+    let files = files();
+    let modules: BTreeMap<Vec<String>, PathBuf> = files.iter().cloned().collect();
+    let mut edges = BTreeMap::new();
+    let mut code_of = BTreeMap::new();
+    for (module, path) in &files {
+        let text = std::fs::read_to_string(path).unwrap();
+        let code = non_test_code(&text);
+        let mut targets = BTreeSet::new();
+        for mut reference in references(module, &code) {
+            // The deepest module the path names.
+            while !reference.is_empty() && !modules.contains_key(&reference) {
+                reference.pop();
+            }
+            if !reference.is_empty() && reference != *module {
+                targets.insert(reference);
+            }
+        }
+        edges.insert(module.clone(), targets);
+        code_of.insert(module.clone(), code);
+    }
+    Tree {
+        modules,
+        edges,
+        code: code_of,
+    }
+}
+
+fn layer_of(top: &str) -> Option<usize> {
+    LAYERS.iter().position(|layer| layer.contains(&top))
+}
+
+#[test]
+fn every_top_level_module_has_a_layer() {
+    let t = tree();
+    let tops: BTreeSet<&str> = t.modules.keys().map(|m| m[0].as_str()).collect();
+    let missing: Vec<&&str> = tops.iter().filter(|m| layer_of(m).is_none()).collect();
+    assert!(missing.is_empty(), "add {missing:?} to LAYERS");
+}
+
+#[test]
+fn top_level_modules_import_only_lower_layers() {
+    let t = tree();
+    let mut wrong = BTreeSet::new();
+    for (from, targets) in &t.edges {
+        for to in targets {
+            let (a, b) = (&from[0], &to[0]);
+            if a == b {
+                continue;
+            }
+            let (Some(la), Some(lb)) = (layer_of(a), layer_of(b)) else {
+                continue;
+            };
+            if lb >= la {
+                wrong.insert(format!("{} -> {}", from.join("::"), to.join("::")));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "imports against the layering (see LAYERS):\n{}",
+        wrong.into_iter().collect::<Vec<_>>().join("\n")
+    );
+}
+
+#[test]
+fn pure_modules_do_no_io() {
+    let t = tree();
+    let mut wrong = Vec::new();
+    for (module, code) in &t.code {
+        if !PURE.contains(&module[0].as_str()) {
+            continue;
+        }
+        for marker in IO_MARKERS {
+            if code.contains(marker) {
+                wrong.push(format!("{}: {marker}", t.modules[module].display()));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "I/O in a pure module:\n{}",
+        wrong.join("\n")
+    );
+}
+
+/// No two files (other than a directory's `mod.rs`, which declares and re-exports its children)
+/// import each other, directly or through others.
+#[test]
+fn no_file_level_import_cycles() {
+    let t = tree();
+    let is_leaf = |m: &Vec<String>| t.modules[m].file_name().is_some_and(|n| n != "mod.rs");
+    let graph: BTreeMap<&Vec<String>, Vec<&Vec<String>>> = t
+        .edges
+        .iter()
+        .filter(|(m, _)| is_leaf(m))
+        .map(|(m, targets)| (m, targets.iter().filter(|x| is_leaf(x)).collect()))
+        .collect();
+    // Depth-first search for a back edge.
+    let mut state: BTreeMap<&Vec<String>, u8> = BTreeMap::new();
+    let mut cycles = Vec::new();
+    fn visit<'a>(
+        node: &'a Vec<String>,
+        graph: &BTreeMap<&'a Vec<String>, Vec<&'a Vec<String>>>,
+        state: &mut BTreeMap<&'a Vec<String>, u8>,
+        stack: &mut Vec<&'a Vec<String>>,
+        cycles: &mut Vec<String>,
+    ) {
+        state.insert(node, 1);
+        stack.push(node);
+        for next in graph.get(node).into_iter().flatten() {
+            match state.get(next) {
+                Some(1) => {
+                    let from = stack.iter().position(|n| n == next).unwrap();
+                    let names: Vec<String> = stack[from..].iter().map(|n| n.join("::")).collect();
+                    cycles.push(format!("{} -> {}", names.join(" -> "), next.join("::")));
+                }
+                Some(_) => {}
+                None => visit(next, graph, state, stack, cycles),
+            }
+        }
+        stack.pop();
+        state.insert(node, 2);
+    }
+    for node in graph.keys() {
+        if !state.contains_key(node) {
+            visit(node, &graph, &mut state, &mut Vec::new(), &mut cycles);
+        }
+    }
+    assert!(
+        cycles.is_empty(),
+        "file-level import cycles:\n{}",
+        cycles.join("\n")
+    );
+}
+
+/// The checker itself: it must see the references it is meant to see.
+#[test]
+fn references_are_read_from_use_trees_and_paths() {
+    let module = vec!["plan".to_string(), "build".to_string()];
+    let code = "use crate::{addr::ResourceAddr, diff::{normalize::x, y}};\nuse super::graph::Graph;\nfn f() { crate::model::render(); }\n";
+    let refs = references(&module, code);
+    let refs: BTreeSet<String> = refs.iter().map(|r| r.join("::")).collect();
+    for expected in [
+        "addr::ResourceAddr",
+        "diff::normalize::x",
+        "diff::y",
+        "plan::graph::Graph",
+        "model::render",
+    ] {
+        assert!(refs.contains(expected), "{expected} in {refs:?}");
+    }
+    let test_code = "fn a() {}\n#[cfg(test)]\nmod tests {\n    use crate::cli::x;\n}\nfn b() { crate::gke::y(); }\n";
+    let kept = non_test_code(test_code);
+    assert!(!kept.contains("crate::cli"), "{kept}");
+    assert!(kept.contains("crate::gke"), "{kept}");
+}
