@@ -1,5 +1,5 @@
-//! gkq's GKE client against the in-process GKE emulator: the seed walk-through (gke.md a.1, a.3,
-//! a.4), every mutating method, operations, the one-operation-per-cluster rule, and faults.
+//! gkq's GKE client against the in-process GKE emulator: the seed walk-through (docs/gke.md a.1,
+//! a.3, a.4), every mutating method, operations, the one-operation-per-cluster rule, and faults.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -139,7 +139,7 @@ async fn seed_walkthrough_bodies_defaults_and_operations() {
         done(&api, op).await;
     }
 
-    // The request bodies are exactly what gcloud sends (gke.md a.1, a.3, a.4).
+    // The request bodies are exactly what gcloud sends (docs/gke.md a.1, a.3, a.4).
     let posts: Vec<_> = emu
         .requests()
         .into_iter()

@@ -4,9 +4,11 @@
 //! server adds (which gkq's diff must never report as drift), and Kueue's real admission of the
 //! seed's two RayJobs (job 1 on `on-demand`, job 2 on `dws` waiting for the `dws-prov` check).
 //!
-//! The objects are the seed's `dws-tpu-queue.yaml` and `rayjob-tpu-v6e-dws.yaml`
-//! (shared/seed/optimize-ai-training-tpu-dws-kueue.id.txt), written as `kueue.x-k8s.io/v1beta2`,
-//! with `${ONDEMAND_NODEPOOL}=on-demand-pool` and `${DWS_NODEPOOL}=dws-pool`. Cluster-scoped
+//! The objects are the seed's `dws-tpu-queue.yaml` and `rayjob-tpu-v6e-dws.yaml` (Google's guide
+//! "Optimize AI training on TPUs with DWS and Kueue",
+//! <https://cloud.google.com/kubernetes-engine/docs/tutorials/ray-kueue-dws>; copies in
+//! `tests/fixtures/seed/`), written as `kueue.x-k8s.io/v1beta2`, with
+//! `${ONDEMAND_NODEPOOL}=on-demand-pool` and `${DWS_NODEPOOL}=dws-pool`. Cluster-scoped
 //! objects shared by tests (flavors, admission check, provisioning config) keep the seed's names
 //! and identical content; each test gets its own ClusterQueue so quota usage never mixes.
 
@@ -313,7 +315,7 @@ async fn kueue_webhooks_reject_an_invalid_cluster_queue() -> Result<()> {
     let env = test_env("webhook-reject").await;
     let (c, ns) = (&env.client, env.namespace.as_str());
     // A flavor listing a resource that is not in coveredResources: CRD schema and CEL accept it,
-    // only Kueue's validating webhook rejects it (control-plane.md 5.4).
+    // only Kueue's validating webhook rejects it (docs/test-control-plane.md 5.4).
     let cq = unique_name("bad-cq");
     let bad = json!({
         "apiVersion": KUEUE, "kind": "ClusterQueue",

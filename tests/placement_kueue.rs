@@ -24,7 +24,7 @@
 //!   Workloads' podsets (names, order, pod counts) and the quota each ClusterQueue reserves
 //!   (`status.flavorsReservation` against the predicted usage), until they agree and keep
 //!   agreeing for a few seconds; a job predicted to pend must also have been tried by Kueue's
-//!   scheduler (see `not_yet_tried`). Pending messages are not compared (kueue.md §3.1).
+//!   scheduler (see `not_yet_tried`). Pending messages are not compared (docs/kueue.md §3.1).
 //!   Afterwards every ClusterQueue is put on hold, so that a StrictFIFO head does not keep
 //!   Kueue busy for the other tests.
 //! * Preemption: running jobs (submitted first, see `Scenario::after`) that gkq predicts to be
@@ -276,7 +276,8 @@ impl<'e> Scenario<'e> {
     async fn expect(self, expected: &[String]) {
         let outcome = self.run(expected).await;
         // Stop every queue of the scenario, whatever happened: a StrictFIFO head that cannot
-        // be admitted is retried in a hot loop (kueue.md §3.5) that would slow the other tests.
+        // be admitted is retried in a hot loop (docs/kueue.md §3.5) that would slow the other
+        // tests.
         for cq in self.queues.iter().filter(|o| o["kind"] == "ClusterQueue") {
             let _ = apply(&self.env.client, &self.env.namespace, &hold(cq, "Hold")).await;
         }
@@ -615,7 +616,7 @@ fn compare(predicted: &[Placement], workloads: &BTreeMap<String, Value>) -> Vec<
 ///   which Kueue marks `Inadmissible`;
 /// * a Workload identical to one that was tried and failed (same queue, priority and
 ///   podsets), which Kueue parks with it without a condition (SchedulingEquivalenceHashing,
-///   kueue.md §3.6).
+///   docs/kueue.md §3.6).
 fn not_yet_tried(predicted: &[Placement], workloads: &BTreeMap<String, Value>) -> Vec<String> {
     let tried_with = |workload: &Value, reason: &str| {
         condition(workload, "QuotaReserved")
@@ -794,7 +795,7 @@ async fn quota_exhaustion_falls_back_then_pends() {
         batch_job(ns, "j3", "lq", 2, &[("cpu", "1"), ("memory", "1Gi")]),
         batch_job(ns, "j4", "lq", 1, &[("cpu", "4"), ("memory", "1Gi")]),
         batch_job(ns, "j5", "lq", 3, &[("cpu", "1"), ("memory", "1Gi")]),
-        // j4's twin: Kueue parks it with j4 without trying it (kueue.md §3.6).
+        // j4's twin: Kueue parks it with j4 without trying it (docs/kueue.md §3.6).
         batch_job(ns, "j6", "lq", 1, &[("cpu", "4"), ("memory", "1Gi")]),
     ];
     Scenario::new(&env, queues, jobs, Arrival::OneByOne)

@@ -1,6 +1,6 @@
 //! Table tests of Kueue's placement rules, one scenario per test, built from the same
 //! Kubernetes objects a user would apply. Expected flavors and messages follow Kueue v0.19.2
-//! (see `shared/reference/kueue.md` §1a-1c) and the seed walk-through.
+//! (see `docs/kueue.md` 1a-1c) and the seed walk-through.
 
 use gkq::placement::{
     Cluster, PendingWorkload, Placement, PlacementState, Prediction, fits_ever, predict,

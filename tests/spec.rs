@@ -104,7 +104,7 @@ fn example_renders_the_gcloud_request_bodies() {
         "https://www.googleapis.com/auth/trace.append"
     ]);
     let labels = json!({"managed-by": "gkq", "gkq-stack": "tpu-cluster"});
-    // shared/reference/gke.md a.1, plus ownership labels.
+    // docs/gke.md a.1, plus ownership labels.
     assert_eq!(
         d.gke.cluster,
         json!({"name": "tpu-cluster", "initialClusterVersion": "1.34",

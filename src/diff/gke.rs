@@ -1,4 +1,4 @@
-//! GKE changes, classified by what the API can change in place (gke.md section b).
+//! GKE changes, classified by what the API can change in place (docs/gke.md section b).
 //!
 //! Node pools: autoscaling by `nodePools.setAutoscaling`, management by
 //! `nodePools.setManagement`, and one `nodePools.update` call per field group (labels, taints,

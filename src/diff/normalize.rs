@@ -13,7 +13,7 @@
 //! `autoscaling.locationPolicy`, `version`; cluster `releaseChannel` (auto-enrolled), addons the
 //! spec does not name, `network`, `subnetwork`, `ipAllocationPolicy`, logging and monitoring,
 //! `nodeConfig` and `initialNodeCount` (deprecated mirrors of the first pool), and so on
-//! (gke.md section d). The lists below are what remains:
+//! (docs/gke.md section d). The lists below are what remains:
 //!
 //! - [`GKE_CLUSTER_OUTPUT_ONLY`], [`GKE_NODE_POOL_OUTPUT_ONLY`]: output-only and server-computed
 //!   fields, dropped from live objects before they are shown or fingerprinted.

@@ -1,4 +1,4 @@
-//! Server-side defaults: what GKE fills in on create (gke.md section d), versions, names.
+//! Server-side defaults: what GKE fills in on create (docs/gke.md section d), versions, names.
 
 use serde_json::{Map, Value, json};
 

@@ -236,7 +236,7 @@ fn leak_status(s: &str) -> &'static str {
         .unwrap_or("UNKNOWN")
 }
 
-/// The default stockout message, as GKE words a failed CREATE_NODE_POOL (gke.md c.4).
+/// The default stockout message, as GKE words a failed CREATE_NODE_POOL (docs/gke.md c.4).
 pub fn stockout_message(zone: &str, instance: &str) -> String {
     format!(
         "Google Compute Engine: Not all instances running in IGM after 14.69s. Expected 1, running \

@@ -1,5 +1,5 @@
 //! A local emulator of the GKE REST API (container.googleapis.com v1), faithful to the
-//! published API (shared/reference/gke.md): the `local` target's stand-in for Google Cloud, and
+//! published API (docs/gke.md): the `local` target's stand-in for Google Cloud, and
 //! the test double for the GKE client.
 //!
 //! What it serves (`/v1/projects/{p}/locations/{l}/...`):

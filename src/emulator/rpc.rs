@@ -1,4 +1,4 @@
-//! Error responses in Google's JSON shape (gke.md c.2):
+//! Error responses in Google's JSON shape (docs/gke.md c.2):
 //! `{"error": {"code", "message", "status", "details": [ErrorInfo, BadRequest...],
 //! "errors": [{"message", "domain", "reason"}]}}`.
 
@@ -44,7 +44,7 @@ impl ApiError {
     pub fn failed_precondition(message: impl Into<String>) -> Self {
         Self::new(400, "FAILED_PRECONDITION", message)
     }
-    /// "Cluster is running incompatible operation operation-…" (gke.md c.3).
+    /// "Cluster is running incompatible operation operation-…" (docs/gke.md c.3).
     pub fn cluster_busy(operation: &str) -> Self {
         Self {
             reason: Some("CLUSTER_ALREADY_HAS_OPERATION".into()),

@@ -98,7 +98,7 @@ pub fn cluster_key(project: &str, location: &str, cluster: &str) -> String {
 }
 
 /// `https://container.googleapis.com/v1/projects/<number>/zones/<L>/...`: the form GKE uses in
-/// `selfLink` and `targetLink` of operations (gke.md c.1).
+/// `selfLink` and `targetLink` of operations (docs/gke.md c.1).
 pub fn zones_link(project: &str, location: &str, rest: &str) -> String {
     format!(
         "https://container.googleapis.com/v1/projects/{}/zones/{location}/{rest}",

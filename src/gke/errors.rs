@@ -3,7 +3,7 @@
 //! The body of a non-2xx response is
 //! `{"error": {"code": 400, "status": "FAILED_PRECONDITION", "message": "...",
 //! "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "...", ...}],
-//! "errors": [{"reason": "failedPrecondition", ...}]}}` (gke.md c.2). Classification uses the
+//! "errors": [{"reason": "failedPrecondition", ...}]}}` (docs/gke.md c.2). Classification uses the
 //! HTTP status, the ErrorInfo reason, the legacy `errors[].reason` and, for the older wordings of
 //! "another operation is running", the message.
 

@@ -1,5 +1,5 @@
 //! A Kubernetes client configuration straight from `clusters.get`, with no `get-credentials` step
-//! (gke.md f.3, following gcloud's own kubeconfig logic).
+//! (docs/gke.md f.3, following gcloud's own kubeconfig logic).
 //!
 //! - server: `https://` + `cluster.endpoint`; or, when the IP endpoints are disabled
 //!   (`controlPlaneEndpointsConfig.ipEndpointsConfig.enabled: false`) or the DNS endpoint is

@@ -1,6 +1,6 @@
 //! The Workload object Kueue's RayJob integration creates for a job (simulated): its name,
 //! owner, queue, priority and podsets with their pod templates, as Kueue v0.19.2 builds them
-//! (`pkg/controller/jobs/rayjob`, kueue.md 1c): `head` (plus the autoscaler container with
+//! (`pkg/controller/jobs/rayjob`, docs/kueue.md 1c): `head` (plus the autoscaler container with
 //! in-tree autoscaling, the submitter container in SidecarMode, the Redis cleanup requests with
 //! GCS fault tolerance), one podset per worker group with `replicas × numOfHosts` pods, and the
 //! `submitter` podset in K8sJobMode.

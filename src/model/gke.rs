@@ -1,5 +1,5 @@
 //! GKE request bodies, field for field what the seed's gcloud commands send (see
-//! `shared/reference/gke.md` a.1-a.4), plus gkq's ownership labels and `autoRepair: false` on
+//! `docs/gke.md` a.1-a.4), plus gkq's ownership labels and `autoRepair: false` on
 //! flex-start pools.
 
 use std::collections::BTreeMap;

@@ -2,8 +2,8 @@
 //! and fingerprints here are plain data and pure functions.
 //!
 //! GKE is read in one call: `clusters.get` returns the cluster with every node pool
-//! (gke.md section d). Kubernetes is read by the Kubernetes observer (the Kubernetes half of the
-//! engine): it fills [`KubeLive::Observed`] with each desired object's live state and the
+//! (docs/gke.md section d). Kubernetes is read by the Kubernetes observer (the Kubernetes half of
+//! the engine): it fills [`KubeLive::Observed`] with each desired object's live state and the
 //! server's dry-run prediction, and with every object gkq owns, keyed by address.
 
 use std::collections::BTreeMap;

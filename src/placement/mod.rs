@@ -53,7 +53,7 @@
 //! - Time: workloads never finish during a prediction, so a workload parked as inadmissible is
 //!   not retried, and ProvisioningRequests never resolve.
 //! - Ties Kueue breaks at random (map order, unstable sort) are broken by name and input order;
-//!   Kueue's pending message may name another podset after resumed scans (kueue.md §3.1), so
+//!   Kueue's pending message may name another podset after resumed scans (docs/kueue.md §3.1), so
 //!   gkq reports the message of the last full scan.
 
 pub mod amount;

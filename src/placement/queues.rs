@@ -605,7 +605,7 @@ impl State<'_, '_> {
     }
 
     /// The failure shown for a pending workload: for quota failures, the last full flavor scan
-    /// (resumed scans can name another podset, see kueue.md §3.1).
+    /// (resumed scans can name another podset, see docs/kueue.md §3.1).
     fn pending_reason(&mut self, w: usize) -> Failure {
         let last = self.last_failure[w]
             .take()

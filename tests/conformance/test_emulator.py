@@ -34,7 +34,7 @@ def wait(client, op, timeout=20):
 
 
 def seed_cluster(name):
-    """gke.md a.1: the gcloud create with --cluster-version=1.34 --addons=RayOperator and image
+    """docs/gke.md a.1: the gcloud create with --cluster-version=1.34 --addons=RayOperator and image
     streaming."""
     return c.Cluster(
         name=name,
@@ -55,7 +55,7 @@ def seed_cluster(name):
 
 
 def dws_pool(name="dws-pool"):
-    """gke.md a.4 / g: the DWS flex-start pool with queued provisioning."""
+    """docs/gke.md a.4 / g: the DWS flex-start pool with queued provisioning."""
     return c.NodePool(
         name=name, initial_node_count=0,
         config=c.NodeConfig(

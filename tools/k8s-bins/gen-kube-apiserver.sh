@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Regenerate tools/k8s-bins/kube-apiserver/go.mod + go.sum for a Kubernetes release.
 # usage: tools/k8s-bins/gen-kube-apiserver.sh 1.36.3
-# Recipe: shared/reference/control-plane.md section 2.3. Uses only the Go module proxy.
+# Recipe: docs/test-control-plane.md section 2.3. Uses only the Go module proxy.
 set -euo pipefail
 V=$1; S="v0.${V#1.}"
 D="$(cd "$(dirname "$0")" && pwd)/kube-apiserver"
