@@ -27,11 +27,11 @@ use super::plan::plan_loaded;
 use super::target::{self, KubeSource, TargetFlag};
 use super::{Exit, load_valid};
 use crate::apply::Outcome;
-use crate::gitops::provenance::{GKQ_VERSION, Provenance};
 use crate::gitops::saved::{self, SavedPlanError};
 use crate::kube::connect::from_cluster;
 use crate::model::DesiredState;
 use crate::plan::Plan;
+use crate::plan::provenance::{GKQ_VERSION, Provenance};
 use crate::spec::Loaded;
 use crate::spec::types::Target;
 

@@ -10,14 +10,14 @@ use super::SpecArgs;
 use super::target::{KubeSource, Session, TargetArgs};
 use crate::addr::ClusterRef;
 use crate::gitops::lock::{self, ApplyLock, LockOptions};
-use crate::gitops::provenance::SpecInput;
+use crate::gitops::provenance::{SpecInput, provenance_now, spec_revision_of};
 use crate::gitops::revision::{self, AppliedRevision};
-use crate::gitops::{Provenance, SpecRevision};
 use crate::gke::PollConfig;
 use crate::kube::KubeApi;
 use crate::kube::client::RealKube;
 use crate::kube::connect::LazyKube;
 use crate::plan::Plan;
+use crate::plan::provenance::SpecRevision;
 use crate::spec::Loaded;
 
 /// `--lock-timeout`, shared by the commands that apply.
@@ -63,7 +63,7 @@ pub fn plan_key() -> Option<Vec<u8>> {
 
 /// The revision of the spec `args` loaded.
 pub fn spec_revision(args: &SpecArgs, loaded: &Loaded) -> SpecRevision {
-    SpecRevision::of(
+    spec_revision_of(
         loaded,
         &SpecInput {
             arg: &args.spec,
@@ -74,7 +74,7 @@ pub fn spec_revision(args: &SpecArgs, loaded: &Loaded) -> SpecRevision {
 
 /// Records in the plan what it was made from (saved plans check it when applied).
 pub fn stamp(plan: &mut Plan, revision: SpecRevision, session: &Session) {
-    plan.provenance = Some(Provenance::new(
+    plan.provenance = Some(provenance_now(
         revision,
         session.target,
         session.state_dir.as_deref(),

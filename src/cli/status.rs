@@ -14,9 +14,10 @@ use super::plan::{PlanFlags, options, plan_loaded};
 use super::target::TargetArgs;
 use super::{Exit, SpecArgs, load_valid};
 use crate::gitops::git::{self, LocalHead};
-use crate::gitops::provenance::short_commit;
 use crate::gitops::revision::{self, AppliedRevision, LabelRevision};
-use crate::gitops::{SpecRevision, digest::short_digest};
+use crate::plan::digest::short_digest;
+use crate::plan::provenance::SpecRevision;
+use crate::plan::provenance::short_commit;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
 pub enum StatusFormat {

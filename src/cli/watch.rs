@@ -108,7 +108,7 @@ impl Trigger {
             Trigger::Commit(commit) => {
                 format!(
                     "new commit {}",
-                    crate::gitops::provenance::short_commit(commit)
+                    crate::plan::provenance::short_commit(commit)
                 )
             }
             Trigger::Applied => "after apply".to_string(),

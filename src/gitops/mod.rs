@@ -2,8 +2,7 @@
 //! one apply at a time, and watch mode.
 //!
 //! ```text
-//! digest      sha256 of the spec's files, environment and variable values (pure)
-//! provenance  what a plan was made from: digest, commit, target, gkq version (in the plan JSON)
+//! provenance  the commit a spec was read from, the clock and who applies (the data is in plan)
 //! git         HEAD and clean-checkout detection (git2); `git fetch` with the user's own git
 //! saved       reading a plan file and deciding whether it may be applied
 //! revision    the applied revision: a ConfigMap's annotations and GKE resource labels
@@ -12,7 +11,6 @@
 //! watch       watch-mode decisions: which file events matter, when to print, when to apply (pure)
 //! ```
 
-pub mod digest;
 pub mod git;
 pub mod lock;
 pub mod provenance;
@@ -20,5 +18,3 @@ pub mod revision;
 pub mod saved;
 pub mod timeline;
 pub mod watch;
-
-pub use provenance::{Provenance, SpecRevision};

@@ -20,12 +20,13 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::digest::short_digest;
-use super::provenance::{GKQ_VERSION, SpecRevision, now_rfc3339, short_commit, who};
+use super::provenance::{now_rfc3339, who};
 use crate::addr::ClusterRef;
 use crate::gke::{GkeApi, GkeError, PollConfig, wait_operation_with};
 use crate::kube::{ApplyOptions, KubeApi, KubeError};
 use crate::model::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
+use crate::plan::digest::short_digest;
+use crate::plan::provenance::{GKQ_VERSION, SpecRevision, short_commit};
 
 pub const REVISION_NAMESPACE: &str = "kube-system";
 /// Label naming the stack a revision ConfigMap belongs to (deliberately not `gkq.dev/stack`).

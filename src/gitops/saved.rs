@@ -6,8 +6,8 @@
 
 use std::path::Path;
 
-use super::digest::{describe_changes, short_digest};
-use super::provenance::SpecRevision;
+use crate::plan::digest::{describe_changes, short_digest};
+use crate::plan::provenance::SpecRevision;
 use crate::plan::{PLAN_FORMAT_VERSION, Plan};
 use crate::spec::limits::MAX_PLAN_BYTES;
 use crate::spec::types::Target;
@@ -124,7 +124,10 @@ pub fn file_text(plan: &Plan, key: Option<&[u8]>) -> String {
 fn integrity_of(value: &serde_json::Value, key: Option<&[u8]>) -> String {
     let text = serde_json::to_string(&crate::diff::text::canonical(value)).unwrap_or_default();
     match key {
-        None => format!("sha256:{}", super::digest::sha256_hex(text.as_bytes())),
+        None => format!(
+            "sha256:{}",
+            crate::plan::digest::sha256_hex(text.as_bytes())
+        ),
         Some(key) => {
             let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, key);
             let tag = ring::hmac::sign(&key, text.as_bytes());
@@ -198,7 +201,7 @@ pub fn read(path: &Path, key: Option<&[u8]>) -> Result<Plan, SavedPlanError> {
         return Err(SavedPlanError::Format {
             path: shown,
             found: u32::try_from(found).unwrap_or(u32::MAX),
-            version: super::provenance::GKQ_VERSION,
+            version: crate::plan::provenance::GKQ_VERSION,
         });
     }
     check_integrity(&shown, &value, key)?;
@@ -393,7 +396,7 @@ fn planned_label(spec: &SpecRevision) -> String {
         Some(commit) => format!(
             "spec {} at commit {}",
             short_digest(&spec.digest),
-            super::provenance::short_commit(commit)
+            crate::plan::provenance::short_commit(commit)
         ),
         None => format!("spec {}", short_digest(&spec.digest)),
     }
@@ -402,7 +405,7 @@ fn planned_label(spec: &SpecRevision) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gitops::digest::FileDigest;
+    use crate::plan::digest::FileDigest;
 
     fn spec(digest: &str, files: &[(&str, &str)]) -> SpecRevision {
         SpecRevision {

@@ -15,10 +15,12 @@
 //! Otherwise such an action is still shown, marked `blocked`, and the executor refuses it.
 
 mod build;
+pub mod digest;
 pub mod disruption;
 pub mod graph;
 mod ownership;
 pub mod placements;
+pub mod provenance;
 pub mod sealed;
 
 use std::collections::BTreeMap;
@@ -86,7 +88,7 @@ pub struct Plan {
     /// What the plan was computed from (spec digest, commit, target, gkq version). `gkq apply
     /// PLANFILE` checks it before acting.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub provenance: Option<crate::gitops::Provenance>,
+    pub provenance: Option<provenance::Provenance>,
     /// The real `desired` and `steps` of sensitive actions, for applying this plan in this
     /// process. Never serialised: a plan file has only the markers.
     #[serde(skip)]

@@ -482,13 +482,13 @@ fn append_provenance(plan: &Plan, md: &mut String) {
         },
         format!(
             "digest `{}`",
-            crate::gitops::digest::short_digest(&spec.digest)
+            crate::plan::digest::short_digest(&spec.digest)
         ),
     ];
     match &spec.commit {
         Some(commit) => parts.push(format!(
             "commit `{}`",
-            crate::gitops::provenance::short_commit(commit)
+            crate::plan::provenance::short_commit(commit)
         )),
         None => parts.push("not from a commit".to_string()),
     }
