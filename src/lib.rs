@@ -37,6 +37,7 @@ pub mod diff;
 pub mod emulator;
 pub mod gitops;
 pub mod gke;
+pub mod interrupt;
 pub mod kube;
 pub mod local;
 pub mod model;

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use gkq::apply::{ApplyOptions, ApplyReport, Executor, PollPolicy, RecordingSink};
+use gkq::apply::{ApplyOptions, ApplyReport, Executor, PollConfig, RecordingSink};
 use gkq::emulator::{Emulator, EmulatorConfig, EmulatorHandle, Fault, FaultRule};
 use gkq::gke::{AnonymousTokenSource, GkeApi, RestGke};
 use gkq::model::DesiredState;
@@ -52,11 +52,11 @@ async fn plan_of(api: &RestGke, desired: &DesiredState) -> Plan {
 
 async fn apply(api: &RestGke, plan: &Plan) -> ApplyReport {
     let sink = RecordingSink::new();
-    let poll = PollPolicy {
+    let poll = PollConfig {
         initial: Duration::from_millis(10),
         max: Duration::from_millis(40),
         poll_error_retries: 2,
-        ..PollPolicy::default()
+        ..PollConfig::default()
     };
     Executor::new(api, &sink)
         .with_options(ApplyOptions { poll })

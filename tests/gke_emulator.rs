@@ -432,6 +432,56 @@ async fn wire_format_both_ways() {
     assert_eq!(r["currentNodeCount"], 3);
 }
 
+/// Fields of the discovery document newer than the proto descriptors in Google's clients:
+/// `NodePool.autopilotConfig` is stored and read back, `UpdateNodePoolRequest.nodeConfigUpdateMode`
+/// is accepted by name and by number, and alone it is no update.
+#[tokio::test]
+async fn fields_newer_than_the_published_protos() {
+    let (url, _emu, http) = start(EmulatorConfig::instant()).await;
+    use reqwest::Method as M;
+    let (s, v) = call(
+        &http,
+        M::POST,
+        format!("{url}{PARENT}/clusters"),
+        Some(&cluster("c").to_string()),
+    )
+    .await;
+    assert_eq!(s, 200, "{v}");
+    let pools = format!("{url}{PARENT}/clusters/c/nodePools");
+    let pool = json!({"nodePool": {"name": "auto", "initialNodeCount": 1,
+        "autopilotConfig": {"enabled": true}}});
+    let (s, v) = call(&http, M::POST, pools.clone(), Some(&pool.to_string())).await;
+    assert_eq!(s, 200, "{v}");
+    let (_, got) = call(&http, M::GET, format!("{pools}/auto"), None).await;
+    assert_eq!(got["autopilotConfig"], json!({"enabled": true}));
+
+    let updates = [
+        json!({"nodeConfigUpdateMode": "LIVE_UPDATE_WITHOUT_DRAIN",
+            "labels": {"labels": {"team": "ml"}}}),
+        json!({"node_config_update_mode": 1, "labels": {"labels": {"team": "ai"}}}),
+    ];
+    for update in updates {
+        let (s, v) = call(
+            &http,
+            M::PUT,
+            format!("{pools}/auto"),
+            Some(&update.to_string()),
+        )
+        .await;
+        assert_eq!(s, 200, "{update}: {v}");
+    }
+    let (_, got) = call(&http, M::GET, format!("{pools}/auto"), None).await;
+    assert_eq!(got["config"]["labels"], json!({"team": "ai"}));
+
+    let mode_only = json!({"nodeConfigUpdateMode": "LIVE_UPDATE_WITHOUT_DRAIN"}).to_string();
+    let (s, v) = call(&http, M::PUT, format!("{pools}/auto"), Some(&mode_only)).await;
+    assert_eq!(s, 400, "{v}");
+    assert_eq!(v["error"]["message"], "Must specify a field to update.");
+    let bad_mode = json!({"nodeConfigUpdateMode": "LIVE", "labels": {"labels": {}}}).to_string();
+    let (s, v) = call(&http, M::PUT, format!("{pools}/auto"), Some(&bad_mode)).await;
+    assert_eq!(s, 400, "{v}");
+}
+
 #[tokio::test]
 async fn admin_routes_and_cancel() {
     let (url, emu, http) = start(EmulatorConfig {

@@ -97,7 +97,7 @@ impl Stack {
         adapter.kueue = Some(desired.kueue.clone());
         adapter.timeout = Duration::from_secs(60);
         let options = ApplyOptions {
-            poll: gkq::apply::PollPolicy::immediate(),
+            poll: gkq::apply::PollConfig::immediate(),
         };
         Executor::new(&self.gke, &sink)
             .with_kube(&adapter)

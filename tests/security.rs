@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::{Arc, Mutex};
 
-use gkq::apply::{ApplyOptions, Executor, PollPolicy, RecordingSink};
+use gkq::apply::{ApplyOptions, Executor, PollConfig, RecordingSink};
 use gkq::emulator::{Emulator, EmulatorConfig, Fault, FaultRule};
 use gkq::gke::{RestGke, StaticTokenSource};
 use gkq::observe::observe_gke;
@@ -198,7 +198,7 @@ async fn the_gke_token_never_reaches_logs_errors_or_the_plan() {
     let sink = RecordingSink::new();
     let report = Executor::new(&api, &sink)
         .with_options(ApplyOptions {
-            poll: PollPolicy::immediate(),
+            poll: PollConfig::immediate(),
         })
         .apply(&planned)
         .await;

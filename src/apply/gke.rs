@@ -12,7 +12,10 @@ use crate::addr::{ResourceAddr, ResourceKind};
 use crate::diff::normalize::{
     GKE_CLUSTER_STATUS, is_server_taint, preserved_gke_labels, status_name,
 };
-use crate::gke::{GkeError, Operation};
+use crate::gke::{
+    GkeError, Operation, WaitOptions, retry_while_busy_until, short_operation_name,
+    wait_operation_until,
+};
 use crate::plan::{Action, Plan, Step};
 
 pub(super) async fn run_action(
@@ -53,69 +56,72 @@ fn node_pool<'v>(cluster: &'v Value, name: &str) -> Option<&'v Value> {
         .find(|p| p.get("name").and_then(Value::as_str) == Some(name))
 }
 
-/// Makes one call, waiting out a busy cluster, then polls its operation to the end.
+/// Makes one call, waiting out a busy cluster, then polls its operation to the end, through
+/// the GKE client's one wait ([`retry_while_busy_until`], [`wait_operation_until`]).
 async fn run_step(
     executor: &Executor<'_>,
     cluster_ref: &ClusterRef,
     addr: &ResourceAddr,
     step: &Step,
 ) -> ActionResultOf {
-    let policy = &executor.options.poll;
+    let options = WaitOptions {
+        poll: &executor.options.poll,
+        interrupt: executor.interrupt,
+    };
     let step_name = step.to_string();
     executor.sink.emit(&ApplyEvent::StepStarted {
         addr: addr.clone(),
         step: step_name.clone(),
     });
     let started = Instant::now();
-    let mut delay = policy.initial;
-    loop {
-        match call(executor, cluster_ref, step).await {
-            Ok(operation) => return wait(executor, cluster_ref, addr, &step_name, operation).await,
-            // The call was refused, not accepted, so making it again is safe (no duplicate create).
-            Err(GkeError::ClusterBusy { operation, message }) => {
-                if started.elapsed() >= policy.busy_timeout {
-                    return Err(Box::new(ApplyError::Timeout {
-                        addr: addr.clone(),
-                        what: format!("waiting for the cluster to be free ({message})"),
-                        waited: started.elapsed(),
-                    }));
-                }
-                executor.sink.emit(&ApplyEvent::Waiting {
-                    addr: addr.clone(),
-                    step: step_name.clone(),
-                    reason: match &operation {
-                        Some(op) => format!(
-                            "the cluster is busy with operation {op}; waiting for it, then retrying"
-                        ),
-                        None => format!("the cluster is busy ({message}); retrying"),
-                    },
-                    elapsed_ms: millis(started.elapsed()),
-                });
-                match operation {
-                    Some(other) => wait_for_other(executor, cluster_ref, &other, started).await,
-                    None => {
-                        executor.pause(delay).await;
-                        delay = policy.next_delay(delay);
-                    }
-                }
-                if executor.interrupted() {
-                    return Err(Box::new(ApplyError::Interrupted {
-                        addr: addr.clone(),
-                        detail: format!(
-                            "{step_name} was not sent: it was waiting for the cluster to be free"
-                        ),
-                    }));
-                }
-            }
-            Err(source) => {
-                return Err(Box::new(ApplyError::Gke {
-                    addr: addr.clone(),
-                    step: step_name,
-                    source,
-                }));
-            }
+    let on_busy = |operation: Option<&str>, message: &str, elapsed| {
+        executor.sink.emit(&ApplyEvent::Waiting {
+            addr: addr.clone(),
+            step: step_name.clone(),
+            reason: match operation {
+                Some(op) => format!(
+                    "the cluster is busy with operation {op}; waiting for it, then retrying"
+                ),
+                None => format!("the cluster is busy ({message}); retrying"),
+            },
+            elapsed_ms: millis(elapsed),
+        });
+    };
+    let called = retry_while_busy_until(
+        executor.gke,
+        cluster_ref,
+        || call(executor, cluster_ref, step),
+        options,
+        on_busy,
+        |_, _| {},
+    )
+    .await;
+    let operation = match called {
+        Ok(operation) => operation,
+        Err(GkeError::ClusterBusy { message, .. }) => {
+            return Err(Box::new(ApplyError::Timeout {
+                addr: addr.clone(),
+                what: format!("waiting for the cluster to be free ({message})"),
+                waited: started.elapsed(),
+            }));
         }
-    }
+        Err(GkeError::Interrupted { .. }) => {
+            return Err(Box::new(ApplyError::Interrupted {
+                addr: addr.clone(),
+                detail: format!(
+                    "{step_name} was not sent: it was waiting for the cluster to be free"
+                ),
+            }));
+        }
+        Err(source) => {
+            return Err(Box::new(ApplyError::Gke {
+                addr: addr.clone(),
+                step: step_name,
+                source,
+            }));
+        }
+    };
+    wait(executor, cluster_ref, addr, &step_name, operation, options).await
 }
 
 /// The API call of a step. Steps that need an etag, a label fingerprint or GKE's own labels read
@@ -226,106 +232,73 @@ fn with_live_parts(body: &Value, field: &str, live: &Value) -> Value {
     body
 }
 
-fn is_done(operation: &Operation) -> bool {
-    // Names, or integers for clients that ask for `enum-encoding=int` (DONE = 3).
-    matches!(operation.status.as_str(), "DONE" | "3")
-}
-
-/// The failure of a finished operation: `error` first, then the older `statusMessage`.
-fn failure(operation: &Operation) -> Option<String> {
-    if let Some(error) = &operation.error
-        && (error.code != 0 || !error.message.is_empty())
-    {
-        return Some(if error.message.is_empty() {
-            format!("error code {}", error.code)
-        } else {
-            error.message.clone()
-        });
-    }
-    operation
-        .status_message
-        .as_ref()
-        .filter(|m| !m.is_empty())
-        .cloned()
-}
-
-/// `projects/p/locations/l/operations/operation-1` -> `operation-1`.
-fn short_name(name: &str) -> &str {
-    name.rsplit('/').next().unwrap_or(name)
-}
-
-/// Polls an operation with backoff until it is done; a failed operation is an error.
+/// Polls an operation until it is done, reporting each poll; a failed operation is an error.
 async fn wait(
     executor: &Executor<'_>,
     cluster_ref: &ClusterRef,
     addr: &ResourceAddr,
     step: &str,
-    mut operation: Operation,
+    operation: Operation,
+    options: WaitOptions<'_>,
 ) -> ActionResultOf {
-    let policy = &executor.options.poll;
-    let started = Instant::now();
-    let mut delay = policy.initial;
-    let mut poll_errors = 0;
-    loop {
+    let progress = |operation: &Operation, elapsed| {
         executor.sink.emit(&ApplyEvent::Progress {
             addr: addr.clone(),
             step: step.to_string(),
-            operation: short_name(&operation.name).to_string(),
+            operation: short_operation_name(&operation.name).to_string(),
             operation_type: operation.operation_type.clone(),
             status: operation.status.clone(),
-            elapsed_ms: millis(started.elapsed()),
+            elapsed_ms: millis(elapsed),
         });
-        if is_done(&operation) {
-            return match failure(&operation) {
-                None => Ok(()),
-                Some(message) => Err(Box::new(ApplyError::OperationFailed {
-                    addr: addr.clone(),
-                    step: step.to_string(),
-                    operation: short_name(&operation.name).to_string(),
-                    operation_type: operation.operation_type.clone(),
-                    message,
-                })),
-            };
-        }
-        if executor.interrupted() {
-            return Err(Box::new(still_running(addr, step, &operation)));
-        }
-        if started.elapsed() >= policy.operation_timeout {
-            return Err(Box::new(ApplyError::Timeout {
+    };
+    let started = Instant::now();
+    let waited = wait_operation_until(executor.gke, cluster_ref, &operation, options, progress);
+    let error = match waited.await {
+        Ok(_) => return Ok(()),
+        Err(GkeError::OperationFailed {
+            operation,
+            operation_type,
+            message,
+            ..
+        }) => ApplyError::OperationFailed {
+            addr: addr.clone(),
+            step: step.to_string(),
+            operation: short_operation_name(&operation).to_string(),
+            operation_type,
+            message,
+        },
+        Err(GkeError::WaitTimedOut {
+            operation,
+            operation_type,
+            ..
+        }) => ApplyError::Timeout {
+            addr: addr.clone(),
+            what: format!(
+                "operation {} ({operation_type})",
+                short_operation_name(&operation)
+            ),
+            waited: started.elapsed(),
+        },
+        // The operation goes on in GKE without us.
+        Err(GkeError::Interrupted { last }) => {
+            let last = last.map_or(operation, |op| *op);
+            ApplyError::Interrupted {
                 addr: addr.clone(),
-                what: format!(
-                    "operation {} ({})",
-                    short_name(&operation.name),
-                    operation.operation_type
+                detail: format!(
+                    "{step}: operation {} ({}) is still running in GKE (last status {})",
+                    short_operation_name(&last.name),
+                    last.operation_type,
+                    last.status
                 ),
-                waited: started.elapsed(),
-            }));
-        }
-        if executor.pause(delay).await {
-            return Err(Box::new(still_running(addr, step, &operation)));
-        }
-        delay = policy.next_delay(delay);
-        match executor
-            .gke
-            .get_operation(cluster_ref, short_name(&operation.name))
-            .await
-        {
-            Ok(next) => {
-                poll_errors = 0;
-                operation = next;
-            }
-            Err(GkeError::Transport(_)) if poll_errors < policy.poll_error_retries => {
-                poll_errors += 1
-            }
-            Err(source) => {
-                return Err(Box::new(ApplyError::Gke {
-                    addr: addr.clone(),
-                    step: format!("operations.get {}", short_name(&operation.name)),
-                    source,
-                }));
             }
         }
-    }
+        Err(source) => ApplyError::Gke {
+            addr: addr.clone(),
+            step: format!("operations.get {}", short_operation_name(&operation.name)),
+            source,
+        },
+    };
+    Err(Box::new(error))
 }
 
 /// Cluster statuses in which a GKE operation is creating or deleting the cluster: its Kubernetes
@@ -386,62 +359,13 @@ pub(super) async fn settled_cluster(
                 plan.cluster.cluster
             )));
         }
-        delay = policy.next_delay(delay);
-    }
-}
-
-/// Waits for someone else's operation (the one that made the cluster busy) to end, whatever its
-/// result; bounded by the busy timeout, which the caller checks.
-async fn wait_for_other(
-    executor: &Executor<'_>,
-    cluster_ref: &ClusterRef,
-    operation: &str,
-    since: Instant,
-) {
-    let policy = &executor.options.poll;
-    let mut delay = policy.initial;
-    let mut errors = 0;
-    while since.elapsed() < policy.busy_timeout {
-        match executor
-            .gke
-            .get_operation(cluster_ref, short_name(operation))
-            .await
-        {
-            Ok(op) if is_done(&op) => return,
-            Ok(_) => errors = 0,
-            // Gone, or unreadable: go back and retry the call, which tells us whether it is free.
-            Err(GkeError::NotFound { .. }) => return,
-            Err(_) => {
-                errors += 1;
-                if errors > policy.poll_error_retries {
-                    return;
-                }
-            }
-        }
-        if executor.pause(delay).await {
-            return;
-        }
-        delay = policy.next_delay(delay);
-    }
-}
-
-/// An interrupted wait: the operation goes on in GKE without us.
-fn still_running(addr: &ResourceAddr, step: &str, operation: &Operation) -> ApplyError {
-    ApplyError::Interrupted {
-        addr: addr.clone(),
-        detail: format!(
-            "{step}: operation {} ({}) is still running in GKE (last status {})",
-            short_name(&operation.name),
-            operation.operation_type,
-            operation.status
-        ),
+        delay = policy.next(delay);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gke::RpcStatus;
 
     #[test]
     fn updates_keep_gke_labels_and_taints_and_carry_the_etag() {
@@ -469,25 +393,5 @@ mod tests {
             taints["taints"]["taints"][0]["key"],
             "cloud.google.com/gke-queued"
         );
-    }
-
-    #[test]
-    fn operation_failures_read_error_then_status_message() {
-        let mut op = Operation {
-            name: "projects/p/locations/z/operations/operation-1".into(),
-            status: "DONE".into(),
-            ..Operation::default()
-        };
-        assert!(is_done(&op));
-        assert_eq!(failure(&op), None);
-        op.status_message = Some("GCE_STOCKOUT".into());
-        assert_eq!(failure(&op).as_deref(), Some("GCE_STOCKOUT"));
-        op.error = Some(RpcStatus {
-            code: 8,
-            message: "no capacity".into(),
-            details: vec![],
-        });
-        assert_eq!(failure(&op).as_deref(), Some("no capacity"));
-        assert_eq!(short_name(&op.name), "operation-1");
     }
 }

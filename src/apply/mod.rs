@@ -36,8 +36,6 @@ mod kube;
 mod verify;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -46,6 +44,8 @@ use crate::addr::ResourceAddr;
 use crate::gke::{GkeApi, GkeError};
 use crate::plan::{Action, ActionKind, Plan};
 
+pub use crate::gke::PollConfig;
+pub use crate::interrupt::Interrupt;
 pub use events::{ApplyEvent, FanOut, NullSink, RecordingSink, Sink};
 pub use kube::{KubeApplier, KubeApplyError};
 pub use verify::VerifyError;
@@ -53,96 +53,6 @@ pub use verify::VerifyError;
 /// Most Kubernetes actions in flight at once, unless [`Executor::with_kube_concurrency`] says
 /// otherwise. Far below the API server's in-flight limits (200 mutating requests by default).
 pub const KUBE_CONCURRENCY: usize = 16;
-
-/// A request to stop an apply (Ctrl-C), shared between the signal handler and the executor.
-#[derive(Debug, Clone, Default)]
-pub struct Interrupt {
-    inner: Arc<InterruptInner>,
-}
-
-#[derive(Debug, Default)]
-struct InterruptInner {
-    set: AtomicBool,
-    notify: tokio::sync::Notify,
-}
-
-impl Interrupt {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Asks the apply to stop; idempotent.
-    pub fn trigger(&self) {
-        self.inner.set.store(true, Ordering::SeqCst);
-        self.inner.notify.notify_waiters();
-    }
-
-    pub fn is_set(&self) -> bool {
-        self.inner.set.load(Ordering::SeqCst)
-    }
-
-    /// Returns once [`Interrupt::trigger`] was called (at once if it already was).
-    pub async fn wait(&self) {
-        loop {
-            let notified = self.inner.notify.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            if self.is_set() {
-                return;
-            }
-            notified.await;
-        }
-    }
-}
-
-/// How to wait for long-running operations.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PollPolicy {
-    /// First wait between polls of an operation.
-    pub initial: Duration,
-    /// Longest wait between polls.
-    pub max: Duration,
-    /// Each wait is the previous one times this (capped at `max`).
-    pub multiplier: f64,
-    /// Give up on one operation after this long (TPU pool creation can take many minutes).
-    pub operation_timeout: Duration,
-    /// Give up waiting for a busy cluster after this long.
-    pub busy_timeout: Duration,
-    /// Consecutive transient errors tolerated while polling.
-    pub poll_error_retries: u32,
-}
-
-impl Default for PollPolicy {
-    fn default() -> Self {
-        PollPolicy {
-            initial: Duration::from_secs(2),
-            max: Duration::from_secs(15),
-            multiplier: 1.5,
-            operation_timeout: Duration::from_secs(60 * 60),
-            busy_timeout: Duration::from_secs(60 * 60),
-            poll_error_retries: 5,
-        }
-    }
-}
-
-impl PollPolicy {
-    /// No waiting between polls: for fakes and emulators whose operations advance per poll.
-    pub fn immediate() -> Self {
-        PollPolicy {
-            initial: Duration::ZERO,
-            max: Duration::ZERO,
-            ..PollPolicy::default()
-        }
-    }
-
-    fn next_delay(&self, delay: Duration) -> Duration {
-        // try_from: a multiplier that is negative, NaN or huge must not panic mid-apply.
-        Duration::try_from_secs_f64(delay.as_secs_f64() * self.multiplier)
-            .unwrap_or(self.max)
-            .min(self.max)
-            .max(self.initial)
-    }
-}
 
 /// Why an action did not succeed.
 #[derive(Debug, thiserror::Error)]
@@ -260,9 +170,24 @@ pub fn hint_for(addr: &ResourceAddr, message: &str) -> Option<String> {
 }
 
 /// Options for one apply.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ApplyOptions {
-    pub poll: PollPolicy,
+    pub poll: PollConfig,
+}
+
+impl Default for ApplyOptions {
+    /// An apply gives up on one operation, or on a busy cluster, after an hour: a person is
+    /// usually watching, and the next plan shows where GKE got to.
+    fn default() -> Self {
+        let hour = Duration::from_secs(60 * 60);
+        ApplyOptions {
+            poll: PollConfig {
+                timeout: hour,
+                busy_timeout: hour,
+                ..PollConfig::default()
+            },
+        }
+    }
 }
 
 /// How one action ended.
@@ -370,16 +295,7 @@ impl<'a> Executor<'a> {
 
     /// Sleeps for `delay`; `true` if the apply was interrupted meanwhile (it returns at once then).
     async fn pause(&self, delay: Duration) -> bool {
-        match self.interrupt {
-            None => {
-                tokio::time::sleep(delay).await;
-                false
-            }
-            Some(interrupt) => tokio::select! {
-                _ = tokio::time::sleep(delay) => interrupt.is_set(),
-                _ = interrupt.wait() => true,
-            },
-        }
+        Interrupt::sleep(self.interrupt, delay).await
     }
 
     /// Whether `action` may run concurrently with its neighbours: a Kubernetes change. Jobs

@@ -970,6 +970,9 @@ const POOL_PATH_FIELDS: [&str; 6] = [
     "etag",
 ];
 
+/// UpdateNodePoolRequest's rollout strategy: it says how to update, not what.
+const POOL_UPDATE_MODE: &str = "nodeConfigUpdateMode";
+
 #[allow(clippy::too_many_arguments)]
 fn update_pool(
     st: &mut State,
@@ -985,7 +988,10 @@ fn update_pool(
         find_pool(rec, np)?;
     }
     let req = parse("UpdateNodePoolRequest", body)?;
-    if req.keys().all(|k| POOL_PATH_FIELDS.contains(&k.as_str())) {
+    if req
+        .keys()
+        .all(|k| POOL_PATH_FIELDS.contains(&k.as_str()) || k == POOL_UPDATE_MODE)
+    {
         return Err(ApiError::invalid("Must specify a field to update."));
     }
     let rec = pool_mutation(st, p, l, c, np)?;
@@ -1007,6 +1013,9 @@ fn update_pool(
         let w = work.as_object_mut().expect("object");
         match k.as_str() {
             k if POOL_PATH_FIELDS.contains(&k) => {}
+            // How GKE rolls the change out (VMs recreated, or updated live without a drain):
+            // the emulator has no VMs, so every mode ends in the same pool.
+            POOL_UPDATE_MODE => {}
             "nodeVersion" => {
                 let want = v.as_str().unwrap_or("-");
                 let r = if want == "-" || want.is_empty() {

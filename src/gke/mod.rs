@@ -45,8 +45,9 @@ pub use kubeconfig::{
     kube_config_from_cluster_with,
 };
 pub use operations::{
-    PollConfig, operation_failure, operation_target, retry_while_busy, run_operation,
-    wait_operation, wait_operation_with,
+    PollConfig, WaitOptions, is_done, operation_failure, operation_target, retry_while_busy,
+    retry_while_busy_until, run_operation, short_operation_name, wait_operation,
+    wait_operation_until, wait_operation_with,
 };
 pub use rest::{DEFAULT_ENDPOINT, RestGke, RetryConfig};
 
@@ -128,6 +129,23 @@ pub enum GkeError {
         code: i32,
         message: String,
     },
+    /// A wait for an operation gave up; the operation may still finish on GKE's side.
+    #[error(
+        "gave up after {timeout:?} waiting for operation {operation} ({operation_type}) on {target}; it may still be running"
+    )]
+    WaitTimedOut {
+        timeout: std::time::Duration,
+        operation: String,
+        operation_type: String,
+        target: String,
+    },
+    /// A wait was interrupted (Ctrl-C): `last` is the operation as last seen, which goes on in
+    /// GKE; none when the wait was for a busy cluster and the call was never sent.
+    #[error("interrupted: {}", match last {
+        Some(op) => format!("operation {} ({}) is still running in GKE (last status {})", op.name, op.operation_type, op.status),
+        None => "the call was not sent: it was waiting for the cluster to be free".to_string(),
+    })]
+    Interrupted { last: Option<Box<Operation>> },
     /// Transport failure, timeout, or credentials problem.
     #[error("{0}")]
     Transport(String),

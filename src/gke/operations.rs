@@ -1,15 +1,19 @@
 //! Long-running operations: waiting for them, and waiting out another operation on the cluster.
+//! This is the one implementation: `gkq apply`, the revision labels and library users all wait
+//! through it.
 //!
 //! GKE runs one operation per cluster at a time. A mutating call made while another runs fails
 //! with [`GkeError::ClusterBusy`] (400 `CLUSTER_ALREADY_HAS_OPERATION` / "incompatible
 //! operation", or 429 "too many operations"); [`retry_while_busy`] waits for the named operation
 //! (or backs off when none is named) and calls again, so that this is never reported as a
-//! failure. [`run_operation`] combines it with [`wait_operation`].
+//! failure. [`run_operation`] combines it with [`wait_operation`]. The `*_until` forms take an
+//! [`Interrupt`] (Ctrl-C) that ends a wait early with [`GkeError::Interrupted`].
 
 use std::future::Future;
 use std::time::{Duration, Instant};
 
 use super::{ClusterRef, GkeApi, GkeError, GkeResult, Operation};
+use crate::interrupt::Interrupt;
 
 /// How operations are polled. The GKE client picks [`PollConfig::fast`] when its endpoint is on
 /// loopback (the emulator) and [`PollConfig::default`] otherwise; see [`GkeApi::poll_config`].
@@ -20,9 +24,13 @@ pub struct PollConfig {
     /// Largest delay between polls.
     pub max: Duration,
     /// Growth of the delay after each poll.
-    pub factor: f64,
-    /// Give up waiting after this long (the operation may still finish on GKE's side).
+    pub multiplier: f64,
+    /// Give up waiting for one operation after this long (it may still finish on GKE's side).
     pub timeout: Duration,
+    /// Give up waiting for a busy cluster to be free after this long.
+    pub busy_timeout: Duration,
+    /// Consecutive transport errors tolerated while polling an operation.
+    pub poll_error_retries: u32,
 }
 
 impl Default for PollConfig {
@@ -32,8 +40,10 @@ impl Default for PollConfig {
         Self {
             initial: Duration::from_secs(2),
             max: Duration::from_secs(15),
-            factor: 1.5,
+            multiplier: 1.5,
             timeout: Duration::from_secs(2 * 3600),
+            busy_timeout: Duration::from_secs(2 * 3600),
+            poll_error_retries: 5,
         }
     }
 }
@@ -44,14 +54,35 @@ impl PollConfig {
         Self {
             initial: Duration::from_millis(10),
             max: Duration::from_millis(100),
-            factor: 1.5,
             timeout: Duration::from_secs(600),
+            busy_timeout: Duration::from_secs(600),
+            ..Self::default()
         }
     }
 
-    fn next(&self, d: Duration) -> Duration {
-        d.mul_f64(self.factor.max(1.0)).min(self.max)
+    /// No waiting between polls: for fakes and emulators whose operations advance per poll.
+    pub fn immediate() -> Self {
+        Self {
+            initial: Duration::ZERO,
+            max: Duration::ZERO,
+            ..Self::default()
+        }
     }
+
+    pub(crate) fn next(&self, delay: Duration) -> Duration {
+        // try_from: a multiplier that is negative, NaN or huge must not panic mid-wait.
+        Duration::try_from_secs_f64(delay.as_secs_f64() * self.multiplier)
+            .unwrap_or(self.max)
+            .min(self.max)
+            .max(self.initial)
+    }
+}
+
+/// How one wait runs: its polling, and what may interrupt it.
+#[derive(Debug, Clone, Copy)]
+pub struct WaitOptions<'a> {
+    pub poll: &'a PollConfig,
+    pub interrupt: Option<&'a Interrupt>,
 }
 
 /// `projects/P/locations/L/clusters/C[/nodePools/NP]` for an operation's target, rebuilt from
@@ -72,19 +103,32 @@ pub fn operation_target(cluster: &ClusterRef, op: &Operation) -> String {
     link.to_string()
 }
 
+/// Whether an operation is DONE: by name, or by number for clients that ask for
+/// `enum-encoding=int` (DONE = 3).
+pub fn is_done(op: &Operation) -> bool {
+    matches!(op.status.as_str(), "DONE" | "3")
+}
+
+/// `projects/p/locations/l/operations/operation-1` -> `operation-1`.
+pub fn short_operation_name(name: &str) -> &str {
+    name.rsplit('/').next().unwrap_or(name)
+}
+
 /// Whether a DONE operation failed, and how: `error` (a `google.rpc.Status`) or, on older
-/// servers, `statusMessage` (gcloud and terraform check both).
+/// servers, `statusMessage` (gcloud and terraform check both); a bare error code when neither
+/// has words.
 pub fn operation_failure(cluster: &ClusterRef, op: &Operation) -> Option<GkeError> {
-    let (code, message) = match (&op.error, &op.status_message) {
-        (Some(e), _) if e.code != 0 || !e.message.is_empty() => {
-            let message = if e.message.is_empty() {
-                op.status_message.clone().unwrap_or_default()
-            } else {
+    let status_message = op.status_message.clone().filter(|m| !m.is_empty());
+    let (code, message) = match (&op.error, status_message) {
+        (Some(e), status_message) if e.code != 0 || !e.message.is_empty() => {
+            let message = if !e.message.is_empty() {
                 e.message.clone()
+            } else {
+                status_message.unwrap_or_else(|| format!("error code {}", e.code))
             };
             (e.code, message)
         }
-        (_, Some(m)) if !m.is_empty() => (2, m.clone()),
+        (_, Some(m)) => (2, m),
         _ => return None,
     };
     Some(GkeError::OperationFailed {
@@ -117,14 +161,34 @@ pub async fn wait_operation_with(
     cluster: &ClusterRef,
     op: &Operation,
     poll: &PollConfig,
+    progress: impl FnMut(&Operation, Duration),
+) -> GkeResult<Operation> {
+    let options = WaitOptions {
+        poll,
+        interrupt: None,
+    };
+    wait_operation_until(api, cluster, op, options, progress).await
+}
+
+/// [`wait_operation`] with explicit options: an interrupt ends it with
+/// [`GkeError::Interrupted`] (the operation goes on in GKE), [`PollConfig::timeout`] with
+/// [`GkeError::WaitTimedOut`]; up to [`PollConfig::poll_error_retries`] transport errors in a
+/// row are polled through.
+pub async fn wait_operation_until(
+    api: &dyn GkeApi,
+    cluster: &ClusterRef,
+    op: &Operation,
+    options: WaitOptions<'_>,
     mut progress: impl FnMut(&Operation, Duration),
 ) -> GkeResult<Operation> {
+    let poll = options.poll;
     let start = Instant::now();
     let mut delay = poll.initial;
+    let mut poll_errors = 0;
     let mut current = op.clone();
     loop {
         progress(&current, start.elapsed());
-        if current.status == "DONE" {
+        if is_done(&current) {
             return match operation_failure(cluster, &current) {
                 Some(e) => Err(e),
                 None => Ok(current),
@@ -137,75 +201,144 @@ pub async fn wait_operation_with(
                 operation_target(cluster, &current)
             )));
         }
-        if start.elapsed() >= poll.timeout {
-            return Err(GkeError::Transport(format!(
-                "gave up after {:?} waiting for operation {} ({}) on {}; it may still be running",
-                poll.timeout,
-                current.name,
-                current.operation_type,
-                operation_target(cluster, &current)
-            )));
+        let interrupted = || GkeError::Interrupted {
+            last: Some(Box::new(current.clone())),
+        };
+        if options.interrupt.is_some_and(Interrupt::is_set) {
+            return Err(interrupted());
         }
-        tokio::time::sleep(delay).await;
+        if start.elapsed() >= poll.timeout {
+            return Err(GkeError::WaitTimedOut {
+                timeout: poll.timeout,
+                operation: current.name.clone(),
+                operation_type: current.operation_type.clone(),
+                target: operation_target(cluster, &current),
+            });
+        }
+        if Interrupt::sleep(options.interrupt, delay).await {
+            return Err(interrupted());
+        }
         delay = poll.next(delay);
-        current = api.get_operation(cluster, &current.name).await?;
+        match api
+            .get_operation(cluster, short_operation_name(&current.name))
+            .await
+        {
+            Ok(next) => {
+                poll_errors = 0;
+                current = next;
+            }
+            Err(GkeError::Transport(e)) if poll_errors < poll.poll_error_retries => {
+                tracing::debug!("polling {}: {e}", current.name);
+                poll_errors += 1;
+            }
+            Err(e) => return Err(e),
+        }
     }
 }
 
 /// Runs a mutating call; while GKE answers [`GkeError::ClusterBusy`], waits for the operation it
 /// names (reporting it through `progress`; its own outcome does not matter here) or, when none is
-/// named, backs off, and then calls again. Gives up after [`PollConfig::timeout`] with the last
-/// `ClusterBusy` error. Every other result is returned as is.
+/// named, backs off, and then calls again. Gives up after [`PollConfig::busy_timeout`] with the
+/// last `ClusterBusy` error. Every other result is returned as is.
 pub async fn retry_while_busy<T, F, Fut>(
     api: &dyn GkeApi,
     cluster: &ClusterRef,
-    mut call: F,
-    mut progress: impl FnMut(&Operation, Duration),
+    call: F,
+    progress: impl FnMut(&Operation, Duration),
 ) -> GkeResult<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = GkeResult<T>>,
 {
     let poll = api.poll_config();
+    let options = WaitOptions {
+        poll: &poll,
+        interrupt: None,
+    };
+    retry_while_busy_until(api, cluster, call, options, |_, _, _| {}, progress).await
+}
+
+/// [`retry_while_busy`] with explicit options. `on_busy` hears each refusal (the blocking
+/// operation, if named, GKE's message, the time since the first call) before the wait; an
+/// interrupt ends the wait with [`GkeError::Interrupted`] and no call is made after it.
+pub async fn retry_while_busy_until<T, F, Fut>(
+    api: &dyn GkeApi,
+    cluster: &ClusterRef,
+    mut call: F,
+    options: WaitOptions<'_>,
+    mut on_busy: impl FnMut(Option<&str>, &str, Duration),
+    mut progress: impl FnMut(&Operation, Duration),
+) -> GkeResult<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = GkeResult<T>>,
+{
+    let poll = options.poll;
     let start = Instant::now();
     let mut delay = poll.initial;
     loop {
+        // A refused call was not accepted, so making it again is safe (no duplicate create).
         let err = match call().await {
             Err(e @ GkeError::ClusterBusy { .. }) => e,
             other => return other,
         };
-        if start.elapsed() >= poll.timeout {
+        if start.elapsed() >= poll.busy_timeout {
             return Err(err);
         }
         let GkeError::ClusterBusy { operation, message } = &err else {
             unreachable!()
         };
         tracing::info!(cluster = %cluster.name(), "cluster busy, waiting: {message}");
+        on_busy(operation.as_deref(), message, start.elapsed());
         let waited = match operation {
-            Some(id) => match api.get_operation(cluster, id).await {
-                Ok(other) => {
-                    let r = wait_operation_with(api, cluster, &other, &poll, &mut progress).await;
-                    match r {
-                        // The other operation's failure is not ours.
-                        Ok(_) | Err(GkeError::OperationFailed { .. }) => true,
-                        Err(e) => {
-                            tracing::debug!("waiting for {id}: {e}");
-                            false
-                        }
-                    }
-                }
-                Err(e) => {
-                    tracing::debug!("reading blocking operation {id}: {e}");
-                    false
-                }
-            },
+            Some(id) => wait_for_blocking(api, cluster, id, options, start, &mut progress).await,
             None => false,
         };
+        if options.interrupt.is_some_and(Interrupt::is_set) {
+            return Err(GkeError::Interrupted { last: None });
+        }
         if waited {
             delay = poll.initial;
         } else {
-            tokio::time::sleep(delay).await;
-            delay = poll.next(delay).max(poll.initial);
+            if Interrupt::sleep(options.interrupt, delay).await {
+                return Err(GkeError::Interrupted { last: None });
+            }
+            delay = poll.next(delay);
+        }
+    }
+}
+
+/// Waits for the operation that made the cluster busy, within what is left of the busy timeout
+/// since `start`. Whether it was waited to its end (its failure is not ours); when it is gone
+/// or unreadable, the caller backs off and calls again, which tells whether the cluster is free.
+async fn wait_for_blocking(
+    api: &dyn GkeApi,
+    cluster: &ClusterRef,
+    id: &str,
+    options: WaitOptions<'_>,
+    start: Instant,
+    progress: &mut impl FnMut(&Operation, Duration),
+) -> bool {
+    let other = match api.get_operation(cluster, short_operation_name(id)).await {
+        Ok(other) => other,
+        Err(e) => {
+            tracing::debug!("reading blocking operation {id}: {e}");
+            return false;
+        }
+    };
+    let poll = PollConfig {
+        timeout: options.poll.busy_timeout.saturating_sub(start.elapsed()),
+        ..options.poll.clone()
+    };
+    let options = WaitOptions {
+        poll: &poll,
+        ..options
+    };
+    match wait_operation_until(api, cluster, &other, options, &mut *progress).await {
+        Ok(_) | Err(GkeError::OperationFailed { .. }) => true,
+        Err(e) => {
+            tracing::debug!("waiting for {id}: {e}");
+            false
         }
     }
 }
@@ -250,6 +383,20 @@ mod tests {
     }
 
     #[test]
+    fn done_by_name_or_number_and_short_names() {
+        let mut o = op("x");
+        assert!(is_done(&o));
+        o.status = "3".into();
+        assert!(is_done(&o));
+        o.status = "RUNNING".into();
+        assert!(!is_done(&o));
+        assert_eq!(
+            short_operation_name("projects/p/locations/z/operations/operation-1"),
+            "operation-1"
+        );
+    }
+
+    #[test]
     fn targets() {
         let c = cluster();
         let o = op(
@@ -290,6 +437,17 @@ mod tests {
         let err = operation_failure(&c, &s).unwrap();
         assert!(matches!(err, GkeError::OperationFailed { code: 2, .. }));
         assert!(err.is_stockout());
+        // An error with a code and no words.
+        let mut bare = op("x/clusters/c");
+        bare.error = Some(RpcStatus {
+            code: 13,
+            message: String::new(),
+            details: vec![],
+        });
+        let err = operation_failure(&c, &bare).unwrap();
+        assert!(
+            matches!(&err, GkeError::OperationFailed { message, .. } if message == "error code 13")
+        );
         // A quota failure is not a stockout.
         let mut q = op("x/clusters/c");
         q.error = Some(RpcStatus {

@@ -10,7 +10,7 @@ use std::time::Duration;
 use gkq::addr::ResourceAddr;
 use gkq::apply::{
     ApplyOptions, ApplyReport, Executor, Interrupt, KubeApplier, KubeApplyError, Outcome,
-    PollPolicy, RecordingSink,
+    PollConfig, RecordingSink,
 };
 use gkq::model::DesiredState;
 use gkq::observe::{KubeLive, KubeObject, observe_gke};
@@ -127,7 +127,7 @@ async fn apply(gke: &FakeGke, kube: &SlowKube, plan: &Plan, concurrency: usize) 
 
 fn options() -> ApplyOptions {
     ApplyOptions {
-        poll: PollPolicy::immediate(),
+        poll: PollConfig::immediate(),
     }
 }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use gkq::addr::ResourceAddr;
 use gkq::apply::{
-    ApplyError, ApplyEvent, ApplyOptions, ApplyReport, Executor, Outcome, PollPolicy, RecordingSink,
+    ApplyError, ApplyEvent, ApplyOptions, ApplyReport, Executor, Outcome, PollConfig, RecordingSink,
 };
 use gkq::emulator::{Emulator, EmulatorConfig, EmulatorHandle, Fault, FaultRule};
 use gkq::gke::{AnonymousTokenSource, GkeApi, RestGke};
@@ -49,10 +49,10 @@ async fn plan_of(api: &RestGke, desired: &DesiredState) -> Plan {
 
 async fn run(api: &RestGke, plan: &Plan) -> (ApplyReport, RecordingSink) {
     let sink = RecordingSink::new();
-    let poll = PollPolicy {
+    let poll = PollConfig {
         initial: Duration::from_millis(10),
         max: Duration::from_millis(50),
-        ..PollPolicy::default()
+        ..PollConfig::default()
     };
     let report = Executor::new(api, &sink)
         .with_options(ApplyOptions { poll })

@@ -8,7 +8,7 @@ use std::sync::Mutex;
 
 use gkq::addr::ResourceAddr;
 use gkq::apply::{
-    ApplyOptions, Executor, KubeApplier, KubeApplyError, Outcome, PollPolicy, RecordingSink,
+    ApplyOptions, Executor, KubeApplier, KubeApplyError, Outcome, PollConfig, RecordingSink,
 };
 use gkq::model::DesiredState;
 use gkq::observe::{KubeLive, KubeObject, LiveState, observe_gke};
@@ -151,7 +151,7 @@ async fn kubernetes_objects_are_applied_after_the_cluster_and_then_stay_quiet() 
     let report = Executor::new(&gke, &sink)
         .with_kube(&kube)
         .with_options(ApplyOptions {
-            poll: PollPolicy::immediate(),
+            poll: PollConfig::immediate(),
         })
         .apply(&first)
         .await;
@@ -231,7 +231,7 @@ async fn a_failed_kubernetes_apply_skips_only_its_dependents() {
     let report = Executor::new(&gke, &sink)
         .with_kube(&kube)
         .with_options(ApplyOptions {
-            poll: PollPolicy::immediate(),
+            poll: PollConfig::immediate(),
         })
         .apply(&plan)
         .await;
@@ -272,7 +272,7 @@ async fn without_a_kubernetes_applier_kubernetes_actions_fail_clearly() {
     let sink = RecordingSink::new();
     let report = Executor::new(&gke, &sink)
         .with_options(ApplyOptions {
-            poll: PollPolicy::immediate(),
+            poll: PollConfig::immediate(),
         })
         .apply(&plan)
         .await;

@@ -11,7 +11,7 @@ mod properties;
 mod render;
 mod seed;
 
-use gkq::apply::{ApplyOptions, ApplyReport, Executor, PollPolicy, RecordingSink};
+use gkq::apply::{ApplyOptions, ApplyReport, Executor, PollConfig, RecordingSink};
 use gkq::model::DesiredState;
 use gkq::observe::observe_gke;
 use gkq::plan::{Plan, PlanOptions, plan};
@@ -35,7 +35,7 @@ pub async fn apply(api: &FakeGke, plan: &Plan) -> (ApplyReport, RecordingSink) {
     let sink = RecordingSink::new();
     let report = Executor::new(api, &sink)
         .with_options(ApplyOptions {
-            poll: PollPolicy::immediate(),
+            poll: PollConfig::immediate(),
         })
         .apply(plan)
         .await;
