@@ -1111,3 +1111,99 @@ mod bounded {
         );
     }
 }
+
+/// The example with some text replaced, validated: its warnings as `(line, column, message)`.
+/// The replaced values are unknown to gkq's table of GKE facts but plausible, so the spec stays
+/// valid.
+fn example_warnings_with(replacements: &[(&str, &str)]) -> Vec<(usize, usize, String)> {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        root().join("examples/tpu-dws/train.py"),
+        dir.path().join("train.py"),
+    )
+    .unwrap();
+    let mut text = std::fs::read_to_string(root().join("examples/tpu-dws/gkq.yaml")).unwrap();
+    for (from, to) in replacements {
+        assert!(text.contains(from), "the example has no `{from}`");
+        text = text.replacen(from, to, 1);
+    }
+    std::fs::write(dir.path().join("gkq.yaml"), text).unwrap();
+    let opts = LoadOptions {
+        env_lookup: Some(Box::new(|_| None)),
+        ..Default::default()
+    };
+    let loaded = spec::load(&WorkingTree, dir.path(), &opts).unwrap();
+    let (desired, diags) = model::build(&loaded);
+    assert!(desired.is_some(), "unknown facts are warnings: {diags:#?}");
+    diags
+        .warnings()
+        .map(|d| {
+            let span = d.span.unwrap_or_default();
+            (span.line, span.column, d.message.clone())
+        })
+        .collect()
+}
+
+fn has_warning(warnings: &[(usize, usize, String)], line: usize, column: usize, text: &str) {
+    assert!(
+        warnings
+            .iter()
+            .any(|(l, c, m)| (*l, *c) == (line, column) && m.contains(text)),
+        "no warning at {line}:{column} containing `{text}` in {warnings:#?}"
+    );
+}
+
+#[test]
+fn plausible_facts_missing_from_the_table_are_warnings_at_their_values() {
+    // A TPU family newer than the table.
+    let w = example_warnings_with(&[(
+        "machineType: ct6e-standard-4t\n    tpuTopology: 4x4\n    reservationAffinity: none\n    initialNodes: 0\n    autoscaling: {min: 0, max: 4}\n  - name: ${DWS",
+        "machineType: ct9z-standard-4t\n    tpuTopology: 4x4\n    reservationAffinity: none\n    initialNodes: 0\n    autoscaling: {min: 0, max: 4}\n  - name: ${DWS",
+    )]);
+    has_warning(
+        &w,
+        38,
+        18,
+        "`ct9z-standard-4t` looks like a TPU machine type, but its family is not in gkq's table of GKE facts (as of 2026-11-30)",
+    );
+    // A machine series newer than the table.
+    let w =
+        example_warnings_with(&[("machineType: n2-standard-16", "machineType: x9-standard-16")]);
+    has_warning(
+        &w,
+        30,
+        18,
+        "machine series `x9` (of `x9-standard-16`) is not in gkq's table",
+    );
+    // A well-formed region the table does not list.
+    let w = example_warnings_with(&[("default: us-east5-b", "default: us-east9-b")]);
+    has_warning(
+        &w,
+        24,
+        11,
+        "region `us-east9` is not in gkq's table of GKE facts (as of 2026-11-30)",
+    );
+    // A known zone where the TPU pages do not list v6e, nor flex-start v6e.
+    let w = example_warnings_with(&[("default: us-east5-b", "default: us-west4-a")]);
+    has_warning(
+        &w,
+        38,
+        18,
+        "`us-west4-a` is not listed as offering TPU v6e (as of 2026-11-30)",
+    );
+    has_warning(&w, 44, 18, "`us-west4-a` is not listed as offering TPU v6e");
+    has_warning(
+        &w,
+        49,
+        16,
+        "`us-west4-a` is not listed as offering flex-start TPU v6e (as of 2026-11-30)",
+    );
+    // Outside the regions whose TPU zones the table lists in full, only flex-start (listed in
+    // full) is checked.
+    let w = example_warnings_with(&[("default: us-east5-b", "default: europe-west4-a")]);
+    assert!(
+        !w.iter().any(|(_, _, m)| m.contains("offering TPU v6e")),
+        "{w:#?}"
+    );
+    has_warning(&w, 49, 16, "not listed as offering flex-start TPU v6e");
+}

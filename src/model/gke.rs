@@ -1,11 +1,12 @@
-//! GKE request bodies, field for field what the seed's gcloud commands send (see
-//! `docs/gke.md` a.1-a.4), plus gkq's ownership labels and `autoRepair: false` on
-//! flex-start pools.
+//! GKE request bodies, field for field what the seed's gcloud commands send (`gcloud container
+//! clusters create` and `node-pools create`, mapped to the REST fields; see `docs/gke.md`
+//! a.1-a.4), plus gkq's ownership labels and `autoRepair: false` on flex-start pools.
 
 use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 
+pub use super::gke_facts::{topology_chips, tpu_chips_per_vm};
 use super::{GKE_MANAGED_BY_LABEL, GKE_STACK_LABEL, MANAGED_BY_VALUE};
 use crate::spec::types::{Cluster, NodePool, Spec, Taint};
 
@@ -209,23 +210,6 @@ fn gke_taint(t: &Taint) -> Value {
     v
 }
 
-/// TPU chips per VM from a machine type name: `ct6e-standard-4t` has 4, `ct5lp-hightpu-8t` 8.
-pub fn tpu_chips_per_vm(machine_type: &str) -> Option<u32> {
-    if !machine_type.starts_with("ct") && !machine_type.starts_with("tpu") {
-        return None;
-    }
-    let last = machine_type.rsplit('-').next()?;
-    last.strip_suffix('t')?.parse().ok().filter(|n| *n > 0)
-}
-
-/// Chips in a TPU topology: `4x4` = 16, `2x2x4` = 16.
-pub fn topology_chips(topology: &str) -> Option<u32> {
-    topology
-        .split('x')
-        .map(|d| d.parse::<u32>().ok().filter(|n| *n > 0))
-        .try_fold(1u32, |acc, d| d.and_then(|d| acc.checked_mul(d)))
-}
-
 /// VMs in one TPU slice of this pool (`4x4` on `-4t` machines = 4), when both are known.
 pub fn tpu_hosts(pool: &NodePool) -> Option<u32> {
     let chips = topology_chips(pool.tpu_topology.as_deref()?)?;
@@ -266,16 +250,6 @@ pub fn parse_duration_secs(text: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn tpu_shapes() {
-        assert_eq!(tpu_chips_per_vm("ct6e-standard-4t"), Some(4));
-        assert_eq!(tpu_chips_per_vm("ct5lp-hightpu-8t"), Some(8));
-        assert_eq!(tpu_chips_per_vm("n2-standard-16"), None);
-        assert_eq!(topology_chips("4x4"), Some(16));
-        assert_eq!(topology_chips("2x2x4"), Some(16));
-        assert_eq!(topology_chips("4xx"), None);
-    }
 
     #[test]
     fn durations() {

@@ -5,11 +5,13 @@
 //! [`validate::validate`] has found every problem.
 
 pub mod gke;
+pub mod gke_facts;
 pub mod jobs;
 pub mod kueue;
 pub mod kueue_install;
 pub mod validate;
 mod validate_capacity;
+mod validate_facts;
 
 use std::collections::BTreeMap;
 

@@ -157,6 +157,7 @@ pub fn validate(loaded: &Loaded) -> Diagnostics {
     check_jobs(&mut c, spec);
     check_manifests(&mut c, spec);
     super::validate_capacity::check(&mut c, spec);
+    super::validate_facts::check(&mut c, spec);
 
     if spec.project.trim().is_empty() {
         c.error(
@@ -455,22 +456,6 @@ fn check_node_pools(c: &mut Checker, spec: &Spec) {
     for (i, pool) in spec.node_pools.iter().enumerate() {
         let p = Path::root().key("nodePools").index(i);
         let chips_per_vm = tpu_chips_per_vm(&pool.machine_type);
-        if let Some(topology) = &pool.tpu_topology {
-            match (topology_chips(topology), chips_per_vm) {
-                (None, _) => c.error(&p.key("tpuTopology"), format!("TPU topology `{topology}` is not valid"), "write dimensions joined by x, such as 2x2, 4x4 or 2x2x4"),
-                (Some(_), None) => c.error(
-                    &p.key("tpuTopology"),
-                    format!("`tpuTopology` is set but `{}` is not a TPU machine type", pool.machine_type),
-                    "use a TPU machine type such as ct6e-standard-4t, or remove tpuTopology",
-                ),
-                (Some(chips), Some(per_vm)) if chips % per_vm != 0 || chips < per_vm => c.error(
-                    &p.key("tpuTopology"),
-                    format!("TPU topology {topology} has {chips} chips, which {} VMs with {per_vm} chips each cannot form", pool.machine_type),
-                    format!("choose a topology whose chip count is a multiple of {per_vm}"),
-                ),
-                _ => {}
-            }
-        }
         let hosts = tpu_hosts(pool);
         if let (Some(hosts), Some(a)) = (hosts, &pool.autoscaling) {
             let topo = pool.tpu_topology.clone().unwrap_or_default();
@@ -1211,22 +1196,14 @@ fn check_jobs(c: &mut Checker, spec: &Spec) {
     }
 }
 
-/// The values GKE gives the `cloud.google.com/gke-tpu-accelerator` node label.
-const TPU_ACCELERATORS: &[&str] = &[
-    "tpu-v4-podslice",
-    "tpu-v5-lite-device",
-    "tpu-v5-lite-podslice",
-    "tpu-v5p-slice",
-    "tpu-v6e-slice",
-    "tpu7x",
-];
-
-/// A TPU accelerator type GKE does not have selects no node, and the job waits forever.
+/// A TPU accelerator type GKE does not have (the values of the
+/// `cloud.google.com/gke-tpu-accelerator` node label are in the table of GKE facts) selects no node, and the job waits forever.
 fn check_accelerator_type(c: &mut Checker, path: &Path, kind: &str) {
-    if kind.to_ascii_lowercase().starts_with("tpu") && !TPU_ACCELERATORS.contains(&kind) {
-        let help = match suggest(kind, TPU_ACCELERATORS.iter().copied()) {
+    let known = super::gke_facts::tpu_accelerators();
+    if kind.to_ascii_lowercase().starts_with("tpu") && !known.contains(&kind) {
+        let help = match suggest(kind, known.iter().copied()) {
             Some(s) => format!("did you mean `{s}`?"),
-            None => format!("use one of: {}", TPU_ACCELERATORS.join(", ")),
+            None => format!("use one of: {}", known.join(", ")),
         };
         c.error(
             path,

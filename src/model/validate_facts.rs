@@ -1,0 +1,480 @@
+//! Validation against the table of GKE facts ([`super::gke_facts`]): machine types, TPU
+//! topologies, locations and GKE versions. A value that breaks a rule Google documents is an
+//! error; a well-formed value the table does not know is a warning, because the table ages.
+
+use super::gke_facts::{
+    self as facts, CHECKED_ON, GkeVersion, Location, LocationProblem, MachineTypeFact, Offering,
+    TopologyProblem, TpuGeneration, TpuMachineType, VersionVsFloor,
+};
+use super::validate::Checker;
+use crate::spec::types::{NodePool, Spec};
+use crate::spec::{Path, suggest};
+
+const TPU_ZONES_PAGE: &str = "https://cloud.google.com/tpu/docs/regions-zones";
+const FLEX_START_PAGE: &str = "https://cloud.google.com/kubernetes-engine/docs/concepts/dws";
+
+pub(super) fn check(c: &mut Checker, spec: &Spec) {
+    let location = check_location(c, spec);
+    check_general_machine_type(
+        c,
+        &Path::root()
+            .key("cluster")
+            .key("defaultPool")
+            .key("machineType"),
+        &spec.cluster.default_pool.machine_type,
+    );
+    for (i, pool) in spec.node_pools.iter().enumerate() {
+        let p = Path::root().key("nodePools").index(i);
+        match facts::classify_machine_type(&pool.machine_type) {
+            MachineTypeFact::Tpu(generation, machine) => {
+                if let Some(topology) = &pool.tpu_topology {
+                    check_pool_topology(c, &p, generation, machine, topology);
+                }
+                check_tpu_offering(c, spec, &p, pool, generation, location.as_ref());
+            }
+            MachineTypeFact::TpuTypeNotInFamily(generation) => {
+                let names: Vec<&str> = generation.machine_types.iter().map(|m| m.name).collect();
+                let help = match suggest(&pool.machine_type, names.iter().copied()) {
+                    Some(s) => format!(
+                        "did you mean `{s}`? {} machine types: {}",
+                        generation.name,
+                        names.join(", ")
+                    ),
+                    None => format!("{} machine types: {}", generation.name, names.join(", ")),
+                };
+                c.error(
+                    &p.key("machineType"),
+                    format!(
+                        "`{}` is not a {} machine type, though `{}` is that generation's family",
+                        pool.machine_type, generation.label, generation.machine_family
+                    ),
+                    help,
+                );
+                if let Some(topology) = &pool.tpu_topology
+                    && let Err(problem) = generation_topology(generation, topology)
+                {
+                    report_topology(c, &p.key("tpuTopology"), generation, topology, problem);
+                }
+            }
+            MachineTypeFact::UnknownTpuFamily { chips_per_vm } => {
+                c.warning(
+                    &p.key("machineType"),
+                    format!(
+                        "`{}` looks like a TPU machine type, but its family is not in gkq's table of GKE facts (as of {CHECKED_ON})",
+                        pool.machine_type
+                    ),
+                    format!(
+                        "check the name (known TPU machine types: {}); if Google added it since, the table is out of date",
+                        known_tpu_machine_types().join(", ")
+                    ),
+                );
+                if let Some(topology) = &pool.tpu_topology {
+                    check_unknown_family_topology(c, &p, pool, topology, chips_per_vm);
+                }
+            }
+            fact @ (MachineTypeFact::KnownSeries
+            | MachineTypeFact::UnknownSeries
+            | MachineTypeFact::Malformed) => {
+                report_general_machine_type(c, &p.key("machineType"), &pool.machine_type, fact);
+                if pool.flex_start && fact != MachineTypeFact::Malformed {
+                    check_version_floor(
+                        c,
+                        spec,
+                        facts::FLEX_START_MIN_GKE,
+                        &format!("flex-start nodes (node pool `{}`)", pool.name),
+                    );
+                }
+                if pool.tpu_topology.is_some() && fact != MachineTypeFact::Malformed {
+                    c.error(
+                        &p.key("tpuTopology"),
+                        format!(
+                            "`tpuTopology` is set but `{}` is not a TPU machine type",
+                            pool.machine_type
+                        ),
+                        "use a TPU machine type such as ct6e-standard-4t, or remove tpuTopology",
+                    );
+                }
+            }
+        }
+    }
+    check_job_topologies(c, spec);
+}
+
+fn plural(n: u32, word: &str) -> String {
+    if n == 1 {
+        format!("1 {word}")
+    } else {
+        format!("{n} {word}s")
+    }
+}
+
+fn known_tpu_machine_types() -> Vec<&'static str> {
+    facts::TPU_GENERATIONS
+        .iter()
+        .flat_map(|g| g.machine_types.iter().map(|m| m.name))
+        .collect()
+}
+
+/// The spec's `location`: an impossible shape is an error, an unknown region a warning.
+fn check_location(c: &mut Checker, spec: &Spec) -> Option<Location> {
+    let text = spec.location.trim();
+    if text.is_empty() {
+        return None; // reported as empty by the main validator
+    }
+    let path = Path::root().key("location");
+    let shape_help = "write a region such as us-east5 or a zone such as us-east5-b: <continent>-<direction><number>[-<zone letter>]";
+    match facts::parse_location(text) {
+        Ok(location) => {
+            if !facts::is_known_region(&location.region) {
+                c.warning(
+                    &path,
+                    format!(
+                        "region `{}` is not in gkq's table of GKE facts (as of {CHECKED_ON})",
+                        location.region
+                    ),
+                    "check it with `gcloud compute regions list`; if Google opened it since, the table is out of date",
+                );
+            }
+            Some(location)
+        }
+        Err(LocationProblem::Malformed) => {
+            c.error(
+                &path,
+                format!("`{text}` is not a Google Cloud region or zone"),
+                shape_help,
+            );
+            None
+        }
+        Err(LocationProblem::UnknownContinent(continent)) => {
+            let help = match suggest(&continent, facts::CONTINENTS.iter().copied()) {
+                Some(s) => format!(
+                    "did you mean `{s}`? Region names start with one of: {}",
+                    facts::CONTINENTS.join(", ")
+                ),
+                None => format!(
+                    "region names start with one of: {}",
+                    facts::CONTINENTS.join(", ")
+                ),
+            };
+            c.error(
+                &path,
+                format!("`{text}` is not a Google Cloud location: no region name starts with `{continent}`"),
+                help,
+            );
+            None
+        }
+        Err(LocationProblem::UnknownDirection(direction)) => {
+            c.error(
+                &path,
+                format!("`{text}` is not a Google Cloud location: no region is named `{direction}` within its continent"),
+                format!("region names use one of: {} (as in us-east5, europe-west4)", facts::DIRECTIONS.join(", ")),
+            );
+            None
+        }
+    }
+}
+
+/// The default pool runs Kueue and the Ray heads: any machine type, but a real one.
+fn check_general_machine_type(c: &mut Checker, path: &Path, machine_type: &str) {
+    let fact = facts::classify_machine_type(machine_type);
+    match fact {
+        MachineTypeFact::KnownSeries
+        | MachineTypeFact::UnknownSeries
+        | MachineTypeFact::Malformed => report_general_machine_type(c, path, machine_type, fact),
+        MachineTypeFact::TpuTypeNotInFamily(generation) => c.error(
+            path,
+            format!(
+                "`{machine_type}` is not a {} machine type",
+                generation.label
+            ),
+            "the default pool is a CPU pool: use a machine type such as n2-standard-16",
+        ),
+        MachineTypeFact::Tpu(..) | MachineTypeFact::UnknownTpuFamily { .. } => {}
+    }
+}
+
+fn report_general_machine_type(
+    c: &mut Checker,
+    path: &Path,
+    machine_type: &str,
+    fact: MachineTypeFact,
+) {
+    match fact {
+        MachineTypeFact::Malformed => c.error(
+            path,
+            format!("`{machine_type}` is not a Compute Engine machine type name"),
+            "write <series>-<class>-<size> in lowercase, such as n2-standard-16, e2-medium or ct6e-standard-4t",
+        ),
+        MachineTypeFact::UnknownSeries => {
+            let series = machine_type.split('-').next().unwrap_or_default();
+            let help = match suggest(series, facts::MACHINE_SERIES.iter().copied()) {
+                Some(s) => format!("did you mean series `{s}`? If `{series}` is new, the table is out of date"),
+                None => "check it with `gcloud compute machine-types list`; if Google added it since, the table is out of date".into(),
+            };
+            c.warning(
+                path,
+                format!(
+                    "machine series `{series}` (of `{machine_type}`) is not in gkq's table of GKE facts (as of {CHECKED_ON})"
+                ),
+                help,
+            );
+        }
+        _ => {}
+    }
+}
+
+fn check_pool_topology(
+    c: &mut Checker,
+    p: &Path,
+    generation: &TpuGeneration,
+    machine: &TpuMachineType,
+    topology: &str,
+) {
+    if let Err(problem) = facts::check_topology(generation, machine, topology) {
+        let path = p.key("tpuTopology");
+        match problem {
+            TopologyProblem::NotForMachineType { machine_types } => {
+                let own = match machine.topologies {
+                    facts::Topologies::Listed(list) => list.join(", "),
+                    facts::Topologies::Cubes => facts::describe_topologies(generation),
+                };
+                c.error(
+                    &path,
+                    format!(
+                        "`{}` cannot form a {topology} slice: with {} per VM it forms only {own}",
+                        machine.name,
+                        plural(machine.chips, "chip")
+                    ),
+                    format!(
+                        "use {} for a {topology} slice, or pick one of: {own}",
+                        machine_types.join(" or ")
+                    ),
+                );
+            }
+            other => report_topology(c, &path, generation, topology, other),
+        }
+    }
+}
+
+/// Is `topology` a slice some machine type of the generation forms?
+fn generation_topology(generation: &TpuGeneration, topology: &str) -> Result<(), TopologyProblem> {
+    let mut first_problem = None;
+    for machine in generation.machine_types {
+        match facts::check_topology(generation, machine, topology) {
+            Ok(()) | Err(TopologyProblem::NotForMachineType { .. }) => return Ok(()),
+            Err(problem) => {
+                first_problem.get_or_insert(problem);
+            }
+        }
+    }
+    first_problem.map_or(Ok(()), Err)
+}
+
+fn report_topology(
+    c: &mut Checker,
+    path: &Path,
+    generation: &TpuGeneration,
+    topology: &str,
+    problem: TopologyProblem,
+) {
+    let valid = format!(
+        "{} topologies: {}",
+        generation.label,
+        facts::describe_topologies(generation)
+    );
+    let (message, help) = match problem {
+        TopologyProblem::Malformed => (
+            format!("TPU topology `{topology}` is not valid"),
+            "write dimensions joined by x, such as 2x2, 4x4 or 2x2x4".to_string(),
+        ),
+        TopologyProblem::WrongDimensions => {
+            let dims = generation.layout.dimensions();
+            (
+                format!(
+                    "{} slices are {dims}D, but topology `{topology}` has {} dimensions",
+                    generation.label,
+                    topology.split('x').count()
+                ),
+                valid,
+            )
+        }
+        TopologyProblem::LargerThanPod => (
+            format!(
+                "topology `{topology}` is larger than a whole {} pod ({} chips)",
+                generation.label, generation.pod_chips
+            ),
+            valid,
+        ),
+        TopologyProblem::Unordered { sorted } => (
+            format!(
+                "{} topology `{topology}` lists its dimensions out of order",
+                generation.label
+            ),
+            format!("write it as {sorted} (AxBxC with A <= B <= C)"),
+        ),
+        TopologyProblem::NotOffered | TopologyProblem::NotForMachineType { .. } => (
+            format!("{} has no `{topology}` topology", generation.label),
+            valid,
+        ),
+    };
+    c.error(path, message, help);
+}
+
+/// A TPU family newer than the table: only what its name says can be checked.
+fn check_unknown_family_topology(
+    c: &mut Checker,
+    p: &Path,
+    pool: &NodePool,
+    topology: &str,
+    per_vm: u32,
+) {
+    match facts::topology_chips(topology) {
+        None => c.error(
+            &p.key("tpuTopology"),
+            format!("TPU topology `{topology}` is not valid"),
+            "write dimensions joined by x, such as 2x2, 4x4 or 2x2x4",
+        ),
+        Some(chips) if chips % per_vm != 0 || chips < per_vm => c.error(
+            &p.key("tpuTopology"),
+            format!(
+                "TPU topology {topology} has {chips} chips, which {} VMs with {per_vm} chips each cannot form",
+                pool.machine_type
+            ),
+            format!("choose a topology whose chip count is a multiple of {per_vm}"),
+        ),
+        Some(_) => {}
+    }
+}
+
+/// Where and from which GKE version the pool's TPU generation (and flex-start) is offered.
+fn check_tpu_offering(
+    c: &mut Checker,
+    spec: &Spec,
+    p: &Path,
+    pool: &NodePool,
+    generation: &TpuGeneration,
+    location: Option<&Location>,
+) {
+    if let Some(location) = location
+        && facts::tpu_offered_in(generation, location) == Offering::NotListed
+    {
+        let zones = generation.zones;
+        warn_not_listed(
+            c,
+            &p.key("machineType"),
+            spec,
+            generation.label,
+            zones,
+            TPU_ZONES_PAGE,
+        );
+    }
+    if let Some(floor) = generation.min_gke {
+        check_version_floor(
+            c,
+            spec,
+            floor,
+            &format!("{} nodes (node pool `{}`)", generation.label, pool.name),
+        );
+    }
+    if !pool.flex_start {
+        return;
+    }
+    if facts::flex_start_unsupported(generation) {
+        c.error(
+            &p.key("flexStart"),
+            format!("flex-start does not offer {}", generation.label),
+            format!(
+                "flex-start runs TPU {}; remove flexStart or change the machine type",
+                facts::TPU_GENERATIONS
+                    .iter()
+                    .filter(|g| g.flex_start_zones.is_some_and(|zones| !zones.is_empty()))
+                    .map(|g| g.name)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        );
+        return;
+    }
+    if let Some(location) = location
+        && facts::flex_start_offered_in(generation, location) == Offering::NotListed
+    {
+        let what = format!("flex-start {}", generation.label);
+        let zones = generation.flex_start_zones.unwrap_or_default();
+        warn_not_listed(c, &p.key("flexStart"), spec, &what, zones, FLEX_START_PAGE);
+    }
+    check_version_floor(
+        c,
+        spec,
+        facts::FLEX_START_TPU_MIN_GKE,
+        &format!("TPU flex-start nodes (node pool `{}`)", pool.name),
+    );
+}
+
+/// The spec's location is missing from a zone list that covers it.
+fn warn_not_listed(
+    c: &mut Checker,
+    path: &Path,
+    spec: &Spec,
+    what: &str,
+    zones: &[&str],
+    page: &str,
+) {
+    c.warning(
+        path,
+        format!(
+            "`{}` is not listed as offering {what} (as of {CHECKED_ON})",
+            spec.location.trim()
+        ),
+        format!(
+            "zones listed for {what}: {}; see {page}, the table may be out of date",
+            zones.join(", ")
+        ),
+    );
+}
+
+fn check_version_floor(c: &mut Checker, spec: &Spec, floor: GkeVersion, what: &str) {
+    let Some(version) = &spec.cluster.version else {
+        return;
+    };
+    if facts::compare_with_floor(version, floor) == VersionVsFloor::Below {
+        let exact = facts::format_version(floor);
+        c.error(
+            &Path::root().key("cluster").key("version"),
+            format!("GKE {version} is older than {exact}, the first version that runs {what}"),
+            format!(
+                "set cluster.version to {exact} or later (the alias {}.{} picks its newest patch)",
+                floor.0, floor.1
+            ),
+        );
+    }
+}
+
+/// A job's TPU topology must be a slice its accelerator's generation offers.
+fn check_job_topologies(c: &mut Checker, spec: &Spec) {
+    for (ji, job) in spec.jobs.iter().enumerate() {
+        for (wi, worker) in job.workers.iter().enumerate() {
+            let Some(accelerator) = &worker.accelerator else {
+                continue;
+            };
+            let (Some(topology), Some(generation)) = (
+                &accelerator.topology,
+                facts::tpu_generation_by_accelerator(&accelerator.kind),
+            ) else {
+                continue;
+            };
+            // Malformed topologies are reported by the job checks.
+            if let Err(problem) = generation_topology(generation, topology)
+                && problem != TopologyProblem::Malformed
+            {
+                let path = Path::root()
+                    .key("jobs")
+                    .index(ji)
+                    .key("workers")
+                    .index(wi)
+                    .key("accelerator")
+                    .key("topology");
+                report_topology(c, &path, generation, topology, problem);
+            }
+        }
+    }
+}
