@@ -16,8 +16,8 @@ const LAYERS: &[&[&str]] = &[
     &["model"],
     &["diff"],
     &["plan"],
-    &["render"],
     // The imperative shell: I/O from here up.
+    &["interrupt"],
     &["emulator"],
     &["gke"],
     &["kube"],
@@ -25,6 +25,8 @@ const LAYERS: &[&[&str]] = &[
     &["apply"],
     &["gitops"],
     &["local"],
+    // Terminals and JSON lines: plans as text, apply progress as it happens.
+    &["render"],
     &["ops"],
     &["cli"],
 ];

@@ -9,11 +9,12 @@ use std::time::Duration;
 
 use gkq::apply::{ApplyOptions, ApplyReport, Executor, PollConfig, RecordingSink};
 use gkq::emulator::{Emulator, EmulatorConfig, EmulatorHandle, Fault, FaultRule};
+use gkq::gitops::tree::WorkingTree;
 use gkq::gke::{AnonymousTokenSource, GkeApi, RestGke};
 use gkq::model::DesiredState;
 use gkq::observe::observe_gke;
 use gkq::plan::{Plan, PlanOptions, plan};
-use gkq::spec::{LoadOptions, WorkingTree};
+use gkq::spec::LoadOptions;
 
 /// The example's GKE half (its Kubernetes objects need a cluster; other tests cover them).
 fn example() -> DesiredState {

@@ -6,16 +6,17 @@ mod support;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use gkq::apply::kube_adapter::KubeAdapter;
 use gkq::apply::{ApplyOptions, Executor, RecordingSink};
 use gkq::emulator::{Emulator, EmulatorConfig, EmulatorHandle};
+use gkq::gitops::tree::WorkingTree;
 use gkq::gke::{AnonymousTokenSource, RestGke};
-use gkq::kube::applier::KubeAdapter;
 use gkq::kube::client::RealKube;
-use gkq::kube::observe::observe_kube;
 use gkq::model::{self, DesiredState};
+use gkq::observe::kube::observe_kube;
 use gkq::observe::observe_gke;
 use gkq::plan::{ActionKind, Plan, PlanOptions, plan};
-use gkq::spec::{self, LoadOptions, WorkingTree};
+use gkq::spec::{self, LoadOptions};
 use serde_json::{Value, json};
 use support::control_plane::{condition_status, eventually, get, list, test_env, unique_name};
 

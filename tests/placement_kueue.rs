@@ -165,7 +165,8 @@ fn with_label(object: Value, key: &str, value: &str) -> Value {
 /// ConfigMap and two RayJobs), with cluster-scoped names unique to the test. Returns the
 /// objects and the variables (CPU, ONDEMAND, DWS, ... name the flavors).
 fn seed_objects(env: &TestEnv, test: &str) -> (Vec<Value>, BTreeMap<String, String>) {
-    use gkq::spec::{self, LoadOptions, WorkingTree};
+    use gkq::gitops::tree::WorkingTree;
+    use gkq::spec::{self, LoadOptions};
     let base = unique_name(test);
     let mut vars = BTreeMap::new();
     for (k, suffix) in [

@@ -10,10 +10,11 @@ use std::sync::{Arc, Mutex};
 
 use gkq::apply::{ApplyOptions, Executor, PollConfig, RecordingSink};
 use gkq::emulator::{Emulator, EmulatorConfig, Fault, FaultRule};
+use gkq::gitops::tree::WorkingTree;
 use gkq::gke::{RestGke, StaticTokenSource};
 use gkq::observe::observe_gke;
 use gkq::plan::{PlanOptions, plan};
-use gkq::spec::{LoadOptions, WorkingTree};
+use gkq::spec::LoadOptions;
 use support::control_plane::{control_plane, repo_root, test_env, unique_name};
 
 fn gkq() -> Command {

@@ -3,8 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
+use gkq::gitops::tree::WorkingTree;
 use gkq::model::{self, DesiredState, MANAGED_BY_LABEL, STACK_LABEL};
-use gkq::spec::{self, LoadOptions, WorkingTree};
+use gkq::spec::{self, LoadOptions};
 use serde_json::{Value, json};
 
 fn root() -> PathBuf {

@@ -33,6 +33,7 @@
 pub mod events;
 mod gke;
 mod kube;
+pub mod kube_adapter;
 mod verify;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -505,7 +506,7 @@ impl<'a> Executor<'a> {
 type ActionResultOf = Result<(), Box<ApplyError>>;
 
 /// The staleness check shared by GKE and Kubernetes actions: does the target still look as it did
-/// in what the action depends on (see [`crate::observe::fingerprint`])? A refusal names the
+/// in what the action depends on (see [`crate::diff::fingerprint::fingerprint`])? A refusal names the
 /// fields that changed.
 fn check_fresh(action: &Action, live: Option<&serde_json::Value>) -> ActionResultOf {
     let stale = |detail: String| {
@@ -523,13 +524,13 @@ fn check_fresh(action: &Action, live: Option<&serde_json::Value>) -> ActionResul
                 ActionKind::Delete => None,
                 _ => action.desired.as_ref(),
             };
-            let now = crate::observe::fingerprint(&action.addr, desired, live);
+            let now = crate::diff::fingerprint::fingerprint(&action.addr, desired, live);
             if &now == planned {
                 return Ok(());
             }
-            let fields = crate::observe::changed_fields(
+            let fields = crate::diff::fingerprint::changed_fields(
                 &action.live_fields,
-                &crate::observe::fingerprint_fields(&action.addr, desired, live),
+                &crate::diff::fingerprint::fingerprint_fields(&action.addr, desired, live),
             );
             if fields.is_empty() {
                 stale(format!(

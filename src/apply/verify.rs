@@ -12,7 +12,7 @@ use crate::addr::ResourceKind;
 use crate::plan::{Action, Plan};
 
 /// Reads in flight while checking a plan: as many as observing live state for the plan used.
-const VERIFY_CONCURRENCY: usize = crate::kube::observe::OBSERVE_CONCURRENCY;
+const VERIFY_CONCURRENCY: usize = crate::observe::kube::OBSERVE_CONCURRENCY;
 
 /// Why a plan cannot be applied as it is.
 #[derive(Debug, thiserror::Error)]

@@ -9,8 +9,8 @@ use super::SpecArgs;
 use super::gitops::{KubeHandle, LockArgs};
 use super::plan::{PlanFlags, PlanFormat, make_plan, options, render_plan};
 use super::target::{Session, TargetArgs};
+use crate::apply::kube_adapter::KubeAdapter;
 use crate::apply::{ApplyReport, Executor, Interrupt, Outcome, VerifyError};
-use crate::kube::applier::KubeAdapter;
 use crate::kube::client::RealKube;
 use crate::model::KueueInstall;
 use crate::plan::{Plan, PlanOptions};
@@ -192,7 +192,7 @@ pub async fn execute_on(
             )
         })
     {
-        let disruptions = crate::kube::observe::observe_disruptions(api, target.plan)
+        let disruptions = crate::observe::kube::observe_disruptions(api, target.plan)
             .await
             .map_err(|e| VerifyError::Read(format!("reading the jobs the plan would stop: {e}")))?;
         if !disruptions.is_empty() {

@@ -93,7 +93,7 @@ impl SpecArgs {
         LoadOptions {
             env: self.env.clone(),
             vars: self.vars.iter().cloned().collect::<BTreeMap<_, _>>(),
-            env_lookup: None,
+            env_lookup: Some(Box::new(|name| std::env::var(name).ok())),
         }
     }
 }
@@ -165,8 +165,8 @@ pub fn load_valid(
 ) {
     let git;
     let fs: &dyn spec::SpecFs = match &args.git_ref {
-        None => &spec::WorkingTree,
-        Some(r) => match spec::fs::GitTree::open(&args.spec, r) {
+        None => &crate::gitops::tree::WorkingTree,
+        Some(r) => match crate::gitops::tree::GitTree::open(&args.spec, r) {
             Ok(tree) => {
                 git = tree;
                 &git

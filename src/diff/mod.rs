@@ -10,6 +10,7 @@
 //! Everything here is pure.
 
 pub mod compare;
+pub mod fingerprint;
 pub mod gke;
 pub mod kube;
 pub mod normalize;

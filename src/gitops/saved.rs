@@ -97,7 +97,7 @@ pub fn is_plan_file(path: &Path) -> bool {
     {
         return true;
     }
-    let Ok(text) = crate::spec::fs::read_at_most(path, MAX_PLAN_BYTES) else {
+    let Ok(text) = crate::gitops::tree::read_at_most(path, MAX_PLAN_BYTES) else {
         return false;
     };
     if !text.trim_start().starts_with('{') {
@@ -179,7 +179,7 @@ fn check_integrity(
 /// gkq wrote it (see [`file_text`]).
 pub fn read(path: &Path, key: Option<&[u8]>) -> Result<Plan, SavedPlanError> {
     let shown = path.display().to_string();
-    let text = crate::spec::fs::read_at_most(path, MAX_PLAN_BYTES).map_err(|source| {
+    let text = crate::gitops::tree::read_at_most(path, MAX_PLAN_BYTES).map_err(|source| {
         SavedPlanError::Read {
             path: shown.clone(),
             source,
@@ -281,7 +281,7 @@ fn action_differences(a: &crate::plan::Action, b: &crate::plan::Action) -> Vec<S
             v
         })
     };
-    let live_moved = crate::observe::changed_fields(&a.live_fields, &b.live_fields);
+    let live_moved = crate::diff::fingerprint::changed_fields(&a.live_fields, &b.live_fields);
     let changes = |x: &crate::plan::Action| -> Vec<(String, Option<serde_json::Value>, Option<serde_json::Value>)> {
         x.changes
             .iter()

@@ -3,11 +3,9 @@
 //! implemented over a real API server ([`client::RealKube`]) and by the local target's object
 //! store, so the engine has one code path.
 
-pub mod applier;
 pub mod client;
 pub mod connect;
 pub mod install;
-pub mod observe;
 
 use serde_json::Value;
 

@@ -9,6 +9,7 @@ pub mod gke_facts;
 pub mod jobs;
 pub mod kueue;
 pub mod kueue_install;
+pub mod live;
 pub mod validate;
 mod validate_capacity;
 mod validate_facts;

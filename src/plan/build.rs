@@ -13,6 +13,7 @@ use super::{
     Summary,
 };
 use crate::addr::{AddrError, ResourceAddr};
+use crate::diff::fingerprint::fingerprint_with_fields;
 use crate::diff::gke::{diff_cluster, diff_node_pool, request_body};
 use crate::diff::kube::diff_object;
 use crate::diff::normalize::{
@@ -22,8 +23,8 @@ use crate::diff::normalize::{
 use crate::diff::sensitive::Redactor;
 use crate::diff::text::unified_yaml_diff;
 use crate::diff::{FieldChange, ResourceDiff, UpdateMethod};
+use crate::model::live::{KubeLive, LiveState};
 use crate::model::{DesiredState, GKE_STACK_LABEL, STACK_LABEL};
-use crate::observe::{KubeLive, LiveState, fingerprint_with_fields};
 
 /// Why no plan could be made. Each names what to fix.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -842,8 +843,8 @@ fn update_reason(changes: &[FieldChange]) -> String {
 mod tests {
     use super::*;
     use crate::addr::ClusterRef;
+    use crate::model::live::{GkeLive, KubeObject};
     use crate::model::{GkeDesired, KueueInstall};
-    use crate::observe::{GkeLive, KubeObject};
     use crate::spec::types::InstallMode;
     use serde_json::json;
 

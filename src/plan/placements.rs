@@ -108,7 +108,7 @@ fn reclaim_of(
 pub fn annotate(
     plan: &mut Plan,
     desired: &crate::model::DesiredState,
-    live: &crate::observe::LiveState,
+    live: &crate::model::live::LiveState,
     workloads: &[Value],
 ) {
     let (placements, quota) = predict_for(
@@ -121,8 +121,8 @@ pub fn annotate(
     plan.quota = quota;
     // Borrowed, not collected: a large stack has thousands of live objects.
     let observed = match &live.kubernetes {
-        crate::observe::KubeLive::Observed { objects } => Some(objects),
-        crate::observe::KubeLive::NotObserved => None,
+        crate::model::live::KubeLive::Observed { objects } => Some(objects),
+        crate::model::live::KubeLive::NotObserved => None,
     };
     let live_objects = observed
         .into_iter()

@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use std::path::{Path as FsPath, PathBuf};
 
 pub use diag::{Diagnostic, Diagnostics, Severity};
-pub use fs::{SpecFs, WorkingTree};
+pub use fs::SpecFs;
 pub use node::{Node, NodeKind, Path, Seg};
 pub use source::{FileId, SourceMap, Span};
 pub use types::Spec;
@@ -37,8 +37,8 @@ pub struct LoadOptions {
     pub env: Option<String>,
     /// `--var NAME=VALUE` values.
     pub vars: BTreeMap<String, String>,
-    /// Looks up process environment variables by full name (`GKQ_VAR_ZONE`); `std::env::var`
-    /// when `None`.
+    /// Looks up process environment variables by full name (`GKQ_VAR_ZONE`); `None` reads no
+    /// environment (the command line passes the process environment).
     pub env_lookup: Option<EnvLookup>,
 }
 
@@ -330,10 +330,10 @@ pub fn load(fs: &dyn SpecFs, spec_arg: &FsPath, opts: &LoadOptions) -> Result<Lo
         }
     }
 
-    let system_env = |name: &str| std::env::var(name).ok();
+    let no_env = |_: &str| None;
     let env_lookup: &dyn Fn(&str) -> Option<String> = match &opts.env_lookup {
         Some(f) => f.as_ref(),
-        None => &system_env,
+        None => &no_env,
     };
     // Variables are declared in the spec and its overlay together.
     let values = {

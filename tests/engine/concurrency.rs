@@ -13,7 +13,8 @@ use gkq::apply::{
     PollConfig, RecordingSink,
 };
 use gkq::model::DesiredState;
-use gkq::observe::{KubeLive, KubeObject, observe_gke};
+use gkq::model::live::{KubeLive, KubeObject};
+use gkq::observe::observe_gke;
 use gkq::plan::{Plan, PlanOptions, plan};
 use serde_json::{Value, json};
 

@@ -12,11 +12,12 @@ use gkq::apply::{
     ApplyError, ApplyEvent, ApplyOptions, ApplyReport, Executor, Outcome, PollConfig, RecordingSink,
 };
 use gkq::emulator::{Emulator, EmulatorConfig, EmulatorHandle, Fault, FaultRule};
+use gkq::gitops::tree::WorkingTree;
 use gkq::gke::{AnonymousTokenSource, GkeApi, RestGke};
 use gkq::model::DesiredState;
 use gkq::observe::observe_gke;
 use gkq::plan::{ActionKind, Plan, PlanOptions, plan};
-use gkq::spec::{LoadOptions, WorkingTree};
+use gkq::spec::LoadOptions;
 use serde_json::json;
 
 fn example() -> DesiredState {

@@ -3,8 +3,9 @@
 
 use std::path::Path;
 
+use gkq::gitops::tree::WorkingTree;
 use gkq::model::DesiredState;
-use gkq::spec::{LoadOptions, WorkingTree};
+use gkq::spec::LoadOptions;
 
 use crate::fake_gke::FakeGke;
 use crate::{apply, plan_against};

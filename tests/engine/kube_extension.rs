@@ -11,7 +11,8 @@ use gkq::apply::{
     ApplyOptions, Executor, KubeApplier, KubeApplyError, Outcome, PollConfig, RecordingSink,
 };
 use gkq::model::DesiredState;
-use gkq::observe::{KubeLive, KubeObject, LiveState, observe_gke};
+use gkq::model::live::{KubeLive, KubeObject, LiveState};
+use gkq::observe::observe_gke;
 use gkq::plan::{ActionKind, PlanOptions, plan};
 use serde_json::{Value, json};
 

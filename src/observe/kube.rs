@@ -16,12 +16,12 @@ use futures::StreamExt;
 use futures::future::join_all;
 use serde_json::Value;
 
-use super::{ApplyOptions, KubeApi, KubeResult, ResourceInfo, install, owned_selector};
 use crate::addr::ResourceAddr;
 use crate::diff::kube::diff_object;
+use crate::kube::{ApplyOptions, KubeApi, KubeResult, ResourceInfo, install, owned_selector};
 use crate::model::DesiredState;
 use crate::model::kueue_install;
-use crate::observe::{KubeLive, KubeObject};
+use crate::model::live::{KubeLive, KubeObject};
 
 /// Most per-object requests (dry runs, GETs) a plan has in flight at once.
 pub const OBSERVE_CONCURRENCY: usize = 32;
@@ -131,10 +131,10 @@ pub async fn observe_kube(
             let get = || async {
                 api.get(
                     info,
-                    super::namespace_of(object)
+                    crate::kube::namespace_of(object)
                         .or(Some("default"))
                         .filter(|_| info.namespaced),
-                    super::name_of(object),
+                    crate::kube::name_of(object),
                 )
                 .await
                 .map(|live| live.map(without_bookkeeping))
@@ -178,7 +178,7 @@ pub async fn observe_kube(
                 // A namespace that does not exist yet, or a rejected object: the plan shows the
                 // rendered object; apply reports the server's answer.
                 (owned_live, Err(e)) => {
-                    tracing::debug!("dry-run of {}: {e}", super::describe(object));
+                    tracing::debug!("dry-run of {}: {e}", crate::kube::describe(object));
                     match owned_live {
                         Some(_) => Probe::Unchanged,
                         None => Probe::Replace(KubeObject {
@@ -290,7 +290,7 @@ pub async fn observe_disruptions(
                 api_version, kind, ..
             } => Some((api_version.clone(), kind.clone())),
             crate::plan::Step::KubeApply { object } => {
-                let (v, k) = super::type_of(object);
+                let (v, k) = crate::kube::type_of(object);
                 Some((v.to_string(), k.to_string()))
             }
             _ => None,
@@ -376,7 +376,7 @@ mod tests {
             Ok(self
                 .stored
                 .values()
-                .filter(|o| super::super::is_owned(o))
+                .filter(|o| crate::kube::is_owned(o))
                 .cloned()
                 .collect())
         }
@@ -397,7 +397,7 @@ mod tests {
         ) -> KubeResult<Value> {
             assert!(opts.dry_run, "a plan never writes");
             self.call("dry-run").await;
-            let name = super::super::name_of(object);
+            let name = crate::kube::name_of(object);
             if self.rejected.iter().any(|r| r == name) {
                 return Err(KubeError::Invalid {
                     object: name.into(),
@@ -516,7 +516,7 @@ mod tests {
         assert_eq!((api.count("dry-run"), api.count("get")), (1, 1));
         let o = observed(&live, "theirs");
         assert!(
-            !super::super::is_owned(o.live.as_ref().unwrap()),
+            !crate::kube::is_owned(o.live.as_ref().unwrap()),
             "the live object, not the dry run"
         );
     }

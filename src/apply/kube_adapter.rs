@@ -7,12 +7,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::install;
-use super::{
+use super::{KubeApplier, KubeApplyError};
+use crate::addr::ResourceAddr;
+use crate::kube::install;
+use crate::kube::{
     ApplyOptions, KubeApi, KubeError, ResourceInfo, describe, name_of, namespace_of, type_of,
 };
-use crate::addr::ResourceAddr;
-use crate::apply::{KubeApplier, KubeApplyError};
 use crate::model::KueueInstall;
 use crate::model::kueue_install::{self, INSTALLATION_KIND, KUEUE_NAMESPACE, MANAGER_DEPLOYMENT};
 
