@@ -108,7 +108,7 @@ async fn kubeconfig(args: &TargetArgs) -> anyhow::Result<Option<RealKube>> {
         }
         None => kube::Config::from_kubeconfig(&options).await?,
     };
-    crate::kube::connect::require_verified_tls(&config)?;
+    crate::kube::client::require_verified_tls(&config)?;
     Ok(Some(RealKube::new(kube::Client::try_from(config)?)))
 }
 

@@ -32,7 +32,7 @@ impl RealKube {
             ..Default::default()
         };
         let config = Config::from_kubeconfig(&options).await?;
-        super::connect::require_verified_tls(&config)?;
+        require_verified_tls(&config)?;
         Ok(Self::new(Client::try_from(config)?))
     }
 
@@ -215,3 +215,29 @@ impl KubeApi for RealKube {
         }
     }
 }
+
+/// TLS verification is always on. A kubeconfig that turns it off (`insecure-skip-tls-verify:
+/// true`) is refused, and so is a plain-HTTP server anywhere but on this machine: a bearer token
+/// must never travel to a server gkq cannot authenticate.
+pub fn require_verified_tls(config: &kube::Config) -> KubeResult<()> {
+    if config.accept_invalid_certs {
+        return Err(KubeError::Transport(format!(
+            "refusing to connect to {}: the kubeconfig turns TLS verification off \
+             (insecure-skip-tls-verify: true). gkq always verifies the API server's certificate; \
+             give the cluster's CA as certificate-authority or certificate-authority-data instead",
+            config.cluster_url
+        )));
+    }
+    let url = &config.cluster_url;
+    let loopback = matches!(
+        url.host(),
+        Some("127.0.0.1" | "localhost" | "[::1]" | "::1")
+    );
+    if url.scheme_str() != Some("https") && !loopback {
+        return Err(KubeError::Transport(format!(
+            "refusing to connect to {url}: credentials would travel unencrypted; use the server's https:// address"
+        )));
+    }
+    Ok(())
+}
+

@@ -12,31 +12,6 @@ use super::{ApplyOptions, KubeApi, KubeError, KubeResult, ResourceInfo};
 use crate::addr::ClusterRef;
 use crate::gke::{GkeApi, TokenSource, kube_config_from_cluster};
 
-/// TLS verification is always on. A kubeconfig that turns it off (`insecure-skip-tls-verify:
-/// true`) is refused, and so is a plain-HTTP server anywhere but on this machine: a bearer token
-/// must never travel to a server gkq cannot authenticate.
-pub fn require_verified_tls(config: &kube::Config) -> KubeResult<()> {
-    if config.accept_invalid_certs {
-        return Err(KubeError::Transport(format!(
-            "refusing to connect to {}: the kubeconfig turns TLS verification off \
-             (insecure-skip-tls-verify: true). gkq always verifies the API server's certificate; \
-             give the cluster's CA as certificate-authority or certificate-authority-data instead",
-            config.cluster_url
-        )));
-    }
-    let url = &config.cluster_url;
-    let loopback = matches!(
-        url.host(),
-        Some("127.0.0.1" | "localhost" | "[::1]" | "::1")
-    );
-    if url.scheme_str() != Some("https") && !loopback {
-        return Err(KubeError::Transport(format!(
-            "refusing to connect to {url}: credentials would travel unencrypted; use the server's https:// address"
-        )));
-    }
-    Ok(())
-}
-
 /// A client for a cluster as `clusters.get` returned it.
 pub async fn from_cluster(cluster: &Value, tokens: &dyn TokenSource) -> KubeResult<RealKube> {
     let token = tokens
@@ -46,7 +21,7 @@ pub async fn from_cluster(cluster: &Value, tokens: &dyn TokenSource) -> KubeResu
     let config = kube_config_from_cluster(cluster, token).map_err(|e| {
         KubeError::Transport(format!("Kubernetes credentials from the cluster: {e}"))
     })?;
-    require_verified_tls(&config)?;
+    super::client::require_verified_tls(&config)?;
     let client = kube::Client::try_from(config).map_err(|e| KubeError::Transport(e.to_string()))?;
     Ok(RealKube::new(client))
 }
