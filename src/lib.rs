@@ -42,6 +42,7 @@ pub mod kube;
 pub mod local;
 pub mod model;
 pub mod observe;
+pub mod ops;
 pub mod placement;
 pub mod plan;
 pub mod render;

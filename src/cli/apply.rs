@@ -6,13 +6,16 @@ use clap::Args;
 
 use super::Exit;
 use super::SpecArgs;
-use super::gitops::{KubeHandle, LockArgs};
-use super::plan::{PlanFlags, PlanFormat, make_plan, options, render_plan};
-use super::target::{Session, TargetArgs};
-use crate::apply::kube_adapter::KubeAdapter;
-use crate::apply::{ApplyReport, Executor, Interrupt, Outcome, VerifyError};
-use crate::kube::client::RealKube;
-use crate::model::KueueInstall;
+use super::gitops::LockArgs;
+use super::plan::{PlanFlags, PlanFormat, options, render_plan};
+use super::target::TargetArgs;
+use crate::apply::{ApplyReport, Outcome, Sink, VerifyError};
+use crate::ops::apply::{
+    ApplyTarget, Consent, destroy_refusals, disruption_refusal, execute_on, record_revision,
+    settle, stale_error,
+};
+use crate::ops::lock::{acquire_lock, lock_local_state};
+use crate::ops::plan::{Planned, plan_valid};
 use crate::plan::{Plan, PlanOptions};
 use crate::render::apply::{JsonLinesSink, TerminalSink};
 
@@ -86,149 +89,31 @@ fn confirm(question: &str) -> anyhow::Result<bool> {
     Ok(answer.trim() == "yes")
 }
 
-/// What an apply acts on, whether its plan was just made or read from a file.
-pub struct ApplyTarget<'a> {
-    pub session: &'a Session,
-    pub plan: &'a Plan,
-    /// The Kubernetes client made at plan time, when the cluster existed.
-    pub kube_client: Option<&'a RealKube>,
-    /// Kueue's installation settings, for plans that install Kueue.
-    pub kueue: Option<&'a KueueInstall>,
-}
-
 async fn execute(
-    planned: &super::plan::Planned,
+    planned: &Planned,
     json: bool,
     choices: &Choices<'_>,
 ) -> Result<ApplyReport, VerifyError> {
-    execute_on(
-        &ApplyTarget {
-            session: &planned.session,
-            plan: &planned.plan,
-            kube_client: planned.kube_client.as_ref(),
-            kueue: Some(&planned.desired.kueue),
-        },
-        json,
-        &Consent {
-            force_conflicts: choices.force_conflicts,
-            allow_disruption: choices.allow_disruption,
-        },
-    )
-    .await
-}
-
-/// What the person applying consented to.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Consent {
-    /// Take fields other field managers own.
-    pub force_conflicts: bool,
-    /// Stop admitted or running jobs.
-    pub allow_disruption: bool,
-}
-
-/// The refusal of a plan that stops running work, naming each job and what stops it.
-pub fn disruption_refusal(disruptions: &[crate::plan::disruption::Disruption]) -> String {
-    let jobs: Vec<String> = disruptions
-        .iter()
-        .flat_map(|d| d.jobs.iter().map(move |j| format!("{} -> {j}", d.addr)))
-        .collect();
-    format!(
-        "refusing to apply: this plan stops running work:\n  {}\nWait for the jobs to finish, or pass --allow-disruption; nothing was changed",
-        jobs.join("\n  ")
-    )
-}
-
-/// Checks the whole plan against live state ([`Executor::verify`]) and the running work it would
-/// stop now, then applies it. Nothing is applied when any target moved since the plan was made,
-/// or when it would stop a job without `consent.allow_disruption` (a plan without changes is
-/// only checked).
-pub async fn execute_on(
-    target: &ApplyTarget<'_>,
-    json: bool,
-    consent: &Consent,
-) -> Result<ApplyReport, VerifyError> {
-    let force_conflicts = consent.force_conflicts;
-    let terminal;
+    let target = ApplyTarget {
+        session: &planned.session,
+        plan: &planned.plan,
+        kube_client: planned.kube_client.as_ref(),
+        kueue: Some(&planned.desired.kueue),
+    };
+    let consent = Consent {
+        force_conflicts: choices.force_conflicts,
+        allow_disruption: choices.allow_disruption,
+    };
     let lines;
-    let sink: &dyn crate::apply::Sink = if json {
+    let terminal;
+    let sink: &dyn Sink = if json {
         lines = JsonLinesSink::new(std::io::stdout());
         &lines
     } else {
         terminal = TerminalSink::stderr();
         &terminal
     };
-    let session = target.session;
-    let mut options = crate::apply::ApplyOptions::default();
-    if session.simulated() {
-        // The local emulator finishes operations in well under a second.
-        options.poll.initial = std::time::Duration::from_millis(100);
-        options.poll.max = std::time::Duration::from_millis(500);
-    }
-    let kube = KubeHandle::new(session, target.kube_client, &target.plan.cluster);
-    let adapter = kube.api().map(|api| {
-        let mut a = KubeAdapter::new(api, target.plan.cluster.cluster.clone());
-        a.force_conflicts = force_conflicts;
-        a.kueue = match session.kube.local() {
-            // No network on the local target: the embedded release, unless the spec names one.
-            Some(_) => target.kueue.map(crate::local::local_kueue),
-            None => target.kueue.cloned(),
-        };
-        a
-    });
-    let interrupt = Interrupt::new();
-    let mut executor = Executor::new(session.gke.as_ref(), sink)
-        .with_options(options)
-        .with_interrupt(&interrupt);
-    if let Some(adapter) = &adapter {
-        executor = executor.with_kube(adapter);
-    }
-    executor.verify(target.plan).await?;
-    if !consent.allow_disruption
-        && let Some(api) = kube.api()
-        && target.plan.changes().any(|a| {
-            matches!(
-                a.kind,
-                crate::plan::ActionKind::Replace | crate::plan::ActionKind::Delete
-            )
-        })
-    {
-        let disruptions = crate::observe::kube::observe_disruptions(api, target.plan)
-            .await
-            .map_err(|e| VerifyError::Read(format!("reading the jobs the plan would stop: {e}")))?;
-        if !disruptions.is_empty() {
-            return Err(VerifyError::Disrupts(disruption_refusal(&disruptions)));
-        }
-    }
-    if !target.plan.has_changes() {
-        // Verified and nothing to do: no progress output for an empty walk.
-        return Ok(ApplyReport::default());
-    }
-    let on_ctrl_c = tokio::spawn(stop_on_ctrl_c(interrupt.clone()));
-    let report = executor.apply(target.plan).await;
-    on_ctrl_c.abort();
-    Ok(report)
-}
-
-/// A stale plan, as the user sees it: every resource that moved, and what to do.
-pub fn stale_error(error: VerifyError) -> anyhow::Error {
-    let hint = error.hint();
-    anyhow::anyhow!("{error}\nhint: {hint}")
-}
-
-/// Ctrl-C during an apply: start nothing new and let what runs finish (the executor reports a
-/// GKE operation it was waiting for as still running). A second Ctrl-C exits at once.
-async fn stop_on_ctrl_c(interrupt: Interrupt) {
-    if tokio::signal::ctrl_c().await.is_err() {
-        return;
-    }
-    eprintln!(
-        "\nInterrupted: no new changes will start; waiting for the ones in flight (Ctrl-C again to quit now)."
-    );
-    interrupt.trigger();
-    if tokio::signal::ctrl_c().await.is_ok() {
-        eprintln!("Interrupted again: exiting now. Run `gkq plan` to see what was done.");
-        std::process::exit(Exit::Interrupted.code());
-    }
+    execute_on(&target, sink, &consent).await
 }
 
 /// The sink has already reported each action and the totals; this only sets the exit code and
@@ -247,22 +132,25 @@ fn summarize(report: &ApplyReport) -> Exit {
     if report.is_success() {
         Exit::Ok
     } else {
-        let failed = report
-            .results
-            .iter()
-            .filter(|r| !matches!(r.outcome, Outcome::Succeeded | Outcome::Unchanged))
-            .count();
-        eprintln!(
-            "{failed} action(s) failed or were skipped; fix the cause and run `gkq apply` again, or `gkq plan` to see what is left."
+        summarize_failure(
+            report,
+            "fix the cause and run `gkq apply` again, or `gkq plan` to see what is left",
         );
         Exit::Failed
     }
 }
 
+/// How many actions failed or were skipped, and what to do next.
+pub fn summarize_failure(report: &ApplyReport, next: &str) {
+    let failed = report
+        .results
+        .iter()
+        .filter(|r| !matches!(r.outcome, Outcome::Succeeded | Outcome::Unchanged))
+        .count();
+    eprintln!("{failed} action(s) failed or were skipped; {next}.");
+}
+
 pub async fn run(args: &ApplyArgs) -> anyhow::Result<Exit> {
-    if crate::gitops::saved::is_plan_file(&args.spec.spec) {
-        return super::apply_saved::run(args).await;
-    }
     run_with(
         &args.spec,
         &args.target,
@@ -293,6 +181,22 @@ async fn run_with(
     opts: PlanOptions,
     choices: &Choices<'_>,
 ) -> anyhow::Result<Exit> {
+    let (ok, diags, sources) = super::load_valid(spec);
+    super::output::print_diagnostics(&diags, &sources);
+    let Some((loaded, desired)) = ok else {
+        return Ok(Exit::Failed);
+    };
+    apply_valid(spec, target, (loaded, desired), opts, choices).await
+}
+
+/// Plans a valid spec, shows the plan, asks, and applies it under the locks.
+async fn apply_valid(
+    spec: &SpecArgs,
+    target: &TargetArgs,
+    (loaded, desired): (crate::spec::Loaded, crate::model::DesiredState),
+    opts: PlanOptions,
+    choices: &Choices<'_>,
+) -> anyhow::Result<Exit> {
     let Choices {
         auto_approve,
         allow_disruption,
@@ -301,10 +205,9 @@ async fn run_with(
         ..
     } = *choices;
     let destroy = opts.destroy;
-    let local_state = super::gitops::lock_local_state(spec, target, lock).await?;
-    let Some(planned) = make_plan(spec, target, opts).await? else {
-        return Ok(Exit::Failed);
-    };
+    let target = target.options();
+    let local_state = lock_local_state(&loaded, &target, lock.lock_timeout).await?;
+    let planned = plan_valid(&spec.source(), loaded, desired, &target, opts).await?;
     let json = output == ApplyFormat::Json;
     if json {
         print_plan_line(&planned.plan)?;
@@ -315,14 +218,14 @@ async fn run_with(
         }
         // Nothing to change, but the cluster now runs this revision of the spec.
         if !destroy {
-            let held = super::gitops::acquire_lock(
+            let held = acquire_lock(
                 &planned.session,
                 planned.kube_client.as_ref(),
                 &planned.plan.cluster.cluster,
-                lock,
+                lock.lock_timeout,
             )
             .await?;
-            record_revision(&planned).await;
+            record(&planned).await;
             held.release().await;
         }
         // The local world is written back (when the session goes) before its lock is released.
@@ -333,14 +236,8 @@ async fn run_with(
     if !json {
         render_plan(&planned.plan, PlanFormat::Text)?;
     }
-    // A destroy that cannot delete the cluster would only strip it of its Kubernetes objects.
-    let refused: Vec<String> = if destroy {
-        planned
-            .plan
-            .actions
-            .iter()
-            .filter_map(|a| a.blocked.as_ref().map(|why| format!("{}: {why}", a.addr)))
-            .collect()
+    let refused = if destroy {
+        destroy_refusals(&planned.plan)
     } else {
         Vec::new()
     };
@@ -359,29 +256,20 @@ async fn run_with(
         release(local_state).await;
         return Ok(Exit::Failed);
     }
-    let held = super::gitops::acquire_lock(
+    let held = acquire_lock(
         &planned.session,
         planned.kube_client.as_ref(),
         &planned.plan.cluster.cluster,
-        lock,
+        lock.lock_timeout,
     )
     .await?;
     let report = execute(&planned, json, choices).await;
     if matches!(&report, Ok(report) if report.is_success()) && !destroy {
-        record_revision(&planned).await;
+        record(&planned).await;
     }
-    // The simulated cluster reacts to what was applied; written before the state lock goes.
-    if let Some(local) = planned.session.kube.local()
-        && let Err(e) = local.settle().await
-    {
-        eprintln!("warning: {e}");
-    }
+    settle(&planned.session).await;
     if matches!(&report, Ok(report) if report.is_success()) && !destroy && !json {
-        let kube = KubeHandle::new(
-            &planned.session,
-            planned.kube_client.as_ref(),
-            &planned.plan.cluster,
-        );
+        let kube = planned.kube();
         super::status_jobs::print_after_apply(&planned.session, &planned.desired, kube.api()).await;
     }
     held.release().await;
@@ -396,16 +284,12 @@ async fn release(lock: Option<crate::gitops::lock::ApplyLock>) {
     }
 }
 
-async fn record_revision(planned: &super::plan::Planned) {
+async fn record(planned: &Planned) {
     let Some(provenance) = &planned.plan.provenance else {
         return;
     };
-    let kube = KubeHandle::new(
-        &planned.session,
-        planned.kube_client.as_ref(),
-        &planned.plan.cluster,
-    );
-    super::gitops::record_revision(
+    let kube = planned.kube();
+    record_revision(
         &planned.session,
         kube.api(),
         &planned.plan.cluster,
@@ -417,7 +301,7 @@ async fn record_revision(planned: &super::plan::Planned) {
 pub async fn destroy(args: &DestroyArgs) -> anyhow::Result<Exit> {
     let (ok, diags, sources) = super::load_valid(&args.spec);
     super::output::print_diagnostics(&diags, &sources);
-    let Some((loaded, _)) = ok else {
+    let Some((loaded, desired)) = ok else {
         return Ok(Exit::Failed);
     };
     if args.confirm != loaded.spec.cluster.name {
@@ -433,9 +317,10 @@ pub async fn destroy(args: &DestroyArgs) -> anyhow::Result<Exit> {
         prune: true,
         ..Default::default()
     };
-    run_with(
+    apply_valid(
         &args.spec,
         &args.target,
+        (loaded, desired),
         opts,
         &Choices {
             auto_approve: true,

@@ -14,24 +14,22 @@
 
 use std::path::{Path, PathBuf};
 
-use super::apply::{
-    ApplyArgs, ApplyFormat, ApplyTarget, Consent, disruption_refusal, execute_on, print_plan_line,
-    stale_error,
-};
-use super::gitops::{
-    KubeHandle, acquire_lock, lock_state_dir, plan_key, record_revision, spec_args_for,
-    spec_revision,
-};
+use super::Exit;
+use super::apply::{ApplyArgs, ApplyFormat, print_plan_line, summarize_failure};
 use super::output::print_diagnostics;
-use super::plan::plan_loaded;
-use super::target::{self, KubeSource, TargetFlag};
-use super::{Exit, load_valid};
-use crate::apply::Outcome;
 use crate::gitops::saved::{self, SavedPlanError};
-use crate::kube::connect::from_cluster;
 use crate::model::DesiredState;
+use crate::ops::apply::{
+    ApplyTarget, Consent, disruption_refusal, execute_on, record_revision, settle, stale_error,
+};
+use crate::ops::load::SpecSource;
+use crate::ops::lock::{acquire_lock, lock_state_dir};
+use crate::ops::plan::{plan_key, plan_valid};
+use crate::ops::saved::{SpecCheck, check_spec, connect_for_plan};
+use crate::ops::session::TargetOptions;
 use crate::plan::Plan;
 use crate::plan::provenance::{GKQ_VERSION, Provenance};
+use crate::render::apply::{JsonLinesSink, TerminalSink};
 use crate::spec::Loaded;
 use crate::spec::types::Target;
 
@@ -56,11 +54,8 @@ pub async fn run(args: &ApplyArgs) -> anyhow::Result<Exit> {
             provenance.gkq_version
         );
     }
-    let requested = match args.target.target {
-        Some(TargetFlag::Gcp) => Target::Gcp,
-        Some(TargetFlag::Local) => Target::Local,
-        None => provenance.target,
-    };
+    let target = args.target.options();
+    let requested = target.target.unwrap_or(provenance.target);
     if requested != provenance.target {
         return Err(with_hint(SavedPlanError::TargetMismatch {
             planned: provenance.target,
@@ -72,9 +67,22 @@ pub async fn run(args: &ApplyArgs) -> anyhow::Result<Exit> {
     if !plan.disruptions.is_empty() && !args.allow_disruption {
         anyhow::bail!("{}", disruption_refusal(&plan.disruptions));
     }
-    let spec = check_spec(args, &provenance)?;
-    if matches!(spec, SpecCheck::Invalid) {
-        return Ok(Exit::Failed);
+    let source = SpecSource::for_saved_plan(&provenance.spec, &args.spec.source());
+    let spec = check_spec(&source, &provenance).map_err(with_hint)?;
+    match &spec {
+        SpecCheck::Invalid(validated) => {
+            print_diagnostics(&validated.diagnostics, &validated.sources);
+            eprintln!(
+                "The spec {} no longer validates; nothing was applied.",
+                source.spec.display()
+            );
+            return Ok(Exit::Failed);
+        }
+        SpecCheck::Absent => eprintln!(
+            "note: the spec {} is not here, so only live state is checked against the plan.",
+            source.spec.display()
+        ),
+        SpecCheck::Unchanged(_) => {}
     }
     if matches!(spec, SpecCheck::Absent) {
         if let Some(sensitive) = plan.changes().find(|a| a.sensitive) {
@@ -96,29 +104,44 @@ pub async fn run(args: &ApplyArgs) -> anyhow::Result<Exit> {
         }
     }
 
-    let state_dir = args
-        .target
+    let state_dir = target
         .state_dir
         .clone()
         .or_else(|| provenance.state_dir.as_ref().map(PathBuf::from))
         .unwrap_or_else(|| PathBuf::from(".gkq/local"));
     // The local world is read when the session connects: lock it first (see `lock_local_state`).
     let local_state = match provenance.target {
-        Target::Local => Some(lock_state_dir(&state_dir, &args.lock).await?),
+        Target::Local => Some(lock_state_dir(&state_dir, args.lock.lock_timeout).await?),
         Target::Gcp => None,
     };
     describe(path, &plan, &provenance);
     let outcome = match spec {
         SpecCheck::Unchanged(loaded) => {
             let (loaded, desired) = *loaded;
-            apply_derived(args, &plan, &provenance, state_dir, loaded, desired).await
+            let derived = Derived {
+                source: &source,
+                target: &target,
+                state_dir,
+                loaded,
+                desired,
+            };
+            apply_derived(args, &plan, &provenance, derived).await
         }
-        _ => apply_as_saved(args, &plan, &provenance, state_dir).await,
+        _ => apply_as_saved(args, &target, &plan, &provenance, state_dir).await,
     };
     if let Some(lock) = local_state {
         lock.release().await;
     }
     outcome
+}
+
+/// The spec of a saved plan, loaded again and unchanged, and where to plan it.
+struct Derived<'a> {
+    source: &'a SpecSource,
+    target: &'a TargetOptions,
+    state_dir: PathBuf,
+    loaded: Loaded,
+    desired: DesiredState,
 }
 
 /// With the spec at hand: plans again from it and the live state of now with the plan's own
@@ -128,22 +151,16 @@ async fn apply_derived(
     args: &ApplyArgs,
     saved_plan: &Plan,
     provenance: &Provenance,
-    state_dir: PathBuf,
-    loaded: Loaded,
-    desired: DesiredState,
+    derived: Derived<'_>,
 ) -> anyhow::Result<Exit> {
-    let spec_args = spec_args_for(&provenance.spec, &args.spec);
-    let mut target_args = args.target.clone();
-    target_args.state_dir = Some(state_dir);
-    target_args.target = Some(match provenance.target {
-        Target::Gcp => TargetFlag::Gcp,
-        Target::Local => TargetFlag::Local,
-    });
-    let planned = plan_loaded(
-        &spec_args,
-        loaded,
-        desired,
-        &target_args,
+    let mut target = derived.target.clone();
+    target.state_dir = Some(derived.state_dir);
+    target.target = Some(provenance.target);
+    let planned = plan_valid(
+        derived.source,
+        derived.loaded,
+        derived.desired,
+        &target,
         saved_plan.options.clone(),
     )
     .await?;
@@ -162,7 +179,7 @@ async fn apply_derived(
         &planned.session,
         planned.kube_client.as_ref(),
         &planned.plan.cluster.cluster,
-        &args.lock,
+        args.lock.lock_timeout,
     )
     .await?;
     let target = ApplyTarget {
@@ -180,36 +197,17 @@ async fn apply_derived(
 /// Without the spec: checks the plan file against live state and applies it as it is.
 async fn apply_as_saved(
     args: &ApplyArgs,
+    target: &TargetOptions,
     plan: &Plan,
     provenance: &Provenance,
     state_dir: PathBuf,
 ) -> anyhow::Result<Exit> {
-    let session =
-        target::connect_to(&args.target, provenance.target, state_dir, &plan.cluster).await?;
-    // Kubernetes credentials from the cluster, as at plan time, when it exists now.
-    let mut kube_client = None;
-    if let KubeSource::FromCluster(tokens) = &session.kube
-        && let Some(cluster) = session
-            .gke
-            .get_cluster(&plan.cluster)
-            .await
-            .map_err(|e| anyhow::anyhow!("reading cluster {}: {e}", plan.cluster.name()))?
-        && cluster
-            .get("endpoint")
-            .and_then(|e| e.as_str())
-            .is_some_and(|e| !e.is_empty())
-    {
-        kube_client = Some(
-            from_cluster(&cluster, tokens.as_ref())
-                .await
-                .map_err(|e| anyhow::anyhow!("connecting to Kubernetes: {e}"))?,
-        );
-    }
+    let (session, kube_client) = connect_for_plan(target, plan, provenance, state_dir).await?;
     let held = acquire_lock(
         &session,
         kube_client.as_ref(),
         &plan.cluster.cluster,
-        &args.lock,
+        args.lock.lock_timeout,
     )
     .await?;
     let target = ApplyTarget {
@@ -222,15 +220,6 @@ async fn apply_as_saved(
     settle(&session).await;
     held.release().await;
     result
-}
-
-/// The simulated cluster reacts to what was applied; written before the state lock goes.
-async fn settle(session: &target::Session) {
-    if let Some(local) = session.kube.local()
-        && let Err(e) = local.settle().await
-    {
-        eprintln!("warning: {e}");
-    }
 }
 
 /// Checks and applies, then records the applied revision; the exit code.
@@ -248,25 +237,24 @@ async fn finish(
         allow_disruption: args.allow_disruption,
     };
     // A plan without changes is still checked: "nothing to do" can be stale too.
-    let report = execute_on(target, json, &consent)
-        .await
-        .map_err(stale_error)?;
+    let report = if json {
+        execute_on(target, &JsonLinesSink::new(std::io::stdout()), &consent).await
+    } else {
+        execute_on(target, &TerminalSink::stderr(), &consent).await
+    }
+    .map_err(stale_error)?;
     let plan = target.plan;
     if !report.is_success() {
-        let failed = report
-            .results
-            .iter()
-            .filter(|r| !matches!(r.outcome, Outcome::Succeeded | Outcome::Unchanged))
-            .count();
-        eprintln!(
-            "{failed} action(s) failed or were skipped; fix the cause, then plan again and apply the new plan."
+        summarize_failure(
+            &report,
+            "fix the cause, then plan again and apply the new plan",
         );
         return Ok(Exit::Failed);
     }
     if !plan.has_changes() && !json {
         println!("{}", plan.summary);
     }
-    let kube = KubeHandle::new(target.session, target.kube_client, &plan.cluster);
+    let kube = target.kube();
     record_revision(target.session, kube.api(), &plan.cluster, &provenance.spec).await;
     Ok(Exit::Ok)
 }
@@ -289,38 +277,4 @@ fn describe(path: &Path, plan: &Plan, provenance: &Provenance) {
             .map(|e| format!(", env {e}"))
             .unwrap_or_default(),
     );
-}
-
-/// What the spec a saved plan names says now.
-enum SpecCheck {
-    /// It is there and has the plan's digest.
-    Unchanged(Box<(Loaded, DesiredState)>),
-    /// It is not at the path the plan names: only live state can be checked.
-    Absent,
-    /// It no longer validates (diagnostics printed).
-    Invalid,
-}
-
-/// Loads the spec the plan names, when it is there; a changed digest is an error.
-fn check_spec(args: &ApplyArgs, provenance: &Provenance) -> anyhow::Result<SpecCheck> {
-    let spec_args = spec_args_for(&provenance.spec, &args.spec);
-    if spec_args.git_ref.is_none() && !spec_args.spec.exists() {
-        eprintln!(
-            "note: the spec {} is not here, so only live state is checked against the plan.",
-            spec_args.spec.display()
-        );
-        return Ok(SpecCheck::Absent);
-    }
-    let (ok, diags, sources) = load_valid(&spec_args);
-    print_diagnostics(&diags, &sources);
-    let Some((loaded, desired)) = ok else {
-        eprintln!(
-            "The spec {} no longer validates; nothing was applied.",
-            spec_args.spec.display()
-        );
-        return Ok(SpecCheck::Invalid);
-    };
-    let now = spec_revision(&spec_args, &loaded);
-    saved::check_spec(&provenance.spec, &now).map_err(with_hint)?;
-    Ok(SpecCheck::Unchanged(Box::new((loaded, desired))))
 }

@@ -14,12 +14,12 @@ pub mod target;
 pub mod validate;
 pub mod watch;
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::spec::{self, Diagnostics, LoadOptions, Loaded, SourceMap};
+use crate::ops::{self, load::SpecSource};
+use crate::spec::{Diagnostics, Loaded, SourceMap};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -89,11 +89,13 @@ fn parse_var(s: &str) -> Result<(String, String), String> {
 }
 
 impl SpecArgs {
-    pub fn load_options(&self) -> LoadOptions {
-        LoadOptions {
+    /// The spec as the pipeline takes it.
+    pub fn source(&self) -> SpecSource {
+        SpecSource {
+            spec: self.spec.clone(),
             env: self.env.clone(),
-            vars: self.vars.iter().cloned().collect::<BTreeMap<_, _>>(),
-            env_lookup: Some(Box::new(|name| std::env::var(name).ok())),
+            vars: self.vars.clone(),
+            git_ref: self.git_ref.clone(),
         }
     }
 }
@@ -155,7 +157,7 @@ impl Exit {
     }
 }
 
-/// Loads and validates a spec, printing diagnostics to stderr. `None` when it is invalid.
+/// Loads and validates a spec ([`ops::load::load_valid`]).
 pub fn load_valid(
     args: &SpecArgs,
 ) -> (
@@ -163,32 +165,8 @@ pub fn load_valid(
     Diagnostics,
     SourceMap,
 ) {
-    let git;
-    let fs: &dyn spec::SpecFs = match &args.git_ref {
-        None => &crate::gitops::tree::WorkingTree,
-        Some(r) => match crate::gitops::tree::GitTree::open(&args.spec, r) {
-            Ok(tree) => {
-                git = tree;
-                &git
-            }
-            Err(e) => {
-                let mut diags = Diagnostics::default();
-                diags
-                    .push(spec::Diagnostic::error(e.to_string()).help(
-                        "pass a commit, branch or tag of the repository that holds the spec",
-                    ));
-                return (None, diags, SourceMap::default());
-            }
-        },
-    };
-    match spec::load(fs, &args.spec, &args.load_options()) {
-        Err(f) => (None, f.diagnostics, f.sources),
-        Ok(loaded) => {
-            let (desired, diags) = crate::model::build(&loaded);
-            let sources = loaded.sources.clone();
-            (desired.map(|d| (loaded, d)), diags, sources)
-        }
-    }
+    let v = ops::load::load_valid(&args.source());
+    (v.valid, v.diagnostics, v.sources)
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
@@ -202,6 +180,10 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Validate(a) => validate::run(&a),
         Command::Render(a) => render::run(&a),
         Command::Plan(a) => runtime()?.block_on(plan::run(&a)),
+        // `gkq apply FILE` applies a plan saved by `gkq plan --out FILE`.
+        Command::Apply(a) if crate::gitops::saved::is_plan_file(&a.spec.spec) => {
+            runtime()?.block_on(apply_saved::run(&a))
+        }
         Command::Apply(a) => runtime()?.block_on(apply::run(&a)),
         Command::Destroy(a) => runtime()?.block_on(apply::destroy(&a)),
         Command::Status(a) => runtime()?.block_on(status::run(&a)),

@@ -6,17 +6,11 @@ use std::path::PathBuf;
 use clap::{Args, ValueEnum};
 
 use super::output::{print_diagnostics, print_stdout};
-use super::target::{self, KubeSource, Session, TargetArgs};
+use super::target::TargetArgs;
 use super::{Exit, SpecArgs, load_valid};
-use crate::kube::client::RealKube;
-use crate::kube::connect::from_cluster;
-use crate::model::DesiredState;
-use crate::model::live::KubeLive;
-use crate::observe::kube::{nothing_yet, observe_kube, observe_workloads};
-use crate::observe::observe_gke;
-use crate::plan::{Plan, PlanOptions, plan};
+use crate::ops::plan::{Planned, plan_valid, write_plan_file};
+use crate::plan::{Plan, PlanOptions};
 use crate::render;
-use crate::spec::Loaded;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
 pub enum PlanFormat {
@@ -54,18 +48,6 @@ pub struct PlanArgs {
     pub detailed_exitcode: bool,
 }
 
-/// Everything a command needs after planning.
-pub struct Planned {
-    /// The spec, without its document tree and raw manifests ([`Loaded::release_documents`]):
-    /// `desired` has everything they were for.
-    pub loaded: Loaded,
-    pub desired: DesiredState,
-    pub session: Session,
-    pub plan: Plan,
-    /// The Kubernetes client derived from the cluster at plan time, when it existed.
-    pub kube_client: Option<RealKube>,
-}
-
 /// Loads the spec, connects to its target, observes and plans. `Ok(None)` when the spec is
 /// invalid (diagnostics already printed).
 pub async fn make_plan(
@@ -78,96 +60,15 @@ pub async fn make_plan(
     let Some((loaded, desired)) = ok else {
         return Ok(None);
     };
-    plan_loaded(spec, loaded, desired, target_args, options)
-        .await
-        .map(Some)
-}
-
-/// [`make_plan`] for a spec already loaded and valid (diagnostics are the caller's business).
-pub async fn plan_loaded(
-    spec: &SpecArgs,
-    mut loaded: Loaded,
-    desired: DesiredState,
-    target_args: &TargetArgs,
-    options: PlanOptions,
-) -> anyhow::Result<Planned> {
-    // The revision reads the variables the document tree declares: take it before the tree goes.
-    let revision = super::gitops::spec_revision(spec, &loaded);
-    loaded.release_documents();
-    let session = target::connect(target_args, &loaded).await?;
-    if session.simulated() {
-        tracing::info!("target local: simulated GKE in {:?}", session.state_dir);
-    }
-    let mut live = observe_gke(session.gke.as_ref(), &desired)
-        .await
-        .map_err(|e| anyhow::anyhow!("reading live GKE state: {e}"))?;
-    let stack = desired.gke.cluster_ref.cluster.clone();
-    let read = |e: crate::kube::KubeError| anyhow::anyhow!("reading live Kubernetes state: {e}");
-    let mut kube_client = None;
-    let mut workloads = Vec::new();
-    live.kubernetes = match &session.kube {
-        KubeSource::Kubeconfig(k) => {
-            workloads = observe_workloads(k).await.map_err(read)?;
-            observe_kube(k, &desired, &stack).await.map_err(read)?
-        }
-        KubeSource::FromCluster(tokens) => match &live.gke.cluster {
-            Some(cluster)
-                if cluster
-                    .get("endpoint")
-                    .and_then(|e| e.as_str())
-                    .is_some_and(|e| !e.is_empty()) =>
-            {
-                let k = from_cluster(cluster, tokens.as_ref()).await.map_err(read)?;
-                workloads = observe_workloads(&k).await.map_err(read)?;
-                let observed = observe_kube(&k, &desired, &stack).await.map_err(read)?;
-                kube_client = Some(k);
-                observed
-            }
-            _ => nothing_yet(),
-        },
-        KubeSource::Local(k) => match &live.gke.cluster {
-            Some(cluster)
-                if cluster
-                    .get("endpoint")
-                    .and_then(|e| e.as_str())
-                    .is_some_and(|e| !e.is_empty()) =>
-            {
-                workloads = observe_workloads(k.as_ref()).await.map_err(read)?;
-                observe_kube(k.as_ref(), &desired, &stack)
-                    .await
-                    .map_err(read)?
-            }
-            _ => nothing_yet(),
-        },
-        KubeSource::Unavailable => KubeLive::NotObserved,
-    };
-    let mut plan = plan(&desired, &live, &options)?;
-    crate::plan::placements::annotate(&mut plan, &desired, &live, &workloads);
-    if desired.kueue.mode == crate::spec::types::InstallMode::External {
-        let api: Option<&dyn crate::kube::KubeApi> = match (&session.kube, &kube_client) {
-            (KubeSource::Kubeconfig(k), _) => Some(k),
-            (_, Some(k)) => Some(k),
-            _ => None,
-        };
-        if let Some(api) = api {
-            let notes = crate::kube::install::check_external(api, &desired.kueue)
-                .await
-                .map_err(|e| anyhow::anyhow!(e))?;
-            plan.notices
-                .extend(notes.into_iter().map(|message| crate::plan::Notice {
-                    addr: None,
-                    message,
-                }));
-        }
-    }
-    super::gitops::stamp(&mut plan, revision, &session);
-    Ok(Planned {
+    plan_valid(
+        &spec.source(),
         loaded,
         desired,
-        session,
-        plan,
-        kube_client,
-    })
+        &target_args.options(),
+        options,
+    )
+    .await
+    .map(Some)
 }
 
 pub fn options(flags: &PlanFlags) -> PlanOptions {
@@ -201,31 +102,6 @@ pub fn exit_code(plan: &Plan, detailed: bool) -> Exit {
     } else {
         Exit::Changes
     }
-}
-
-/// Writes a plan file readable only by its owner (plans describe infrastructure), with its
-/// integrity digest (keyed with `GKQ_PLAN_KEY` when set). Sensitive values are never in it.
-pub fn write_plan_file(path: &std::path::Path, plan: &Plan) -> anyhow::Result<()> {
-    let key = super::gitops::plan_key();
-    let text = crate::gitops::saved::file_text(plan, key.as_deref());
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
-    let mut file = options
-        .open(path)
-        .map_err(|e| anyhow::anyhow!("cannot write the plan to {}: {e}", path.display()))?;
-    // `mode` applies only to a new file; an existing one is narrowed before anything is written.
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-    }
-    file.write_all(text.as_bytes())?;
-    Ok(())
 }
 
 pub async fn run(args: &PlanArgs) -> anyhow::Result<Exit> {

@@ -8,13 +8,13 @@
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 
-use super::gitops::{KubeHandle, spec_revision};
 use super::output::{print_diagnostics, print_stdout};
-use super::plan::{PlanFlags, options, plan_loaded};
+use super::plan::{PlanFlags, options};
 use super::target::TargetArgs;
 use super::{Exit, SpecArgs, load_valid};
 use crate::gitops::git::{self, LocalHead};
 use crate::gitops::revision::{self, AppliedRevision, LabelRevision};
+use crate::ops::plan::{plan_valid, spec_revision};
 use crate::plan::digest::short_digest;
 use crate::plan::provenance::SpecRevision;
 use crate::plan::provenance::short_commit;
@@ -90,13 +90,13 @@ pub async fn run(args: &StatusArgs) -> anyhow::Result<Exit> {
     let Some((loaded, desired)) = ok else {
         return Ok(Exit::Failed);
     };
-    let local_spec = spec_revision(&args.spec, &loaded);
+    let local_spec = spec_revision(&args.spec.source(), &loaded);
     let head = git::local_head(&loaded);
-    let planned = plan_loaded(
-        &args.spec,
+    let planned = plan_valid(
+        &args.spec.source(),
         loaded,
         desired,
-        &args.target,
+        &args.target.options(),
         options(&args.flags),
     )
     .await?;
@@ -111,7 +111,7 @@ pub async fn run(args: &StatusArgs) -> anyhow::Result<Exit> {
     let applied = match live_cluster {
         None => None,
         Some(_) => {
-            let kube = KubeHandle::new(&planned.session, planned.kube_client.as_ref(), cluster_ref);
+            let kube = planned.kube();
             match kube.api() {
                 None => None,
                 Some(api) => match revision::read_configmap(api, &cluster_ref.cluster).await {
@@ -124,7 +124,7 @@ pub async fn run(args: &StatusArgs) -> anyhow::Result<Exit> {
             }
         }
     };
-    let kube = KubeHandle::new(&planned.session, planned.kube_client.as_ref(), cluster_ref);
+    let kube = planned.kube();
     let live = super::status_jobs::report(&planned.session, &planned.desired, kube.api()).await?;
     let status = build_status(
         cluster_ref.name(),

@@ -17,9 +17,9 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::output::print_stdout;
-use super::target;
 use crate::kube::{KubeApi, KubeResult, ResourceInfo};
 use crate::model::DesiredState;
+use crate::ops::session::Session;
 use crate::placement::{
     Cluster, PendingWorkload, Placement, PlacementState, observed_placement, predict,
 };
@@ -870,7 +870,7 @@ pub fn to_text(report: &LiveReport) -> String {
 /// Reads the live report for a connected session; `api` is the session's Kubernetes (used only
 /// when the cluster exists and has an endpoint).
 pub async fn report(
-    session: &target::Session,
+    session: &Session,
     desired: &DesiredState,
     api: Option<&dyn KubeApi>,
 ) -> anyhow::Result<LiveReport> {
@@ -901,7 +901,7 @@ pub async fn report(
 /// After an apply that submitted jobs: reads where they landed (waiting a little on a real
 /// cluster for Kueue to decide) and prints one line per job.
 pub async fn print_after_apply(
-    session: &target::Session,
+    session: &Session,
     desired: &DesiredState,
     api: Option<&dyn KubeApi>,
 ) {

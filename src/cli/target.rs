@@ -1,15 +1,11 @@
-//! Where `plan` and `apply` act: Google Cloud, or the embedded local target. Both use the same
-//! clients and engine; only the endpoints differ.
+//! `--target` and the flags that say where `plan` and `apply` act: Google Cloud, or the embedded
+//! local target (the session itself is `ops::session`'s).
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use clap::{Args, ValueEnum};
 
-use crate::emulator::{Emulator, EmulatorConfig, EmulatorHandle};
-use crate::gke::{AdcTokenSource, AnonymousTokenSource, GkeApi, RestGke, TokenSource};
-use crate::kube::client::RealKube;
-use crate::spec::Loaded;
+use crate::ops::session::TargetOptions;
 use crate::spec::types::Target;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -39,177 +35,18 @@ pub struct TargetArgs {
     pub context: Option<String>,
 }
 
-/// How a session reaches Kubernetes.
-pub enum KubeSource {
-    /// A kubeconfig context the user named.
-    Kubeconfig(RealKube),
-    /// Endpoint, CA and token derived from the GKE cluster, with these credentials.
-    FromCluster(Arc<dyn TokenSource>),
-    /// The local target's object store and simulated cluster.
-    Local(Box<crate::local::LocalKube>),
-    /// Not reachable from this target (yet).
-    Unavailable,
-}
-
-impl KubeSource {
-    /// The local target's Kubernetes, when this is it.
-    pub fn local(&self) -> Option<&crate::local::LocalKube> {
-        match self {
-            KubeSource::Local(k) => Some(k),
-            _ => None,
-        }
-    }
-}
-
-/// A connection to one target for the length of a command.
-pub struct Session {
-    pub target: Target,
-    pub gke: Box<dyn GkeApi>,
-    pub state_dir: Option<PathBuf>,
-    pub kube: KubeSource,
-    /// Keeps the in-process emulator alive while the session is.
-    _emulator: Option<EmulatorHandle>,
-}
-
-impl Session {
-    /// Whether what this session shows is simulated (the local target).
-    pub fn simulated(&self) -> bool {
-        self.target == Target::Local
-    }
-}
-
-pub fn resolve_target(args: &TargetArgs, loaded: &Loaded) -> Target {
-    match args.target {
-        Some(TargetFlag::Gcp) => Target::Gcp,
-        Some(TargetFlag::Local) => Target::Local,
-        None => loaded.spec.target,
-    }
-}
-
-pub fn state_dir(args: &TargetArgs, loaded: &Loaded) -> PathBuf {
-    args.state_dir
-        .clone()
-        .unwrap_or_else(|| loaded.dir.join(".gkq").join("local"))
-}
-
-async fn kubeconfig(args: &TargetArgs) -> anyhow::Result<Option<RealKube>> {
-    if args.kubeconfig.is_none() && args.context.is_none() {
-        return Ok(None);
-    }
-    let options = kube::config::KubeConfigOptions {
-        context: args.context.clone(),
-        ..Default::default()
-    };
-    let config = match &args.kubeconfig {
-        Some(path) => {
-            let file = kube::config::Kubeconfig::read_from(path)
-                .map_err(|e| anyhow::anyhow!("reading kubeconfig {}: {e}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(file, &options).await?
-        }
-        None => kube::Config::from_kubeconfig(&options).await?,
-    };
-    crate::kube::client::require_verified_tls(&config)?;
-    Ok(Some(RealKube::new(kube::Client::try_from(config)?)))
-}
-
-pub async fn connect(args: &TargetArgs, loaded: &Loaded) -> anyhow::Result<Session> {
-    let cluster = crate::addr::ClusterRef {
-        project: loaded.spec.project.clone(),
-        location: loaded.spec.location.clone(),
-        cluster: loaded.spec.cluster.name.clone(),
-    };
-    connect_to(
-        args,
-        resolve_target(args, loaded),
-        state_dir(args, loaded),
-        &cluster,
-    )
-    .await
-}
-
-/// [`connect`] without a spec: for a saved plan, which names its own target, state directory
-/// and cluster (`local_state_dir` and `cluster` are used by the local target only: its
-/// Kubernetes belongs to that cluster).
-pub async fn connect_to(
-    args: &TargetArgs,
-    target: Target,
-    local_state_dir: PathBuf,
-    cluster: &crate::addr::ClusterRef,
-) -> anyhow::Result<Session> {
-    crate::gke::install_tls_provider();
-    let explicit_kube = kubeconfig(args).await?;
-    match target {
-        Target::Local => {
-            let dir = local_state_dir;
-            std::fs::create_dir_all(&dir).map_err(|e| {
-                anyhow::anyhow!(
-                    "cannot create the local state directory {}: {e}",
-                    dir.display()
-                )
-            })?;
-            let config = EmulatorConfig {
-                state_dir: Some(dir.join("gke")),
-                pending_ms: 100,
-                running_ms: 300,
-                ..EmulatorConfig::default()
-            };
-            let (url, handle) = Emulator::start_in_process(config).await?;
-            let in_process = args.gke_endpoint.is_none();
-            let endpoint = args.gke_endpoint.clone().unwrap_or(url);
-            let tokens: Arc<dyn TokenSource> = Arc::new(AnonymousTokenSource);
-            let kube = match explicit_kube {
-                Some(k) => KubeSource::Kubeconfig(k),
-                None => {
-                    let settings =
-                        crate::local::Settings::from_env().map_err(|e| anyhow::anyhow!("{e}"))?;
-                    let local = crate::local::LocalKube::open(
-                        &dir,
-                        Box::new(RestGke::with_endpoint(&endpoint, tokens.clone())?),
-                        cluster.clone(),
-                        in_process.then(|| handle.emulator().clone()),
-                        settings,
-                    )?;
-                    KubeSource::Local(Box::new(local))
-                }
-            };
-            Ok(Session {
-                target,
-                gke: Box::new(RestGke::with_endpoint(&endpoint, tokens)?),
-                state_dir: Some(dir),
-                kube,
-                _emulator: Some(handle),
-            })
-        }
-        Target::Gcp => {
-            let kube = match explicit_kube {
-                Some(k) => KubeSource::Kubeconfig(k),
-                None if args.gke_endpoint.is_some() => KubeSource::Unavailable,
-                None => match AdcTokenSource::for_kubernetes() {
-                    Ok(t) => KubeSource::FromCluster(Arc::new(t)),
-                    Err(_) => KubeSource::Unavailable,
-                },
-            };
-            let gke: Box<dyn GkeApi> = match &args.gke_endpoint {
-                Some(endpoint) => Box::new(RestGke::with_endpoint(
-                    endpoint,
-                    Arc::new(AnonymousTokenSource),
-                )?),
-                None => {
-                    let tokens: Arc<dyn TokenSource> = Arc::new(AdcTokenSource::new().map_err(|e| {
-                        anyhow::anyhow!(
-                            "{e}\nhint: run `gcloud auth application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS; use `--target local` to try gkq without Google Cloud"
-                        )
-                    })?);
-                    Box::new(RestGke::new(tokens)?)
-                }
-            };
-            Ok(Session {
-                target,
-                gke,
-                state_dir: None,
-                kube,
-                _emulator: None,
-            })
+impl TargetArgs {
+    /// The target as the pipeline takes it.
+    pub fn options(&self) -> TargetOptions {
+        TargetOptions {
+            target: self.target.map(|t| match t {
+                TargetFlag::Gcp => Target::Gcp,
+                TargetFlag::Local => Target::Local,
+            }),
+            state_dir: self.state_dir.clone(),
+            gke_endpoint: self.gke_endpoint.clone(),
+            kubeconfig: self.kubeconfig.clone(),
+            context: self.context.clone(),
         }
     }
 }

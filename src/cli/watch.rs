@@ -21,18 +21,19 @@ use notify_debouncer_full::{DebounceEventResult, Debouncer, RecommendedCache, ne
 use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
-use super::apply::{ApplyTarget, execute_on};
-use super::gitops::{
-    KubeHandle, LockArgs, acquire_lock, lock_local_state, parse_duration, record_revision,
-};
+use super::gitops::{LockArgs, parse_duration};
 use super::output::stderr_color;
-use super::plan::{PlanFlags, Planned, options, plan_loaded};
+use super::plan::{PlanFlags, options};
 use super::target::TargetArgs;
 use super::{Exit, SpecArgs, load_valid};
 use crate::gitops::git;
 use crate::gitops::timeline::{self, Capacity, PoolSize};
 use crate::gitops::watch::{AutoApply, PlanTracker, auto_apply, is_relevant};
 use crate::kube::{KubeApi, owned_selector};
+use crate::ops::apply::{ApplyTarget, Consent, execute_on, record_revision};
+use crate::ops::lock::{acquire_lock, lock_local_state};
+use crate::ops::plan::{Planned, plan_valid};
+use crate::render::apply::TerminalSink;
 
 /// How long the debouncer waits for a burst of events (an editor's save) to settle.
 const DEBOUNCE: Duration = Duration::from_millis(100);
@@ -337,11 +338,11 @@ impl Watcher<'_> {
             self.tracker.forget();
             return None;
         };
-        let planned = match plan_loaded(
-            &spec,
+        let planned = match plan_valid(
+            &spec.source(),
             loaded,
             desired,
-            &self.args.target,
+            &self.args.target.options(),
             options(&self.args.flags),
         )
         .await
@@ -405,19 +406,27 @@ impl Watcher<'_> {
     async fn apply_now(&mut self) {
         let spec = self.spec_args();
         let args = self.args;
-        let local = match lock_local_state(&spec, &args.target, &args.lock).await {
-            Ok(lock) => lock,
-            Err(e) => return self.problem(format!("not applying: {e:#}")),
-        };
         let (ok, _, _) = load_valid(&spec);
         let Some((loaded, desired)) = ok else {
             return;
         };
-        let planned =
-            match plan_loaded(&spec, loaded, desired, &args.target, options(&args.flags)).await {
-                Ok(planned) => planned,
-                Err(e) => return self.problem(format!("planning failed: {e:#}")),
-            };
+        let target = args.target.options();
+        let local = match lock_local_state(&loaded, &target, args.lock.lock_timeout).await {
+            Ok(lock) => lock,
+            Err(e) => return self.problem(format!("not applying: {e:#}")),
+        };
+        let planned = match plan_valid(
+            &spec.source(),
+            loaded,
+            desired,
+            &target,
+            options(&args.flags),
+        )
+        .await
+        {
+            Ok(planned) => planned,
+            Err(e) => return self.problem(format!("planning failed: {e:#}")),
+        };
         if auto_apply(&planned.plan, args.allow_destructive, args.allow_disruption)
             != AutoApply::Apply
         {
@@ -427,7 +436,7 @@ impl Watcher<'_> {
             &planned.session,
             planned.kube_client.as_ref(),
             &planned.plan.cluster.cluster,
-            &args.lock,
+            args.lock.lock_timeout,
         )
         .await
         {
@@ -441,18 +450,14 @@ impl Watcher<'_> {
             kube_client: planned.kube_client.as_ref(),
             kueue: Some(&planned.desired.kueue),
         };
-        let consent = super::apply::Consent {
+        let consent = Consent {
             force_conflicts: args.force_conflicts,
             allow_disruption: args.allow_disruption,
         };
-        match execute_on(&target, false, &consent).await {
+        match execute_on(&target, &TerminalSink::stderr(), &consent).await {
             Ok(report) if report.is_success() => {
                 if let Some(provenance) = &planned.plan.provenance {
-                    let kube = KubeHandle::new(
-                        &planned.session,
-                        planned.kube_client.as_ref(),
-                        &planned.plan.cluster,
-                    );
+                    let kube = planned.kube();
                     record_revision(
                         &planned.session,
                         kube.api(),
@@ -485,11 +490,7 @@ impl Watcher<'_> {
             self.jobs_in_flight = false;
             return;
         };
-        let kube = KubeHandle::new(
-            &planned.session,
-            planned.kube_client.as_ref(),
-            &planned.plan.cluster,
-        );
+        let kube = planned.kube();
         let Some(api) = kube.api() else {
             self.jobs_in_flight = false;
             return;

@@ -240,4 +240,3 @@ pub fn require_verified_tls(config: &kube::Config) -> KubeResult<()> {
     }
     Ok(())
 }
-

@@ -1,0 +1,209 @@
+//! Applying a plan: check it against live state and against the running work it would stop,
+//! then walk it with the executor; record the applied revision; let the local target's
+//! simulated cluster react.
+
+use std::time::Duration;
+
+use super::session::{KubeHandle, Session};
+use crate::addr::ClusterRef;
+use crate::apply::kube_adapter::KubeAdapter;
+use crate::apply::{ApplyReport, Executor, Interrupt, Sink, VerifyError};
+use crate::gitops::revision::{self, AppliedRevision};
+use crate::gke::PollConfig;
+use crate::kube::KubeApi;
+use crate::kube::client::RealKube;
+use crate::model::KueueInstall;
+use crate::plan::Plan;
+use crate::plan::provenance::SpecRevision;
+
+/// What an apply acts on, whether its plan was just made or read from a file.
+pub struct ApplyTarget<'a> {
+    pub session: &'a Session,
+    pub plan: &'a Plan,
+    /// The Kubernetes client made at plan time, when the cluster existed.
+    pub kube_client: Option<&'a RealKube>,
+    /// Kueue's installation settings, for plans that install Kueue.
+    pub kueue: Option<&'a KueueInstall>,
+}
+
+impl ApplyTarget<'_> {
+    /// How this apply reaches Kubernetes (see [`KubeHandle`]).
+    pub fn kube(&self) -> KubeHandle<'_> {
+        KubeHandle::new(self.session, self.kube_client, &self.plan.cluster)
+    }
+}
+
+/// What the person applying consented to.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Consent {
+    /// Take fields other field managers own.
+    pub force_conflicts: bool,
+    /// Stop admitted or running jobs.
+    pub allow_disruption: bool,
+}
+
+/// The refusal of a plan that stops running work, naming each job and what stops it.
+pub fn disruption_refusal(disruptions: &[crate::plan::disruption::Disruption]) -> String {
+    let jobs: Vec<String> = disruptions
+        .iter()
+        .flat_map(|d| d.jobs.iter().map(move |j| format!("{} -> {j}", d.addr)))
+        .collect();
+    format!(
+        "refusing to apply: this plan stops running work:\n  {}\nWait for the jobs to finish, or pass --allow-disruption; nothing was changed",
+        jobs.join("\n  ")
+    )
+}
+
+/// Checks the whole plan against live state ([`Executor::verify`]) and the running work it would
+/// stop now, then applies it. Nothing is applied when any target moved since the plan was made,
+/// or when it would stop a job without `consent.allow_disruption` (a plan without changes is
+/// only checked).
+pub async fn execute_on(
+    target: &ApplyTarget<'_>,
+    sink: &dyn Sink,
+    consent: &Consent,
+) -> Result<ApplyReport, VerifyError> {
+    let force_conflicts = consent.force_conflicts;
+    let session = target.session;
+    let mut options = crate::apply::ApplyOptions::default();
+    if session.simulated() {
+        // The local emulator finishes operations in well under a second.
+        options.poll.initial = std::time::Duration::from_millis(100);
+        options.poll.max = std::time::Duration::from_millis(500);
+    }
+    let kube = target.kube();
+    let adapter = kube.api().map(|api| {
+        let mut a = KubeAdapter::new(api, target.plan.cluster.cluster.clone());
+        a.force_conflicts = force_conflicts;
+        a.kueue = match session.kube.local() {
+            // No network on the local target: the embedded release, unless the spec names one.
+            Some(_) => target.kueue.map(crate::local::local_kueue),
+            None => target.kueue.cloned(),
+        };
+        a
+    });
+    let interrupt = Interrupt::new();
+    let mut executor = Executor::new(session.gke.as_ref(), sink)
+        .with_options(options)
+        .with_interrupt(&interrupt);
+    if let Some(adapter) = &adapter {
+        executor = executor.with_kube(adapter);
+    }
+    executor.verify(target.plan).await?;
+    if !consent.allow_disruption
+        && let Some(api) = kube.api()
+        && target.plan.changes().any(|a| {
+            matches!(
+                a.kind,
+                crate::plan::ActionKind::Replace | crate::plan::ActionKind::Delete
+            )
+        })
+    {
+        let disruptions = crate::observe::kube::observe_disruptions(api, target.plan)
+            .await
+            .map_err(|e| VerifyError::Read(format!("reading the jobs the plan would stop: {e}")))?;
+        if !disruptions.is_empty() {
+            return Err(VerifyError::Disrupts(disruption_refusal(&disruptions)));
+        }
+    }
+    if !target.plan.has_changes() {
+        // Verified and nothing to do: no progress output for an empty walk.
+        return Ok(ApplyReport::default());
+    }
+    let on_ctrl_c = tokio::spawn(stop_on_ctrl_c(interrupt.clone()));
+    let report = executor.apply(target.plan).await;
+    on_ctrl_c.abort();
+    Ok(report)
+}
+
+/// A destroy that cannot delete the cluster would only strip it of its Kubernetes objects: the
+/// actions it may not take, with why.
+pub fn destroy_refusals(plan: &Plan) -> Vec<String> {
+    plan.actions
+        .iter()
+        .filter_map(|a| a.blocked.as_ref().map(|why| format!("{}: {why}", a.addr)))
+        .collect()
+}
+
+/// The simulated cluster reacts to what was applied; written before the state lock goes.
+pub async fn settle(session: &Session) {
+    if let Some(local) = session.kube.local()
+        && let Err(e) = local.settle().await
+    {
+        eprintln!("warning: {e}");
+    }
+}
+
+/// A stale plan, as the user sees it: every resource that moved, and what to do.
+pub fn stale_error(error: VerifyError) -> anyhow::Error {
+    let hint = error.hint();
+    anyhow::anyhow!("{error}\nhint: {hint}")
+}
+
+/// Ctrl-C during an apply: start nothing new and let what runs finish (the executor reports a
+/// GKE operation it was waiting for as still running). A second Ctrl-C exits at once.
+async fn stop_on_ctrl_c(interrupt: Interrupt) {
+    if tokio::signal::ctrl_c().await.is_err() {
+        return;
+    }
+    eprintln!(
+        "\nInterrupted: no new changes will start; waiting for the ones in flight (Ctrl-C again to quit now)."
+    );
+    interrupt.trigger();
+    if tokio::signal::ctrl_c().await.is_ok() {
+        eprintln!("Interrupted again: exiting now. Run `gkq plan` to see what was done.");
+        // 128 + SIGINT, as shells report it.
+        std::process::exit(130);
+    }
+}
+
+/// How operations are polled when recording the revision: quickly on the local target, whose
+/// operations finish in well under a second.
+fn label_poll(session: &Session) -> PollConfig {
+    let mut poll = session.gke.poll_config();
+    if session.simulated() {
+        poll.initial = Duration::from_millis(100);
+        poll.max = Duration::from_millis(500);
+    }
+    poll
+}
+
+/// Records what was applied: the revision ConfigMap (when Kubernetes is reachable) and the
+/// cluster's revision labels. Failures are warnings: the apply itself has succeeded.
+pub async fn record_revision(
+    session: &Session,
+    kube: Option<&dyn KubeApi>,
+    cluster: &ClusterRef,
+    spec: &SpecRevision,
+) {
+    let revision = AppliedRevision::now(spec);
+    let mut recorded = Vec::new();
+    if let Some(kube) = kube {
+        match revision::write_configmap(kube, &cluster.cluster, &revision).await {
+            Ok(()) => recorded.push(format!(
+                "ConfigMap {}/{}",
+                revision::REVISION_NAMESPACE,
+                revision::configmap_name(&cluster.cluster)
+            )),
+            Err(e) => eprintln!("warning: {e}\n  {}", e.hint()),
+        }
+    }
+    match revision::write_gke_labels(
+        session.gke.as_ref(),
+        cluster,
+        &revision,
+        &label_poll(session),
+    )
+    .await
+    {
+        Ok(_) => recorded.push("the cluster's labels".to_string()),
+        Err(e) => eprintln!("warning: {e}\n  {}", e.hint()),
+    }
+    if !recorded.is_empty() {
+        eprintln!(
+            "Recorded the applied revision in {}: {}.",
+            recorded.join(" and "),
+            spec.describe()
+        );
+    }
+}

@@ -1,0 +1,19 @@
+//! The pipeline every command runs, as library calls (as cargo's commands call `cargo::ops`):
+//! plain option structs in, results out. `cli/` parses arguments, calls these, renders the
+//! results and picks the exit code; an in-cluster agent calls the same functions.
+//!
+//! ```text
+//! load     SpecSource -> a valid spec and its desired state, or diagnostics
+//! session  TargetOptions -> Session: the target, its GKE client, how Kubernetes is reached
+//! plan     observe GKE and Kubernetes, plan, predict placements, notices, provenance -> Planned
+//! lock     the local target's state lock and the cluster's Lease
+//! apply    verify against live state and running work, execute, record the revision
+//! saved    a saved plan: what its spec says now, the session it is applied in
+//! ```
+
+pub mod apply;
+pub mod load;
+pub mod lock;
+pub mod plan;
+pub mod saved;
+pub mod session;

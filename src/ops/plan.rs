@@ -1,0 +1,178 @@
+//! Planning as every command does it: connect to the target, observe GKE and Kubernetes, plan,
+//! predict Kueue's placements, add notices and stamp the plan with what it was made from.
+
+use std::io::Write;
+
+use super::load::SpecSource;
+use super::session::{KubeHandle, KubeSource, Session, TargetOptions, connect};
+use crate::gitops::provenance::{SpecInput, provenance_now, spec_revision_of};
+use crate::kube::client::RealKube;
+use crate::kube::connect::from_cluster;
+use crate::model::DesiredState;
+use crate::model::live::KubeLive;
+use crate::observe::kube::{nothing_yet, observe_kube, observe_workloads};
+use crate::observe::observe_gke;
+use crate::plan::provenance::SpecRevision;
+use crate::plan::{Plan, PlanOptions, plan};
+use crate::spec::Loaded;
+
+/// Everything a command needs after planning.
+pub struct Planned {
+    /// The spec, without its document tree and raw manifests ([`Loaded::release_documents`]):
+    /// `desired` has everything they were for.
+    pub loaded: Loaded,
+    pub desired: DesiredState,
+    pub session: Session,
+    pub plan: Plan,
+    /// The Kubernetes client derived from the cluster at plan time, when it existed.
+    pub kube_client: Option<RealKube>,
+}
+
+impl Planned {
+    /// How this plan's commands reach Kubernetes (see [`KubeHandle`]).
+    pub fn kube(&self) -> KubeHandle<'_> {
+        KubeHandle::new(&self.session, self.kube_client.as_ref(), &self.plan.cluster)
+    }
+}
+
+/// Connects to the spec's target, observes and plans: the complete plan, with Kueue's predicted
+/// placements, notices and provenance. `loaded` and `desired` are a valid spec
+/// ([`super::load::load_valid`]).
+pub async fn plan_valid(
+    spec: &SpecSource,
+    mut loaded: Loaded,
+    desired: DesiredState,
+    target: &TargetOptions,
+    options: PlanOptions,
+) -> anyhow::Result<Planned> {
+    // The revision reads the variables the document tree declares: take it before the tree goes.
+    let revision = spec_revision(spec, &loaded);
+    loaded.release_documents();
+    let session = connect(target, &loaded).await?;
+    if session.simulated() {
+        tracing::info!("target local: simulated GKE in {:?}", session.state_dir);
+    }
+    let mut live = observe_gke(session.gke.as_ref(), &desired)
+        .await
+        .map_err(|e| anyhow::anyhow!("reading live GKE state: {e}"))?;
+    let stack = desired.gke.cluster_ref.cluster.clone();
+    let read = |e: crate::kube::KubeError| anyhow::anyhow!("reading live Kubernetes state: {e}");
+    let mut kube_client = None;
+    let mut workloads = Vec::new();
+    live.kubernetes = match &session.kube {
+        KubeSource::Kubeconfig(k) => {
+            workloads = observe_workloads(k).await.map_err(read)?;
+            observe_kube(k, &desired, &stack).await.map_err(read)?
+        }
+        KubeSource::FromCluster(tokens) => match &live.gke.cluster {
+            Some(cluster)
+                if cluster
+                    .get("endpoint")
+                    .and_then(|e| e.as_str())
+                    .is_some_and(|e| !e.is_empty()) =>
+            {
+                let k = from_cluster(cluster, tokens.as_ref()).await.map_err(read)?;
+                workloads = observe_workloads(&k).await.map_err(read)?;
+                let observed = observe_kube(&k, &desired, &stack).await.map_err(read)?;
+                kube_client = Some(k);
+                observed
+            }
+            _ => nothing_yet(),
+        },
+        KubeSource::Local(k) => match &live.gke.cluster {
+            Some(cluster)
+                if cluster
+                    .get("endpoint")
+                    .and_then(|e| e.as_str())
+                    .is_some_and(|e| !e.is_empty()) =>
+            {
+                workloads = observe_workloads(k.as_ref()).await.map_err(read)?;
+                observe_kube(k.as_ref(), &desired, &stack)
+                    .await
+                    .map_err(read)?
+            }
+            _ => nothing_yet(),
+        },
+        KubeSource::Unavailable => KubeLive::NotObserved,
+    };
+    let mut plan = plan(&desired, &live, &options)?;
+    crate::plan::placements::annotate(&mut plan, &desired, &live, &workloads);
+    if desired.kueue.mode == crate::spec::types::InstallMode::External {
+        let api: Option<&dyn crate::kube::KubeApi> = match (&session.kube, &kube_client) {
+            (KubeSource::Kubeconfig(k), _) => Some(k),
+            (_, Some(k)) => Some(k),
+            _ => None,
+        };
+        if let Some(api) = api {
+            let notes = crate::kube::install::check_external(api, &desired.kueue)
+                .await
+                .map_err(|e| anyhow::anyhow!(e))?;
+            plan.notices
+                .extend(notes.into_iter().map(|message| crate::plan::Notice {
+                    addr: None,
+                    message,
+                }));
+        }
+    }
+    stamp(&mut plan, revision, &session);
+    Ok(Planned {
+        loaded,
+        desired,
+        session,
+        plan,
+        kube_client,
+    })
+}
+
+/// `GKQ_PLAN_KEY`: the key that signs and checks plan files (a CI secret shared by the job that
+/// plans and the job that applies). Unset or empty: plan files carry a plain sha256.
+pub fn plan_key() -> Option<Vec<u8>> {
+    std::env::var_os("GKQ_PLAN_KEY")
+        .filter(|k| !k.is_empty())
+        .map(|k| k.to_string_lossy().into_owned().into_bytes())
+}
+
+/// The revision of the spec `args` loaded.
+pub fn spec_revision(args: &SpecSource, loaded: &Loaded) -> SpecRevision {
+    spec_revision_of(
+        loaded,
+        &SpecInput {
+            arg: &args.spec,
+            git_ref: args.git_ref.as_deref(),
+        },
+    )
+}
+
+/// Records in the plan what it was made from (saved plans check it when applied).
+fn stamp(plan: &mut Plan, revision: SpecRevision, session: &Session) {
+    plan.provenance = Some(provenance_now(
+        revision,
+        session.target,
+        session.state_dir.as_deref(),
+    ));
+}
+
+/// Writes a plan file readable only by its owner (plans describe infrastructure), with its
+/// integrity digest (keyed with `GKQ_PLAN_KEY` when set). Sensitive values are never in it.
+pub fn write_plan_file(path: &std::path::Path, plan: &Plan) -> anyhow::Result<()> {
+    let key = plan_key();
+    let text = crate::gitops::saved::file_text(plan, key.as_deref());
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let mut file = options
+        .open(path)
+        .map_err(|e| anyhow::anyhow!("cannot write the plan to {}: {e}", path.display()))?;
+    // `mode` applies only to a new file; an existing one is narrowed before anything is written.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    }
+    file.write_all(text.as_bytes())?;
+    Ok(())
+}

@@ -1,0 +1,240 @@
+//! A connection to one target for the length of a command: Google Cloud or the embedded local
+//! target, its GKE client, and how Kubernetes is reached. Which Kubernetes client a command uses
+//! is decided here, once ([`KubeHandle`]).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::addr::ClusterRef;
+use crate::emulator::{Emulator, EmulatorConfig, EmulatorHandle};
+use crate::gke::{AdcTokenSource, AnonymousTokenSource, GkeApi, RestGke, TokenSource};
+use crate::kube::KubeApi;
+use crate::kube::client::RealKube;
+use crate::kube::connect::LazyKube;
+use crate::spec::Loaded;
+use crate::spec::types::Target;
+
+/// Where a command acts, as the command line or a caller chose it.
+#[derive(Debug, Clone, Default)]
+pub struct TargetOptions {
+    /// `None`: the spec's `target`.
+    pub target: Option<Target>,
+    /// State directory of the local target (default: `.gkq/local` next to the spec).
+    pub state_dir: Option<PathBuf>,
+    /// A GKE API endpoint that overrides the target's.
+    pub gke_endpoint: Option<String>,
+    /// Reach Kubernetes through this kubeconfig file instead of credentials derived from GKE.
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context (implies a kubeconfig: the file, $KUBECONFIG or ~/.kube/config).
+    pub context: Option<String>,
+}
+
+/// How a session reaches Kubernetes.
+pub enum KubeSource {
+    /// A kubeconfig context the user named.
+    Kubeconfig(RealKube),
+    /// Endpoint, CA and token derived from the GKE cluster, with these credentials.
+    FromCluster(Arc<dyn TokenSource>),
+    /// The local target's object store and simulated cluster.
+    Local(Box<crate::local::LocalKube>),
+    /// Not reachable from this target (yet).
+    Unavailable,
+}
+
+impl KubeSource {
+    /// The local target's Kubernetes, when this is it.
+    pub fn local(&self) -> Option<&crate::local::LocalKube> {
+        match self {
+            KubeSource::Local(k) => Some(k),
+            _ => None,
+        }
+    }
+}
+
+/// A connection to one target for the length of a command.
+pub struct Session {
+    pub target: Target,
+    pub gke: Box<dyn GkeApi>,
+    pub state_dir: Option<PathBuf>,
+    pub kube: KubeSource,
+    /// Keeps the in-process emulator alive while the session is.
+    _emulator: Option<EmulatorHandle>,
+}
+
+impl Session {
+    /// Whether what this session shows is simulated (the local target).
+    pub fn simulated(&self) -> bool {
+        self.target == Target::Local
+    }
+}
+
+pub fn resolve_target(args: &TargetOptions, loaded: &Loaded) -> Target {
+    args.target.unwrap_or(loaded.spec.target)
+}
+
+pub fn state_dir(args: &TargetOptions, loaded: &Loaded) -> PathBuf {
+    args.state_dir
+        .clone()
+        .unwrap_or_else(|| loaded.dir.join(".gkq").join("local"))
+}
+
+async fn kubeconfig(args: &TargetOptions) -> anyhow::Result<Option<RealKube>> {
+    if args.kubeconfig.is_none() && args.context.is_none() {
+        return Ok(None);
+    }
+    let options = kube::config::KubeConfigOptions {
+        context: args.context.clone(),
+        ..Default::default()
+    };
+    let config = match &args.kubeconfig {
+        Some(path) => {
+            let file = kube::config::Kubeconfig::read_from(path)
+                .map_err(|e| anyhow::anyhow!("reading kubeconfig {}: {e}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(file, &options).await?
+        }
+        None => kube::Config::from_kubeconfig(&options).await?,
+    };
+    crate::kube::client::require_verified_tls(&config)?;
+    Ok(Some(RealKube::new(kube::Client::try_from(config)?)))
+}
+
+pub async fn connect(args: &TargetOptions, loaded: &Loaded) -> anyhow::Result<Session> {
+    let cluster = ClusterRef {
+        project: loaded.spec.project.clone(),
+        location: loaded.spec.location.clone(),
+        cluster: loaded.spec.cluster.name.clone(),
+    };
+    connect_to(
+        args,
+        resolve_target(args, loaded),
+        state_dir(args, loaded),
+        &cluster,
+    )
+    .await
+}
+
+/// [`connect`] without a spec: for a saved plan, which names its own target, state directory
+/// and cluster (`local_state_dir` and `cluster` are used by the local target only: its
+/// Kubernetes belongs to that cluster).
+pub async fn connect_to(
+    args: &TargetOptions,
+    target: Target,
+    local_state_dir: PathBuf,
+    cluster: &ClusterRef,
+) -> anyhow::Result<Session> {
+    crate::gke::install_tls_provider();
+    let explicit_kube = kubeconfig(args).await?;
+    match target {
+        Target::Local => {
+            let dir = local_state_dir;
+            std::fs::create_dir_all(&dir).map_err(|e| {
+                anyhow::anyhow!(
+                    "cannot create the local state directory {}: {e}",
+                    dir.display()
+                )
+            })?;
+            let config = EmulatorConfig {
+                state_dir: Some(dir.join("gke")),
+                pending_ms: 100,
+                running_ms: 300,
+                ..EmulatorConfig::default()
+            };
+            let (url, handle) = Emulator::start_in_process(config).await?;
+            let in_process = args.gke_endpoint.is_none();
+            let endpoint = args.gke_endpoint.clone().unwrap_or(url);
+            let tokens: Arc<dyn TokenSource> = Arc::new(AnonymousTokenSource);
+            let kube = match explicit_kube {
+                Some(k) => KubeSource::Kubeconfig(k),
+                None => {
+                    let settings =
+                        crate::local::Settings::from_env().map_err(|e| anyhow::anyhow!("{e}"))?;
+                    let local = crate::local::LocalKube::open(
+                        &dir,
+                        Box::new(RestGke::with_endpoint(&endpoint, tokens.clone())?),
+                        cluster.clone(),
+                        in_process.then(|| handle.emulator().clone()),
+                        settings,
+                    )?;
+                    KubeSource::Local(Box::new(local))
+                }
+            };
+            Ok(Session {
+                target,
+                gke: Box::new(RestGke::with_endpoint(&endpoint, tokens)?),
+                state_dir: Some(dir),
+                kube,
+                _emulator: Some(handle),
+            })
+        }
+        Target::Gcp => {
+            let kube = match explicit_kube {
+                Some(k) => KubeSource::Kubeconfig(k),
+                None if args.gke_endpoint.is_some() => KubeSource::Unavailable,
+                None => match AdcTokenSource::for_kubernetes() {
+                    Ok(t) => KubeSource::FromCluster(Arc::new(t)),
+                    Err(_) => KubeSource::Unavailable,
+                },
+            };
+            let gke: Box<dyn GkeApi> = match &args.gke_endpoint {
+                Some(endpoint) => Box::new(RestGke::with_endpoint(
+                    endpoint,
+                    Arc::new(AnonymousTokenSource),
+                )?),
+                None => {
+                    let tokens: Arc<dyn TokenSource> = Arc::new(AdcTokenSource::new().map_err(|e| {
+                        anyhow::anyhow!(
+                            "{e}\nhint: run `gcloud auth application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS; use `--target local` to try gkq without Google Cloud"
+                        )
+                    })?);
+                    Box::new(RestGke::new(tokens)?)
+                }
+            };
+            Ok(Session {
+                target,
+                gke,
+                state_dir: None,
+                kube,
+                _emulator: None,
+            })
+        }
+    }
+}
+
+/// How an apply reaches Kubernetes: a client the session already has, one connected lazily from
+/// the (possibly new) cluster, or none.
+pub enum KubeHandle<'a> {
+    Real(&'a RealKube),
+    Lazy(Box<LazyKube<'a>>),
+    /// The local target's object store and simulated cluster.
+    Local(&'a crate::local::LocalKube),
+    None,
+}
+
+impl<'a> KubeHandle<'a> {
+    pub fn new(
+        session: &'a Session,
+        kube_client: Option<&'a RealKube>,
+        cluster: &ClusterRef,
+    ) -> Self {
+        match (&session.kube, kube_client) {
+            (KubeSource::Kubeconfig(k), _) => KubeHandle::Real(k),
+            (KubeSource::Local(k), _) => KubeHandle::Local(k),
+            (_, Some(k)) => KubeHandle::Real(k),
+            (KubeSource::FromCluster(tokens), None) => KubeHandle::Lazy(Box::new(LazyKube::new(
+                session.gke.as_ref(),
+                cluster.clone(),
+                tokens.clone(),
+            ))),
+            (KubeSource::Unavailable, None) => KubeHandle::None,
+        }
+    }
+
+    pub fn api(&self) -> Option<&dyn KubeApi> {
+        match self {
+            KubeHandle::Real(k) => Some(*k),
+            KubeHandle::Lazy(k) => Some(k.as_ref()),
+            KubeHandle::Local(k) => Some(*k),
+            KubeHandle::None => None,
+        }
+    }
+}
