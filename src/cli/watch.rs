@@ -22,9 +22,7 @@ use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
 use super::apply::{ApplyTarget, execute_on};
-use super::gitops::{
-    KubeHandle, LockArgs, acquire_lock, lock_local_state, parse_duration, record_revision,
-};
+use super::gitops::{KubeHandle, LockArgs, acquire_lock, lock_local_state, record_revision};
 use super::output::stderr_color;
 use super::plan::{PlanFlags, Planned, options, plan_loaded};
 use super::target::TargetArgs;
@@ -33,6 +31,7 @@ use crate::gitops::git;
 use crate::gitops::timeline::{self, Capacity, PoolSize};
 use crate::gitops::watch::{AutoApply, PlanTracker, auto_apply, is_relevant};
 use crate::kube::{KubeApi, owned_selector};
+use crate::vocab::duration;
 
 /// How long the debouncer waits for a burst of events (an editor's save) to settle.
 const DEBOUNCE: Duration = Duration::from_millis(100);
@@ -48,7 +47,7 @@ pub struct WatchArgs {
     #[command(flatten)]
     pub flags: PlanFlags,
     /// Re-observe live state this often to catch drift (and fetch --git-remote): 30s, 5m, 1h.
-    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = duration::parse_flag)]
     pub interval: Duration,
     /// Apply plans that only create or update resources, as they appear.
     #[arg(long)]
@@ -73,7 +72,7 @@ pub struct WatchArgs {
     #[arg(long, value_name = "BRANCH", requires = "git_remote")]
     pub branch: Option<String>,
     /// While jobs are being admitted or run, read their state this often.
-    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration::parse_flag)]
     pub job_interval: Duration,
     /// With --apply: take over fields that another field manager owns.
     #[arg(long)]
@@ -570,7 +569,7 @@ async fn read_jobs(api: &dyn KubeApi, stack: &str) -> crate::kube::KubeResult<Jo
     Ok(JobSnapshot {
         workloads: list_kind(api, "kueue.x-k8s.io/v1beta2", "Workload", "").await?,
         requests: list_kind(api, "autoscaling.x-k8s.io/v1", "ProvisioningRequest", "").await?,
-        nodes: list_kind(api, "v1", "Node", "cloud.google.com/gke-nodepool").await?,
+        nodes: list_kind(api, "v1", "Node", crate::vocab::labels::NODE_POOL_LABEL).await?,
         rayjobs,
     })
 }
