@@ -19,6 +19,7 @@
 //!           cluster (Kueue, KubeRay, DWS, autoscaler) on a clock (I/O)
 //! gitops    what a plan was made from (spec digest, commit), saved plans, the applied revision,
 //!           the apply lock, watch-mode decisions and job admission timelines
+//! vocab     Kubernetes/GKE/Kueue vocabulary: durations, RFC 3339 time, conditions, owners, keys
 //! cli       the commands, thin: parse arguments, call the modules above, render
 //! ```
 //!
@@ -47,3 +48,4 @@ pub mod placement;
 pub mod plan;
 pub mod render;
 pub mod spec;
+pub mod vocab;

@@ -246,6 +246,30 @@ fn missing_spec_is_a_clear_error() {
         .stderr(predicate::str::contains("spec not found: no/such/dir"));
 }
 
+/// Flags read durations with the spec's grammar (`1h30m`), and a bad one is refused by name.
+#[test]
+fn duration_flags_take_the_spec_grammar() {
+    for timeout in ["1h30m", "1m 30s", "250ms", "90"] {
+        gkq()
+            .args(["apply", "no/such/dir", "--lock-timeout", timeout])
+            .assert()
+            .code(1)
+            .stderr(predicate::str::contains("spec not found: no/such/dir"));
+    }
+    gkq()
+        .args(["apply", "no/such/dir", "--lock-timeout", "10 parsecs"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "invalid value '10 parsecs' for '--lock-timeout <DURATION>': unknown unit `parsecs` in `10 parsecs` (units ms, s, m, h or d)",
+        ));
+    gkq()
+        .args(["watch", "no/such/dir", "--interval", "soon"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("`soon` is not a duration"));
+}
+
 #[test]
 fn git_ref_reads_the_spec_from_a_commit() {
     let dir = tempfile::tempdir().unwrap();

@@ -15,6 +15,7 @@ use crate::kube::{
 };
 use crate::model::KueueInstall;
 use crate::model::kueue_install::{self, INSTALLATION_KIND, KUEUE_NAMESPACE, MANAGER_DEPLOYMENT};
+use crate::vocab::object::condition_true;
 
 pub struct KubeAdapter<'a> {
     api: &'a dyn KubeApi,
@@ -92,7 +93,7 @@ impl KubeAdapter<'_> {
                     .get(&info, None, name)
                     .await
                     .map_err(to_apply_error)?;
-                crd.is_some_and(|c| has_condition(&c, "Established"))
+                crd.is_some_and(|c| condition_true(&c, "Established"))
             }
             Wait::ManagerAvailable => {
                 let info = self.info("apps/v1", "Deployment").await?;
@@ -101,12 +102,12 @@ impl KubeAdapter<'_> {
                     .get(&info, Some(KUEUE_NAMESPACE), MANAGER_DEPLOYMENT)
                     .await
                     .map_err(to_apply_error)?;
-                d.is_some_and(|d| has_condition(&d, "Available"))
+                d.is_some_and(|d| condition_true(&d, "Available"))
             }
             Wait::AdmissionCheckActive { api_version, name } => self
                 .admission_check(api_version, name)
                 .await?
-                .is_some_and(|check| has_condition(&check, "Active")),
+                .is_some_and(|check| condition_true(&check, "Active")),
             Wait::Gone {
                 info,
                 namespace,
@@ -304,16 +305,6 @@ impl Wait<'_> {
             ),
         }
     }
-}
-
-fn has_condition(object: &Value, kind: &str) -> bool {
-    object
-        .pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .is_some_and(|cs| {
-            cs.iter()
-                .any(|c| c["type"] == kind && c["status"] == "True")
-        })
 }
 
 #[async_trait::async_trait]

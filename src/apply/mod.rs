@@ -563,6 +563,6 @@ fn submits_to_kueue(action: &Action) -> bool {
             .desired
             .as_ref()
             .and_then(|job| job.pointer("/metadata/labels"))
-            .and_then(|labels| labels.get(crate::placement::podsets::QUEUE_NAME_LABEL))
+            .and_then(|labels| labels.get(crate::vocab::labels::QUEUE_NAME_LABEL))
             .is_some()
 }

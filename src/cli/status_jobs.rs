@@ -23,6 +23,7 @@ use crate::ops::session::Session;
 use crate::placement::{
     Cluster, PendingWorkload, Placement, PlacementState, observed_placement, predict,
 };
+use crate::vocab::object::{condition, condition_true, owned_by_uid};
 
 /// The live part of `gkq status -o json` (flattened into it).
 #[derive(Debug, Clone, Serialize)]
@@ -201,25 +202,6 @@ fn str_at<'a>(v: &'a Value, pointer: &str) -> Option<&'a str> {
     v.pointer(pointer).and_then(Value::as_str)
 }
 
-fn owned_by(object: &Value, uid: &str) -> bool {
-    object
-        .pointer("/metadata/ownerReferences")
-        .and_then(Value::as_array)
-        .is_some_and(|refs| refs.iter().any(|r| r["uid"] == uid))
-}
-
-fn condition<'a>(object: &'a Value, kind: &str) -> Option<&'a Value> {
-    object
-        .pointer("/status/conditions")
-        .and_then(Value::as_array)?
-        .iter()
-        .find(|c| c["type"] == kind)
-}
-
-fn is_true(object: &Value, kind: &str) -> bool {
-    condition(object, kind).is_some_and(|c| c["status"] == "True")
-}
-
 fn request_status(pr: &Value) -> RequestStatus {
     let message = |kind: &str| {
         condition(pr, kind)
@@ -227,15 +209,15 @@ fn request_status(pr: &Value) -> RequestStatus {
             .unwrap_or_default()
             .to_string()
     };
-    let (state, message) = if is_true(pr, "Provisioned") {
+    let (state, message) = if condition_true(pr, "Provisioned") {
         ("Provisioned", message("Provisioned"))
-    } else if is_true(pr, "Failed") {
+    } else if condition_true(pr, "Failed") {
         ("Failed", message("Failed"))
-    } else if is_true(pr, "CapacityRevoked") {
+    } else if condition_true(pr, "CapacityRevoked") {
         ("CapacityRevoked", message("CapacityRevoked"))
-    } else if is_true(pr, "BookingExpired") {
+    } else if condition_true(pr, "BookingExpired") {
         ("BookingExpired", message("BookingExpired"))
-    } else if is_true(pr, "Accepted") {
+    } else if condition_true(pr, "Accepted") {
         ("Accepted", message("Provisioned"))
     } else {
         ("Pending", String::new())
@@ -317,7 +299,7 @@ fn predictions(
     // spec's own jobs too).
     cluster.workloads_observed = observed.by_kind.contains_key("Workload");
     for w in observed.kind("Workload") {
-        if !spec_uids.iter().any(|u| owned_by(w, u)) {
+        if !spec_uids.iter().any(|u| owned_by_uid(w, u)) {
             let _ = cluster.add_object(w);
         }
     }
@@ -372,7 +354,7 @@ async fn collect(
                     .iter()
                     .filter(|n| {
                         n.pointer("/metadata/labels")
-                            .and_then(|l| l.get(crate::placement::capacity::NODE_POOL_LABEL))
+                            .and_then(|l| l.get(crate::vocab::labels::NODE_POOL_LABEL))
                             .and_then(Value::as_str)
                             == Some(p.name.as_str())
                     })
@@ -413,7 +395,8 @@ async fn collect(
     for (i, job) in job_objects(desired).into_iter().enumerate() {
         let live = live_jobs[i];
         let uid = live.and_then(|j| str_at(j, "/metadata/uid")).unwrap_or("");
-        let workload = live.and_then(|_| kube.kind("Workload").iter().find(|w| owned_by(w, uid)));
+        let workload =
+            live.and_then(|_| kube.kind("Workload").iter().find(|w| owned_by_uid(w, uid)));
         let observed_placement = workload.and_then(|w| observed_placement(w).ok());
         let predicted_placement = predicted.get(i).cloned();
         let evicted = workload
@@ -454,7 +437,7 @@ async fn collect(
         let provisioning_request = kube
             .kind("ProvisioningRequest")
             .iter()
-            .filter(|pr| !wl_uid.is_empty() && owned_by(pr, wl_uid))
+            .filter(|pr| !wl_uid.is_empty() && owned_by_uid(pr, wl_uid))
             .max_by_key(|pr| {
                 str_at(pr, "/metadata/creationTimestamp")
                     .unwrap_or_default()

@@ -21,7 +21,7 @@ use notify_debouncer_full::{DebounceEventResult, Debouncer, RecommendedCache, ne
 use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
-use super::gitops::{LockArgs, parse_duration};
+use super::gitops::LockArgs;
 use super::output::stderr_color;
 use super::plan::{PlanFlags, options};
 use super::target::TargetArgs;
@@ -34,6 +34,7 @@ use crate::ops::apply::{ApplyTarget, Consent, execute_on, record_revision};
 use crate::ops::lock::{acquire_lock, lock_local_state};
 use crate::ops::plan::{Planned, plan_valid};
 use crate::render::apply::TerminalSink;
+use crate::vocab::duration;
 
 /// How long the debouncer waits for a burst of events (an editor's save) to settle.
 const DEBOUNCE: Duration = Duration::from_millis(100);
@@ -49,7 +50,7 @@ pub struct WatchArgs {
     #[command(flatten)]
     pub flags: PlanFlags,
     /// Re-observe live state this often to catch drift (and fetch --git-remote): 30s, 5m, 1h.
-    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = duration::parse_flag)]
     pub interval: Duration,
     /// Apply plans that only create or update resources, as they appear.
     #[arg(long)]
@@ -74,7 +75,7 @@ pub struct WatchArgs {
     #[arg(long, value_name = "BRANCH", requires = "git_remote")]
     pub branch: Option<String>,
     /// While jobs are being admitted or run, read their state this often.
-    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration::parse_flag)]
     pub job_interval: Duration,
     /// With --apply: take over fields that another field manager owns.
     #[arg(long)]
@@ -571,7 +572,7 @@ async fn read_jobs(api: &dyn KubeApi, stack: &str) -> crate::kube::KubeResult<Jo
     Ok(JobSnapshot {
         workloads: list_kind(api, "kueue.x-k8s.io/v1beta2", "Workload", "").await?,
         requests: list_kind(api, "autoscaling.x-k8s.io/v1", "ProvisioningRequest", "").await?,
-        nodes: list_kind(api, "v1", "Node", "cloud.google.com/gke-nodepool").await?,
+        nodes: list_kind(api, "v1", "Node", crate::vocab::labels::NODE_POOL_LABEL).await?,
         rayjobs,
     })
 }

@@ -5,6 +5,7 @@ use serde_json::{Map, Value, json};
 use super::EmulatorConfig;
 use super::rpc::ApiError;
 use super::util::{default_key, obj_at, project_number, rfc3339, sha256_hex};
+use crate::vocab::labels::QUEUED_TAINT;
 
 /// The six "gke-default" scopes gcloud sends.
 pub const GKE_DEFAULT_SCOPES: [&str; 6] = [
@@ -15,8 +16,6 @@ pub const GKE_DEFAULT_SCOPES: [&str; 6] = [
     "https://www.googleapis.com/auth/servicecontrol",
     "https://www.googleapis.com/auth/trace.append",
 ];
-
-pub const QUEUED_TAINT_KEY: &str = "cloud.google.com/gke-queued";
 
 /// Location kinds: `us-east5-b` is a zone, `us-east5` a region.
 pub fn is_zone(l: &str) -> bool {
@@ -370,9 +369,9 @@ pub fn ensure_queued_taint(config: &mut Map<String, Value>) {
     let list = taints.as_array_mut().expect("array");
     if !list
         .iter()
-        .any(|t| t.get("key").and_then(Value::as_str) == Some(QUEUED_TAINT_KEY))
+        .any(|t| t.get("key").and_then(Value::as_str) == Some(QUEUED_TAINT))
     {
-        list.push(json!({"key": QUEUED_TAINT_KEY, "value": "true", "effect": "NO_SCHEDULE"}));
+        list.push(json!({"key": QUEUED_TAINT, "value": "true", "effect": "NO_SCHEDULE"}));
     }
 }
 

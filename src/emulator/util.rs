@@ -14,23 +14,7 @@ pub fn now_ms() -> u64 {
 /// RFC 3339 UTC with nanosecond digits, as GKE writes timestamps
 /// (`2024-06-10T13:05:05.921000000Z`).
 pub fn rfc3339(ms: u64) -> String {
-    let secs = (ms / 1000) as i64;
-    let nanos = (ms % 1000) * 1_000_000;
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    let (h, m, s) = (rem / 3600, (rem % 3600) / 60, rem % 60);
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let mo = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = if mo <= 2 { y + 1 } else { y };
-    format!("{y:04}-{mo:02}-{d:02}T{h:02}:{m:02}:{s:02}.{nanos:09}Z")
+    crate::vocab::time::format_nanos(crate::vocab::time::from_unix_ms(ms))
 }
 
 pub fn sha256_hex(parts: &[&str]) -> String {

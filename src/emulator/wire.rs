@@ -184,8 +184,9 @@ fn type_url(kind: &Kind) -> String {
     }
 }
 
-/// `-?\d+(\.\d{1,9})?s`: a Duration in proto3's JSON form.
-fn is_json_duration(text: &str) -> bool {
+/// `-?\d+(\.\d{1,9})?s`: a Duration in proto3's JSON form, as GKE's REST API carries it; not
+/// gkq's duration grammar (`vocab::duration`), which people write.
+fn is_proto_json_duration(text: &str) -> bool {
     let Some(number) = text.strip_suffix('s') else {
         return false;
     };
@@ -340,7 +341,7 @@ fn normalize_value(kind: &Kind, v: &Value, path: &str) -> Result<Value, WireErro
         // proto3 JSON writes a Duration as seconds with an `s` suffix ("21600s", "1.5s"):
         // "6h" and 3600 are refused as the API refuses them.
         Kind::Wkt(t) if t == "google.protobuf.Duration" => {
-            if !v.as_str().is_some_and(is_json_duration) {
+            if !v.as_str().is_some_and(is_proto_json_duration) {
                 return Err(bad());
             }
             v.clone()

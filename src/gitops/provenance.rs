@@ -60,8 +60,7 @@ pub fn provenance_now(
 
 /// Now, as RFC 3339 UTC to the second.
 pub fn now_rfc3339() -> String {
-    let now = k8s_openapi::jiff::Timestamp::now();
-    format!("{now:.0}")
+    crate::vocab::time::format_seconds(k8s_openapi::jiff::Timestamp::now())
 }
 
 /// Who is applying: the CI system's actor when running in CI, else `user@host`.

@@ -26,6 +26,7 @@ use serde_json::Value;
 use super::lock::human;
 use crate::placement::capacity::machine_type;
 use crate::placement::quantity::Quantity;
+use crate::vocab::object::{condition, condition_true, owner_name};
 
 /// Kueue's default `waitForPodsReady.timeout` (v1beta2 Configuration).
 pub const PODS_READY_TIMEOUT: Duration = Duration::from_secs(30 * 60);
@@ -180,22 +181,6 @@ pub struct Capacity {
     pub pools: BTreeMap<String, PoolSize>,
 }
 
-fn conditions(object: &Value) -> impl Iterator<Item = &Value> {
-    object
-        .pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-}
-
-fn condition<'a>(object: &'a Value, kind: &str) -> Option<&'a Value> {
-    conditions(object).find(|c| c["type"] == kind)
-}
-
-fn is_true(object: &Value, kind: &str) -> bool {
-    condition(object, kind).is_some_and(|c| c["status"] == "True")
-}
-
 fn since_of(object: &Value, kind: &str) -> Option<Timestamp> {
     condition(object, kind)?
         .get("lastTransitionTime")?
@@ -217,16 +202,6 @@ fn key(object: &Value) -> String {
         str_at(object, "/metadata/namespace"),
         str_at(object, "/metadata/name")
     )
-}
-
-fn owned_by<'a>(object: &'a Value, kind: &str) -> Option<&'a str> {
-    object
-        .pointer("/metadata/ownerReferences")?
-        .as_array()?
-        .iter()
-        .find(|o| o["kind"] == kind)?
-        .get("name")?
-        .as_str()
 }
 
 /// `(podset, flavor)` for each podset of an admission, in podset order.
@@ -259,7 +234,7 @@ fn provisioning_of(workload: &Value, requests: &[Value]) -> Option<Provisioning>
         .iter()
         .filter(|r| {
             str_at(r, "/metadata/namespace") == namespace
-                && (owned_by(r, "Workload") == Some(name)
+                && (owner_name(r, "Workload") == Some(name)
                     || str_at(r, "/metadata/name").starts_with(&format!("{name}-")))
         })
         .max_by_key(|r| str_at(r, "/metadata/creationTimestamp").to_string())?;
@@ -271,7 +246,7 @@ fn provisioning_of(workload: &Value, requests: &[Value]) -> Option<Provisioning>
         "Accepted",
     ]
     .into_iter()
-    .find(|kind| is_true(request, kind))
+    .find(|kind| condition_true(request, kind))
     .unwrap_or("Pending");
     // While it waits, the Provisioned=False condition says why; once it failed, its own does.
     let explaining = match state {
@@ -300,7 +275,7 @@ fn stage_of(
     let job_status = str_at(job, "/status/jobStatus");
     let finished_by_ray = matches!(deployment, "Complete" | "Failed")
         || matches!(job_status, "SUCCEEDED" | "FAILED" | "STOPPED");
-    if finished_by_ray || workload.is_some_and(|w| is_true(w, "Finished")) {
+    if finished_by_ray || workload.is_some_and(|w| condition_true(w, "Finished")) {
         let succeeded = job_status == "SUCCEEDED" || deployment == "Complete";
         let message = workload
             .and_then(|w| condition(w, "Finished"))
@@ -318,10 +293,10 @@ fn stage_of(
         return (Stage::Submitted, None);
     };
     let flavors = podset_flavors(workload);
-    if is_true(workload, "Admitted") {
+    if condition_true(workload, "Admitted") {
         return (Stage::Admitted { flavors }, since_of(workload, "Admitted"));
     }
-    if is_true(workload, "QuotaReserved") {
+    if condition_true(workload, "QuotaReserved") {
         let checks = workload
             .pointer("/status/admissionChecks")
             .and_then(Value::as_array)
@@ -506,7 +481,7 @@ fn warning_for(
                 "ProvisioningRequest {} has waited {waited} for capacity on flavor {} (flagged after {}). DWS keeps it queued until the whole slice can be provisioned at once, which is normal for a while; if it never comes, check the project's TPU quota for flex-start (preemptible) in this region, or move the pool to a zone with capacity.",
                 p.name,
                 main_flavor(flavors),
-                crate::local::format_ms(PROVISIONING_WARNING.as_secs() * 1000)
+                crate::vocab::duration::format_ms(PROVISIONING_WARNING.as_secs() * 1000)
             ))
         }
         Stage::Admitted { flavors } => {
@@ -524,7 +499,7 @@ fn warning_for(
                     "node pool {pool} is at its maximum size ({} nodes) and the job has made no progress for {} (flagged after {}): it is admitted but not running, so other work probably holds the nodes flavor {flavor} has quota for. Raise nodePools[{pool}].autoscaling.max, or lower flavor {flavor}'s quota to what the pool can hold.",
                     size.nodes,
                     human(age),
-                    crate::local::format_ms(FULL_POOL_WARNING.as_secs() * 1000)
+                    crate::vocab::duration::format_ms(FULL_POOL_WARNING.as_secs() * 1000)
                 ));
             }
             if age < PODS_READY_WARNING {
@@ -566,7 +541,7 @@ pub fn job_states(
                 .iter()
                 .filter(|w| {
                     str_at(w, "/metadata/namespace") == namespace
-                        && owned_by(w, "RayJob") == Some(name)
+                        && owner_name(w, "RayJob") == Some(name)
                 })
                 .max_by_key(|w| str_at(w, "/metadata/creationTimestamp").to_string());
             let (stage, since) = stage_of(job, workload, provisioning_requests);

@@ -133,18 +133,7 @@ pub fn type_of(object: &Value) -> (&str, &str) {
     (field("apiVersion"), field("kind"))
 }
 
-pub fn name_of(object: &Value) -> &str {
-    object
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-}
-
-pub fn namespace_of(object: &Value) -> Option<&str> {
-    object
-        .pointer("/metadata/namespace")
-        .and_then(Value::as_str)
-}
+pub use crate::vocab::object::{name_of, namespace_of};
 
 /// `Kind namespace/name` for messages.
 pub fn describe(object: &Value) -> String {

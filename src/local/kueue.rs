@@ -28,36 +28,20 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::{Value, json};
 
 use super::sim::{Ctx, Outcome, child_map, remove_condition, set_condition};
-use super::store::{Changes, Key, Store, finalizers, has_condition, timestamp};
+use super::store::{Changes, Key, Store, finalizers, timestamp};
 use super::workload::{KUEUE_FINALIZER, SIMULATED_ANNOTATION, SIMULATED_VALUE};
-use crate::placement::podsets::QUEUE_NAME_LABEL;
 use crate::placement::{Cluster, PendingWorkload, PlacementState, Quantity, predict};
+use crate::vocab::labels::{PROVISIONING_CONTROLLER, QUEUE_NAME_LABEL};
+use crate::vocab::object::{condition_true, name_of, owners, uid_of};
 
 pub const KUEUE: &str = "kueue.x-k8s.io";
 const MANAGER: &str = "kueue";
-pub const PROVISIONING_CONTROLLER: &str = "kueue.x-k8s.io/provisioning-request";
 const CONSUME_ANNOTATION: &str = "autoscaling.x-k8s.io/consume-provisioning-request";
 const CLASS_ANNOTATION: &str = "autoscaling.x-k8s.io/provisioning-class-name";
 const PROVREQ_PREFIX: &str = "provreq.kueue.x-k8s.io/";
 
 fn deleting(o: &Value) -> bool {
     o.pointer("/metadata/deletionTimestamp").is_some()
-}
-
-fn name(o: &Value) -> &str {
-    o.pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-}
-
-fn uid(o: &Value) -> &str {
-    o.pointer("/metadata/uid")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-}
-
-fn condition_true(o: &Value, kind: &str) -> bool {
-    has_condition(o, kind)
 }
 
 /// Kueue's mutating and validating webhooks (only while Kueue runs).
@@ -329,7 +313,7 @@ fn finalizers_and_checks(ctx: &mut Ctx<'_>, changes: &Changes) -> bool {
         .store
         .of_kind(KUEUE, "ProvisioningRequestConfig")
         .filter(|o| !deleting(o))
-        .map(|o| name(o).to_string())
+        .map(|o| name_of(o).to_string())
         .collect();
     for key in ctx.store.keys_of_kind(KUEUE, "AdmissionCheck") {
         let Some(ac) = ctx.store.get(&key) else {
@@ -374,7 +358,7 @@ fn finalizers_and_checks(ctx: &mut Ctx<'_>, changes: &Changes) -> bool {
 fn priority_of(store: &Store, job: &Value) -> i32 {
     let class = job
         .pointer("/metadata/labels")
-        .and_then(|l| l.get(crate::placement::podsets::PRIORITY_CLASS_LABEL))
+        .and_then(|l| l.get(crate::vocab::labels::PRIORITY_CLASS_LABEL))
         .and_then(Value::as_str);
     class
         .and_then(|c| {
@@ -402,7 +386,7 @@ fn jobs_to_workloads(ctx: &mut Ctx<'_>) -> bool {
         {
             continue;
         }
-        if owned.contains_key(uid(&job)) {
+        if owned.contains_key(uid_of(&job)) {
             continue;
         }
         if job.pointer("/status/jobDeploymentStatus") == Some(&json!("Complete")) {
@@ -425,10 +409,7 @@ fn jobs_to_workloads(ctx: &mut Ctx<'_>) -> bool {
 }
 
 fn owner_job<'a>(store: &'a Store, w: &Value) -> Option<&'a Value> {
-    let owner = w
-        .pointer("/metadata/ownerReferences")
-        .and_then(Value::as_array)?
-        .first()?;
+    let owner = owners(w).next()?;
     let namespace = w.pointer("/metadata/namespace").and_then(Value::as_str);
     let job = store.get(&Key::new(
         owner["apiVersion"].as_str().unwrap_or_default(),
@@ -473,7 +454,7 @@ fn finish_workloads(ctx: &mut Ctx<'_>) -> bool {
         .store
         .of_kind(KUEUE, "Workload")
         .filter(|w| finished(w) || !condition_true(w, "QuotaReserved"))
-        .map(|w| uid(w).to_string())
+        .map(|w| uid_of(w).to_string())
         .collect();
     let stale: Vec<Key> = ctx
         .store
@@ -805,8 +786,8 @@ fn provisioning_checks(ctx: &mut Ctx<'_>) -> bool {
             else {
                 continue;
             };
-            let attempt = *ctx.sim.attempts.entry(uid(&w).to_string()).or_insert(1);
-            let pr_name = format!("{}-{check}-{attempt}", name(&w));
+            let attempt = *ctx.sim.attempts.entry(uid_of(&w).to_string()).or_insert(1);
+            let pr_name = format!("{}-{check}-{attempt}", name_of(&w));
             let namespace = key.namespace.clone();
             let pr_key = Key::new(
                 "autoscaling.x-k8s.io/v1",
@@ -863,7 +844,7 @@ fn provisioning_checks(ctx: &mut Ctx<'_>) -> bool {
                 if attempt <= limit {
                     let backoff = (base.saturating_mul(1 << (attempt - 1).min(20))).min(max);
                     let at = timestamp(now + backoff * 1000);
-                    ctx.sim.attempts.insert(uid(&w).to_string(), attempt + 1);
+                    ctx.sim.attempts.insert(uid_of(&w).to_string(), attempt + 1);
                     changed |= ctx.store.update(&key, MANAGER, true, now, |o| {
                         set_check(
                             o,
@@ -962,7 +943,7 @@ fn create_request(ctx: &mut Ctx<'_>, w: &Value, config: &Value, pr_name: &str) -
         "metadata": {"name": pr_name, "namespace": namespace,
             "annotations": {SIMULATED_ANNOTATION: SIMULATED_VALUE},
             "ownerReferences": [{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
-                "name": name(w), "uid": uid(w), "controller": true, "blockOwnerDeletion": true}]},
+                "name": name_of(w), "uid": uid_of(w), "controller": true, "blockOwnerDeletion": true}]},
         "spec": spec,
     });
     let now = ctx.now;
@@ -977,7 +958,7 @@ fn create_request(ctx: &mut Ctx<'_>, w: &Value, config: &Value, pr_name: &str) -
             Some(&namespace),
             pr_name,
         ))
-        .map(|p| uid(p).to_string())
+        .map(|p| uid_of(p).to_string())
         .unwrap_or_default();
     for (podset, _) in &podsets {
         let template = template_with_flavors(ctx.store, w, podset);
@@ -1317,12 +1298,12 @@ fn queue_status(ctx: &mut Ctx<'_>, changes: &Changes) -> bool {
     let flavors: BTreeSet<String> = ctx
         .store
         .of_kind(KUEUE, "ResourceFlavor")
-        .map(|f| name(f).to_string())
+        .map(|f| name_of(f).to_string())
         .collect();
     let checks: BTreeMap<String, bool> = ctx
         .store
         .of_kind(KUEUE, "AdmissionCheck")
-        .map(|c| (name(c).to_string(), condition_true(c, "Active")))
+        .map(|c| (name_of(c).to_string(), condition_true(c, "Active")))
         .collect();
     // The ClusterQueue of each LocalQueue that holds a Workload.
     let mut cq_of_lq: BTreeMap<(String, String), Option<String>> = BTreeMap::new();

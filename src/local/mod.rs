@@ -47,6 +47,7 @@ use crate::emulator::Emulator;
 use crate::gke::GkeApi;
 use crate::kube::{ApplyOptions, KubeApi, KubeError, KubeResult, MANAGER, ResourceInfo};
 use crate::model::KueueInstall;
+use crate::vocab::duration::{format_ms, parse_millis};
 use nodes::PoolInfo;
 use sim::{Provisioning, SimSettings, SimState};
 use store::{Key, Store};
@@ -86,25 +87,6 @@ const KUBERAY_CRDS: &str = include_str!("../../assets/crds/kuberay-v1.7.0.defaul
 /// The ProvisioningRequest CRD GKE serves (cluster-autoscaler 1.36.1).
 const PROVREQ_CRD: &str =
     include_str!("../../assets/crds/autoscaling.x-k8s.io_provisioningrequests.yaml");
-
-/// `90s`, `2m`, `1m 30s`, `250ms`.
-pub fn format_ms(ms: u64) -> String {
-    let s = ms / 1000;
-    match (s / 60, s % 60, ms % 1000) {
-        (0, 0, m) => format!("{m}ms"),
-        (0, s, _) => format!("{s}s"),
-        (m, 0, _) => format!("{m}m"),
-        (m, s, _) => format!("{m}m {s}s"),
-    }
-}
-
-fn parse_duration_ms(text: &str) -> Option<u64> {
-    let text = text.trim();
-    if let Some(ms) = text.strip_suffix("ms") {
-        return ms.trim().parse().ok();
-    }
-    crate::model::gke::parse_duration_secs(text).map(|s| s * 1000)
-}
 
 /// How the local target simulates time and capacity, from the environment:
 ///
@@ -155,16 +137,14 @@ impl Settings {
                 "never" => Provisioning::Never,
                 "fail" => Provisioning::Fail(20_000),
                 other => match other.split_once(':') {
-                    Some(("after", d)) => {
-                        Provisioning::After(parse_duration_ms(d).ok_or_else(bad)?)
-                    }
-                    Some(("fail", d)) => Provisioning::Fail(parse_duration_ms(d).ok_or_else(bad)?),
+                    Some(("after", d)) => Provisioning::After(parse_millis(d).map_err(|_| bad())?),
+                    Some(("fail", d)) => Provisioning::Fail(parse_millis(d).map_err(|_| bad())?),
                     _ => return Err(bad()),
                 },
             };
         }
         if let Some(run) = get("GKQ_LOCAL_RUN").filter(|c| !c.trim().is_empty()) {
-            settings.sim.run_ms = parse_duration_ms(&run).ok_or_else(|| {
+            settings.sim.run_ms = parse_millis(&run).map_err(|_| {
                 format!("GKQ_LOCAL_RUN={run:?}: expected a duration such as 90s, 2m or 1h")
             })?;
         }

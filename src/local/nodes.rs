@@ -17,7 +17,9 @@ use super::sim::{Ctx, Outcome, set_condition};
 use super::store::{Key, Store};
 use super::workload::{SIMULATED_ANNOTATION, SIMULATED_VALUE};
 use crate::placement::Quantity;
-use crate::placement::capacity::{NODE_POOL_LABEL, machine_type};
+use crate::placement::capacity::machine_type;
+use crate::vocab::duration::format_ms;
+use crate::vocab::labels::NODE_POOL_LABEL;
 
 /// A node pool as the simulation needs it, read from `clusters.get`.
 #[derive(Debug, Clone, PartialEq)]
@@ -359,7 +361,7 @@ fn provisioned_nodes(store: &Store, pool: &str) -> i64 {
     store
         .of_kind("autoscaling.x-k8s.io", "ProvisioningRequest")
         .filter(|pr| pr.pointer("/metadata/deletionTimestamp").is_none())
-        .filter(|pr| super::store::has_condition(pr, "Provisioned"))
+        .filter(|pr| crate::vocab::object::condition_true(pr, "Provisioned"))
         .filter(|pr| {
             pr.pointer("/metadata/annotations/gkq.dev~1node-pool")
                 .and_then(Value::as_str)
@@ -515,11 +517,11 @@ pub fn provision(ctx: &mut Ctx<'_>) -> Outcome {
                 }
                 ProvisioningOutcome::Provisioned => format!(
                     "Waiting for flex-start capacity (simulated: it arrives {} after the request)",
-                    super::format_ms(delay)
+                    format_ms(delay)
                 ),
                 ProvisioningOutcome::Failed => format!(
                     "Waiting for flex-start capacity (simulated: the request fails {} after it was made, GKQ_LOCAL_PROVISIONING=fail)",
-                    super::format_ms(delay)
+                    format_ms(delay)
                 ),
             };
             let accepted = class == CLASS_QUEUED;

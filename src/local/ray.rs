@@ -15,22 +15,15 @@ use super::sim::{Ctx, Outcome, Run};
 use super::store::{Key, timestamp};
 use super::workload::{SIMULATED_ANNOTATION, SIMULATED_VALUE};
 use crate::placement::PendingWorkload;
-use crate::placement::capacity::NODE_POOL_LABEL;
+use crate::vocab::labels::{MAX_RUN_DURATION_ANNOTATION, NODE_POOL_LABEL};
+use crate::vocab::object::uid_of;
 
 const MANAGER: &str = "kuberay-operator";
 pub const RAYJOB_FINALIZER: &str = "ray.io/rayjob-finalizer";
-const DURATION_ANNOTATION: &str = "provreq.kueue.x-k8s.io/maxRunDurationSeconds";
-
-fn uid(o: &Value) -> String {
-    o.pointer("/metadata/uid")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string()
-}
 
 fn cluster_name(job: &Value) -> String {
     let name = job["metadata"]["name"].as_str().unwrap_or_default();
-    let hash = super::store::uid(&uid(job));
+    let hash = super::store::uid(uid_of(job));
     format!("{name}-{}", &hash[..5])
 }
 
@@ -42,7 +35,7 @@ pub fn reconcile(ctx: &mut Ctx<'_>) -> Outcome {
     let uids: Vec<String> = jobs
         .iter()
         .filter_map(|k| ctx.store.get(k))
-        .map(uid)
+        .map(|job| uid_of(job).to_string())
         .collect();
     let before = ctx.sim.runs.len();
     ctx.sim.runs.retain(|u, _| uids.contains(u));
@@ -51,7 +44,7 @@ pub fn reconcile(ctx: &mut Ctx<'_>) -> Outcome {
         let Some(job) = ctx.store.get(&key).cloned() else {
             continue;
         };
-        let job_uid = uid(&job);
+        let job_uid = uid_of(&job).to_string();
         let finalizers = super::store::finalizers(&job);
         if job.pointer("/metadata/deletionTimestamp").is_some() {
             ctx.sim.runs.remove(&job_uid);
@@ -83,7 +76,7 @@ pub fn reconcile(ctx: &mut Ctx<'_>) -> Outcome {
             let runtime_ms = job
                 .pointer(&format!(
                     "/metadata/annotations/{}",
-                    DURATION_ANNOTATION.replace('/', "~1")
+                    MAX_RUN_DURATION_ANNOTATION.replace('/', "~1")
                 ))
                 .and_then(Value::as_str)
                 .and_then(|s| s.parse::<u64>().ok())
@@ -126,7 +119,7 @@ pub fn reconcile(ctx: &mut Ctx<'_>) -> Outcome {
                         "jobId": format!("{}-{}", key.name, &job_uid[..5.min(job_uid.len())]),
                         "rayClusterName": ray_cluster,
                         "startTime": timestamp(run.admitted_ms),
-                        "message": format!("running (simulated: the job runs {})", super::format_ms(run.runtime_ms)),
+                        "message": format!("running (simulated: the job runs {})", crate::vocab::duration::format_ms(run.runtime_ms)),
                     }),
                     (None, None) => json!({
                         "jobDeploymentStatus": "Initializing",

@@ -22,7 +22,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::nodes::{PoolInfo, ProvisioningOutcome, ProvisioningPlan, StartingNodes};
-use super::store::{Key, Store, has_condition, timestamp};
+use super::store::{Key, Store, timestamp};
+use crate::vocab::object::condition_true;
 
 /// How the simulation behaves (from `GKQ_LOCAL_*`; see [`super::Settings::from_env`]).
 #[derive(Debug, Clone, PartialEq)]
@@ -209,7 +210,7 @@ pub fn kueue_running(store: &Store) -> bool {
             Some(crate::model::kueue_install::KUEUE_NAMESPACE),
             crate::model::kueue_install::MANAGER_DEPLOYMENT,
         ))
-        .is_some_and(|d| has_condition(d, "Available"))
+        .is_some_and(|d| condition_true(d, "Available"))
 }
 
 /// Mutating and validating admission for every write: the API server's own defaults, and
@@ -254,7 +255,8 @@ fn apiserver(ctx: &mut Ctx<'_>) -> Outcome {
         let Some(crd) = ctx.store.get(&key) else {
             continue;
         };
-        if has_condition(crd, "Established") || crd.pointer("/metadata/deletionTimestamp").is_some()
+        if condition_true(crd, "Established")
+            || crd.pointer("/metadata/deletionTimestamp").is_some()
         {
             continue;
         }
@@ -294,7 +296,7 @@ fn apiserver(ctx: &mut Ctx<'_>) -> Outcome {
         let Some(d) = ctx.store.get(&key) else {
             continue;
         };
-        if has_condition(d, "Available") {
+        if condition_true(d, "Available") {
             continue;
         }
         let replicas = d
@@ -516,7 +518,7 @@ mod tests {
         // Every queue still got its status.
         let ready = store
             .of_kind("kueue.x-k8s.io", "LocalQueue")
-            .filter(|q| has_condition(q, "Active"))
+            .filter(|q| condition_true(q, "Active"))
             .count();
         assert_eq!(ready, 300);
     }

@@ -38,6 +38,7 @@ use sha2::{Digest, Sha256};
 
 use super::schema;
 use crate::kube::{FieldConflict, KubeError, ResourceInfo};
+use crate::vocab::object::condition_true;
 
 /// `(apiVersion, kind, plural, namespaced)` of every built-in kind the store serves.
 pub const BUILTIN_KINDS: &[(&str, &str, &str, bool)] = &[
@@ -279,21 +280,7 @@ mod object_list {
 
 /// RFC 3339 with second precision, as Kubernetes writes `metadata.creationTimestamp`.
 pub fn timestamp(ms: u64) -> String {
-    let secs = (ms / 1000) as i64;
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    let (h, m, s) = (rem / 3600, (rem % 3600) / 60, rem % 60);
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let mo = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(mo <= 2);
-    format!("{y:04}-{mo:02}-{d:02}T{h:02}:{m:02}:{s:02}Z")
+    crate::vocab::time::format_seconds(crate::vocab::time::from_unix_ms(ms))
 }
 
 /// A UUID-shaped id derived from `seed`.
@@ -434,7 +421,7 @@ impl Store {
                 crd.pointer("/spec/group").and_then(Value::as_str) == Some(group)
                     && crd.pointer("/spec/names/kind").and_then(Value::as_str) == Some(kind)
                     && crd.pointer("/metadata/deletionTimestamp").is_none()
-                    && has_condition(crd, "Established")
+                    && condition_true(crd, "Established")
                     && crd
                         .pointer("/spec/versions")
                         .and_then(Value::as_array)
@@ -958,16 +945,6 @@ pub fn in_version(object: &Value, api_version: &str) -> Value {
     let mut o = object.clone();
     o["apiVersion"] = json!(api_version);
     o
-}
-
-pub fn has_condition(object: &Value, kind: &str) -> bool {
-    object
-        .pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .is_some_and(|cs| {
-            cs.iter()
-                .any(|c| c["type"] == kind && c["status"] == "True")
-        })
 }
 
 pub fn finalizers(object: &Value) -> Vec<String> {

@@ -10,9 +10,8 @@ use sha2::{Digest, Sha256};
 
 use super::store::Key;
 use crate::placement::Quantity;
-use crate::placement::podsets::{
-    ELASTIC_JOB_ANNOTATION, QUEUE_NAME_LABEL, RAY_FT_ENABLED_ANNOTATION,
-};
+use crate::vocab::labels::{ELASTIC_JOB_ANNOTATION, QUEUE_NAME_LABEL, RAY_FT_ENABLED_ANNOTATION};
+use crate::vocab::object::{owned_by_uid, owners};
 
 pub const KUEUE_FINALIZER: &str = "kueue.x-k8s.io/resource-in-use";
 pub const JOB_UID_LABEL: &str = "kueue.x-k8s.io/job-uid";
@@ -153,12 +152,7 @@ pub fn by_owner<'a>(
 ) -> std::collections::HashMap<String, Key> {
     let mut out = std::collections::HashMap::new();
     for w in workloads {
-        for r in w
-            .pointer("/metadata/ownerReferences")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
+        for r in owners(w) {
             if let Some(uid) = r["uid"].as_str() {
                 out.entry(uid.to_string()).or_insert_with(|| Key::of(w));
             }
@@ -167,15 +161,8 @@ pub fn by_owner<'a>(
     out
 }
 
-pub fn owned_by<'a>(workloads: impl Iterator<Item = &'a Value>, uid: &str) -> Option<Key> {
-    workloads
-        .filter(|w| {
-            w.pointer("/metadata/ownerReferences")
-                .and_then(Value::as_array)
-                .is_some_and(|refs| refs.iter().any(|r| r["uid"] == uid))
-        })
-        .map(Key::of)
-        .next()
+pub fn owned_by<'a>(mut workloads: impl Iterator<Item = &'a Value>, uid: &str) -> Option<Key> {
+    workloads.find(|w| owned_by_uid(w, uid)).map(Key::of)
 }
 
 #[cfg(test)]

@@ -122,7 +122,7 @@ pub fn node_pool_body(cluster: &str, pool: &NodePool) -> Value {
         config.insert("spot".into(), json!(true));
     }
     if let Some(d) = &pool.max_run_duration
-        && let Some(secs) = parse_duration_secs(d)
+        && let Ok(secs) = crate::vocab::duration::parse_whole_seconds(d)
     {
         config.insert("maxRunDuration".into(), json!(format!("{secs}s")));
     }
@@ -215,48 +215,4 @@ pub fn tpu_hosts(pool: &NodePool) -> Option<u32> {
     let chips = topology_chips(pool.tpu_topology.as_deref()?)?;
     let per_vm = tpu_chips_per_vm(&pool.machine_type)?;
     (chips % per_vm == 0).then_some(chips / per_vm)
-}
-
-/// `90s`, `30m`, `6h`, `7d`, or combinations like `1h30m`, as seconds.
-pub fn parse_duration_secs(text: &str) -> Option<u64> {
-    let mut total: u64 = 0;
-    let mut digits = String::new();
-    let t = text.trim();
-    if t.is_empty() {
-        return None;
-    }
-    for c in t.chars() {
-        if c.is_ascii_digit() {
-            digits.push(c);
-        } else {
-            let n: u64 = digits.parse().ok()?;
-            digits.clear();
-            let unit = match c {
-                's' => 1,
-                'm' => 60,
-                'h' => 3600,
-                'd' => 86400,
-                _ => return None,
-            };
-            total = total.checked_add(n.checked_mul(unit)?)?;
-        }
-    }
-    if !digits.is_empty() {
-        return None;
-    }
-    Some(total)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration_secs("6h"), Some(21600));
-        assert_eq!(parse_duration_secs("1h30m"), Some(5400));
-        assert_eq!(parse_duration_secs("7d"), Some(604800));
-        assert_eq!(parse_duration_secs("10"), None);
-        assert_eq!(parse_duration_secs("5w"), None);
-    }
 }

@@ -5,22 +5,18 @@ use std::path::Path;
 
 use serde_json::{Map, Value, json};
 
-use super::kueue::{
-    DEFAULT_ACCELERATOR_RESOURCE, NODEPOOL_LABEL, QUEUE_NAME_LABEL, toleration_json,
-};
+use super::kueue::{DEFAULT_ACCELERATOR_RESOURCE, toleration_json};
 use super::{k8s_meta, quantity_string};
 use crate::spec::types::{Job, Spec, Toleration};
+use crate::vocab::labels::{
+    ELASTIC_JOB_ANNOTATION, GPU_ACCELERATOR_LABEL, MAX_RUN_DURATION_ANNOTATION, NODE_POOL_LABEL,
+    PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL, QUEUED_TAINT, TPU_ACCELERATOR_LABEL,
+    TPU_TOPOLOGY_LABEL,
+};
 
 pub const RAY_API: &str = "ray.io/v1";
-pub const ELASTIC_ANNOTATION: &str = "kueue.x-k8s.io/elastic-job";
-pub const PRIORITY_CLASS_LABEL: &str = "kueue.x-k8s.io/priority-class";
-pub use crate::placement::dws::MAX_RUN_DURATION_ANNOTATION;
 /// Digest of a run's training script: a changed script makes a new run (see `diff::kube`).
 pub const SCRIPT_DIGEST_ANNOTATION: &str = "gkq.dev/script-sha256";
-pub const QUEUED_TAINT: &str = "cloud.google.com/gke-queued";
-pub const TPU_ACCELERATOR_LABEL: &str = "cloud.google.com/gke-tpu-accelerator";
-pub const TPU_TOPOLOGY_LABEL: &str = "cloud.google.com/gke-tpu-topology";
-pub const GPU_ACCELERATOR_LABEL: &str = "cloud.google.com/gke-accelerator";
 const SCRIPT_MOUNT: &str = "/app";
 const SCRIPT_VOLUME: &str = "train-script-volume";
 
@@ -117,12 +113,12 @@ pub fn ray_job(spec: &Spec, job: &Job, run_name: &str, queue_has_dws: bool, scri
         json!(script_digest(script)),
     );
     if job.elastic {
-        annotations.insert(ELASTIC_ANNOTATION.into(), json!("true"));
+        annotations.insert(ELASTIC_JOB_ANNOTATION.into(), json!("true"));
     }
     if let Some(secs) = job
         .duration
         .as_deref()
-        .and_then(super::gke::parse_duration_secs)
+        .and_then(|d| crate::vocab::duration::parse_whole_seconds(d).ok())
         .filter(|_| queue_has_dws)
     {
         annotations.insert(MAX_RUN_DURATION_ANNOTATION.into(), json!(secs.to_string()));
@@ -141,7 +137,7 @@ pub fn ray_job(spec: &Spec, job: &Job, run_name: &str, queue_has_dws: bool, scri
     let mut head_spec = Map::new();
     let mut head_selector = job.head.node_selector.clone();
     if let Some(pool) = &job.head.node_pool {
-        head_selector.insert(NODEPOOL_LABEL.into(), pool.clone());
+        head_selector.insert(NODE_POOL_LABEL.into(), pool.clone());
     }
     if !head_selector.is_empty() {
         head_spec.insert("nodeSelector".into(), json!(head_selector));

@@ -6,16 +6,15 @@ use serde_json::{Map, Value, json};
 
 use super::{k8s_meta, quantity_json};
 use crate::spec::types::{AdmissionCheckRef, ClusterQueue, Flavor, Provisioning, Spec, Toleration};
+use crate::vocab::labels::PROVISIONING_CONTROLLER;
 
 pub const KUEUE_API: &str = "kueue.x-k8s.io/v1beta2";
-pub const NODEPOOL_LABEL: &str = "cloud.google.com/gke-nodepool";
-pub use crate::placement::podsets::QUEUE_NAME_LABEL;
-pub const PROVISIONING_CONTROLLER: &str = "kueue.x-k8s.io/provisioning-request";
 pub const DWS_CLASS: &str = "queued-provisioning.gke.io";
 /// Names the `provisioning: dws` short form gives the objects it creates (the seed's names).
 pub const DWS_CHECK: &str = "dws-prov";
 pub const DWS_CONFIG: &str = "dws-config";
-pub const DEFAULT_ACCELERATOR_RESOURCE: &str = "google.com/tpu";
+/// What jobs ask for when the spec names no accelerator resource.
+pub const DEFAULT_ACCELERATOR_RESOURCE: &str = crate::vocab::labels::TPU_RESOURCE;
 
 /// An admission check backed by a ProvisioningRequestConfig, after expanding short forms.
 #[derive(Debug, Clone, PartialEq)]
@@ -168,7 +167,7 @@ pub fn resource_flavor(spec: &Spec, f: &Flavor) -> Value {
     let mut node_labels = f.node_labels.clone();
     let mut taints = f.node_taints.clone();
     if let Some(pool) = &f.node_pool {
-        node_labels.insert(NODEPOOL_LABEL.into(), pool.clone());
+        node_labels.insert(crate::vocab::labels::NODE_POOL_LABEL.into(), pool.clone());
         if let Some(p) = spec.node_pools.iter().find(|p| &p.name == pool) {
             for t in &p.taints {
                 if !taints.contains(t) {

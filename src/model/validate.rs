@@ -3,11 +3,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::gke::{parse_duration_secs, topology_chips, tpu_chips_per_vm, tpu_hosts};
+use super::gke::{topology_chips, tpu_chips_per_vm, tpu_hosts};
 use super::kueue::{self, DEFAULT_ACCELERATOR_RESOURCE, DWS_CHECK};
 use crate::placement::quantity::{Format, Quantity};
 use crate::spec::types::{Quantity as SpecQuantity, Spec, Taint, Toleration};
 use crate::spec::{Diagnostic, Diagnostics, Loaded, Path, suggest};
+use crate::vocab::duration::parse_whole_seconds;
 
 /// DWS flex-start capacity lives at most seven days.
 pub const DWS_MAX_SECONDS: u64 = 7 * 24 * 3600;
@@ -619,7 +620,7 @@ fn check_node_pools(c: &mut Checker, spec: &Spec) {
             }
         }
         if let Some(d) = &pool.max_run_duration
-            && parse_duration_secs(d).is_none()
+            && parse_whole_seconds(d).is_err()
         {
             c.error(
                 &p.key("maxRunDuration"),
@@ -1037,13 +1038,13 @@ fn check_jobs(c: &mut Checker, spec: &Spec) {
             );
         }
         if let Some(d) = &job.duration {
-            match parse_duration_secs(d) {
-                None => c.error(
+            match parse_whole_seconds(d) {
+                Err(_) => c.error(
                     &p.key("duration"),
                     format!("duration `{d}` is not valid"),
                     "write a duration such as 90m, 6h or 2d",
                 ),
-                Some(secs)
+                Ok(secs)
                     if secs > DWS_MAX_SECONDS
                         && cq.is_some_and(|q| {
                             kueue::queue_flavors(q).iter().any(|f| dws.contains(f))
@@ -1159,7 +1160,7 @@ fn check_jobs(c: &mut Checker, spec: &Spec) {
                 let explicit = job.workers.iter().any(|w| {
                     w.tolerations
                         .iter()
-                        .any(|t| t.key == super::jobs::QUEUED_TAINT)
+                        .any(|t| t.key == crate::vocab::labels::QUEUED_TAINT)
                 });
                 if !explicit {
                     c.note(
@@ -1167,7 +1168,7 @@ fn check_jobs(c: &mut Checker, spec: &Spec) {
                         format!(
                             "queue `{}` can place this job on a DWS flavor: gkq adds the `{}` toleration to its workers",
                             job.queue,
-                            super::jobs::QUEUED_TAINT
+                            crate::vocab::labels::QUEUED_TAINT
                         ),
                     );
                 }

@@ -16,13 +16,7 @@
 use super::amount::{Amount, CPU, MEMORY, format_amount};
 use super::objects::{Cluster, ResourceFlavor};
 use super::quantity::Quantity;
-
-/// The Kubernetes resource name for Cloud TPU chips.
-pub const TPU_RESOURCE: &str = "google.com/tpu";
-/// The Kubernetes resource name for NVIDIA GPUs.
-pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
-/// The node label GKE puts on every node of a node pool.
-pub const NODE_POOL_LABEL: &str = "cloud.google.com/gke-nodepool";
+use crate::vocab::labels::{GPU_RESOURCE, NODE_POOL_LABEL, TPU_RESOURCE};
 
 /// Per-node shape of a machine type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -3,12 +3,11 @@
 //! Flex-start capacity lives at most 7 days; a node pool may set a shorter maximum run
 //! duration. A job placed on the DWS flavor can declare how long it runs; gkq checks the
 //! declaration against both limits and passes it to Kueue with the
-//! [`MAX_RUN_DURATION_ANNOTATION`] annotation, which Kueue copies into the ProvisioningRequest.
+//! [`MAX_RUN_DURATION_ANNOTATION`](crate::vocab::labels::MAX_RUN_DURATION_ANNOTATION) annotation, which Kueue copies into the ProvisioningRequest.
 
 use serde::{Deserialize, Serialize};
 
-/// The annotation Kueue reads to set the ProvisioningRequest's maximum run duration.
-pub const MAX_RUN_DURATION_ANNOTATION: &str = "provreq.kueue.x-k8s.io/maxRunDurationSeconds";
+use crate::vocab::duration::format_seconds;
 
 /// Flex-start nodes are reclaimed after at most 7 days.
 pub const FLEX_START_MAX_RUN_SECONDS: u64 = 7 * 24 * 3600;
@@ -51,8 +50,8 @@ pub fn check_run_duration(
     {
         findings.push(error(format!(
             "node pool max run duration {} exceeds flex-start's limit of {}",
-            format_duration(pool_max),
-            format_duration(FLEX_START_MAX_RUN_SECONDS)
+            format_seconds(pool_max),
+            format_seconds(FLEX_START_MAX_RUN_SECONDS)
         )));
     }
     let (limit, source) = match pool_max_run_seconds {
@@ -64,16 +63,16 @@ pub fn check_run_duration(
     if declared_seconds > limit {
         findings.push(error(format!(
             "job {job} declares {} ({declared_seconds}s) but {source} is reclaimed after {} ({limit}s); the run would be cut short",
-            format_duration(declared_seconds),
-            format_duration(limit)
+            format_seconds(declared_seconds),
+            format_seconds(limit)
         )));
     } else if declared_seconds.saturating_mul(100) > limit.saturating_mul(HEADROOM_PERCENT) {
         findings.push(DurationFinding {
             severity: Severity::Warning,
             message: format!(
                 "job {job} declares {} of the {} {source} allows; a slower run than expected would be cut short",
-                format_duration(declared_seconds),
-                format_duration(limit)
+                format_seconds(declared_seconds),
+                format_seconds(limit)
             ),
         });
     }
@@ -100,7 +99,8 @@ pub struct Reclaim {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum ReclaimLimit {
-    /// The job's declared duration, passed to Kueue as [`MAX_RUN_DURATION_ANNOTATION`].
+    /// The job's declared duration, passed to Kueue as
+    /// [`MAX_RUN_DURATION_ANNOTATION`](crate::vocab::labels::MAX_RUN_DURATION_ANNOTATION).
     JobDuration,
     /// The node pool's `maxRunDuration`.
     PoolMaxRunDuration,
@@ -137,23 +137,6 @@ pub fn reclaimed_after(
     // Ties go to the most specific limit, which comes first.
     .min_by_key(|(seconds, _)| *seconds)
     .unwrap_or((FLEX_START_MAX_RUN_SECONDS, ReclaimLimit::FlexStartLimit))
-}
-
-/// `7d`, `36h`, `90m`, `45s`, or combinations such as `1d12h`.
-pub fn format_duration(seconds: u64) -> String {
-    if seconds == 0 {
-        return "0s".to_string();
-    }
-    let mut rest = seconds;
-    let mut text = String::new();
-    for (unit, size) in [("d", 86_400), ("h", 3600), ("m", 60), ("s", 1)] {
-        let count = rest / size;
-        if count > 0 {
-            text.push_str(&format!("{count}{unit}"));
-            rest %= size;
-        }
-    }
-    text
 }
 
 #[cfg(test)]
@@ -205,6 +188,6 @@ mod tests {
         assert_eq!(findings[0].severity, Severity::Warning);
         assert!(check_run_duration("train-2", 86_400, None).is_empty());
         assert_eq!(annotation_value(86_400), "86400");
-        assert_eq!(format_duration(129_600), "1d12h");
+        assert_eq!(format_seconds(129_600), "1d12h");
     }
 }

@@ -381,7 +381,7 @@ fn placement_of(
             PlacementState::Unmanaged,
             Some(format!(
                 "no {} label: Kueue does not manage this job",
-                podsets::QUEUE_NAME_LABEL
+                crate::vocab::labels::QUEUE_NAME_LABEL
             )),
             Vec::new(),
         ),

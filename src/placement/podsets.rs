@@ -16,15 +16,10 @@ use super::quantity::{Format, Quantity};
 use super::reader::{Context, Field, ParseErrors, describe};
 use super::selectors::{NodeSelectorTerm, Operator, Requirement, Toleration};
 use super::time::Timestamp;
+use crate::vocab::labels::{
+    ELASTIC_JOB_ANNOTATION, PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL, RAY_FT_ENABLED_ANNOTATION,
+};
 
-/// The label that puts a job in a LocalQueue.
-pub const QUEUE_NAME_LABEL: &str = "kueue.x-k8s.io/queue-name";
-/// The label naming a WorkloadPriorityClass.
-pub const PRIORITY_CLASS_LABEL: &str = "kueue.x-k8s.io/priority-class";
-/// The annotation that makes a job elastic (required for Ray in-tree autoscaling).
-pub const ELASTIC_JOB_ANNOTATION: &str = "kueue.x-k8s.io/elastic-job";
-/// KubeRay's GCS fault-tolerance annotation.
-pub const RAY_FT_ENABLED_ANNOTATION: &str = "ray.io/ft-enabled";
 /// Kueue's maximum number of podsets in a Workload (`jobframework.MaxPodSets`).
 pub const MAX_POD_SETS: usize = 18;
 

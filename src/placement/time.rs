@@ -11,73 +11,13 @@ impl Timestamp {
     /// Parses `2026-03-20T03:59:51Z`, with optional fraction and numeric offset. Returns `None`
     /// for anything else; callers report the field.
     pub fn parse(text: &str) -> Option<Timestamp> {
-        let bytes = text.as_bytes();
-        if bytes.len() < 20 || bytes[4] != b'-' || bytes[7] != b'-' || bytes[13] != b':' {
-            return None;
-        }
-        if !matches!(bytes[10], b'T' | b't' | b' ') || bytes[16] != b':' {
-            return None;
-        }
-        let number = |range: std::ops::Range<usize>| -> Option<i64> {
-            let part = text.get(range)?;
-            if !part.bytes().all(|b| b.is_ascii_digit()) {
-                return None;
-            }
-            part.parse().ok()
-        };
-        let (year, month, day) = (number(0..4)?, number(5..7)?, number(8..10)?);
-        let (hour, minute, second) = (number(11..13)?, number(14..16)?, number(17..19)?);
-        if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || minute > 59 {
-            return None;
-        }
-        if second > 60 {
-            return None;
-        }
-        let mut rest = &text[19..];
-        let mut nanos: u32 = 0;
-        if let Some(fraction) = rest.strip_prefix('.') {
-            let digits = fraction.bytes().take_while(u8::is_ascii_digit).count();
-            if digits == 0 {
-                return None;
-            }
-            let mut scaled = String::from(&fraction[..digits.min(9)]);
-            while scaled.len() < 9 {
-                scaled.push('0');
-            }
-            nanos = scaled.parse().ok()?;
-            rest = &fraction[digits..];
-        }
-        let offset_seconds = match rest {
-            "Z" | "z" => 0,
-            _ => {
-                let sign = match rest.as_bytes().first()? {
-                    b'+' => 1,
-                    b'-' => -1,
-                    _ => return None,
-                };
-                if rest.len() != 6 || rest.as_bytes()[3] != b':' {
-                    return None;
-                }
-                let hours: i64 = rest.get(1..3)?.parse().ok()?;
-                let minutes: i64 = rest.get(4..6)?.parse().ok()?;
-                sign * (hours * 3600 + minutes * 60)
-            }
-        };
-        let days = days_from_civil(year, month, day);
-        let seconds = days * 86_400 + hour * 3600 + minute * 60 + second - offset_seconds;
-        Some(Timestamp { seconds, nanos })
+        let nanos = crate::vocab::time::parse(text)?.as_nanosecond();
+        // Whole seconds round down, so the fraction is never negative (as Kubernetes orders).
+        Some(Timestamp {
+            seconds: i64::try_from(nanos.div_euclid(1_000_000_000)).ok()?,
+            nanos: nanos.rem_euclid(1_000_000_000) as u32,
+        })
     }
-}
-
-/// Days since 1970-01-01 for a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = year.div_euclid(400);
-    let year_of_era = year - era * 400;
-    let month_from_march = (month + 9) % 12;
-    let day_of_year = (153 * month_from_march + 2) / 5 + day - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    era * 146_097 + day_of_era - 719_468
 }
 
 #[cfg(test)]

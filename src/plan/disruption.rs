@@ -15,6 +15,7 @@ use serde_json::Value;
 
 use super::{ActionKind, Plan};
 use crate::addr::{ResourceAddr, ResourceKind};
+use crate::vocab::object::{condition_true, owners};
 
 /// One resource change that stops running work.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -24,15 +25,6 @@ pub struct Disruption {
     pub addr: ResourceAddr,
     /// The jobs it would stop, as `Kind namespace/name`, with their state.
     pub jobs: Vec<String>,
-}
-
-fn condition_true(w: &Value, kind: &str) -> bool {
-    w.pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .is_some_and(|cs| {
-            cs.iter()
-                .any(|c| c["type"] == kind && c["status"] == "True")
-        })
 }
 
 /// A Workload that holds quota and has not finished: the work a change would stop.
@@ -71,16 +63,12 @@ fn runs_by_its_status(job: &Value) -> bool {
 /// Whether Workload `w` is the one Kueue made for the job at `addr`.
 fn belongs_to(w: &Value, addr: &ResourceAddr) -> bool {
     w.pointer("/metadata/namespace").and_then(Value::as_str) == addr.namespace.as_deref()
-        && w.pointer("/metadata/ownerReferences")
-            .and_then(Value::as_array)
-            .is_some_and(|owners| {
-                owners.iter().any(|o| {
-                    o["name"].as_str() == Some(addr.name.as_str())
-                        && o["kind"]
-                            .as_str()
-                            .is_some_and(|k| k.eq_ignore_ascii_case(&kind_of(addr)))
-                })
-            })
+        && owners(w).any(|o| {
+            o["name"].as_str() == Some(addr.name.as_str())
+                && o["kind"]
+                    .as_str()
+                    .is_some_and(|k| k.eq_ignore_ascii_case(&kind_of(addr)))
+        })
 }
 
 fn kind_of(addr: &ResourceAddr) -> String {
@@ -97,8 +85,8 @@ fn job_of(w: &Value) -> String {
         .pointer("/metadata/namespace")
         .and_then(Value::as_str)
         .unwrap_or("");
-    let owner = w
-        .pointer("/metadata/ownerReferences/0")
+    let owner = owners(w)
+        .next()
         .map(|o| {
             format!(
                 "{} {ns}/{}",

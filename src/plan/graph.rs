@@ -313,7 +313,7 @@ fn references(addr: &ResourceAddr, object: &Value) -> Vec<ResourceAddr> {
                 &addr.namespace,
                 object
                     .pointer("/metadata/labels")
-                    .and_then(|labels| labels.get("kueue.x-k8s.io/queue-name"))
+                    .and_then(|labels| labels.get(crate::vocab::labels::QUEUE_NAME_LABEL))
                     .and_then(Value::as_str),
             ) {
                 found.push(ResourceAddr::local_queue(namespace.clone(), queue));

@@ -6,9 +6,9 @@ use serde_json::Value;
 
 use super::{ActionKind, Plan};
 use crate::addr::ResourceKind;
-use crate::model::kueue::NODEPOOL_LABEL;
 use crate::placement::dws::{self, Reclaim};
 use crate::placement::{Cluster, FlavorUsage, PendingWorkload, Placement, PlacementState, predict};
+use crate::vocab::labels::{MAX_RUN_DURATION_ANNOTATION, NODE_POOL_LABEL};
 
 /// Predicts placements for the RayJobs that `plan` creates or replaces. `desired` are the
 /// objects the plan converges to (queues, flavors, jobs); `live` are live objects that matter for
@@ -84,17 +84,17 @@ fn reclaim_of(
                 .iter()
                 .find(|o| o["kind"] == "ResourceFlavor" && o["metadata"]["name"] == flavor.as_str())
         })
-        .filter_map(|flavor| flavor["spec"]["nodeLabels"][NODEPOOL_LABEL].as_str())
+        .filter_map(|flavor| flavor["spec"]["nodeLabels"][NODE_POOL_LABEL].as_str())
         .filter_map(|name| node_pools.iter().find(|p| p["name"] == name))
         .find(|pool| {
             pool["config"]["flexStart"] == true || pool["queuedProvisioning"]["enabled"] == true
         })?;
-    let declared = job["metadata"]["annotations"][dws::MAX_RUN_DURATION_ANNOTATION]
+    let declared = job["metadata"]["annotations"][MAX_RUN_DURATION_ANNOTATION]
         .as_str()
         .and_then(|s| s.parse().ok());
     let pool_max = pool["config"]["maxRunDuration"]
         .as_str()
-        .and_then(crate::model::gke::parse_duration_secs);
+        .and_then(|d| crate::vocab::duration::parse_whole_seconds(d).ok());
     let (after_seconds, limited_by) = dws::reclaimed_after(declared, pool_max);
     Some(Reclaim {
         node_pool: pool["name"].as_str().unwrap_or_default().to_string(),

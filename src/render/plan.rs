@@ -82,7 +82,7 @@ fn reclaim_text(reclaim: &crate::placement::dws::Reclaim) -> String {
     format!(
         "{} nodes are reclaimed {} after they are provisioned ({})",
         reclaim.node_pool,
-        crate::placement::dws::format_duration(reclaim.after_seconds),
+        crate::vocab::duration::format_seconds(reclaim.after_seconds),
         reclaim.limited_by.describe()
     )
 }

@@ -1,0 +1,8 @@
+//! Kubernetes, GKE and Kueue vocabulary shared by every layer, each rule written once: the
+//! duration grammar, RFC 3339 time, reading untyped objects (conditions, owners) and the
+//! well-known label, annotation and taint keys. Pure: no I/O, no clock reads.
+
+pub mod duration;
+pub mod labels;
+pub mod object;
+pub mod time;

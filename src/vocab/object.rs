@@ -1,0 +1,131 @@
+//! Reading untyped Kubernetes objects (`serde_json::Value`): metadata, `status.conditions` and
+//! `metadata.ownerReferences`, with Kubernetes' own rules written once.
+
+use serde_json::Value;
+
+/// `metadata.name`, empty when missing.
+pub fn name_of(object: &Value) -> &str {
+    object
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
+/// `metadata.namespace`; `None` for cluster-scoped objects.
+pub fn namespace_of(object: &Value) -> Option<&str> {
+    object
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+}
+
+/// `metadata.uid`, empty when missing (objects not yet created have none).
+pub fn uid_of(object: &Value) -> &str {
+    object
+        .pointer("/metadata/uid")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
+/// The entries of `status.conditions`, none when missing.
+pub fn conditions(object: &Value) -> impl Iterator<Item = &Value> {
+    object
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+}
+
+/// The condition of type `kind`. Types are unique in a conditions list; like Kubernetes'
+/// `meta.FindStatusCondition`, the first one wins should a writer repeat one.
+pub fn condition<'a>(object: &'a Value, kind: &str) -> Option<&'a Value> {
+    conditions(object).find(|c| c["type"] == kind)
+}
+
+/// Whether condition `kind` has status `True`; missing, `False` and `Unknown` are all false.
+pub fn condition_true(object: &Value, kind: &str) -> bool {
+    condition(object, kind).is_some_and(|c| c["status"] == "True")
+}
+
+/// The entries of `metadata.ownerReferences`, in order; none when missing.
+pub fn owners(object: &Value) -> impl Iterator<Item = &Value> {
+    object
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+}
+
+/// Whether one of `object`'s owners is the object with this uid.
+pub fn owned_by_uid(object: &Value, uid: &str) -> bool {
+    owners(object).any(|o| o["uid"] == uid)
+}
+
+/// The name of `object`'s first owner of kind `kind`.
+pub fn owner_name<'a>(object: &'a Value, kind: &str) -> Option<&'a str> {
+    owners(object).find(|o| o["kind"] == kind)?["name"].as_str()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn workload() -> Value {
+        json!({
+            "metadata": {"name": "w", "namespace": "ns", "uid": "u-1",
+                "ownerReferences": [{"kind": "RayJob", "name": "train", "uid": "job-uid"}]},
+            "status": {"conditions": [
+                {"type": "QuotaReserved", "status": "True"},
+                {"type": "Admitted", "status": "Unknown"},
+                {"type": "Finished"},
+            ]},
+        })
+    }
+
+    #[test]
+    fn metadata() {
+        let w = workload();
+        assert_eq!(
+            (name_of(&w), namespace_of(&w), uid_of(&w)),
+            ("w", Some("ns"), "u-1")
+        );
+        assert_eq!(
+            (
+                name_of(&json!({})),
+                namespace_of(&json!({})),
+                uid_of(&json!({}))
+            ),
+            ("", None, "")
+        );
+    }
+
+    #[test]
+    fn only_status_true_is_true() {
+        let w = workload();
+        assert!(condition_true(&w, "QuotaReserved"));
+        assert!(!condition_true(&w, "Admitted"));
+        assert!(
+            !condition_true(&w, "Finished"),
+            "a missing status is not True"
+        );
+        assert!(!condition_true(&w, "Evicted"));
+        assert!(!condition_true(&json!({"status": {}}), "Evicted"));
+    }
+
+    #[test]
+    fn the_first_condition_of_a_type_wins() {
+        let repeated = json!({"status": {"conditions": [
+            {"type": "Ready", "status": "False"}, {"type": "Ready", "status": "True"}]}});
+        assert!(!condition_true(&repeated, "Ready"));
+    }
+
+    #[test]
+    fn owner_references() {
+        let w = workload();
+        assert!(owned_by_uid(&w, "job-uid"));
+        assert!(!owned_by_uid(&w, "other"));
+        assert_eq!(owner_name(&w, "RayJob"), Some("train"));
+        assert_eq!(owner_name(&w, "Job"), None);
+        assert_eq!(owners(&json!({})).count(), 0);
+    }
+}
