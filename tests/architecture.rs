@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 /// Bottom first. A module may import modules of its own layer's predecessors only; within a
 /// layer, modules do not import each other.
 const LAYERS: &[&[&str]] = &[
+    &["vocab"],
     &["addr", "placement"],
     &["spec"],
     &["model"],
