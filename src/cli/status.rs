@@ -101,13 +101,9 @@ pub async fn run(args: &StatusArgs) -> anyhow::Result<Exit> {
     )
     .await?;
     let cluster_ref = &planned.plan.cluster;
-    let live_cluster = planned
-        .session
-        .gke
-        .get_cluster(cluster_ref)
-        .await
-        .map_err(|e| anyhow::anyhow!("reading cluster {}: {e}", cluster_ref.name()))?;
-    let applied_labels = live_cluster.as_ref().and_then(LabelRevision::from_cluster);
+    // The cluster as planning read it: status reads GKE once.
+    let live_cluster = planned.live.gke.cluster.as_ref();
+    let applied_labels = live_cluster.and_then(LabelRevision::from_cluster);
     let applied = match live_cluster {
         None => None,
         Some(_) => {
@@ -125,7 +121,9 @@ pub async fn run(args: &StatusArgs) -> anyhow::Result<Exit> {
         }
     };
     let kube = planned.kube();
-    let live = super::status_jobs::report(&planned.session, &planned.desired, kube.api()).await?;
+    let live =
+        super::status_jobs::report(&planned.session, &planned.desired, live_cluster, kube.api())
+            .await?;
     let status = build_status(
         cluster_ref.name(),
         planned.session.target,

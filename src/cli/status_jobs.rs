@@ -852,7 +852,27 @@ pub fn to_text(report: &LiveReport) -> String {
 
 /// Reads the live report for a connected session; `api` is the session's Kubernetes (used only
 /// when the cluster exists and has an endpoint).
+/// The live report from an observed cluster (`None`: it does not exist) and Kubernetes.
 pub async fn report(
+    session: &Session,
+    desired: &DesiredState,
+    cluster: Option<&Value>,
+    api: Option<&dyn KubeApi>,
+) -> anyhow::Result<LiveReport> {
+    let has_endpoint = cluster
+        .and_then(|c| c.get("endpoint"))
+        .and_then(Value::as_str)
+        .is_some_and(|e| !e.is_empty());
+    let simulated = session.kube.local().map(|k| Simulated {
+        state_dir: session.state_dir.as_ref().map(|d| d.display().to_string()),
+        kubernetes_state: k.state_file().display().to_string(),
+        settings: k.settings().describe(),
+    });
+    collect(desired, cluster, api.filter(|_| has_endpoint), simulated).await
+}
+
+/// [`report`] with the cluster read from GKE now.
+async fn report_now(
     session: &Session,
     desired: &DesiredState,
     api: Option<&dyn KubeApi>,
@@ -862,23 +882,7 @@ pub async fn report(
         .get_cluster(&desired.gke.cluster_ref)
         .await
         .map_err(|e| anyhow::anyhow!("reading the cluster from GKE: {e}"))?;
-    let has_endpoint = cluster
-        .as_ref()
-        .and_then(|c| c.get("endpoint"))
-        .and_then(Value::as_str)
-        .is_some_and(|e| !e.is_empty());
-    let simulated = session.kube.local().map(|k| Simulated {
-        state_dir: session.state_dir.as_ref().map(|d| d.display().to_string()),
-        kubernetes_state: k.state_file().display().to_string(),
-        settings: k.settings().describe(),
-    });
-    collect(
-        desired,
-        cluster.as_ref(),
-        api.filter(|_| has_endpoint),
-        simulated,
-    )
-    .await
+    report(session, desired, cluster.as_ref(), api).await
 }
 
 /// After an apply that submitted jobs: reads where they landed (waiting a little on a real
@@ -898,7 +902,7 @@ pub async fn print_after_apply(
     };
     let mut last = None;
     for attempt in 0..attempts {
-        match report(session, desired, api).await {
+        match report_now(session, desired, api).await {
             Ok(r) => {
                 let decided = r.jobs.iter().all(|j| {
                     unmanaged(j)

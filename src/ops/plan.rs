@@ -9,7 +9,7 @@ use crate::gitops::provenance::{SpecInput, provenance_now, spec_revision_of};
 use crate::kube::client::RealKube;
 use crate::kube::connect::from_cluster;
 use crate::model::DesiredState;
-use crate::model::live::KubeLive;
+use crate::model::live::{KubeLive, LiveState};
 use crate::observe::kube::{nothing_yet, observe_kube, observe_workloads};
 use crate::observe::observe_gke;
 use crate::plan::provenance::SpecRevision;
@@ -26,6 +26,8 @@ pub struct Planned {
     pub plan: Plan,
     /// The Kubernetes client derived from the cluster at plan time, when it existed.
     pub kube_client: Option<RealKube>,
+    /// What the plan was made from: the live cluster and Kubernetes objects, read once.
+    pub live: LiveState,
 }
 
 impl Planned {
@@ -121,6 +123,7 @@ pub async fn plan_valid(
         session,
         plan,
         kube_client,
+        live,
     })
 }
 
