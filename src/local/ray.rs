@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
+use super::controller::{Ctx, Outcome, Run};
 use super::nodes::{Demand, node_keys};
-use super::sim::{Ctx, Outcome, Run};
 use super::store::{Key, timestamp};
 use super::workload::{SIMULATED_ANNOTATION, SIMULATED_VALUE};
 use crate::placement::PendingWorkload;
