@@ -2,53 +2,49 @@
 //! `Active` condition, workload counts and `flavorsReservation` / `flavorsUsage`; and the status
 //! fields a LocalQueue shares with it.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
 use super::super::controller::Ctx;
 use super::super::store::{Key, Store, set_condition};
-use super::{
-    KUEUE, MANAGER, condition_true, cq_checks, cq_flavors, deleting, finished, name, reserving, sum,
-};
-use crate::placement::Quantity;
+use super::{KUEUE, MANAGER, condition_true, deleting, finished, reserving, sum};
+use crate::placement::{Cluster, Quantity, active};
 
-/// What every queue's status reads besides the queue: the Workloads, the flavors that exist
-/// and whether each AdmissionCheck is active.
+/// What every queue's status reads besides the queue: the Workloads, and the flavors, checks and
+/// configs the queues name, read as placement reads them.
 pub(super) struct QueueInputs {
     pub workloads: Vec<Value>,
-    pub flavors: BTreeSet<String>,
-    pub checks: BTreeMap<String, bool>,
+    pub kueue: Cluster,
 }
 
 impl QueueInputs {
     pub fn read(store: &Store) -> QueueInputs {
         let workloads: Vec<Value> = store.of_kind(KUEUE, "Workload").cloned().collect();
-        let flavors: BTreeSet<String> = store
-            .of_kind(KUEUE, "ResourceFlavor")
-            .map(|f| name(f).to_string())
-            .collect();
-        let checks: BTreeMap<String, bool> = store
-            .of_kind(KUEUE, "AdmissionCheck")
-            .map(|c| (name(c).to_string(), condition_true(c, "Active")))
-            .collect();
-        QueueInputs {
-            workloads,
-            flavors,
-            checks,
+        let mut kueue = Cluster::default();
+        for kind in [
+            "ResourceFlavor",
+            "AdmissionCheck",
+            "ProvisioningRequestConfig",
+        ] {
+            for o in store.of_kind(KUEUE, kind) {
+                let _ = kueue.add_object(o);
+            }
         }
+        QueueInputs { workloads, kueue }
     }
+}
+
+/// A Workload waiting for quota (and allowed to get it).
+pub(super) fn waiting(w: &Value) -> bool {
+    !reserving(w) && !finished(w) && w.pointer("/spec/active") != Some(&json!(false))
 }
 
 /// The status of these ClusterQueues: active or not, workload counts, flavor usage.
 pub(super) fn cluster_queues(ctx: &mut Ctx<'_>, keys: Vec<Key>, inputs: &QueueInputs) -> bool {
     let mut changed = false;
     let now = ctx.now;
-    let QueueInputs {
-        workloads,
-        flavors,
-        checks,
-    } = inputs;
+    let workloads = &inputs.workloads;
     // The ClusterQueue of each LocalQueue that holds a Workload.
     let mut cq_of_lq: BTreeMap<(String, String), Option<String>> = BTreeMap::new();
     for w in workloads {
@@ -71,7 +67,7 @@ pub(super) fn cluster_queues(ctx: &mut Ctx<'_>, keys: Vec<Key>, inputs: &QueueIn
         let Some(cq) = ctx.store.get(&key).cloned() else {
             continue;
         };
-        let (active, reason, message) = cq_state(&cq, flavors, checks);
+        let (active, reason, message) = cq_state(&cq, &inputs.kueue);
         let in_cq: Vec<&Value> = workloads
             .iter()
             .filter(|w| reserving(w))
@@ -81,16 +77,9 @@ pub(super) fn cluster_queues(ctx: &mut Ctx<'_>, keys: Vec<Key>, inputs: &QueueIn
                     == Some(key.name.as_str())
             })
             .collect();
-        let admitted: Vec<&Value> = in_cq
-            .iter()
-            .copied()
-            .filter(|w| condition_true(w, "Admitted"))
-            .collect();
         let pending = workloads
             .iter()
-            .filter(|w| {
-                !reserving(w) && !finished(w) && w.pointer("/spec/active") != Some(&json!(false))
-            })
+            .filter(|w| waiting(w))
             .filter(|w| {
                 let (ns, lq) = queue_of(w);
                 cq_of_lq
@@ -99,18 +88,7 @@ pub(super) fn cluster_queues(ctx: &mut Ctx<'_>, keys: Vec<Key>, inputs: &QueueIn
                     == Some(key.name.as_str())
             })
             .count();
-        let reservation = flavor_table(&cq, &in_cq, true);
-        let usage = flavor_table(&cq, &admitted, true);
-        let status = QueueStatus {
-            active,
-            reason,
-            message,
-            pending,
-            reserving: in_cq.len(),
-            admitted: admitted.len(),
-            reservation,
-            usage,
-        };
+        let status = QueueStatus::new((active, reason, message), &in_cq, pending, Some(&cq), true);
         changed |= ctx
             .store
             .update(&key, MANAGER, true, now, |o| status.write(o, now));
@@ -152,6 +130,39 @@ pub(super) struct QueueStatus {
 }
 
 impl QueueStatus {
+    /// The status of a queue holding `reserving` Workloads, with `pending` waiting, its usage
+    /// over the flavors of `cq` (none without a ClusterQueue).
+    pub fn new(
+        (active, reason, message): (bool, &'static str, String),
+        reserving: &[&Value],
+        pending: usize,
+        cq: Option<&Value>,
+        borrowed: bool,
+    ) -> QueueStatus {
+        let admitted: Vec<&Value> = reserving
+            .iter()
+            .copied()
+            .filter(|w| condition_true(w, "Admitted"))
+            .collect();
+        let (reservation, usage) = match cq {
+            Some(cq) => (
+                flavor_table(cq, reserving, borrowed),
+                flavor_table(cq, &admitted, borrowed),
+            ),
+            None => (json!([]), json!([])),
+        };
+        QueueStatus {
+            active,
+            reason,
+            message,
+            pending,
+            reserving: reserving.len(),
+            admitted: admitted.len(),
+            reservation,
+            usage,
+        }
+    }
+
     pub fn write(&self, queue: &mut Value, now: u64) {
         let active = if self.active { "True" } else { "False" };
         set_condition(queue, "Active", active, self.reason, &self.message, now);
@@ -203,55 +214,33 @@ fn queue_of(w: &Value) -> (&str, &str) {
     (ns, lq)
 }
 
-/// Whether a ClusterQueue can admit: `(active, reason, message)` as Kueue words them.
-pub(super) fn cq_state(
-    cq: &Value,
-    flavors: &BTreeSet<String>,
-    checks: &BTreeMap<String, bool>,
-) -> (bool, &'static str, String) {
-    let missing_flavors: Vec<String> = cq_flavors(cq)
-        .into_iter()
-        .filter(|f| !flavors.contains(f))
-        .collect();
-    let bad_checks: Vec<String> = cq_checks(cq)
-        .into_iter()
-        .filter(|c| checks.get(c) != Some(&true))
-        .collect();
-    let stopped = cq
-        .pointer("/spec/stopPolicy")
-        .and_then(Value::as_str)
-        .is_some_and(|p| p != "None");
+/// Whether a ClusterQueue can admit: `(active, reason, message)` as Kueue words them. Terminating
+/// first; else placement's rule ([`active::cluster_queue_inactive`]): stopped, missing flavors,
+/// missing checks, inactive checks, the condition's reason being the first that applies.
+pub(super) fn cq_state(cq: &Value, kueue: &Cluster) -> (bool, &'static str, String) {
     if deleting(cq) {
-        (
+        return (
             false,
             "Terminating",
             "Can't admit new workloads; clusterQueue is terminating".to_string(),
-        )
-    } else if stopped {
-        (
-            false,
-            "Stopped",
-            "Can't admit new workloads: the ClusterQueue is stopped".to_string(),
-        )
-    } else if !missing_flavors.is_empty() {
-        (
-            false,
-            "FlavorNotFound",
-            format!(
-                "Can't admit new workloads: references missing ResourceFlavor(s): {}.",
-                missing_flavors.join(", ")
-            ),
-        )
-    } else if !bad_checks.is_empty() {
-        (
-            false,
-            "AdmissionCheckInactive",
-            format!(
-                "Can't admit new workloads: references missing or inactive AdmissionCheck(s): {}.",
-                bad_checks.join(", ")
-            ),
-        )
-    } else {
-        (true, "Ready", "Can admit new workloads".to_string())
+        );
+    }
+    let mut one = Cluster::default();
+    let _ = one.add_object(cq);
+    let reasons = one
+        .cluster_queues
+        .first()
+        .map(|parsed| active::cluster_queue_inactive(kueue, parsed))
+        .unwrap_or_default();
+    match reasons.first() {
+        None => (true, "Ready", "Can admit new workloads".to_string()),
+        Some(first) => {
+            let messages: Vec<&str> = reasons.iter().map(|r| r.message.as_str()).collect();
+            (
+                false,
+                first.reason,
+                format!("Can't admit new workloads: {}.", messages.join(", ")),
+            )
+        }
     }
 }

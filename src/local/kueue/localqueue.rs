@@ -1,23 +1,19 @@
 //! Kueue's LocalQueue controller (`pkg/controller/core/localqueue_controller.go`): active when its
 //! ClusterQueue is, workload counts and flavor usage.
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::super::controller::Ctx;
 use super::super::store::Key;
-use super::clusterqueue::{QueueInputs, QueueStatus, cq_state, flavor_table};
-use super::{MANAGER, condition_true, finished, reserving};
+use super::clusterqueue::{QueueInputs, QueueStatus, cq_state, waiting};
+use super::{MANAGER, reserving};
 
 /// The status of these LocalQueues: active when their ClusterQueue is, workload counts and
 /// flavor usage.
 pub(super) fn local_queues(ctx: &mut Ctx<'_>, keys: Vec<Key>, inputs: &QueueInputs) -> bool {
     let mut changed = false;
     let now = ctx.now;
-    let QueueInputs {
-        workloads,
-        flavors,
-        checks,
-    } = inputs;
+    let workloads = &inputs.workloads;
     for key in keys {
         let Some(lq) = ctx.store.get(&key) else {
             continue;
@@ -42,7 +38,7 @@ pub(super) fn local_queues(ctx: &mut Ctx<'_>, keys: Vec<Key>, inputs: &QueueInpu
                 "ClusterQueueDoesNotExist",
                 "Can't submit new workloads to clusterQueue".to_string(),
             ),
-            Some(cq) if cq_state(cq, flavors, checks).0 => (
+            Some(cq) if cq_state(cq, &inputs.kueue).0 => (
                 true,
                 "Ready",
                 "Can submit new workloads to localQueue".to_string(),
@@ -61,34 +57,14 @@ pub(super) fn local_queues(ctx: &mut Ctx<'_>, keys: Vec<Key>, inputs: &QueueInpu
             })
             .collect();
         let in_lq: Vec<&Value> = mine.iter().copied().filter(|w| reserving(w)).collect();
-        let admitted: Vec<&Value> = in_lq
-            .iter()
-            .copied()
-            .filter(|w| condition_true(w, "Admitted"))
-            .collect();
-        let pending = mine
-            .iter()
-            .filter(|w| {
-                !reserving(w) && !finished(w) && w.pointer("/spec/active") != Some(&json!(false))
-            })
-            .count();
-        let (reservation, usage) = match &cq {
-            Some(cq) => (
-                flavor_table(cq, &in_lq, false),
-                flavor_table(cq, &admitted, false),
-            ),
-            None => (json!([]), json!([])),
-        };
-        let status = QueueStatus {
-            active,
-            reason,
-            message,
+        let pending = mine.iter().filter(|w| waiting(w)).count();
+        let status = QueueStatus::new(
+            (active, reason, message),
+            &in_lq,
             pending,
-            reserving: in_lq.len(),
-            admitted: admitted.len(),
-            reservation,
-            usage,
-        };
+            cq.as_ref(),
+            false,
+        );
         changed |= ctx
             .store
             .update(&key, MANAGER, true, now, |o| status.write(o, now));

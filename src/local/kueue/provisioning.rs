@@ -5,8 +5,6 @@
 //! with Kueue's backoff (60 s doubling, `retryStrategy`) and the check rejected after
 //! `backoffLimitCount` retries, which deactivates the Workload.
 
-use std::collections::BTreeSet;
-
 use serde_json::{Value, json};
 
 use super::super::controller::Ctx;
@@ -18,19 +16,22 @@ use super::{
     CLASS_ANNOTATION, CONSUME_ANNOTATION, KUEUE, MANAGER, PROVISIONING_CONTROLLER, PROVREQ_PREFIX,
     condition_true, deleting, name, reserving, uid, workload_keys,
 };
-use crate::placement::PendingWorkload;
+use crate::placement::{Cluster, PendingWorkload, active};
 
 /// The provisioning controller's AdmissionCheck status: active when its parameters resolve
 /// (`admissioncheck_reconciler.go`).
 pub(super) fn admission_check_status(ctx: &mut Ctx<'_>) -> bool {
     let mut changed = false;
     let now = ctx.now;
-    let configs: BTreeSet<String> = ctx
+    // The configs that exist (not being deleted) and the checks, read as placement reads them.
+    let mut cluster = Cluster::default();
+    for o in ctx
         .store
         .of_kind(KUEUE, "ProvisioningRequestConfig")
         .filter(|o| !deleting(o))
-        .map(|o| name(o).to_string())
-        .collect();
+    {
+        let _ = cluster.add_object(o);
+    }
     for key in ctx.store.keys_of_kind(KUEUE, "AdmissionCheck") {
         let Some(ac) = ctx.store.get(&key) else {
             continue;
@@ -40,11 +41,12 @@ pub(super) fn admission_check_status(ctx: &mut Ctx<'_>) -> bool {
         {
             continue;
         }
-        let params = ac.pointer("/spec/parameters");
-        let ok = params.is_some_and(|p| {
-            p["kind"] == "ProvisioningRequestConfig"
-                && p["name"].as_str().is_some_and(|n| configs.contains(n))
-        });
+        let mut one = Cluster::default();
+        let _ = one.add_object(ac);
+        let ok = one
+            .admission_checks
+            .first()
+            .is_some_and(|check| active::parameters_resolve(&cluster, check));
         changed |= ctx.store.update(&key, MANAGER, true, now, |o| {
             if ok {
                 set_condition(o, "Active", "True", "Active", "The admission check is active", now);

@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use super::super::controller::Ctx;
 use super::super::store::{Key, remove_condition, set_condition, timestamp};
 use super::{KUEUE, MANAGER, deleting, finished, parse_time, reserving, sum};
+use crate::placement::objects::KUEUE_KINDS;
 use crate::placement::{Cluster, PendingWorkload, PlacementState, predict};
 
 /// The scheduler: gkq's placement prediction over the live cluster decides.
@@ -23,17 +24,9 @@ pub(super) fn schedule(ctx: &mut Ctx<'_>) -> bool {
         return false;
     }
     let mut cluster = Cluster::default();
-    for (group, kind) in [
-        (KUEUE, "ClusterQueue"),
-        (KUEUE, "Cohort"),
-        (KUEUE, "ResourceFlavor"),
-        (KUEUE, "LocalQueue"),
-        (KUEUE, "AdmissionCheck"),
-        (KUEUE, "ProvisioningRequestConfig"),
-        (KUEUE, "WorkloadPriorityClass"),
-        ("scheduling.k8s.io", "PriorityClass"),
-        ("", "Namespace"),
-    ] {
+    let kueue_kinds = KUEUE_KINDS.iter().map(|kind| (KUEUE, *kind));
+    let others = [("scheduling.k8s.io", "PriorityClass"), ("", "Namespace")];
+    for (group, kind) in kueue_kinds.chain(others) {
         for o in ctx.store.of_kind(group, kind) {
             let queue_like = matches!(kind, "ClusterQueue" | "LocalQueue" | "Cohort");
             if queue_like && deleting(o) {
