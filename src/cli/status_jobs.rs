@@ -268,15 +268,7 @@ fn predictions(
     observed: &Observed,
     spec_uids: &[String],
 ) -> Vec<Placement> {
-    let queue_kinds = [
-        "ClusterQueue",
-        "Cohort",
-        "ResourceFlavor",
-        "LocalQueue",
-        "AdmissionCheck",
-        "ProvisioningRequestConfig",
-        "WorkloadPriorityClass",
-    ];
+    let queue_kinds = crate::placement::objects::KUEUE_KINDS;
     let live_queues = !observed.kind("ClusterQueue").is_empty();
     let mut cluster = Cluster::default();
     if live_queues {

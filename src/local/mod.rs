@@ -24,9 +24,12 @@
 //!
 //! The modules: [`store`] (API server semantics: discovery, server-side apply, defaults,
 //! finalizers, garbage collection), [`schema`] (CRD defaults and strict field validation),
-//! [`sim`] (the clock and the controller loop), [`kueue`], [`ray`], [`nodes`] (GKE: autoscaler
+//! [`sim`] (the clock and the controller loop), [`controller`] (what every controller works
+//! with), [`kueue`], [`ray`], [`nodes`] and [`autoscaler`] (GKE: node pools, the autoscaler
 //! and ProvisioningRequests), [`workload`] (Kueue's Workload for a RayJob).
 
+pub mod autoscaler;
+pub mod controller;
 pub mod kueue;
 pub mod nodes;
 pub mod ray;
@@ -48,8 +51,8 @@ use crate::gke::GkeApi;
 use crate::kube::{ApplyOptions, KubeApi, KubeError, KubeResult, MANAGER, ResourceInfo};
 use crate::model::KueueInstall;
 use crate::vocab::duration::{format_ms, parse_millis};
+use controller::{Provisioning, SimSettings, SimState};
 use nodes::PoolInfo;
-use sim::{Provisioning, SimSettings, SimState};
 use store::{Key, Store};
 
 /// The file a cluster's local Kubernetes state is kept in, under its directory

@@ -10,11 +10,12 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
+use super::controller::{Ctx, Outcome, Run};
 use super::nodes::{Demand, node_keys};
-use super::sim::{Ctx, Outcome, Run};
 use super::store::{Key, timestamp};
 use super::workload::{SIMULATED_ANNOTATION, SIMULATED_VALUE};
 use crate::placement::PendingWorkload;
+use crate::placement::capacity::flavor_pools;
 use crate::vocab::labels::{MAX_RUN_DURATION_ANNOTATION, NODE_POOL_LABEL};
 use crate::vocab::object::uid_of;
 
@@ -179,10 +180,10 @@ pub fn reconcile(ctx: &mut Ctx<'_>) -> Outcome {
     Outcome { changed }
 }
 
-/// The pool a podset's pods go to: its flavor's `cloud.google.com/gke-nodepool`, else the pod
+/// The pool a podset's pods go to: its flavor's node pool ([`flavor_pools`]), else the pod
 /// template's own node selector.
 fn pool_of(
-    ctx: &Ctx<'_>,
+    flavor_pools: &BTreeMap<String, String>,
     flavors: Option<&Value>,
     template_selector: Option<&str>,
 ) -> Option<String> {
@@ -191,19 +192,7 @@ fn pool_of(
         .into_iter()
         .flatten()
         .filter_map(|(_, f)| f.as_str())
-        .find_map(|f| {
-            ctx.store
-                .get(&Key::new(
-                    "kueue.x-k8s.io/v1beta2",
-                    "ResourceFlavor",
-                    None,
-                    f,
-                ))
-                .and_then(|rf| rf.pointer("/spec/nodeLabels"))
-                .and_then(|l| l.get(NODE_POOL_LABEL))
-                .and_then(Value::as_str)
-                .map(str::to_string)
-        });
+        .find_map(|f| flavor_pools.get(f).cloned());
     from_flavor.or_else(|| template_selector.map(str::to_string))
 }
 
@@ -219,6 +208,7 @@ pub fn demand(ctx: &Ctx<'_>) -> Demand {
     runs.sort_by_key(|(u, r)| (r.scheduled_ms.is_none(), r.admitted_ms, (*u).clone()));
     let mut out = Demand::new();
     let owned = super::workload::by_owner(ctx.store.of_kind("kueue.x-k8s.io", "Workload"));
+    let flavor_pools = flavor_pools(ctx.store.of_kind("kueue.x-k8s.io", "ResourceFlavor"));
     for (job_uid, run) in runs {
         let Some(job) = ctx.store.get(&Key::new(
             "ray.io/v1",
@@ -245,7 +235,7 @@ pub fn demand(ctx: &Ctx<'_>) -> Demand {
                 .node_selector
                 .get(NODE_POOL_LABEL)
                 .map(String::as_str);
-            let Some(pool) = pool_of(ctx, flavors, selector) else {
+            let Some(pool) = pool_of(&flavor_pools, flavors, selector) else {
                 continue;
             };
             per_pool

@@ -14,192 +14,14 @@
 //!   shows), the ProvisioningRequest admission check, job suspension, finalizers, queue status;
 //! - KubeRay ([`super::ray`]): RayJob status Suspended -> Initializing -> Running -> Complete,
 //!   the RayCluster, the finalizer;
-//! - GKE ([`super::nodes`]): the cluster autoscaler and DWS provisioning.
+//! - GKE ([`super::autoscaler`]): the cluster autoscaler and DWS provisioning.
 
-use std::collections::BTreeMap;
-
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::nodes::{PoolInfo, ProvisioningOutcome, ProvisioningPlan, StartingNodes};
-use super::store::{Key, Store, timestamp};
+use super::controller::{Ctx, Outcome, SimSettings, SimState};
+use super::nodes::{PoolInfo, ProvisioningOutcome};
+use super::store::{Key, Store, child_map, set_condition};
 use crate::vocab::object::condition_true;
-
-/// How the simulation behaves (from `GKQ_LOCAL_*`; see [`super::Settings::from_env`]).
-#[derive(Debug, Clone, PartialEq)]
-pub struct SimSettings {
-    pub provisioning: Provisioning,
-    /// How long a job runs when it declares no duration.
-    pub run_ms: u64,
-    /// How long new nodes take to become ready.
-    pub node_startup_ms: u64,
-    /// From nodes ready to the Ray job running (image pull, Ray start).
-    pub ray_startup_ms: u64,
-    /// How long the autoscaler waits before removing unneeded nodes.
-    pub scale_down_ms: u64,
-}
-
-impl Default for SimSettings {
-    fn default() -> Self {
-        SimSettings {
-            provisioning: Provisioning::After(20_000),
-            run_ms: 120_000,
-            node_startup_ms: 60_000,
-            ray_startup_ms: 20_000,
-            scale_down_ms: 600_000,
-        }
-    }
-}
-
-/// What the simulated GKE does with a ProvisioningRequest (`GKQ_LOCAL_PROVISIONING`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Provisioning {
-    /// Provisioned this long after it is requested (`after:20s`).
-    After(u64),
-    /// Stays pending (`never`).
-    Never,
-    /// Fails this long after it is requested (`fail`, `fail:30s`).
-    Fail(u64),
-}
-
-impl Provisioning {
-    pub fn plan(self) -> (ProvisioningOutcome, u64) {
-        match self {
-            Provisioning::After(ms) => (ProvisioningOutcome::Provisioned, ms),
-            Provisioning::Never => (ProvisioningOutcome::Never, 0),
-            Provisioning::Fail(ms) => (ProvisioningOutcome::Failed, ms),
-        }
-    }
-}
-
-/// One RayJob run: when it was admitted, scheduled on nodes, running and finished (simulated
-/// milliseconds).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Run {
-    pub namespace: String,
-    pub name: String,
-    pub admitted_ms: u64,
-    #[serde(default)]
-    pub scheduled_ms: Option<u64>,
-    pub runtime_ms: u64,
-    /// Why the pods are not running yet, when they are not.
-    #[serde(default)]
-    pub waiting: Option<String>,
-}
-
-impl Run {
-    pub fn running_ms(&self, ray_startup_ms: u64) -> Option<u64> {
-        self.scheduled_ms.map(|s| s + ray_startup_ms)
-    }
-
-    pub fn finished_ms(&self, ray_startup_ms: u64) -> Option<u64> {
-        self.running_ms(ray_startup_ms).map(|r| r + self.runtime_ms)
-    }
-}
-
-/// What the simulation remembers besides the objects.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SimState {
-    /// The simulated time the world was last brought to.
-    #[serde(default)]
-    pub reconciled_ms: u64,
-    /// ProvisioningRequests GKE has seen (`namespace/name`): when and how each resolves.
-    #[serde(default)]
-    pub provisioning: BTreeMap<String, ProvisioningPlan>,
-    /// Job runs by RayJob uid.
-    #[serde(default)]
-    pub runs: BTreeMap<String, Run>,
-    #[serde(default)]
-    pub starting: Vec<StartingNodes>,
-    /// Since when each pool has had more nodes than it needs.
-    #[serde(default)]
-    pub low_since: BTreeMap<String, u64>,
-    /// ProvisioningRequest attempts per Workload uid.
-    #[serde(default)]
-    pub attempts: BTreeMap<String, u32>,
-    #[serde(default)]
-    pub node_seq: u64,
-    /// Kueue objects changed since Kueue's controllers last ran (not kept on disk: after a
-    /// restart every object is looked at once).
-    #[serde(skip)]
-    pub kueue_changes: super::store::Changes,
-    /// The node pools the controllers last settled with, when they reached a state where
-    /// nothing more changes (not kept on disk: a new process settles once).
-    #[serde(skip)]
-    pub settled_with: Option<Vec<PoolInfo>>,
-}
-
-/// Everything a controller step may read and change.
-pub struct Ctx<'a> {
-    pub store: &'a mut Store,
-    pub sim: &'a mut SimState,
-    pub settings: &'a SimSettings,
-    pub pools: &'a [PoolInfo],
-    pub cluster: &'a str,
-    pub now: u64,
-}
-
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Outcome {
-    pub changed: bool,
-}
-
-/// Sets `status.conditions[type]`, keeping `lastTransitionTime` when the status does not change.
-pub fn set_condition(
-    object: &mut Value,
-    kind: &str,
-    status: &str,
-    reason: &str,
-    message: &str,
-    now: u64,
-) {
-    if !object["status"].is_object() {
-        object["status"] = json!({});
-    }
-    if !object["status"]["conditions"].is_array() {
-        object["status"]["conditions"] = json!([]);
-    }
-    let Some(conditions) = object["status"]["conditions"].as_array_mut() else {
-        return;
-    };
-    let time = match conditions.iter().find(|c| c["type"] == kind) {
-        Some(c) if c["status"] == status => c["lastTransitionTime"].clone(),
-        _ => json!(timestamp(now)),
-    };
-    let condition = json!({"type": kind, "status": status, "reason": reason,
-        "message": message, "lastTransitionTime": time});
-    match conditions.iter_mut().find(|c| c["type"] == kind) {
-        Some(c) => *c = condition,
-        None => conditions.push(condition),
-    }
-}
-
-/// `value[key]` as a map, created when absent or null; `None` when `value` is not a map or the
-/// key holds something else (the simulation never panics on an odd object).
-pub fn child_map<'a>(
-    value: &'a mut Value,
-    key: &str,
-) -> Option<&'a mut serde_json::Map<String, Value>> {
-    let child = value
-        .as_object_mut()?
-        .entry(key)
-        .or_insert_with(|| json!({}));
-    if child.is_null() {
-        *child = json!({});
-    }
-    child.as_object_mut()
-}
-
-pub fn remove_condition(object: &mut Value, kind: &str) {
-    if let Some(conditions) = object
-        .pointer_mut("/status/conditions")
-        .and_then(Value::as_array_mut)
-    {
-        conditions.retain(|c| c["type"] != kind);
-    }
-}
 
 /// Whether Kueue's manager is installed and available (its webhooks and controllers run).
 pub fn kueue_running(store: &Store) -> bool {
@@ -342,9 +164,9 @@ fn step(ctx: &mut Ctx<'_>) -> bool {
         changed |= super::kueue::reconcile(ctx).changed;
     }
     changed |= super::ray::reconcile(ctx).changed;
-    changed |= super::nodes::provision(ctx).changed;
+    changed |= super::autoscaler::provision(ctx).changed;
     let demand = super::ray::demand(ctx);
-    changed |= super::nodes::autoscale(ctx, &demand).changed;
+    changed |= super::autoscaler::autoscale(ctx, &demand).changed;
     changed |= super::ray::schedule(ctx, &demand).changed;
     changed
 }

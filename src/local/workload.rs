@@ -1,17 +1,14 @@
 //! The Workload object Kueue's RayJob integration creates for a job (simulated): its name,
 //! owner, queue, priority and podsets with their pod templates, as Kueue v0.19.2 builds them
-//! (`pkg/controller/jobs/rayjob`, docs/kueue.md 1c): `head` (plus the autoscaler container with
-//! in-tree autoscaling, the submitter container in SidecarMode, the Redis cleanup requests with
-//! GCS fault tolerance), one podset per worker group with `replicas × numOfHosts` pods, and the
-//! `submitter` podset in K8sJobMode.
+//! (`pkg/controller/jobs/rayjob`, docs/kueue.md 1c). The podsets and KubeRay's defaults in them
+//! are placement's ([`ray_job_pod_set_templates`]), the same ones `plan` predicts with.
 
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::store::Key;
-use crate::placement::Quantity;
-use crate::vocab::labels::{ELASTIC_JOB_ANNOTATION, QUEUE_NAME_LABEL, RAY_FT_ENABLED_ANNOTATION};
-use crate::vocab::object::{owned_by_uid, owners};
+use crate::placement::podsets::ray_job_pod_set_templates;
+use crate::vocab::labels::{ELASTIC_JOB_ANNOTATION, QUEUE_NAME_LABEL};
 
 pub const KUEUE_FINALIZER: &str = "kueue.x-k8s.io/resource-in-use";
 pub const JOB_UID_LABEL: &str = "kueue.x-k8s.io/job-uid";
@@ -27,89 +24,6 @@ pub fn workload_name(kind: &str, job: &str, uid: &str) -> String {
     let mut prefix = format!("{}-{job}", kind.to_lowercase());
     prefix.truncate(252 - 6);
     format!("{prefix}-{}", &hash[..5])
-}
-
-fn quantity_max(a: &Value, b: &str) -> Value {
-    match (Quantity::from_json(a), Quantity::parse(b)) {
-        (Ok(x), Ok(y)) if y > x => json!(b),
-        _ => a.clone(),
-    }
-}
-
-fn submitter_container(image: &Value) -> Value {
-    json!({"name": "ray-job-submitter", "image": image,
-        "resources": {"requests": {"cpu": "500m", "memory": "200Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}}})
-}
-
-/// The podsets of a stored RayJob (defaults applied), as Kueue builds them.
-pub fn ray_job_pod_sets(job: &Value) -> Vec<Value> {
-    let spec = &job["spec"];
-    let cluster = &spec["rayClusterSpec"];
-    let annotations = &job["metadata"]["annotations"];
-    let mut head = cluster
-        .pointer("/headGroupSpec/template")
-        .cloned()
-        .unwrap_or_else(|| json!({"spec": {"containers": []}}));
-    let image = head
-        .pointer("/spec/containers/0/image")
-        .cloned()
-        .unwrap_or(Value::Null);
-    let ft = annotations[RAY_FT_ENABLED_ANNOTATION]
-        .as_str()
-        .is_some_and(|v| v.eq_ignore_ascii_case("true"))
-        || cluster.get("gcsFaultToleranceOptions").is_some();
-    if ft
-        && let Some(requests) = head
-            .pointer_mut("/spec/containers/0/resources/requests")
-            .and_then(Value::as_object_mut)
-    {
-        for (name, minimum) in [("cpu", "200m"), ("memory", "256Mi")] {
-            let merged = match requests.get(name) {
-                Some(v) => quantity_max(v, minimum),
-                None => json!(minimum),
-            };
-            requests.insert(name.to_string(), merged);
-        }
-    }
-    let containers = head
-        .pointer_mut("/spec/containers")
-        .and_then(Value::as_array_mut);
-    if let Some(containers) = containers {
-        if cluster["enableInTreeAutoscaling"] == true {
-            let resources = cluster
-                .pointer("/autoscalerOptions/resources")
-                .cloned()
-                .unwrap_or_else(|| {
-                    json!({"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"cpu": "500m", "memory": "512Mi"}})
-                });
-            containers.push(json!({"name": "autoscaler", "image": image, "resources": resources}));
-        }
-        if spec["submissionMode"] == "SidecarMode" {
-            containers.push(submitter_container(&image));
-        }
-    }
-    let mut pod_sets = vec![json!({"name": "head", "count": 1, "template": head})];
-    for group in cluster["workerGroupSpecs"].as_array().into_iter().flatten() {
-        let replicas = group["replicas"].as_i64().unwrap_or(0);
-        let hosts = group["numOfHosts"].as_i64().unwrap_or(1);
-        let count = if hosts > 1 {
-            replicas * hosts
-        } else {
-            replicas
-        };
-        pod_sets.push(json!({
-            "name": group["groupName"].as_str().unwrap_or_default().to_lowercase(),
-            "count": count,
-            "template": group.get("template").cloned().unwrap_or_else(|| json!({})),
-        }));
-    }
-    if spec["submissionMode"].as_str().unwrap_or("K8sJobMode") == "K8sJobMode" {
-        let template = spec.get("submitterPodTemplate").cloned().unwrap_or_else(|| {
-            json!({"spec": {"restartPolicy": "Never", "containers": [submitter_container(&image)]}})
-        });
-        pod_sets.push(json!({"name": "submitter", "count": 1, "template": template}));
-    }
-    pod_sets
 }
 
 /// The Workload Kueue creates for a RayJob (status empty: the scheduler fills it in).
@@ -140,7 +54,7 @@ pub fn for_ray_job(job: &Value, priority: i32) -> Value {
             "active": true,
             "queueName": queue,
             "priority": priority,
-            "podSets": ray_job_pod_sets(job),
+            "podSets": ray_job_pod_set_templates(job),
         },
     })
 }
@@ -152,7 +66,12 @@ pub fn by_owner<'a>(
 ) -> std::collections::HashMap<String, Key> {
     let mut out = std::collections::HashMap::new();
     for w in workloads {
-        for r in owners(w) {
+        for r in w
+            .pointer("/metadata/ownerReferences")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
             if let Some(uid) = r["uid"].as_str() {
                 out.entry(uid.to_string()).or_insert_with(|| Key::of(w));
             }
@@ -161,8 +80,15 @@ pub fn by_owner<'a>(
     out
 }
 
-pub fn owned_by<'a>(mut workloads: impl Iterator<Item = &'a Value>, uid: &str) -> Option<Key> {
-    workloads.find(|w| owned_by_uid(w, uid)).map(Key::of)
+pub fn owned_by<'a>(workloads: impl Iterator<Item = &'a Value>, uid: &str) -> Option<Key> {
+    workloads
+        .filter(|w| {
+            w.pointer("/metadata/ownerReferences")
+                .and_then(Value::as_array)
+                .is_some_and(|refs| refs.iter().any(|r| r["uid"] == uid))
+        })
+        .map(Key::of)
+        .next()
 }
 
 #[cfg(test)]

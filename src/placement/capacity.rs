@@ -13,6 +13,10 @@
 //! Capacity is raw machine capacity: the allocatable share is lower (kubelet and system
 //! reservations), so a quota equal to raw capacity is already slightly optimistic.
 
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
 use super::amount::{Amount, CPU, MEMORY, format_amount};
 use super::objects::{Cluster, ResourceFlavor};
 use super::quantity::Quantity;
@@ -117,6 +121,22 @@ pub fn flavor_quotas(cluster: &Cluster) -> Vec<FlavorQuota> {
 /// The node pool a flavor selects through `cloud.google.com/gke-nodepool`, if it does.
 pub fn node_pool_of(flavor: &ResourceFlavor) -> Option<&str> {
     flavor.node_labels.get(NODE_POOL_LABEL).map(String::as_str)
+}
+
+/// Flavor -> node pool ([`node_pool_of`]) for the ResourceFlavor objects among `objects`.
+pub fn flavor_pools<'a>(objects: impl IntoIterator<Item = &'a Value>) -> BTreeMap<String, String> {
+    let mut cluster = Cluster::default();
+    for object in objects
+        .into_iter()
+        .filter(|o| o["kind"] == "ResourceFlavor")
+    {
+        let _ = cluster.add_object(object);
+    }
+    cluster
+        .resource_flavors
+        .iter()
+        .filter_map(|f| Some((f.name.clone(), node_pool_of(f)?.to_string())))
+        .collect()
 }
 
 /// What a comparison found.

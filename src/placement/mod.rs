@@ -56,6 +56,7 @@
 //!   Kueue's pending message may name another podset after resumed scans (docs/kueue.md §3.1), so
 //!   gkq reports the message of the last full scan.
 
+pub mod active;
 pub mod amount;
 mod assign;
 pub mod capacity;

@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use super::active;
 use super::amount::{Amount, PODS, request_value};
 use super::objects::{
     Cluster, ClusterQueue, FlavorFungibility, PROVISIONING_REQUEST_CONTROLLER, PreemptionPolicy,
@@ -352,7 +353,6 @@ impl<'c> Model<'c> {
         let mut group_of = vec![None; self.quota_resources];
         let mut all_flavors = Vec::new();
         let mut quota_order = Vec::new();
-        let mut missing_flavors = Vec::new();
         for (g, group) in cq.resource_groups.iter().enumerate() {
             let covered: Vec<ResId> = group
                 .covered_resources
@@ -367,9 +367,6 @@ impl<'c> Model<'c> {
                 let Some(f) = self.flavors.get(&flavor.flavor) else {
                     continue;
                 };
-                if self.flavor_defs[f].is_none() && !missing_flavors.contains(&flavor.flavor) {
-                    missing_flavors.push(flavor.flavor.clone());
-                }
                 flavors.push(f);
                 all_flavors.push(f);
                 for quota in &flavor.resources {
@@ -382,37 +379,15 @@ impl<'c> Model<'c> {
         }
 
         let mut checks = Vec::new();
-        let mut missing_checks = Vec::new();
-        let mut inactive_checks = Vec::new();
         for rule in &cq.admission_checks {
-            let mut provisioning = None;
-            match self
+            let provisioning = self
                 .cluster
                 .admission_checks
                 .iter()
                 .find(|ac| ac.name == rule.name)
-            {
-                None => missing_checks.push(rule.name.clone()),
-                Some(ac) => {
-                    let config = ac
-                        .parameters
-                        .as_ref()
-                        .filter(|(kind, _)| kind == "ProvisioningRequestConfig")
-                        .and_then(|(_, name)| self.cluster.provisioning_request_configs.get(name));
-                    let provisioning_check = ac.controller_name == PROVISIONING_REQUEST_CONTROLLER;
-                    // Without a live status: a provisioning check is active only when its
-                    // parameters resolve to a ProvisioningRequestConfig.
-                    let active = ac
-                        .active_condition
-                        .unwrap_or(!provisioning_check || config.is_some());
-                    if !active {
-                        inactive_checks.push(rule.name.clone());
-                    }
-                    if provisioning_check {
-                        provisioning = config.cloned();
-                    }
-                }
-            }
+                .filter(|ac| ac.controller_name == PROVISIONING_REQUEST_CONTROLLER)
+                .and_then(|ac| active::provisioning_config(self.cluster, ac))
+                .cloned();
             let flavors = if rule.on_flavors.is_empty() {
                 all_flavors.clone()
             } else {
@@ -428,28 +403,10 @@ impl<'c> Model<'c> {
             });
         }
 
-        let mut reasons = Vec::new();
-        if cq.stop_policy != "None" && !cq.stop_policy.is_empty() {
-            reasons.push("is stopped".to_string());
-        }
-        if !missing_flavors.is_empty() {
-            reasons.push(format!(
-                "references missing ResourceFlavor(s): {}",
-                missing_flavors.join(",")
-            ));
-        }
-        if !missing_checks.is_empty() {
-            reasons.push(format!(
-                "references missing AdmissionCheck(s): {}",
-                missing_checks.join(",")
-            ));
-        }
-        if !inactive_checks.is_empty() {
-            reasons.push(format!(
-                "references inactive AdmissionCheck(s): {}",
-                inactive_checks.join(",")
-            ));
-        }
+        let mut reasons: Vec<String> = active::cluster_queue_inactive(self.cluster, cq)
+            .into_iter()
+            .map(|r| r.message)
+            .collect();
         if let Some(cohort) = &cq.cohort
             && self.cohort_in_cycle(cohort, cyclic)
         {

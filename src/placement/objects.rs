@@ -20,6 +20,21 @@ use super::time::Timestamp;
 /// The controller name of Kueue's ProvisioningRequest (DWS) admission checks.
 pub const PROVISIONING_REQUEST_CONTROLLER: &str = "kueue.x-k8s.io/provisioning-request";
 
+/// Kueue's API group.
+pub const KUEUE_GROUP: &str = "kueue.x-k8s.io";
+
+/// The kinds of Kueue's world placement reads besides Workloads (all in [`KUEUE_GROUP`]): the
+/// one list of them, for whoever gathers the objects a prediction needs.
+pub const KUEUE_KINDS: [&str; 7] = [
+    "ClusterQueue",
+    "Cohort",
+    "ResourceFlavor",
+    "LocalQueue",
+    "AdmissionCheck",
+    "ProvisioningRequestConfig",
+    "WorkloadPriorityClass",
+];
+
 /// Quota of one resource in one flavor.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ResourceQuota {

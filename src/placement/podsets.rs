@@ -176,24 +176,17 @@ fn resources_of(
 
 /// KubeRay's autoscaler sidecar when `autoscalerOptions.resources` is not set.
 fn default_autoscaler_resources() -> Container {
-    let (requests, limits) = resources_of(
-        &[("cpu", "500m"), ("memory", "512Mi")],
-        &[("cpu", "500m"), ("memory", "512Mi")],
-    );
-    Container {
-        requests,
-        limits,
-        restart_always: false,
-    }
+    container_of(AUTOSCALER_RESOURCES)
 }
 
 /// KubeRay's default submitter resources (used for the K8sJobMode submitter pod and the
 /// SidecarMode submitter container).
 fn default_submitter_resources() -> Container {
-    let (requests, limits) = resources_of(
-        &[("cpu", "500m"), ("memory", "200Mi")],
-        &[("cpu", "1"), ("memory", "1Gi")],
-    );
+    container_of(SUBMITTER_RESOURCES)
+}
+
+fn container_of((requests, limits): Resources) -> Container {
+    let (requests, limits) = resources_of(requests, limits);
     Container {
         requests,
         limits,
@@ -204,7 +197,130 @@ fn default_submitter_resources() -> Container {
 /// KubeRay's Redis cleanup job requests, max-merged into the head Ray container when GCS
 /// fault tolerance is on.
 fn redis_cleanup_requests() -> BTreeMap<String, Quantity> {
-    resources_of(&[("cpu", "200m"), ("memory", "256Mi")], &[]).0
+    resources_of(REDIS_CLEANUP_REQUESTS, &[]).0
+}
+
+/// A container's `(requests, limits)`.
+type Resources = (
+    &'static [(&'static str, &'static str)],
+    &'static [(&'static str, &'static str)],
+);
+
+/// KubeRay's autoscaler sidecar when `autoscalerOptions.resources` is not set.
+const AUTOSCALER_RESOURCES: Resources = (
+    &[("cpu", "500m"), ("memory", "512Mi")],
+    &[("cpu", "500m"), ("memory", "512Mi")],
+);
+
+/// KubeRay's default submitter resources (the K8sJobMode submitter pod and the SidecarMode
+/// submitter container).
+const SUBMITTER_RESOURCES: Resources = (
+    &[("cpu", "500m"), ("memory", "200Mi")],
+    &[("cpu", "1"), ("memory", "1Gi")],
+);
+
+/// KubeRay's Redis cleanup job requests, max-merged into the head Ray container when GCS fault
+/// tolerance is on.
+const REDIS_CLEANUP_REQUESTS: &[(&str, &str)] = &[("cpu", "200m"), ("memory", "256Mi")];
+
+/// GCS fault tolerance: the `ray.io/ft-enabled` annotation or `gcsFaultToleranceOptions`.
+fn gcs_fault_tolerance(annotation: Option<&str>, has_options: bool) -> bool {
+    annotation.is_some_and(|v| v.eq_ignore_ascii_case("true")) || has_options
+}
+
+/// The pods of a worker group: `replicas × numOfHosts` for multi-host groups.
+fn worker_pods(replicas: i64, hosts: i64) -> i64 {
+    if hosts > 1 {
+        replicas.saturating_mul(hosts)
+    } else {
+        replicas
+    }
+}
+
+fn resources_json((requests, limits): Resources) -> Value {
+    let map = |pairs: &[(&str, &str)]| -> serde_json::Map<String, Value> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), Value::from(*v)))
+            .collect()
+    };
+    serde_json::json!({"requests": map(requests), "limits": map(limits)})
+}
+
+fn submitter_container(image: &Value) -> Value {
+    serde_json::json!({"name": "ray-job-submitter", "image": image,
+        "resources": resources_json(SUBMITTER_RESOURCES)})
+}
+
+/// The podsets Kueue builds for a stored RayJob (defaults applied), as its Workload's
+/// `spec.podSets` with their pod templates: the podsets, counts and KubeRay defaults
+/// [`PendingWorkload::from_object`] reads from the same job (`head`, plus the autoscaler
+/// container with in-tree autoscaling, the submitter container in SidecarMode, the Redis cleanup
+/// requests with GCS fault tolerance; one podset per worker group; `submitter` in K8sJobMode).
+pub fn ray_job_pod_set_templates(job: &Value) -> Vec<Value> {
+    use serde_json::json;
+    let spec = &job["spec"];
+    let cluster = &spec["rayClusterSpec"];
+    let mut head = cluster
+        .pointer("/headGroupSpec/template")
+        .cloned()
+        .unwrap_or_else(|| json!({"spec": {"containers": []}}));
+    let image = head
+        .pointer("/spec/containers/0/image")
+        .cloned()
+        .unwrap_or(Value::Null);
+    let ft = gcs_fault_tolerance(
+        job["metadata"]["annotations"][RAY_FT_ENABLED_ANNOTATION].as_str(),
+        cluster.get("gcsFaultToleranceOptions").is_some(),
+    );
+    if ft
+        && let Some(requests) = head
+            .pointer_mut("/spec/containers/0/resources/requests")
+            .and_then(Value::as_object_mut)
+    {
+        for (name, minimum) in REDIS_CLEANUP_REQUESTS {
+            let larger = |v: &Value| match (Quantity::from_json(v), Quantity::parse(minimum)) {
+                (Ok(x), Ok(y)) if y > x => json!(minimum),
+                _ => v.clone(),
+            };
+            let merged = requests.get(*name).map_or_else(|| json!(minimum), larger);
+            requests.insert(name.to_string(), merged);
+        }
+    }
+    if let Some(containers) = head
+        .pointer_mut("/spec/containers")
+        .and_then(Value::as_array_mut)
+    {
+        if cluster["enableInTreeAutoscaling"] == true {
+            let resources = cluster
+                .pointer("/autoscalerOptions/resources")
+                .cloned()
+                .unwrap_or_else(|| resources_json(AUTOSCALER_RESOURCES));
+            containers.push(json!({"name": "autoscaler", "image": image, "resources": resources}));
+        }
+        if spec["submissionMode"] == "SidecarMode" {
+            containers.push(submitter_container(&image));
+        }
+    }
+    let mut pod_sets = vec![json!({"name": "head", "count": 1, "template": head})];
+    for group in cluster["workerGroupSpecs"].as_array().into_iter().flatten() {
+        let count = worker_pods(
+            group["replicas"].as_i64().unwrap_or(0),
+            group["numOfHosts"].as_i64().unwrap_or(1),
+        );
+        pod_sets.push(json!({
+            "name": group["groupName"].as_str().unwrap_or_default().to_lowercase(),
+            "count": count,
+            "template": group.get("template").cloned().unwrap_or_else(|| json!({})),
+        }));
+    }
+    if spec["submissionMode"].as_str().unwrap_or("K8sJobMode") == "K8sJobMode" {
+        let template = spec.get("submitterPodTemplate").cloned().unwrap_or_else(|| {
+            json!({"spec": {"restartPolicy": "Never", "containers": [submitter_container(&image)]}})
+        });
+        pod_sets.push(json!({"name": "submitter", "count": 1, "template": template}));
+    }
+    pod_sets
 }
 
 fn from_ray_job(root: &Field<'_, '_>) -> PendingWorkload {
@@ -259,11 +375,12 @@ fn from_ray_job(root: &Field<'_, '_>) -> PendingWorkload {
     let mut pod_sets = Vec::new();
     let head_template = cluster_spec.get("headGroupSpec").get("template");
     let mut head = PodTemplate::read(&head_template);
-    let ft_enabled = meta
-        .annotations
-        .get(RAY_FT_ENABLED_ANNOTATION)
-        .is_some_and(|v| v.eq_ignore_ascii_case("true"))
-        || cluster_spec.get("gcsFaultToleranceOptions").is_present();
+    let ft_enabled = gcs_fault_tolerance(
+        meta.annotations
+            .get(RAY_FT_ENABLED_ANNOTATION)
+            .map(String::as_str),
+        cluster_spec.get("gcsFaultToleranceOptions").is_present(),
+    );
     if ft_enabled {
         match head.containers.first_mut() {
             Some(ray) => {
@@ -310,11 +427,8 @@ fn from_ray_job(root: &Field<'_, '_>) -> PendingWorkload {
         // fallback to 1 for a nil value therefore never applies to a stored RayJob.
         let replicas = group.get("replicas").i32().unwrap_or(0);
         let hosts = group.get("numOfHosts").i32().unwrap_or(1);
-        let count = if hosts > 1 {
-            replicas.saturating_mul(hosts)
-        } else {
-            replicas
-        };
+        let count = worker_pods(replicas.into(), hosts.into())
+            .clamp(i32::MIN.into(), i32::MAX.into()) as i32;
         let template = PodTemplate::read(&group.get("template"));
         pod_sets.push(template.into_pod_set(group_name.to_lowercase(), count));
     }

@@ -1,0 +1,440 @@
+//! The simulated cluster autoscaler of a GKE cluster: node objects for each pool, scale-up for
+//! admitted jobs within the pool's autoscaling limits (in whole TPU slices), scale-down after
+//! `scale_down_ms` of idleness, and GKE's ProvisioningRequest handling for queued-provisioning
+//! (DWS flex-start) pools: the request is accepted at once and resolved after the configured
+//! delay, provisioned (its nodes appear at once), failed, or never.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use super::controller::{Ctx, Outcome};
+use super::nodes::{
+    Demand, Pods, PoolInfo, ProvisioningOutcome, ProvisioningPlan, StartingNodes, node_keys,
+};
+use super::store::{Key, Store, set_condition};
+use super::workload::{SIMULATED_ANNOTATION, SIMULATED_VALUE};
+use crate::placement::Quantity;
+use crate::placement::capacity::machine_type;
+use crate::vocab::labels::NODE_POOL_LABEL;
+
+fn node_object(ctx: &Ctx<'_>, pool: &PoolInfo, seq: u64) -> Value {
+    let hash = super::store::uid(&format!("{}/{}", ctx.cluster, pool.name));
+    let name = format!("gke-{}-{}-{}-{seq:04x}", ctx.cluster, pool.name, &hash[..8]);
+    let mut labels = json!({
+        NODE_POOL_LABEL: pool.name,
+        "kubernetes.io/hostname": name,
+        "kubernetes.io/os": "linux",
+        "node.kubernetes.io/instance-type": pool.machine_type,
+        "cloud.google.com/gke-os-distribution": "cos",
+    });
+    let mut taints = Vec::new();
+    let mut capacity = json!({"pods": "110"});
+    if let Some(machine) = machine_type(&pool.machine_type) {
+        capacity["cpu"] = json!(machine.vcpus.to_string());
+        capacity["memory"] = json!(format!("{}Gi", machine.memory_gib));
+        if let Some((resource, chips)) = machine.accelerator {
+            capacity[resource] = json!(chips.to_string());
+            taints.push(json!({"key": resource, "value": "present", "effect": "NoSchedule"}));
+        }
+        if let Some(accelerator) = machine.tpu_accelerator {
+            labels["cloud.google.com/gke-tpu-accelerator"] = json!(accelerator);
+        }
+    }
+    if let Some(topology) = &pool.tpu_topology {
+        labels["cloud.google.com/gke-tpu-topology"] = json!(topology);
+    }
+    if pool.flex_start {
+        labels["cloud.google.com/gke-flex-start"] = json!("true");
+    }
+    if pool.spot {
+        labels["cloud.google.com/gke-spot"] = json!("true");
+    }
+    if pool.queued_provisioning {
+        labels["cloud.google.com/gke-queued"] = json!("true");
+        taints.push(
+            json!({"key": "cloud.google.com/gke-queued", "value": "true", "effect": "NoSchedule"}),
+        );
+    }
+    let mut node = json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": labels,
+            "annotations": {SIMULATED_ANNOTATION: SIMULATED_VALUE}},
+        "spec": {"providerID": format!("gce://{}/{}", ctx.cluster, name)},
+        "status": {"capacity": capacity, "allocatable": capacity,
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                "message": "kubelet is posting ready status (simulated)"}]},
+    });
+    if !taints.is_empty() {
+        node["spec"]["taints"] = Value::Array(taints);
+    }
+    node
+}
+
+/// Adds `count` ready nodes to a pool.
+pub fn add_nodes(ctx: &mut Ctx<'_>, pool: &PoolInfo, count: i64) -> bool {
+    for _ in 0..count.max(0) {
+        ctx.sim.node_seq += 1;
+        let node = node_object(ctx, pool, ctx.sim.node_seq);
+        ctx.store.create(node, "kubelet", ctx.now);
+    }
+    count > 0
+}
+
+fn remove_nodes(ctx: &mut Ctx<'_>, pool: &str, count: i64) -> bool {
+    let mut keys = node_keys(ctx.store, pool);
+    keys.reverse();
+    let mut changed = false;
+    for key in keys.into_iter().take(count.max(0) as usize) {
+        changed |= ctx.store.delete(&key, false, ctx.now);
+    }
+    changed
+}
+
+/// The simulated cluster autoscaler: node objects for fixed pools, scale-up for the demand of
+/// admitted jobs (queued-provisioning pools only grow through ProvisioningRequests), scale-down
+/// after `scale_down_ms` below demand. Returns what changed.
+pub fn autoscale(ctx: &mut Ctx<'_>, demand: &Demand) -> Outcome {
+    let mut changed = false;
+    let pools = ctx.pools.to_vec();
+    for pool in &pools {
+        let ready = node_keys(ctx.store, &pool.name).len() as i64;
+        let starting: i64 = ctx
+            .sim
+            .starting
+            .iter()
+            .filter(|s| s.pool == pool.name)
+            .map(|s| s.count)
+            .sum();
+        let wanted: i64 = demand
+            .iter()
+            .filter(|(_, p, _)| *p == pool.name)
+            .map(|(_, _, n)| n)
+            .sum();
+        let target = if pool.autoscaling.is_none() {
+            pool.fixed_nodes * pool.zones
+        } else if pool.queued_provisioning {
+            // Grows only through ProvisioningRequests.
+            0
+        } else {
+            let slice = pool.slice_nodes().max(1);
+            let wanted = wanted.max(pool.min_nodes());
+            let rounded = (wanted + slice - 1) / slice * slice;
+            rounded.min(pool.max_nodes())
+        };
+        if pool.autoscaling.is_none() {
+            if ready < target {
+                changed |= add_nodes(ctx, pool, target - ready);
+            } else if ready > target {
+                changed |= remove_nodes(ctx, &pool.name, ready - target);
+            }
+            continue;
+        }
+        if target > ready + starting && !pool.queued_provisioning {
+            ctx.sim.starting.push(StartingNodes {
+                pool: pool.name.clone(),
+                count: target - ready - starting,
+                ready_ms: ctx.now + ctx.settings.node_startup_ms,
+            });
+            changed = true;
+        }
+        let floor = if pool.queued_provisioning {
+            provisioned_nodes(ctx.store, &pool.name).max(pool.min_nodes())
+        } else {
+            target
+        };
+        if ready > floor && starting == 0 {
+            let since = *ctx
+                .sim
+                .low_since
+                .entry(pool.name.clone())
+                .or_insert(ctx.now);
+            if ctx.now >= since + ctx.settings.scale_down_ms {
+                changed |= remove_nodes(ctx, &pool.name, ready - floor);
+                ctx.sim.low_since.remove(&pool.name);
+            }
+        } else {
+            ctx.sim.low_since.remove(&pool.name);
+        }
+    }
+    // Nodes whose start-up time has come.
+    let due: Vec<StartingNodes> = ctx
+        .sim
+        .starting
+        .iter()
+        .filter(|s| s.ready_ms <= ctx.now)
+        .cloned()
+        .collect();
+    if !due.is_empty() {
+        ctx.sim.starting.retain(|s| s.ready_ms > ctx.now);
+        for s in due {
+            if let Some(pool) = pools.iter().find(|p| p.name == s.pool) {
+                let room = pool.max_nodes() - node_keys(ctx.store, &pool.name).len() as i64;
+                changed |= add_nodes(ctx, pool, s.count.min(room));
+            }
+        }
+    }
+    // Pools that no longer exist lose their nodes.
+    let names: Vec<String> = pools.iter().map(|p| p.name.clone()).collect();
+    let orphans: Vec<Key> = ctx
+        .store
+        .of_kind("", "Node")
+        .filter(|n| {
+            n.pointer("/metadata/labels")
+                .and_then(|l| l.get(NODE_POOL_LABEL))
+                .and_then(Value::as_str)
+                .is_some_and(|p| !names.iter().any(|n| n == p))
+        })
+        .map(Key::of)
+        .collect();
+    for key in orphans {
+        changed |= ctx.store.delete(&key, false, ctx.now);
+    }
+    ctx.sim.starting.retain(|s| names.contains(&s.pool));
+    Outcome { changed }
+}
+
+/// Nodes held by provisioned ProvisioningRequests on a pool.
+fn provisioned_nodes(store: &Store, pool: &str) -> i64 {
+    store
+        .of_kind("autoscaling.x-k8s.io", "ProvisioningRequest")
+        .filter(|pr| pr.pointer("/metadata/deletionTimestamp").is_none())
+        .filter(|pr| crate::vocab::object::condition_true(pr, "Provisioned"))
+        .filter(|pr| {
+            pr.pointer("/metadata/annotations/gkq.dev~1node-pool")
+                .and_then(Value::as_str)
+                == Some(pool)
+        })
+        .filter_map(|pr| {
+            pr.pointer("/metadata/annotations/gkq.dev~1nodes")
+                .and_then(Value::as_str)
+                .and_then(|n| n.parse::<i64>().ok())
+        })
+        .sum()
+}
+
+const CLASS_QUEUED: &str = "queued-provisioning.gke.io";
+
+/// The pool a ProvisioningRequest's pods select, and the nodes they need there.
+fn request_target(
+    store: &Store,
+    pr: &Value,
+    pools: &[PoolInfo],
+) -> Result<(PoolInfo, i64), String> {
+    let namespace = pr["metadata"]["namespace"].as_str().unwrap_or("default");
+    let mut target: Option<(PoolInfo, Pods)> = None;
+    for pod_set in pr["spec"]["podSets"].as_array().into_iter().flatten() {
+        let count = pod_set["count"].as_i64().unwrap_or(0);
+        let template_name = pod_set
+            .pointer("/podTemplateRef/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let Some(template) = store.get(&Key::new(
+            "v1",
+            "PodTemplate",
+            Some(namespace),
+            template_name,
+        )) else {
+            return Err(format!("PodTemplate {namespace}/{template_name} not found"));
+        };
+        let selected = template
+            .pointer("/template/spec/nodeSelector")
+            .and_then(|s| s.get(NODE_POOL_LABEL))
+            .and_then(Value::as_str);
+        let pool = match selected {
+            Some(name) => pools.iter().find(|p| p.name == name),
+            None => pools.iter().find(|p| p.queued_provisioning),
+        }
+        .ok_or_else(|| {
+            format!(
+                "no node pool {} in the cluster",
+                selected.unwrap_or("with queued provisioning")
+            )
+        })?;
+        if !pool.queued_provisioning {
+            return Err(format!(
+                "node pool {} does not have queued provisioning enabled",
+                pool.name
+            ));
+        }
+        let mut requests = BTreeMap::new();
+        for container in template
+            .pointer("/template/spec/containers")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            for (resource, value) in container
+                .pointer("/resources/requests")
+                .and_then(Value::as_object)
+                .into_iter()
+                .flatten()
+            {
+                if let Ok(q) = Quantity::from_json(value) {
+                    let sum = requests
+                        .get(resource)
+                        .copied()
+                        .unwrap_or(Quantity::ZERO)
+                        .saturating_add(q);
+                    requests.insert(resource.clone(), sum);
+                }
+            }
+        }
+        match &mut target {
+            Some((p, pods)) if p.name == pool.name => pods.push((count, requests)),
+            Some((p, _)) => {
+                return Err(format!(
+                    "its podsets select two node pools ({} and {})",
+                    p.name, pool.name
+                ));
+            }
+            None => target = Some((pool.clone(), vec![(count, requests)])),
+        }
+    }
+    let (pool, pods) = target.ok_or_else(|| "it has no podsets".to_string())?;
+    let nodes = pool.nodes_for(&pods);
+    Ok((pool, nodes))
+}
+
+/// GKE's ProvisioningRequest processing for queued provisioning (simulated).
+pub fn provision(ctx: &mut Ctx<'_>) -> Outcome {
+    let mut changed = false;
+    let keys = ctx
+        .store
+        .keys_of_kind("autoscaling.x-k8s.io", "ProvisioningRequest");
+    let live: Vec<String> = keys
+        .iter()
+        .map(|k| format!("{}/{}", k.namespace, k.name))
+        .collect();
+    let before = ctx.sim.provisioning.len();
+    ctx.sim.provisioning.retain(|k, _| live.contains(k));
+    changed |= before != ctx.sim.provisioning.len();
+    for key in keys {
+        let Some(pr) = ctx.store.get(&key).cloned() else {
+            continue;
+        };
+        if pr.pointer("/metadata/deletionTimestamp").is_some() {
+            continue;
+        }
+        let id = format!("{}/{}", key.namespace, key.name);
+        let class = pr["spec"]["provisioningClassName"]
+            .as_str()
+            .unwrap_or_default();
+        if !ctx.sim.provisioning.contains_key(&id) {
+            let (outcome, delay) = ctx.settings.provisioning.plan();
+            ctx.sim.provisioning.insert(
+                id.clone(),
+                ProvisioningPlan {
+                    due_ms: ctx.now + delay,
+                    outcome,
+                    resolved: false,
+                },
+            );
+            let waiting = match outcome {
+                ProvisioningOutcome::Never => {
+                    "Waiting for flex-start capacity (simulated: it never becomes available, GKQ_LOCAL_PROVISIONING=never)".to_string()
+                }
+                ProvisioningOutcome::Provisioned => format!(
+                    "Waiting for flex-start capacity (simulated: it arrives {} after the request)",
+                    crate::vocab::duration::format_ms(delay)
+                ),
+                ProvisioningOutcome::Failed => format!(
+                    "Waiting for flex-start capacity (simulated: the request fails {} after it was made, GKQ_LOCAL_PROVISIONING=fail)",
+                    crate::vocab::duration::format_ms(delay)
+                ),
+            };
+            let accepted = class == CLASS_QUEUED;
+            let now = ctx.now;
+            changed |= ctx.store.update(&key, "cluster-autoscaler", true, now, |o| {
+                if accepted {
+                    set_condition(o, "Accepted", "True", "Accepted", "The ProvisioningRequest was accepted (simulated).", now);
+                    set_condition(o, "Provisioned", "False", "CapacityIsNotFound", &waiting, now);
+                } else {
+                    set_condition(o, "Failed", "True", "UnsupportedProvisioningClass", &format!("provisioning class {class:?} is not supported by the simulated GKE (only {CLASS_QUEUED})"), now);
+                }
+            });
+            if !accepted && let Some(plan) = ctx.sim.provisioning.get_mut(&id) {
+                plan.resolved = true;
+            }
+            continue;
+        }
+        let plan = ctx.sim.provisioning[&id].clone();
+        if plan.resolved || plan.due_ms > ctx.now {
+            continue;
+        }
+        let now = ctx.now;
+        match plan.outcome {
+            ProvisioningOutcome::Never => {}
+            ProvisioningOutcome::Failed => {
+                changed |= ctx.store.update(&key, "cluster-autoscaler", true, now, |o| {
+                    set_condition(o, "Provisioned", "False", "ProvisioningFailed", "simulated: no flex-start capacity was found (GKQ_LOCAL_PROVISIONING=fail)", now);
+                    set_condition(o, "Failed", "True", "ProvisioningFailed", "simulated: no flex-start capacity was found (GKQ_LOCAL_PROVISIONING=fail)", now);
+                });
+            }
+            ProvisioningOutcome::Provisioned => {
+                let pools = ctx.pools.to_vec();
+                match request_target(ctx.store, &pr, &pools) {
+                    Ok((pool, nodes)) => {
+                        let held = node_keys(ctx.store, &pool.name).len() as i64;
+                        let in_use = provisioned_nodes(ctx.store, &pool.name);
+                        let free_ready = (held - in_use).max(0);
+                        let to_add = (nodes - free_ready).max(0);
+                        if held + to_add > pool.max_nodes() {
+                            let message = format!(
+                                "Waiting for room in node pool {} (simulated: {nodes} nodes needed, the pool may have {} and {in_use} are in use)",
+                                pool.name,
+                                pool.max_nodes()
+                            );
+                            changed |=
+                                ctx.store
+                                    .update(&key, "cluster-autoscaler", true, now, |o| {
+                                        set_condition(
+                                            o,
+                                            "Provisioned",
+                                            "False",
+                                            "CapacityIsNotFound",
+                                            &message,
+                                            now,
+                                        );
+                                    });
+                            continue;
+                        }
+                        changed |= add_nodes(ctx, &pool, to_add);
+                        let pool_name = pool.name.clone();
+                        changed |= ctx
+                            .store
+                            .update(&key, "cluster-autoscaler", false, now, |o| {
+                                o["metadata"]["annotations"]["gkq.dev/node-pool"] =
+                                    json!(pool_name);
+                                o["metadata"]["annotations"]["gkq.dev/nodes"] =
+                                    json!(nodes.to_string());
+                            });
+                        changed |= ctx.store.update(&key, "cluster-autoscaler", true, now, |o| {
+                            set_condition(o, "Provisioned", "True", "Provisioned", &format!("Provisioning Request was successfully provisioned: {nodes} node(s) in {pool_name} (simulated)."), now);
+                        });
+                    }
+                    Err(why) => {
+                        let message = format!("simulated: cannot provision: {why}");
+                        changed |= ctx
+                            .store
+                            .update(&key, "cluster-autoscaler", true, now, |o| {
+                                set_condition(
+                                    o,
+                                    "Failed",
+                                    "True",
+                                    "ProvisioningFailed",
+                                    &message,
+                                    now,
+                                );
+                            });
+                    }
+                }
+            }
+        }
+        if let Some(plan) = ctx.sim.provisioning.get_mut(&id) {
+            plan.resolved = true;
+            changed = true;
+        }
+    }
+    Outcome { changed }
+}

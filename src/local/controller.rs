@@ -1,0 +1,132 @@
+//! What every simulated controller works with: the simulation's settings and remembered state,
+//! and the context one controller step reads and changes ([`Ctx`]). Below the controllers
+//! ([`super::kueue`], [`super::ray`], [`super::autoscaler`]) and the loop that runs them
+//! ([`super::sim`]), so none of them imports another to share these.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::nodes::{PoolInfo, ProvisioningOutcome, ProvisioningPlan, StartingNodes};
+use super::store::Store;
+
+/// How the simulation behaves (from `GKQ_LOCAL_*`; see [`super::Settings::from_env`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimSettings {
+    pub provisioning: Provisioning,
+    /// How long a job runs when it declares no duration.
+    pub run_ms: u64,
+    /// How long new nodes take to become ready.
+    pub node_startup_ms: u64,
+    /// From nodes ready to the Ray job running (image pull, Ray start).
+    pub ray_startup_ms: u64,
+    /// How long the autoscaler waits before removing unneeded nodes.
+    pub scale_down_ms: u64,
+}
+
+impl Default for SimSettings {
+    fn default() -> Self {
+        SimSettings {
+            provisioning: Provisioning::After(20_000),
+            run_ms: 120_000,
+            node_startup_ms: 60_000,
+            ray_startup_ms: 20_000,
+            scale_down_ms: 600_000,
+        }
+    }
+}
+
+/// What the simulated GKE does with a ProvisioningRequest (`GKQ_LOCAL_PROVISIONING`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Provisioning {
+    /// Provisioned this long after it is requested (`after:20s`).
+    After(u64),
+    /// Stays pending (`never`).
+    Never,
+    /// Fails this long after it is requested (`fail`, `fail:30s`).
+    Fail(u64),
+}
+
+impl Provisioning {
+    pub fn plan(self) -> (ProvisioningOutcome, u64) {
+        match self {
+            Provisioning::After(ms) => (ProvisioningOutcome::Provisioned, ms),
+            Provisioning::Never => (ProvisioningOutcome::Never, 0),
+            Provisioning::Fail(ms) => (ProvisioningOutcome::Failed, ms),
+        }
+    }
+}
+
+/// One RayJob run: when it was admitted, scheduled on nodes, running and finished (simulated
+/// milliseconds).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Run {
+    pub namespace: String,
+    pub name: String,
+    pub admitted_ms: u64,
+    #[serde(default)]
+    pub scheduled_ms: Option<u64>,
+    pub runtime_ms: u64,
+    /// Why the pods are not running yet, when they are not.
+    #[serde(default)]
+    pub waiting: Option<String>,
+}
+
+impl Run {
+    pub fn running_ms(&self, ray_startup_ms: u64) -> Option<u64> {
+        self.scheduled_ms.map(|s| s + ray_startup_ms)
+    }
+
+    pub fn finished_ms(&self, ray_startup_ms: u64) -> Option<u64> {
+        self.running_ms(ray_startup_ms).map(|r| r + self.runtime_ms)
+    }
+}
+
+/// What the simulation remembers besides the objects.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SimState {
+    /// The simulated time the world was last brought to.
+    #[serde(default)]
+    pub reconciled_ms: u64,
+    /// ProvisioningRequests GKE has seen (`namespace/name`): when and how each resolves.
+    #[serde(default)]
+    pub provisioning: BTreeMap<String, ProvisioningPlan>,
+    /// Job runs by RayJob uid.
+    #[serde(default)]
+    pub runs: BTreeMap<String, Run>,
+    #[serde(default)]
+    pub starting: Vec<StartingNodes>,
+    /// Since when each pool has had more nodes than it needs.
+    #[serde(default)]
+    pub low_since: BTreeMap<String, u64>,
+    /// ProvisioningRequest attempts per Workload uid.
+    #[serde(default)]
+    pub attempts: BTreeMap<String, u32>,
+    #[serde(default)]
+    pub node_seq: u64,
+    /// Kueue objects changed since Kueue's controllers last ran (not kept on disk: after a
+    /// restart every object is looked at once).
+    #[serde(skip)]
+    pub kueue_changes: super::store::Changes,
+    /// The node pools the controllers last settled with, when they reached a state where
+    /// nothing more changes (not kept on disk: a new process settles once).
+    #[serde(skip)]
+    pub settled_with: Option<Vec<PoolInfo>>,
+}
+
+/// Everything a controller step may read and change.
+pub struct Ctx<'a> {
+    pub store: &'a mut Store,
+    pub sim: &'a mut SimState,
+    pub settings: &'a SimSettings,
+    pub pools: &'a [PoolInfo],
+    pub cluster: &'a str,
+    pub now: u64,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Outcome {
+    pub changed: bool,
+}

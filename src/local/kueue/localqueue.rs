@@ -1,0 +1,73 @@
+//! Kueue's LocalQueue controller (`pkg/controller/core/localqueue_controller.go`): active when its
+//! ClusterQueue is, workload counts and flavor usage.
+
+use serde_json::Value;
+
+use super::super::controller::Ctx;
+use super::super::store::Key;
+use super::clusterqueue::{QueueInputs, QueueStatus, cq_state, waiting};
+use super::{MANAGER, reserving};
+
+/// The status of these LocalQueues: active when their ClusterQueue is, workload counts and
+/// flavor usage.
+pub(super) fn local_queues(ctx: &mut Ctx<'_>, keys: Vec<Key>, inputs: &QueueInputs) -> bool {
+    let mut changed = false;
+    let now = ctx.now;
+    let workloads = &inputs.workloads;
+    for key in keys {
+        let Some(lq) = ctx.store.get(&key) else {
+            continue;
+        };
+        let cq_name = lq
+            .pointer("/spec/clusterQueue")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let cq = ctx
+            .store
+            .get(&Key::new(
+                "kueue.x-k8s.io/v1beta2",
+                "ClusterQueue",
+                None,
+                &cq_name,
+            ))
+            .cloned();
+        let (active, reason, message) = match &cq {
+            None => (
+                false,
+                "ClusterQueueDoesNotExist",
+                "Can't submit new workloads to clusterQueue".to_string(),
+            ),
+            Some(cq) if cq_state(cq, &inputs.kueue).0 => (
+                true,
+                "Ready",
+                "Can submit new workloads to localQueue".to_string(),
+            ),
+            Some(_) => (
+                false,
+                "ClusterQueueIsInactive",
+                "Can't submit new workloads to clusterQueue".to_string(),
+            ),
+        };
+        let mine: Vec<&Value> = workloads
+            .iter()
+            .filter(|w| w["metadata"]["namespace"] == key.namespace.as_str())
+            .filter(|w| {
+                w.pointer("/spec/queueName").and_then(Value::as_str) == Some(key.name.as_str())
+            })
+            .collect();
+        let in_lq: Vec<&Value> = mine.iter().copied().filter(|w| reserving(w)).collect();
+        let pending = mine.iter().filter(|w| waiting(w)).count();
+        let status = QueueStatus::new(
+            (active, reason, message),
+            &in_lq,
+            pending,
+            cq.as_ref(),
+            false,
+        );
+        changed |= ctx
+            .store
+            .update(&key, MANAGER, true, now, |o| status.write(o, now));
+    }
+    changed
+}

@@ -1,0 +1,288 @@
+//! Kueue's ProvisioningRequest admission check (`pkg/controller/admissionchecks/provisioning`):
+//! the check `Active` when its parameters resolve; a ProvisioningRequest (and PodTemplates) for
+//! the podsets that use the config's managed resources, its state mirrored into the check
+//! (`Provisioned` sets the pod-set updates and the check `Ready`); a failed request is retried
+//! with Kueue's backoff (60 s doubling, `retryStrategy`) and the check rejected after
+//! `backoffLimitCount` retries, which deactivates the Workload.
+
+use serde_json::{Value, json};
+
+use super::super::controller::Ctx;
+use super::super::store::{Key, set_condition, timestamp};
+use super::super::workload::{SIMULATED_ANNOTATION, SIMULATED_VALUE};
+use super::podset::template_with_flavors;
+use super::workload::{check_states, evict, set_check};
+use super::{
+    CLASS_ANNOTATION, CONSUME_ANNOTATION, KUEUE, MANAGER, PROVISIONING_CONTROLLER, PROVREQ_PREFIX,
+    condition_true, deleting, name, reserving, uid, workload_keys,
+};
+use crate::placement::{Cluster, PendingWorkload, active};
+
+/// The provisioning controller's AdmissionCheck status: active when its parameters resolve
+/// (`admissioncheck_reconciler.go`).
+pub(super) fn admission_check_status(ctx: &mut Ctx<'_>) -> bool {
+    let mut changed = false;
+    let now = ctx.now;
+    // The configs that exist (not being deleted) and the checks, read as placement reads them.
+    let mut cluster = Cluster::default();
+    for o in ctx
+        .store
+        .of_kind(KUEUE, "ProvisioningRequestConfig")
+        .filter(|o| !deleting(o))
+    {
+        let _ = cluster.add_object(o);
+    }
+    for key in ctx.store.keys_of_kind(KUEUE, "AdmissionCheck") {
+        let Some(ac) = ctx.store.get(&key) else {
+            continue;
+        };
+        if ac.pointer("/spec/controllerName").and_then(Value::as_str)
+            != Some(PROVISIONING_CONTROLLER)
+        {
+            continue;
+        }
+        let mut one = Cluster::default();
+        let _ = one.add_object(ac);
+        let ok = one
+            .admission_checks
+            .first()
+            .is_some_and(|check| active::parameters_resolve(&cluster, check));
+        changed |= ctx.store.update(&key, MANAGER, true, now, |o| {
+            if ok {
+                set_condition(o, "Active", "True", "Active", "The admission check is active", now);
+            } else {
+                set_condition(o, "Active", "False", "BadParametersRef", "Cannot load the AdmissionChecks parameters: the ProvisioningRequestConfig does not exist", now);
+            }
+        });
+    }
+    changed
+}
+
+/// The ProvisioningRequest admission check controller.
+pub(super) fn provisioning_checks(ctx: &mut Ctx<'_>) -> bool {
+    let mut changed = false;
+    let now = ctx.now;
+    for key in workload_keys(ctx.store) {
+        let Some(w) = ctx.store.get(&key).cloned() else {
+            continue;
+        };
+        if !reserving(&w) || deleting(&w) {
+            continue;
+        }
+        for state in check_states(&w) {
+            let check = state["name"].as_str().unwrap_or_default().to_string();
+            if state["state"] != "Pending" {
+                continue;
+            }
+            let Some(ac) = ctx
+                .store
+                .get(&Key::new(
+                    "kueue.x-k8s.io/v1beta2",
+                    "AdmissionCheck",
+                    None,
+                    &check,
+                ))
+                .cloned()
+            else {
+                continue;
+            };
+            if ac.pointer("/spec/controllerName").and_then(Value::as_str)
+                != Some(PROVISIONING_CONTROLLER)
+                || !condition_true(&ac, "Active")
+            {
+                continue;
+            }
+            let config_name = ac
+                .pointer("/spec/parameters/name")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let Some(config) = ctx
+                .store
+                .get(&Key::new(
+                    "kueue.x-k8s.io/v1beta2",
+                    "ProvisioningRequestConfig",
+                    None,
+                    config_name,
+                ))
+                .cloned()
+            else {
+                continue;
+            };
+            let attempt = *ctx.sim.attempts.entry(uid(&w).to_string()).or_insert(1);
+            let pr_name = format!("{}-{check}-{attempt}", name(&w));
+            let namespace = key.namespace.clone();
+            let pr_key = Key::new(
+                "autoscaling.x-k8s.io/v1",
+                "ProvisioningRequest",
+                Some(&namespace),
+                &pr_name,
+            );
+            let Some(pr) = ctx.store.get(&pr_key).cloned() else {
+                changed |= create_request(ctx, &w, &config, &pr_name);
+                continue;
+            };
+            let class = config
+                .pointer("/spec/provisioningClassName")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
+            let message_of = |kind: &str| {
+                pr.pointer("/status/conditions")
+                    .and_then(Value::as_array)
+                    .and_then(|cs| cs.iter().find(|c| c["type"] == kind))
+                    .and_then(|c| c["message"].as_str())
+                    .unwrap_or_default()
+                    .to_string()
+            };
+            if condition_true(&pr, "Provisioned") {
+                let updates: Vec<Value> = pr["spec"]["podSets"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|ps| ps.pointer("/podTemplateRef/name").and_then(Value::as_str))
+                    .filter_map(|t| t.strip_prefix(&format!("ppt-{pr_name}-")))
+                    .map(|podset| {
+                        json!({"name": podset, "annotations": {
+                            CONSUME_ANNOTATION: pr_name, CLASS_ANNOTATION: class}})
+                    })
+                    .collect();
+                changed |= ctx.store.update(&key, MANAGER, true, now, |o| {
+                    set_check(o, &check, "Ready", "", Some(Value::Array(updates)), now);
+                });
+            } else if condition_true(&pr, "Failed") {
+                let limit = config
+                    .pointer("/spec/retryStrategy/backoffLimitCount")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(3) as u32;
+                let base = config
+                    .pointer("/spec/retryStrategy/backoffBaseSeconds")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(60);
+                let max = config
+                    .pointer("/spec/retryStrategy/backoffMaxSeconds")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(1800);
+                let failure = message_of("Failed");
+                if attempt <= limit {
+                    let backoff = (base.saturating_mul(1 << (attempt - 1).min(20))).min(max);
+                    let at = timestamp(now + backoff * 1000);
+                    ctx.sim.attempts.insert(uid(&w).to_string(), attempt + 1);
+                    changed |= ctx.store.update(&key, MANAGER, true, now, |o| {
+                        set_check(
+                            o,
+                            &check,
+                            "Pending",
+                            &format!("Retrying after failure: {failure}"),
+                            None,
+                            now,
+                        );
+                        evict(
+                            o,
+                            "AdmissionCheck",
+                            &format!("At least one admission check is false: {check}: {failure}"),
+                            now,
+                        );
+                        o["status"]["requeueState"] = json!({"count": attempt, "requeueAt": at});
+                    });
+                } else {
+                    changed |= ctx.store.update(&key, MANAGER, true, now, |o| {
+                        set_check(o, &check, "Rejected", &failure, None, now);
+                        evict(o, "Deactivated", &format!("The workload is deactivated due to Rejected admission check {check} after {limit} retries"), now);
+                    });
+                    changed |= ctx.store.update(&key, MANAGER, false, now, |o| {
+                        o["spec"]["active"] = json!(false);
+                    });
+                }
+                changed |= ctx.store.delete(&pr_key, false, now);
+            } else {
+                let message = message_of("Provisioned");
+                if state["message"] != message.as_str() {
+                    changed |= ctx.store.update(&key, MANAGER, true, now, |o| {
+                        set_check(o, &check, "Pending", &message, None, now);
+                    });
+                }
+            }
+        }
+    }
+    changed
+}
+
+fn create_request(ctx: &mut Ctx<'_>, w: &Value, config: &Value, pr_name: &str) -> bool {
+    let namespace = w["metadata"]["namespace"]
+        .as_str()
+        .unwrap_or("default")
+        .to_string();
+    let managed: Vec<String> = config
+        .pointer("/spec/managedResources")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r.as_str().map(str::to_string))
+        .collect();
+    let Ok(pending) = PendingWorkload::from_object(w) else {
+        return false;
+    };
+    let podsets: Vec<(String, i32)> = pending
+        .pod_sets
+        .iter()
+        .filter(|p| p.count > 0)
+        .filter(|p| managed.is_empty() || p.requests.keys().any(|r| managed.contains(r)))
+        .map(|p| (p.name.clone(), p.count))
+        .collect();
+    let mut parameters = config
+        .pointer("/spec/parameters")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    for (k, v) in w
+        .pointer("/metadata/annotations")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+    {
+        if let Some(param) = k.strip_prefix(PROVREQ_PREFIX) {
+            parameters[param] = v.clone();
+        }
+    }
+    let mut spec = json!({
+        "provisioningClassName": config.pointer("/spec/provisioningClassName").cloned().unwrap_or(Value::Null),
+        "podSets": podsets.iter().map(|(ps, count)| json!({"podTemplateRef": {"name": format!("ppt-{pr_name}-{ps}")}, "count": count})).collect::<Vec<_>>(),
+    });
+    if parameters.as_object().is_some_and(|p| !p.is_empty()) {
+        spec["parameters"] = parameters;
+    }
+    let pr = json!({
+        "apiVersion": "autoscaling.x-k8s.io/v1", "kind": "ProvisioningRequest",
+        "metadata": {"name": pr_name, "namespace": namespace,
+            "annotations": {SIMULATED_ANNOTATION: SIMULATED_VALUE},
+            "ownerReferences": [{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+                "name": name(w), "uid": uid(w), "controller": true, "blockOwnerDeletion": true}]},
+        "spec": spec,
+    });
+    let now = ctx.now;
+    if !ctx.store.create(pr, MANAGER, now) {
+        return false;
+    }
+    let pr_uid = ctx
+        .store
+        .get(&Key::new(
+            "autoscaling.x-k8s.io/v1",
+            "ProvisioningRequest",
+            Some(&namespace),
+            pr_name,
+        ))
+        .map(|p| uid(p).to_string())
+        .unwrap_or_default();
+    for (podset, _) in &podsets {
+        let template = template_with_flavors(ctx.store, w, podset);
+        let object = json!({
+            "apiVersion": "v1", "kind": "PodTemplate",
+            "metadata": {"name": format!("ppt-{pr_name}-{podset}"), "namespace": namespace,
+                "annotations": {SIMULATED_ANNOTATION: SIMULATED_VALUE},
+                "ownerReferences": [{"apiVersion": "autoscaling.x-k8s.io/v1", "kind": "ProvisioningRequest",
+                    "name": pr_name, "uid": pr_uid, "controller": true, "blockOwnerDeletion": true}]},
+            "template": template,
+        });
+        ctx.store.create(object, MANAGER, now);
+    }
+    true
+}

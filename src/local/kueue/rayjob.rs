@@ -1,0 +1,233 @@
+//! Kueue's job reconciler for RayJobs (`pkg/controller/jobframework`, `pkg/controller/jobs/rayjob`):
+//! a Workload per queued RayJob, finished when the job finishes; the job unsuspended on
+//! admission, with the flavors' node labels and tolerations and the admission checks' pod-set
+//! updates injected into its pod templates, and suspended again when it loses its admission.
+
+use std::collections::BTreeSet;
+
+use serde_json::{Value, json};
+
+use super::super::controller::Ctx;
+use super::super::store::{Key, Store, child_map, set_condition};
+use super::podset::{flavor, inject_flavor, merge_into};
+use super::workload::{check_states, drop_finalizer};
+use super::{
+    KUEUE, MANAGER, PROVREQ_PREFIX, condition_true, deleting, finished, uid, workload_keys,
+};
+use crate::vocab::labels::QUEUE_NAME_LABEL;
+
+fn priority_of(store: &Store, job: &Value) -> i32 {
+    let class = job
+        .pointer("/metadata/labels")
+        .and_then(|l| l.get(crate::vocab::labels::PRIORITY_CLASS_LABEL))
+        .and_then(Value::as_str);
+    class
+        .and_then(|c| {
+            store.get(&Key::new(
+                "kueue.x-k8s.io/v1beta2",
+                "WorkloadPriorityClass",
+                None,
+                c,
+            ))
+        })
+        .and_then(|wpc| wpc["value"].as_i64())
+        .map_or(0, |v| v as i32)
+}
+
+pub(super) fn jobs_to_workloads(ctx: &mut Ctx<'_>) -> bool {
+    let mut changed = false;
+    let jobs: Vec<Value> = ctx.store.of_kind("ray.io", "RayJob").cloned().collect();
+    let owned = super::super::workload::by_owner(ctx.store.of_kind(KUEUE, "Workload"));
+    for job in jobs {
+        if deleting(&job)
+            || job
+                .pointer("/metadata/labels")
+                .and_then(|l| l.get(QUEUE_NAME_LABEL))
+                .is_none()
+        {
+            continue;
+        }
+        if owned.contains_key(uid(&job)) {
+            continue;
+        }
+        if job.pointer("/status/jobDeploymentStatus") == Some(&json!("Complete")) {
+            continue;
+        }
+        let mut workload = super::super::workload::for_ray_job(&job, priority_of(ctx.store, &job));
+        for (k, v) in job
+            .pointer("/metadata/annotations")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+        {
+            if k.starts_with(PROVREQ_PREFIX) {
+                workload["metadata"]["annotations"][k] = v.clone();
+            }
+        }
+        changed |= ctx.store.create(workload, MANAGER, ctx.now);
+    }
+    changed
+}
+
+fn owner_job<'a>(store: &'a Store, w: &Value) -> Option<&'a Value> {
+    let owner = w
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)?
+        .first()?;
+    let namespace = w.pointer("/metadata/namespace").and_then(Value::as_str);
+    let job = store.get(&Key::new(
+        owner["apiVersion"].as_str().unwrap_or_default(),
+        owner["kind"].as_str().unwrap_or_default(),
+        namespace,
+        owner["name"].as_str().unwrap_or_default(),
+    ))?;
+    (job.pointer("/metadata/uid") == owner.get("uid")).then_some(job)
+}
+
+pub(super) fn finish_workloads(ctx: &mut Ctx<'_>) -> bool {
+    let mut changed = false;
+    let now = ctx.now;
+    for key in workload_keys(ctx.store) {
+        let Some(w) = ctx.store.get(&key) else {
+            continue;
+        };
+        if finished(w) {
+            continue;
+        }
+        let Some(job) = owner_job(ctx.store, w) else {
+            continue;
+        };
+        let outcome = match job.pointer("/status/jobStatus").and_then(Value::as_str) {
+            Some("SUCCEEDED") => ("Succeeded", "Job finished successfully"),
+            Some("FAILED") => ("Failed", "Job failed"),
+            _ => continue,
+        };
+        changed |= ctx.store.update(&key, MANAGER, true, now, |o| {
+            set_condition(o, "Finished", "True", outcome.0, outcome.1, now);
+        });
+        changed |= ctx.store.update(&key, MANAGER, false, now, drop_finalizer);
+    }
+    // ProvisioningRequests of finished or evicted Workloads are deleted.
+    let done: BTreeSet<String> = ctx
+        .store
+        .of_kind(KUEUE, "Workload")
+        .filter(|w| finished(w) || !condition_true(w, "QuotaReserved"))
+        .map(|w| uid(w).to_string())
+        .collect();
+    let stale: Vec<Key> = ctx
+        .store
+        .of_kind("autoscaling.x-k8s.io", "ProvisioningRequest")
+        .filter(|pr| !deleting(pr))
+        .filter(|pr| {
+            pr.pointer("/metadata/ownerReferences/0/uid")
+                .and_then(Value::as_str)
+                .is_some_and(|u| done.contains(u))
+        })
+        .map(Key::of)
+        .collect();
+    for key in stale {
+        changed |= ctx.store.delete(&key, false, now);
+    }
+    changed
+}
+
+/// The pointer of a RayJob pod template for a podset.
+fn template_pointer(job: &Value, podset: &str) -> Option<String> {
+    if podset == "head" {
+        return Some("/spec/rayClusterSpec/headGroupSpec/template".into());
+    }
+    if podset == "submitter" {
+        return job
+            .pointer("/spec/submitterPodTemplate")
+            .map(|_| "/spec/submitterPodTemplate".to_string());
+    }
+    job.pointer("/spec/rayClusterSpec/workerGroupSpecs")
+        .and_then(Value::as_array)?
+        .iter()
+        .position(|g| g["groupName"].as_str().map(str::to_lowercase).as_deref() == Some(podset))
+        .map(|i| format!("/spec/rayClusterSpec/workerGroupSpecs/{i}/template"))
+}
+
+/// Admitted jobs run (suspend off, flavors injected); jobs that lost their admission stop.
+pub(super) fn suspend_or_resume_jobs(ctx: &mut Ctx<'_>) -> bool {
+    let mut changed = false;
+    let now = ctx.now;
+    for key in workload_keys(ctx.store) {
+        let Some(w) = ctx.store.get(&key).cloned() else {
+            continue;
+        };
+        let Some(job) = owner_job(ctx.store, &w).cloned() else {
+            continue;
+        };
+        let job_key = Key::of(&job);
+        let suspended = job.pointer("/spec/suspend") == Some(&json!(true));
+        let admitted = condition_true(&w, "Admitted") && !finished(&w);
+        if admitted && suspended {
+            let mut injections: Vec<(String, Value)> = Vec::new();
+            for assignment in w
+                .pointer("/status/admission/podSetAssignments")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                let podset = assignment["name"].as_str().unwrap_or_default();
+                let Some(pointer) = template_pointer(&job, podset) else {
+                    continue;
+                };
+                let flavors: Vec<Value> = assignment["flavors"]
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|(_, v)| v.as_str())
+                    .collect::<BTreeSet<_>>()
+                    .into_iter()
+                    .filter_map(|f| flavor(ctx.store, f))
+                    .collect();
+                let updates: Vec<Value> = check_states(&w)
+                    .iter()
+                    .flat_map(|state| {
+                        state["podSetUpdates"]
+                            .as_array()
+                            .cloned()
+                            .unwrap_or_default()
+                    })
+                    .filter(|update| update["name"] == podset)
+                    .collect();
+                let mut patch = json!({"flavors": flavors, "updates": updates});
+                patch["podset"] = json!(podset);
+                injections.push((pointer, patch));
+            }
+            changed |= ctx.store.update(&job_key, MANAGER, false, now, |o| {
+                if let Some(spec) = child_map(o, "spec") {
+                    spec.insert("suspend".into(), json!(false));
+                }
+                for (pointer, patch) in &injections {
+                    let Some(template) = o.pointer_mut(pointer) else {
+                        continue;
+                    };
+                    for f in patch["flavors"].as_array().into_iter().flatten() {
+                        inject_flavor(template, f);
+                    }
+                    merge_into(
+                        template,
+                        "metadata",
+                        "labels",
+                        &json!({"kueue.x-k8s.io/podset": patch["podset"]}),
+                    );
+                    for update in patch["updates"].as_array().into_iter().flatten() {
+                        merge_into(template, "metadata", "annotations", &update["annotations"]);
+                        merge_into(template, "metadata", "labels", &update["labels"]);
+                        merge_into(template, "spec", "nodeSelector", &update["nodeSelector"]);
+                    }
+                }
+            });
+        } else if !admitted && !suspended && !finished(&w) {
+            changed |= ctx.store.update(&job_key, MANAGER, false, now, |o| {
+                if let Some(spec) = child_map(o, "spec") {
+                    spec.insert("suspend".into(), json!(true));
+                }
+            });
+        }
+    }
+    changed
+}
