@@ -6,8 +6,8 @@ use gkq::plan::Plan;
 use gkq::render;
 use serde_json::{Value, json};
 
-use crate::fake_gke::FakeGke;
-use crate::{converge, plan_against, seed};
+use crate::engine::fake_gke::FakeGke;
+use crate::engine::{converge, plan_against, seed};
 
 fn schema_path() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("schemas/plan.schema.json")
@@ -42,7 +42,7 @@ fn checked_in_schema_matches_the_types() {
         std::fs::read_to_string(schema_path()).expect("schemas/plan.schema.json exists");
     assert_eq!(
         checked_in, generated,
-        "schemas/plan.schema.json is out of date: run GKQ_UPDATE_SCHEMAS=1 cargo test --test engine"
+        "schemas/plan.schema.json is out of date: run GKQ_UPDATE_SCHEMAS=1 cargo test --test it engine::render::"
     );
 }
 
