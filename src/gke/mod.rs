@@ -15,6 +15,7 @@
 //! ```no_run
 //! # async fn demo() -> Result<(), gkq::gke::GkeError> {
 //! use std::sync::Arc;
+//! use gkq::addr::ClusterRef;
 //! use gkq::gke::*;
 //! let api = RestGke::new(Arc::new(AdcTokenSource::new()?))?;
 //! let cluster = ClusterRef { project: "p".into(), location: "us-east5-b".into(), cluster: "c".into() };

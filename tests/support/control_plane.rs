@@ -1,7 +1,10 @@
 //! A real Kubernetes control plane for integration tests: etcd, kube-apiserver and the Kueue
 //! manager on 127.0.0.1, started by `tools/controlplane.sh` (see README, "Test control plane").
 //!
-//! * One control plane per test binary, started on first use and shared by all its tests.
+//! * One control plane per run: the integration tests are one binary (`tests/it`), and the
+//!   first test that asks starts it (a process-wide `OnceLock`); every module's tests share it,
+//!   isolated by namespace and by unique names ([`unique_name`], [`kube_spec_vars`]).
+//!   The one exception is [`PrivateControlPlane`], for a test that kills its API server.
 //! * `GKQ_KUBECONFIG=<file>` or `GKQ_CP_DIR=<dir made by controlplane.sh up>` reuses a running one.
 //! * Teardown: the script's watchdog stops the processes and removes the run directory once this
 //!   test process has exited, however it exits (success, panic, Ctrl-C, SIGKILL).
@@ -12,6 +15,7 @@
 //! kube-controller-manager, so namespaces never finish deleting and ownerReferences are not
 //! garbage-collected: always use unique names and never wait for cascading deletes.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -41,7 +45,7 @@ pub struct ControlPlane {
 
 static CONTROL_PLANE: OnceLock<Result<ControlPlane, String>> = OnceLock::new();
 
-/// The control plane of this test binary, started on first call.
+/// The control plane of this test process, started on first call.
 ///
 /// Panics (with the build command) if it cannot be started; every test that asks fails the same way.
 pub fn control_plane() -> &'static ControlPlane {
@@ -90,33 +94,9 @@ fn start_or_reuse() -> Result<ControlPlane, String> {
 }
 
 fn start() -> Result<ControlPlane> {
-    let script = repo_root().join("tools/controlplane.sh");
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    let dir = std::env::temp_dir().join(format!("gkq-cp-{}-{nanos:x}", std::process::id()));
+    let dir = run_dir("gkq-cp");
     let began = Instant::now();
-    let out = Command::new("bash")
-        .arg(&script)
-        .arg("up")
-        .arg(&dir)
-        // the script's watchdog tears the control plane down when this process is gone
-        .env("GKQ_CP_WATCH_PID", std::process::id().to_string())
-        .env_remove("GKQ_CP_DIR")
-        .output()
-        .with_context(|| format!("running {}", script.display()))?;
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    if !out.status.success() {
-        bail!(
-            "could not start the test control plane ({} up {} exited with {}).\n\
-             If the binaries are missing, build them once with:\n\n    tools/controlplane.sh build\n\n\
-             (first build 10-20 min; cached in ~/.cache/gkq/k8s-bins). Script output:\n{stderr}",
-            script.display(),
-            dir.display(),
-            out.status
-        );
-    }
+    up(&dir)?;
     eprintln!(
         "gkq test control plane up in {:.1}s at {} (logs in {}/logs)",
         began.elapsed().as_secs_f64(),
@@ -128,6 +108,93 @@ fn start() -> Result<ControlPlane> {
         dir: Some(dir),
         started_here: true,
     })
+}
+
+/// A fresh run directory name under the temporary directory: `<prefix>-<pid>-<nanos>`.
+fn run_dir(prefix: &str) -> PathBuf {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    std::env::temp_dir().join(format!("{prefix}-{}-{nanos:x}", std::process::id()))
+}
+
+fn controlplane_sh(action: &str, dir: &Path) -> Command {
+    let mut c = Command::new("bash");
+    c.arg(repo_root().join("tools/controlplane.sh"))
+        .arg(action)
+        .arg(dir)
+        .env_remove("GKQ_CP_DIR");
+    c
+}
+
+/// `controlplane.sh up <dir>`, torn down by the script's watchdog once this process is gone.
+fn up(dir: &Path) -> Result<()> {
+    let out = controlplane_sh("up", dir)
+        .env("GKQ_CP_WATCH_PID", std::process::id().to_string())
+        .output()
+        .context("running tools/controlplane.sh")?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() {
+        bail!(
+            "could not start the test control plane (tools/controlplane.sh up {} exited with {}).\n\
+             If the binaries are missing, build them once with:\n\n    tools/controlplane.sh build\n\n\
+             (first build 10-20 min; cached in ~/.cache/gkq/k8s-bins). Script output:\n{stderr}",
+            dir.display(),
+            out.status
+        );
+    }
+    Ok(())
+}
+
+/// A control plane of one test's own, for a test that stops or restarts its API server (which
+/// would break every other test on the shared one). Always started here, never reused from
+/// `GKQ_KUBECONFIG`/`GKQ_CP_DIR`; stopped when dropped.
+pub struct PrivateControlPlane {
+    pub dir: PathBuf,
+}
+
+impl PrivateControlPlane {
+    pub fn start() -> Self {
+        let dir = run_dir("gkq-cp-private");
+        up(&dir).unwrap_or_else(|e| panic!("{e:#}"));
+        Self { dir }
+    }
+
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.dir.join("kubeconfig")
+    }
+
+    /// The PID of the running kube-apiserver, from the run directory's pids file.
+    pub fn apiserver_pid(&self) -> u32 {
+        let pids = std::fs::read_to_string(self.dir.join("pids")).unwrap();
+        pids.lines()
+            .filter_map(|l| {
+                let mut f = l.split_whitespace();
+                (f.next() == Some("kube-apiserver")).then(|| f.next()?.parse().ok())?
+            })
+            .next_back()
+            .expect("kube-apiserver in the pids file")
+    }
+
+    pub fn restart_apiserver(&self) {
+        let out = controlplane_sh("restart-apiserver", &self.dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+impl Drop for PrivateControlPlane {
+    fn drop(&mut self) {
+        let _ = controlplane_sh("down", &self.dir)
+            .stderr(std::process::Stdio::null())
+            .status();
+    }
 }
 
 /// A client and a namespace of its own, for one test.
@@ -154,6 +221,44 @@ pub fn unique_name(prefix: &str) -> String {
         .collect();
     prefix.truncate(62 - suffix.len());
     format!("{}-{suffix}", prefix.trim_end_matches('-'))
+}
+
+/// Variables for `tests/fixtures/kube-spec` that give one test's stack names of its own:
+/// `STACK`, `CPU`, `ONDEMAND`, `DWS` (the flavors), `CHECK`, `PRC`, `CQ` as
+/// `<unique base>-<suffix>` (at most 40 characters), and `NS` = `namespace`.
+pub fn kube_spec_vars(test: &str, namespace: &str) -> BTreeMap<String, String> {
+    // A short prefix keeps unique_name's suffix, which makes the names unique, whole.
+    let base = unique_name(&test[..test.len().min(20)]);
+    let mut vars = BTreeMap::new();
+    for (k, suffix) in [
+        ("STACK", "st"),
+        ("CPU", "cpu"),
+        ("ONDEMAND", "od"),
+        ("DWS", "dws"),
+        ("CHECK", "chk"),
+        ("PRC", "prc"),
+        ("CQ", "cq"),
+    ] {
+        vars.insert(k.to_string(), format!("{base}-{suffix}"));
+    }
+    vars.insert("NS".to_string(), namespace.to_string());
+    vars
+}
+
+/// `tests/fixtures/kube-spec` loaded and built with `vars` (no environment lookups).
+pub fn kube_spec_desired(vars: &BTreeMap<String, String>) -> gkq::model::DesiredState {
+    use gkq::gitops::tree::WorkingTree;
+    use gkq::spec::{self, LoadOptions};
+    let path = repo_root().join("tests/fixtures/kube-spec");
+    let opts = LoadOptions {
+        vars: vars.clone(),
+        env_lookup: Some(Box::new(|_| None)),
+        ..Default::default()
+    };
+    let loaded = spec::load(&WorkingTree, &path, &opts)
+        .unwrap_or_else(|f| panic!("{}", f.diagnostics.report(&f.sources)));
+    let (desired, diags) = gkq::model::build(&loaded);
+    desired.unwrap_or_else(|| panic!("{}", diags.report(&loaded.sources)))
 }
 
 /// Starts (or reuses) the control plane, builds a client for the current runtime and creates a

@@ -1,7 +1,7 @@
 //! The Kubernetes half of plan/apply against a real kube-apiserver, etcd and Kueue manager
 //! (tools/controlplane.sh), with the GKE half on the in-process emulator.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -9,16 +9,17 @@ use std::time::Duration;
 use gkq::apply::kube_adapter::KubeAdapter;
 use gkq::apply::{ApplyOptions, Executor, RecordingSink};
 use gkq::emulator::{Emulator, EmulatorConfig, EmulatorHandle};
-use gkq::gitops::tree::WorkingTree;
 use gkq::gke::{AnonymousTokenSource, RestGke};
 use gkq::kube::client::RealKube;
-use gkq::model::{self, DesiredState};
+use gkq::model::DesiredState;
 use gkq::observe::kube::observe_kube;
 use gkq::observe::observe_gke;
 use gkq::plan::{ActionKind, Plan, PlanOptions, plan};
-use gkq::spec::{self, LoadOptions};
 use serde_json::{Value, json};
-use support::control_plane::{condition_status, eventually, get, list, test_env, unique_name};
+use support::control_plane::{
+    condition_status, eventually, get, kube_spec_desired, kube_spec_vars, list, test_env,
+    unique_name,
+};
 
 struct Stack {
     vars: BTreeMap<String, String>,
@@ -30,36 +31,13 @@ struct Stack {
 }
 
 fn desired(vars: &BTreeMap<String, String>) -> DesiredState {
-    let path = support::control_plane::repo_root().join("tests/fixtures/kube-spec");
-    let opts = LoadOptions {
-        vars: vars.clone(),
-        env_lookup: Some(Box::new(|_| None)),
-        ..Default::default()
-    };
-    let loaded = spec::load(&WorkingTree, &path, &opts)
-        .unwrap_or_else(|f| panic!("{}", f.diagnostics.report(&f.sources)));
-    let (d, diags) = model::build(&loaded);
-    d.unwrap_or_else(|| panic!("{}", diags.report(&loaded.sources)))
+    kube_spec_desired(vars)
 }
 
 async fn stack(test: &str) -> Stack {
     gkq::gke::install_tls_provider();
     let env = test_env(test).await;
-    let base = unique_name(test);
-    let mut vars = BTreeMap::new();
-    for (k, suffix) in [
-        ("STACK", "st"),
-        ("CPU", "cpu"),
-        ("ONDEMAND", "od"),
-        ("DWS", "dws"),
-        ("CHECK", "chk"),
-        ("PRC", "prc"),
-        ("CQ", "cq"),
-    ] {
-        let name = format!("{}-{suffix}", &base[..base.len().min(50)]);
-        vars.insert(k.to_string(), name);
-    }
-    vars.insert("NS".into(), env.namespace.clone());
+    let vars = kube_spec_vars(test, &env.namespace);
     let (url, handle) = Emulator::start_in_process(EmulatorConfig::instant())
         .await
         .unwrap();
@@ -349,18 +327,14 @@ async fn cli_refuses_to_delete_a_queue_with_admitted_jobs() {
         .await
         .unwrap();
     let kubeconfig = support::control_plane::control_plane().kubeconfig.clone();
-    let fixture = support::control_plane::repo_root().join("tests/fixtures/kube-spec");
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::copy(fixture.join("train.py"), dir.path().join("train.py")).unwrap();
-    std::fs::copy(fixture.join("gkq.yaml"), dir.path().join("gkq.yaml")).unwrap();
+    let ws = support::Workspace::kube_spec();
     let gkq = |args: &[&str]| {
-        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_gkq"));
+        let mut cmd = support::gkq();
         cmd.args(args)
-            .arg(dir.path())
+            .arg(ws.spec_dir())
             .args(["--target", "gcp", "--gke-endpoint", &url])
             .arg("--kubeconfig")
-            .arg(&kubeconfig)
-            .env("NO_COLOR", "1");
+            .arg(&kubeconfig);
         for (k, v) in &s.vars {
             cmd.arg("--var").arg(format!("{k}={v}"));
         }
@@ -441,9 +415,9 @@ async fn cli_refuses_to_delete_a_queue_with_admitted_jobs() {
     );
 
     // The spec without its queues and jobs.
-    let text = std::fs::read_to_string(dir.path().join("gkq.yaml")).unwrap();
+    let text = std::fs::read_to_string(ws.spec_file()).unwrap();
     let cut = text.find("  clusterQueues:").unwrap();
-    std::fs::write(dir.path().join("gkq.yaml"), &text[..cut]).unwrap();
+    std::fs::write(ws.spec_file(), &text[..cut]).unwrap();
 
     let out = gkq(&["plan", "--prune", "--detailed-exitcode"]);
     let stdout = String::from_utf8_lossy(&out.stdout);

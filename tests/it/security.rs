@@ -2,7 +2,7 @@
 //! owner-only; TLS verification is always on; files a spec references stay in the spec's
 //! directory (symlinks included); no shell ever runs.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -15,13 +15,8 @@ use gkq::gke::{RestGke, StaticTokenSource};
 use gkq::observe::observe_gke;
 use gkq::plan::{PlanOptions, plan};
 use gkq::spec::LoadOptions;
-use support::control_plane::{control_plane, repo_root, test_env, unique_name};
-
-fn gkq() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_gkq"));
-    c.env("NO_COLOR", "1");
-    c
-}
+use support::control_plane::{control_plane, kube_spec_vars, repo_root, test_env, unique_name};
+use support::gkq;
 
 fn all_output(out: &Output) -> String {
     format!(
@@ -42,21 +37,9 @@ fn token_of(kubeconfig: &Path) -> String {
 }
 
 fn spec_vars(namespace: &str) -> Vec<String> {
-    let base = unique_name("sec");
-    let mut vars = vec![format!("NS={namespace}")];
-    for (k, suffix) in [
-        ("STACK", "st"),
-        ("CPU", "cpu"),
-        ("ONDEMAND", "od"),
-        ("DWS", "dws"),
-        ("CHECK", "chk"),
-        ("PRC", "prc"),
-        ("CQ", "cq"),
-    ] {
-        vars.push(format!("{k}={}-{suffix}", &base[..base.len().min(50)]));
-    }
-    vars.into_iter()
-        .flat_map(|v| ["--var".to_string(), v])
+    kube_spec_vars("sec", namespace)
+        .into_iter()
+        .flat_map(|(k, v)| ["--var".to_string(), format!("{k}={v}")])
         .collect()
 }
 

@@ -16,8 +16,8 @@ use gkq::observe::observe_gke;
 use gkq::plan::{ActionKind, PlanOptions, plan};
 use serde_json::{Value, json};
 
-use crate::fake_gke::FakeGke;
-use crate::seed;
+use crate::engine::fake_gke::FakeGke;
+use crate::engine::seed;
 
 #[derive(Default)]
 struct FakeKube {

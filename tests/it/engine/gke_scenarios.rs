@@ -6,9 +6,9 @@ use gkq::apply::{ApplyError, ApplyEvent, Outcome};
 use gkq::plan::{ActionKind, PlanOptions, ReplaceStrategy, Step};
 use serde_json::json;
 
-use crate::fake_gke::FakeGke;
-use crate::seed;
-use crate::{apply, converge, plan_against, plan_with};
+use crate::engine::fake_gke::FakeGke;
+use crate::engine::seed;
+use crate::engine::{apply, converge, plan_against, plan_with};
 
 fn kinds(plan: &gkq::plan::Plan) -> Vec<(String, ActionKind)> {
     plan.changes()

@@ -1,6 +1,10 @@
 //! Application Default Credentials through google-cloud-auth, offline: the token endpoints named in
-//! the credential files point at a local mock. One test in this binary, because it sets
-//! `GOOGLE_APPLICATION_CREDENTIALS` for the process.
+//! the credential files point at a local mock.
+//!
+//! ADC reads `GOOGLE_APPLICATION_CREDENTIALS` from the process environment, which the test has to
+//! change, and the other tests of this binary run in threads of the same process. So the test
+//! runs in a process of its own: [`application_default_credentials`] starts this test binary
+//! again with only [`application_default_credentials_alone`] selected.
 
 use std::sync::{Arc, Mutex};
 
@@ -47,13 +51,44 @@ async fn mock_token_endpoints() -> (String, Arc<Mutex<Vec<String>>>) {
     (format!("http://{addr}"), seen)
 }
 
+/// Set in the process that runs [`application_default_credentials_alone`], and only there.
+const ALONE: &str = "GKQ_TEST_ADC_ALONE";
+
 fn set_adc(path: &std::path::Path) {
-    // SAFETY: the only test in this binary; no other thread reads the environment meanwhile.
+    assert!(
+        std::env::var_os(ALONE).is_some(),
+        "changes the process environment: only in a process of its own"
+    );
+    // SAFETY: this process runs this one test on one thread (see the module docs).
     unsafe { std::env::set_var("GOOGLE_APPLICATION_CREDENTIALS", path) };
 }
 
+#[test]
+fn application_default_credentials() {
+    let name = "gke_auth::application_default_credentials_alone";
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([name, "--exact", "--include-ignored", "--test-threads=1"])
+        .env(ALONE, "1")
+        .env_remove("GOOGLE_APPLICATION_CREDENTIALS")
+        .env_remove("CLOUDSDK_CONFIG")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "{}",
+        crate::support::process::explain(&out)
+    );
+}
+
 #[tokio::test]
-async fn application_default_credentials() {
+#[ignore = "changes the process environment; run in a process of its own by application_default_credentials"]
+async fn application_default_credentials_alone() {
+    if std::env::var_os(ALONE).is_none() {
+        // Selected by `--include-ignored` in a process shared with other tests: the run that
+        // counts is application_default_credentials's.
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let (mock, seen) = mock_token_endpoints().await;
 

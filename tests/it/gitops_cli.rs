@@ -2,120 +2,37 @@
 //! exit codes, the JSON schema, the markdown comment, plans from commits, the applied revision,
 //! the local lock, and watch mode.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Output;
 
-use assert_cmd::Command;
-use process::{explain, text};
 use serde_json::Value;
 
-#[path = "support/process.rs"]
-mod process;
+use crate::support::process::{self, explain, text};
+use crate::support::workspace::git;
+use crate::support::{Workspace, gkq, repo_root};
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+/// Runs gkq in `ws` with the local target and its state in `<tmp>/state`.
+fn run(ws: &Workspace, args: &[&str]) -> Output {
+    let state = ws.path().join("state");
+    let mut all: Vec<&str> = args.to_vec();
+    // A saved plan names its own state directory.
+    let saved_plan = args.len() > 1 && args[0] == "apply" && args[1].ends_with(".json");
+    if !args.contains(&"--state-dir") && !saved_plan {
+        all.extend(["--state-dir", state.to_str().unwrap()]);
+    }
+    gkq().args(&all).current_dir(ws.path()).output().unwrap()
 }
 
-fn gkq() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_gkq"));
-    // The example's variables would otherwise pick up values from the test's environment.
-    c.env("NO_COLOR", "1").env_remove("GKQ_ENV");
-    for var in [
-        "GKQ_VAR_PROJECT_ID",
-        "GKQ_VAR_ZONE",
-        "GKQ_VAR_CLUSTER_NAME",
-        "GKQ_VAR_GKE_VERSION",
-        "GKQ_VAR_ONDEMAND_NODEPOOL",
-        "GKQ_VAR_DWS_NODEPOOL",
-        "GITHUB_ACTIONS",
-        "GITLAB_CI",
-    ] {
-        c.env_remove(var);
-    }
-    c
-}
-
-/// A copy of the example spec in a fresh directory (`<tmp>/infra`), optionally a git repository.
-struct Workspace {
-    dir: tempfile::TempDir,
-}
-
-impl Workspace {
-    fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let spec = dir.path().join("infra");
-        std::fs::create_dir_all(spec.join("environments")).unwrap();
-        for f in ["gkq.yaml", "train.py", "environments/local.yaml"] {
-            std::fs::copy(root().join("examples/tpu-dws").join(f), spec.join(f)).unwrap();
-        }
-        Workspace { dir }
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn spec_file(&self) -> PathBuf {
-        self.path().join("infra/gkq.yaml")
-    }
-
-    fn edit(&self, from: &str, to: &str) {
-        let text = std::fs::read_to_string(self.spec_file()).unwrap();
-        assert!(text.contains(from), "the example no longer has `{from}`");
-        std::fs::write(self.spec_file(), text.replacen(from, to, 1)).unwrap();
-    }
-
-    /// Runs gkq in the workspace with the local target and its state in `<tmp>/state`.
-    fn run(&self, args: &[&str]) -> Output {
-        let state = self.path().join("state");
-        let mut all: Vec<&str> = args.to_vec();
-        // A saved plan names its own state directory.
-        let saved_plan = args.len() > 1 && args[0] == "apply" && args[1].ends_with(".json");
-        if !args.contains(&"--state-dir") && !saved_plan {
-            all.extend(["--state-dir", state.to_str().unwrap()]);
-        }
-        gkq().args(&all).current_dir(self.path()).output().unwrap()
-    }
-
-    /// `gkq apply plan.json` with the plan file alone, in a directory without the spec.
-    fn apply_alone(&self) -> Output {
-        let elsewhere = self.path().join("elsewhere");
-        std::fs::create_dir_all(&elsewhere).unwrap();
-        std::fs::copy(self.path().join("plan.json"), elsewhere.join("plan.json")).unwrap();
-        gkq()
-            .args(["apply", "plan.json"])
-            .current_dir(&elsewhere)
-            .output()
-            .unwrap()
-    }
-
-    fn git(&self, args: &[&str]) {
-        let out = std::process::Command::new("git")
-            .args(args)
-            .current_dir(self.path())
-            .env("GIT_AUTHOR_NAME", "t")
-            .env("GIT_AUTHOR_EMAIL", "t@example.com")
-            .env("GIT_COMMITTER_NAME", "t")
-            .env("GIT_COMMITTER_EMAIL", "t@example.com")
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "git {args:?}: {}", explain(&out));
-    }
-
-    fn commit_all(&self, message: &str) -> String {
-        if !self.path().join(".git").exists() {
-            self.git(&["init", "-q", "-b", "main"]);
-            std::fs::write(self.path().join(".gitignore"), "state/\n*.json\n").unwrap();
-        }
-        self.git(&["add", "-A"]);
-        self.git(&["commit", "-q", "-m", message]);
-        let out = std::process::Command::new("git")
-            .args(["rev-parse", "HEAD"])
-            .current_dir(self.path())
-            .output()
-            .unwrap();
-        text(&out.stdout).trim().to_string()
-    }
+/// `gkq apply plan.json` with the plan file alone, in a directory without the spec.
+fn apply_alone(ws: &Workspace) -> Output {
+    let elsewhere = ws.path().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::fs::copy(ws.path().join("plan.json"), elsewhere.join("plan.json")).unwrap();
+    gkq()
+        .args(["apply", "plan.json"])
+        .current_dir(&elsewhere)
+        .output()
+        .unwrap()
 }
 
 fn read_json(path: &Path) -> Value {
@@ -123,7 +40,7 @@ fn read_json(path: &Path) -> Value {
 }
 
 fn summary(ws: &Workspace) -> Value {
-    let out = ws.run(&["plan", "infra", "--env", "local", "-o", "json"]);
+    let out = run(ws, &["plan", "infra", "--env", "local", "-o", "json"]);
     assert!(out.status.success(), "{}", explain(&out));
     let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
     plan["summary"].clone()
@@ -131,8 +48,11 @@ fn summary(ws: &Workspace) -> Value {
 
 #[test]
 fn saved_plan_applies_once_then_is_refused_as_stale() {
-    let ws = Workspace::new();
-    let out = ws.run(&["plan", "infra", "--env", "local", "--out", "plan.json"]);
+    let ws = Workspace::example();
+    let out = run(
+        &ws,
+        &["plan", "infra", "--env", "local", "--out", "plan.json"],
+    );
     assert!(out.status.success(), "{}", explain(&out));
     let plan_file = ws.path().join("plan.json");
     #[cfg(unix)]
@@ -156,7 +76,7 @@ fn saved_plan_applies_once_then_is_refused_as_stale() {
     // Not in git: no commit is claimed.
     assert!(provenance["spec"].get("commit").is_none(), "{provenance:#}");
 
-    let out = ws.run(&["apply", "plan.json"]);
+    let out = run(&ws, &["apply", "plan.json"]);
     assert!(out.status.success(), "{}", explain(&out));
     assert!(text(&out.stderr).contains("Applying the saved plan plan.json"));
     assert!(text(&out.stderr).contains("Creation complete"));
@@ -164,7 +84,7 @@ fn saved_plan_applies_once_then_is_refused_as_stale() {
 
     // The same plan again: everything it would create exists now. With the spec at hand, gkq
     // plans again and names each difference.
-    let out = ws.run(&["apply", "plan.json"]);
+    let out = run(&ws, &["apply", "plan.json"]);
     assert_eq!(out.status.code(), Some(1), "{}", explain(&out));
     let stderr = text(&out.stderr);
     assert!(
@@ -181,15 +101,18 @@ fn saved_plan_applies_once_then_is_refused_as_stale() {
 
 #[test]
 fn saved_plan_is_refused_when_the_spec_changed_and_nothing_is_applied() {
-    let ws = Workspace::new();
-    let out = ws.run(&["plan", "infra", "--env", "local", "--out", "plan.json"]);
+    let ws = Workspace::example();
+    let out = run(
+        &ws,
+        &["plan", "infra", "--env", "local", "--out", "plan.json"],
+    );
     assert!(out.status.success(), "{}", explain(&out));
     std::fs::write(
         ws.path().join("infra/train.py"),
         "print('a different script')\n",
     )
     .unwrap();
-    let out = ws.run(&["apply", "plan.json"]);
+    let out = run(&ws, &["apply", "plan.json"]);
     assert_eq!(out.status.code(), Some(1), "{}", explain(&out));
     let stderr = text(&out.stderr);
     assert!(
@@ -201,11 +124,11 @@ fn saved_plan_is_refused_when_the_spec_changed_and_nothing_is_applied() {
 
     // The same files with a different variable value: refused too, without a file to blame.
     std::fs::copy(
-        root().join("examples/tpu-dws/train.py"),
+        repo_root().join("examples/tpu-dws/train.py"),
         ws.path().join("infra/train.py"),
     )
     .unwrap();
-    let out = ws.run(&["apply", "plan.json", "--var", "GKE_VERSION=1.35"]);
+    let out = run(&ws, &["apply", "plan.json", "--var", "GKE_VERSION=1.35"]);
     assert_eq!(out.status.code(), Some(1), "{}", explain(&out));
     assert!(
         text(&out.stderr).contains("variables or environment differ"),
@@ -213,15 +136,15 @@ fn saved_plan_is_refused_when_the_spec_changed_and_nothing_is_applied() {
         explain(&out)
     );
     // With the spec as planned it applies.
-    let out = ws.run(&["apply", "plan.json"]);
+    let out = run(&ws, &["apply", "plan.json"]);
     assert!(out.status.success(), "{}", explain(&out));
 }
 
 #[test]
 fn saved_plan_is_refused_when_live_state_moved() {
-    let ws = Workspace::new();
+    let ws = Workspace::example();
     assert!(
-        ws.run(&["apply", "infra", "--env", "local", "--auto-approve"])
+        run(&ws, &["apply", "infra", "--env", "local", "--auto-approve"])
             .status
             .success()
     );
@@ -229,7 +152,10 @@ fn saved_plan_is_refused_when_live_state_moved() {
         "autoscaling: {min: 0, max: 4}",
         "autoscaling: {min: 0, max: 8}",
     );
-    let out = ws.run(&["plan", "infra", "--env", "local", "--out", "plan.json"]);
+    let out = run(
+        &ws,
+        &["plan", "infra", "--env", "local", "--out", "plan.json"],
+    );
     assert!(out.status.success(), "{}", explain(&out));
     assert_eq!(
         read_json(&ws.path().join("plan.json"))["summary"]["update"],
@@ -237,24 +163,27 @@ fn saved_plan_is_refused_when_live_state_moved() {
     );
 
     // Someone else changes the same pool in between (another copy of the spec, same live state).
-    let other = Workspace::new();
+    let other = Workspace::example();
     other.edit(
         "autoscaling: {min: 0, max: 4}",
         "autoscaling: {min: 0, max: 12}",
     );
     let state = ws.path().join("state");
-    let out = other.run(&[
-        "apply",
-        "infra",
-        "--env",
-        "local",
-        "--auto-approve",
-        "--state-dir",
-        state.to_str().unwrap(),
-    ]);
+    let out = run(
+        &other,
+        &[
+            "apply",
+            "infra",
+            "--env",
+            "local",
+            "--auto-approve",
+            "--state-dir",
+            state.to_str().unwrap(),
+        ],
+    );
     assert!(out.status.success(), "{}", explain(&out));
 
-    let out = ws.run(&["apply", "plan.json"]);
+    let out = run(&ws, &["apply", "plan.json"]);
     assert_eq!(out.status.code(), Some(1), "{}", explain(&out));
     let stderr = text(&out.stderr);
     assert!(
@@ -270,7 +199,7 @@ fn saved_plan_is_refused_when_live_state_moved() {
     );
     // Without the spec (the plan file alone, elsewhere), every target is read again instead,
     // and the refusal names the field that moved.
-    let out = ws.apply_alone();
+    let out = apply_alone(&ws);
     assert_eq!(out.status.code(), Some(1), "{}", explain(&out));
     let stderr = text(&out.stderr);
     assert!(
@@ -289,7 +218,7 @@ fn saved_plan_is_refused_when_live_state_moved() {
     );
     assert!(stderr.contains("Nothing was applied"), "{stderr}");
     // The other apply's value is still there: the stale plan changed nothing.
-    let out = ws.run(&["plan", "infra", "--env", "local", "-o", "json"]);
+    let out = run(&ws, &["plan", "infra", "--env", "local", "-o", "json"]);
     let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
     let change = &plan["actions"]
         .as_array()
@@ -302,7 +231,7 @@ fn saved_plan_is_refused_when_live_state_moved() {
 
 #[test]
 fn plan_files_hold_no_variable_values_or_environment_secrets() {
-    let ws = Workspace::new();
+    let ws = Workspace::example();
     let secret = "s3cr3t-7c0ffee-do-not-store";
     // A declared variable whose value comes from the environment, as credentials would.
     let text_before = std::fs::read_to_string(ws.spec_file()).unwrap();
@@ -350,19 +279,22 @@ fn plan_files_hold_no_variable_values_or_environment_secrets() {
 
 #[test]
 fn detailed_exit_codes_and_json_schema() {
-    let ws = Workspace::new();
-    let schema: Value = read_json(&root().join("schemas/plan.schema.json"));
+    let ws = Workspace::example();
+    let schema: Value = read_json(&repo_root().join("schemas/plan.schema.json"));
     let validator = jsonschema::validator_for(&schema).unwrap();
     let plan_json = |ws: &Workspace| {
-        let out = ws.run(&[
-            "plan",
-            "infra",
-            "--env",
-            "local",
-            "-o",
-            "json",
-            "--detailed-exitcode",
-        ]);
+        let out = run(
+            ws,
+            &[
+                "plan",
+                "infra",
+                "--env",
+                "local",
+                "-o",
+                "json",
+                "--detailed-exitcode",
+            ],
+        );
         let plan: Value = serde_json::from_slice(&out.stdout)
             .unwrap_or_else(|e| panic!("{e}: {}", explain(&out)));
         let errors: Vec<String> = validator
@@ -375,7 +307,7 @@ fn detailed_exit_codes_and_json_schema() {
     };
     assert_eq!(plan_json(&ws).0, Some(2), "changes");
     assert!(
-        ws.run(&["apply", "infra", "--env", "local", "--auto-approve"])
+        run(&ws, &["apply", "infra", "--env", "local", "--auto-approve"])
             .status
             .success()
     );
@@ -395,18 +327,21 @@ fn detailed_exit_codes_and_json_schema() {
     // Errors are 1, also with --detailed-exitcode.
     ws.edit("tpuTopology: 2x4", "tpuTopology: 5x5");
     assert_eq!(
-        ws.run(&["plan", "infra", "--env", "local", "--detailed-exitcode"])
-            .status
-            .code(),
+        run(
+            &ws,
+            &["plan", "infra", "--env", "local", "--detailed-exitcode"]
+        )
+        .status
+        .code(),
         Some(1)
     );
 }
 
 #[test]
 fn markdown_for_pull_requests_matches_its_snapshot() {
-    let ws = Workspace::new();
+    let ws = Workspace::example();
     let commit = ws.commit_all("the example");
-    let out = ws.run(&["plan", "infra", "--env", "local", "-o", "markdown"]);
+    let out = run(&ws, &["plan", "infra", "--env", "local", "-o", "markdown"]);
     assert!(out.status.success(), "{}", explain(&out));
     let markdown = text(&out.stdout);
     // What varies between runs: the digest (the example evolves) and the commit.
@@ -421,7 +356,7 @@ fn markdown_for_pull_requests_matches_its_snapshot() {
 
     // Replaced resources are called out above the table.
     assert!(
-        ws.run(&["apply", "infra", "--env", "local", "--auto-approve"])
+        run(&ws, &["apply", "infra", "--env", "local", "--auto-approve"])
             .status
             .success()
     );
@@ -430,7 +365,7 @@ fn markdown_for_pull_requests_matches_its_snapshot() {
         "autoscaling: {min: 0, max: 4}",
         "autoscaling: {min: 0, max: 2}",
     );
-    let out = ws.run(&["plan", "infra", "--env", "local", "-o", "markdown"]);
+    let out = run(&ws, &["plan", "infra", "--env", "local", "-o", "markdown"]);
     let markdown = text(&out.stdout);
     assert!(markdown.contains("> [!WARNING]"), "{markdown}");
     assert!(
@@ -450,12 +385,12 @@ fn read_digest(markdown: &str) -> String {
 
 #[test]
 fn plans_record_the_commit_they_were_made_from() {
-    let ws = Workspace::new();
+    let ws = Workspace::example();
     let first = ws.commit_all("max 4");
     let plan_at = |extra: &[&str]| {
         let mut args = vec!["plan", "infra", "--env", "local", "-o", "json"];
         args.extend_from_slice(extra);
-        let out = ws.run(&args);
+        let out = run(&ws, &args);
         assert!(out.status.success(), "{}", explain(&out));
         serde_json::from_slice::<Value>(&out.stdout).unwrap()
     };
@@ -501,10 +436,10 @@ fn plans_record_the_commit_they_were_made_from() {
 
 #[test]
 fn apply_records_the_revision_and_status_compares_it_with_head() {
-    let ws = Workspace::new();
+    let ws = Workspace::example();
     let first = ws.commit_all("first");
     let status = |ws: &Workspace| {
-        let out = ws.run(&["status", "infra", "--env", "local", "-o", "json"]);
+        let out = run(ws, &["status", "infra", "--env", "local", "-o", "json"]);
         assert!(out.status.success(), "{}", explain(&out));
         serde_json::from_slice::<Value>(&out.stdout).unwrap()
     };
@@ -515,7 +450,7 @@ fn apply_records_the_revision_and_status_compares_it_with_head() {
     assert_eq!(before["local"]["head"], first.as_str());
     assert_eq!(before["local"]["clean"], true);
 
-    let out = ws.run(&["apply", "infra", "--env", "local", "--auto-approve"]);
+    let out = run(&ws, &["apply", "infra", "--env", "local", "--auto-approve"]);
     assert!(out.status.success(), "{}", explain(&out));
     assert!(
         text(&out.stderr).contains(&format!(
@@ -549,7 +484,7 @@ fn apply_records_the_revision_and_status_compares_it_with_head() {
     assert_eq!(moved["specMatchesApplied"], false);
     assert_eq!(moved["drift"]["changes"], true);
     assert_eq!(moved["local"]["head"], second.as_str());
-    let out = ws.run(&["status", "infra", "--env", "local"]);
+    let out = run(&ws, &["status", "infra", "--env", "local"]);
     let text_status = text(&out.stdout);
     assert!(
         text_status.contains("the local spec differs from the one applied"),
@@ -563,7 +498,7 @@ fn apply_records_the_revision_and_status_compares_it_with_head() {
 
 #[test]
 fn a_second_apply_on_the_local_target_is_refused_while_the_lock_is_held() {
-    let ws = Workspace::new();
+    let ws = Workspace::example();
     let state = ws.path().join("state");
     std::fs::create_dir_all(&state).unwrap();
     let runtime = tokio::runtime::Runtime::new().unwrap();
@@ -575,7 +510,7 @@ fn a_second_apply_on_the_local_target_is_refused_while_the_lock_is_held() {
             &mut |_| {},
         ))
         .unwrap();
-    let out = ws.run(&["apply", "infra", "--env", "local", "--auto-approve"]);
+    let out = run(&ws, &["apply", "infra", "--env", "local", "--auto-approve"]);
     assert_eq!(out.status.code(), Some(1), "{}", explain(&out));
     let stderr = text(&out.stderr);
     assert!(
@@ -586,7 +521,7 @@ fn a_second_apply_on_the_local_target_is_refused_while_the_lock_is_held() {
     assert_eq!(summary(&ws)["create"], 14, "nothing was applied");
 
     // With a timeout it waits, and goes ahead once the lock is released.
-    let mut waiting = std::process::Command::new(env!("CARGO_BIN_EXE_gkq"))
+    let mut waiting = gkq()
         .args([
             "apply",
             "infra",
@@ -598,7 +533,6 @@ fn a_second_apply_on_the_local_target_is_refused_while_the_lock_is_held() {
             "--state-dir",
             state.to_str().unwrap(),
         ])
-        .env("NO_COLOR", "1")
         .current_dir(ws.path())
         .stderr(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
@@ -634,13 +568,11 @@ mod watch {
     const WAIT: Duration = Duration::from_secs(30);
 
     fn watch(ws: &Workspace, extra: &[&str]) -> Running {
-        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_gkq"));
+        let mut command = gkq();
         command
             .args(["watch", "infra", "--env", "local", "--state-dir"])
             .arg(ws.path().join("state"))
             .args(extra)
-            .env("NO_COLOR", "1")
-            .env_remove("GKQ_ENV")
             .current_dir(ws.path());
         Running::spawn(command)
     }
@@ -656,9 +588,9 @@ mod watch {
 
     #[test]
     fn watch_replans_on_save_and_on_drift_and_stops_on_ctrl_c() {
-        let ws = Workspace::new();
+        let ws = Workspace::example();
         assert!(
-            ws.run(&["apply", "infra", "--env", "local", "--auto-approve"])
+            run(&ws, &["apply", "infra", "--env", "local", "--auto-approve"])
                 .status
                 .success()
         );
@@ -688,7 +620,7 @@ mod watch {
         // thing printed is the drift below, not a repeat of the plan above.
         std::thread::sleep(Duration::from_millis(2500));
         // Someone changes the pool behind the spec's back.
-        let other = Workspace::new();
+        let other = Workspace::example();
         other.edit(
             "autoscaling: {min: 0, max: 4}",
             "autoscaling: {min: 0, max: 12}",
@@ -696,15 +628,18 @@ mod watch {
         let state = ws.path().join("state");
         // The watcher's drift checks save the simulation under the state directory's lock;
         // an apply must wait out those moments rather than fail.
-        let applied = other.run(&[
-            "apply",
-            "infra",
-            "--env",
-            "local",
-            "--auto-approve",
-            "--state-dir",
-            state.to_str().unwrap(),
-        ]);
+        let applied = run(
+            &other,
+            &[
+                "apply",
+                "infra",
+                "--env",
+                "local",
+                "--auto-approve",
+                "--state-dir",
+                state.to_str().unwrap(),
+            ],
+        );
         assert!(
             applied.status.success(),
             "{}",
@@ -731,7 +666,7 @@ mod watch {
 
     #[test]
     fn watch_apply_applies_creates_and_holds_back_replaces() {
-        let ws = Workspace::new();
+        let ws = Workspace::example();
         let mut w = watch(&ws, &["--apply", "--interval", "1h"]);
         let (shown, _) = w.wait_for("the apply", WAIT, |out| {
             out.contains("after apply · No changes. Live state matches the spec.")
@@ -781,22 +716,9 @@ mod watch {
     fn watch_follows_a_remote_branch() {
         // origin: a bare repository; ws: a clone that watch runs in; author: another clone that
         // pushes to origin.
-        let ws = Workspace::new();
+        let ws = Workspace::example();
         ws.commit_all("first");
         let origin = tempfile::tempdir().unwrap();
-        let git = |dir: &Path, args: &[&str]| {
-            let out = std::process::Command::new("git")
-                .args(args)
-                .current_dir(dir)
-                .env("GIT_AUTHOR_NAME", "t")
-                .env("GIT_AUTHOR_EMAIL", "t@example.com")
-                .env("GIT_COMMITTER_NAME", "t")
-                .env("GIT_COMMITTER_EMAIL", "t@example.com")
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "git {args:?}: {}", explain(&out));
-            text(&out.stdout).trim().to_string()
-        };
         git(origin.path(), &["init", "-q", "--bare", "-b", "main"]);
         let origin_url = origin.path().to_str().unwrap();
         git(ws.path(), &["remote", "add", "origin", origin_url]);
@@ -881,21 +803,24 @@ mod guarantees {
     }
 
     fn plan_json(ws: &Workspace) -> Value {
-        let out = ws.run(&["plan", "infra", "--env", "local", "-o", "json"]);
+        let out = run(ws, &["plan", "infra", "--env", "local", "-o", "json"]);
         assert!(out.status.success(), "{}", explain(&out));
         serde_json::from_slice(&out.stdout).unwrap()
     }
 
     #[test]
     fn replacing_a_running_job_is_a_disruption_refused_without_consent() {
-        let ws = Workspace::new();
-        let out = ws.run(&["apply", "infra", "--env", "local", "--auto-approve"]);
+        let ws = Workspace::example();
+        let out = run(&ws, &["apply", "infra", "--env", "local", "--auto-approve"]);
         assert!(out.status.success(), "{}", explain(&out));
         // A new training script makes both jobs new runs; job 1 is admitted on on-demand and
         // job 2 holds quota on dws while its ProvisioningRequest waits.
         std::fs::write(ws.path().join("infra/train.py"), "print('v2')\n").unwrap();
 
-        let out = ws.run(&["plan", "infra", "--env", "local", "--detailed-exitcode"]);
+        let out = run(
+            &ws,
+            &["plan", "infra", "--env", "local", "--detailed-exitcode"],
+        );
         assert_eq!(out.status.code(), Some(3), "{}", explain(&out));
         let stdout = text(&out.stdout);
         assert!(stdout.contains("This plan stops running work"), "{stdout}");
@@ -923,36 +848,42 @@ mod guarantees {
         );
 
         // apply refuses, interactively approved or from a saved plan, and changes nothing.
-        let out = ws.run(&["apply", "infra", "--env", "local", "--auto-approve"]);
+        let out = run(&ws, &["apply", "infra", "--env", "local", "--auto-approve"]);
         assert_eq!(out.status.code(), Some(1), "{}", explain(&out));
         assert!(
             text(&out.stderr).contains("refusing to apply: this plan stops running work"),
             "{}",
             explain(&out)
         );
-        let out = ws.run(&["plan", "infra", "--env", "local", "--out", "plan.json"]);
+        let out = run(
+            &ws,
+            &["plan", "infra", "--env", "local", "--out", "plan.json"],
+        );
         assert!(out.status.success(), "{}", explain(&out));
-        let out = ws.run(&["apply", "plan.json"]);
+        let out = run(&ws, &["apply", "plan.json"]);
         assert_eq!(out.status.code(), Some(1), "{}", explain(&out));
         assert!(text(&out.stderr).contains("stops running work"));
         assert_eq!(summary(&ws)["replace"], 2, "nothing was replaced");
 
         // With consent the new runs replace the old ones.
-        let out = ws.run(&[
-            "apply",
-            "infra",
-            "--env",
-            "local",
-            "--auto-approve",
-            "--allow-disruption",
-        ]);
+        let out = run(
+            &ws,
+            &[
+                "apply",
+                "infra",
+                "--env",
+                "local",
+                "--auto-approve",
+                "--allow-disruption",
+            ],
+        );
         assert!(out.status.success(), "{}", explain(&out));
         assert_eq!(summary(&ws)["replace"], 0);
     }
 
     #[test]
     fn a_new_run_of_a_finished_job_stops_nothing() {
-        let ws = Workspace::new();
+        let ws = Workspace::example();
         // A fast clock: the jobs are admitted, provisioned, run their 2 minutes and finish.
         let fast = [("GKQ_LOCAL_CLOCK", "600x"), ("GKQ_LOCAL_RUN", "30s")];
         let out = ws.run_env(
@@ -988,15 +919,18 @@ mod guarantees {
     /// Plan a ClusterQueue change, let the cluster get busy, apply the saved plan; `alone`
     /// applies it away from the spec (only fingerprints are checked then).
     fn saved_plan_in_a_busy_cluster(alone: bool) {
-        let ws = Workspace::new();
-        let out = ws.run(&["apply", "infra", "--env", "local", "--auto-approve"]);
+        let ws = Workspace::example();
+        let out = run(&ws, &["apply", "infra", "--env", "local", "--auto-approve"]);
         assert!(out.status.success(), "{}", explain(&out));
         // A plan that only changes a ClusterQueue quota, saved on the pull request...
         ws.edit(
             "quota: {cpu: 40, memory: 75Gi, google.com/tpu: 16}",
             "quota: {cpu: 48, memory: 75Gi, google.com/tpu: 16}",
         );
-        let out = ws.run(&["plan", "infra", "--env", "local", "--out", "plan.json"]);
+        let out = run(
+            &ws,
+            &["plan", "infra", "--env", "local", "--out", "plan.json"],
+        );
         assert!(out.status.success(), "{}", explain(&out));
         assert_eq!(
             read_json(&ws.path().join("plan.json"))["summary"]["update"],
@@ -1017,9 +951,9 @@ mod guarantees {
         );
         // ...and applied on merge: admissions are not what the plan depends on.
         let out = if alone {
-            ws.apply_alone()
+            apply_alone(&ws)
         } else {
-            ws.run(&["apply", "plan.json"])
+            run(&ws, &["apply", "plan.json"])
         };
         assert!(out.status.success(), "{}", explain(&out));
         assert!(
@@ -1052,15 +986,18 @@ mod guarantees {
 
     #[test]
     fn hand_edited_saved_plans_are_refused() {
-        let ws = Workspace::new();
-        let out = ws.run(&["apply", "infra", "--env", "local", "--auto-approve"]);
+        let ws = Workspace::example();
+        let out = run(&ws, &["apply", "infra", "--env", "local", "--auto-approve"]);
         assert!(out.status.success(), "{}", explain(&out));
         ws.edit(
             "quota: {cpu: 40, memory: 75Gi, google.com/tpu: 16}",
             "quota: {cpu: 48, memory: 75Gi, google.com/tpu: 16}",
         );
         let plan_once = |ws: &Workspace| {
-            let out = ws.run(&["plan", "infra", "--env", "local", "--out", "plan.json"]);
+            let out = run(
+                ws,
+                &["plan", "infra", "--env", "local", "--out", "plan.json"],
+            );
             assert!(out.status.success(), "{}", explain(&out));
         };
         let cq = |plan: &mut Value| -> usize {
@@ -1072,7 +1009,7 @@ mod guarantees {
                 .unwrap()
         };
         let refused = |ws: &Workspace, expected: &str| {
-            let out = ws.run(&["apply", "plan.json"]);
+            let out = run(ws, &["apply", "plan.json"]);
             assert_eq!(out.status.code(), Some(1), "{}", explain(&out));
             let stderr = text(&out.stderr);
             assert!(stderr.contains(expected), "{stderr}");
@@ -1148,13 +1085,13 @@ mod guarantees {
 
         // The plan as gkq wrote it applies.
         plan_once(&ws);
-        let out = ws.run(&["apply", "plan.json"]);
+        let out = run(&ws, &["apply", "plan.json"]);
         assert!(out.status.success(), "{}", explain(&out));
     }
 
     #[test]
     fn secret_values_never_appear_in_plans_files_logs_or_status() {
-        let ws = Workspace::new();
+        let ws = Workspace::example();
         // A Secret in `manifests:` and a sensitive variable used in it and in a ConfigMap.
         let spec = std::fs::read_to_string(ws.spec_file()).unwrap();
         let spec = spec.replacen(
@@ -1202,7 +1139,7 @@ manifests:
             assert!(out.status.success(), "{}", explain(&out));
             check(&format!("plan -o {format}"), &out);
         }
-        let out = ws.run(&["render", "infra", "--env", "local", "--var", var]);
+        let out = run(&ws, &["render", "infra", "--env", "local", "--var", var]);
         check("render", &out);
         let out = ws.run_env(
             &trace,
@@ -1226,16 +1163,19 @@ manifests:
         // A new token: the plan says which values change, not what they are, and the saved plan
         // applies with the values read from the spec.
         let var = "HF_TOKEN=hf_SECONDtoken456";
-        let out = ws.run(&[
-            "plan",
-            "infra",
-            "--env",
-            "local",
-            "--var",
-            var,
-            "--out",
-            "plan.json",
-        ]);
+        let out = run(
+            &ws,
+            &[
+                "plan",
+                "infra",
+                "--env",
+                "local",
+                "--var",
+                var,
+                "--out",
+                "plan.json",
+            ],
+        );
         assert!(out.status.success(), "{}", explain(&out));
         check("plan of a changed secret", &out);
         let stdout = text(&out.stdout);
@@ -1268,19 +1208,22 @@ manifests:
             world.contains("hf_SECONDtoken456") || world.contains("aGZfU0VDT05EdG9rZW40NTY="),
             "the new token was applied"
         );
-        let out = ws.run(&[
-            "plan",
-            "infra",
-            "--env",
-            "local",
-            "--var",
-            var,
-            "--detailed-exitcode",
-        ]);
+        let out = run(
+            &ws,
+            &[
+                "plan",
+                "infra",
+                "--env",
+                "local",
+                "--var",
+                var,
+                "--detailed-exitcode",
+            ],
+        );
         assert_eq!(out.status.code(), Some(0), "{}", explain(&out));
 
         // watch shows the plan back to the first token: markers only, also at trace level.
-        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_gkq"));
+        let mut command = gkq();
         command
             .args([
                 "watch",
@@ -1293,9 +1236,7 @@ manifests:
             ])
             .arg(ws.path().join("state"))
             .args(["--var", "HF_TOKEN=hf_FIRSTtoken123"])
-            .env("NO_COLOR", "1")
             .env("RUST_LOG", "trace")
-            .env_remove("GKQ_ENV")
             .current_dir(ws.path());
         let mut watching = process::Running::spawn(command);
         let (shown, _) = watching.wait_for(
@@ -1312,18 +1253,21 @@ manifests:
 
         // Away from the spec, the plan file cannot supply the values: refused up front.
         let var = "HF_TOKEN=hf_FIRSTtoken123";
-        let out = ws.run(&[
-            "plan",
-            "infra",
-            "--env",
-            "local",
-            "--var",
-            var,
-            "--out",
-            "plan.json",
-        ]);
+        let out = run(
+            &ws,
+            &[
+                "plan",
+                "infra",
+                "--env",
+                "local",
+                "--var",
+                var,
+                "--out",
+                "plan.json",
+            ],
+        );
         assert!(out.status.success(), "{}", explain(&out));
-        let out = ws.apply_alone();
+        let out = apply_alone(&ws);
         assert_eq!(out.status.code(), Some(1), "{}", explain(&out));
         assert!(
             text(&out.stderr).contains("writes sensitive values, which a plan file never holds"),

@@ -5,15 +5,12 @@
 //! the simulated DWS delay has passed (a fast clock), job 2 is provisioned and runs; destroy
 //! removes everything.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Output;
 
-use assert_cmd::Command;
 use serde_json::Value;
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+use crate::support::{self, repo_root};
 
 /// `gkq` on the example with `--env local` and a state directory, with the simulation settings.
 fn gkq(state: &Path, settings: &[(&str, &str)], args: &[&str]) -> Output {
@@ -22,13 +19,8 @@ fn gkq(state: &Path, settings: &[(&str, &str)], args: &[&str]) -> Output {
 
 /// [`gkq`] with another environment overlay (add `--target local` for one that is not local).
 fn gkq_env(state: &Path, env: &str, settings: &[(&str, &str)], args: &[&str]) -> Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_gkq"));
-    c.env("NO_COLOR", "1")
-        .env_remove("GKQ_ENV")
-        .env_remove("GKQ_LOCAL_CLOCK")
-        .env_remove("GKQ_LOCAL_PROVISIONING")
-        .env_remove("GKQ_LOCAL_RUN")
-        .current_dir(root());
+    let mut c = support::gkq();
+    c.current_dir(repo_root());
     for (k, v) in settings {
         c.env(k, v);
     }

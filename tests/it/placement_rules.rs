@@ -7,74 +7,12 @@ use gkq::placement::{
 };
 use serde_json::{Value, json};
 
+use crate::support::kueue::{
+    batch_job, cluster_queue, group, local_queue, pool_flavor, seed_queue_objects, seed_ray_job,
+    with,
+};
+
 // ---------------------------------------------------------------- fixtures
-
-fn flavor(name: &str, pool: &str) -> Value {
-    json!({
-        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
-        "metadata": {"name": name},
-        "spec": {"nodeLabels": {"cloud.google.com/gke-nodepool": pool}}
-    })
-}
-
-fn local_queue(name: &str, cluster_queue: &str) -> Value {
-    json!({
-        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
-        "metadata": {"namespace": "default", "name": name},
-        "spec": {"clusterQueue": cluster_queue}
-    })
-}
-
-/// `flavors`: `(flavor, [(resource, nominal)])` in order, one resource group covering
-/// `covered`.
-fn cluster_queue(name: &str, covered: &[&str], flavors: &[(&str, &[(&str, &str)])]) -> Value {
-    json!({
-        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
-        "metadata": {"name": name},
-        "spec": {
-            "namespaceSelector": {},
-            "resourceGroups": [group(covered, flavors)]
-        }
-    })
-}
-
-fn group(covered: &[&str], flavors: &[(&str, &[(&str, &str)])]) -> Value {
-    json!({
-        "coveredResources": covered,
-        "flavors": flavors.iter().map(|(name, quotas)| json!({
-            "name": name,
-            "resources": quotas.iter().map(|(r, q)| json!({"name": r, "nominalQuota": q})).collect::<Vec<_>>()
-        })).collect::<Vec<_>>()
-    })
-}
-
-/// A batch Job with one podset `main` of `count` pods, each requesting `requests`.
-fn job(name: &str, queue: &str, count: i64, requests: &[(&str, &str)]) -> Value {
-    let requests: serde_json::Map<String, Value> = requests
-        .iter()
-        .map(|(r, q)| (r.to_string(), json!(q)))
-        .collect();
-    json!({
-        "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"namespace": "default", "name": name, "labels": {"kueue.x-k8s.io/queue-name": queue}},
-        "spec": {"parallelism": count, "template": {"spec": {
-            "containers": [{"name": "c", "resources": {"requests": requests.clone(), "limits": requests}}]
-        }}}
-    })
-}
-
-fn with(mut object: Value, path: &[&str], value: Value) -> Value {
-    let mut target = &mut object;
-    for key in &path[..path.len() - 1] {
-        target = target
-            .as_object_mut()
-            .expect("object")
-            .entry(key.to_string())
-            .or_insert_with(|| json!({}));
-    }
-    target[path[path.len() - 1]] = value;
-    object
-}
 
 fn pod_spec_path<'a>(rest: &[&'a str]) -> Vec<&'a str> {
     let mut path = vec!["spec", "template", "spec"];
@@ -112,85 +50,12 @@ fn reason(placement: &Placement) -> &str {
 
 // ---------------------------------------------------------------- the seed walk-through
 
-/// `dws-tpu-queue.yaml` from the seed, in v1beta2 with envsubst applied.
-fn seed_queue_objects() -> Vec<Value> {
-    vec![
-        flavor("default-cpu", "default-pool"),
-        flavor("on-demand", "on-demand-pool"),
-        flavor("dws", "dws-pool"),
-        json!({
-            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
-            "metadata": {"name": "cluster-queue"},
-            "spec": {
-                "namespaceSelector": {},
-                "resourceGroups": [group(&["cpu", "memory", "google.com/tpu"], &[
-                    ("default-cpu", &[("cpu", "10"), ("memory", "20Gi"), ("google.com/tpu", "0")]),
-                    ("on-demand", &[("cpu", "40"), ("memory", "75Gi"), ("google.com/tpu", "16")]),
-                    ("dws", &[("cpu", "1000000000"), ("memory", "1000000000Gi"), ("google.com/tpu", "1000000000")]),
-                ])],
-                "admissionChecksStrategy": {"admissionChecks": [{"name": "dws-prov", "onFlavors": ["dws"]}]}
-            }
-        }),
-        local_queue("user-queue", "cluster-queue"),
-        json!({
-            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck",
-            "metadata": {"name": "dws-prov"},
-            "spec": {"controllerName": "kueue.x-k8s.io/provisioning-request",
-                     "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig", "name": "dws-config"}}
-        }),
-        json!({
-            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ProvisioningRequestConfig",
-            "metadata": {"name": "dws-config"},
-            "spec": {"provisioningClassName": "queued-provisioning.gke.io", "managedResources": ["google.com/tpu"]}
-        }),
-    ]
-}
-
-/// `rayjob-tpu-v6e-dws.yaml` from the seed with `JOB_ID` substituted.
-fn seed_ray_job(id: u32) -> Value {
-    json!({
-        "apiVersion": "ray.io/v1", "kind": "RayJob",
-        "metadata": {
-            "name": format!("rayjob-tpu-v6e-dws-{id}"),
-            "labels": {"kueue.x-k8s.io/queue-name": "user-queue"},
-            "annotations": {"kueue.x-k8s.io/elastic-job": "true"}
-        },
-        "spec": {
-            "shutdownAfterJobFinishes": true,
-            "entrypoint": "python /app/train.py",
-            "rayClusterSpec": {
-                "enableInTreeAutoscaling": true,
-                "headGroupSpec": {"rayStartParams": {}, "template": {"spec": {
-                    "nodeSelector": {"cloud.google.com/gke-nodepool": "default-pool"},
-                    "containers": [{"name": "ray-head", "image": "rayproject/ray:2.53.0-py311",
-                        "resources": {"limits": {"cpu": "2", "memory": "4Gi"}, "requests": {"cpu": "2", "memory": "4Gi"}}}]
-                }}},
-                "workerGroupSpecs": [{
-                    "replicas": 1, "minReplicas": 1, "maxReplicas": 2, "numOfHosts": 4,
-                    "groupName": "tpu-group", "rayStartParams": {},
-                    "template": {"spec": {
-                        "tolerations": [
-                            {"key": "google.com/tpu", "operator": "Exists", "effect": "NoSchedule"},
-                            {"key": "cloud.google.com/gke-queued", "operator": "Exists", "effect": "NoSchedule"}
-                        ],
-                        "containers": [{"name": "ray-worker", "image": "rayproject/ray:2.53.0-py311",
-                            "resources": {
-                                "limits": {"cpu": "8", "google.com/tpu": "4", "memory": "16Gi"},
-                                "requests": {"cpu": "8", "google.com/tpu": "4", "memory": "16Gi"}}}],
-                        "nodeSelector": {
-                            "cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice",
-                            "cloud.google.com/gke-tpu-topology": "4x4"
-                        }
-                    }}
-                }]
-            }
-        }
-    })
-}
-
 #[test]
 fn seed_job_one_runs_on_demand_and_job_two_falls_back_to_dws() {
-    let prediction = run(&seed_queue_objects(), &[seed_ray_job(1), seed_ray_job(2)]);
+    let prediction = run(
+        &seed_queue_objects("default", "cluster-queue"),
+        &[seed_ray_job(1), seed_ray_job(2)],
+    );
     let [one, two] = &prediction.placements[..] else {
         panic!("two placements");
     };
@@ -224,7 +89,10 @@ fn seed_job_one_runs_on_demand_and_job_two_falls_back_to_dws() {
 
 #[test]
 fn seed_usage_summary_shows_both_jobs() {
-    let prediction = run(&seed_queue_objects(), &[seed_ray_job(1), seed_ray_job(2)]);
+    let prediction = run(
+        &seed_queue_objects("default", "cluster-queue"),
+        &[seed_ray_job(1), seed_ray_job(2)],
+    );
     let row = |flavor: &str, resource: &str| {
         prediction
             .usage
@@ -247,7 +115,7 @@ fn seed_usage_summary_shows_both_jobs() {
 #[test]
 fn seed_third_job_also_waits_for_dws() {
     let prediction = run(
-        &seed_queue_objects(),
+        &seed_queue_objects("default", "cluster-queue"),
         &[seed_ray_job(1), seed_ray_job(2), seed_ray_job(3)],
     );
     let third = &prediction.placements[2];
@@ -258,7 +126,7 @@ fn seed_third_job_also_waits_for_dws() {
 #[test]
 fn seed_fourth_job_pends_because_heads_exhaust_default_cpu() {
     let prediction = run(
-        &seed_queue_objects(),
+        &seed_queue_objects("default", "cluster-queue"),
         &[
             seed_ray_job(1),
             seed_ray_job(2),
@@ -329,7 +197,7 @@ fn kueue_webhook_rejections_are_reported() {
     let mut ray_job = seed_ray_job(1);
     ray_job["metadata"]["annotations"] = json!({});
     ray_job["spec"]["shutdownAfterJobFinishes"] = json!(false);
-    let prediction = run(&seed_queue_objects(), &[ray_job]);
+    let prediction = run(&seed_queue_objects("default", "cluster-queue"), &[ray_job]);
     let placement = &prediction.placements[0];
     assert_eq!(placement.state, PlacementState::Rejected);
     assert!(
@@ -342,7 +210,7 @@ fn kueue_webhook_rejections_are_reported() {
 fn jobs_without_a_queue_label_are_unmanaged() {
     let mut ray_job = seed_ray_job(1);
     ray_job["metadata"]["labels"] = json!({});
-    let prediction = run(&seed_queue_objects(), &[ray_job]);
+    let prediction = run(&seed_queue_objects("default", "cluster-queue"), &[ray_job]);
     assert_eq!(prediction.placements[0].state, PlacementState::Unmanaged);
 }
 
@@ -350,17 +218,20 @@ fn jobs_without_a_queue_label_are_unmanaged() {
 
 fn tpu_queue(on_demand_tpu: &str) -> Vec<Value> {
     vec![
-        flavor("on-demand", "on-demand-pool"),
-        flavor("dws", "dws-pool"),
+        pool_flavor("on-demand", "on-demand-pool"),
+        pool_flavor("dws", "dws-pool"),
         cluster_queue(
             "cq",
-            &["google.com/tpu"],
-            &[
-                ("on-demand", &[("google.com/tpu", on_demand_tpu)]),
-                ("dws", &[("google.com/tpu", "64")]),
-            ],
+            vec![group(
+                &["google.com/tpu"],
+                &[
+                    ("on-demand", &[("google.com/tpu", on_demand_tpu)]),
+                    ("dws", &[("google.com/tpu", "64")]),
+                ],
+            )],
+            json!({}),
         ),
-        local_queue("lq", "cq"),
+        local_queue("default", "lq", "cq"),
     ]
 }
 
@@ -382,8 +253,11 @@ fn live_usage_exhausts_on_demand_with_kueues_message() {
     objects.remove(1);
     objects[1] = cluster_queue(
         "cq",
-        &["google.com/tpu"],
-        &[("on-demand", &[("google.com/tpu", "16")])],
+        vec![group(
+            &["google.com/tpu"],
+            &[("on-demand", &[("google.com/tpu", "16")])],
+        )],
+        json!({}),
     );
     objects.push(reserving_workload(
         "running",
@@ -392,7 +266,13 @@ fn live_usage_exhausts_on_demand_with_kueues_message() {
     ));
     let prediction = run(
         &objects,
-        &[job("train", "lq", 4, &[("google.com/tpu", "4")])],
+        &[batch_job(
+            "default",
+            "train",
+            "lq",
+            4,
+            &[("google.com/tpu", "4")],
+        )],
     );
     let placement = &prediction.placements[0];
     assert_eq!(placement.state, PlacementState::Pending);
@@ -407,12 +287,24 @@ fn live_usage_exhausts_on_demand_with_kueues_message() {
 fn a_request_above_maximum_capacity_skips_the_flavor() {
     let prediction = run(
         &tpu_queue("16"),
-        &[job("big", "lq", 8, &[("google.com/tpu", "4")])],
+        &[batch_job(
+            "default",
+            "big",
+            "lq",
+            8,
+            &[("google.com/tpu", "4")],
+        )],
     );
     assert_eq!(flavors(&prediction.placements[0]), [("main", Some("dws"))]);
     let message = fits_ever(
         &cluster(&tpu_queue("16")),
-        &jobs(&[job("huge", "lq", 32, &[("google.com/tpu", "4")])])[0],
+        &jobs(&[batch_job(
+            "default",
+            "huge",
+            "lq",
+            32,
+            &[("google.com/tpu", "4")],
+        )])[0],
     )
     .unwrap_err();
     assert_eq!(
@@ -428,7 +320,13 @@ fn a_request_above_maximum_capacity_skips_the_flavor() {
 fn fits_ever_names_the_flavors_that_would_be_used() {
     let placements = fits_ever(
         &cluster(&tpu_queue("16")),
-        &jobs(&[job("ok", "lq", 4, &[("google.com/tpu", "4")])])[0],
+        &jobs(&[batch_job(
+            "default",
+            "ok",
+            "lq",
+            4,
+            &[("google.com/tpu", "4")],
+        )])[0],
     )
     .unwrap();
     assert_eq!(placements[0].flavor.as_deref(), Some("on-demand"));
@@ -439,9 +337,9 @@ fn exhausted_quota_makes_later_jobs_fall_back_in_order() {
     let prediction = run(
         &tpu_queue("16"),
         &[
-            job("a", "lq", 2, &[("google.com/tpu", "4")]),
-            job("b", "lq", 2, &[("google.com/tpu", "4")]),
-            job("c", "lq", 2, &[("google.com/tpu", "4")]),
+            batch_job("default", "a", "lq", 2, &[("google.com/tpu", "4")]),
+            batch_job("default", "b", "lq", 2, &[("google.com/tpu", "4")]),
+            batch_job("default", "c", "lq", 2, &[("google.com/tpu", "4")]),
         ],
     );
     let chosen: Vec<_> = prediction
@@ -456,14 +354,17 @@ fn exhausted_quota_makes_later_jobs_fall_back_in_order() {
 fn previously_considered_podsets_count_against_later_ones() {
     // Two podsets of 10 cpu each and a flavor with 15: the second cannot join the first.
     let objects = vec![
-        flavor("small", "a"),
-        flavor("large", "b"),
+        pool_flavor("small", "a"),
+        pool_flavor("large", "b"),
         cluster_queue(
             "cq",
-            &["cpu"],
-            &[("small", &[("cpu", "15")]), ("large", &[("cpu", "100")])],
+            vec![group(
+                &["cpu"],
+                &[("small", &[("cpu", "15")]), ("large", &[("cpu", "100")])],
+            )],
+            json!({}),
         ),
-        local_queue("lq", "cq"),
+        local_queue("default", "lq", "cq"),
     ];
     let mut ray_job = seed_ray_job(1);
     ray_job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = json!("lq");
@@ -487,21 +388,24 @@ fn previously_considered_podsets_count_against_later_ones() {
 
 fn two_pools() -> Vec<Value> {
     vec![
-        flavor("pool-a", "a"),
-        flavor("pool-b", "b"),
+        pool_flavor("pool-a", "a"),
+        pool_flavor("pool-b", "b"),
         cluster_queue(
             "cq",
-            &["cpu"],
-            &[("pool-a", &[("cpu", "100")]), ("pool-b", &[("cpu", "100")])],
+            vec![group(
+                &["cpu"],
+                &[("pool-a", &[("cpu", "100")]), ("pool-b", &[("cpu", "100")])],
+            )],
+            json!({}),
         ),
-        local_queue("lq", "cq"),
+        local_queue("default", "lq", "cq"),
     ]
 }
 
 #[test]
 fn node_selector_skips_flavors_with_other_labels() {
     let selected = with(
-        job("j", "lq", 1, &[("cpu", "1")]),
+        batch_job("default", "j", "lq", 1, &[("cpu", "1")]),
         &pod_spec_path(&["nodeSelector"]),
         json!({"cloud.google.com/gke-nodepool": "b"}),
     );
@@ -515,7 +419,7 @@ fn node_selector_skips_flavors_with_other_labels() {
 #[test]
 fn selector_keys_no_flavor_carries_never_exclude() {
     let selected = with(
-        job("j", "lq", 1, &[("cpu", "1")]),
+        batch_job("default", "j", "lq", 1, &[("cpu", "1")]),
         &pod_spec_path(&["nodeSelector"]),
         json!({"cloud.google.com/gke-tpu-topology": "4x4"}),
     );
@@ -534,7 +438,7 @@ fn required_node_affinity_is_matched_on_flavor_labels() {
         ]}]
     }}});
     let selected = with(
-        job("j", "lq", 1, &[("cpu", "1")]),
+        batch_job("default", "j", "lq", 1, &[("cpu", "1")]),
         &pod_spec_path(&["affinity"]),
         affinity,
     );
@@ -550,17 +454,24 @@ fn untolerated_taints_skip_a_flavor_with_kueues_message() {
     let mut objects = two_pools();
     objects[0]["spec"]["nodeTaints"] =
         json!([{"key": "cloud.google.com/gke-queued", "value": "true", "effect": "NoSchedule"}]);
-    let prediction = run(&objects, &[job("j", "lq", 1, &[("cpu", "1")])]);
+    let prediction = run(
+        &objects,
+        &[batch_job("default", "j", "lq", 1, &[("cpu", "1")])],
+    );
     assert_eq!(
         flavors(&prediction.placements[0]),
         [("main", Some("pool-b"))]
     );
 
     objects.remove(1);
-    objects[1] = cluster_queue("cq", &["cpu"], &[("pool-a", &[("cpu", "100")])]);
+    objects[1] = cluster_queue(
+        "cq",
+        vec![group(&["cpu"], &[("pool-a", &[("cpu", "100")])])],
+        json!({}),
+    );
     let message = fits_ever(
         &cluster(&objects),
-        &jobs(&[job("j", "lq", 1, &[("cpu", "1")])])[0],
+        &jobs(&[batch_job("default", "j", "lq", 1, &[("cpu", "1")])])[0],
     )
     .unwrap_err();
     assert_eq!(
@@ -568,7 +479,7 @@ fn untolerated_taints_skip_a_flavor_with_kueues_message() {
         "couldn't assign flavors to pod set main: untolerated taint {cloud.google.com/gke-queued true NoSchedule <nil>} in flavor pool-a"
     );
     let tolerating = with(
-        job("j", "lq", 1, &[("cpu", "1")]),
+        batch_job("default", "j", "lq", 1, &[("cpu", "1")]),
         &pod_spec_path(&["tolerations"]),
         json!([{"key": "cloud.google.com/gke-queued", "operator": "Exists", "effect": "NoSchedule"}]),
     );
@@ -582,7 +493,10 @@ fn a_flavors_own_tolerations_count() {
         json!([{"key": "dedicated", "value": "ml", "effect": "NoExecute"}]);
     objects[0]["spec"]["tolerations"] =
         json!([{"key": "dedicated", "operator": "Equal", "value": "ml"}]);
-    let prediction = run(&objects, &[job("j", "lq", 1, &[("cpu", "1")])]);
+    let prediction = run(
+        &objects,
+        &[batch_job("default", "j", "lq", 1, &[("cpu", "1")])],
+    );
     assert_eq!(
         flavors(&prediction.placements[0]),
         [("main", Some("pool-a"))]
@@ -608,17 +522,20 @@ fn limits_stand_in_for_missing_requests() {
 #[test]
 fn init_containers_count_when_larger() {
     let objects = vec![
-        flavor("small", "a"),
-        flavor("large", "b"),
+        pool_flavor("small", "a"),
+        pool_flavor("large", "b"),
         cluster_queue(
             "cq",
-            &["cpu"],
-            &[("small", &[("cpu", "4")]), ("large", &[("cpu", "100")])],
+            vec![group(
+                &["cpu"],
+                &[("small", &[("cpu", "4")]), ("large", &[("cpu", "100")])],
+            )],
+            json!({}),
         ),
-        local_queue("lq", "cq"),
+        local_queue("default", "lq", "cq"),
     ];
     let with_init = with(
-        job("j", "lq", 1, &[("cpu", "2")]),
+        batch_job("default", "j", "lq", 1, &[("cpu", "2")]),
         &pod_spec_path(&["initContainers"]),
         json!([{"name": "warmup", "resources": {"requests": {"cpu": "6"}}}]),
     );
@@ -633,7 +550,8 @@ fn init_containers_count_when_larger() {
 fn a_resource_no_group_covers_blocks_the_workload() {
     let prediction = run(
         &two_pools(),
-        &[job(
+        &[batch_job(
+            "default",
             "gpu",
             "lq",
             1,
@@ -651,7 +569,7 @@ fn a_resource_no_group_covers_blocks_the_workload() {
 #[test]
 fn requests_above_limits_make_the_workload_inadmissible() {
     let invalid = with(
-        job("j", "lq", 1, &[("cpu", "1")]),
+        batch_job("default", "j", "lq", 1, &[("cpu", "1")]),
         &pod_spec_path(&["containers"]),
         json!([{"name": "c", "resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}}]),
     );
@@ -665,8 +583,8 @@ fn requests_above_limits_make_the_workload_inadmissible() {
 #[test]
 fn split_resource_groups_take_flavors_independently() {
     let objects = vec![
-        flavor("cpu-flavor", "default-pool"),
-        flavor("tpu-flavor", "tpu-pool"),
+        pool_flavor("cpu-flavor", "default-pool"),
+        pool_flavor("tpu-flavor", "tpu-pool"),
         json!({
             "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
             "metadata": {"name": "cq"},
@@ -675,11 +593,12 @@ fn split_resource_groups_take_flavors_independently() {
                 group(&["google.com/tpu"], &[("tpu-flavor", &[("google.com/tpu", "16")])]),
             ]}
         }),
-        local_queue("lq", "cq"),
+        local_queue("default", "lq", "cq"),
     ];
     let prediction = run(
         &objects,
-        &[job(
+        &[batch_job(
+            "default",
             "j",
             "lq",
             4,
@@ -695,19 +614,25 @@ fn split_resource_groups_take_flavors_independently() {
 #[test]
 fn covering_pods_charges_one_per_pod() {
     let objects = vec![
-        flavor("f1", "a"),
-        flavor("f2", "b"),
+        pool_flavor("f1", "a"),
+        pool_flavor("f2", "b"),
         cluster_queue(
             "cq",
-            &["cpu", "pods"],
-            &[
-                ("f1", &[("cpu", "100"), ("pods", "3")]),
-                ("f2", &[("cpu", "100"), ("pods", "10")]),
-            ],
+            vec![group(
+                &["cpu", "pods"],
+                &[
+                    ("f1", &[("cpu", "100"), ("pods", "3")]),
+                    ("f2", &[("cpu", "100"), ("pods", "10")]),
+                ],
+            )],
+            json!({}),
         ),
-        local_queue("lq", "cq"),
+        local_queue("default", "lq", "cq"),
     ];
-    let prediction = run(&objects, &[job("j", "lq", 4, &[("cpu", "1")])]);
+    let prediction = run(
+        &objects,
+        &[batch_job("default", "j", "lq", 4, &[("cpu", "1")])],
+    );
     assert_eq!(flavors(&prediction.placements[0]), [("main", Some("f2"))]);
 }
 
@@ -734,8 +659,8 @@ fn cohort_objects(a_quota: Value, b_quota: Value, a_extra: Value) -> Vec<Value> 
         }
     }
     vec![
-        flavor("x", "pool-x"),
-        flavor("y", "pool-y"),
+        pool_flavor("x", "pool-x"),
+        pool_flavor("y", "pool-y"),
         team_a,
         json!({
             "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
@@ -746,8 +671,8 @@ fn cohort_objects(a_quota: Value, b_quota: Value, a_extra: Value) -> Vec<Value> 
                 "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": "x", "resources": [b_quota]}]}]
             }
         }),
-        local_queue("lq-a", "team-a"),
-        local_queue("lq-b", "team-b"),
+        local_queue("default", "lq-a", "team-a"),
+        local_queue("default", "lq-b", "team-b"),
     ]
 }
 
@@ -758,7 +683,10 @@ fn cpu(nominal: &str) -> Value {
 #[test]
 fn borrowing_from_the_cohort_stops_the_search_by_default() {
     let objects = cohort_objects(cpu("4"), cpu("10"), json!({}));
-    let prediction = run(&objects, &[job("j", "lq-a", 1, &[("cpu", "8")])]);
+    let prediction = run(
+        &objects,
+        &[batch_job("default", "j", "lq-a", 1, &[("cpu", "8")])],
+    );
     assert_eq!(flavors(&prediction.placements[0]), [("main", Some("x"))]);
     let x = prediction
         .usage
@@ -775,7 +703,10 @@ fn when_can_borrow_try_next_flavor_prefers_a_flavor_without_borrowing() {
         cpu("10"),
         json!({"flavorFungibility": {"whenCanBorrow": "TryNextFlavor", "whenCanPreempt": "TryNextFlavor"}}),
     );
-    let prediction = run(&objects, &[job("j", "lq-a", 1, &[("cpu", "8")])]);
+    let prediction = run(
+        &objects,
+        &[batch_job("default", "j", "lq-a", 1, &[("cpu", "8")])],
+    );
     assert_eq!(flavors(&prediction.placements[0]), [("main", Some("y"))]);
 }
 
@@ -786,7 +717,10 @@ fn borrowing_limit_caps_what_a_queue_may_take() {
         cpu("10"),
         json!({}),
     );
-    let prediction = run(&objects, &[job("j", "lq-a", 1, &[("cpu", "8")])]);
+    let prediction = run(
+        &objects,
+        &[batch_job("default", "j", "lq-a", 1, &[("cpu", "8")])],
+    );
     assert_eq!(flavors(&prediction.placements[0]), [("main", Some("y"))]);
     let only_x: Vec<Value> = objects
         .iter()
@@ -805,7 +739,7 @@ fn borrowing_limit_caps_what_a_queue_may_take() {
         .collect();
     let message = fits_ever(
         &cluster(&only_x),
-        &jobs(&[job("j", "lq-a", 1, &[("cpu", "8")])])[0],
+        &jobs(&[batch_job("default", "j", "lq-a", 1, &[("cpu", "8")])])[0],
     )
     .unwrap_err();
     assert_eq!(
@@ -826,14 +760,17 @@ fn lending_limit_keeps_capacity_out_of_the_cohort() {
     let prediction = run(
         &objects,
         &[
-            job("eight", "lq-a", 1, &[("cpu", "8")]),
-            job("seven", "lq-a", 1, &[("cpu", "7")]),
+            batch_job("default", "eight", "lq-a", 1, &[("cpu", "8")]),
+            batch_job("default", "seven", "lq-a", 1, &[("cpu", "7")]),
         ],
     );
     assert_eq!(flavors(&prediction.placements[0]), [("main", Some("y"))]);
     assert_eq!(flavors(&prediction.placements[1]), [("main", Some("x"))]);
     // team-b still has the 7 it did not lend.
-    let b = run(&objects, &[job("b", "lq-b", 1, &[("cpu", "7")])]);
+    let b = run(
+        &objects,
+        &[batch_job("default", "b", "lq-b", 1, &[("cpu", "7")])],
+    );
     assert_eq!(b.placements[0].state, PlacementState::Admitted);
 }
 
@@ -855,8 +792,8 @@ fn a_borrower_admitted_first_makes_the_next_queue_skip_then_pend() {
     let prediction = run(
         &objects,
         &[
-            job("a", "lq-a", 1, &[("cpu", "8")]),
-            job("b", "lq-b", 1, &[("cpu", "8")]),
+            batch_job("default", "a", "lq-a", 1, &[("cpu", "8")]),
+            batch_job("default", "b", "lq-b", 1, &[("cpu", "8")]),
         ],
     );
     assert_eq!(prediction.placements[0].state, PlacementState::Admitted);
@@ -889,8 +826,8 @@ fn a_strict_fifo_head_needing_preemption_holds_capacity_every_cycle() {
     let prediction = run(
         &objects,
         &[
-            job("a", "lq-a", 1, &[("cpu", "8")]),
-            job("b", "lq-b", 1, &[("cpu", "3")]),
+            batch_job("default", "a", "lq-a", 1, &[("cpu", "8")]),
+            batch_job("default", "b", "lq-b", 1, &[("cpu", "3")]),
         ],
     );
     assert_eq!(prediction.placements[0].state, PlacementState::Pending);
@@ -903,8 +840,8 @@ fn a_strict_fifo_head_needing_preemption_holds_capacity_every_cycle() {
     let prediction = run(
         &objects,
         &[
-            job("a", "lq-a", 1, &[("cpu", "8")]),
-            job("b", "lq-b", 1, &[("cpu", "3")]),
+            batch_job("default", "a", "lq-a", 1, &[("cpu", "8")]),
+            batch_job("default", "b", "lq-b", 1, &[("cpu", "3")]),
         ],
     );
     assert_eq!(prediction.placements[1].state, PlacementState::Admitted);
@@ -914,9 +851,13 @@ fn a_strict_fifo_head_needing_preemption_holds_capacity_every_cycle() {
 
 fn single_slot() -> Vec<Value> {
     vec![
-        flavor("only", "pool"),
-        cluster_queue("cq", &["cpu"], &[("only", &[("cpu", "4")])]),
-        local_queue("lq", "cq"),
+        pool_flavor("only", "pool"),
+        cluster_queue(
+            "cq",
+            vec![group(&["cpu"], &[("only", &[("cpu", "4")])])],
+            json!({}),
+        ),
+        local_queue("default", "lq", "cq"),
         json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass",
                "metadata": {"name": "urgent"}, "value": 1000}),
     ]
@@ -925,13 +866,16 @@ fn single_slot() -> Vec<Value> {
 #[test]
 fn higher_priority_is_admitted_first() {
     let urgent = with(
-        job("urgent", "lq", 1, &[("cpu", "4")]),
+        batch_job("default", "urgent", "lq", 1, &[("cpu", "4")]),
         &["metadata", "labels", "kueue.x-k8s.io/priority-class"],
         json!("urgent"),
     );
     let prediction = run(
         &single_slot(),
-        &[job("normal", "lq", 1, &[("cpu", "4")]), urgent],
+        &[
+            batch_job("default", "normal", "lq", 1, &[("cpu", "4")]),
+            urgent,
+        ],
     );
     assert_eq!(prediction.placements[0].state, PlacementState::Pending);
     assert_eq!(prediction.placements[1].state, PlacementState::Admitted);
@@ -941,7 +885,7 @@ fn higher_priority_is_admitted_first() {
 fn older_workloads_go_first_at_equal_priority() {
     let created = |name: &str, time: &str| {
         with(
-            job(name, "lq", 1, &[("cpu", "4")]),
+            batch_job("default", name, "lq", 1, &[("cpu", "4")]),
             &["metadata", "creationTimestamp"],
             json!(time),
         )
@@ -960,7 +904,7 @@ fn older_workloads_go_first_at_equal_priority() {
 #[test]
 fn a_missing_priority_class_keeps_the_job_from_queueing() {
     let unknown = with(
-        job("j", "lq", 1, &[("cpu", "1")]),
+        batch_job("default", "j", "lq", 1, &[("cpu", "1")]),
         &["metadata", "labels", "kueue.x-k8s.io/priority-class"],
         json!("nope"),
     );
@@ -978,9 +922,9 @@ fn strict_fifo_blocks_behind_a_head_that_cannot_fit() {
     let prediction = run(
         &objects,
         &[
-            job("big", "lq", 1, &[("cpu", "3")]),
-            job("huge", "lq", 1, &[("cpu", "2")]),
-            job("small", "lq", 1, &[("cpu", "1")]),
+            batch_job("default", "big", "lq", 1, &[("cpu", "3")]),
+            batch_job("default", "huge", "lq", 1, &[("cpu", "2")]),
+            batch_job("default", "small", "lq", 1, &[("cpu", "1")]),
         ],
     );
     let states: Vec<_> = prediction.placements.iter().map(|p| p.state).collect();
@@ -1001,9 +945,9 @@ fn strict_fifo_blocks_behind_a_head_that_cannot_fit() {
     let prediction = run(
         &objects,
         &[
-            job("big", "lq", 1, &[("cpu", "3")]),
-            job("huge", "lq", 1, &[("cpu", "2")]),
-            job("small", "lq", 1, &[("cpu", "1")]),
+            batch_job("default", "big", "lq", 1, &[("cpu", "3")]),
+            batch_job("default", "huge", "lq", 1, &[("cpu", "2")]),
+            batch_job("default", "small", "lq", 1, &[("cpu", "1")]),
         ],
     );
     assert_eq!(prediction.placements[2].state, PlacementState::Admitted);
@@ -1020,13 +964,19 @@ fn live_queued_workloads_compete_ahead_of_new_jobs() {
             "containers": [{"name": "c", "resources": {"requests": {"cpu": "3"}}}]}}}]},
         "status": {"conditions": [{"type": "QuotaReserved", "status": "False", "reason": "Pending"}]}
     }));
-    let prediction = run(&objects, &[job("new", "lq", 1, &[("cpu", "2")])]);
+    let prediction = run(
+        &objects,
+        &[batch_job("default", "new", "lq", 1, &[("cpu", "2")])],
+    );
     assert_eq!(prediction.queued.len(), 1);
     assert_eq!(prediction.queued[0].job, "old");
     assert_eq!(prediction.queued[0].state, PlacementState::Admitted);
     assert_eq!(prediction.placements[0].state, PlacementState::Pending);
     // Passing the owning job itself replaces its live Workload.
-    let again = run(&objects, &[job("old", "lq", 1, &[("cpu", "3")])]);
+    let again = run(
+        &objects,
+        &[batch_job("default", "old", "lq", 1, &[("cpu", "3")])],
+    );
     assert!(again.queued.is_empty());
 }
 
@@ -1039,7 +989,10 @@ fn a_null_namespace_selector_admits_nothing() {
         .as_object_mut()
         .unwrap()
         .remove("namespaceSelector");
-    let prediction = run(&objects, &[job("j", "lq", 1, &[("cpu", "1")])]);
+    let prediction = run(
+        &objects,
+        &[batch_job("default", "j", "lq", 1, &[("cpu", "1")])],
+    );
     assert_eq!(prediction.placements[0].state, PlacementState::Pending);
     assert_eq!(
         reason(&prediction.placements[0]),
@@ -1051,16 +1004,22 @@ fn a_null_namespace_selector_admits_nothing() {
 fn a_namespace_selector_matches_namespace_labels() {
     let mut objects = two_pools();
     objects[2]["spec"]["namespaceSelector"] = json!({"matchLabels": {"team": "ml"}});
-    let without_label = run(&objects, &[job("j", "lq", 1, &[("cpu", "1")])]);
+    let without_label = run(
+        &objects,
+        &[batch_job("default", "j", "lq", 1, &[("cpu", "1")])],
+    );
     assert_eq!(without_label.placements[0].state, PlacementState::Pending);
     objects.push(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default", "labels": {"team": "ml"}}}));
-    let with_label = run(&objects, &[job("j", "lq", 1, &[("cpu", "1")])]);
+    let with_label = run(
+        &objects,
+        &[batch_job("default", "j", "lq", 1, &[("cpu", "1")])],
+    );
     assert_eq!(with_label.placements[0].state, PlacementState::Admitted);
 }
 
 #[test]
 fn a_missing_flavor_or_check_makes_the_queue_inactive() {
-    let mut objects = seed_queue_objects();
+    let mut objects = seed_queue_objects("default", "cluster-queue");
     objects.remove(2); // the dws ResourceFlavor
     let prediction = run(&objects, &[seed_ray_job(1)]);
     assert_eq!(
@@ -1068,7 +1027,7 @@ fn a_missing_flavor_or_check_makes_the_queue_inactive() {
         "ClusterQueue cluster-queue is inactive (references missing ResourceFlavor(s): dws)"
     );
 
-    let mut objects = seed_queue_objects();
+    let mut objects = seed_queue_objects("default", "cluster-queue");
     objects.retain(|o| o["kind"] != "ProvisioningRequestConfig");
     let prediction = run(&objects, &[seed_ray_job(1)]);
     assert_eq!(
@@ -1080,7 +1039,10 @@ fn a_missing_flavor_or_check_makes_the_queue_inactive() {
 
 #[test]
 fn a_missing_local_queue_is_reported() {
-    let prediction = run(&two_pools(), &[job("j", "nope", 1, &[("cpu", "1")])]);
+    let prediction = run(
+        &two_pools(),
+        &[batch_job("default", "j", "nope", 1, &[("cpu", "1")])],
+    );
     assert_eq!(
         reason(&prediction.placements[0]),
         "LocalQueue nope doesn't exist"
@@ -1089,7 +1051,7 @@ fn a_missing_local_queue_is_reported() {
 
 #[test]
 fn checks_without_on_flavors_apply_to_every_flavor() {
-    let mut objects = seed_queue_objects();
+    let mut objects = seed_queue_objects("default", "cluster-queue");
     objects[3]["spec"]["admissionChecksStrategy"]["admissionChecks"][0]
         .as_object_mut()
         .unwrap()
@@ -1106,10 +1068,13 @@ fn a_provisioning_check_passes_at_once_when_no_podset_uses_its_managed_resources
     // Kueue's ProvisioningRequest controller provisions only the podsets (with pods) that use
     // the config's managedResources. When none does, it marks the check Ready at once ("the
     // provisioning request is not needed") and the job is admitted without waiting. Found side
-    // by side with the real Kueue (tests/placement_kueue.rs): a CPU-only job that spills over
+    // by side with the real Kueue (tests/it/placement_kueue.rs): a CPU-only job that spills over
     // into the seed's DWS flavor.
-    let cpu_only = job("preprocess", "user-queue", 1, &[("cpu", "50")]);
-    let prediction = run(&seed_queue_objects(), std::slice::from_ref(&cpu_only));
+    let cpu_only = batch_job("default", "preprocess", "user-queue", 1, &[("cpu", "50")]);
+    let prediction = run(
+        &seed_queue_objects("default", "cluster-queue"),
+        std::slice::from_ref(&cpu_only),
+    );
     let placement = &prediction.placements[0];
     assert_eq!(flavors(placement), [("main", Some("dws"))]);
     assert_eq!(placement.state, PlacementState::Admitted);
@@ -1118,20 +1083,21 @@ fn a_provisioning_check_passes_at_once_when_no_podset_uses_its_managed_resources
 
     // A resource listed with a zero quantity still counts as used (Kueue's `podUses` looks at
     // the names in requests and limits).
-    let zero_tpu = job(
+    let zero_tpu = batch_job(
+        "default",
         "zero-tpu",
         "user-queue",
         1,
         &[("cpu", "50"), ("google.com/tpu", "0")],
     );
-    let prediction = run(&seed_queue_objects(), &[zero_tpu]);
+    let prediction = run(&seed_queue_objects("default", "cluster-queue"), &[zero_tpu]);
     assert_eq!(
         prediction.placements[0].state,
         PlacementState::WaitingForAdmissionChecks
     );
 
     // A config without managedResources provisions every podset with pods.
-    let mut objects = seed_queue_objects();
+    let mut objects = seed_queue_objects("default", "cluster-queue");
     let config = objects
         .iter_mut()
         .find(|o| o["kind"] == "ProvisioningRequestConfig")
@@ -1150,7 +1116,7 @@ fn a_provisioning_check_passes_at_once_when_no_podset_uses_its_managed_resources
 
 #[test]
 fn v1beta1_spellings_are_understood() {
-    let mut objects = seed_queue_objects();
+    let mut objects = seed_queue_objects("default", "cluster-queue");
     let cq = &mut objects[3];
     cq["apiVersion"] = json!("kueue.x-k8s.io/v1beta1");
     let strategy = cq["spec"]
@@ -1172,7 +1138,7 @@ fn v1beta1_spellings_are_understood() {
 
 #[test]
 fn invalid_quantities_are_reported_with_their_field() {
-    let mut objects = seed_queue_objects();
+    let mut objects = seed_queue_objects("default", "cluster-queue");
     objects[3]["spec"]["resourceGroups"][0]["flavors"][0]["resources"][1]["nominalQuota"] =
         json!("20Gii");
     let errors = Cluster::from_objects(&objects).unwrap_err();
@@ -1206,7 +1172,10 @@ fn observed_placements_read_workload_status() {
     assert_eq!(observed.job, "rayjob-tpu-v6e-dws-2");
     assert_eq!(observed.state, PlacementState::WaitingForAdmissionChecks);
     assert_eq!(observed.admission_checks, ["dws-prov"]);
-    let predicted = run(&seed_queue_objects(), &[seed_ray_job(1), seed_ray_job(2)]);
+    let predicted = run(
+        &seed_queue_objects("default", "cluster-queue"),
+        &[seed_ray_job(1), seed_ray_job(2)],
+    );
     assert!(predicted.placements[1].differences(&observed).is_empty());
     let disagreements = predicted.placements[0].differences(&observed);
     assert_eq!(
@@ -1220,7 +1189,10 @@ fn observed_placements_read_workload_status() {
 
 #[test]
 fn placements_serialise_in_the_documented_shape() {
-    let prediction = run(&seed_queue_objects(), &[seed_ray_job(1)]);
+    let prediction = run(
+        &seed_queue_objects("default", "cluster-queue"),
+        &[seed_ray_job(1)],
+    );
     let json = serde_json::to_value(&prediction.placements[0]).unwrap();
     assert_eq!(json["job"], "rayjob-tpu-v6e-dws-1");
     assert_eq!(json["state"], "admitted");
@@ -1243,14 +1215,17 @@ fn a_failed_scan_resumes_after_the_flavors_it_tried() {
     // head in it and `b` too small anyway. Kueue retries at once and resumes the head's scan
     // after `a`: the head moves to `b` and the workers fit `a`.
     let objects = vec![
-        flavor("a", "pool-a"),
-        flavor("b", "pool-b"),
+        pool_flavor("a", "pool-a"),
+        pool_flavor("b", "pool-b"),
         cluster_queue(
             "cq",
-            &["memory"],
-            &[("a", &[("memory", "6Gi")]), ("b", &[("memory", "3Gi")])],
+            vec![group(
+                &["memory"],
+                &[("a", &[("memory", "6Gi")]), ("b", &[("memory", "3Gi")])],
+            )],
+            json!({}),
         ),
-        local_queue("lq", "cq"),
+        local_queue("default", "lq", "cq"),
     ];
     let mut ray_job = seed_ray_job(1);
     ray_job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = json!("lq");
@@ -1289,7 +1264,7 @@ fn preempting_queue(
     preemption: Value,
 ) -> Value {
     let mut cq = with(
-        cluster_queue(name, &["cpu"], flavors),
+        cluster_queue(name, vec![group(&["cpu"], flavors)], json!({})),
         &["spec", "preemption"],
         preemption,
     );
@@ -1341,9 +1316,9 @@ const T3: &str = "2026-01-01T10:00:09Z";
 /// One queue of 4 cpu with `preemption`, a live job `low` at priority `low_priority` holding 3.
 fn one_queue_with_a_running_job(preemption: Value, low_priority: i32) -> Vec<Value> {
     vec![
-        flavor("f", "pool-f"),
+        pool_flavor("f", "pool-f"),
         preempting_queue("cq", None, &[("f", &[("cpu", "4")])], preemption),
-        local_queue("lq", "cq"),
+        local_queue("default", "lq", "cq"),
         workload_priority_class("high", 1000),
         workload("low", "lq", "3", low_priority, T1, Some(("cq", "f", T1))),
     ]
@@ -1352,7 +1327,10 @@ fn one_queue_with_a_running_job(preemption: Value, low_priority: i32) -> Vec<Val
 #[test]
 fn within_cluster_queue_lower_priority_preempts_a_lower_priority_running_job() {
     let objects = one_queue_with_a_running_job(json!({"withinClusterQueue": "LowerPriority"}), 100);
-    let high = prioritized(job("high", "lq", 1, &[("cpu", "2")]), "high");
+    let high = prioritized(
+        batch_job("default", "high", "lq", 1, &[("cpu", "2")]),
+        "high",
+    );
     let prediction = run(&objects, &[high]);
     let placement = &prediction.placements[0];
     assert_eq!(placement.state, PlacementState::Admitted);
@@ -1382,7 +1360,10 @@ fn lower_priority_spares_equal_priority_and_never_preempts_nothing() {
     // The default policies never preempt, whatever the priorities.
     let never = one_queue_with_a_running_job(json!({}), 100);
     for objects in [equal, never] {
-        let high = prioritized(job("high", "lq", 1, &[("cpu", "2")]), "high");
+        let high = prioritized(
+            batch_job("default", "high", "lq", 1, &[("cpu", "2")]),
+            "high",
+        );
         let prediction = run(&objects, &[high]);
         let placement = &prediction.placements[0];
         assert_eq!(placement.state, PlacementState::Pending);
@@ -1401,14 +1382,14 @@ fn lower_or_newer_equal_priority_preempts_only_a_newer_job_of_equal_priority() {
     // both have priority 0.
     let objects = |policy: &str| {
         vec![
-            flavor("f", "pool-f"),
+            pool_flavor("f", "pool-f"),
             preempting_queue(
                 "cq",
                 None,
                 &[("f", &[("cpu", "4")])],
                 json!({"withinClusterQueue": policy}),
             ),
-            local_queue("lq", "cq"),
+            local_queue("default", "lq", "cq"),
             workload("newer", "lq", "3", 0, T2, Some(("cq", "f", T3))),
             workload("older", "lq", "2", 0, T1, None),
         ]
@@ -1430,7 +1411,10 @@ fn lower_or_newer_equal_priority_preempts_only_a_newer_job_of_equal_priority() {
         .into_iter()
         .filter(|o| o["metadata"]["name"] != "job-older-1a2b3")
         .collect::<Vec<_>>();
-    let prediction = run(&objects, &[job("plan", "lq", 1, &[("cpu", "2")])]);
+    let prediction = run(
+        &objects,
+        &[batch_job("default", "plan", "lq", 1, &[("cpu", "2")])],
+    );
     assert_eq!(prediction.placements[0].state, PlacementState::Pending);
     assert!(prediction.preempted.is_empty());
 }
@@ -1440,7 +1424,7 @@ fn reclaim_within_cohort_takes_back_nominal_quota_lent_to_a_borrowing_queue() {
     // team-a lends its idle 4 cpu; team-b (nominal 2) runs a 5-cpu job by borrowing 3.
     let objects = |reclaim: &str| {
         vec![
-            flavor("f", "pool-f"),
+            pool_flavor("f", "pool-f"),
             preempting_queue(
                 "team-a",
                 Some("co"),
@@ -1448,12 +1432,12 @@ fn reclaim_within_cohort_takes_back_nominal_quota_lent_to_a_borrowing_queue() {
                 json!({"reclaimWithinCohort": reclaim}),
             ),
             preempting_queue("team-b", Some("co"), &[("f", &[("cpu", "2")])], json!({})),
-            local_queue("lq-a", "team-a"),
-            local_queue("lq-b", "team-b"),
+            local_queue("default", "lq-a", "team-a"),
+            local_queue("default", "lq-b", "team-b"),
             workload("borrower", "lq-b", "5", 0, T1, Some(("team-b", "f", T1))),
         ]
     };
-    let reclaimer = job("reclaimer", "lq-a", 1, &[("cpu", "3")]);
+    let reclaimer = batch_job("default", "reclaimer", "lq-a", 1, &[("cpu", "3")]);
     let prediction = run(&objects("Any"), std::slice::from_ref(&reclaimer));
     let placement = &prediction.placements[0];
     assert_eq!(placement.state, PlacementState::Admitted);
@@ -1479,20 +1463,23 @@ fn preemption_evicts_a_minimal_set_of_victims() {
     // Candidates are removed lowest priority first until the job fits, then added back when
     // the job still fits without them: `tiny` goes first but is not needed in the end.
     let objects = vec![
-        flavor("f", "pool-f"),
+        pool_flavor("f", "pool-f"),
         preempting_queue(
             "cq",
             None,
             &[("f", &[("cpu", "6")])],
             json!({"withinClusterQueue": "LowerPriority"}),
         ),
-        local_queue("lq", "cq"),
+        local_queue("default", "lq", "cq"),
         workload_priority_class("high", 1000),
         workload("tiny", "lq", "1", 1, T1, Some(("cq", "f", T1))),
         workload("big", "lq", "4", 2, T1, Some(("cq", "f", T2))),
         workload("spare", "lq", "1", 3, T1, Some(("cq", "f", T3))),
     ];
-    let high = prioritized(job("high", "lq", 1, &[("cpu", "4")]), "high");
+    let high = prioritized(
+        batch_job("default", "high", "lq", 1, &[("cpu", "4")]),
+        "high",
+    );
     let prediction = run(&objects, &[high]);
     assert_eq!(prediction.placements[0].state, PlacementState::Admitted);
     assert_eq!(prediction.placements[0].preempts, ["default/big"]);
@@ -1515,15 +1502,18 @@ fn when_can_preempt_try_next_flavor_takes_a_free_flavor_instead_of_preempting() 
         );
         cq["spec"]["flavorFungibility"] = fungibility;
         vec![
-            flavor("f1", "pool-1"),
-            flavor("f2", "pool-2"),
+            pool_flavor("f1", "pool-1"),
+            pool_flavor("f2", "pool-2"),
             cq,
-            local_queue("lq", "cq"),
+            local_queue("default", "lq", "cq"),
             workload_priority_class("high", 1000),
             workload("low", "lq", "2", 0, T1, Some(("cq", "f1", T1))),
         ]
     };
-    let high = prioritized(job("high", "lq", 1, &[("cpu", "2")]), "high");
+    let high = prioritized(
+        batch_job("default", "high", "lq", 1, &[("cpu", "2")]),
+        "high",
+    );
     // The default (TryNextFlavor): f1 could preempt `low`, f2 fits as it is.
     let prediction = run(&objects(json!({})), std::slice::from_ref(&high));
     assert_eq!(flavors(&prediction.placements[0]), [("main", Some("f2"))]);
@@ -1545,7 +1535,7 @@ fn borrow_within_cohort_preempts_only_below_its_threshold_while_borrowing() {
     // only candidates at or below maxPriorityThreshold may go then.
     let objects = |threshold: i32| {
         vec![
-            flavor("f", "pool-f"),
+            pool_flavor("f", "pool-f"),
             preempting_queue(
                 "team-a",
                 Some("co"),
@@ -1555,14 +1545,17 @@ fn borrow_within_cohort_preempts_only_below_its_threshold_while_borrowing() {
             ),
             preempting_queue("team-b", Some("co"), &[("f", &[("cpu", "2")])], json!({})),
             preempting_queue("team-c", Some("co"), &[("f", &[("cpu", "2")])], json!({})),
-            local_queue("lq-a", "team-a"),
-            local_queue("lq-b", "team-b"),
+            local_queue("default", "lq-a", "team-a"),
+            local_queue("default", "lq-b", "team-b"),
             workload_priority_class("high", 1000),
             workload("small", "lq-b", "2", 10, T1, Some(("team-b", "f", T1))),
             workload("mid", "lq-b", "2", 50, T1, Some(("team-b", "f", T2))),
         ]
     };
-    let wide = prioritized(job("wide", "lq-a", 1, &[("cpu", "4")]), "high");
+    let wide = prioritized(
+        batch_job("default", "wide", "lq-a", 1, &[("cpu", "4")]),
+        "high",
+    );
     let prediction = run(&objects(20), std::slice::from_ref(&wide));
     assert_eq!(prediction.placements[0].state, PlacementState::Admitted);
     assert_eq!(prediction.placements[0].preempts, ["default/small"]);

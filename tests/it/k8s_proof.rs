@@ -12,7 +12,7 @@
 //! objects shared by tests (flavors, admission check, provisioning config) keep the seed's names
 //! and identical content; each test gets its own ClusterQueue so quota usage never mixes.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
@@ -21,152 +21,9 @@ use serde_json::{Value, json};
 use support::control_plane::{
     FIELD_MANAGER, apply, condition_status, eventually, get, list, test_env, unique_name,
 };
+use support::kueue::{KUEUE, local_queue, seed_cluster_queue, seed_ray_job, seed_shared_objects};
 
-const KUEUE: &str = "kueue.x-k8s.io/v1beta2";
 const WAIT: Duration = Duration::from_secs(60);
-
-/// The seed's ResourceFlavors, AdmissionCheck and ProvisioningRequestConfig (cluster-scoped).
-fn seed_shared_objects() -> Vec<Value> {
-    let flavor = |name: &str, pool: &str| {
-        json!({
-            "apiVersion": KUEUE, "kind": "ResourceFlavor",
-            "metadata": {"name": name},
-            "spec": {"nodeLabels": {"cloud.google.com/gke-nodepool": pool}}
-        })
-    };
-    vec![
-        flavor("default-cpu", "default-pool"),
-        flavor("on-demand", "on-demand-pool"),
-        flavor("dws", "dws-pool"),
-        json!({
-            "apiVersion": KUEUE, "kind": "ProvisioningRequestConfig",
-            "metadata": {"name": "dws-config"},
-            "spec": {
-                "provisioningClassName": "queued-provisioning.gke.io",
-                "managedResources": ["google.com/tpu"]
-            }
-        }),
-        json!({
-            "apiVersion": KUEUE, "kind": "AdmissionCheck",
-            "metadata": {"name": "dws-prov"},
-            "spec": {
-                "controllerName": "kueue.x-k8s.io/provisioning-request",
-                "parameters": {
-                    "apiGroup": "kueue.x-k8s.io",
-                    "kind": "ProvisioningRequestConfig",
-                    "name": "dws-config"
-                }
-            }
-        }),
-    ]
-}
-
-/// The seed's ClusterQueue (under a test-unique name).
-fn seed_cluster_queue(name: &str) -> Value {
-    let res = |cpu: &str, mem: &str, tpu: &str| {
-        json!([
-            {"name": "cpu", "nominalQuota": cpu},
-            {"name": "memory", "nominalQuota": mem},
-            {"name": "google.com/tpu", "nominalQuota": tpu}
-        ])
-    };
-    json!({
-        "apiVersion": KUEUE, "kind": "ClusterQueue",
-        "metadata": {"name": name},
-        "spec": {
-            "namespaceSelector": {},
-            "resourceGroups": [{
-                "coveredResources": ["cpu", "memory", "google.com/tpu"],
-                "flavors": [
-                    {"name": "default-cpu", "resources": res("10", "20Gi", "0")},
-                    {"name": "on-demand", "resources": res("40", "75Gi", "16")},
-                    {"name": "dws", "resources": res("1000000000", "1000000000Gi", "1000000000")}
-                ]
-            }],
-            "admissionChecksStrategy": {
-                "admissionChecks": [{"name": "dws-prov", "onFlavors": ["dws"]}]
-            }
-        }
-    })
-}
-
-/// The seed's LocalQueue `user-queue`, in the test namespace.
-fn seed_local_queue(cluster_queue: &str) -> Value {
-    json!({
-        "apiVersion": KUEUE, "kind": "LocalQueue",
-        "metadata": {"name": "user-queue"},
-        "spec": {"clusterQueue": cluster_queue}
-    })
-}
-
-/// The seed's RayJob `rayjob-tpu-v6e-dws-${JOB_ID}`: head 2 CPU/4Gi on default-pool; one TPU
-/// worker group of 4 hosts x (8 CPU, 16Gi, 4 google.com/tpu), limits = requests; tolerations for
-/// the TPU and DWS (`cloud.google.com/gke-queued`) taints. Created suspended, as gkq will.
-fn seed_rayjob(job_id: u32) -> Value {
-    json!({
-        "apiVersion": "ray.io/v1", "kind": "RayJob",
-        "metadata": {
-            "name": format!("rayjob-tpu-v6e-dws-{job_id}"),
-            "labels": {"kueue.x-k8s.io/queue-name": "user-queue"},
-            "annotations": {"kueue.x-k8s.io/elastic-job": "true"}
-        },
-        "spec": {
-            "suspend": true,
-            "shutdownAfterJobFinishes": true,
-            "entrypoint": "python /app/train.py",
-            "runtimeEnvYAML": "pip:\n  - jax[tpu]==0.8.2\n  - pandas==2.3.3\n",
-            "rayClusterSpec": {
-                "enableInTreeAutoscaling": true,
-                "headGroupSpec": {
-                    "rayStartParams": {},
-                    "template": {"spec": {
-                        "nodeSelector": {"cloud.google.com/gke-nodepool": "default-pool"},
-                        "containers": [{
-                            "name": "ray-head",
-                            "image": "rayproject/ray:2.53.0-py311",
-                            "ports": [
-                                {"containerPort": 6379, "name": "gcs-server"},
-                                {"containerPort": 8265, "name": "dashboard"},
-                                {"containerPort": 10001, "name": "client"}
-                            ],
-                            "resources": {
-                                "limits": {"cpu": "2", "memory": "4Gi"},
-                                "requests": {"cpu": "2", "memory": "4Gi"}
-                            },
-                            "volumeMounts": [{"mountPath": "/app", "name": "train-script-volume"}]
-                        }],
-                        "volumes": [{"name": "train-script-volume", "configMap": {"name": "jax-train-script"}}]
-                    }}
-                },
-                "workerGroupSpecs": [{
-                    "replicas": 1, "minReplicas": 1, "maxReplicas": 2, "numOfHosts": 4,
-                    "groupName": "tpu-group",
-                    "rayStartParams": {},
-                    "template": {"spec": {
-                        "tolerations": [
-                            {"key": "google.com/tpu", "operator": "Exists", "effect": "NoSchedule"},
-                            {"key": "cloud.google.com/gke-queued", "operator": "Exists", "effect": "NoSchedule"}
-                        ],
-                        "containers": [{
-                            "name": "ray-worker",
-                            "image": "rayproject/ray:2.53.0-py311",
-                            "resources": {
-                                "limits": {"cpu": "8", "google.com/tpu": "4", "memory": "16Gi"},
-                                "requests": {"cpu": "8", "google.com/tpu": "4", "memory": "16Gi"}
-                            },
-                            "volumeMounts": [{"mountPath": "/app", "name": "train-script-volume"}]
-                        }],
-                        "volumes": [{"name": "train-script-volume", "configMap": {"name": "jax-train-script"}}],
-                        "nodeSelector": {
-                            "cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice",
-                            "cloud.google.com/gke-tpu-topology": "4x4"
-                        }
-                    }}
-                }]
-            }
-        }
-    })
-}
 
 /// Applies the seed's queue setup (shared objects, a ClusterQueue named `cq`, LocalQueue
 /// `user-queue` in `ns`) and waits until the ClusterQueue is Active.
@@ -175,7 +32,7 @@ async fn apply_seed_queues(client: &kube::Client, ns: &str, cq: &str) -> Result<
         apply(client, ns, &obj).await?;
     }
     apply(client, ns, &seed_cluster_queue(cq)).await?;
-    apply(client, ns, &seed_local_queue(cq)).await?;
+    apply(client, ns, &local_queue(ns, "user-queue", cq)).await?;
     eventually(&format!("ClusterQueue {cq} Active=True"), WAIT, || async {
         let obj = get(client, ns, KUEUE, "ClusterQueue", cq).await?;
         Ok((condition_status(&obj, "Active") == Some("True")).then_some(()))
@@ -379,7 +236,7 @@ async fn seed_rayjobs_first_on_demand_then_dws_waiting_on_provisioning() -> Resu
     apply_seed_queues(c, ns, &cq).await?;
 
     // Job 1: reserved and admitted on on-demand (32 CPU / 64Gi / 16 TPU of 40 / 75Gi / 16).
-    apply(c, ns, &seed_rayjob(1)).await?;
+    apply(c, ns, &seed_ray_job(1)).await?;
     let wl1 = eventually("job 1's Workload admitted", WAIT, || async {
         let wl = workload_of(c, ns, "rayjob-tpu-v6e-dws-1").await?;
         Ok(wl.filter(|w| condition_status(w, "Admitted") == Some("True")))
@@ -418,7 +275,7 @@ async fn seed_rayjobs_first_on_demand_then_dws_waiting_on_provisioning() -> Resu
 
     // Job 2: on-demand is full, so the worker podset falls through to dws, whose admission check
     // holds the admission: QuotaReserved=True, not Admitted, check Pending, ProvisioningRequest made.
-    apply(c, ns, &seed_rayjob(2)).await?;
+    apply(c, ns, &seed_ray_job(2)).await?;
     let wl2 = eventually("job 2's Workload to reserve quota", WAIT, || async {
         let wl = workload_of(c, ns, "rayjob-tpu-v6e-dws-2").await?;
         Ok(wl.filter(|w| condition_status(w, "QuotaReserved") == Some("True")))

@@ -32,7 +32,7 @@
 //!   given to `Scenario::released` replace their namesakes once the first jobs settled (say a
 //!   held LocalQueue let go), so that an older job can queue after a newer one runs.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -46,155 +46,29 @@ use gkq::placement::{
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use serde_json::{Value, json};
-use support::control_plane::{FIELD_MANAGER, TestEnv, condition, get, list, test_env, unique_name};
-
-const KUEUE: &str = "kueue.x-k8s.io/v1beta2";
-const QUEUE_LABEL: &str = "kueue.x-k8s.io/queue-name";
-const PRIORITY_LABEL: &str = "kueue.x-k8s.io/priority-class";
+use support::control_plane::{
+    FIELD_MANAGER, TestEnv, condition, get, kube_spec_desired, kube_spec_vars, list, test_env,
+    unique_name,
+};
+use support::kueue::{
+    KUEUE, PRIORITY_LABEL, QUEUE_LABEL, batch_job, cluster_queue, flavor, group, local_queue,
+    pool_flavor, with, with_label, with_pod, workload_priority_class,
+};
 
 /// How long Kueue may take to reach the predicted result.
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(90);
 /// How long the agreement must hold before it counts.
 const STABLE_FOR: Duration = Duration::from_secs(3);
 
-// ---------------------------------------------------------------- object builders
-
-fn flavor(name: &str, node_labels: Value) -> Value {
-    json!({
-        "apiVersion": KUEUE, "kind": "ResourceFlavor",
-        "metadata": {"name": name},
-        "spec": {"nodeLabels": node_labels}
-    })
-}
-
-/// A flavor labelled with its node pool.
-fn pool_flavor(name: &str, pool: &str) -> Value {
-    flavor(name, json!({"cloud.google.com/gke-nodepool": pool}))
-}
-
-/// `flavors`: `(flavor, [(resource, nominal)])` in the order Kueue tries them.
-fn group(covered: &[&str], flavors: &[(&str, &[(&str, &str)])]) -> Value {
-    json!({
-        "coveredResources": covered,
-        "flavors": flavors.iter().map(|(name, quotas)| json!({
-            "name": name,
-            "resources": quotas.iter().map(|(r, q)| json!({"name": r, "nominalQuota": q})).collect::<Vec<_>>()
-        })).collect::<Vec<_>>()
-    })
-}
-
-/// A ClusterQueue open to every namespace; `extra` is merged into its spec.
-fn cluster_queue(name: &str, groups: Vec<Value>, extra: Value) -> Value {
-    let mut cq = json!({
-        "apiVersion": KUEUE, "kind": "ClusterQueue",
-        "metadata": {"name": name},
-        "spec": {"namespaceSelector": {}, "resourceGroups": groups}
-    });
-    if let Some(extra) = extra.as_object() {
-        for (k, v) in extra {
-            cq["spec"][k] = v.clone();
-        }
-    }
-    cq
-}
-
-fn local_queue(namespace: &str, name: &str, cluster_queue: &str) -> Value {
-    json!({
-        "apiVersion": KUEUE, "kind": "LocalQueue",
-        "metadata": {"namespace": namespace, "name": name},
-        "spec": {"clusterQueue": cluster_queue}
-    })
-}
-
-fn workload_priority_class(name: &str, value: i32) -> Value {
-    json!({"apiVersion": KUEUE, "kind": "WorkloadPriorityClass", "metadata": {"name": name}, "value": value})
-}
-
-/// A batch Job in `queue` with one podset `main` of `count` pods, each requesting (and limited
-/// to) `requests`. Kueue's webhook suspends it on creation.
-fn batch_job(
-    namespace: &str,
-    name: &str,
-    queue: &str,
-    count: i64,
-    requests: &[(&str, &str)],
-) -> Value {
-    let requests: serde_json::Map<String, Value> = requests
-        .iter()
-        .map(|(r, q)| (r.to_string(), json!(q)))
-        .collect();
-    json!({
-        "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"namespace": namespace, "name": name, "labels": {QUEUE_LABEL: queue}},
-        "spec": {
-            "parallelism": count, "completions": count,
-            "template": {"spec": {
-                "restartPolicy": "Never",
-                "containers": [{"name": "c", "image": "busybox",
-                    "resources": {"requests": requests.clone(), "limits": requests}}]
-            }}
-        }
-    })
-}
-
-/// Sets `path` in `object` (creating objects on the way).
-fn with(mut object: Value, path: &[&str], value: Value) -> Value {
-    let mut target = &mut object;
-    for key in &path[..path.len() - 1] {
-        target = target
-            .as_object_mut()
-            .expect("object")
-            .entry(key.to_string())
-            .or_insert_with(|| json!({}));
-    }
-    target[path[path.len() - 1]] = value;
-    object
-}
-
-/// `with` for a batch Job's pod spec.
-fn with_pod(object: Value, field: &str, value: Value) -> Value {
-    with(object, &["spec", "template", "spec", field], value)
-}
-
-fn with_label(object: Value, key: &str, value: &str) -> Value {
-    with(object, &["metadata", "labels", key], json!(value))
-}
+// ---------------------------------------------------------------- the seed
 
 /// The seed's objects as gkq renders them from `tests/fixtures/kube-spec` (the walk-through's
 /// three flavors, the DWS ProvisioningRequest check, the ClusterQueue, the LocalQueue, the
 /// ConfigMap and two RayJobs), with cluster-scoped names unique to the test. Returns the
 /// objects and the variables (CPU, ONDEMAND, DWS, ... name the flavors).
 fn seed_objects(env: &TestEnv, test: &str) -> (Vec<Value>, BTreeMap<String, String>) {
-    use gkq::gitops::tree::WorkingTree;
-    use gkq::spec::{self, LoadOptions};
-    let base = unique_name(test);
-    let mut vars = BTreeMap::new();
-    for (k, suffix) in [
-        ("STACK", "st"),
-        ("CPU", "cpu"),
-        ("ONDEMAND", "od"),
-        ("DWS", "dws"),
-        ("CHECK", "chk"),
-        ("PRC", "prc"),
-        ("CQ", "cq"),
-    ] {
-        vars.insert(
-            k.to_string(),
-            format!("{}-{suffix}", &base[..base.len().min(50)]),
-        );
-    }
-    vars.insert("NS".into(), env.namespace.clone());
-    let path = support::control_plane::repo_root().join("tests/fixtures/kube-spec");
-    let opts = LoadOptions {
-        vars: vars.clone(),
-        env_lookup: Some(Box::new(|_| None)),
-        ..Default::default()
-    };
-    let loaded = spec::load(&WorkingTree, &path, &opts)
-        .unwrap_or_else(|f| panic!("{}", f.diagnostics.report(&f.sources)));
-    let (desired, diags) = gkq::model::build(&loaded);
-    let desired = desired.unwrap_or_else(|| panic!("{}", diags.report(&loaded.sources)));
-    (desired.kubernetes, vars)
+    let vars = kube_spec_vars(test, &env.namespace);
+    (kube_spec_desired(&vars).kubernetes, vars)
 }
 
 /// Another run of the seed's RayJob, named `rayjob-tpu-v6e-dws-<id>`.

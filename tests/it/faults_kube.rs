@@ -1,91 +1,21 @@
 //! kube-apiserver killed in the middle of a large `gkq apply` and started again: the interrupted
 //! apply fails with messages (no panic, no hang), and the next apply converges with every object
-//! there exactly once and nothing else. The test runs its own control plane, since it kills the
-//! API server.
-
-mod support;
+//! there exactly once and nothing else. The test runs a control plane of its own
+//! (`PrivateControlPlane`), not the run's shared one, since it kills the API server.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use gkq::emulator::{Emulator, EmulatorConfig};
 use serde_json::json;
-use support::control_plane::{client_for, list, repo_root};
+
+use crate::support::cmd::gkq_async;
+use crate::support::control_plane::{PrivateControlPlane, client_for, list};
 
 /// Objects in the spec: ConfigMaps, ClusterQueues and LocalQueues in equal parts.
 const OBJECTS: usize = 900;
-
-struct OwnControlPlane {
-    dir: PathBuf,
-}
-
-impl OwnControlPlane {
-    fn start() -> Self {
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .subsec_nanos();
-        let dir =
-            std::env::temp_dir().join(format!("gkq-cp-faults-{}-{nanos:x}", std::process::id()));
-        let out = std::process::Command::new("bash")
-            .arg(repo_root().join("tools/controlplane.sh"))
-            .arg("up")
-            .arg(&dir)
-            .env("GKQ_CP_WATCH_PID", std::process::id().to_string())
-            .env_remove("GKQ_CP_DIR")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "controlplane.sh up failed (build the binaries with `tools/controlplane.sh build`):\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Self { dir }
-    }
-
-    fn kubeconfig(&self) -> PathBuf {
-        self.dir.join("kubeconfig")
-    }
-
-    /// The PID of the running kube-apiserver, from the run directory's pids file.
-    fn apiserver_pid(&self) -> u32 {
-        let pids = std::fs::read_to_string(self.dir.join("pids")).unwrap();
-        pids.lines()
-            .filter_map(|l| {
-                let mut f = l.split_whitespace();
-                (f.next() == Some("kube-apiserver")).then(|| f.next()?.parse().ok())?
-            })
-            .next_back()
-            .expect("kube-apiserver in the pids file")
-    }
-
-    fn restart_apiserver(&self) {
-        let out = std::process::Command::new("bash")
-            .arg(repo_root().join("tools/controlplane.sh"))
-            .arg("restart-apiserver")
-            .arg(&self.dir)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-}
-
-impl Drop for OwnControlPlane {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("bash")
-            .arg(repo_root().join("tools/controlplane.sh"))
-            .arg("down")
-            .arg(&self.dir)
-            .stderr(Stdio::null())
-            .status();
-    }
-}
 
 fn write_spec(dir: &Path, namespace: &str) -> BTreeSet<String> {
     let mut names = BTreeSet::new();
@@ -142,22 +72,20 @@ async fn stack_objects(client: &kube::Client, namespace: &str) -> Vec<String> {
     out
 }
 
+/// `gkq ARGS SPEC --target gcp --gke-endpoint URL --kubeconfig KUBECONFIG`.
 fn gkq(spec: &Path, url: &str, kubeconfig: &Path, args: &[&str]) -> tokio::process::Command {
-    let mut c = tokio::process::Command::new(env!("CARGO_BIN_EXE_gkq"));
+    let mut c = gkq_async();
     c.args(args)
         .arg(spec)
         .args(["--target", "gcp", "--gke-endpoint", url, "--kubeconfig"])
-        .arg(kubeconfig)
-        .env("NO_COLOR", "1")
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::null());
+        .arg(kubeconfig);
     c
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn apiserver_killed_mid_apply_then_apply_converges_with_nothing_lost_or_duplicated() {
     gkq::gke::install_tls_provider();
-    let cp = OwnControlPlane::start();
+    let cp = PrivateControlPlane::start();
     let kubeconfig = cp.kubeconfig();
     let client = client_for(&kubeconfig).await.unwrap();
     let namespace = "faults";

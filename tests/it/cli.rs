@@ -1,35 +1,15 @@
 //! The `gkq` binary as users run it: exit codes, stdout/stderr split, and the schema file.
 
-use std::path::PathBuf;
-
-use assert_cmd::Command;
+use assert_cmd::assert::OutputAssertExt;
 use predicates::prelude::*;
 
-fn gkq() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_gkq"));
-    c.env("NO_COLOR", "1").env_remove("GKQ_ENV");
-    c
-}
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// The example spec (with its local overlay and script) in a fresh directory, to edit.
-fn example_copy() -> tempfile::TempDir {
-    let spec = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(spec.path().join("environments")).unwrap();
-    for f in ["gkq.yaml", "train.py", "environments/local.yaml"] {
-        std::fs::copy(root().join("examples/tpu-dws").join(f), spec.path().join(f)).unwrap();
-    }
-    spec
-}
+use crate::support::{Workspace, gkq, repo_root};
 
 #[test]
 fn checked_in_schema_is_current() {
     let out = gkq().arg("schema").output().unwrap();
     assert!(out.status.success());
-    let checked_in = std::fs::read_to_string(root().join("schemas/gkq.schema.json")).unwrap();
+    let checked_in = std::fs::read_to_string(repo_root().join("schemas/gkq.schema.json")).unwrap();
     assert!(
         String::from_utf8(out.stdout).unwrap() == checked_in,
         "schemas/gkq.schema.json is stale: run `cargo run -- schema > schemas/gkq.schema.json`"
@@ -39,20 +19,21 @@ fn checked_in_schema_is_current() {
 #[test]
 fn examples_validate_against_the_schema() {
     let schema: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(root().join("schemas/gkq.schema.json")).unwrap(),
+        &std::fs::read_to_string(repo_root().join("schemas/gkq.schema.json")).unwrap(),
     )
     .unwrap();
     let validator = jsonschema::validator_for(&schema).unwrap();
-    let text = std::fs::read_to_string(root().join("examples/tpu-dws/gkq.yaml")).unwrap();
+    let text = std::fs::read_to_string(repo_root().join("examples/tpu-dws/gkq.yaml")).unwrap();
     let doc: serde_json::Value = serde_saphyr::from_str(&text).unwrap();
     let errors: Vec<String> = validator
         .iter_errors(&doc)
         .map(|e| format!("{} at {}", e, e.instance_path()))
         .collect();
     assert!(errors.is_empty(), "{errors:#?}");
-    let toml_doc: serde_json::Value =
-        toml::from_str(&std::fs::read_to_string(root().join("examples/tpu-dws/gkq.toml")).unwrap())
-            .unwrap();
+    let toml_doc: serde_json::Value = toml::from_str(
+        &std::fs::read_to_string(repo_root().join("examples/tpu-dws/gkq.toml")).unwrap(),
+    )
+    .unwrap();
     assert!(validator.is_valid(&toml_doc));
     // and a wrong document is caught
     assert!(!validator.is_valid(&serde_json::json!({"project": "p", "location": "l", "cluster": {"name": "c"}, "nodePool": []})));
@@ -62,7 +43,7 @@ fn examples_validate_against_the_schema() {
 fn validate_ok_exits_zero_and_names_the_file() {
     gkq()
         .args(["validate", "examples/tpu-dws"])
-        .current_dir(root())
+        .current_dir(repo_root())
         .assert()
         .success()
         .stdout(predicate::str::contains(
@@ -74,7 +55,7 @@ fn validate_ok_exits_zero_and_names_the_file() {
 fn validate_bad_spec_exits_one_with_location_on_stderr() {
     gkq()
         .args(["validate", "tests/bad-specs/typo-nodepools.yaml"])
-        .current_dir(root())
+        .current_dir(repo_root())
         .assert()
         .code(1)
         .stdout(predicate::str::is_empty())
@@ -94,7 +75,7 @@ fn validate_json_lists_diagnostics() {
             "-o",
             "json",
         ])
-        .current_dir(root())
+        .current_dir(repo_root())
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
@@ -117,7 +98,7 @@ fn var_flag_overrides_and_undeclared_var_fails() {
             "--var",
             "PROJECT_ID=acme-ml",
         ])
-        .current_dir(root())
+        .current_dir(repo_root())
         .output()
         .unwrap();
     assert!(out.status.success());
@@ -127,7 +108,7 @@ fn var_flag_overrides_and_undeclared_var_fails() {
     assert_eq!(v["kubernetes"][0]["kind"], "KueueInstallation");
     gkq()
         .args(["validate", "examples/tpu-dws", "--var", "PROJECTID=x"])
-        .current_dir(root())
+        .current_dir(repo_root())
         .assert()
         .code(1)
         .stderr(predicate::str::contains("declares no variable `PROJECTID`"));
@@ -143,7 +124,7 @@ fn process_variables_need_the_gkq_var_prefix() {
             .args(args)
             .env_remove("GKQ_VAR_PROJECT_ID")
             .env_remove("PROJECT_ID")
-            .current_dir(root());
+            .current_dir(repo_root());
         for (k, v) in envs {
             c.env(k, v);
         }
@@ -174,8 +155,9 @@ fn process_variables_need_the_gkq_var_prefix() {
 /// header, the markdown comment and `-o json`; never with their values.
 #[test]
 fn plans_name_the_variables_set_outside_the_spec_never_their_values() {
-    let spec = example_copy();
-    let file = spec.path().join("gkq.yaml");
+    let ws = Workspace::example();
+    let spec = ws.spec_dir();
+    let file = spec.as_path().join("gkq.yaml");
     let text = std::fs::read_to_string(&file).unwrap();
     let declared = "variables:\n  DEPLOY_TOKEN:\n    default: none\n";
     std::fs::write(&file, text.replacen("variables:\n", declared, 1)).unwrap();
@@ -184,7 +166,7 @@ fn plans_name_the_variables_set_outside_the_spec_never_their_values() {
     let plan = |format: &str| {
         let out = gkq()
             .arg("plan")
-            .arg(spec.path())
+            .arg(spec.as_path())
             .args(["--env", "local", "--var", "ZONE=us-east5-a", "-o", format])
             .arg("--state-dir")
             .arg(state.path())
@@ -226,7 +208,7 @@ fn plans_name_the_variables_set_outside_the_spec_never_their_values() {
 fn render_yaml_is_a_multi_document_stream() {
     let out = gkq()
         .args(["render", "examples/tpu-dws"])
-        .current_dir(root())
+        .current_dir(repo_root())
         .output()
         .unwrap();
     assert!(out.status.success());
@@ -272,32 +254,9 @@ fn duration_flags_take_the_spec_grammar() {
 
 #[test]
 fn git_ref_reads_the_spec_from_a_commit() {
-    let dir = tempfile::tempdir().unwrap();
-    let repo = git2::Repository::init(dir.path()).unwrap();
-    let spec_dir = dir.path().join("infra");
-    std::fs::create_dir_all(spec_dir.join("environments")).unwrap();
-    for f in ["gkq.yaml", "train.py", "environments/prod.yaml"] {
-        std::fs::copy(root().join("examples/tpu-dws").join(f), spec_dir.join(f)).unwrap();
-    }
-    let commit = |message: &str| {
-        let mut index = repo.index().unwrap();
-        index
-            .add_all(["*"], git2::IndexAddOption::DEFAULT, None)
-            .unwrap();
-        index.write().unwrap();
-        let tree = repo.find_tree(index.write_tree().unwrap()).unwrap();
-        let sig = git2::Signature::now("t", "t@example.com").unwrap();
-        let parents: Vec<git2::Commit> = repo
-            .head()
-            .ok()
-            .and_then(|h| h.peel_to_commit().ok())
-            .into_iter()
-            .collect();
-        let parents: Vec<&git2::Commit> = parents.iter().collect();
-        repo.commit(Some("HEAD"), &sig, &sig, message, &tree, &parents)
-            .unwrap()
-    };
-    let first = commit("first");
+    let dir = Workspace::example();
+    let spec_dir = dir.spec_dir();
+    let first = dir.commit_all("first");
     // The working tree moves on: a bigger on-demand pool.
     let text = std::fs::read_to_string(spec_dir.join("gkq.yaml")).unwrap();
     std::fs::write(
@@ -321,7 +280,6 @@ fn git_ref_reads_the_spec_from_a_commit() {
             v["gke"]["nodePools"][1]["autoscaling"]["maxNodeCount"].clone(),
         )
     };
-    let first = first.to_string();
     // prod overlays pool 0 to 8 in both; pool 1 differs: 4 in the commit, 8 in the working tree.
     assert_eq!(
         max_nodes(&["--git-ref", &first]),
@@ -366,7 +324,7 @@ fn local_target_apply_converges_and_second_plan_is_empty() {
             state_dir,
             "--detailed-exitcode",
         ])
-        .current_dir(root())
+        .current_dir(repo_root())
         .output()
         .unwrap();
     assert_eq!(
@@ -394,7 +352,7 @@ fn local_target_apply_converges_and_second_plan_is_empty() {
             state_dir,
             "--auto-approve",
         ])
-        .current_dir(root())
+        .current_dir(repo_root())
         .assert()
         .success()
         .stderr(predicate::str::contains("Creation complete"));
@@ -411,15 +369,16 @@ fn local_target_apply_converges_and_second_plan_is_empty() {
             "-o",
             "json",
         ])
-        .current_dir(root())
+        .current_dir(repo_root())
         .assert()
         .code(0);
 
     // an edit plans exactly that edit
-    let spec = example_copy();
-    let text = std::fs::read_to_string(spec.path().join("gkq.yaml")).unwrap();
+    let ws = Workspace::example();
+    let spec = ws.spec_dir();
+    let text = std::fs::read_to_string(spec.as_path().join("gkq.yaml")).unwrap();
     std::fs::write(
-        spec.path().join("gkq.yaml"),
+        spec.as_path().join("gkq.yaml"),
         text.replacen(
             "autoscaling: {min: 0, max: 4}",
             "autoscaling: {min: 0, max: 8}",
@@ -430,7 +389,7 @@ fn local_target_apply_converges_and_second_plan_is_empty() {
     let out = gkq()
         .args([
             "plan",
-            spec.path().to_str().unwrap(),
+            spec.as_path().to_str().unwrap(),
             "--env",
             "local",
             "--state-dir",
@@ -460,7 +419,7 @@ fn local_target_apply_converges_and_second_plan_is_empty() {
             "--confirm",
             "wrong",
         ])
-        .current_dir(root())
+        .current_dir(repo_root())
         .assert()
         .code(1)
         .stderr(predicate::str::contains(
@@ -471,7 +430,8 @@ fn local_target_apply_converges_and_second_plan_is_empty() {
 #[test]
 fn apply_without_terminal_needs_auto_approve() {
     let state = tempfile::tempdir().unwrap();
-    gkq()
+    // assert_cmd's Command, for a stdin with an answer on it.
+    assert_cmd::Command::from_std(gkq())
         .args([
             "apply",
             "examples/tpu-dws",
@@ -480,7 +440,7 @@ fn apply_without_terminal_needs_auto_approve() {
             "--state-dir",
             state.path().to_str().unwrap(),
         ])
-        .current_dir(root())
+        .current_dir(repo_root())
         .write_stdin("yes\n")
         .assert()
         .code(1)
@@ -492,17 +452,18 @@ fn apply_without_terminal_needs_auto_approve() {
 /// declared duration, whichever is shortest).
 #[test]
 fn plan_shows_when_plan_b_nodes_are_reclaimed() {
-    let spec = example_copy();
-    let original = std::fs::read_to_string(spec.path().join("gkq.yaml")).unwrap();
+    let ws = Workspace::example();
+    let spec = ws.spec_dir();
+    let original = std::fs::read_to_string(spec.as_path().join("gkq.yaml")).unwrap();
     let plan = |text: &str| -> (String, serde_json::Value) {
-        std::fs::write(spec.path().join("gkq.yaml"), text).unwrap();
+        std::fs::write(spec.as_path().join("gkq.yaml"), text).unwrap();
         let state = tempfile::tempdir().unwrap();
         let run = |output: &str| {
             let out = gkq()
                 .args(["plan", ".", "--env", "local", "-o", output, "--state-dir"])
                 .arg(state.path())
                 .env("NO_COLOR", "1")
-                .current_dir(spec.path())
+                .current_dir(spec.as_path())
                 .output()
                 .unwrap();
             assert!(
@@ -575,8 +536,9 @@ fn plan_shows_when_plan_b_nodes_are_reclaimed() {
 /// of its Kubernetes objects and then fail on the cluster.
 #[test]
 fn destroy_of_a_protected_cluster_is_refused_before_anything_changes() {
-    let spec = example_copy();
-    let overlay = spec.path().join("environments/local.yaml");
+    let ws = Workspace::example();
+    let spec = ws.spec_dir();
+    let overlay = spec.as_path().join("environments/local.yaml");
     let text = std::fs::read_to_string(&overlay).unwrap();
     let protected = text.replace("deletionProtection: false", "deletionProtection: true");
     assert_ne!(protected, text);
@@ -586,7 +548,7 @@ fn destroy_of_a_protected_cluster_is_refused_before_anything_changes() {
             .args(args)
             .args([".", "--env", "local"])
             .env("NO_COLOR", "1")
-            .current_dir(spec.path())
+            .current_dir(spec.as_path())
             .output()
             .unwrap()
     };
@@ -623,8 +585,9 @@ fn destroy_of_a_protected_cluster_is_refused_before_anything_changes() {
 /// Workload that never comes.
 #[test]
 fn apply_reports_jobs_outside_kueue_without_waiting_for_them() {
-    let spec = example_copy();
-    let mut text = std::fs::read_to_string(spec.path().join("gkq.yaml")).unwrap();
+    let ws = Workspace::example();
+    let spec = ws.spec_dir();
+    let mut text = std::fs::read_to_string(spec.as_path().join("gkq.yaml")).unwrap();
     text.push_str(
         r#"
 manifests:
@@ -644,11 +607,11 @@ manifests:
                   resources: {requests: {cpu: "1", memory: 2Gi}, limits: {cpu: "1", memory: 2Gi}}
 "#,
     );
-    std::fs::write(spec.path().join("gkq.yaml"), text).unwrap();
+    std::fs::write(spec.as_path().join("gkq.yaml"), text).unwrap();
     let out = gkq()
         .args(["apply", ".", "--env", "local", "--auto-approve"])
         .env("NO_COLOR", "1")
-        .current_dir(spec.path())
+        .current_dir(spec.as_path())
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -682,7 +645,7 @@ fn apply_output_is_json_lines_and_markdown_is_refused() {
             "--auto-approve",
         ];
         args.extend_from_slice(extra);
-        gkq().args(&args).current_dir(root()).output().unwrap()
+        gkq().args(&args).current_dir(repo_root()).output().unwrap()
     };
     let out = apply(&["-o", "markdown"]);
     assert_eq!(out.status.code(), Some(2), "a usage error");
@@ -744,7 +707,7 @@ fn missing_google_credentials_are_one_sentence_with_the_fix() {
     let home = tempfile::tempdir().unwrap();
     let out = gkq()
         .args(["plan", "examples/tpu-dws"])
-        .current_dir(root())
+        .current_dir(repo_root())
         .env("HOME", home.path())
         .env_remove("GOOGLE_APPLICATION_CREDENTIALS")
         .env_remove("CLOUDSDK_CONFIG")
@@ -768,21 +731,22 @@ fn missing_google_credentials_are_one_sentence_with_the_fix() {
 
 #[test]
 fn environment_overlays_are_one_file_each_inside_the_spec() {
-    let spec = example_copy();
+    let ws = Workspace::example();
+    let spec = ws.spec_dir();
     let validate = |env: &str| {
         gkq()
-            .args(["validate", spec.path().to_str().unwrap(), "--env", env])
+            .args(["validate", spec.as_path().to_str().unwrap(), "--env", env])
             .output()
             .unwrap()
     };
     // Both staging.yaml and staging.toml: which one wins would be a guess.
     std::fs::write(
-        spec.path().join("environments/staging.yaml"),
+        spec.as_path().join("environments/staging.yaml"),
         "target: local\n",
     )
     .unwrap();
     std::fs::write(
-        spec.path().join("environments/staging.toml"),
+        spec.as_path().join("environments/staging.toml"),
         "target = \"local\"\n",
     )
     .unwrap();
@@ -809,7 +773,8 @@ fn environment_overlays_are_one_file_each_inside_the_spec() {
         let elsewhere = tempfile::tempdir().unwrap();
         let outside = elsewhere.path().join("prod.yaml");
         std::fs::write(&outside, "target: local\n").unwrap();
-        std::os::unix::fs::symlink(&outside, spec.path().join("environments/linked.yaml")).unwrap();
+        std::os::unix::fs::symlink(&outside, spec.as_path().join("environments/linked.yaml"))
+            .unwrap();
         let out = validate("linked");
         assert_eq!(out.status.code(), Some(1));
         assert!(

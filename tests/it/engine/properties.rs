@@ -4,8 +4,8 @@
 use proptest::prelude::*;
 use serde_json::json;
 
-use crate::fake_gke::FakeGke;
-use crate::{apply, converge, plan_against, seed};
+use crate::engine::fake_gke::FakeGke;
+use crate::engine::{apply, converge, plan_against, seed};
 
 #[derive(Debug, Clone)]
 struct Edit {

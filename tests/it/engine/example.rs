@@ -7,8 +7,8 @@ use gkq::gitops::tree::WorkingTree;
 use gkq::model::DesiredState;
 use gkq::spec::LoadOptions;
 
-use crate::fake_gke::FakeGke;
-use crate::{apply, plan_against};
+use crate::engine::fake_gke::FakeGke;
+use crate::engine::{apply, plan_against};
 
 fn example() -> DesiredState {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/tpu-dws");

@@ -1,13 +1,17 @@
-//! Plan renderers: the JSON shape and its checked-in schema, text and markdown.
+//! Plan and apply renderers: the JSON shape and its checked-in schema, text and markdown, and
+//! snapshots of each (plan text, JSON and markdown, apply progress lines and JSON lines).
 
 use std::path::PathBuf;
 
+use gkq::apply::{ApplyEvent, Sink};
 use gkq::plan::Plan;
 use gkq::render;
+use gkq::render::apply::{JsonLinesSink, TerminalSink};
+use indicatif::ProgressDrawTarget;
 use serde_json::{Value, json};
 
-use crate::fake_gke::FakeGke;
-use crate::{converge, plan_against, seed};
+use crate::engine::fake_gke::FakeGke;
+use crate::engine::{apply, converge, plan_against, seed};
 
 fn schema_path() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("schemas/plan.schema.json")
@@ -42,7 +46,7 @@ fn checked_in_schema_matches_the_types() {
         std::fs::read_to_string(schema_path()).expect("schemas/plan.schema.json exists");
     assert_eq!(
         checked_in, generated,
-        "schemas/plan.schema.json is out of date: run GKQ_UPDATE_SCHEMAS=1 cargo test --test engine"
+        "schemas/plan.schema.json is out of date: run GKQ_UPDATE_SCHEMAS=1 cargo test --test it engine::render::"
     );
 }
 
@@ -112,4 +116,98 @@ async fn markdown_calls_out_replacements_and_folds_diffs() {
     assert!(md.contains("```diff\n--- live\n+++ desired\n"));
     assert_eq!(md.matches("<details>").count(), 2);
     assert_eq!(md.matches("</details>").count(), 2);
+}
+
+// ---------------------------------------------------------------- snapshots
+//
+// What users read, whole: the text and JSON of a representative plan (a create of everything,
+// and an update beside a replace) and the progress lines of its apply. Review changes with
+// `INSTA_UPDATE=always cargo test --test it engine::render::` and `git diff tests/it/engine/snapshots`.
+
+#[tokio::test]
+async fn plan_text_snapshots() {
+    let create = plan_against(&FakeGke::new(), &seed::desired()).await;
+    insta::assert_snapshot!("plan_text_create", render::plan::to_text(&create, false));
+    let change = update_and_replace_plan().await;
+    insta::assert_snapshot!(
+        "plan_text_update_and_replace",
+        render::plan::to_text(&change, false)
+    );
+}
+
+#[tokio::test]
+async fn plan_json_snapshot() {
+    let plan = update_and_replace_plan().await;
+    let json: Value = serde_json::from_str(&render::plan::to_json(&plan)).unwrap();
+    insta::assert_json_snapshot!("plan_json_update_and_replace", json);
+}
+
+#[tokio::test]
+async fn markdown_snapshot() {
+    let plan = update_and_replace_plan().await;
+    insta::assert_snapshot!(
+        "plan_markdown_update_and_replace",
+        render::plan::to_markdown(&plan)
+    );
+}
+
+/// A writer the test reads back.
+#[derive(Clone, Default)]
+struct Shared(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Shared {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The events of applying `plan` to `api`, with every elapsed time set to 0 so that the
+/// rendering does not depend on the machine's speed.
+async fn apply_events(api: &FakeGke, plan: &Plan) -> Vec<ApplyEvent> {
+    let (report, sink) = apply(api, plan).await;
+    assert!(report.is_success());
+    let mut events = sink.events();
+    for event in &mut events {
+        match event {
+            ApplyEvent::Progress { elapsed_ms, .. }
+            | ApplyEvent::Waiting { elapsed_ms, .. }
+            | ApplyEvent::ActionFinished { elapsed_ms, .. }
+            | ApplyEvent::ApplyFinished { elapsed_ms, .. } => *elapsed_ms = 0,
+            _ => {}
+        }
+    }
+    events
+}
+
+#[tokio::test]
+async fn apply_progress_snapshots() {
+    let api = FakeGke::new();
+    converge(&api, &seed::desired()).await;
+    let desired = seed::with_pool("dws-pool", |pool| {
+        pool["autoscaling"]["maxNodeCount"] = json!(8)
+    });
+    let plan = plan_against(&api, &desired).await;
+    let events = apply_events(&api, &plan).await;
+
+    let out = Shared::default();
+    let terminal = TerminalSink::new(Box::new(out.clone()), ProgressDrawTarget::hidden);
+    for event in &events {
+        terminal.emit(event);
+    }
+    // The sink writes styles; the terminal's writer (anstream) drops them under NO_COLOR.
+    let text = render::strip(&String::from_utf8(out.0.lock().unwrap().clone()).unwrap());
+    insta::assert_snapshot!("apply_progress_text_update", text);
+
+    let lines = JsonLinesSink::new(Vec::new());
+    for event in &events {
+        lines.emit(event);
+    }
+    insta::assert_snapshot!(
+        "apply_progress_json_lines_update",
+        String::from_utf8(lines.into_inner()).unwrap()
+    );
 }

@@ -10,6 +10,9 @@ use gkq::emulator::{Emulator, EmulatorConfig, EmulatorHandle};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
+use crate::support::Workspace;
+use crate::support::cmd::gkq_async;
+
 const SPEC: &str = "\
 project: faults-project
 location: us-east5-b
@@ -21,14 +24,12 @@ nodePools:
 kueue: {install: external}
 ";
 
+/// `gkq ARGS DIR --target gcp --gke-endpoint URL`.
 fn gkq(dir: &std::path::Path, url: &str, args: &[&str]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_gkq"));
+    let mut c = gkq_async();
     c.args(args)
         .arg(dir)
-        .args(["--target", "gcp", "--gke-endpoint", url])
-        .env("NO_COLOR", "1")
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::null());
+        .args(["--target", "gcp", "--gke-endpoint", url]);
     c
 }
 
@@ -159,26 +160,14 @@ async fn ctrl_c_during_apply_exits_130_and_the_next_plan_explains_the_state() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn apply_right_after_an_interrupted_cluster_create_waits_for_it_on_the_local_target() {
     let (url, handle) = slow_emulator().await;
-    let spec = tempfile::tempdir().unwrap();
-    let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/tpu-dws");
-    std::fs::create_dir_all(spec.path().join("environments")).unwrap();
-    for f in ["gkq.yaml", "train.py", "environments/local.yaml"] {
-        std::fs::copy(example.join(f), spec.path().join(f)).unwrap();
-    }
+    let ws = Workspace::example();
     let state = tempfile::tempdir().unwrap();
     let local = |args: &[&str]| {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_gkq"));
+        let mut c = gkq_async();
         c.args(args)
-            .arg(spec.path())
+            .arg(ws.spec_dir())
             .args(["--env", "local", "--gke-endpoint", &url, "--state-dir"])
-            .arg(state.path())
-            .env("NO_COLOR", "1")
-            .env_remove("RUST_LOG")
-            .env_remove("GKQ_ENV")
-            .env_remove("GKQ_LOCAL_CLOCK")
-            .env_remove("GKQ_LOCAL_PROVISIONING")
-            .env_remove("GKQ_LOCAL_RUN")
-            .stdin(Stdio::null());
+            .arg(state.path());
         c
     };
 

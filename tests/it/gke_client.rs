@@ -890,9 +890,9 @@ async fn state_persists_across_restarts() {
 /// by the emulator as is: the cluster and every pool are created, and arrive byte for byte.
 #[tokio::test]
 async fn rendered_seed_example_is_accepted() {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gkq"))
+    let out = crate::support::gkq()
         .args(["render", "examples/tpu-dws", "-o", "json"])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .current_dir(crate::support::repo_root())
         .output()
         .unwrap();
     assert!(

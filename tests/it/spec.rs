@@ -619,7 +619,7 @@ mod bounded {
     use gkq::spec::limits;
     use proptest::prelude::*;
     use std::io::Read;
-    use std::process::{Command, Stdio};
+    use std::process::Stdio;
     use std::time::{Duration, Instant};
 
     /// The memory a `gkq validate` of any input may use (its address space, so that an
@@ -639,17 +639,14 @@ mod bounded {
     /// Runs `gkq validate ARGS` with its address space limited to [`MEMORY`]; returns the exit
     /// code (or the signal as 128 + n) and stderr.
     fn validate(args: &[&std::ffi::OsStr]) -> (i32, String) {
-        let mut child = Command::new("prlimit")
-            .arg(format!("--as={MEMORY}"))
-            .arg("--")
-            .arg(env!("CARGO_BIN_EXE_gkq"))
-            .arg("validate")
-            .args(args)
-            .env("NO_COLOR", "1")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("prlimit (util-linux) runs gkq with a memory limit");
+        let mut child =
+            crate::support::cmd::gkq_under(&["prlimit", &format!("--as={MEMORY}"), "--"])
+                .arg("validate")
+                .args(args)
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("prlimit (util-linux) runs gkq with a memory limit");
         let mut stderr = child.stderr.take().unwrap();
         let reader = std::thread::spawn(move || {
             let mut s = String::new();

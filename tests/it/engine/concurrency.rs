@@ -18,8 +18,8 @@ use gkq::observe::observe_gke;
 use gkq::plan::{Plan, PlanOptions, plan};
 use serde_json::{Value, json};
 
-use crate::fake_gke::FakeGke;
-use crate::seed;
+use crate::engine::fake_gke::FakeGke;
+use crate::engine::seed;
 
 /// Applies take a little while; records when each started and finished, and the most in flight.
 #[derive(Default)]

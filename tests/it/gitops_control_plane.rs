@@ -2,31 +2,24 @@
 //! target's emulator: the apply Lease, the revision ConfigMap, saved plans without credentials,
 //! and watch mode's drift detection and admission timeline.
 
-mod support;
-
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::Duration;
 
 use gkq::gitops::lock::{self, LockError, LockOptions};
 use serde_json::Value;
-use support::control_plane::{control_plane, test_env, unique_name};
-use support::process::{Running, explain, text};
 
-fn gkq() -> std::process::Command {
-    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_gkq"));
-    c.env("NO_COLOR", "1")
-        .env_remove("GKQ_ENV")
-        .env_remove("GITHUB_ACTIONS")
-        .env_remove("GITLAB_CI");
-    c
-}
+use crate::support;
+use crate::support::control_plane::{control_plane, kube_spec_vars, test_env, unique_name};
+use crate::support::process::{Running, explain, text};
+use crate::support::{Workspace, gkq};
 
 /// One stack of the kube-spec fixture with its own names, namespace and emulator state, copied
 /// into a git repository of its own.
 struct Stack {
-    dir: tempfile::TempDir,
-    vars: Vec<(String, String)>,
+    ws: Workspace,
+    vars: BTreeMap<String, String>,
     stack: String,
     namespace: String,
 }
@@ -34,46 +27,17 @@ struct Stack {
 impl Stack {
     async fn new(test: &str) -> Stack {
         let env = test_env(test).await;
-        let base = unique_name(test);
-        let mut vars = Vec::new();
-        for (k, suffix) in [
-            ("STACK", "st"),
-            ("CPU", "cpu"),
-            ("ONDEMAND", "od"),
-            ("DWS", "dws"),
-            ("CHECK", "chk"),
-            ("PRC", "prc"),
-            ("CQ", "cq"),
-        ] {
-            vars.push((
-                k.to_string(),
-                format!("{}-{suffix}", &base[..base.len().min(36)]),
-            ));
-        }
-        vars.push(("NS".to_string(), env.namespace.clone()));
-        let dir = tempfile::tempdir().unwrap();
-        let spec = dir.path().join("infra");
-        std::fs::create_dir_all(&spec).unwrap();
-        for f in ["gkq.yaml", "train.py"] {
-            std::fs::copy(
-                support::control_plane::repo_root()
-                    .join("tests/fixtures/kube-spec")
-                    .join(f),
-                spec.join(f),
-            )
-            .unwrap();
-        }
-        let stack = vars[0].1.clone();
+        let vars = kube_spec_vars(test, &env.namespace);
         Stack {
-            dir,
+            ws: Workspace::kube_spec(),
+            stack: vars["STACK"].clone(),
             vars,
-            stack,
             namespace: env.namespace,
         }
     }
 
     fn path(&self) -> &Path {
-        self.dir.path()
+        self.ws.path()
     }
 
     fn kubeconfig() -> PathBuf {
@@ -100,28 +64,8 @@ impl Stack {
         self.command(args).output().unwrap()
     }
 
-    fn git(&self, args: &[&str]) -> String {
-        let out = std::process::Command::new("git")
-            .args(args)
-            .current_dir(self.path())
-            .env("GIT_AUTHOR_NAME", "t")
-            .env("GIT_AUTHOR_EMAIL", "t@example.com")
-            .env("GIT_COMMITTER_NAME", "t")
-            .env("GIT_COMMITTER_EMAIL", "t@example.com")
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "git {args:?}: {}", explain(&out));
-        text(&out.stdout).trim().to_string()
-    }
-
     fn commit_all(&self) -> String {
-        if !self.path().join(".git").exists() {
-            self.git(&["init", "-q", "-b", "main"]);
-            std::fs::write(self.path().join(".gitignore"), "state/\n*.json\n").unwrap();
-        }
-        self.git(&["add", "-A"]);
-        self.git(&["commit", "-q", "-m", "spec"]);
-        self.git(&["rev-parse", "HEAD"])
+        self.ws.commit_all("spec")
     }
 }
 
@@ -427,8 +371,8 @@ async fn saved_plans_hold_no_kubernetes_credentials_and_apply_against_kubernetes
     let out = s.run(&["plan", "-o", "markdown"]);
     assert!(out.status.success(), "{}", explain(&out));
     let markdown = text(&out.stdout);
-    let od = &s.vars.iter().find(|(k, _)| k == "ONDEMAND").unwrap().1;
-    let dws = &s.vars.iter().find(|(k, _)| k == "DWS").unwrap().1;
+    let od = &s.vars["ONDEMAND"];
+    let dws = &s.vars["DWS"];
     assert!(
         markdown.contains("#### Placement (predicted with Kueue's rules)"),
         "{markdown}"
@@ -460,7 +404,7 @@ async fn watch_follows_job_admission_and_replans_on_kubernetes_drift() {
     let s = Stack::new("gitops-watch").await;
     let out = s.run(&["apply", "--auto-approve"]);
     assert!(out.status.success(), "{}", explain(&out));
-    let var = |name: &str| s.vars.iter().find(|(k, _)| k == name).unwrap().1.clone();
+    let var = |name: &str| s.vars[name].clone();
     let ns = s.namespace.clone();
 
     let mut w = Running::spawn(s.command(&["watch", "--interval", "1s", "--job-interval", "1s"]));
@@ -709,7 +653,7 @@ async fn hold_queue(name: &str, hold: bool) {
 
 async fn saved_plan_while_kueue_admits(test: &str, alone: bool) {
     let s = Stack::new(test).await;
-    let cq = s.vars.iter().find(|(k, _)| k == "CQ").unwrap().1.clone();
+    let cq = s.vars["CQ"].clone();
     // The queue is held while the jobs are submitted, so that they are admitted only after the
     // plan is made.
     let out = s.run(&["apply", "--auto-approve"]);
