@@ -11,8 +11,6 @@ pub mod kueue;
 pub mod kueue_install;
 pub mod live;
 pub mod validate;
-mod validate_capacity;
-mod validate_facts;
 
 use std::collections::BTreeMap;
 

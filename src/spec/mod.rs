@@ -8,6 +8,7 @@
 pub mod de;
 pub mod diag;
 pub mod fs;
+mod generated;
 pub mod limits;
 pub mod node;
 pub mod overlay;
@@ -368,7 +369,7 @@ pub fn load(fs: &dyn SpecFs, spec_arg: &FsPath, opts: &LoadOptions) -> Result<Lo
         return Err(fail(sources, diags));
     };
     // Nothing may be generated from a spec that would generate too much.
-    let too_much = limits::check_generated(&spec, &root);
+    let too_much = generated::check_generated(&spec, &root);
     if !too_much.is_empty() {
         too_much.into_iter().for_each(|d| diags.push(d));
         return Err(fail(sources, diags));

@@ -1,12 +1,12 @@
-//! Validation against the table of GKE facts ([`super::gke_facts`]): machine types, TPU
+//! Validation against the table of GKE facts ([`crate::model::gke_facts`]): machine types, TPU
 //! topologies, locations and GKE versions. A value that breaks a rule Google documents is an
 //! error; a well-formed value the table does not know is a warning, because the table ages.
 
-use super::gke_facts::{
+use super::Checker;
+use crate::model::gke_facts::{
     self as facts, CHECKED_ON, GkeVersion, Location, LocationProblem, MachineTypeFact, Offering,
     TopologyProblem, TpuGeneration, TpuMachineType, VersionVsFloor,
 };
-use super::validate::Checker;
 use crate::spec::types::{NodePool, Spec};
 use crate::spec::{Path, suggest};
 

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use super::validate::Checker;
+use super::Checker;
 use crate::spec::Path;
 use crate::spec::types::{NodePool, Provisioning, Spec};
 
@@ -57,8 +57,8 @@ fn check_flavor_pools(c: &mut Checker, spec: &Spec) {
                 "add `provisioning: dws` to the flavor (gkq then adds the ProvisioningRequest admission check), or point it at a pool without queued provisioning",
             );
         }
-        if !has_tpu_topology && super::gke::tpu_chips_per_vm(machine_type).is_none() {
-            for (path, quota) in super::validate::flavor_quotas(spec) {
+        if !has_tpu_topology && crate::model::gke::tpu_chips_per_vm(machine_type).is_none() {
+            for (path, quota) in super::flavor_quotas(spec) {
                 if quota.name != flavor.name {
                     continue;
                 }
@@ -110,7 +110,7 @@ fn check_flavor_pools(c: &mut Checker, spec: &Spec) {
 /// pool. A pool whose maximum is below that can never run the job.
 fn check_job_reach(c: &mut Checker, spec: &Spec) {
     for (i, job) in spec.jobs.iter().enumerate() {
-        let Some(queue) = super::queue_of(spec, &job.namespace, &job.queue) else {
+        let Some(queue) = crate::model::queue_of(spec, &job.namespace, &job.queue) else {
             continue;
         };
         for (gi, group) in job.workers.iter().enumerate() {

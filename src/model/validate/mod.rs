@@ -3,8 +3,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::gke::{topology_chips, tpu_chips_per_vm, tpu_hosts};
-use super::kueue::{self, DEFAULT_ACCELERATOR_RESOURCE, DWS_CHECK};
+mod capacity;
+mod facts;
+
+use crate::model::gke::{topology_chips, tpu_chips_per_vm, tpu_hosts};
+use crate::model::kueue::{self, DEFAULT_ACCELERATOR_RESOURCE, DWS_CHECK};
 use crate::placement::quantity::{Format, Quantity};
 use crate::spec::types::{Quantity as SpecQuantity, Spec, Taint, Toleration};
 use crate::spec::{Diagnostic, Diagnostics, Loaded, Path, suggest};
@@ -157,8 +160,8 @@ pub fn validate(loaded: &Loaded) -> Diagnostics {
     check_kueue(&mut c, spec);
     check_jobs(&mut c, spec);
     check_manifests(&mut c, spec);
-    super::validate_capacity::check(&mut c, spec);
-    super::validate_facts::check(&mut c, spec);
+    capacity::check(&mut c, spec);
+    facts::check(&mut c, spec);
 
     if spec.project.trim().is_empty() {
         c.error(
