@@ -1,32 +1,34 @@
 //! gkq: a declarative reconciler for AI training capacity on GKE.
 //!
-//! The data flows through the modules in this order:
+//! The data flows through the modules in this order (docs/architecture.md draws it; the layering
+//! is checked by `tests/it/architecture.rs`):
 //!
 //! ```text
-//! spec      what the user wrote (YAML/TOML, overlays, variables) with source spans
-//! model     validated DesiredState: GKE requests and Kubernetes objects (pure data)
-//! addr      ResourceAddr: the stable key of every managed thing (gke.nodepool/dws-pool, ...)
-//! observe   LiveState read from GKE (one clusters.get) and Kubernetes; fingerprints
-//! diff      the one list of ignored fields, field-level changes, in-place vs replace (pure)
-//! placement Kueue's flavor assignment, predicted from queues, quotas and usage (pure)
-//! plan      plan(desired, live, options) -> Plan: ordered actions, reasons, diffs (pure)
-//! apply     the executor: walks a Plan, re-checks fingerprints, waits operations, emits events
-//! render    plan text/JSON/markdown; terminal and JSON-lines apply progress
-//! gke       GKE REST client and credentials (I/O)
-//! kube      Kubernetes API: discovery, lists, server-side apply and its dry run (I/O)
-//! emulator  a faithful local stand-in for the GKE REST API (I/O)
-//! local     the local target's Kubernetes: an object store behind KubeApi, and the simulated
-//!           cluster (Kueue, KubeRay, DWS, autoscaler) on a clock (I/O)
-//! gitops    what a plan was made from (spec digest, commit), saved plans, the applied revision,
-//!           the apply lock, watch-mode decisions and job admission timelines
-//! vocab     Kubernetes/GKE/Kueue vocabulary: durations, RFC 3339 time, conditions, owners, keys
-//! cli       the commands, thin: parse arguments, call the modules above, render
-//! ```
+//! pure: plain data and functions, no files, network, clock or environment
+//! vocab     Kubernetes/GKE/Kueue vocabulary: label keys, conditions, owners, durations, time
+//! addr      ResourceAddr, ClusterRef: the stable keys of every managed thing
+//! placement Kueue's flavor assignment, predicted from queues, quotas and usage
+//! spec      what the user wrote (YAML/TOML, overlays, variables) with source spans; reads
+//!           files only through the SpecFs trait
+//! model     validated DesiredState (GKE requests, Kubernetes objects), LiveState, GKE facts
+//! diff      the one list of ignored fields, field changes, in place vs replace, fingerprints
+//! plan      plan(desired, live, options) -> Plan: ordered actions, reasons, diffs, provenance
 //!
-//! Everything but `observe`, `apply`, `gke`, `kube`, `emulator` and `cli` is pure: functions
-//! over plain data, tested without I/O. The CLI calls, in order: `observe::observe_gke` (and the Kubernetes
-//! observer), `plan::plan`, a `render::plan` renderer, then `apply::Executor::apply` with a
-//! `render::apply` sink.
+//! I/O: the imperative shell
+//! interrupt Ctrl-C for long waits
+//! emulator  a faithful local stand-in for the GKE REST API
+//! gke       GKE REST client, credentials, operation waits
+//! kube      the Kubernetes client: discovery, lists, server-side apply and its dry run
+//! observe   LiveState read from GKE (one clusters.get) and Kubernetes
+//! apply     the executor: walks a Plan, re-checks fingerprints, waits operations, emits events
+//! gitops    the spec's files (working tree or commit), git, saved plans, the applied revision,
+//!           the apply lock, watch-mode decisions and job admission timelines
+//! local     the local target: an object store behind KubeApi and the simulated cluster
+//!           (Kueue, KubeRay, DWS, autoscaler) on a clock
+//! render    plan text/JSON/markdown; terminal and JSON-lines apply progress
+//! ops       the pipeline as library calls: load, session, plan, lock, apply, saved plans
+//! cli       the commands: parse arguments, call ops, render, exit code
+//! ```
 
 // Diagnostics are cold-path values built once per problem; boxing them would add noise, not speed.
 #![allow(clippy::result_large_err)]

@@ -99,8 +99,8 @@ pub struct Reclaim {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum ReclaimLimit {
-    /// The job's declared duration, passed to Kueue as
-    /// [`MAX_RUN_DURATION_ANNOTATION`](crate::vocab::labels::MAX_RUN_DURATION_ANNOTATION).
+    /// The job's declared duration, passed to Kueue as the annotation
+    /// `provreq.kueue.x-k8s.io/maxRunDurationSeconds`.
     JobDuration,
     /// The node pool's `maxRunDuration`.
     PoolMaxRunDuration,
