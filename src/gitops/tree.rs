@@ -18,6 +18,13 @@ pub fn read_bounded(path: &Path) -> io::Result<String> {
 /// a FIFO or `/dev/zero`) is refused at the limit, not read until memory runs out.
 pub fn read_at_most(path: &Path, limit: usize) -> io::Result<String> {
     use std::io::Read;
+    // Opening a FIFO waits for a writer that may never come: only regular files are read.
+    if !std::fs::metadata(path)?.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "it is not a regular file (a FIFO, device or socket); gkq reads only regular files",
+        ));
+    }
     let file = std::fs::File::open(path)?;
     let known = file.metadata().ok().map(|m| m.len()).filter(|n| *n > 0);
     if let Some(n) = known

@@ -1062,6 +1062,38 @@ mod bounded {
         );
     }
 
+    /// A FIFO (which would block the read until a writer comes) or a device given as a spec,
+    /// an overlay or a script is refused at once, naming it.
+    #[cfg(unix)]
+    #[test]
+    fn fifos_and_devices_are_refused_without_blocking() {
+        let mkfifo = |path: &Path| {
+            let _ = std::fs::remove_file(path);
+            let made = std::process::Command::new("mkfifo")
+                .arg(path)
+                .status()
+                .expect("mkfifo runs");
+            assert!(made.success());
+        };
+        let dir = spec_dir(&[("gkq.yaml", &example())]);
+        mkfifo(&dir.path().join("train.py"));
+        let started = std::time::Instant::now();
+        let loaded = spec::load(&WorkingTree, dir.path(), &opts(None)).unwrap();
+        assert!(
+            loaded
+                .diagnostics
+                .errors()
+                .any(|d| d.message.contains("not a regular file")),
+            "{:?}",
+            loaded.diagnostics
+        );
+        let spec = dir.path().join("fifo.yaml");
+        mkfifo(&spec);
+        // A FIFO named as the spec is not a spec file: refused before anything is read.
+        assert!(spec::load(&WorkingTree, &spec, &opts(None)).is_err());
+        assert!(started.elapsed() < std::time::Duration::from_secs(2));
+    }
+
     /// A long variable used many times would multiply the spec's size.
     #[test]
     fn variables_that_multiply_text_are_refused() {
