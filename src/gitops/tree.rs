@@ -160,6 +160,10 @@ impl GitTree {
 }
 
 impl SpecFs for GitTree {
+    fn is_repository_root(&self, dir: &Path) -> bool {
+        self.relative(dir)
+            .is_some_and(|rel| rel.as_os_str().is_empty())
+    }
     fn read(&self, path: &Path) -> io::Result<String> {
         let not_found = || {
             io::Error::new(

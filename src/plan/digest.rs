@@ -102,12 +102,26 @@ pub fn spec_digest(loaded: &Loaded) -> SpecDigest {
     }
 }
 
-/// `path` relative to `dir` with `/` separators, or the path as it is when it lies elsewhere.
+/// `path` relative to `dir` with `/` separators (`../environments/dev.yaml` for an overlay a
+/// stack shares from a parent directory), or the path as it is when the two cannot be related
+/// (one absolute, the other not).
 fn relative_to(path: &Path, dir: &Path) -> String {
-    let relative = path.strip_prefix(dir).unwrap_or(path);
-    relative
-        .components()
-        .map(|c| c.as_os_str().to_string_lossy())
+    use std::path::Component;
+    let path = crate::spec::fs::normalize(path);
+    let dir = crate::spec::fs::normalize(dir);
+    let parts = |p: &Path| -> Vec<String> {
+        p.components()
+            .filter(|c| !matches!(c, Component::CurDir))
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect()
+    };
+    let (to, from) = (parts(&path), parts(&dir));
+    if path.is_absolute() != dir.is_absolute() || from.iter().any(|c| c == "..") {
+        return to.join("/");
+    }
+    let common = to.iter().zip(&from).take_while(|(a, b)| a == b).count();
+    std::iter::repeat_n("..".to_string(), from.len() - common)
+        .chain(to[common..].iter().cloned())
         .collect::<Vec<_>>()
         .join("/")
 }

@@ -18,6 +18,32 @@ pub trait SpecFs {
     fn real_path(&self, _path: &Path) -> Option<PathBuf> {
         None
     }
+    /// Whether `dir` is the root of the git repository the spec is in (it holds `.git`): the
+    /// last directory `--env` looks in for `environments/`.
+    fn is_repository_root(&self, dir: &Path) -> bool {
+        self.is_dir(&dir.join(".git")) || self.is_file(&dir.join(".git"))
+    }
+}
+
+/// `path` with `.` and `dir/..` pairs removed, lexically (`examples/tpu-dws/..` is `examples`);
+/// `.` when nothing is left.
+pub fn normalize(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out: Vec<Component<'_>> = Vec::new();
+    for c in path.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir if matches!(out.last(), Some(Component::Normal(_))) => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    if out.is_empty() {
+        PathBuf::from(".")
+    } else {
+        out.iter().collect()
+    }
 }
 
 /// The error for a file larger than `limit`; `size` is what is known of its size (nothing more

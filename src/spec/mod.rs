@@ -210,6 +210,25 @@ fn overlay_name_problem(env: &str) -> Option<Diagnostic> {
     })
 }
 
+/// Where `--env NAME` looks for `environments/NAME.*`: the spec's directory, then each parent
+/// up to the root of the git repository the spec is in, nearest first, so that stacks in one
+/// repository can share overlays. Outside a repository, the spec's directory only.
+fn overlay_dirs(fs: &dyn SpecFs, spec_dir: &FsPath) -> Vec<PathBuf> {
+    // Deep enough for any repository layout; a bound, so that a path of links cannot loop.
+    const MAX_LEVELS: usize = 32;
+    let mut dirs = vec![spec_dir.to_path_buf()];
+    let mut current = spec_dir.to_path_buf();
+    for _ in 0..MAX_LEVELS {
+        if fs.is_repository_root(&current) {
+            return dirs;
+        }
+        current = current.join("..");
+        dirs.push(fs::normalize(&current));
+    }
+    dirs.truncate(1);
+    dirs
+}
+
 /// Loads, merges, interpolates and decodes a spec.
 pub fn load(fs: &dyn SpecFs, spec_arg: &FsPath, opts: &LoadOptions) -> Result<Loaded, LoadFailure> {
     let mut sources = SourceMap::default();
@@ -260,11 +279,25 @@ pub fn load(fs: &dyn SpecFs, spec_arg: &FsPath, opts: &LoadOptions) -> Result<Lo
             diags.push(d);
             return Err(fail(sources, diags));
         }
-        let candidates: Vec<PathBuf> = ["yaml", "yml", "toml"]
+        let searched = overlay_dirs(fs, &dir);
+        let candidates_in = |d: &PathBuf| -> Vec<PathBuf> {
+            ["yaml", "yml", "toml"]
+                .iter()
+                .map(|ext| d.join("environments").join(format!("{env}.{ext}")))
+                .collect()
+        };
+        // Nearest first: the first directory with an overlay of that name is the one used.
+        let present: Vec<PathBuf> = searched
             .iter()
-            .map(|ext| dir.join("environments").join(format!("{env}.{ext}")))
-            .collect();
-        let present: Vec<&PathBuf> = candidates.iter().filter(|p| fs.is_file(p)).collect();
+            .map(|d| {
+                candidates_in(d)
+                    .into_iter()
+                    .filter(|p| fs.is_file(p))
+                    .collect::<Vec<_>>()
+            })
+            .find(|found| !found.is_empty())
+            .unwrap_or_default();
+        let candidates = candidates_in(&dir);
         if present.len() > 1 {
             diags.push(
                 Diagnostic::error(format!(
@@ -279,18 +312,25 @@ pub fn load(fs: &dyn SpecFs, spec_arg: &FsPath, opts: &LoadOptions) -> Result<Lo
             );
             return Err(fail(sources, diags));
         }
-        // An overlay linked from outside the spec's directory is refused, as scripts are.
+        // An overlay linked from outside the directories searched (the repository, or the
+        // spec's directory outside one) is refused, as scripts are.
+        let boundary = searched.last().unwrap_or(&dir);
         if let Some(path) = present.first()
-            && let (Some(real), Some(root)) = (fs.real_path(path), fs.real_path(&dir))
+            && let (Some(real), Some(root)) = (fs.real_path(path), fs.real_path(boundary))
             && !real.starts_with(&root)
         {
             diags.push(
                 Diagnostic::error(format!(
-                    "environment overlay {} lies outside the spec's directory: it is a link to {}",
+                    "environment overlay {} lies outside {}: it is a link to {}",
                     path.display(),
+                    if searched.len() > 1 {
+                        "the spec's repository"
+                    } else {
+                        "the spec's directory"
+                    },
                     real.display()
                 ))
-                .help("copy the overlay next to the spec instead of linking to it, so that the spec's repository is complete"),
+                .help("copy the overlay into the repository instead of linking to it, so that the spec's repository is complete"),
             );
             return Err(fail(sources, diags));
         }
@@ -303,26 +343,31 @@ pub fn load(fs: &dyn SpecFs, spec_arg: &FsPath, opts: &LoadOptions) -> Result<Lo
                 }
             },
             None => {
-                let available = fs
-                    .list_dir(&dir.join("environments"))
-                    .unwrap_or_default()
-                    .into_iter()
+                let mut available: Vec<String> = searched
+                    .iter()
+                    .flat_map(|d| fs.list_dir(&d.join("environments")).unwrap_or_default())
                     .filter_map(|p| {
                         let ext = p.extension()?.to_str()?;
                         matches!(ext, "yaml" | "yml" | "toml")
                             .then(|| p.file_stem()?.to_str().map(str::to_string))
                             .flatten()
                     })
-                    .collect::<Vec<_>>();
+                    .collect();
+                available.sort();
+                available.dedup();
                 let help = if available.is_empty() {
                     format!("create {}", candidates[0].display())
                 } else {
                     format!("available environments: {}", available.join(", "))
                 };
+                let places: Vec<String> = searched
+                    .iter()
+                    .map(|d| d.join("environments").display().to_string())
+                    .collect();
                 diags.push(
                     Diagnostic::error(format!(
-                        "environment `{env}` not found: no {}",
-                        candidates[0].display()
+                        "environment `{env}` not found: no {env}.yaml, .yml or .toml in {}",
+                        places.join(", ")
                     ))
                     .help(help),
                 );

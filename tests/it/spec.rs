@@ -583,6 +583,73 @@ fn variable_defaults_may_use_other_variables() {
     );
 }
 
+/// `--env` looks next to the spec, then up to the repository root, nearest first; outside a
+/// repository, next to the spec only. The plan's provenance names the file read.
+#[test]
+fn overlays_are_found_up_to_the_repository_root_nearest_first() {
+    let repo = tempfile::tempdir().unwrap();
+    let stack = repo.path().join("stacks/a");
+    std::fs::create_dir_all(&stack).unwrap();
+    for f in ["gkq.yaml", "train.py"] {
+        std::fs::copy(root().join("examples/tpu-dws").join(f), stack.join(f)).unwrap();
+    }
+    let overlay = |dir: &Path, max: u32| {
+        std::fs::create_dir_all(dir.join("environments")).unwrap();
+        std::fs::write(
+            dir.join("environments/small.yaml"),
+            format!(
+                "nodePools:\n  - name: on-demand-pool\n    autoscaling: {{min: 0, max: {max}}}\n"
+            ),
+        )
+        .unwrap();
+    };
+    let load = || {
+        let opts = LoadOptions {
+            env: Some("small".into()),
+            env_lookup: Some(Box::new(|_| None)),
+            ..Default::default()
+        };
+        spec::load(&WorkingTree, &stack, &opts)
+    };
+    let on_demand_max = |loaded: &spec::Loaded| {
+        loaded
+            .spec
+            .node_pools
+            .iter()
+            .find(|p| p.name == "on-demand-pool")
+            .and_then(|p| p.autoscaling.as_ref())
+            .map(|a| a.max)
+    };
+    overlay(repo.path(), 8);
+    // Not a repository yet: the overlay at its root is not looked for.
+    let Err(failed) = load() else {
+        panic!("an overlay outside the spec's directory was used without a repository");
+    };
+    assert!(
+        failed
+            .diagnostics
+            .iter()
+            .any(|d| d.message.contains("environment `small` not found")),
+        "{:?}",
+        failed.diagnostics
+    );
+    std::fs::create_dir(repo.path().join(".git")).unwrap();
+    let loaded = load().unwrap();
+    assert_eq!(on_demand_max(&loaded), Some(8));
+    let files: Vec<String> = gkq::plan::digest::spec_digest(&loaded)
+        .files
+        .into_iter()
+        .map(|f| f.path)
+        .collect();
+    assert!(
+        files.contains(&"../../environments/small.yaml".to_string()),
+        "{files:?}"
+    );
+    // A nearer overlay wins.
+    overlay(&repo.path().join("stacks"), 4);
+    assert_eq!(on_demand_max(&load().unwrap()), Some(4));
+}
+
 #[test]
 fn overlay_list_items_match_after_variables_are_substituted() {
     let dir = tempfile::tempdir().unwrap();

@@ -17,7 +17,7 @@ impl Workspace {
     /// `environments/` (not `gkq.toml`, which would make the spec ambiguous).
     pub fn example() -> Self {
         let ws = Self::copy_of("examples/tpu-dws", &["gkq.yaml", "train.py"]);
-        let overlays = repo_root().join("examples/tpu-dws/environments");
+        let overlays = repo_root().join("environments");
         std::fs::create_dir_all(ws.spec_dir().join("environments")).unwrap();
         for entry in std::fs::read_dir(&overlays).unwrap() {
             let entry = entry.unwrap();
