@@ -22,22 +22,21 @@ use crate::kube::{ApplyOptions, KubeApi, KubeResult, ResourceInfo, install, owne
 use crate::model::DesiredState;
 use crate::model::kueue_install;
 use crate::model::live::{KubeLive, KubeObject};
+use crate::placement::objects::KUEUE_KINDS;
 
 /// Most per-object requests (dry runs, GETs) a plan has in flight at once.
 pub const OBSERVE_CONCURRENCY: usize = 32;
 
 /// Kinds gkq may have created, listed even when the spec no longer has any (for prune).
-pub const MANAGED_KINDS: [(&str, &str); 9] = [
-    ("v1", "ConfigMap"),
-    ("kueue.x-k8s.io/v1beta2", "ResourceFlavor"),
-    ("kueue.x-k8s.io/v1beta2", "ProvisioningRequestConfig"),
-    ("kueue.x-k8s.io/v1beta2", "AdmissionCheck"),
-    ("kueue.x-k8s.io/v1beta2", "ClusterQueue"),
-    ("kueue.x-k8s.io/v1beta2", "LocalQueue"),
-    ("kueue.x-k8s.io/v1beta2", "Cohort"),
-    ("kueue.x-k8s.io/v1beta2", "WorkloadPriorityClass"),
-    ("ray.io/v1", "RayJob"),
-];
+fn managed_kinds() -> impl Iterator<Item = (&'static str, &'static str)> {
+    [("v1", "ConfigMap"), ("ray.io/v1", "RayJob")]
+        .into_iter()
+        .chain(
+            KUEUE_KINDS
+                .iter()
+                .map(|kind| ("kueue.x-k8s.io/v1beta2", *kind)),
+        )
+}
 
 fn kind_key(object: &Value) -> Option<(String, String)> {
     Some((
@@ -52,8 +51,7 @@ pub async fn observe_kube(
     desired: &DesiredState,
     stack: &str,
 ) -> KubeResult<KubeLive> {
-    let mut kinds: BTreeSet<(String, String)> = MANAGED_KINDS
-        .iter()
+    let mut kinds: BTreeSet<(String, String)> = managed_kinds()
         .map(|(a, k)| (a.to_string(), k.to_string()))
         .collect();
     for o in &desired.kubernetes {

@@ -7,7 +7,7 @@
 //! the old one. Replacing a job that has finished stops nothing; replacing one that holds quota,
 //! is admitted or is running does.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -120,22 +120,6 @@ fn flavors_of(w: &Value) -> BTreeSet<String> {
         .collect()
 }
 
-/// Node pool each ResourceFlavor stands for (its `cloud.google.com/gke-nodepool` label), from
-/// the desired and live flavors.
-fn flavor_pools<'a>(flavors: impl Iterator<Item = &'a Value>) -> BTreeMap<String, String> {
-    flavors
-        .filter(|o| o["kind"] == "ResourceFlavor")
-        .filter_map(|o| {
-            let name = o.pointer("/metadata/name")?.as_str()?.to_string();
-            let pool = o
-                .pointer("/spec/nodeLabels/cloud.google.com~1gke-nodepool")?
-                .as_str()?
-                .to_string();
-            Some((name, pool))
-        })
-        .collect()
-}
-
 /// The disruptions of `plan`, given the live Kueue Workloads, the live object at an address
 /// (for jobs that run outside Kueue) and the ResourceFlavors known (desired and live).
 pub fn find<'a>(
@@ -144,7 +128,7 @@ pub fn find<'a>(
     live: &dyn Fn(&ResourceAddr) -> Option<&'a Value>,
     flavors: impl Iterator<Item = &'a Value>,
 ) -> Vec<Disruption> {
-    let pools = flavor_pools(flavors);
+    let pools = crate::placement::capacity::flavor_pools(flavors);
     let active: Vec<&Value> = workloads.iter().filter(|w| holds_quota(w)).collect();
     let mut out = Vec::new();
     for action in plan
@@ -273,8 +257,8 @@ mod tests {
 
     fn flavors() -> Vec<Value> {
         vec![
-            json!({"kind": "ResourceFlavor", "metadata": {"name": "on-demand"}, "spec": {"nodeLabels": {"cloud.google.com/gke-nodepool": "on-demand-pool"}}}),
-            json!({"kind": "ResourceFlavor", "metadata": {"name": "dws"}, "spec": {"nodeLabels": {"cloud.google.com/gke-nodepool": "dws-pool"}}}),
+            json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "on-demand"}, "spec": {"nodeLabels": {"cloud.google.com/gke-nodepool": "on-demand-pool"}}}),
+            json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "dws"}, "spec": {"nodeLabels": {"cloud.google.com/gke-nodepool": "dws-pool"}}}),
         ]
     }
 
