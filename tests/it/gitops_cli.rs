@@ -1276,3 +1276,43 @@ manifests:
         );
     }
 }
+
+/// `gkq status` reads the GKE cluster once: planning reads it (with its node pools) and the
+/// status report uses that snapshot, not reads of its own.
+#[tokio::test(flavor = "multi_thread")]
+async fn status_reads_the_gke_cluster_once() {
+    use gkq::emulator::{Emulator, EmulatorConfig};
+    let (url, handle) = Emulator::start_in_process(EmulatorConfig {
+        pending_ms: 10,
+        running_ms: 10,
+        ..EmulatorConfig::default()
+    })
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("gkq.yaml"),
+        "project: p\nlocation: us-east5-b\ncluster: {name: once}\nnodePools:\n  - {name: cpu, machineType: e2-standard-4, autoscaling: {min: 0, max: 2}}\nkueue: {install: external}\n",
+    )
+    .unwrap();
+    let run = |args: &[&str]| {
+        let mut c = gkq();
+        c.args(args)
+            .arg(dir.path())
+            .args(["--target", "gcp", "--gke-endpoint", &url]);
+        c.output().unwrap()
+    };
+    let out = tokio::task::block_in_place(|| run(&["apply", "--auto-approve"]));
+    assert!(out.status.success(), "{}", explain(&out));
+    handle.emulator().clear_requests();
+    let out = tokio::task::block_in_place(|| run(&["status"]));
+    assert!(out.status.success(), "{}", explain(&out));
+    let cluster_reads: Vec<String> = handle
+        .emulator()
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "GET" && r.path.ends_with("/clusters/once"))
+        .map(|r| r.path)
+        .collect();
+    assert_eq!(cluster_reads.len(), 1, "{cluster_reads:?}");
+}
