@@ -1,0 +1,184 @@
+//! The `nodePools` section: machine types, TPU topologies, autoscaling, flex-start and queued provisioning, taints.
+
+use super::*;
+
+pub(super) fn check_node_pools(c: &mut Checker, spec: &Spec) {
+    let gke_minor = spec.cluster.version.as_deref().and_then(parse_minor);
+    for (i, pool) in spec.node_pools.iter().enumerate() {
+        let p = Path::root().key("nodePools").index(i);
+        let chips_per_vm = tpu_chips_per_vm(&pool.machine_type);
+        let hosts = tpu_hosts(pool);
+        if let (Some(hosts), Some(a)) = (hosts, &pool.autoscaling) {
+            let topo = pool.tpu_topology.clone().unwrap_or_default();
+            if a.max < hosts {
+                c.error(
+                    &p.key("autoscaling").key("max"),
+                    format!(
+                        "max {} nodes cannot hold one {topo} slice: {topo} is {} chips = {hosts} nodes of {} ({} chips each)",
+                        a.max,
+                        hosts * chips_per_vm.unwrap_or(1),
+                        pool.machine_type,
+                        chips_per_vm.unwrap_or(1)
+                    ),
+                    format!("set max to {hosts} (one slice) or a multiple of it"),
+                );
+            } else if a.max % hosts != 0 {
+                c.error(
+                    &p.key("autoscaling").key("max"),
+                    format!(
+                        "max {} nodes is not a whole number of {topo} slices ({hosts} nodes each)",
+                        a.max
+                    ),
+                    format!("multi-host TPU slices scale as a unit: use a multiple of {hosts}"),
+                );
+            }
+            if a.min % hosts != 0 {
+                c.error(
+                    &p.key("autoscaling").key("min"),
+                    format!(
+                        "min {} nodes is not a whole number of {topo} slices ({hosts} nodes each)",
+                        a.min
+                    ),
+                    format!("use 0 or a multiple of {hosts}"),
+                );
+            }
+        }
+        if let Some(a) = &pool.autoscaling {
+            if a.min > a.max {
+                c.error(
+                    &p.key("autoscaling").key("min"),
+                    format!("autoscaling min {} is above max {}", a.min, a.max),
+                    "min must be at most max",
+                );
+            }
+            if let Some(lp) = &a.location_policy
+                && !matches!(lp.to_uppercase().as_str(), "BALANCED" | "ANY")
+            {
+                c.error(
+                    &p.key("autoscaling").key("locationPolicy"),
+                    format!("location policy `{lp}` is not valid"),
+                    "use BALANCED or ANY",
+                );
+            }
+        }
+        if let Some(ra) = &pool.reservation_affinity
+            && crate::model::gke::reservation_affinity(ra).is_none()
+        {
+            c.error(
+                &p.key("reservationAffinity"),
+                format!("reservation affinity `{ra}` is not valid"),
+                "use none, any, any-then-fail or specific:<reservation-name>",
+            );
+        }
+        if pool.flex_start {
+            match &pool.autoscaling {
+                None => c.error(
+                    &p.key("flexStart"),
+                    "a flex-start pool must autoscale from zero",
+                    "add `autoscaling: {min: 0, max: N}`",
+                ),
+                Some(a) if a.min != 0 => c.error(
+                    &p.key("autoscaling").key("min"),
+                    format!(
+                        "a flex-start pool must autoscale from zero, min is {}",
+                        a.min
+                    ),
+                    "set autoscaling.min to 0",
+                ),
+                _ => {}
+            }
+            if pool.initial_nodes.unwrap_or(0) != 0 {
+                c.error(
+                    &p.key("initialNodes"),
+                    "a flex-start pool starts with zero nodes",
+                    "set initialNodes to 0 or remove it",
+                );
+            }
+            if pool
+                .reservation_affinity
+                .as_deref()
+                .is_some_and(|r| r != "none")
+            {
+                c.error(
+                    &p.key("reservationAffinity"),
+                    "flex-start pools cannot consume reservations",
+                    "set reservationAffinity: none",
+                );
+            }
+            if pool.spot {
+                c.error(
+                    &p.key("spot"),
+                    "a pool cannot be both flex-start and spot",
+                    "remove one of them",
+                );
+            }
+            if pool.auto_repair == Some(true) {
+                c.error(
+                    &p.key("autoRepair"),
+                    "GKE requires auto-repair off on flex-start pools",
+                    "remove autoRepair (gkq turns it off) or set it to false",
+                );
+            }
+        }
+        if pool.queued_provisioning {
+            if !pool.flex_start {
+                c.error(&p.key("queuedProvisioning"), "queued provisioning needs flex-start in this setup", "add `flexStart: true`: DWS capacity for queued pools comes from flex-start VMs");
+            }
+            match &pool.autoscaling {
+                None => c.error(
+                    &p.key("queuedProvisioning"),
+                    "queued provisioning needs autoscaling from zero",
+                    "add `autoscaling: {min: 0, max: N}`",
+                ),
+                Some(a) if a.min != 0 && !pool.flex_start => c.error(
+                    &p.key("autoscaling").key("min"),
+                    "queued provisioning needs autoscaling from zero",
+                    "set autoscaling.min to 0",
+                ),
+                _ => {}
+            }
+            if pool.spot {
+                c.error(
+                    &p.key("spot"),
+                    "queued provisioning cannot use spot VMs",
+                    "remove `spot`",
+                );
+            }
+            if pool
+                .reservation_affinity
+                .as_deref()
+                .is_some_and(|r| r != "none")
+            {
+                c.error(
+                    &p.key("reservationAffinity"),
+                    "queued provisioning cannot consume reservations",
+                    "set reservationAffinity: none",
+                );
+            }
+            if pool.flex_start && chips_per_vm.is_some() {
+                match gke_minor {
+                    Some(minor) if minor < (1, 34) => c.warning(
+                        &p.key("queuedProvisioning"),
+                        format!(
+                            "GKE {}.{} may reject TPU flex-start with queued provisioning (\"Flex start node pools don't support TPUs with queued provisioning\")",
+                            minor.0, minor.1
+                        ),
+                        "use GKE 1.34 or later, as Google's guide does",
+                    ),
+                    _ => {}
+                }
+            }
+        }
+        if let Some(d) = &pool.max_run_duration
+            && parse_whole_seconds(d).is_err()
+        {
+            c.error(
+                &p.key("maxRunDuration"),
+                format!("duration `{d}` is not valid"),
+                "write a duration such as 86400s, 24h or 7d",
+            );
+        }
+        check_taints(c, &p.key("taints"), &pool.taints);
+        check_gke_labels(c, &p.key("resourceLabels"), &pool.resource_labels);
+    }
+}
