@@ -1,0 +1,112 @@
+//! Deletion as the API server and kube-controller-manager do it: finalizers hold a delete,
+//! dependents follow their owners (ownerReferences), and a terminating namespace takes its
+//! objects with it.
+
+use std::collections::BTreeSet;
+
+use serde_json::{Value, json};
+
+use super::ids::timestamp;
+use super::{Key, Store};
+
+impl Store {
+    /// Deletes an object: at once without finalizers, else it is marked and waits for them.
+    /// `Ok(false)` when it does not exist.
+    pub fn delete(&mut self, key: &Key, dry_run: bool, now: u64) -> bool {
+        let Some(live) = self.objects.get(key) else {
+            return false;
+        };
+        if dry_run || live.pointer("/metadata/deletionTimestamp").is_some() {
+            return true;
+        }
+        let is_namespace = key.group.is_empty() && key.kind == "Namespace";
+        if finalizers(live).is_empty() && !is_namespace {
+            self.remove(key);
+            return true;
+        }
+        let mut marked = live.clone();
+        marked["metadata"]["deletionTimestamp"] = json!(timestamp(now));
+        marked["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+        if is_namespace {
+            marked["status"] = json!({"phase": "Terminating"});
+        }
+        marked["metadata"]["resourceVersion"] = json!(self.next_version());
+        self.put(key.clone(), marked);
+        true
+    }
+
+    /// Background garbage collection and namespace cleanup, as kube-controller-manager does
+    /// them: dependents of deleted owners are deleted; a terminating namespace's objects are
+    /// deleted and the namespace goes once it is empty. Returns whether anything changed.
+    ///
+    /// It runs only when something it depends on changed since it last ran: an object went or
+    /// was marked for deletion, or was written with owners, or a namespace changed.
+    pub fn collect_garbage(&mut self, now: u64) -> bool {
+        let mut changed = false;
+        if self.collected {
+            return false;
+        }
+        loop {
+            let uids: BTreeSet<String> = self
+                .objects
+                .values()
+                .filter_map(|o| o.pointer("/metadata/uid").and_then(Value::as_str))
+                .map(str::to_string)
+                .collect();
+            let terminating: BTreeSet<String> = self
+                .of_kind("", "Namespace")
+                .filter(|n| n.pointer("/metadata/deletionTimestamp").is_some())
+                .filter_map(|n| n.pointer("/metadata/name").and_then(Value::as_str))
+                .map(str::to_string)
+                .collect();
+            let doomed: Vec<Key> = self
+                .objects
+                .iter()
+                .filter(|(k, o)| {
+                    o.pointer("/metadata/deletionTimestamp").is_none()
+                        && (terminating.contains(&k.namespace)
+                            || o.pointer("/metadata/ownerReferences")
+                                .and_then(Value::as_array)
+                                .is_some_and(|refs| {
+                                    !refs.is_empty()
+                                        && refs.iter().all(|r| {
+                                            !r["uid"].as_str().is_some_and(|u| uids.contains(u))
+                                        })
+                                }))
+                })
+                .map(|(k, _)| k.clone())
+                .collect();
+            let empty_namespaces: Vec<Key> = terminating
+                .iter()
+                .filter(|ns| !self.objects.keys().any(|k| &k.namespace == *ns))
+                .map(|ns| Key::new("v1", "Namespace", None, ns))
+                .collect();
+            if doomed.is_empty() && empty_namespaces.is_empty() {
+                // Until something it depends on changes again (objects waiting for finalizers
+                // in a terminating namespace go through `update`, which says so).
+                self.collected = true;
+                return changed;
+            }
+            for key in doomed {
+                self.delete(&key, false, now);
+            }
+            for key in empty_namespaces {
+                self.remove(&key);
+            }
+            changed = true;
+        }
+    }
+}
+
+pub fn finalizers(object: &Value) -> Vec<String> {
+    object
+        .pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .map(|f| {
+            f.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
