@@ -13,6 +13,7 @@
 //! model     validated DesiredState (GKE requests, Kubernetes objects), LiveState, GKE facts
 //! diff      the one list of ignored fields, field changes, in place vs replace, fingerprints
 //! plan      plan(desired, live, options) -> Plan: ordered actions, reasons, diffs, provenance
+//! report    what status and watch say: the ProvisioningRequest-state rule
 //!
 //! I/O: the imperative shell
 //! interrupt Ctrl-C for long waits
@@ -49,5 +50,6 @@ pub mod ops;
 pub mod placement;
 pub mod plan;
 pub mod render;
+pub mod report;
 pub mod spec;
 pub mod vocab;

@@ -23,7 +23,8 @@ use crate::ops::session::Session;
 use crate::placement::{
     Cluster, PendingWorkload, Placement, PlacementState, observed_placement, predict,
 };
-use crate::vocab::object::{condition, condition_true, owned_by_uid};
+use crate::report::provisioning::{ProvisioningRequestState, workload_request};
+use crate::vocab::object::{condition, owned_by_uid};
 
 /// The live part of `gkq status -o json` (flattened into it).
 #[derive(Debug, Clone, Serialize)]
@@ -82,15 +83,6 @@ pub struct CheckStatus {
 
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct RequestStatus {
-    pub name: String,
-    /// `Provisioned`, `Failed`, `Accepted` (waiting for capacity), `Pending`, ...
-    pub state: String,
-    pub message: String,
-}
-
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
 pub struct RayStatus {
     pub deployment_status: Option<String>,
     pub job_status: Option<String>,
@@ -114,7 +106,7 @@ pub struct JobStatus {
     pub agrees: Option<bool>,
     pub differences: Vec<String>,
     pub admission_checks: Vec<CheckStatus>,
-    pub provisioning_request: Option<RequestStatus>,
+    pub provisioning_request: Option<ProvisioningRequestState>,
     pub ray: Option<RayStatus>,
     /// Kueue's `Evicted` message when the Workload lost (or never kept) its reservation, e.g.
     /// after a failed ProvisioningRequest.
@@ -200,33 +192,6 @@ impl Observed {
 
 fn str_at<'a>(v: &'a Value, pointer: &str) -> Option<&'a str> {
     v.pointer(pointer).and_then(Value::as_str)
-}
-
-fn request_status(pr: &Value) -> RequestStatus {
-    let message = |kind: &str| {
-        condition(pr, kind)
-            .and_then(|c| c["message"].as_str())
-            .unwrap_or_default()
-            .to_string()
-    };
-    let (state, message) = if condition_true(pr, "Provisioned") {
-        ("Provisioned", message("Provisioned"))
-    } else if condition_true(pr, "Failed") {
-        ("Failed", message("Failed"))
-    } else if condition_true(pr, "CapacityRevoked") {
-        ("CapacityRevoked", message("CapacityRevoked"))
-    } else if condition_true(pr, "BookingExpired") {
-        ("BookingExpired", message("BookingExpired"))
-    } else if condition_true(pr, "Accepted") {
-        ("Accepted", message("Provisioned"))
-    } else {
-        ("Pending", String::new())
-    };
-    RequestStatus {
-        name: str_at(pr, "/metadata/name").unwrap_or_default().to_string(),
-        state: state.to_string(),
-        message,
-    }
 }
 
 /// Whether an observed state is what the predicted one becomes with time: a job waiting for
@@ -423,20 +388,8 @@ async fn collect(
                 message: c["message"].as_str().unwrap_or_default().to_string(),
             })
             .collect();
-        let wl_uid = workload
-            .and_then(|w| str_at(w, "/metadata/uid"))
-            .unwrap_or("");
-        let provisioning_request = kube
-            .kind("ProvisioningRequest")
-            .iter()
-            .filter(|pr| !wl_uid.is_empty() && owned_by_uid(pr, wl_uid))
-            .max_by_key(|pr| {
-                str_at(pr, "/metadata/creationTimestamp")
-                    .unwrap_or_default()
-                    .to_string()
-                    + str_at(pr, "/metadata/name").unwrap_or_default()
-            })
-            .map(request_status);
+        let provisioning_request =
+            workload.and_then(|w| workload_request(w, kube.kind("ProvisioningRequest")));
         let ray = live.filter(|j| j["kind"] == "RayJob").map(|j| RayStatus {
             deployment_status: str_at(j, "/status/jobDeploymentStatus").map(str::to_string),
             job_status: str_at(j, "/status/jobStatus").map(str::to_string),
