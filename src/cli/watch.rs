@@ -27,13 +27,13 @@ use super::plan::{PlanFlags, options};
 use super::target::TargetArgs;
 use super::{Exit, SpecArgs, load_valid};
 use crate::gitops::git;
-use crate::gitops::timeline::{self, Capacity, PoolSize};
 use crate::gitops::watch::{AutoApply, PlanTracker, auto_apply, is_relevant};
 use crate::kube::{KubeApi, owned_selector};
 use crate::ops::apply::{ApplyTarget, Consent, execute_on, record_revision};
 use crate::ops::lock::{acquire_lock, lock_local_state};
 use crate::ops::plan::{Planned, plan_valid};
 use crate::render::apply::TerminalSink;
+use crate::report::timeline::{self, Capacity, PoolSize};
 use crate::vocab::duration;
 
 /// How long the debouncer waits for a burst of events (an editor's save) to settle.
@@ -271,7 +271,7 @@ impl Watcher<'_> {
         let source = match (&args.git_remote, &args.branch) {
             (Some(remote), Some(branch)) => format!(
                 "following {remote}/{branch} (git fetch every {})",
-                crate::gitops::lock::human(args.interval)
+                duration::human(args.interval)
             ),
             _ => format!(
                 "re-planning when files in {} change",
@@ -286,7 +286,7 @@ impl Watcher<'_> {
         format!(
             "Watching {}: {source}; drift check every {}; {apply}. Ctrl-C stops.",
             args.spec.spec.display(),
-            crate::gitops::lock::human(args.interval)
+            duration::human(args.interval)
         )
     }
 

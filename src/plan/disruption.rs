@@ -122,8 +122,9 @@ fn flavors_of(w: &Value) -> BTreeSet<String> {
 
 /// Node pool each ResourceFlavor stands for (its `cloud.google.com/gke-nodepool` label), from
 /// the desired and live flavors.
-fn flavor_pools<'a>(flavors: impl Iterator<Item = &'a Value>) -> BTreeMap<String, String> {
+pub fn flavor_pools<'a>(flavors: impl IntoIterator<Item = &'a Value>) -> BTreeMap<String, String> {
     flavors
+        .into_iter()
         .filter(|o| o["kind"] == "ResourceFlavor")
         .filter_map(|o| {
             let name = o.pointer("/metadata/name")?.as_str()?.to_string();

@@ -23,10 +23,11 @@ use std::time::Duration;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
-use super::lock::human;
+use super::provisioning::{ProvisioningRequestState, RequestState, workload_request};
 use crate::placement::capacity::machine_type;
 use crate::placement::quantity::Quantity;
-use crate::report::provisioning::{ProvisioningRequestState, RequestState, workload_request};
+pub use crate::plan::disruption::flavor_pools;
+use crate::vocab::duration::human;
 use crate::vocab::object::{condition, condition_true, owner_name};
 
 /// Kueue's default `waitForPodsReady.timeout` (v1beta2 Configuration).
@@ -511,22 +512,6 @@ pub fn job_states(
         .collect();
     states.sort_by(|a, b| a.job.cmp(&b.job));
     states
-}
-
-/// Flavor -> node pool, from ResourceFlavor objects (`spec.nodeLabels`).
-pub fn flavor_pools<'a>(flavors: impl IntoIterator<Item = &'a Value>) -> BTreeMap<String, String> {
-    flavors
-        .into_iter()
-        .filter(|o| o["kind"] == "ResourceFlavor")
-        .filter_map(|o| {
-            let name = o.pointer("/metadata/name")?.as_str()?.to_string();
-            let pool = o
-                .pointer("/spec/nodeLabels/cloud.google.com~1gke-nodepool")?
-                .as_str()?
-                .to_string();
-            Some((name, pool))
-        })
-        .collect()
 }
 
 #[cfg(test)]
