@@ -121,9 +121,15 @@ pub async fn run(args: &StatusArgs) -> anyhow::Result<Exit> {
         }
     };
     let kube = planned.kube();
-    let live =
-        super::status_jobs::report(&planned.session, &planned.desired, live_cluster, kube.api())
-            .await?;
+    // The Workloads planning read: status reads them once.
+    let live = super::status_jobs::report(
+        &planned.session,
+        &planned.desired,
+        live_cluster,
+        kube.api(),
+        planned.workloads.clone(),
+    )
+    .await?;
     let status = build_status(
         cluster_ref.name(),
         planned.session.target,

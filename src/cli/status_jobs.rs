@@ -19,11 +19,13 @@ use crate::report::status::{GkeNodePool, LiveReport, Simulated, job_objects, liv
 
 /// The live report for a connected session from an observed cluster (`None`: it does not exist)
 /// and the session's Kubernetes (read only when the cluster exists and has an endpoint).
+/// `workloads`: Kueue's Workloads when planning has just read them, so they are not read again.
 pub async fn report(
     session: &Session,
     desired: &DesiredState,
     cluster: Option<&Value>,
     api: Option<&dyn KubeApi>,
+    workloads: Option<Vec<Value>>,
 ) -> anyhow::Result<LiveReport> {
     let has_endpoint = cluster
         .and_then(|c| c.get("endpoint"))
@@ -36,7 +38,7 @@ pub async fn report(
     });
     let observed = match api.filter(|_| has_endpoint) {
         Some(api) => Some(
-            read_kubernetes(api)
+            read_kubernetes(api, workloads)
                 .await
                 .map_err(|e| anyhow::anyhow!("reading Kubernetes: {e}"))?,
         ),
@@ -75,7 +77,7 @@ async fn report_now(
         .get_cluster(&desired.gke.cluster_ref)
         .await
         .map_err(|e| anyhow::anyhow!("reading the cluster from GKE: {e}"))?;
-    report(session, desired, cluster.as_ref(), api).await
+    report(session, desired, cluster.as_ref(), api, None).await
 }
 
 /// After an apply that submitted jobs: reads where they landed (waiting a little on a real

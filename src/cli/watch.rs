@@ -219,7 +219,7 @@ pub async fn run(args: &WatchArgs) -> anyhow::Result<Exit> {
             _ = jobs.tick(), if watcher.jobs_in_flight => {
                 tokio::select! {
                     _ = stop.changed() => break,
-                    _ = watcher.refresh_jobs() => {}
+                    _ = watcher.refresh_jobs(false) => {}
                 }
             }
         }
@@ -398,7 +398,7 @@ impl Watcher<'_> {
             }
         }
         self.last = Some(planned);
-        self.refresh_jobs().await;
+        self.refresh_jobs(true).await;
         next
     }
 
@@ -485,8 +485,9 @@ impl Watcher<'_> {
     }
 
     /// Reads the jobs' Kueue and KubeRay state and prints each job whose stage changed, and each
-    /// stuck state once.
-    async fn refresh_jobs(&mut self) {
+    /// stuck state once. `just_planned`: the last plan was made just now, so the Workloads it read
+    /// are current and are not read again; between plans they are read afresh.
+    async fn refresh_jobs(&mut self, just_planned: bool) {
         let Some(planned) = &self.last else {
             self.jobs_in_flight = false;
             return;
@@ -497,7 +498,8 @@ impl Watcher<'_> {
             return;
         };
         let stack = planned.plan.cluster.cluster.clone();
-        let snapshot = match read_jobs(api, &stack).await {
+        let planned_workloads = planned.workloads.as_deref().filter(|_| just_planned);
+        let snapshot = match read_jobs(api, &stack, planned_workloads).await {
             Ok(snapshot) => snapshot,
             Err(e) => {
                 tracing::debug!("job timeline unavailable: {e}");
@@ -559,7 +561,13 @@ async fn list_kind(
     }
 }
 
-async fn read_jobs(api: &dyn KubeApi, stack: &str) -> crate::kube::KubeResult<JobSnapshot> {
+/// The stack's RayJobs and what their timelines need; `workloads`, when given, are used rather
+/// than listed again.
+async fn read_jobs(
+    api: &dyn KubeApi,
+    stack: &str,
+    workloads: Option<&[Value]>,
+) -> crate::kube::KubeResult<JobSnapshot> {
     let rayjobs = list_kind(api, "ray.io/v1", "RayJob", &owned_selector(stack)).await?;
     if rayjobs.is_empty() {
         return Ok(JobSnapshot {
@@ -570,7 +578,10 @@ async fn read_jobs(api: &dyn KubeApi, stack: &str) -> crate::kube::KubeResult<Jo
         });
     }
     Ok(JobSnapshot {
-        workloads: list_kind(api, "kueue.x-k8s.io/v1beta2", "Workload", "").await?,
+        workloads: match workloads {
+            Some(workloads) => workloads.to_vec(),
+            None => list_kind(api, "kueue.x-k8s.io/v1beta2", "Workload", "").await?,
+        },
         requests: list_kind(api, "autoscaling.x-k8s.io/v1", "ProvisioningRequest", "").await?,
         nodes: list_kind(api, "v1", "Node", crate::vocab::labels::NODE_POOL_LABEL).await?,
         rayjobs,

@@ -2,6 +2,8 @@
 //! world, Workloads, ProvisioningRequests, the jobs, nodes, namespaces), into the pure
 //! [`KubeSnapshot`] that `report::status::live_report` turns into the report.
 
+use serde_json::Value;
+
 use crate::kube::{KubeApi, KubeResult};
 use crate::report::status::KubeSnapshot;
 
@@ -22,10 +24,20 @@ const READ_KINDS: [(&str, &str); 13] = [
     ("v1", "Namespace"),
 ];
 
-/// Lists every object of each kind `gkq status` reports on.
-pub async fn read_kubernetes(api: &dyn KubeApi) -> KubeResult<KubeSnapshot> {
+/// Lists every object of each kind `gkq status` reports on. `workloads`, when planning has just
+/// read them (`ops::plan::Planned::workloads`), are used rather than read a second time.
+pub async fn read_kubernetes(
+    api: &dyn KubeApi,
+    workloads: Option<Vec<Value>>,
+) -> KubeResult<KubeSnapshot> {
     let mut snapshot = KubeSnapshot::default();
+    if let Some(workloads) = workloads {
+        snapshot.by_kind.insert("Workload", workloads);
+    }
     for (api_version, kind) in READ_KINDS {
+        if snapshot.by_kind.contains_key(kind) {
+            continue;
+        }
         let Some(info) = api.resource(api_version, kind).await? else {
             continue;
         };

@@ -254,12 +254,12 @@ pub fn nothing_yet() -> KubeLive {
     }
 }
 
-/// Kueue's Workloads in every namespace (for the disruption guard and placement): one list.
-/// Empty when Kueue is not installed.
-pub async fn observe_workloads(api: &dyn KubeApi) -> KubeResult<Vec<Value>> {
+/// Kueue's Workloads in every namespace (for the disruption guard, placement and status): one
+/// list. `None` when the cluster does not serve them (Kueue is not installed).
+pub async fn observe_workloads(api: &dyn KubeApi) -> KubeResult<Option<Vec<Value>>> {
     match api.resource(KUEUE_API, "Workload").await? {
-        Some(info) => api.list(&info, "").await,
-        None => Ok(Vec::new()),
+        Some(info) => api.list(&info, "").await.map(Some),
+        None => Ok(None),
     }
 }
 
@@ -280,7 +280,7 @@ pub async fn observe_disruptions(
     {
         return Ok(Vec::new());
     }
-    let workloads = observe_workloads(api).await?;
+    let workloads = observe_workloads(api).await?.unwrap_or_default();
     let mut jobs = BTreeMap::new();
     for action in plan.changes().filter(|a| {
         matches!(a.kind, ActionKind::Replace | ActionKind::Delete) && a.addr.kind.is_run()
