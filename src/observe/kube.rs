@@ -328,10 +328,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::addr::ClusterRef;
     use crate::kube::KubeError;
-    use crate::model::{GkeDesired, KueueInstall};
-    use crate::spec::types::InstallMode;
 
     /// ConfigMaps only; counts requests and the most in flight at once.
     #[derive(Default)]
@@ -437,28 +434,7 @@ mod tests {
         o
     }
 
-    fn desired(objects: Vec<Value>) -> DesiredState {
-        DesiredState {
-            gke: GkeDesired {
-                cluster_ref: ClusterRef {
-                    project: "p".into(),
-                    location: "z".into(),
-                    cluster: "c".into(),
-                },
-                cluster: json!({"name": "c"}),
-                node_pools: vec![],
-                deletion_protection: true,
-            },
-            kueue: KueueInstall {
-                version: "v0.19.2".into(),
-                mode: InstallMode::External,
-                manifests: String::new(),
-                feature_gates: Default::default(),
-            },
-            kubernetes: objects,
-            sensitive: Default::default(),
-        }
-    }
+    use crate::model::desired_for_tests as desired;
 
     fn observed(live: &KubeLive, name: &str) -> KubeObject {
         let KubeLive::Observed { objects } = live else {

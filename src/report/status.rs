@@ -482,3 +482,109 @@ impl JobStatus {
                 .is_some_and(|p| p.state == PlacementState::Unmanaged)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::desired_for_tests as desired;
+    use crate::report::provisioning::RequestState;
+    use serde_json::json;
+
+    fn rayjob() -> Value {
+        json!({"apiVersion": "ray.io/v1", "kind": "RayJob",
+            "metadata": {"namespace": "ml", "name": "train",
+                "labels": {"kueue.x-k8s.io/queue-name": "user-queue"}},
+            "spec": {}})
+    }
+
+    fn pool() -> GkeNodePool {
+        GkeNodePool {
+            name: "dws-pool".into(),
+            machine_type: "ct6e-standard-4t".into(),
+            autoscaling: Some((0, 2)),
+            zones: 2,
+            flex_start: true,
+            queued_provisioning: true,
+        }
+    }
+
+    /// The report is a function of the snapshot: the job's Workload (found by the live job's
+    /// uid), its ProvisioningRequest by the one rule, nodes counted per pool.
+    #[test]
+    fn the_report_is_read_from_the_snapshot() {
+        let mut live_job = rayjob();
+        live_job["metadata"]["uid"] = json!("job-1");
+        live_job["status"] = json!({"jobDeploymentStatus": "Initializing"});
+        let workload = json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+            "metadata": {"namespace": "ml", "name": "rayjob-train-abc12",
+                "ownerReferences": [{"kind": "RayJob", "name": "train", "uid": "job-1"}]},
+            "spec": {"queueName": "user-queue"},
+            "status": {"conditions": [{"type": "QuotaReserved", "status": "True"}],
+                "admissionChecks": [{"name": "dws-prov", "state": "Retry", "message": "Retrying"}]}});
+        let request = json!({"metadata": {"namespace": "ml", "name": "rayjob-train-abc12-dws-prov-1",
+                "ownerReferences": [{"kind": "Workload", "name": "rayjob-train-abc12"}]},
+            "status": {"conditions": [
+                {"type": "Provisioned", "status": "True", "message": "provisioned"},
+                {"type": "Failed", "status": "True", "message": "no capacity"}]}});
+        let node = json!({"kind": "Node", "metadata": {"name": "n1",
+            "labels": {"cloud.google.com/gke-nodepool": "dws-pool"}}});
+        let snapshot = KubeSnapshot {
+            by_kind: [
+                ("RayJob", vec![live_job]),
+                ("Workload", vec![workload]),
+                ("ProvisioningRequest", vec![request]),
+                ("Node", vec![node]),
+            ]
+            .into(),
+        };
+        let cluster = json!({"name": "c", "status": "RUNNING"});
+        let report = live_report(
+            &desired(vec![rayjob()]),
+            Some(&cluster),
+            &[pool()],
+            Some(&snapshot),
+            None,
+        );
+        let job = &report.jobs[0];
+        assert!(job.submitted);
+        assert_eq!(job.workload.as_deref(), Some("rayjob-train-abc12"));
+        let request = job.provisioning_request.as_ref().unwrap();
+        assert_eq!(
+            (request.state, request.message.as_str()),
+            (RequestState::Failed, "no capacity")
+        );
+        assert_eq!(job.admission_checks[0].state, "Retry");
+        assert_eq!(
+            job.ray.as_ref().unwrap().deployment_status.as_deref(),
+            Some("Initializing")
+        );
+        assert_eq!(report.node_pools[0].nodes, Some(1));
+        assert_eq!(report.node_pools[0].autoscaling, Some((0, 4)));
+        assert!(report.kubernetes);
+    }
+
+    #[test]
+    fn what_could_not_be_read_is_noted() {
+        let desired = desired(vec![rayjob()]);
+        let missing = live_report(&desired, None, &[], None, None);
+        assert_eq!(
+            missing.notes,
+            ["the cluster c does not exist; `gkq apply` creates it"]
+        );
+        assert!(!missing.jobs[0].submitted);
+        let cluster = json!({"name": "c"});
+        let unreachable = live_report(&desired, Some(&cluster), &[], None, None);
+        assert!(unreachable.notes[0].starts_with("Kubernetes could not be reached"));
+        let no_kueue = live_report(
+            &desired,
+            Some(&cluster),
+            &[],
+            Some(&KubeSnapshot::default()),
+            None,
+        );
+        assert_eq!(
+            no_kueue.notes,
+            ["Kueue is not installed in the cluster yet"]
+        );
+    }
+}
