@@ -13,19 +13,21 @@
 //! model     validated DesiredState (GKE requests, Kubernetes objects), LiveState, GKE facts
 //! diff      the one list of ignored fields, field changes, in place vs replace, fingerprints
 //! plan      plan(desired, live, options) -> Plan: ordered actions, reasons, diffs, provenance
+//! report    what status and watch say, from what was read: the status report, each job's
+//!           admission timeline and stuck states, the ProvisioningRequest-state rule
 //!
 //! I/O: the imperative shell
 //! interrupt Ctrl-C for long waits
 //! emulator  a faithful local stand-in for the GKE REST API
 //! gke       GKE REST client, credentials, operation waits
 //! kube      the Kubernetes client: discovery, lists, server-side apply and its dry run
-//! observe   LiveState read from GKE (one clusters.get) and Kubernetes
+//! observe   LiveState read from GKE (one clusters.get) and Kubernetes; status's snapshot
 //! apply     the executor: walks a Plan, re-checks fingerprints, waits operations, emits events
 //! gitops    the spec's files (working tree or commit), git, saved plans, the applied revision,
-//!           the apply lock, watch-mode decisions and job admission timelines
+//!           the apply lock, watch-mode decisions
 //! local     the local target: an object store behind KubeApi and the simulated cluster
 //!           (Kueue, KubeRay, DWS, autoscaler) on a clock
-//! render    plan text/JSON/markdown; terminal and JSON-lines apply progress
+//! render    plan text/JSON/markdown; terminal and JSON-lines apply progress; status text
 //! ops       the pipeline as library calls: load, session, plan, lock, apply, saved plans
 //! cli       the commands: parse arguments, call ops, render, exit code
 //! ```
@@ -49,5 +51,6 @@ pub mod ops;
 pub mod placement;
 pub mod plan;
 pub mod render;
+pub mod report;
 pub mod spec;
 pub mod vocab;

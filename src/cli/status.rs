@@ -3,7 +3,7 @@
 //! Sections, in order: the applied revision (from the revision ConfigMap, or the cluster's
 //! revision labels when Kubernetes is not reachable), the local checkout (HEAD, whether the spec's
 //! files are committed, the spec digest), and drift (whether a plan has changes); then the jobs
-//! (observed placement beside the prediction), node pools and queues ([`super::status_jobs`]).
+//! (observed placement beside the prediction), node pools and queues (read by [`super::status_jobs`], built by `report::status`).
 
 use clap::{Args, ValueEnum};
 use serde::Serialize;
@@ -55,9 +55,9 @@ pub struct Status {
     /// when no applied revision is known.
     pub spec_matches_applied: Option<bool>,
     pub drift: Drift,
-    /// Jobs, node pools and queues as they live (see [`super::status_jobs`]).
+    /// Jobs, node pools and queues as they live (see `report::status`).
     #[serde(flatten)]
-    pub live: super::status_jobs::LiveReport,
+    pub live: crate::report::status::LiveReport,
 }
 
 #[derive(Debug, Serialize)]
@@ -121,9 +121,15 @@ pub async fn run(args: &StatusArgs) -> anyhow::Result<Exit> {
         }
     };
     let kube = planned.kube();
-    let live =
-        super::status_jobs::report(&planned.session, &planned.desired, live_cluster, kube.api())
-            .await?;
+    // The Workloads planning read: status reads them once.
+    let live = super::status_jobs::report(
+        &planned.session,
+        &planned.desired,
+        live_cluster,
+        kube.api(),
+        planned.workloads.clone(),
+    )
+    .await?;
     let status = build_status(
         cluster_ref.name(),
         planned.session.target,
@@ -152,7 +158,7 @@ fn build_status(
     local_spec: &SpecRevision,
     head: Option<&LocalHead>,
     plan: &crate::plan::Plan,
-    live: super::status_jobs::LiveReport,
+    live: crate::report::status::LiveReport,
 ) -> Status {
     let spec_matches_applied = match (&applied, &applied_labels) {
         (Some(applied), _) => Some(applied.spec_digest == local_spec.digest),
@@ -282,6 +288,6 @@ fn to_text(status: &Status, simulated: bool) -> String {
         "none: live state matches the spec".to_string()
     };
     out.push_str(&format!("Drift    {drift}\n"));
-    out.push_str(&super::status_jobs::to_text(&status.live));
+    out.push_str(&crate::render::status::to_text(&status.live));
     out
 }

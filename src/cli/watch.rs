@@ -27,13 +27,13 @@ use super::plan::{PlanFlags, options};
 use super::target::TargetArgs;
 use super::{Exit, SpecArgs, load_valid};
 use crate::gitops::git;
-use crate::gitops::timeline::{self, Capacity, PoolSize};
 use crate::gitops::watch::{AutoApply, PlanTracker, auto_apply, is_relevant};
 use crate::kube::{KubeApi, owned_selector};
 use crate::ops::apply::{ApplyTarget, Consent, execute_on, record_revision};
 use crate::ops::lock::{acquire_lock, lock_local_state};
 use crate::ops::plan::{Planned, plan_valid};
 use crate::render::apply::TerminalSink;
+use crate::report::timeline::{self, Capacity, PoolSize};
 use crate::vocab::duration;
 
 /// How long the debouncer waits for a burst of events (an editor's save) to settle.
@@ -219,7 +219,7 @@ pub async fn run(args: &WatchArgs) -> anyhow::Result<Exit> {
             _ = jobs.tick(), if watcher.jobs_in_flight => {
                 tokio::select! {
                     _ = stop.changed() => break,
-                    _ = watcher.refresh_jobs() => {}
+                    _ = watcher.refresh_jobs(false) => {}
                 }
             }
         }
@@ -271,7 +271,7 @@ impl Watcher<'_> {
         let source = match (&args.git_remote, &args.branch) {
             (Some(remote), Some(branch)) => format!(
                 "following {remote}/{branch} (git fetch every {})",
-                crate::gitops::lock::human(args.interval)
+                duration::human(args.interval)
             ),
             _ => format!(
                 "re-planning when files in {} change",
@@ -286,7 +286,7 @@ impl Watcher<'_> {
         format!(
             "Watching {}: {source}; drift check every {}; {apply}. Ctrl-C stops.",
             args.spec.spec.display(),
-            crate::gitops::lock::human(args.interval)
+            duration::human(args.interval)
         )
     }
 
@@ -398,7 +398,7 @@ impl Watcher<'_> {
             }
         }
         self.last = Some(planned);
-        self.refresh_jobs().await;
+        self.refresh_jobs(true).await;
         next
     }
 
@@ -485,8 +485,9 @@ impl Watcher<'_> {
     }
 
     /// Reads the jobs' Kueue and KubeRay state and prints each job whose stage changed, and each
-    /// stuck state once.
-    async fn refresh_jobs(&mut self) {
+    /// stuck state once. `just_planned`: the last plan was made just now, so the Workloads it read
+    /// are current and are not read again; between plans they are read afresh.
+    async fn refresh_jobs(&mut self, just_planned: bool) {
         let Some(planned) = &self.last else {
             self.jobs_in_flight = false;
             return;
@@ -497,7 +498,8 @@ impl Watcher<'_> {
             return;
         };
         let stack = planned.plan.cluster.cluster.clone();
-        let snapshot = match read_jobs(api, &stack).await {
+        let planned_workloads = planned.workloads.as_deref().filter(|_| just_planned);
+        let snapshot = match read_jobs(api, &stack, planned_workloads).await {
             Ok(snapshot) => snapshot,
             Err(e) => {
                 tracing::debug!("job timeline unavailable: {e}");
@@ -559,7 +561,13 @@ async fn list_kind(
     }
 }
 
-async fn read_jobs(api: &dyn KubeApi, stack: &str) -> crate::kube::KubeResult<JobSnapshot> {
+/// The stack's RayJobs and what their timelines need; `workloads`, when given, are used rather
+/// than listed again.
+async fn read_jobs(
+    api: &dyn KubeApi,
+    stack: &str,
+    workloads: Option<&[Value]>,
+) -> crate::kube::KubeResult<JobSnapshot> {
     let rayjobs = list_kind(api, "ray.io/v1", "RayJob", &owned_selector(stack)).await?;
     if rayjobs.is_empty() {
         return Ok(JobSnapshot {
@@ -570,7 +578,10 @@ async fn read_jobs(api: &dyn KubeApi, stack: &str) -> crate::kube::KubeResult<Jo
         });
     }
     Ok(JobSnapshot {
-        workloads: list_kind(api, "kueue.x-k8s.io/v1beta2", "Workload", "").await?,
+        workloads: match workloads {
+            Some(workloads) => workloads.to_vec(),
+            None => list_kind(api, "kueue.x-k8s.io/v1beta2", "Workload", "").await?,
+        },
         requests: list_kind(api, "autoscaling.x-k8s.io/v1", "ProvisioningRequest", "").await?,
         nodes: list_kind(api, "v1", "Node", crate::vocab::labels::NODE_POOL_LABEL).await?,
         rayjobs,

@@ -30,6 +30,7 @@ use kube::api::{DeleteParams, PostParams, Preconditions};
 
 use super::provenance::who;
 use crate::model::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
+use crate::vocab::duration::human;
 
 pub const LOCK_NAMESPACE: &str = "kube-system";
 
@@ -99,18 +100,6 @@ fn since(earlier: Timestamp, now: Timestamp) -> Duration {
         .as_millisecond()
         .saturating_sub(earlier.as_millisecond());
     Duration::from_millis(u64::try_from(millis).unwrap_or(0))
-}
-
-/// `3m12s`, `45s`, `1h05m`.
-pub fn human(duration: Duration) -> String {
-    let secs = duration.as_secs();
-    if secs >= 3600 {
-        format!("{}h{:02}m", secs / 3600, (secs % 3600) / 60)
-    } else if secs >= 60 {
-        format!("{}m{:02}s", secs / 60, secs % 60)
-    } else {
-        format!("{secs}s")
-    }
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -8,7 +8,6 @@
 //! saved       reading a plan file and deciding whether it may be applied
 //! revision    the applied revision: a ConfigMap's annotations and GKE resource labels
 //! lock        one apply at a time: a Kubernetes Lease, or a file lock on the local target
-//! timeline    each job's admission timeline from Kueue Workloads and RayJobs, stuck states (pure)
 //! watch       watch-mode decisions: which file events matter, when to print, when to apply (pure)
 //! ```
 
@@ -17,6 +16,5 @@ pub mod lock;
 pub mod provenance;
 pub mod revision;
 pub mod saved;
-pub mod timeline;
 pub mod tree;
 pub mod watch;

@@ -113,6 +113,32 @@ pub fn quantity_string(q: &SpecQuantity) -> String {
     q.as_text()
 }
 
+/// A desired state for unit tests: cluster `c` in project `p`, location `z`, no node pools,
+/// an external Kueue v0.19.2, and `objects` as the Kubernetes objects.
+#[cfg(test)]
+pub(crate) fn desired_for_tests(objects: Vec<Value>) -> DesiredState {
+    DesiredState {
+        gke: GkeDesired {
+            cluster_ref: ClusterRef {
+                project: "p".into(),
+                location: "z".into(),
+                cluster: "c".into(),
+            },
+            cluster: json!({"name": "c"}),
+            node_pools: vec![],
+            deletion_protection: true,
+        },
+        kueue: KueueInstall {
+            version: "v0.19.2".into(),
+            mode: InstallMode::External,
+            manifests: String::new(),
+            feature_gates: Default::default(),
+        },
+        kubernetes: objects,
+        sensitive: Default::default(),
+    }
+}
+
 /// Validates the loaded spec and renders its desired state. Returns the diagnostics in both cases
 /// (warnings and notes when it succeeds).
 pub fn build(loaded: &Loaded) -> (Option<DesiredState>, Diagnostics) {

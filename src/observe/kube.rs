@@ -252,12 +252,12 @@ pub fn nothing_yet() -> KubeLive {
     }
 }
 
-/// Kueue's Workloads in every namespace (for the disruption guard and placement): one list.
-/// Empty when Kueue is not installed.
-pub async fn observe_workloads(api: &dyn KubeApi) -> KubeResult<Vec<Value>> {
+/// Kueue's Workloads in every namespace (for the disruption guard, placement and status): one
+/// list. `None` when the cluster does not serve them (Kueue is not installed).
+pub async fn observe_workloads(api: &dyn KubeApi) -> KubeResult<Option<Vec<Value>>> {
     match api.resource(KUEUE_API, "Workload").await? {
-        Some(info) => api.list(&info, "").await,
-        None => Ok(Vec::new()),
+        Some(info) => api.list(&info, "").await.map(Some),
+        None => Ok(None),
     }
 }
 
@@ -278,7 +278,7 @@ pub async fn observe_disruptions(
     {
         return Ok(Vec::new());
     }
-    let workloads = observe_workloads(api).await?;
+    let workloads = observe_workloads(api).await?.unwrap_or_default();
     let mut jobs = BTreeMap::new();
     for action in plan.changes().filter(|a| {
         matches!(a.kind, ActionKind::Replace | ActionKind::Delete) && a.addr.kind.is_run()
@@ -326,10 +326,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::addr::ClusterRef;
     use crate::kube::KubeError;
-    use crate::model::{GkeDesired, KueueInstall};
-    use crate::spec::types::InstallMode;
 
     /// ConfigMaps only; counts requests and the most in flight at once.
     #[derive(Default)]
@@ -435,28 +432,7 @@ mod tests {
         o
     }
 
-    fn desired(objects: Vec<Value>) -> DesiredState {
-        DesiredState {
-            gke: GkeDesired {
-                cluster_ref: ClusterRef {
-                    project: "p".into(),
-                    location: "z".into(),
-                    cluster: "c".into(),
-                },
-                cluster: json!({"name": "c"}),
-                node_pools: vec![],
-                deletion_protection: true,
-            },
-            kueue: KueueInstall {
-                version: "v0.19.2".into(),
-                mode: InstallMode::External,
-                manifests: String::new(),
-                feature_gates: Default::default(),
-            },
-            kubernetes: objects,
-            sensitive: Default::default(),
-        }
-    }
+    use crate::model::desired_for_tests as desired;
 
     fn observed(live: &KubeLive, name: &str) -> KubeObject {
         let KubeLive::Observed { objects } = live else {

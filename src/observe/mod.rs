@@ -7,6 +7,7 @@
 //! the engine): it fills `KubeLive::Observed` with each desired object's live state and the
 //! server's dry-run prediction, and with every object gkq owns, keyed by address.
 
+pub mod cluster;
 pub mod gke;
 pub mod kube;
 

@@ -19,7 +19,7 @@ fn announce_wait(timeout: Duration) -> impl FnMut(&str) + Send {
     move |holder: &str| {
         eprintln!(
             "Waiting up to {} for the cluster's lock, held by {holder}...",
-            lock::human(timeout)
+            crate::vocab::duration::human(timeout)
         );
     }
 }

@@ -28,6 +28,10 @@ pub struct Planned {
     pub kube_client: Option<RealKube>,
     /// What the plan was made from: the live cluster and Kubernetes objects, read once.
     pub live: LiveState,
+    /// Kueue's Workloads as planning read them for the predicted placements, so that status and
+    /// watch need not read them again; `None` when Kubernetes was not read or serves no
+    /// Workloads (Kueue is not installed).
+    pub workloads: Option<Vec<serde_json::Value>>,
 }
 
 impl Planned {
@@ -60,7 +64,7 @@ pub async fn plan_valid(
     let stack = desired.gke.cluster_ref.cluster.clone();
     let read = |e: crate::kube::KubeError| anyhow::anyhow!("reading live Kubernetes state: {e}");
     let mut kube_client = None;
-    let mut workloads = Vec::new();
+    let mut workloads = None;
     live.kubernetes = match &session.kube {
         KubeSource::Kubeconfig(k) => {
             workloads = observe_workloads(k).await.map_err(read)?;
@@ -98,7 +102,12 @@ pub async fn plan_valid(
         KubeSource::Unavailable => KubeLive::NotObserved,
     };
     let mut plan = plan(&desired, &live, &options)?;
-    crate::plan::placements::annotate(&mut plan, &desired, &live, &workloads);
+    crate::plan::placements::annotate(
+        &mut plan,
+        &desired,
+        &live,
+        workloads.as_deref().unwrap_or_default(),
+    );
     if desired.kueue.mode == crate::spec::types::InstallMode::External {
         let api: Option<&dyn crate::kube::KubeApi> = match (&session.kube, &kube_client) {
             (KubeSource::Kubeconfig(k), _) => Some(k),
@@ -124,6 +133,7 @@ pub async fn plan_valid(
         plan,
         kube_client,
         live,
+        workloads,
     })
 }
 

@@ -842,9 +842,8 @@ fn update_reason(changes: &[FieldChange]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::addr::ClusterRef;
+    use crate::model::KueueInstall;
     use crate::model::live::{GkeLive, KubeObject};
-    use crate::model::{GkeDesired, KueueInstall};
     use crate::spec::types::InstallMode;
     use serde_json::json;
 
@@ -874,28 +873,15 @@ mod tests {
     }
 
     fn desired() -> DesiredState {
-        DesiredState {
-            gke: GkeDesired {
-                cluster_ref: ClusterRef {
-                    project: "p".into(),
-                    location: "z".into(),
-                    cluster: "c".into(),
-                },
-                cluster: json!({"name": "c", "resourceLabels": {"managed-by": "gkq", "gkq-stack": "c"}}),
-                node_pools: vec![
-                    json!({"name": "pool", "config": {"resourceLabels": {"managed-by": "gkq", "gkq-stack": "c"}}}),
-                ],
-                deletion_protection: true,
-            },
-            kueue: KueueInstall {
-                version: "v0.19.2".into(),
-                mode: InstallMode::Managed,
-                manifests: KueueInstall::default_manifests("v0.19.2"),
-                feature_gates: Default::default(),
-            },
-            kubernetes: kube_objects(),
-            sensitive: Default::default(),
-        }
+        let mut desired = crate::model::desired_for_tests(kube_objects());
+        desired.gke.cluster =
+            json!({"name": "c", "resourceLabels": {"managed-by": "gkq", "gkq-stack": "c"}});
+        desired.gke.node_pools = vec![
+            json!({"name": "pool", "config": {"resourceLabels": {"managed-by": "gkq", "gkq-stack": "c"}}}),
+        ];
+        desired.kueue.mode = InstallMode::Managed;
+        desired.kueue.manifests = KueueInstall::default_manifests("v0.19.2");
+        desired
     }
 
     fn live_cluster() -> Value {

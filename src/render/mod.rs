@@ -10,9 +10,11 @@
 //!   `schemas/plan.schema.json`), [`plan::to_markdown`] (for pull-request comments).
 //! - Apply: [`apply::TerminalSink`] (glyph lines, a spinner with elapsed time on long waits,
 //!   hidden when stderr is not a terminal) and [`apply::JsonLinesSink`] (one JSON event a line).
+//! - Status: [`status::to_text`] (jobs, node pools, queues), [`status::summary_lines`].
 
 pub mod apply;
 pub mod plan;
+pub mod status;
 
 use anstyle::{AnsiColor, Style};
 

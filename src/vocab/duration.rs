@@ -175,6 +175,18 @@ pub fn format_seconds(seconds: u64) -> String {
     text
 }
 
+/// `3m12s`, `45s`, `1h05m`.
+pub fn human(duration: Duration) -> String {
+    let secs = duration.as_secs();
+    if secs >= 3600 {
+        format!("{}h{:02}m", secs / 3600, (secs % 3600) / 60)
+    } else if secs >= 60 {
+        format!("{}m{:02}s", secs / 60, secs % 60)
+    } else {
+        format!("{secs}s")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,6 +17,8 @@ const LAYERS: &[&[&str]] = &[
     &["model"],
     &["diff"],
     &["plan"],
+    // What status and watch report, from what was read.
+    &["report"],
     // The imperative shell: I/O from here up.
     &["interrupt"],
     &["emulator"],
@@ -40,6 +42,7 @@ const PURE: &[&str] = &[
     "model",
     "diff",
     "plan",
+    "report",
     "render",
 ];
 

@@ -23,9 +23,11 @@ use std::time::Duration;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
-use super::lock::human;
+use super::provisioning::{ProvisioningRequestState, RequestState, workload_request};
+pub use crate::placement::capacity::flavor_pools;
 use crate::placement::capacity::machine_type;
 use crate::placement::quantity::Quantity;
+use crate::vocab::duration::human;
 use crate::vocab::object::{condition, condition_true, owner_name};
 
 /// Kueue's default `waitForPodsReady.timeout` (v1beta2 Configuration).
@@ -51,7 +53,7 @@ pub enum Stage {
     QuotaReserved {
         flavors: Vec<(String, String)>,
         checks: Vec<String>,
-        provisioning: Option<Provisioning>,
+        provisioning: Option<ProvisioningRequestState>,
     },
     Admitted {
         flavors: Vec<(String, String)>,
@@ -61,15 +63,6 @@ pub enum Stage {
         succeeded: bool,
         message: String,
     },
-}
-
-/// A ProvisioningRequest's state, as its conditions say.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Provisioning {
-    pub name: String,
-    /// `Provisioned`, `Failed`, `BookingExpired`, `CapacityRevoked`, `Accepted` or `Pending`.
-    pub state: String,
-    pub message: String,
 }
 
 impl Stage {
@@ -226,46 +219,6 @@ fn podset_flavors(workload: &Value) -> Vec<(String, String)> {
         .collect()
 }
 
-fn provisioning_of(workload: &Value, requests: &[Value]) -> Option<Provisioning> {
-    let name = str_at(workload, "/metadata/name");
-    let namespace = str_at(workload, "/metadata/namespace");
-    // Kueue names them `<workload>-<check>-<attempt>`; the newest attempt is the one that counts.
-    let request = requests
-        .iter()
-        .filter(|r| {
-            str_at(r, "/metadata/namespace") == namespace
-                && (owner_name(r, "Workload") == Some(name)
-                    || str_at(r, "/metadata/name").starts_with(&format!("{name}-")))
-        })
-        .max_by_key(|r| str_at(r, "/metadata/creationTimestamp").to_string())?;
-    let state = [
-        "Provisioned",
-        "Failed",
-        "BookingExpired",
-        "CapacityRevoked",
-        "Accepted",
-    ]
-    .into_iter()
-    .find(|kind| condition_true(request, kind))
-    .unwrap_or("Pending");
-    // While it waits, the Provisioned=False condition says why; once it failed, its own does.
-    let explaining = match state {
-        "Provisioned" => None,
-        "Accepted" | "Pending" => condition(request, "Provisioned"),
-        other => condition(request, other),
-    };
-    let message = explaining
-        .and_then(|c| c.get("message"))
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
-    Some(Provisioning {
-        name: str_at(request, "/metadata/name").to_string(),
-        state: state.to_string(),
-        message,
-    })
-}
-
 fn stage_of(
     job: &Value,
     workload: Option<&Value>,
@@ -308,7 +261,7 @@ fn stage_of(
             Stage::QuotaReserved {
                 flavors,
                 checks,
-                provisioning: provisioning_of(workload, requests),
+                provisioning: workload_request(workload, requests),
             },
             since_of(workload, "QuotaReserved"),
         );
@@ -455,27 +408,23 @@ fn warning_for(
         Stage::QuotaReserved {
             provisioning: Some(p),
             ..
-        } if matches!(
-            p.state.as_str(),
-            "Failed" | "BookingExpired" | "CapacityRevoked"
-        ) =>
-        {
-            Some(format!(
-                "ProvisioningRequest {} is {}{}. Kueue releases the quota and retries with backoff (60s doubling to 30m) until the check's retry limit; if it keeps failing, check the node pool's queued-provisioning settings and the project's TPU quota for flex-start in this region.",
-                p.name,
-                p.state,
-                if p.message.is_empty() {
-                    String::new()
-                } else {
-                    format!(": {}", p.message)
-                }
-            ))
-        }
+        } if p.state.is_failure() => Some(format!(
+            "ProvisioningRequest {} is {}{}. Kueue releases the quota and retries with backoff (60s doubling to 30m) until the check's retry limit; if it keeps failing, check the node pool's queued-provisioning settings and the project's TPU quota for flex-start in this region.",
+            p.name,
+            p.state,
+            if p.message.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", p.message)
+            }
+        )),
         Stage::QuotaReserved {
             provisioning: Some(p),
             flavors,
             ..
-        } if p.state != "Provisioned" && age.is_some_and(|a| a >= PROVISIONING_WARNING) => {
+        } if p.state != RequestState::Provisioned
+            && age.is_some_and(|a| a >= PROVISIONING_WARNING) =>
+        {
             let waited = human(age.unwrap_or_default());
             Some(format!(
                 "ProvisioningRequest {} has waited {waited} for capacity on flavor {} (flagged after {}). DWS keeps it queued until the whole slice can be provisioned at once, which is normal for a while; if it never comes, check the project's TPU quota for flex-start (preemptible) in this region, or move the pool to a zone with capacity.",
@@ -563,22 +512,6 @@ pub fn job_states(
         .collect();
     states.sort_by(|a, b| a.job.cmp(&b.job));
     states
-}
-
-/// Flavor -> node pool, from ResourceFlavor objects (`spec.nodeLabels`).
-pub fn flavor_pools<'a>(flavors: impl IntoIterator<Item = &'a Value>) -> BTreeMap<String, String> {
-    flavors
-        .into_iter()
-        .filter(|o| o["kind"] == "ResourceFlavor")
-        .filter_map(|o| {
-            let name = o.pointer("/metadata/name")?.as_str()?.to_string();
-            let pool = o
-                .pointer("/spec/nodeLabels/cloud.google.com~1gke-nodepool")?
-                .as_str()?
-                .to_string();
-            Some((name, pool))
-        })
-        .collect()
 }
 
 #[cfg(test)]
@@ -712,7 +645,8 @@ mod tests {
             "dws",
         );
         let request = json!({"metadata": {"namespace": "ml", "name": "rayjob-train-2-abc12-dws-prov-1",
-            "creationTimestamp": "2026-11-30T11:20:01Z"}, "status": {}});
+            "creationTimestamp": "2026-11-30T11:20:01Z",
+            "ownerReferences": [{"kind": "Workload", "name": "rayjob-train-2-abc12"}]}, "status": {}});
         let state = one(job.clone(), vec![reserved], vec![request.clone()], &none);
         let warning = state.warning.unwrap();
         assert!(warning.starts_with("ProvisioningRequest rayjob-train-2-abc12-dws-prov-1 has waited 40m00s for capacity on flavor dws (flagged after 15m)."), "{warning}");
@@ -855,7 +789,7 @@ mod tests {
     #[test]
     fn flavors_map_to_their_node_pools() {
         let flavors = [
-            json!({"kind": "ResourceFlavor", "metadata": {"name": "dws"},
+            json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "dws"},
             "spec": {"nodeLabels": {"cloud.google.com/gke-nodepool": "dws-pool"}}}),
         ];
         assert_eq!(flavor_pools(&flavors)["dws"], "dws-pool");

@@ -1,0 +1,284 @@
+//! `gkq status`'s jobs, node pools and queues as text ([`to_text`]), and the one line per job
+//! printed after an apply ([`summary_lines`]), from the pure [`LiveReport`].
+
+use std::fmt::Write as _;
+
+use crate::placement::{Placement, PlacementState};
+use crate::report::status::{JobStatus, LiveReport, headline_flavor};
+
+/// `tpu-group -> on-demand; head, submitter -> default-cpu`.
+fn podsets_text(placement: &Placement) -> String {
+    let mut by_flavor: Vec<(String, Vec<String>)> = Vec::new();
+    for p in &placement.podsets {
+        let flavor = p.flavor.clone().unwrap_or_else(|| "(none)".into());
+        match by_flavor.iter_mut().find(|(f, _)| *f == flavor) {
+            Some((_, names)) => names.push(p.name.clone()),
+            None => by_flavor.push((flavor, vec![p.name.clone()])),
+        }
+    }
+    by_flavor
+        .into_iter()
+        .map(|(f, names)| format!("{} -> {f}", names.join(", ")))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+fn state_text(job: &JobStatus) -> String {
+    if job.is_unmanaged() && job.submitted {
+        return "runs outside Kueue: no kueue.x-k8s.io/queue-name label".into();
+    }
+    let Some(observed) = &job.observed else {
+        return if job.submitted {
+            "submitted, no Workload yet".into()
+        } else {
+            "not submitted".into()
+        };
+    };
+    match observed.state {
+        PlacementState::Admitted => "admitted".into(),
+        PlacementState::Finished => "finished".into(),
+        PlacementState::WaitingForAdmissionChecks => format!(
+            "quota reserved, waiting for {}",
+            if observed.admission_checks.is_empty() {
+                "admission checks".to_string()
+            } else {
+                observed.admission_checks.join(", ")
+            }
+        ),
+        PlacementState::Pending if job.deactivated => "deactivated by Kueue".into(),
+        PlacementState::Pending if job.evicted.is_some() => "evicted, queued again".into(),
+        PlacementState::Pending => "pending".into(),
+        PlacementState::Rejected => "rejected".into(),
+        PlacementState::Unmanaged => "not managed by Kueue".into(),
+    }
+}
+
+/// Per job: `rayjob-1 -> on-demand: admitted; Ray: Running`, and a second line for a
+/// ProvisioningRequest or a disagreement with the prediction.
+pub fn summary_lines(report: &LiveReport) -> Vec<String> {
+    let mut lines = Vec::new();
+    for job in &report.jobs {
+        let mut line = if job.is_unmanaged() {
+            format!("{}: {}", job.job, state_text(job))
+        } else {
+            let flavor = job
+                .observed
+                .as_ref()
+                .and_then(headline_flavor)
+                .unwrap_or_else(|| "no flavor yet".into());
+            format!("{} -> {flavor}: {}", job.job, state_text(job))
+        };
+        if let Some(ray) = &job.ray
+            && let Some(d) = &ray.deployment_status
+        {
+            let _ = write!(line, "; Ray: {d}");
+        }
+        lines.push(line);
+        if let Some(pr) = &job.provisioning_request {
+            let mut line = format!("    ProvisioningRequest {}: {}", pr.name, pr.state);
+            if !pr.message.is_empty() {
+                let _ = write!(line, ": {}", pr.message);
+            }
+            lines.push(line);
+        }
+        if job.agrees == Some(false) {
+            lines.push(format!(
+                "    differs from gkq's prediction: {}",
+                job.differences.join("; ")
+            ));
+        }
+    }
+    lines
+}
+
+pub fn to_text(report: &LiveReport) -> String {
+    let mut out = String::new();
+    let c = &report.cluster_status;
+    let _ = writeln!(
+        out,
+        "\nCluster {} ({}, {}): {}",
+        c.name,
+        c.project,
+        c.location,
+        c.status.as_deref().unwrap_or("does not exist")
+    );
+    if let Some(sim) = &report.simulated {
+        let _ = writeln!(
+            out,
+            "Simulated: the local target{} ({})\n           this cluster's Kubernetes state: {}",
+            sim.state_dir
+                .as_deref()
+                .map(|d| format!(" in {d}"))
+                .unwrap_or_default(),
+            sim.settings,
+            sim.kubernetes_state
+        );
+    }
+    if !report.node_pools.is_empty() {
+        let _ = writeln!(out, "\nNode pools");
+        let width = report
+            .node_pools
+            .iter()
+            .map(|p| p.name.len())
+            .max()
+            .unwrap_or(4);
+        for p in &report.node_pools {
+            let nodes = p.nodes.map_or("?".to_string(), |n| {
+                format!("{n} node{}", if n == 1 { "" } else { "s" })
+            });
+            let mut extra = match p.autoscaling {
+                Some((min, max)) => format!("autoscaling {min}-{max}"),
+                None => "fixed size".to_string(),
+            };
+            if p.flex_start {
+                extra.push_str(", flex-start");
+            }
+            if p.queued_provisioning {
+                extra.push_str(", queued provisioning");
+            }
+            let _ = writeln!(
+                out,
+                "  {:width$}  {:18}  {:>8}  {extra}",
+                p.name, p.machine_type, nodes
+            );
+        }
+    }
+    if !report.jobs.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nJobs (observed from Kueue's Workloads; predicted by gkq)"
+        );
+        for job in &report.jobs {
+            let flavor = job
+                .observed
+                .as_ref()
+                .and_then(headline_flavor)
+                .unwrap_or_else(|| "-".into());
+            let _ = writeln!(out, "  {} -> {flavor}: {}", job.job, state_text(job));
+            if let Some(o) = &job.observed
+                && o.podsets.iter().any(|p| p.flavor.is_some())
+            {
+                let _ = writeln!(out, "      podsets:    {}", podsets_text(o));
+            }
+            if let Some(evicted) = &job.evicted {
+                let _ = writeln!(out, "      evicted:    {evicted}");
+            } else if let Some(o) = &job.observed
+                && o.state == PlacementState::Pending
+                && let Some(reason) = &o.reason
+            {
+                let _ = writeln!(out, "      reason:     {reason}");
+            }
+            for check in &job.admission_checks {
+                let _ = writeln!(
+                    out,
+                    "      check:      {} {}{}",
+                    check.name,
+                    check.state,
+                    if check.message.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {}", check.message)
+                    }
+                );
+            }
+            if let Some(pr) = &job.provisioning_request {
+                let _ = writeln!(
+                    out,
+                    "      provreq:    {} {}{}",
+                    pr.name,
+                    pr.state,
+                    if pr.message.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {}", pr.message)
+                    }
+                );
+            }
+            if let Some(ray) = &job.ray
+                && let Some(d) = &ray.deployment_status
+            {
+                let _ = writeln!(
+                    out,
+                    "      ray:        {d}{}{}",
+                    ray.job_status
+                        .as_deref()
+                        .map(|s| format!(" ({s})"))
+                        .unwrap_or_default(),
+                    ray.message
+                        .as_deref()
+                        .map(|m| format!(": {m}"))
+                        .unwrap_or_default()
+                );
+            }
+            if let Some(p) = &job.predicted {
+                let verdict = match job.agrees {
+                    Some(true) => "agrees".to_string(),
+                    Some(false) => format!("DIFFERS: {}", job.differences.join("; ")),
+                    None => "nothing observed yet".to_string(),
+                };
+                let _ = writeln!(
+                    out,
+                    "      predicted:  {} ({}) — {verdict}",
+                    podsets_text(p),
+                    match p.state {
+                        PlacementState::Admitted => "admitted".to_string(),
+                        PlacementState::WaitingForAdmissionChecks =>
+                            format!("waits for {}", p.admission_checks.join(", ")),
+                        PlacementState::Pending =>
+                            format!("pending: {}", p.reason.as_deref().unwrap_or("no reason")),
+                        other => format!("{other:?}").to_lowercase(),
+                    }
+                );
+            }
+        }
+    }
+    for q in &report.cluster_queues {
+        let _ = writeln!(
+            out,
+            "\nClusterQueue {}{}: {} reserving, {} admitted, {} pending",
+            q.name,
+            match q.active {
+                Some(true) => " (active)",
+                Some(false) => " (INACTIVE)",
+                None => "",
+            },
+            q.reserving_workloads,
+            q.admitted_workloads,
+            q.pending_workloads
+        );
+        let fw = q
+            .usage
+            .iter()
+            .map(|u| u.flavor.len())
+            .max()
+            .unwrap_or(6)
+            .max(6);
+        let rw = q
+            .usage
+            .iter()
+            .map(|u| u.resource.len())
+            .max()
+            .unwrap_or(8)
+            .max(8);
+        let _ = writeln!(
+            out,
+            "  {:fw$}  {:rw$}  {:>12}  {:>12}  {:>14}",
+            "FLAVOR", "RESOURCE", "RESERVED", "ADMITTED", "QUOTA"
+        );
+        for u in &q.usage {
+            let _ = writeln!(
+                out,
+                "  {:fw$}  {:rw$}  {:>12}  {:>12}  {:>14}",
+                u.flavor,
+                u.resource,
+                u.reserved,
+                u.admitted,
+                u.nominal.as_deref().unwrap_or("-")
+            );
+        }
+    }
+    for note in &report.notes {
+        let _ = writeln!(out, "\nNote: {note}");
+    }
+    out
+}
