@@ -5,6 +5,7 @@
 //! with Kueue's backoff (60 s doubling, `retryStrategy`) and the check rejected after
 //! `backoffLimitCount` retries, which deactivates the Workload.
 
+use crate::report::provisioning::RequestState;
 use serde_json::{Value, json};
 
 use super::super::controller::Ctx;
@@ -134,7 +135,11 @@ pub(super) fn provisioning_checks(ctx: &mut Ctx<'_>) -> bool {
                     .unwrap_or_default()
                     .to_string()
             };
-            if condition_true(&pr, "Provisioned") {
+            // The one rule for which condition wins (report::provisioning), as status and watch
+            // read it.
+            let admitted = condition_true(&w, "Admitted");
+            let pr_state = crate::report::provisioning::request_state(&pr, admitted).state;
+            if pr_state == RequestState::Provisioned {
                 let updates: Vec<Value> = pr["spec"]["podSets"]
                     .as_array()
                     .into_iter()
@@ -149,7 +154,7 @@ pub(super) fn provisioning_checks(ctx: &mut Ctx<'_>) -> bool {
                 changed |= ctx.store.update(&key, MANAGER, true, now, |o| {
                     set_check(o, &check, "Ready", "", Some(Value::Array(updates)), now);
                 });
-            } else if condition_true(&pr, "Failed") {
+            } else if pr_state.is_failure() {
                 let limit = config
                     .pointer("/spec/retryStrategy/backoffLimitCount")
                     .and_then(Value::as_u64)
@@ -162,7 +167,7 @@ pub(super) fn provisioning_checks(ctx: &mut Ctx<'_>) -> bool {
                     .pointer("/spec/retryStrategy/backoffMaxSeconds")
                     .and_then(Value::as_u64)
                     .unwrap_or(1800);
-                let failure = message_of("Failed");
+                let failure = message_of(pr_state.as_str());
                 if attempt <= limit {
                     let backoff = (base.saturating_mul(1 << (attempt - 1).min(20))).min(max);
                     let at = timestamp(now + backoff * 1000);
