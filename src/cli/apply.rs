@@ -9,10 +9,9 @@ use super::SpecArgs;
 use super::gitops::LockArgs;
 use super::plan::{PlanFlags, PlanFormat, options, render_plan};
 use super::target::TargetArgs;
-use crate::apply::{ApplyReport, Outcome, Sink, VerifyError};
+use crate::apply::{ApplyReport, Outcome, VerifyError};
 use crate::ops::apply::{
-    ApplyTarget, Consent, destroy_refusals, disruption_refusal, execute_on, record_revision,
-    settle, stale_error,
+    ApplyTarget, Consent, destroy_refusals, disruption_refusal, execute_on, settle, stale_error,
 };
 use crate::ops::lock::{acquire_lock, lock_local_state};
 use crate::ops::plan::{Planned, plan_valid};
@@ -94,26 +93,24 @@ async fn execute(
     json: bool,
     choices: &Choices<'_>,
 ) -> Result<ApplyReport, VerifyError> {
-    let target = ApplyTarget {
-        session: &planned.session,
-        plan: &planned.plan,
-        kube_client: planned.kube_client.as_ref(),
-        kueue: Some(&planned.desired.kueue),
-    };
     let consent = Consent {
         force_conflicts: choices.force_conflicts,
         allow_disruption: choices.allow_disruption,
     };
-    let lines;
-    let terminal;
-    let sink: &dyn Sink = if json {
-        lines = JsonLinesSink::new(std::io::stdout());
-        &lines
+    execute_reporting(&planned.apply_target(), json, &consent).await
+}
+
+/// [`execute_on`] reporting to stdout as JSON lines (`-o json`) or to stderr as text.
+pub async fn execute_reporting(
+    target: &ApplyTarget<'_>,
+    json: bool,
+    consent: &Consent,
+) -> Result<ApplyReport, VerifyError> {
+    if json {
+        execute_on(target, &JsonLinesSink::new(std::io::stdout()), consent).await
     } else {
-        terminal = TerminalSink::stderr();
-        &terminal
-    };
-    execute_on(&target, sink, &consent).await
+        execute_on(target, &TerminalSink::stderr(), consent).await
+    }
 }
 
 /// The sink has already reported each action and the totals; this only sets the exit code and
@@ -225,7 +222,7 @@ async fn apply_valid(
                 lock.lock_timeout,
             )
             .await?;
-            record(&planned).await;
+            planned.record_applied().await;
             held.release().await;
         }
         // The local world is written back (when the session goes) before its lock is released.
@@ -265,12 +262,16 @@ async fn apply_valid(
     .await?;
     let report = execute(&planned, json, choices).await;
     if matches!(&report, Ok(report) if report.is_success()) && !destroy {
-        record(&planned).await;
+        planned.record_applied().await;
     }
     settle(&planned.session).await;
     if matches!(&report, Ok(report) if report.is_success()) && !destroy && !json {
-        let kube = planned.kube();
-        super::status_jobs::print_after_apply(&planned.session, &planned.desired, kube.api()).await;
+        super::status_jobs::print_after_apply(
+            &planned.session,
+            &planned.desired,
+            planned.kube().api(),
+        )
+        .await;
     }
     held.release().await;
     drop(planned);
@@ -282,20 +283,6 @@ async fn release(lock: Option<crate::gitops::lock::ApplyLock>) {
     if let Some(lock) = lock {
         lock.release().await;
     }
-}
-
-async fn record(planned: &Planned) {
-    let Some(provenance) = &planned.plan.provenance else {
-        return;
-    };
-    let kube = planned.kube();
-    record_revision(
-        &planned.session,
-        kube.api(),
-        &planned.plan.cluster,
-        &provenance.spec,
-    )
-    .await;
 }
 
 pub async fn destroy(args: &DestroyArgs) -> anyhow::Result<Exit> {

@@ -15,12 +15,12 @@
 use std::path::{Path, PathBuf};
 
 use super::Exit;
-use super::apply::{ApplyArgs, ApplyFormat, print_plan_line, summarize_failure};
+use super::apply::{ApplyArgs, ApplyFormat, execute_reporting, print_plan_line, summarize_failure};
 use super::output::print_diagnostics;
 use crate::gitops::saved::{self, SavedPlanError};
 use crate::model::DesiredState;
 use crate::ops::apply::{
-    ApplyTarget, Consent, disruption_refusal, execute_on, record_revision, settle, stale_error,
+    ApplyTarget, Consent, disruption_refusal, record_revision, settle, stale_error,
 };
 use crate::ops::load::SpecSource;
 use crate::ops::lock::{acquire_lock, lock_state_dir};
@@ -29,7 +29,6 @@ use crate::ops::saved::{SpecCheck, check_spec, connect_for_plan};
 use crate::ops::session::TargetOptions;
 use crate::plan::Plan;
 use crate::plan::provenance::{GKQ_VERSION, Provenance};
-use crate::render::apply::{JsonLinesSink, TerminalSink};
 use crate::spec::Loaded;
 use crate::spec::types::Target;
 
@@ -182,13 +181,7 @@ async fn apply_derived(
         args.lock.lock_timeout,
     )
     .await?;
-    let target = ApplyTarget {
-        session: &planned.session,
-        plan: &planned.plan,
-        kube_client: planned.kube_client.as_ref(),
-        kueue: Some(&planned.desired.kueue),
-    };
-    let result = finish(args, &target, provenance).await;
+    let result = finish(args, &planned.apply_target(), provenance).await;
     settle(&planned.session).await;
     held.release().await;
     result
@@ -237,12 +230,9 @@ async fn finish(
         allow_disruption: args.allow_disruption,
     };
     // A plan without changes is still checked: "nothing to do" can be stale too.
-    let report = if json {
-        execute_on(target, &JsonLinesSink::new(std::io::stdout()), &consent).await
-    } else {
-        execute_on(target, &TerminalSink::stderr(), &consent).await
-    }
-    .map_err(stale_error)?;
+    let report = execute_reporting(target, json, &consent)
+        .await
+        .map_err(stale_error)?;
     let plan = target.plan;
     if !report.is_success() {
         summarize_failure(

@@ -104,23 +104,17 @@ pub async fn run(args: &StatusArgs) -> anyhow::Result<Exit> {
     // The cluster as planning read it: status reads GKE once.
     let live_cluster = planned.live.gke.cluster.as_ref();
     let applied_labels = live_cluster.and_then(LabelRevision::from_cluster);
-    let applied = match live_cluster {
-        None => None,
-        Some(_) => {
-            let kube = planned.kube();
-            match kube.api() {
-                None => None,
-                Some(api) => match revision::read_configmap(api, &cluster_ref.cluster).await {
-                    Ok(found) => found,
-                    Err(e) => {
-                        eprintln!("warning: cannot read the revision ConfigMap: {e}");
-                        None
-                    }
-                },
-            }
-        }
-    };
     let kube = planned.kube();
+    let applied = match (live_cluster, kube.api()) {
+        (Some(_), Some(api)) => match revision::read_configmap(api, &cluster_ref.cluster).await {
+            Ok(found) => found,
+            Err(e) => {
+                eprintln!("warning: cannot read the revision ConfigMap: {e}");
+                None
+            }
+        },
+        _ => None,
+    };
     // The Workloads planning read: status reads them once.
     let live = super::status_jobs::report(
         &planned.session,

@@ -29,7 +29,7 @@ use super::{Exit, SpecArgs, load_valid};
 use crate::gitops::git;
 use crate::gitops::watch::{AutoApply, PlanTracker, auto_apply, is_relevant};
 use crate::kube::{KubeApi, owned_selector};
-use crate::ops::apply::{ApplyTarget, Consent, execute_on, record_revision};
+use crate::ops::apply::{Consent, execute_on};
 use crate::ops::lock::{acquire_lock, lock_local_state};
 use crate::ops::plan::{Planned, plan_valid};
 use crate::render::apply::TerminalSink;
@@ -445,28 +445,14 @@ impl Watcher<'_> {
             Err(e) => return self.problem(format!("not applying: {e:#}")),
         };
         emit(&format!("[{}] applying: {}\n", now(), planned.plan.summary));
-        let target = ApplyTarget {
-            session: &planned.session,
-            plan: &planned.plan,
-            kube_client: planned.kube_client.as_ref(),
-            kueue: Some(&planned.desired.kueue),
-        };
+        let target = planned.apply_target();
         let consent = Consent {
             force_conflicts: args.force_conflicts,
             allow_disruption: args.allow_disruption,
         };
         match execute_on(&target, &TerminalSink::stderr(), &consent).await {
             Ok(report) if report.is_success() => {
-                if let Some(provenance) = &planned.plan.provenance {
-                    let kube = planned.kube();
-                    record_revision(
-                        &planned.session,
-                        kube.api(),
-                        &planned.plan.cluster,
-                        &provenance.spec,
-                    )
-                    .await;
-                }
+                planned.record_applied().await;
                 emit(&format!("[{}] applied\n", now()));
             }
             Ok(report) => {

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use super::plan::Planned;
 use super::session::{KubeHandle, Session};
 use crate::addr::ClusterRef;
 use crate::apply::kube_adapter::KubeAdapter;
@@ -30,6 +31,31 @@ impl ApplyTarget<'_> {
     /// How this apply reaches Kubernetes (see [`KubeHandle`]).
     pub fn kube(&self) -> KubeHandle<'_> {
         KubeHandle::new(self.session, self.kube_client, &self.plan.cluster)
+    }
+}
+
+impl Planned {
+    /// What applying this plan acts on.
+    pub fn apply_target(&self) -> ApplyTarget<'_> {
+        ApplyTarget {
+            session: &self.session,
+            plan: &self.plan,
+            kube_client: self.kube_client.as_ref(),
+            kueue: Some(&self.desired.kueue),
+        }
+    }
+
+    /// Records this plan's spec revision as applied (see [`record_revision`]).
+    pub async fn record_applied(&self) {
+        if let Some(provenance) = &self.plan.provenance {
+            record_revision(
+                &self.session,
+                self.kube().api(),
+                &self.plan.cluster,
+                &provenance.spec,
+            )
+            .await;
+        }
     }
 }
 
