@@ -14,7 +14,7 @@ use super::target::TargetArgs;
 use super::{Exit, SpecArgs, load_valid};
 use crate::gitops::git::{self, LocalHead};
 use crate::gitops::revision::{self, AppliedRevision, LabelRevision};
-use crate::ops::plan::{plan_valid, spec_revision};
+use crate::ops::plan::plan_valid;
 use crate::plan::digest::short_digest;
 use crate::plan::provenance::SpecRevision;
 use crate::plan::provenance::short_commit;
@@ -90,7 +90,6 @@ pub async fn run(args: &StatusArgs) -> anyhow::Result<Exit> {
     let Some((loaded, desired)) = ok else {
         return Ok(Exit::Failed);
     };
-    let local_spec = spec_revision(&args.spec.source(), &loaded);
     let head = git::local_head(&loaded);
     let planned = plan_valid(
         &args.spec.source(),
@@ -101,6 +100,13 @@ pub async fn run(args: &StatusArgs) -> anyhow::Result<Exit> {
     )
     .await?;
     let cluster_ref = &planned.plan.cluster;
+    // The revision planning stamped on the plan: the spec's digest is computed once.
+    let local_spec = planned
+        .plan
+        .provenance
+        .as_ref()
+        .map(|p| &p.spec)
+        .ok_or_else(|| anyhow::anyhow!("the plan records no spec revision"))?;
     // The cluster as planning read it: status reads GKE once.
     let live_cluster = planned.live.gke.cluster.as_ref();
     let applied_labels = live_cluster.and_then(LabelRevision::from_cluster);
@@ -129,7 +135,7 @@ pub async fn run(args: &StatusArgs) -> anyhow::Result<Exit> {
         planned.session.target,
         applied,
         applied_labels,
-        &local_spec,
+        local_spec,
         head.as_ref(),
         &planned.plan,
         live,
