@@ -265,13 +265,12 @@ async fn apply_valid(
         planned.record_applied().await;
     }
     settle(&planned.session).await;
-    if matches!(&report, Ok(report) if report.is_success()) && !destroy && !json {
-        super::status_jobs::print_after_apply(
-            &planned.session,
-            &planned.desired,
-            planned.kube().api(),
-        )
-        .await;
+    if matches!(&report, Ok(report) if report.is_success())
+        && !destroy
+        && !json
+        && let Some(landed) = crate::ops::status::landed_jobs(&planned).await
+    {
+        let _ = super::output::print_stdout(&crate::render::status::landed_text(&landed));
     }
     held.release().await;
     drop(planned);

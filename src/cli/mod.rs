@@ -9,7 +9,6 @@ pub mod plan;
 pub mod render;
 pub mod schema;
 pub mod status;
-pub mod status_jobs;
 pub mod target;
 pub mod validate;
 pub mod watch;

@@ -9,13 +9,14 @@ use super::session::{KubeHandle, Session};
 use crate::addr::ClusterRef;
 use crate::apply::kube_adapter::KubeAdapter;
 use crate::apply::{ApplyReport, Executor, Interrupt, Sink, VerifyError};
-use crate::gitops::revision::{self, AppliedRevision};
+use crate::gitops::revision;
 use crate::gke::PollConfig;
 use crate::kube::KubeApi;
 use crate::kube::client::RealKube;
 use crate::model::KueueInstall;
 use crate::plan::Plan;
 use crate::plan::provenance::SpecRevision;
+use crate::plan::revision::{REVISION_NAMESPACE, configmap_name};
 
 /// What an apply acts on, whether its plan was just made or read from a file.
 pub struct ApplyTarget<'a> {
@@ -202,14 +203,14 @@ pub async fn record_revision(
     cluster: &ClusterRef,
     spec: &SpecRevision,
 ) {
-    let revision = AppliedRevision::now(spec);
+    let revision = revision::applied_now(spec);
     let mut recorded = Vec::new();
     if let Some(kube) = kube {
         match revision::write_configmap(kube, &cluster.cluster, &revision).await {
             Ok(()) => recorded.push(format!(
                 "ConfigMap {}/{}",
-                revision::REVISION_NAMESPACE,
-                revision::configmap_name(&cluster.cluster)
+                REVISION_NAMESPACE,
+                configmap_name(&cluster.cluster)
             )),
             Err(e) => eprintln!("warning: {e}\n  {}", e.hint()),
         }

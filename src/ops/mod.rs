@@ -9,6 +9,7 @@
 //! lock     the local target's state lock and the cluster's Lease
 //! apply    verify against live state and running work, execute, record the revision
 //! saved    a saved plan: what its spec says now, the session it is applied in
+//! status   plan, the applied revision and the checkout -> the status report; where jobs landed
 //! ```
 
 pub mod apply;
@@ -17,3 +18,4 @@ pub mod lock;
 pub mod plan;
 pub mod saved;
 pub mod session;
+pub mod status;

@@ -21,6 +21,7 @@ pub mod graph;
 mod ownership;
 pub mod placements;
 pub mod provenance;
+pub mod revision;
 pub mod sealed;
 
 use std::collections::BTreeMap;

@@ -1,10 +1,15 @@
-//! `gkq status`'s jobs, node pools and queues as text ([`to_text`]), and the one line per job
-//! printed after an apply ([`summary_lines`]), from the pure [`LiveReport`].
+//! `gkq status` as text ([`stack_to_text`]): the revision, checkout and drift lines, then the
+//! jobs, node pools and queues ([`to_text`]); and the one line per job printed after an apply
+//! ([`summary_lines`]), from the pure [`LiveReport`].
 
 use std::fmt::Write as _;
 
 use crate::placement::{Placement, PlacementState};
+use crate::plan::digest::short_digest;
+use crate::plan::provenance::short_commit;
+use crate::report::stack::StackStatus;
 use crate::report::status::{JobStatus, LiveReport, headline_flavor};
+use crate::spec::types::Target;
 
 /// `tpu-group -> on-demand; head, submitter -> default-cpu`.
 fn podsets_text(placement: &Placement) -> String {
@@ -281,4 +286,123 @@ pub fn to_text(report: &LiveReport) -> String {
         let _ = writeln!(out, "\nNote: {note}");
     }
     out
+}
+
+/// The whole of `gkq status` as text: revision, checkout and drift, then the live report.
+pub fn stack_to_text(status: &StackStatus) -> String {
+    let simulated = status.target == Target::Local;
+    let mut out = String::new();
+    out.push_str(&format!(
+        "Cluster  {}{}\n",
+        status.cluster,
+        if simulated {
+            " (target local: simulated)"
+        } else {
+            ""
+        }
+    ));
+    let applied = match (&status.applied, &status.applied_labels) {
+        (Some(a), _) => {
+            let what = match &a.commit {
+                Some(c) => format!(
+                    "commit {}, spec {}",
+                    short_commit(c),
+                    short_digest(&a.spec_digest)
+                ),
+                None => format!("spec {} (not from a commit)", short_digest(&a.spec_digest)),
+            };
+            format!(
+                "{what}{}, applied {} by {} with gkq {}",
+                a.env
+                    .as_ref()
+                    .map(|e| format!(" (env {e})"))
+                    .unwrap_or_default(),
+                a.applied_at,
+                a.applied_by,
+                a.gkq_version
+            )
+        }
+        (None, Some(labels)) => format!(
+            "spec {}{} (from the cluster's labels; Kubernetes not reachable for the details)",
+            labels.spec_digest,
+            labels
+                .commit
+                .as_ref()
+                .map(|c| format!(", commit {c}"))
+                .unwrap_or_default()
+        ),
+        (None, None) => "none recorded (no gkq apply has finished on this cluster)".to_string(),
+    };
+    out.push_str(&format!("Applied  {applied}\n"));
+    let local = &status.local;
+    let checkout = match (&local.head, local.clean) {
+        (Some(head), Some(clean)) => format!(
+            "HEAD {}{}{}",
+            short_commit(head),
+            local
+                .branch
+                .as_ref()
+                .map(|b| format!(" on {b}"))
+                .unwrap_or_default(),
+            if clean {
+                ""
+            } else {
+                ", with uncommitted changes to the spec"
+            }
+        ),
+        _ => "not in git".to_string(),
+    };
+    out.push_str(&format!(
+        "Local    {} (spec {}), {checkout}\n",
+        local.spec,
+        short_digest(&local.spec_digest)
+    ));
+    let relation = match status.spec_matches_applied {
+        Some(true) => "the local spec is the one applied".to_string(),
+        Some(false) => {
+            let mut text = "the local spec differs from the one applied".to_string();
+            match (local.ahead_of_applied, local.behind_applied) {
+                (Some(a), Some(b)) if a > 0 || b > 0 => text.push_str(&format!(
+                    " (HEAD is {a} commit(s) ahead of and {b} behind the applied commit)"
+                )),
+                _ => {}
+            }
+            text
+        }
+        None => "nothing applied to compare with".to_string(),
+    };
+    out.push_str(&format!("         {relation}\n"));
+    let drift = if status.drift.changes {
+        format!("{} Run `gkq plan` to see them.", status.drift.summary)
+    } else {
+        "none: live state matches the spec".to_string()
+    };
+    out.push_str(&format!("Drift    {drift}\n"));
+    out.push_str(&to_text(&status.live));
+    out
+}
+
+/// The lines printed after an apply that submitted jobs: where each job landed.
+pub fn landed_text(report: &LiveReport) -> String {
+    let mut text = String::new();
+    match &report.simulated {
+        Some(sim) => {
+            let _ = writeln!(
+                text,
+                "\nWhere the jobs landed (simulated by the local target: {}):",
+                sim.settings
+            );
+        }
+        None => {
+            let _ = writeln!(
+                text,
+                "\nWhere the jobs landed (read from Kueue's Workloads):"
+            );
+        }
+    }
+    for line in summary_lines(report) {
+        let _ = writeln!(text, "  {line}");
+    }
+    let _ = writeln!(text, "Follow them with `gkq status`.");
+    text
 }

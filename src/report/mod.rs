@@ -3,5 +3,6 @@
 //! one ProvisioningRequest-state rule both use ([`provisioning`]).
 
 pub mod provisioning;
+pub mod stack;
 pub mod status;
 pub mod timeline;

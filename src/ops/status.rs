@@ -1,0 +1,202 @@
+//! `gkq status` as a library call: plan (which reads GKE and Kubernetes once), read the applied
+//! revision and the checkout, and build the report (`report::stack`, pure). Also where the jobs
+//! of an apply landed, for the lines printed after it.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::load::SpecSource;
+use super::plan::{Planned, plan_valid};
+use super::session::{Session, TargetOptions};
+use crate::gitops::git::{self, LocalHead};
+use crate::gitops::revision::read_configmap;
+use crate::kube::KubeApi;
+use crate::local::nodes::PoolInfo;
+use crate::model::DesiredState;
+use crate::observe::cluster::read_kubernetes;
+use crate::placement::PlacementState;
+use crate::plan::PlanOptions;
+use crate::plan::revision::LabelRevision;
+use crate::report::stack::{Checkout, StackStatus, StatusInputs, stack_status};
+use crate::report::status::{GkeNodePool, LiveReport, Simulated, job_objects, live_report};
+use crate::spec::Loaded;
+
+/// What `gkq status` found, and the plan it made to find drift.
+pub struct StatusReport {
+    pub status: StackStatus,
+    /// Problems that did not stop the report (an unreadable revision ConfigMap).
+    pub warnings: Vec<String>,
+}
+
+/// The status of the stack `loaded` describes (a valid spec, see [`super::load::load_valid`]).
+pub async fn status(
+    spec: &SpecSource,
+    loaded: Loaded,
+    desired: DesiredState,
+    target: &TargetOptions,
+    options: PlanOptions,
+) -> anyhow::Result<StatusReport> {
+    let head = git::local_head(&loaded);
+    let planned = plan_valid(spec, loaded, desired, target, options).await?;
+    let mut warnings = Vec::new();
+    // The revision planning stamped on the plan: the spec's digest is computed once.
+    let local_spec = planned
+        .plan
+        .provenance
+        .as_ref()
+        .map(|p| &p.spec)
+        .ok_or_else(|| anyhow::anyhow!("the plan records no spec revision"))?;
+    // The cluster as planning read it: status reads GKE once.
+    let live_cluster = planned.live.gke.cluster.as_ref();
+    let applied_labels = live_cluster.and_then(LabelRevision::from_cluster);
+    let kube = planned.kube();
+    let applied = match (live_cluster, kube.api()) {
+        (Some(_), Some(api)) => match read_configmap(api, &planned.plan.cluster.cluster).await {
+            Ok(found) => found,
+            Err(e) => {
+                warnings.push(format!("cannot read the revision ConfigMap: {e}"));
+                None
+            }
+        },
+        _ => None,
+    };
+    let checkout = checkout(
+        head.as_ref(),
+        applied.as_ref().and_then(|a| a.commit.as_deref()),
+        &local_spec.path,
+    );
+    // The Workloads planning read: status reads them once.
+    let live = live_report_of(
+        &planned.session,
+        &planned.desired,
+        live_cluster,
+        kube.api(),
+        planned.workloads.clone(),
+    )
+    .await?;
+    let status = stack_status(StatusInputs {
+        target: planned.session.target,
+        applied,
+        applied_labels,
+        local_spec,
+        checkout,
+        plan: &planned.plan,
+        live,
+    });
+    Ok(StatusReport { status, warnings })
+}
+
+fn checkout(head: Option<&LocalHead>, applied_commit: Option<&str>, spec: &str) -> Checkout {
+    let Some(head) = head else {
+        return Checkout::default();
+    };
+    let ahead_behind = applied_commit.and_then(|commit| {
+        let near = git::spec_dir(std::path::Path::new(spec));
+        git::ahead_behind(&near, &head.commit, commit)
+    });
+    Checkout {
+        head: Some(head.commit.clone()),
+        branch: head.branch.clone(),
+        clean: Some(head.clean),
+        ahead_behind,
+    }
+}
+
+/// The live report for a connected session from an observed cluster (`None`: it does not exist)
+/// and the session's Kubernetes (read only when the cluster exists and has an endpoint).
+/// `workloads`: Kueue's Workloads when planning has just read them, so they are not read again.
+pub async fn live_report_of(
+    session: &Session,
+    desired: &DesiredState,
+    cluster: Option<&Value>,
+    api: Option<&dyn KubeApi>,
+    workloads: Option<Vec<Value>>,
+) -> anyhow::Result<LiveReport> {
+    let has_endpoint = cluster
+        .and_then(|c| c.get("endpoint"))
+        .and_then(Value::as_str)
+        .is_some_and(|e| !e.is_empty());
+    let simulated = session.kube.local().map(|k| Simulated {
+        state_dir: session.state_dir.as_ref().map(|d| d.display().to_string()),
+        kubernetes_state: k.state_file().display().to_string(),
+        settings: k.settings().describe(),
+    });
+    let observed = match api.filter(|_| has_endpoint) {
+        Some(api) => Some(
+            read_kubernetes(api, workloads)
+                .await
+                .map_err(|e| anyhow::anyhow!("reading Kubernetes: {e}"))?,
+        ),
+        None => None,
+    };
+    let pools: Vec<GkeNodePool> = cluster
+        .map(PoolInfo::from_cluster)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|p| GkeNodePool {
+            name: p.name,
+            machine_type: p.machine_type,
+            autoscaling: p.autoscaling,
+            zones: p.zones,
+            flex_start: p.flex_start,
+            queued_provisioning: p.queued_provisioning,
+        })
+        .collect();
+    Ok(live_report(
+        desired,
+        cluster,
+        &pools,
+        observed.as_ref(),
+        simulated,
+    ))
+}
+
+/// Where the jobs an apply of `planned` submitted landed: read now, waiting a little on a real
+/// cluster for Kueue to decide. `None` when the spec has no jobs, the report cannot be read, or
+/// Kubernetes is not reachable.
+pub async fn landed_jobs(planned: &Planned) -> Option<LiveReport> {
+    let (session, desired) = (&planned.session, &planned.desired);
+    if job_objects(desired).is_empty() {
+        return None;
+    }
+    let kube = planned.kube();
+    let attempts = if session.kube.local().is_some() {
+        1
+    } else {
+        10
+    };
+    let mut last = None;
+    for attempt in 0..attempts {
+        let read = async {
+            let cluster = session
+                .gke
+                .get_cluster(&desired.gke.cluster_ref)
+                .await
+                .map_err(|e| anyhow::anyhow!("reading the cluster from GKE: {e}"))?;
+            live_report_of(session, desired, cluster.as_ref(), kube.api(), None).await
+        };
+        match read.await {
+            Ok(r) => {
+                let decided = r.jobs.iter().all(|j| {
+                    j.is_unmanaged()
+                        || j.observed.as_ref().is_some_and(|o| {
+                            o.state != PlacementState::Pending || o.reason.is_some()
+                        })
+                });
+                last = Some(r);
+                if decided {
+                    break;
+                }
+            }
+            Err(e) => {
+                tracing::debug!("placement after apply: {e:#}");
+                break;
+            }
+        }
+        if attempt + 1 < attempts {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+    last.filter(|report| report.kubernetes)
+}
