@@ -10,6 +10,7 @@ pub mod install;
 use serde_json::Value;
 
 use crate::model::{FIELD_MANAGER, MANAGED_BY_LABEL, MANAGED_BY_VALUE, STACK_LABEL};
+use crate::vocab::object::label_of;
 
 /// What discovery says about a kind: its plural and scope.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -120,11 +121,12 @@ pub fn owned_selector(stack: &str) -> String {
 
 /// Whether an object carries gkq's ownership label (gkq never deletes anything else).
 pub fn is_owned(object: &Value) -> bool {
-    object
-        .pointer("/metadata/labels")
-        .and_then(|l| l.get(MANAGED_BY_LABEL))
-        .and_then(Value::as_str)
-        == Some(MANAGED_BY_VALUE)
+    label_of(object, MANAGED_BY_LABEL) == Some(MANAGED_BY_VALUE)
+}
+
+/// Whether [`owned_selector`] of `stack` selects the object.
+pub fn is_owned_by_stack(object: &Value, stack: &str) -> bool {
+    is_owned(object) && label_of(object, STACK_LABEL) == Some(stack)
 }
 
 /// An object's `apiVersion` and `kind` (empty when missing).

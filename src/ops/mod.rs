@@ -10,6 +10,7 @@
 //! apply    verify against live state and running work, execute, record the revision
 //! saved    a saved plan: what its spec says now, the session it is applied in
 //! status   plan, the applied revision and the checkout -> the status report; where jobs landed
+//! watch    re-plan on file changes, drift and new commits, apply when allowed, follow the jobs
 //! ```
 
 pub mod apply;
@@ -19,3 +20,4 @@ pub mod plan;
 pub mod saved;
 pub mod session;
 pub mod status;
+pub mod watch;

@@ -26,6 +26,14 @@ pub fn uid_of(object: &Value) -> &str {
         .unwrap_or("")
 }
 
+/// The value of the label `key`, when the object has it.
+pub fn label_of<'a>(object: &'a Value, key: &str) -> Option<&'a str> {
+    object
+        .pointer("/metadata/labels")
+        .and_then(|labels| labels.get(key))
+        .and_then(Value::as_str)
+}
+
 /// The entries of `status.conditions`, none when missing.
 pub fn conditions(object: &Value) -> impl Iterator<Item = &Value> {
     object
