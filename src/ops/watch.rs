@@ -310,6 +310,23 @@ impl Watcher<'_> {
         self.problem(text.clone(), WatchEvent::Problem(text));
     }
 
+    /// Plans `spec`; a failure is told and gives `None`.
+    async fn plan(
+        &mut self,
+        spec: &SpecSource,
+        loaded: crate::spec::Loaded,
+        desired: crate::model::DesiredState,
+    ) -> Option<Planned> {
+        let options = self.options;
+        match plan_valid(spec, loaded, desired, &options.target, options.plan.clone()).await {
+            Ok(planned) => Some(planned),
+            Err(e) => {
+                self.failure(format!("planning failed: {e:#}"));
+                None
+            }
+        }
+    }
+
     /// `git fetch`; a trigger when the branch moved to a new commit.
     async fn poll_remote(&mut self) -> Option<Trigger> {
         let follow = self.options.follow.as_ref()?;
@@ -352,21 +369,9 @@ impl Watcher<'_> {
             return None;
         };
         let options = self.options;
-        let planned = match plan_valid(
-            &spec,
-            loaded,
-            desired,
-            &options.target,
-            options.plan.clone(),
-        )
-        .await
-        {
-            Ok(planned) => planned,
-            Err(e) => {
-                self.failure(format!("planning failed: {e:#}"));
-                self.tracker.forget();
-                return None;
-            }
+        let Some(planned) = self.plan(&spec, loaded, desired).await else {
+            self.tracker.forget();
+            return None;
         };
         self.last_problem = None;
         let why = trigger.describe(&self.spec_dir);
@@ -419,17 +424,8 @@ impl Watcher<'_> {
             Ok(lock) => lock,
             Err(e) => return self.failure(format!("not applying: {e:#}")),
         };
-        let planned = match plan_valid(
-            &spec,
-            loaded,
-            desired,
-            &options.target,
-            options.plan.clone(),
-        )
-        .await
-        {
-            Ok(planned) => planned,
-            Err(e) => return self.failure(format!("planning failed: {e:#}")),
+        let Some(planned) = self.plan(&spec, loaded, desired).await else {
+            return;
         };
         if auto_apply(
             &planned.plan,
