@@ -35,7 +35,7 @@ use serde_json::Value;
 use super::controller::{Ctx, Outcome};
 use super::store::{Changes, Key, Store};
 use crate::placement::Quantity;
-use crate::vocab::object::{condition_true, name_of as name, uid_of as uid};
+use crate::vocab::object::condition_true;
 use clusterqueue::QueueInputs;
 pub use webhooks::webhooks;
 

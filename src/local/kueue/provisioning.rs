@@ -15,9 +15,10 @@ use super::podset::template_with_flavors;
 use super::workload::{check_states, evict, set_check};
 use super::{
     CLASS_ANNOTATION, CONSUME_ANNOTATION, KUEUE, MANAGER, PROVISIONING_CONTROLLER, PROVREQ_PREFIX,
-    condition_true, deleting, name, reserving, uid, workload_keys,
+    condition_true, deleting, reserving, workload_keys,
 };
 use crate::placement::{Cluster, PendingWorkload, active};
+use crate::vocab::object::{name_of, uid_of};
 
 /// The provisioning controller's AdmissionCheck status: active when its parameters resolve
 /// (`admissioncheck_reconciler.go`).
@@ -109,8 +110,8 @@ pub(super) fn provisioning_checks(ctx: &mut Ctx<'_>) -> bool {
             else {
                 continue;
             };
-            let attempt = *ctx.sim.attempts.entry(uid(&w).to_string()).or_insert(1);
-            let pr_name = format!("{}-{check}-{attempt}", name(&w));
+            let attempt = *ctx.sim.attempts.entry(uid_of(&w).to_string()).or_insert(1);
+            let pr_name = format!("{}-{check}-{attempt}", name_of(&w));
             let namespace = key.namespace.clone();
             let pr_key = Key::new(
                 "autoscaling.x-k8s.io/v1",
@@ -171,7 +172,7 @@ pub(super) fn provisioning_checks(ctx: &mut Ctx<'_>) -> bool {
                 if attempt <= limit {
                     let backoff = (base.saturating_mul(1 << (attempt - 1).min(20))).min(max);
                     let at = timestamp(now + backoff * 1000);
-                    ctx.sim.attempts.insert(uid(&w).to_string(), attempt + 1);
+                    ctx.sim.attempts.insert(uid_of(&w).to_string(), attempt + 1);
                     changed |= ctx.store.update(&key, MANAGER, true, now, |o| {
                         set_check(
                             o,
@@ -260,7 +261,7 @@ fn create_request(ctx: &mut Ctx<'_>, w: &Value, config: &Value, pr_name: &str) -
         "metadata": {"name": pr_name, "namespace": namespace,
             "annotations": {SIMULATED_ANNOTATION: SIMULATED_VALUE},
             "ownerReferences": [{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
-                "name": name(w), "uid": uid(w), "controller": true, "blockOwnerDeletion": true}]},
+                "name": name_of(w), "uid": uid_of(w), "controller": true, "blockOwnerDeletion": true}]},
         "spec": spec,
     });
     let now = ctx.now;
@@ -275,7 +276,7 @@ fn create_request(ctx: &mut Ctx<'_>, w: &Value, config: &Value, pr_name: &str) -
             Some(&namespace),
             pr_name,
         ))
-        .map(|p| uid(p).to_string())
+        .map(|p| uid_of(p).to_string())
         .unwrap_or_default();
     for (podset, _) in &podsets {
         let template = template_with_flavors(ctx.store, w, podset);

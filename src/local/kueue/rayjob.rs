@@ -11,10 +11,9 @@ use super::super::controller::Ctx;
 use super::super::store::{Key, Store, child_map, set_condition};
 use super::podset::{flavor, inject_flavor, merge_into};
 use super::workload::{check_states, drop_finalizer};
-use super::{
-    KUEUE, MANAGER, PROVREQ_PREFIX, condition_true, deleting, finished, uid, workload_keys,
-};
+use super::{KUEUE, MANAGER, PROVREQ_PREFIX, condition_true, deleting, finished, workload_keys};
 use crate::vocab::labels::QUEUE_NAME_LABEL;
+use crate::vocab::object::uid_of;
 
 fn priority_of(store: &Store, job: &Value) -> i32 {
     let class = job
@@ -47,7 +46,7 @@ pub(super) fn jobs_to_workloads(ctx: &mut Ctx<'_>) -> bool {
         {
             continue;
         }
-        if owned.contains_key(uid(&job)) {
+        if owned.contains_key(uid_of(&job)) {
             continue;
         }
         if job.pointer("/status/jobDeploymentStatus") == Some(&json!("Complete")) {
@@ -112,7 +111,7 @@ pub(super) fn finish_workloads(ctx: &mut Ctx<'_>) -> bool {
         .store
         .of_kind(KUEUE, "Workload")
         .filter(|w| finished(w) || !condition_true(w, "QuotaReserved"))
-        .map(|w| uid(w).to_string())
+        .map(|w| uid_of(w).to_string())
         .collect();
     let stale: Vec<Key> = ctx
         .store
