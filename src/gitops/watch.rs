@@ -1,4 +1,4 @@
-//! Watch mode's decisions, kept apart from its event loop (`cli::watch`) so they can be tested
+//! Watch mode's decisions, kept apart from its event loop (`ops::watch`) so they can be tested
 //! without files, clocks or clusters: which file events mean the spec may have changed, when a
 //! plan is worth printing, and whether `--apply` may apply it.
 
