@@ -73,6 +73,24 @@ pub struct KubeObject {
     pub predicted: Option<Value>,
 }
 
+/// The cluster's world as read from Kubernetes (`observe::cluster`): every object of each kind
+/// read, by kind, unfiltered. A kind the API server does not serve (Kueue not installed yet) is
+/// absent.
+#[derive(Debug, Clone, Default)]
+pub struct KubeSnapshot {
+    pub by_kind: BTreeMap<&'static str, Vec<Value>>,
+}
+
+impl KubeSnapshot {
+    /// The objects of `kind`; none when the kind was not read.
+    pub fn kind(&self, kind: &str) -> &[Value] {
+        self.by_kind
+            .get(kind)
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

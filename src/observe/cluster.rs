@@ -1,14 +1,13 @@
 //! Reading the cluster's world from Kubernetes: every object of the kinds a report needs (Kueue's
 //! world, Workloads, ProvisioningRequests, the jobs, nodes, namespaces), one list per kind, all
-//! concurrently, into the pure [`KubeSnapshot`]. `gkq status` reads [`STATUS_KINDS`]; watch's
-//! job timeline reads [`JOB_TIMELINE_KINDS`] between plans. Planning's own reader of the spec's
+//! concurrently, into the pure [`KubeSnapshot`]. Planning reads [`KUEUE_WORLD_KINDS`]; `gkq status`
+//! adds the rest of [`STATUS_KINDS`]; watch's job timeline reads [`JOB_TIMELINE_KINDS`] between
+//! plans. Planning's own reader of the spec's
 //! objects is [`super::kube`].
 
-use futures::future::join_all;
-use serde_json::Value;
-
 use crate::kube::{KubeApi, KubeResult};
-use crate::report::status::KubeSnapshot;
+use crate::model::live::KubeSnapshot;
+use futures::future::join_all;
 
 /// `(apiVersion, kind)`.
 pub type KindRef = (&'static str, &'static str);
@@ -18,8 +17,10 @@ const PROVISIONING_REQUEST: KindRef = ("autoscaling.x-k8s.io/v1", "ProvisioningR
 const RAYJOB: KindRef = ("ray.io/v1", "RayJob");
 const NODE: KindRef = ("v1", "Node");
 
-/// What `gkq status` reports on.
-pub const STATUS_KINDS: [KindRef; 13] = [
+/// Kueue's world as `placement::Cluster` reads it: the queues, flavors, checks and priorities,
+/// every Workload, and the namespaces (for `namespaceSelector`). Planning reads these, so that
+/// predictions count other tenants' queues and work, and status reuses them.
+pub const KUEUE_WORLD_KINDS: [KindRef; 10] = [
     WORKLOAD,
     ("kueue.x-k8s.io/v1beta2", "ClusterQueue"),
     ("kueue.x-k8s.io/v1beta2", "Cohort"),
@@ -28,11 +29,26 @@ pub const STATUS_KINDS: [KindRef; 13] = [
     ("kueue.x-k8s.io/v1beta2", "AdmissionCheck"),
     ("kueue.x-k8s.io/v1beta2", "ProvisioningRequestConfig"),
     ("kueue.x-k8s.io/v1beta2", "WorkloadPriorityClass"),
+    ("scheduling.k8s.io/v1", "PriorityClass"),
+    ("v1", "Namespace"),
+];
+
+/// What `gkq status` reports on: Kueue's world, the provisioning requests, jobs and nodes.
+pub const STATUS_KINDS: [KindRef; 14] = [
+    KUEUE_WORLD_KINDS[0],
+    KUEUE_WORLD_KINDS[1],
+    KUEUE_WORLD_KINDS[2],
+    KUEUE_WORLD_KINDS[3],
+    KUEUE_WORLD_KINDS[4],
+    KUEUE_WORLD_KINDS[5],
+    KUEUE_WORLD_KINDS[6],
+    KUEUE_WORLD_KINDS[7],
+    KUEUE_WORLD_KINDS[8],
+    KUEUE_WORLD_KINDS[9],
     PROVISIONING_REQUEST,
     RAYJOB,
     ("batch/v1", "Job"),
     NODE,
-    ("v1", "Namespace"),
 ];
 
 /// What a job's admission timeline needs (`report::timeline`).
@@ -62,20 +78,22 @@ pub async fn read_kinds(
     Ok(known)
 }
 
-/// Everything `gkq status` reports on. `workloads`, when planning has just read them
-/// (`ops::plan::Planned::workloads`), are used rather than read a second time.
-pub async fn read_kubernetes(
-    api: &dyn KubeApi,
-    workloads: Option<Vec<Value>>,
-) -> KubeResult<KubeSnapshot> {
-    read_kinds(api, &STATUS_KINDS, with_workloads(workloads)).await
+/// Kueue's world ([`KUEUE_WORLD_KINDS`]).
+pub async fn read_kueue_world(api: &dyn KubeApi) -> KubeResult<KubeSnapshot> {
+    read_kinds(api, &KUEUE_WORLD_KINDS, KubeSnapshot::default()).await
 }
 
-/// A snapshot that already holds `workloads` when they are given.
-pub fn with_workloads(workloads: Option<Vec<Value>>) -> KubeSnapshot {
-    let mut snapshot = KubeSnapshot::default();
-    if let Some(workloads) = workloads {
-        snapshot.by_kind.insert(WORKLOAD.1, workloads);
+/// Everything `gkq status` reports on; what `known` holds (planning's snapshot) is not read
+/// again.
+pub async fn read_kubernetes(api: &dyn KubeApi, known: KubeSnapshot) -> KubeResult<KubeSnapshot> {
+    read_kinds(api, &STATUS_KINDS, known).await
+}
+
+/// A snapshot holding only the Workloads of `snapshot`, when it has them.
+pub fn workloads_only(snapshot: &KubeSnapshot) -> KubeSnapshot {
+    let mut only = KubeSnapshot::default();
+    if let Some(workloads) = snapshot.by_kind.get(WORKLOAD.1) {
+        only.by_kind.insert(WORKLOAD.1, workloads.clone());
     }
-    snapshot
+    only
 }

@@ -9,8 +9,9 @@ use crate::gitops::provenance::{SpecInput, provenance_now, spec_revision_of};
 use crate::kube::client::RealKube;
 use crate::kube::connect::from_cluster;
 use crate::model::DesiredState;
-use crate::model::live::{KubeLive, LiveState};
-use crate::observe::kube::{nothing_yet, observe_kube, observe_workloads};
+use crate::model::live::{KubeLive, KubeSnapshot, LiveState};
+use crate::observe::cluster::read_kueue_world;
+use crate::observe::kube::{nothing_yet, observe_kube};
 use crate::observe::observe_gke;
 use crate::plan::provenance::SpecRevision;
 use crate::plan::{Plan, PlanOptions, plan};
@@ -28,13 +29,22 @@ pub struct Planned {
     pub kube_client: Option<RealKube>,
     /// What the plan was made from: the live cluster and Kubernetes objects, read once.
     pub live: LiveState,
-    /// Kueue's Workloads as planning read them for the predicted placements, so that status and
-    /// watch need not read them again; `None` when Kubernetes was not read or serves no
-    /// Workloads (Kueue is not installed).
-    pub workloads: Option<Vec<serde_json::Value>>,
+    /// Kueue's world (queues, flavors, checks, priorities, namespaces, every Workload) as
+    /// planning read it for the predicted placements, so that status and watch need not read it
+    /// again; `None` when Kubernetes was not read.
+    pub world: Option<KubeSnapshot>,
 }
 
 impl Planned {
+    /// Kueue's Workloads as planning read them; `None` when Kubernetes was not read or serves no
+    /// Workloads (Kueue is not installed).
+    pub fn workloads(&self) -> Option<&[serde_json::Value]> {
+        self.world
+            .as_ref()
+            .and_then(|world| world.by_kind.get("Workload"))
+            .map(Vec::as_slice)
+    }
+
     /// How this plan's commands reach Kubernetes (see [`KubeHandle`]).
     pub fn kube(&self) -> KubeHandle<'_> {
         KubeHandle::new(&self.session, self.kube_client.as_ref(), &self.plan.cluster)
@@ -64,11 +74,12 @@ pub async fn plan_valid(
     let stack = desired.gke.cluster_ref.cluster.clone();
     let read = |e: crate::kube::KubeError| anyhow::anyhow!("reading live Kubernetes state: {e}");
     let mut kube_client = None;
-    let mut workloads = None;
+    let mut world = None;
     live.kubernetes = match &session.kube {
         KubeSource::Kubeconfig(k) => {
-            workloads = observe_workloads(k).await.map_err(read)?;
-            observe_kube(k, &desired, &stack).await.map_err(read)?
+            let (observed, read_world) = observe(k, &desired, &stack).await.map_err(read)?;
+            world = Some(read_world);
+            observed
         }
         KubeSource::FromCluster(tokens) => match &live.gke.cluster {
             Some(cluster)
@@ -78,8 +89,8 @@ pub async fn plan_valid(
                     .is_some_and(|e| !e.is_empty()) =>
             {
                 let k = from_cluster(cluster, tokens.as_ref()).await.map_err(read)?;
-                workloads = observe_workloads(&k).await.map_err(read)?;
-                let observed = observe_kube(&k, &desired, &stack).await.map_err(read)?;
+                let (observed, read_world) = observe(&k, &desired, &stack).await.map_err(read)?;
+                world = Some(read_world);
                 kube_client = Some(k);
                 observed
             }
@@ -92,22 +103,17 @@ pub async fn plan_valid(
                     .and_then(|e| e.as_str())
                     .is_some_and(|e| !e.is_empty()) =>
             {
-                workloads = observe_workloads(k.as_ref()).await.map_err(read)?;
-                observe_kube(k.as_ref(), &desired, &stack)
-                    .await
-                    .map_err(read)?
+                let (observed, read_world) =
+                    observe(k.as_ref(), &desired, &stack).await.map_err(read)?;
+                world = Some(read_world);
+                observed
             }
             _ => nothing_yet(),
         },
         KubeSource::Unavailable => KubeLive::NotObserved,
     };
     let mut plan = plan(&desired, &live, &options)?;
-    crate::plan::placements::annotate(
-        &mut plan,
-        &desired,
-        &live,
-        workloads.as_deref().unwrap_or_default(),
-    );
+    crate::plan::placements::annotate(&mut plan, &desired, &live, world.as_ref());
     if desired.kueue.mode == crate::spec::types::InstallMode::External {
         let api: Option<&dyn crate::kube::KubeApi> = match (&session.kube, &kube_client) {
             (KubeSource::Kubeconfig(k), _) => Some(k),
@@ -133,8 +139,18 @@ pub async fn plan_valid(
         plan,
         kube_client,
         live,
-        workloads,
+        world,
     })
+}
+
+/// The spec's objects and Kueue's world, read concurrently.
+async fn observe(
+    api: &dyn crate::kube::KubeApi,
+    desired: &DesiredState,
+    stack: &str,
+) -> crate::kube::KubeResult<(KubeLive, KubeSnapshot)> {
+    let (objects, world) = tokio::join!(observe_kube(api, desired, stack), read_kueue_world(api));
+    Ok((objects?, world?))
 }
 
 /// `GKQ_PLAN_KEY`: the key that signs and checks plan files (a CI secret shared by the job that

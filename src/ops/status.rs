@@ -14,6 +14,7 @@ use crate::gitops::revision::read_configmap;
 use crate::kube::KubeApi;
 use crate::local::nodes::PoolInfo;
 use crate::model::DesiredState;
+use crate::model::live::KubeSnapshot;
 use crate::observe::cluster::read_kubernetes;
 use crate::placement::PlacementState;
 use crate::plan::PlanOptions;
@@ -72,7 +73,7 @@ pub async fn status(
         &planned.desired,
         live_cluster,
         kube.api(),
-        planned.workloads.clone(),
+        planned.world.clone().unwrap_or_default(),
     )
     .await?;
     let status = stack_status(StatusInputs {
@@ -105,13 +106,13 @@ fn checkout(head: Option<&LocalHead>, applied_commit: Option<&str>, spec: &str) 
 
 /// The live report for a connected session from an observed cluster (`None`: it does not exist)
 /// and the session's Kubernetes (read only when the cluster exists and has an endpoint).
-/// `workloads`: Kueue's Workloads when planning has just read them, so they are not read again.
+/// `known`: what planning has just read (Kueue's world), so it is not read again.
 pub async fn live_report_of(
     session: &Session,
     desired: &DesiredState,
     cluster: Option<&Value>,
     api: Option<&dyn KubeApi>,
-    workloads: Option<Vec<Value>>,
+    known: KubeSnapshot,
 ) -> anyhow::Result<LiveReport> {
     let has_endpoint = cluster
         .and_then(|c| c.get("endpoint"))
@@ -124,7 +125,7 @@ pub async fn live_report_of(
     });
     let observed = match api.filter(|_| has_endpoint) {
         Some(api) => Some(
-            read_kubernetes(api, workloads)
+            read_kubernetes(api, known)
                 .await
                 .map_err(|e| anyhow::anyhow!("reading Kubernetes: {e}"))?,
         ),
@@ -174,7 +175,14 @@ pub async fn landed_jobs(planned: &Planned) -> Option<LiveReport> {
                 .get_cluster(&desired.gke.cluster_ref)
                 .await
                 .map_err(|e| anyhow::anyhow!("reading the cluster from GKE: {e}"))?;
-            live_report_of(session, desired, cluster.as_ref(), kube.api(), None).await
+            live_report_of(
+                session,
+                desired,
+                cluster.as_ref(),
+                kube.api(),
+                KubeSnapshot::default(),
+            )
+            .await
         };
         match read.await {
             Ok(r) => {

@@ -28,7 +28,8 @@ use super::session::TargetOptions;
 use crate::apply::Sink;
 use crate::gitops::git;
 use crate::gitops::watch::{AutoApply, PlanTracker, auto_apply, is_relevant};
-use crate::observe::cluster::{JOB_TIMELINE_KINDS, read_kinds, with_workloads};
+use crate::model::live::KubeSnapshot;
+use crate::observe::cluster::{JOB_TIMELINE_KINDS, read_kinds, workloads_only};
 use crate::plan::{Plan, PlanOptions};
 use crate::report::timeline::{self, Capacity, JobState, PoolSize};
 use crate::spec::{Diagnostics, SourceMap};
@@ -506,7 +507,10 @@ impl Watcher<'_> {
         let planned = self.last.as_ref()?;
         let kube = planned.kube();
         let api = kube.api()?;
-        let known = with_workloads(planned.workloads.clone().filter(|_| just_planned));
+        let known = match (&planned.world, just_planned) {
+            (Some(world), true) => workloads_only(world),
+            _ => KubeSnapshot::default(),
+        };
         let snapshot = match read_kinds(api, &JOB_TIMELINE_KINDS, known).await {
             Ok(snapshot) => snapshot,
             Err(e) => {

@@ -729,6 +729,7 @@ impl<'a> Planner<'a> {
             disruptions: Vec::new(),
             placements: Vec::new(),
             quota: Vec::new(),
+            workload_changes: Vec::new(),
             provenance: None,
             sealed,
             options: options.clone(),

@@ -240,6 +240,7 @@ mod tests {
             disruptions: vec![],
             placements: vec![],
             quota: vec![],
+            workload_changes: vec![],
             provenance: None,
             sealed: Default::default(),
             options: Default::default(),

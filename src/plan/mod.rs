@@ -23,6 +23,7 @@ pub mod placements;
 pub mod provenance;
 pub mod revision;
 pub mod sealed;
+pub mod workload_changes;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -86,6 +87,10 @@ pub struct Plan {
     /// Quota per ClusterQueue, flavor and resource: nominal, used live, and used by this plan.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub quota: Vec<crate::placement::FlavorUsage>,
+    /// Live Workloads (any job kind, whoever submitted it) whose predicted state this plan's
+    /// queue, flavor, cohort, check or priority changes alter, before and after.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub workload_changes: Vec<workload_changes::WorkloadChange>,
     /// What the plan was computed from (spec digest, commit, target, gkq version). `gkq apply
     /// PLANFILE` checks it before acting.
     #[serde(default, skip_serializing_if = "Option::is_none")]

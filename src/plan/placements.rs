@@ -4,61 +4,74 @@
 
 use serde_json::Value;
 
+use std::collections::BTreeSet;
+
+use super::workload_changes::{Worlds, workload_changes, world_after};
 use super::{ActionKind, Plan};
-use crate::addr::ResourceKind;
+use crate::addr::{ResourceAddr, ResourceKind};
+use crate::model::live::KubeSnapshot;
 use crate::placement::dws::{self, Reclaim};
 use crate::placement::{Cluster, FlavorUsage, PendingWorkload, Placement, PlacementState, predict};
 use crate::vocab::labels::{MAX_RUN_DURATION_ANNOTATION, NODE_POOL_LABEL};
 
-/// Predicts placements for the RayJobs that `plan` creates or replaces. `desired` are the
-/// objects the plan converges to (queues, flavors, jobs); `live` are live objects that matter for
-/// usage (Kueue Workloads, namespaces); `node_pools` are the desired GKE node pools, for when
-/// Plan B nodes are reclaimed. Objects placement cannot read are left out: the spec was
+/// Predicts placements for the RayJobs that `plan` creates or replaces, in `world_after`: Kueue's
+/// world with the plan's objects in place ([`world_after`]). `desired` are the objects the plan
+/// converges to (for the flavors' node pools); `node_pools` are the desired GKE node pools, for
+/// when Plan B nodes are reclaimed. Objects placement cannot read are left out: the spec was
 /// validated, and live objects gkq does not own are not its to judge.
 pub fn predict_for(
     plan: &Plan,
+    world_after: &[&Value],
     desired: &[Value],
     node_pools: &[Value],
-    live: &[Value],
 ) -> (Vec<Placement>, Vec<FlavorUsage>) {
+    let jobs = submitted_jobs(plan);
+    if jobs.is_empty() {
+        return (Vec::new(), Vec::new());
+    }
     let mut cluster = Cluster::default();
-    for object in desired
-        .iter()
-        .filter(|o| o["kind"] != "RayJob")
-        .chain(live.iter())
-    {
+    for object in world_after {
         if let Err(e) = cluster.add_object(object) {
             tracing::debug!("placement skips an object: {e}");
         }
     }
-    let submitted: Vec<&Value> = plan
-        .actions
-        .iter()
-        .filter(|a| {
-            a.addr.kind == ResourceKind::RayJob
-                && matches!(a.kind, ActionKind::Create | ActionKind::Replace)
-        })
-        .filter_map(|a| a.desired.as_ref())
-        .collect();
-    let jobs: Vec<PendingWorkload> = submitted
-        .iter()
-        .filter_map(|o| PendingWorkload::from_object(o).ok())
-        .collect();
-    if jobs.is_empty() {
-        return (Vec::new(), Vec::new());
-    }
     let mut prediction = predict(&cluster, &jobs);
     for placement in &mut prediction.placements {
-        let job = submitted.iter().find(|o| {
-            o["metadata"]["name"] == placement.job.as_str()
-                && o["metadata"]["namespace"] == placement.namespace.as_str()
-        });
+        let job = plan
+            .actions
+            .iter()
+            .filter_map(|a| a.desired.as_ref())
+            .find(|o| {
+                o["kind"] == placement.kind.as_str()
+                    && o["metadata"]["name"] == placement.job.as_str()
+                    && o["metadata"]["namespace"] == placement.namespace.as_str()
+            });
         placement.reclaim = job.and_then(|job| reclaim_of(placement, job, desired, node_pools));
     }
     // Running jobs this plan preempts are part of what it does: list them after its own.
     let mut placements = prediction.placements;
     placements.extend(prediction.preempted);
     (placements, prediction.usage)
+}
+
+/// The jobs the plan submits (creates, or replaces with a new run), as Kueue will see them.
+fn submitted_jobs(plan: &Plan) -> Vec<PendingWorkload> {
+    plan.actions
+        .iter()
+        .filter(|a| {
+            a.addr.kind == ResourceKind::RayJob
+                && matches!(a.kind, ActionKind::Create | ActionKind::Replace)
+        })
+        .filter_map(|a| a.desired.as_ref())
+        .filter_map(|o| PendingWorkload::from_object(o).ok())
+        .collect()
+}
+
+/// Whether an action on `addr` can change what Kueue decides about work already there.
+fn changes_kueue(addr: &ResourceAddr) -> bool {
+    addr.kind.is_kueue()
+        || addr.kind == ResourceKind::Namespace
+        || matches!(&addr.kind, ResourceKind::Other(kind) if kind == "priorityclass" || kind == "workload")
 }
 
 /// When the nodes of a job placed on a flex-start or queued-provisioning pool are reclaimed:
@@ -104,21 +117,49 @@ fn reclaim_of(
 }
 
 /// Adds what a plan means for running and queued work: the predicted placements of the jobs it
-/// submits, the quota they use, and the admitted jobs its deletes or replaces would stop.
+/// submits, the quota they use, what its queue changes do to the live Workloads, and the
+/// admitted jobs its deletes or replaces would stop. `world` is Kueue's world as planning read
+/// it (`None`: Kubernetes was not read, so there is no live work).
 pub fn annotate(
     plan: &mut Plan,
     desired: &crate::model::DesiredState,
     live: &crate::model::live::LiveState,
-    workloads: &[Value],
+    world: Option<&KubeSnapshot>,
 ) {
-    let (placements, quota) = predict_for(
-        plan,
-        &desired.kubernetes,
-        &desired.gke.node_pools,
-        workloads,
+    let deleted: BTreeSet<&ResourceAddr> = plan
+        .actions
+        .iter()
+        .filter(|a| a.kind == ActionKind::Delete)
+        .map(|a| &a.addr)
+        .collect();
+    let world_objects = || world.into_iter().flat_map(|w| w.by_kind.values().flatten());
+    let after = world_after(
+        world_objects(),
+        desired
+            .kubernetes
+            .iter()
+            .filter(|o| ResourceAddr::from_object(o).is_ok_and(|addr| !addr.kind.is_run())),
+        &deleted,
     );
+    let (placements, quota) =
+        predict_for(plan, &after, &desired.kubernetes, &desired.gke.node_pools);
+    let touches_kueue = plan
+        .actions
+        .iter()
+        .any(|a| a.kind.is_change() && changes_kueue(&a.addr));
+    let workload_changes = if touches_kueue && world.is_some() {
+        let worlds = Worlds {
+            before: world_objects().collect(),
+            after,
+        };
+        workload_changes(&worlds, &submitted_jobs(plan))
+    } else {
+        Vec::new()
+    };
     plan.placements = placements;
     plan.quota = quota;
+    plan.workload_changes = workload_changes;
+    let workloads = world.map(|w| w.kind("Workload")).unwrap_or_default();
     // Borrowed, not collected: a large stack has thousands of live objects.
     let observed = match &live.kubernetes {
         crate::model::live::KubeLive::Observed { objects } => Some(objects),

@@ -6,6 +6,7 @@ use serde_json::Value;
 
 use super::{BOLD, CYAN, DIM, GREEN, RED, YELLOW, kind_style};
 use crate::diff::{ChangeEffect, FieldChange};
+use crate::plan::workload_changes::{WorkloadChange, WorkloadState};
 use crate::plan::{Action, ActionKind, Plan, ReplaceStrategy};
 
 /// Writes the plan for people: one block per change with its glyph, reason, field changes,
@@ -34,6 +35,15 @@ pub fn write_text(plan: &Plan, out: &mut dyn Write) -> io::Result<()> {
         )?;
     }
     write_placements(plan, out)?;
+    if !plan.workload_changes.is_empty() {
+        writeln!(
+            out,
+            "\n{BOLD}Live workloads{BOLD:#} (predicted before and after this plan with Kueue's rules):"
+        )?;
+        for change in &plan.workload_changes {
+            writeln!(out, "  {}", workload_change_text(change))?;
+        }
+    }
     if !plan.disruptions.is_empty() {
         writeln!(
             out,
@@ -73,6 +83,66 @@ fn state_text(p: &crate::placement::Placement) -> String {
     }
     if let Some(preemptor) = &p.preempted_by {
         text.push_str(&format!(" (preempted by {preemptor})"));
+    }
+    text
+}
+
+/// A Workload's state in a few words: `pending`, `admitted on on-demand`, ...
+fn workload_state_text(state: &WorkloadState) -> String {
+    use crate::placement::PlacementState as S;
+    let mut flavors: Vec<&str> = state
+        .podsets
+        .iter()
+        .filter_map(|p| p.flavor.as_deref())
+        .collect();
+    flavors.dedup();
+    let on = if flavors.is_empty() {
+        String::new()
+    } else {
+        format!(" on {}", flavors.join(", "))
+    };
+    match state.state {
+        S::Admitted => format!("admitted{on}"),
+        S::WaitingForAdmissionChecks => format!("quota reserved{on}, waiting for admission checks"),
+        S::Pending => "pending".into(),
+        S::Rejected => "rejected".into(),
+        S::Unmanaged => "not managed by Kueue".into(),
+        S::Finished => "finished".into(),
+    }
+}
+
+/// One line per live Workload the plan affects: `ns/x: pending -> admitted on on-demand`.
+pub fn workload_change_text(change: &WorkloadChange) -> String {
+    let before = workload_state_text(&change.before);
+    let after = workload_state_text(&change.after);
+    let mut text = format!("{}: ", change.workload);
+    if let Some(preemptor) = &change.after.preempted_by {
+        text.push_str(&format!("{before}, would be preempted by {preemptor}"));
+        if change.after.state != crate::placement::PlacementState::Pending {
+            text.push_str(&format!(", then {after}"));
+        }
+    } else if let Some(note) = &change.note {
+        text.push_str(&format!("{before}; {note}"));
+    } else if before != after {
+        text.push_str(&format!("{before} -> {after}"));
+    } else {
+        text.push_str(&before);
+    }
+    let reason = |state: &WorkloadState| {
+        state
+            .reason
+            .clone()
+            .filter(|_| state.state == crate::placement::PlacementState::Pending)
+    };
+    match (reason(&change.before), reason(&change.after)) {
+        (Some(from), Some(to)) if from != to => {
+            text.push_str(&format!(", reason changes from \"{from}\" to \"{to}\""))
+        }
+        (None, Some(to)) => text.push_str(&format!(" ({to})")),
+        _ => {}
+    }
+    if let Some(job) = &change.job {
+        text.push_str(&format!(" [{job}]"));
     }
     text
 }
@@ -361,6 +431,13 @@ pub fn to_markdown(plan: &Plan) -> String {
     }
     md.push('\n');
     append_placements(plan, &mut md);
+    if !plan.workload_changes.is_empty() {
+        md.push_str("#### Live workloads (predicted before and after this plan)\n\n");
+        for change in &plan.workload_changes {
+            md.push_str(&format!("- {}\n", one_line(&workload_change_text(change))));
+        }
+        md.push('\n');
+    }
     for action in plan.changes() {
         md.push_str(&format!(
             "<details><summary><code>{}</code>: {}</summary>\n\n",

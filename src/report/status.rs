@@ -9,13 +9,12 @@
 //! Kubernetes `Node` objects) and each ClusterQueue's usage. The reading is
 //! `observe::cluster`; the text is `render::status`.
 
-use std::collections::BTreeMap;
-
 use serde::Serialize;
 use serde_json::Value;
 
 use super::provisioning::{ProvisioningRequestState, workload_request};
 use crate::model::DesiredState;
+use crate::model::live::KubeSnapshot;
 use crate::placement::{
     Cluster, PendingWorkload, Placement, PlacementState, observed_placement, predict,
 };
@@ -129,23 +128,6 @@ pub struct QueueStatus {
     pub reserving_workloads: i64,
     pub admitted_workloads: i64,
     pub usage: Vec<UsageRow>,
-}
-
-/// What `gkq status` read from Kubernetes: every object of each kind, by kind. A kind the API
-/// server does not serve (Kueue not installed yet) is absent.
-#[derive(Debug, Clone, Default)]
-pub struct KubeSnapshot {
-    pub by_kind: BTreeMap<&'static str, Vec<Value>>,
-}
-
-impl KubeSnapshot {
-    /// The objects of `kind`; none when the kind was not read.
-    pub fn kind(&self, kind: &str) -> &[Value] {
-        self.by_kind
-            .get(kind)
-            .map(Vec::as_slice)
-            .unwrap_or_default()
-    }
 }
 
 /// A node pool as GKE's `clusters.get` describes it, as far as the report needs it.
