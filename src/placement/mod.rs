@@ -72,6 +72,7 @@ mod quota;
 mod reader;
 pub mod selectors;
 pub mod time;
+pub mod unmodelled;
 
 use std::collections::BTreeMap;
 
@@ -399,6 +400,7 @@ fn placement_of(
         reclaim: None,
         preempts: Vec::new(),
         preempted_by: None,
+        not_predicted: None,
     }
 }
 

@@ -93,6 +93,10 @@ pub struct Placement {
     /// The job (`namespace/name`) whose admission evicts this one; `reason` says why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preempted_by: Option<String>,
+    /// Set when Kueue behaviour gkq does not model touches this job (`not predicted: <feature>
+    /// is in use ...`): the state above is then only what Kueue would do without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_predicted: Option<String>,
 }
 
 impl Placement {
@@ -297,6 +301,7 @@ pub fn observed_placement(workload: &Value) -> Result<Placement, ParseErrors> {
         reclaim: None,
         preempts: Vec::new(),
         preempted_by: None,
+        not_predicted: None,
     };
     let errors = ctx.into_errors();
     if errors.is_empty() {

@@ -11,6 +11,7 @@ use super::{ActionKind, Plan};
 use crate::addr::{ResourceAddr, ResourceKind};
 use crate::model::live::KubeSnapshot;
 use crate::placement::dws::{self, Reclaim};
+use crate::placement::unmodelled;
 use crate::placement::{Cluster, FlavorUsage, PendingWorkload, Placement, PlacementState, predict};
 use crate::vocab::labels::{MAX_RUN_DURATION_ANNOTATION, NODE_POOL_LABEL};
 
@@ -141,8 +142,18 @@ pub fn annotate(
             .filter(|o| ResourceAddr::from_object(o).is_ok_and(|addr| !addr.kind.is_run())),
         &deleted,
     );
-    let (placements, quota) =
+    let (mut placements, quota) =
         predict_for(plan, &after, &desired.kubernetes, &desired.gke.node_pools);
+    let gates = &desired.kueue.feature_gates;
+    let submitted: Vec<&Value> = plan
+        .actions
+        .iter()
+        .filter(|a| a.addr.kind.is_run())
+        .filter_map(|a| a.desired.as_ref())
+        .collect();
+    let read: Vec<&Value> = after.iter().copied().chain(submitted).collect();
+    let unmodelled = unmodelled::find(&read, gates);
+    unmodelled::mark(&mut placements, &unmodelled, &read);
     let touches_kueue = plan
         .actions
         .iter()
@@ -152,7 +163,7 @@ pub fn annotate(
             before: world_objects().collect(),
             after,
         };
-        workload_changes(&worlds, &submitted_jobs(plan))
+        workload_changes(&worlds, &submitted_jobs(plan), gates)
     } else {
         Vec::new()
     };

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::addr::ResourceAddr;
+use crate::placement::unmodelled;
 use crate::placement::{
     Cluster, FlavorUsage, PendingWorkload, Placement, PlacementState, PodSetPlacement,
     observed_placement, predict,
@@ -51,6 +52,10 @@ pub struct WorkloadState {
     /// Who preempts it (`namespace/name`), when the plan makes Kueue evict it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preempted_by: Option<String>,
+    /// Set when Kueue behaviour gkq does not model touches it: the state is then not a
+    /// prediction.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_predicted: Option<String>,
 }
 
 impl WorkloadState {
@@ -61,6 +66,7 @@ impl WorkloadState {
             podsets: placement.podsets.clone(),
             reason: placement.reason.clone(),
             preempted_by: placement.preempted_by.clone(),
+            not_predicted: placement.not_predicted.clone(),
         }
     }
 
@@ -75,6 +81,7 @@ impl WorkloadState {
             || flavors(self) != flavors(other)
             || self.reason != other.reason
             || self.preempted_by != other.preempted_by
+            || other.not_predicted.is_some()
     }
 }
 
@@ -139,11 +146,18 @@ fn workload_placement_key(workload: &PendingWorkload) -> (String, String, String
 /// Every live Workload whose prediction differs between the two worlds, in the order Kueue
 /// queues them (pending first, then admitted), with `jobs` (the plan's own submissions)
 /// competing in the world after.
-pub fn workload_changes(worlds: &Worlds<'_>, jobs: &[PendingWorkload]) -> Vec<WorkloadChange> {
+pub fn workload_changes(
+    worlds: &Worlds<'_>,
+    jobs: &[PendingWorkload],
+    feature_gates: &BTreeMap<String, bool>,
+) -> Vec<WorkloadChange> {
     let before_cluster = cluster_of(&worlds.before);
     let after_cluster = cluster_of(&worlds.after);
     let before = predict(&before_cluster, &[]);
-    let after = predict(&after_cluster, jobs);
+    let mut after = predict(&after_cluster, jobs);
+    let unmodelled = unmodelled::find(&worlds.after, feature_gates);
+    unmodelled::mark(&mut after.queued, &unmodelled, &worlds.after);
+    unmodelled::mark(&mut after.preempted, &unmodelled, &worlds.after);
 
     let after_queued: BTreeMap<_, &Placement> =
         after.queued.iter().map(|p| (placement_key(p), p)).collect();
@@ -191,6 +205,20 @@ pub fn workload_changes(worlds: &Worlds<'_>, jobs: &[PendingWorkload]) -> Vec<Wo
         let before_state = WorkloadState::of(observed);
         if let Some(preempted) = after_preempted.get(&key) {
             let after_state = WorkloadState::of(preempted);
+            changes.push(change(workload, before_state, after_state, None));
+            continue;
+        }
+        let not_predicted = unmodelled
+            .iter()
+            .find(|u| {
+                u.cluster_queues
+                    .as_ref()
+                    .is_none_or(|queues| queues.contains(&reserving.cluster_queue))
+            })
+            .map(unmodelled::Unmodelled::message);
+        if let Some(not_predicted) = not_predicted {
+            let mut after_state = before_state.clone();
+            after_state.not_predicted = Some(not_predicted);
             changes.push(change(workload, before_state, after_state, None));
             continue;
         }
@@ -359,6 +387,7 @@ mod tests {
             podsets: vec![PodSetPlacement::new("main".into(), 1, flavors)],
             reason: reason.map(str::to_string),
             preempted_by: None,
+            not_predicted: None,
         }
     }
 
@@ -407,6 +436,7 @@ mod tests {
             reclaim: None,
             preempts: vec![],
             preempted_by: None,
+            not_predicted: None,
         };
         assert_eq!(
             kept_over_quota("cq", &placement, &[usage("8", "6", None)]),

@@ -67,6 +67,9 @@ pub fn write_text(plan: &Plan, out: &mut dyn Write) -> io::Result<()> {
 
 fn state_text(p: &crate::placement::Placement) -> String {
     use crate::placement::PlacementState as S;
+    if p.not_predicted.is_some() {
+        return "not predicted".into();
+    }
     let mut text: String = match p.state {
         S::Admitted => "admitted".into(),
         S::WaitingForAdmissionChecks => format!(
@@ -116,7 +119,9 @@ pub fn workload_change_text(change: &WorkloadChange) -> String {
     let before = workload_state_text(&change.before);
     let after = workload_state_text(&change.after);
     let mut text = format!("{}: ", change.workload);
-    if let Some(preemptor) = &change.after.preempted_by {
+    if let Some(why) = &change.after.not_predicted {
+        text.push_str(&format!("{before}; {why}"));
+    } else if let Some(preemptor) = &change.after.preempted_by {
         text.push_str(&format!("{before}, would be preempted by {preemptor}"));
         if change.after.state != crate::placement::PlacementState::Pending {
             text.push_str(&format!(", then {after}"));
@@ -199,7 +204,9 @@ fn write_placements(plan: &Plan, out: &mut dyn Write) -> io::Result<()> {
                 ps.flavor.as_deref().unwrap_or("-")
             )?;
         }
-        if let Some(reason) = p
+        if let Some(why) = &p.not_predicted {
+            writeln!(out, "      {YELLOW}{why}{YELLOW:#}")?;
+        } else if let Some(reason) = p
             .reason
             .as_ref()
             .filter(|_| p.state == crate::placement::PlacementState::Pending)
@@ -468,6 +475,7 @@ fn append_placements(plan: &Plan, md: &mut String) {
     md.push_str("| Job | Podset | Count | Flavor | State |\n|---|---|---|---|---|\n");
     for p in &plan.placements {
         let mut state = match (&p.reason, p.state) {
+            _ if p.not_predicted.is_some() => table_cell(p.not_predicted.as_deref().unwrap_or("")),
             (Some(reason), crate::placement::PlacementState::Pending) => {
                 format!("{}: {}", state_text(p), table_cell(reason))
             }
@@ -630,6 +638,7 @@ mod tests {
             reclaim: None,
             preempts: Vec::new(),
             preempted_by: None,
+            not_predicted: None,
         }
     }
 

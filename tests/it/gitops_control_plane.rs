@@ -817,3 +817,105 @@ async fn secret_values_stay_out_of_plans_and_trace_logs_with_a_real_apiserver() 
         "the apiserver holds the value"
     );
 }
+
+/// `gkq plan` says what a queue change does to work it did not submit: a Job someone else put in
+/// a LocalQueue that does not exist yet waits; the spec adds that LocalQueue, the plan lists the
+/// Job as going from pending to admitted, and after apply the real Kueue admits it there.
+#[tokio::test]
+async fn a_plan_lists_what_its_queue_change_does_to_work_it_did_not_submit() {
+    let s = Stack::new("whatif-plan").await;
+    let out = s.run(&["apply", "--auto-approve"]);
+    assert!(out.status.success(), "{}", explain(&out));
+    wait_for_admissions(&s.namespace, 2).await;
+    let ns = s.namespace.clone();
+    let other = support::kueue::batch_job(&ns, "their-job", "team-queue", 1, &[("cpu", "1")]);
+    crate::placement_kueue::apply(&client().await, &ns, &other)
+        .await
+        .unwrap();
+    // Kueue makes its Workload, which waits: the LocalQueue does not exist.
+    let workload = wait_for_workload_of(&ns, "their-job").await;
+    let name = workload["metadata"]["name"].as_str().unwrap().to_string();
+
+    let spec = s.path().join("infra/gkq.yaml");
+    let text_before = std::fs::read_to_string(&spec).unwrap();
+    let added = text_before.replace(
+        "    - {name: user-queue, namespace: \"${NS}\", clusterQueue: \"${CQ}\"}\n",
+        "    - {name: user-queue, namespace: \"${NS}\", clusterQueue: \"${CQ}\"}\n    - {name: team-queue, namespace: \"${NS}\", clusterQueue: \"${CQ}\"}\n",
+    );
+    assert_ne!(added, text_before, "the fixture's LocalQueue line moved");
+    std::fs::write(&spec, added).unwrap();
+    let out = s.run(&["plan", "-o", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", explain(&out));
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let changes = plan["workloadChanges"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{plan:#}"));
+    let change = changes
+        .iter()
+        .find(|c| c["workload"] == format!("{ns}/{name}").as_str())
+        .unwrap_or_else(|| panic!("their Job is not in the plan's workload changes: {plan:#}"));
+    assert_eq!(change["job"], format!("Job {ns}/their-job").as_str());
+    assert_eq!(change["before"]["state"], "pending", "{change:#}");
+    assert_eq!(change["after"]["state"], "admitted", "{change:#}");
+    let flavor = change["after"]["podsets"][0]["flavor"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{change:#}"))
+        .to_string();
+    let text_plan = s.run(&["plan"]);
+    assert!(
+        text(&text_plan.stdout).contains(&format!("{ns}/{name}: pending -> admitted on {flavor}")),
+        "{}",
+        explain(&text_plan)
+    );
+
+    let out = s.run(&["apply", "--auto-approve"]);
+    assert!(out.status.success(), "{}", explain(&out));
+    let started = std::time::Instant::now();
+    loop {
+        let workload = wait_for_workload_of(&ns, "their-job").await;
+        let placement = gkq::placement::observed_placement(&workload).unwrap();
+        if placement.state == gkq::placement::PlacementState::Admitted {
+            assert_eq!(
+                placement.podsets[0].flavor.as_deref(),
+                Some(flavor.as_str())
+            );
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(90),
+            "Kueue did not admit their Job as the plan said: {workload:#}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// The Workload Kueue made for the Job `job`, waiting up to 60 s for it.
+async fn wait_for_workload_of(namespace: &str, job: &str) -> Value {
+    let workloads = support::control_plane::dynamic_api(
+        &client().await,
+        "kueue.x-k8s.io/v1beta2",
+        "Workload",
+        namespace,
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    loop {
+        let list = workloads
+            .list(&kube::api::ListParams::default())
+            .await
+            .unwrap();
+        if let Some(w) = list.items.iter().find(|w| {
+            w.metadata
+                .owner_references
+                .as_ref()
+                .is_some_and(|o| o.iter().any(|o| o.name == job))
+        }) {
+            return serde_json::to_value(w).unwrap();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "Kueue made no Workload for {job}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

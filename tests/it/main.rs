@@ -29,3 +29,4 @@ mod placement_quantity;
 mod placement_rules;
 mod security;
 mod spec;
+mod whatif_kueue;

@@ -308,7 +308,7 @@ fn is_flavor(object: &Value, name: &str) -> bool {
     object["kind"] == "ResourceFlavor" && object["metadata"]["name"] == name
 }
 
-fn state_word(state: PlacementState) -> &'static str {
+pub(crate) fn state_word(state: PlacementState) -> &'static str {
     match state {
         PlacementState::Admitted => "admitted",
         PlacementState::WaitingForAdmissionChecks => "waiting",
@@ -369,7 +369,7 @@ fn api_for(client: &Client, namespace: &str, object: &Value) -> Result<Api<Dynam
 
 /// Server-side apply as the tests' field manager. Namespaces are only there for the
 /// prediction (test_env made the test's own) and are not applied.
-async fn apply(client: &Client, namespace: &str, object: &Value) -> Result<()> {
+pub(crate) async fn apply(client: &Client, namespace: &str, object: &Value) -> Result<()> {
     if object["kind"] == "Namespace" {
         return Ok(());
     }
@@ -389,14 +389,17 @@ async fn apply(client: &Client, namespace: &str, object: &Value) -> Result<()> {
 }
 
 /// A ClusterQueue with `stopPolicy` set.
-fn hold(cq: &Value, policy: &str) -> Value {
+pub(crate) fn hold(cq: &Value, policy: &str) -> Value {
     let mut cq = cq.clone();
     cq["spec"]["stopPolicy"] = json!(policy);
     cq
 }
 
 /// The Workloads of `namespace` by owning job name.
-async fn workloads_by_job(client: &Client, namespace: &str) -> Result<BTreeMap<String, Value>> {
+pub(crate) async fn workloads_by_job(
+    client: &Client,
+    namespace: &str,
+) -> Result<BTreeMap<String, Value>> {
     let workloads = list(client, namespace, KUEUE, "Workload").await?;
     Ok(workloads
         .into_iter()
@@ -412,7 +415,7 @@ async fn workloads_by_job(client: &Client, namespace: &str) -> Result<BTreeMap<S
 
 /// Waits for the Workload of `job`, then until the wall clock is past the second it was
 /// created in, so that the next job's Workload is strictly younger.
-async fn wait_for_workload_then_next_second(
+pub(crate) async fn wait_for_workload_then_next_second(
     client: &Client,
     namespace: &str,
     job: &str,

@@ -1307,3 +1307,24 @@ fn plausible_facts_missing_from_the_table_are_warnings_at_their_values() {
     );
     has_warning(&w, 49, 16, "not listed as offering flex-start TPU v6e");
 }
+
+/// A feature gate that changes how Kueue schedules everything is a warning at the gate: plans
+/// will not predict placements under it. A gate for what objects opt into (the example's
+/// elastic jobs) is not.
+#[test]
+fn a_scheduling_feature_gate_is_a_warning_that_placements_are_not_predicted() {
+    let w = example_warnings_with(&[(
+        "ElasticJobsViaWorkloadSlices: true",
+        "ElasticJobsViaWorkloadSlices: true\n    LendingLimit: false",
+    )]);
+    has_warning(
+        &w,
+        56,
+        19,
+        "placements are not predicted with LendingLimit=false",
+    );
+    assert!(
+        !w.iter().any(|(_, _, m)| m.contains("ElasticJobsViaWorkloadSlices")),
+        "{w:#?}"
+    );
+}

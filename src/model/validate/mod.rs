@@ -11,6 +11,7 @@ mod kueue_section;
 mod manifests;
 mod names;
 mod node_pools;
+mod unmodelled;
 
 use crate::model::gke::{topology_chips, tpu_chips_per_vm, tpu_hosts};
 use crate::model::kueue::{self, DEFAULT_ACCELERATOR_RESOURCE, DWS_CHECK};
@@ -166,6 +167,7 @@ pub fn validate(loaded: &Loaded) -> Diagnostics {
     kueue_section::check_kueue(&mut c, spec);
     jobs_section::check_jobs(&mut c, spec);
     manifests::check_manifests(&mut c, spec);
+    unmodelled::check_unmodelled(&mut c, spec);
     capacity::check(&mut c, spec);
     facts::check(&mut c, spec);
 

@@ -1,0 +1,398 @@
+//! What a plan says happens to the work already in the cluster, checked on the real Kueue.
+//!
+//! Each scenario applies a "before" world (flavors, queues) and submits jobs one by one, waits
+//! until Kueue has decided on each, then asks gkq what a change of queues or flavors does to those
+//! live Workloads (`gkq::plan::workload_changes`, the function `gkq plan` uses, over the world
+//! as read: the scenario's objects and the namespace's Workloads). The answer must be the
+//! scenario's expected lines. Then the change is applied, and every Workload must end where gkq
+//! said: the changed ones in their "after" state (state and flavor of every podset), the others
+//! where they were, for a few seconds in a row.
+
+use crate::placement_kueue::{
+    apply, hold, state_word, wait_for_workload_then_next_second, workloads_by_job,
+};
+use crate::support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use gkq::placement::{Placement, PlacementState, observed_placement};
+use gkq::plan::workload_changes::{
+    WorkloadChange, WorkloadState, Worlds, workload_changes, world_after,
+};
+use serde_json::{Value, json};
+use support::control_plane::{TestEnv, list, test_env, unique_name};
+use support::kueue::{
+    KUEUE, PRIORITY_LABEL, batch_job, cluster_queue, group, local_queue, pool_flavor, with_label,
+    with_pod, workload_priority_class,
+};
+
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(90);
+const STABLE_FOR: Duration = Duration::from_secs(3);
+
+struct WhatIf<'e> {
+    env: &'e TestEnv,
+    before: Vec<Value>,
+    jobs: Vec<Value>,
+    /// Objects applied as the change, replacing their namesakes.
+    change: Vec<Value>,
+}
+
+/// `state podset=flavor ...` of a state.
+fn state_text(state: PlacementState, podsets: &[gkq::placement::PodSetPlacement]) -> String {
+    let mut text = state_word(state).to_string();
+    for podset in podsets {
+        if let Some(flavor) = &podset.flavor {
+            text.push_str(&format!(" {}={flavor}", podset.name));
+        }
+    }
+    text
+}
+
+fn workload_state_text(state: &WorkloadState) -> String {
+    state_text(state.state, &state.podsets)
+}
+
+/// `job: before -> after`, with who preempts it, whether the pending reason changed, and
+/// whether Kueue keeps it over a lowered quota.
+fn change_line(change: &WorkloadChange) -> String {
+    let job = change
+        .job
+        .as_deref()
+        .and_then(|j| j.rsplit('/').next())
+        .unwrap_or(&change.workload);
+    let mut line = format!(
+        "{job}: {} -> {}",
+        workload_state_text(&change.before),
+        workload_state_text(&change.after)
+    );
+    if let Some(preemptor) = &change.after.preempted_by {
+        let preemptor = preemptor.rsplit('/').next().unwrap_or(preemptor);
+        line.push_str(&format!(" (preempted by {preemptor})"));
+    }
+    if change.before.state == PlacementState::Pending
+        && change.after.state == PlacementState::Pending
+        && change.before.reason != change.after.reason
+    {
+        line.push_str(" (reason changed)");
+    }
+    if change.note.is_some() {
+        line.push_str(" (kept over quota)");
+    }
+    line
+}
+
+impl WhatIf<'_> {
+    async fn expect(self, expected: &[String]) {
+        let outcome = self.run(expected).await;
+        for cq in self
+            .before
+            .iter()
+            .chain(&self.change)
+            .filter(|o| o["kind"] == "ClusterQueue")
+        {
+            let _ = apply(&self.env.client, &self.env.namespace, &hold(cq, "Hold")).await;
+        }
+        if let Err(e) = outcome {
+            panic!("{e:#}");
+        }
+    }
+
+    async fn run(&self, expected: &[String]) -> Result<()> {
+        let (client, ns) = (&self.env.client, self.env.namespace.as_str());
+        for object in &self.before {
+            apply(client, ns, object).await?;
+        }
+        for job in &self.jobs {
+            apply(client, ns, job).await?;
+            let name = job["metadata"]["name"].as_str().context("job name")?;
+            wait_for_workload_then_next_second(client, ns, name).await?;
+        }
+        let before = self.decided().await?;
+
+        let mut world: Vec<Value> = self.before.clone();
+        world.extend(list(client, ns, KUEUE, "Workload").await?);
+        let after = world_after(&world, &self.change, &BTreeSet::new());
+        let worlds = Worlds {
+            before: world.iter().collect(),
+            after,
+        };
+        let changes = workload_changes(&worlds, &[], &BTreeMap::new());
+        let lines: Vec<String> = changes.iter().map(change_line).collect();
+        if lines != expected {
+            bail!(
+                "gkq's workload changes are not the scenario's:\n  {}\nexpected:\n  {}",
+                lines.join("\n  "),
+                expected.join("\n  ")
+            );
+        }
+
+        // What every job's Workload must show once Kueue has acted on the change.
+        let mut want: BTreeMap<String, String> = before;
+        for change in &changes {
+            let job = change
+                .job
+                .as_deref()
+                .and_then(|j| j.rsplit('/').next())
+                .context("every scenario job owns its Workload")?;
+            want.insert(job.to_string(), workload_state_text(&change.after));
+        }
+        for object in &self.change {
+            apply(client, ns, object).await?;
+        }
+        self.settle(&want).await
+    }
+
+    /// Each job's Workload as Kueue decided it: `job -> state text`, once every Workload has a
+    /// `QuotaReserved` condition and nothing changed for [`STABLE_FOR`].
+    async fn decided(&self) -> Result<BTreeMap<String, String>> {
+        let began = Instant::now();
+        let mut last: Option<(BTreeMap<String, String>, Instant)> = None;
+        loop {
+            let workloads = workloads_by_job(&self.env.client, &self.env.namespace).await?;
+            let tried = workloads.len() == self.jobs.len()
+                && workloads.values().all(|w| {
+                    w.pointer("/status/conditions")
+                        .and_then(Value::as_array)
+                        .is_some_and(|c| c.iter().any(|c| c["type"] == "QuotaReserved"))
+                });
+            let states = observed(&workloads)?;
+            let now = Instant::now();
+            match &last {
+                Some((seen, since)) if tried && *seen == states => {
+                    if now.duration_since(*since) >= STABLE_FOR {
+                        return Ok(states);
+                    }
+                }
+                _ => last = Some((states, now)),
+            }
+            if now.duration_since(began) > SETTLE_TIMEOUT {
+                bail!("Kueue did not decide on every job within {SETTLE_TIMEOUT:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    /// Waits until every Workload is in the state `want` names, for [`STABLE_FOR`].
+    async fn settle(&self, want: &BTreeMap<String, String>) -> Result<()> {
+        let began = Instant::now();
+        let mut agreed_since: Option<Instant> = None;
+        loop {
+            let workloads = workloads_by_job(&self.env.client, &self.env.namespace).await?;
+            let states = observed(&workloads)?;
+            let now = Instant::now();
+            if states == *want {
+                let since = *agreed_since.get_or_insert(now);
+                if now.duration_since(since) >= STABLE_FOR {
+                    return Ok(());
+                }
+            } else {
+                agreed_since = None;
+            }
+            if now.duration_since(began) > SETTLE_TIMEOUT {
+                bail!(
+                    "after {SETTLE_TIMEOUT:?} Kueue still disagrees with gkq's workload changes:\n  gkq: {want:?}\n  Kueue: {states:?}"
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+}
+
+fn observed(workloads: &BTreeMap<String, Value>) -> Result<BTreeMap<String, String>> {
+    workloads
+        .iter()
+        .map(|(job, w)| {
+            let placement: Placement =
+                observed_placement(w).map_err(|e| anyhow::anyhow!("Workload of {job}: {e}"))?;
+            Ok((job.clone(), state_text(placement.state, &placement.podsets)))
+        })
+        .collect()
+}
+
+fn cpu_queue(name: &str, flavors: &[(&str, &str)], extra: Value) -> Value {
+    let quotas: Vec<(&str, Vec<(&str, &str)>)> = flavors
+        .iter()
+        .map(|(flavor, quota)| (*flavor, vec![("cpu", *quota)]))
+        .collect();
+    let flavors: Vec<(&str, &[(&str, &str)])> =
+        quotas.iter().map(|(f, q)| (*f, q.as_slice())).collect();
+    cluster_queue(name, vec![group(&["cpu"], &flavors)], extra)
+}
+
+/// A quota raise admits the job waiting for it.
+#[tokio::test]
+async fn a_quota_raise_admits_a_pending_job() {
+    let env = test_env("wif-raise").await;
+    let ns = env.namespace.as_str();
+    let (f, cq) = (unique_name("wif-raise-f"), unique_name("wif-raise-cq"));
+    let job = |name: &str| batch_job(ns, name, "lq", 1, &[("cpu", "3")]);
+    WhatIf {
+        env: &env,
+        before: vec![
+            pool_flavor(&f, "pool"),
+            cpu_queue(&cq, &[(&f, "4")], json!({})),
+            local_queue(ns, "lq", &cq),
+        ],
+        jobs: vec![job("a"), job("b")],
+        change: vec![cpu_queue(&cq, &[(&f, "8")], json!({}))],
+    }
+    .expect(&[format!("b: pending -> admitted main={f}")])
+    .await;
+}
+
+/// A flavor added to a ClusterQueue takes the job the first flavor has no room for.
+#[tokio::test]
+async fn a_new_flavor_in_a_cluster_queue_admits_a_pending_job() {
+    let env = test_env("wif-flavor").await;
+    let ns = env.namespace.as_str();
+    let (f1, f2, cq) = (
+        unique_name("wif-flavor-one"),
+        unique_name("wif-flavor-two"),
+        unique_name("wif-flavor-cq"),
+    );
+    let job = |name: &str| batch_job(ns, name, "lq", 1, &[("cpu", "3")]);
+    WhatIf {
+        env: &env,
+        before: vec![
+            pool_flavor(&f1, "pool-1"),
+            pool_flavor(&f2, "pool-2"),
+            cpu_queue(&cq, &[(&f1, "4")], json!({})),
+            local_queue(ns, "lq", &cq),
+        ],
+        jobs: vec![job("a"), job("b")],
+        change: vec![cpu_queue(&cq, &[(&f1, "4"), (&f2, "4")], json!({}))],
+    }
+    .expect(&[format!("b: pending -> admitted main={f2}")])
+    .await;
+}
+
+/// Putting two ClusterQueues in one cohort lets the busy one borrow the idle one's quota.
+#[tokio::test]
+async fn a_cohort_lets_a_queue_borrow_for_a_pending_job() {
+    let env = test_env("wif-cohort").await;
+    let ns = env.namespace.as_str();
+    let (f, busy, idle, cohort) = (
+        unique_name("wif-cohort-f"),
+        unique_name("wif-cohort-busy"),
+        unique_name("wif-cohort-idle"),
+        unique_name("wif-cohort-c"),
+    );
+    let job = |name: &str| batch_job(ns, name, "lq", 1, &[("cpu", "3")]);
+    WhatIf {
+        env: &env,
+        before: vec![
+            pool_flavor(&f, "pool"),
+            cpu_queue(&busy, &[(&f, "4")], json!({})),
+            cpu_queue(&idle, &[(&f, "4")], json!({})),
+            local_queue(ns, "lq", &busy),
+        ],
+        jobs: vec![job("a"), job("b")],
+        change: vec![
+            cpu_queue(&busy, &[(&f, "4")], json!({"cohortName": cohort})),
+            cpu_queue(&idle, &[(&f, "4")], json!({"cohortName": cohort})),
+        ],
+    }
+    .expect(&[format!("b: pending -> admitted main={f}")])
+    .await;
+}
+
+/// A lower quota does not evict admitted work: Kueue keeps it, and the plan says that the new
+/// quota would not admit it again; the waiting job stays pending, now because its request
+/// exceeds what the queue can ever hold.
+#[tokio::test]
+async fn a_lower_quota_leaves_admitted_work_in_place() {
+    let env = test_env("wif-lower").await;
+    let ns = env.namespace.as_str();
+    let (f, cq) = (unique_name("wif-lower-f"), unique_name("wif-lower-cq"));
+    let job = |name: &str| batch_job(ns, name, "lq", 1, &[("cpu", "3")]);
+    WhatIf {
+        env: &env,
+        before: vec![
+            pool_flavor(&f, "pool"),
+            cpu_queue(&cq, &[(&f, "8")], json!({})),
+            local_queue(ns, "lq", &cq),
+        ],
+        jobs: vec![job("a"), job("b"), job("c")],
+        change: vec![cpu_queue(&cq, &[(&f, "4")], json!({}))],
+    }
+    .expect(&[
+        "c: pending -> pending (reason changed)".to_string(),
+        format!("a: admitted main={f} -> admitted main={f} (kept over quota)"),
+        format!("b: admitted main={f} -> admitted main={f} (kept over quota)"),
+    ])
+    .await;
+}
+
+/// Turning preemption on lets a waiting high-priority job evict a running low-priority one.
+#[tokio::test]
+async fn enabling_preemption_lets_a_higher_priority_job_preempt() {
+    let env = test_env("wif-preempt").await;
+    let ns = env.namespace.as_str();
+    let (f, cq, low, high) = (
+        unique_name("wif-preempt-f"),
+        unique_name("wif-preempt-cq"),
+        unique_name("wif-preempt-low"),
+        unique_name("wif-preempt-high"),
+    );
+    let job = |name: &str, class: &str| {
+        with_label(
+            batch_job(ns, name, "lq", 1, &[("cpu", "4")]),
+            PRIORITY_LABEL,
+            class,
+        )
+    };
+    let never = json!({"preemption": {"withinClusterQueue": "Never"}});
+    let lower = json!({"preemption": {"withinClusterQueue": "LowerPriority"}});
+    WhatIf {
+        env: &env,
+        before: vec![
+            workload_priority_class(&low, 100),
+            workload_priority_class(&high, 1000),
+            pool_flavor(&f, "pool"),
+            cpu_queue(&cq, &[(&f, "4")], never),
+            local_queue(ns, "lq", &cq),
+        ],
+        jobs: vec![job("running", &low), job("urgent", &high)],
+        change: vec![cpu_queue(&cq, &[(&f, "4")], lower)],
+    }
+    .expect(&[
+        format!("urgent: pending -> admitted main={f}"),
+        format!("running: admitted main={f} -> pending (preempted by urgent)"),
+    ])
+    .await;
+}
+
+/// A node pool moved from one flavor to another: the job that selects that pool can now go to
+/// the flavor that has room.
+#[tokio::test]
+async fn a_node_pool_moved_between_flavors_admits_the_job_that_selects_it() {
+    let env = test_env("wif-pool").await;
+    let ns = env.namespace.as_str();
+    let (f1, f2, cq) = (
+        unique_name("wif-pool-one"),
+        unique_name("wif-pool-two"),
+        unique_name("wif-pool-cq"),
+    );
+    let job = |name: &str| {
+        with_pod(
+            batch_job(ns, name, "lq", 1, &[("cpu", "3")]),
+            "nodeSelector",
+            json!({"cloud.google.com/gke-nodepool": "pool-1"}),
+        )
+    };
+    WhatIf {
+        env: &env,
+        before: vec![
+            pool_flavor(&f1, "pool-1"),
+            pool_flavor(&f2, "pool-2"),
+            cpu_queue(&cq, &[(&f1, "4"), (&f2, "4")], json!({})),
+            local_queue(ns, "lq", &cq),
+        ],
+        jobs: vec![job("a"), job("b")],
+        change: vec![pool_flavor(&f2, "pool-1")],
+    }
+    .expect(&[format!("b: pending -> admitted main={f2}")])
+    .await;
+}
