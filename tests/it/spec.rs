@@ -1324,7 +1324,29 @@ fn a_scheduling_feature_gate_is_a_warning_that_placements_are_not_predicted() {
         "placements are not predicted with LendingLimit=false",
     );
     assert!(
-        !w.iter().any(|(_, _, m)| m.contains("ElasticJobsViaWorkloadSlices")),
+        !w.iter()
+            .any(|(_, _, m)| m.contains("ElasticJobsViaWorkloadSlices")),
         "{w:#?}"
     );
+}
+
+/// A RayJob in a spec that neither enables GKE's Ray operator add-on nor installs KubeRay is a
+/// warning at the job, with the fix; a KubeRay CRD in `manifests:` silences it.
+#[test]
+fn a_rayjob_without_kuberay_is_a_warning_at_the_job() {
+    let w = example_warnings_with(&[("    rayOperator: true", "    rayOperator: false")]);
+    has_warning(
+        &w,
+        81,
+        5,
+        "job `rayjob-tpu-v6e-dws` is a KubeRay RayJob, but the spec neither enables the Ray operator add-on nor installs KubeRay",
+    );
+    let w = example_warnings_with(&[
+        ("    rayOperator: true", "    rayOperator: false"),
+        (
+            "\njobs:\n",
+            "\nmanifests:\n  - {apiVersion: apiextensions.k8s.io/v1, kind: CustomResourceDefinition, metadata: {name: rayjobs.ray.io}, spec: {group: ray.io}}\n\njobs:\n",
+        ),
+    ]);
+    assert!(!w.iter().any(|(_, _, m)| m.contains("KubeRay")), "{w:#?}");
 }

@@ -11,6 +11,7 @@ mod kueue_section;
 mod manifests;
 mod names;
 mod node_pools;
+mod prerequisites;
 mod unmodelled;
 
 use crate::model::gke::{topology_chips, tpu_chips_per_vm, tpu_hosts};
@@ -168,6 +169,7 @@ pub fn validate(loaded: &Loaded) -> Diagnostics {
     jobs_section::check_jobs(&mut c, spec);
     manifests::check_manifests(&mut c, spec);
     unmodelled::check_unmodelled(&mut c, spec);
+    prerequisites::check_prerequisites(&mut c, spec);
     capacity::check(&mut c, spec);
     facts::check(&mut c, spec);
 
