@@ -3,6 +3,7 @@
 pub mod apply;
 pub mod apply_saved;
 pub mod emulator;
+pub mod explain;
 pub mod gitops;
 pub mod output;
 pub mod plan;
@@ -52,6 +53,9 @@ pub enum Command {
     Status(status::StatusArgs),
     /// Re-plan on every save, on drift and on new commits; optionally apply; follow job admission.
     Watch(watch::WatchArgs),
+    /// Why a job is where it is: Kueue's conditions, gkq's reproduction flavor by flavor, whether
+    /// they agree, and what to change in the spec.
+    Explain(explain::ExplainArgs),
     /// Print the JSON Schema of the spec.
     Schema,
     /// The local GKE emulator.
@@ -186,6 +190,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Apply(a) => runtime()?.block_on(apply::run(&a)),
         Command::Destroy(a) => runtime()?.block_on(apply::destroy(&a)),
         Command::Status(a) => runtime()?.block_on(status::run(&a)),
+        Command::Explain(a) => runtime()?.block_on(explain::run(&a)),
         Command::Watch(a) => runtime()?.block_on(watch::run(&a)),
         Command::Schema => schema::run(),
         Command::Emulator(emulator::EmulatorCommand::Serve(a)) => {

@@ -13,7 +13,7 @@ use futures::future::join_all;
 pub type KindRef = (&'static str, &'static str);
 
 const WORKLOAD: KindRef = ("kueue.x-k8s.io/v1beta2", "Workload");
-const PROVISIONING_REQUEST: KindRef = ("autoscaling.x-k8s.io/v1", "ProvisioningRequest");
+pub const PROVISIONING_REQUEST: KindRef = ("autoscaling.x-k8s.io/v1", "ProvisioningRequest");
 const RAYJOB: KindRef = ("ray.io/v1", "RayJob");
 const NODE: KindRef = ("v1", "Node");
 

@@ -10,10 +10,12 @@
 //! apply    verify against live state and running work, execute, record the revision
 //! saved    a saved plan: what its spec says now, the session it is applied in
 //! status   plan, the applied revision and the checkout -> the status report; where jobs landed
+//! explain  why one job or Workload is where it is: Kueue's word, gkq's reproduction, fixes
 //! watch    re-plan on file changes, drift and new commits, apply when allowed, follow the jobs
 //! ```
 
 pub mod apply;
+pub mod explain;
 pub mod load;
 pub mod lock;
 pub mod plan;

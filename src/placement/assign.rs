@@ -7,9 +7,10 @@
 //! "no preemption candidates" (always the case with the default `Never` policies), victims in the
 //! same queue give `preempt`, victims only in other queues of the cohort give `reclaim`.
 
-use super::amount::{Amount, format_amount};
+use super::amount::{Amount, format_amount, quantity_of};
 use super::model::{CqModel, FlavorId, Model, ResId, Shape, WorkloadModel};
 use super::objects::{FungibilityPolicy, FungibilityPreference};
+use super::outcome::{AttemptProblem, FlavorAttempt};
 use super::podsets::PodSet;
 use super::preempt::Preemptor;
 use super::quota::{Fr, Usage};
@@ -286,6 +287,60 @@ impl Assignment {
             ));
         }
         parts.join("; ")
+    }
+
+    /// Each flavor each podset could not use, and why, in Kueue's order of trying.
+    pub fn attempts(&self, model: &Model<'_>, pod_sets: &[PodSet]) -> Vec<FlavorAttempt> {
+        let mut attempts = Vec::new();
+        for (i, assignment) in self.pod_sets.iter().enumerate() {
+            let podset = pod_sets
+                .get(i)
+                .map_or("", |ps| ps.name.as_str())
+                .to_string();
+            for reason in self.reasons_of(assignment) {
+                let problem = match *reason {
+                    Reason::Ineligible { flavor, .. } => AttemptProblem::Ineligible {
+                        flavor: model.flavors.name(flavor).to_string(),
+                    },
+                    Reason::ExceedsMaximum {
+                        flavor,
+                        resource,
+                        assumed,
+                        request,
+                        maximum,
+                    } => {
+                        let name = model.resources.name(resource);
+                        AttemptProblem::OverCapacity {
+                            flavor: model.flavors.name(flavor).to_string(),
+                            resource: name.to_string(),
+                            needed: quantity_of(name, assumed.add_value(request).get()),
+                            maximum: quantity_of(name, maximum.get()),
+                        }
+                    }
+                    Reason::InsufficientUnused {
+                        flavor,
+                        resource,
+                        needed,
+                    } => {
+                        let name = model.resources.name(resource);
+                        AttemptProblem::InUse {
+                            flavor: model.flavors.name(flavor).to_string(),
+                            resource: name.to_string(),
+                            more: quantity_of(name, needed.get()),
+                        }
+                    }
+                    Reason::Unavailable { resource } => AttemptProblem::NotCovered {
+                        resource: model.resources.name(resource).to_string(),
+                    },
+                };
+                attempts.push(FlavorAttempt {
+                    podset: podset.clone(),
+                    problem,
+                    text: reason.text(model),
+                });
+            }
+        }
+        attempts
     }
 
     /// Where the next attempt starts for a podset's resource group (`LastAssignment`,

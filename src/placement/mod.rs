@@ -79,7 +79,8 @@ use std::collections::BTreeMap;
 pub use amount::Amount;
 pub use objects::Cluster;
 pub use outcome::{
-    FlavorUsage, Placement, PlacementState, PodSetPlacement, Prediction, observed_placement,
+    AttemptProblem, FlavorAttempt, FlavorUsage, Placement, PlacementState, PodSetPlacement,
+    Prediction, observed_placement,
 };
 pub use podsets::{PendingWorkload, PodSet};
 pub use quantity::{Quantity, QuantityError};
@@ -321,6 +322,7 @@ fn placement_of(
             .map(|ps| PodSetPlacement::new(ps.name.clone(), ps.count, BTreeMap::new()))
             .collect()
     };
+    let mut attempts = Vec::new();
     let (podsets, state, reason, admission_checks) = match outcome {
         Outcome::Reserved { assignment, checks } if checks.is_empty() => (
             pod_set_placements(model, workload, Some(assignment)),
@@ -337,12 +339,15 @@ fn placement_of(
             )),
             checks.clone(),
         ),
-        Outcome::Pending(failure) => (
-            unplaced(),
-            PlacementState::Pending,
-            Some(failure.message(model, &workload.pod_sets)),
-            Vec::new(),
-        ),
+        Outcome::Pending(failure) => {
+            attempts = failure.attempts(model, &workload.pod_sets);
+            (
+                unplaced(),
+                PlacementState::Pending,
+                Some(failure.message(model, &workload.pod_sets)),
+                Vec::new(),
+            )
+        }
         Outcome::QueuedBehind { head, cq } => {
             let strategy = match model.cqs[*cq].strategy {
                 objects::QueueingStrategy::StrictFifo => "StrictFIFO",
@@ -401,6 +406,7 @@ fn placement_of(
         preempts: Vec::new(),
         preempted_by: None,
         not_predicted: None,
+        attempts,
     }
 }
 

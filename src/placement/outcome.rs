@@ -97,6 +97,45 @@ pub struct Placement {
     /// is in use ...`): the state above is then only what Kueue would do without it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_predicted: Option<String>,
+    /// While pending for want of a flavor: each flavor tried and why it did not do, as
+    /// `reason` says it in words (for `gkq explain`; not part of a plan file).
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub attempts: Vec<FlavorAttempt>,
+}
+
+/// One flavor a podset could not use, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlavorAttempt {
+    pub podset: String,
+    pub problem: AttemptProblem,
+    /// Kueue's words for it.
+    pub text: String,
+}
+
+/// Why a podset could not use a flavor (Kueue's flavor assigner, docs/kueue.md 1a.3-1a.4).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AttemptProblem {
+    /// The podset's node selector, affinity or tolerations do not suit the flavor, or the flavor
+    /// does not exist.
+    Ineligible { flavor: String },
+    /// The queue (with what it may borrow) can never hold the request next to the podsets
+    /// placed before it.
+    OverCapacity {
+        flavor: String,
+        resource: String,
+        /// What the workload's earlier podsets take in this flavor, plus this request.
+        needed: Quantity,
+        maximum: Quantity,
+    },
+    /// The quota is there but in use: `more` is missing now.
+    InUse {
+        flavor: String,
+        resource: String,
+        more: Quantity,
+    },
+    /// No resource group of the ClusterQueue covers the resource.
+    NotCovered { resource: String },
 }
 
 impl Placement {
@@ -302,6 +341,7 @@ pub fn observed_placement(workload: &Value) -> Result<Placement, ParseErrors> {
         preempts: Vec::new(),
         preempted_by: None,
         not_predicted: None,
+        attempts: Vec::new(),
     };
     let errors = ctx.into_errors();
     if errors.is_empty() {

@@ -74,6 +74,18 @@ impl Failure {
             Failure::Text(text) => text.clone(),
         }
     }
+
+    /// The flavors tried and why each did not do (none for a failure given as text).
+    pub fn attempts(
+        &self,
+        model: &Model<'_>,
+        pod_sets: &[PodSet],
+    ) -> Vec<super::outcome::FlavorAttempt> {
+        match self {
+            Failure::Assignment(assignment) => assignment.attempts(model, pod_sets),
+            Failure::Text(_) => Vec::new(),
+        }
+    }
 }
 
 /// Why a head goes back to its queue (`RequeueReason`).

@@ -270,10 +270,24 @@ fn workload_features(workload: &Value, local_queues: &LocalQueues) -> Vec<Unmode
             &cq,
         ));
     }
-    if !finished && pod_sets.iter().any(|p| p.get("topologyRequest").is_some()) {
+    // Kueue fills `topologyRequest.podIndexLabel` (and sub-group labels) in every Job's podset;
+    // only these keys ask for a topology.
+    let asks_for_topology = |p: &Value| {
+        p.get("topologyRequest").is_some_and(|t| {
+            [
+                "required",
+                "preferred",
+                "unconstrained",
+                "podSetSliceRequiredTopology",
+            ]
+            .iter()
+            .any(|key| t.get(key).is_some())
+        })
+    };
+    if !finished && pod_sets.iter().any(asks_for_topology) {
         found.push(Unmodelled::on(
             "topology-aware scheduling",
-            format!("{key} has a topologyRequest"),
+            format!("{key} asks for a topology in spec.podSets[].topologyRequest"),
             &cq,
         ));
     }
@@ -410,6 +424,7 @@ mod tests {
             preempts: vec![],
             preempted_by: None,
             not_predicted: None,
+            attempts: Vec::new(),
         }
     }
 

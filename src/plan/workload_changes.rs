@@ -437,6 +437,7 @@ mod tests {
             preempts: vec![],
             preempted_by: None,
             not_predicted: None,
+            attempts: Vec::new(),
         };
         assert_eq!(
             kept_over_quota("cq", &placement, &[usage("8", "6", None)]),

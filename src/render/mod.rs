@@ -13,6 +13,7 @@
 //! - Status: [`status::to_text`] (jobs, node pools, queues), [`status::summary_lines`].
 
 pub mod apply;
+pub mod explain;
 pub mod plan;
 pub mod status;
 

@@ -639,6 +639,7 @@ mod tests {
             preempts: Vec::new(),
             preempted_by: None,
             not_predicted: None,
+            attempts: Vec::new(),
         }
     }
 

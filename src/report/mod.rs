@@ -2,6 +2,7 @@
 //! report ([`status`]), each job's admission timeline and stuck states ([`timeline`]), and the
 //! one ProvisioningRequest-state rule both use ([`provisioning`]).
 
+pub mod explain;
 pub mod provisioning;
 pub mod stack;
 pub mod status;

@@ -919,3 +919,178 @@ async fn wait_for_workload_of(namespace: &str, job: &str) -> Value {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+/// `gkq explain` on the real Kueue, one job per class of pending reason: Kueue's word, gkq's
+/// reproduction (which must agree), and the fix, pointing at the spec line when the spec holds
+/// what to change.
+#[tokio::test]
+async fn explain_says_why_each_job_waits_and_what_to_change() {
+    let s = Stack::new("explain").await;
+    let spec = s.path().join("infra/gkq.yaml");
+    let fixture = std::fs::read_to_string(&spec).unwrap();
+    let head = &fixture[..fixture
+        .find("\nkueue:\n")
+        .expect("the fixture's kueue section")];
+    std::fs::write(
+        &spec,
+        format!(
+            "{head}
+kueue:
+  install: external
+  flavors:
+    - {{name: \"${{CPU}}\", nodePool: default-pool}}
+    - {{name: \"${{ONDEMAND}}\", nodePool: on-demand-pool, nodeTaints: [{{key: dedicated, value: tpu, effect: NoSchedule}}]}}
+    - {{name: \"${{DWS}}\", nodePool: dws-pool, provisioning: dws}}
+  admissionChecks:
+    - name: ${{CHECK}}
+      provisioningRequestConfig: {{name: \"${{PRC}}\"}}
+  clusterQueues:
+    - name: ${{CQ}}
+      resourceGroups:
+        - resources: [cpu, memory, google.com/tpu]
+          flavors:
+            - {{name: \"${{CPU}}\", quota: {{cpu: 4, memory: 8Gi, google.com/tpu: 0}}}}
+            - {{name: \"${{ONDEMAND}}\", quota: {{cpu: 4, memory: 8Gi, google.com/tpu: 16}}}}
+            - {{name: \"${{DWS}}\", quota: {{cpu: 4, memory: 8Gi, google.com/tpu: 16}}}}
+  localQueues:
+    - {{name: user-queue, namespace: \"${{NS}}\", clusterQueue: \"${{CQ}}\"}}
+"
+        ),
+    )
+    .unwrap();
+    let out = s.run(&["apply", "--auto-approve"]);
+    assert!(out.status.success(), "{}", explain(&out));
+    let ns = s.namespace.clone();
+    let client = client().await;
+    let pool = |name: &str| serde_json::json!({"cloud.google.com/gke-nodepool": name});
+    let job = |name: &str, queue: &str, cpu: &str| {
+        support::kueue::batch_job(&ns, name, queue, 1, &[("cpu", cpu)])
+    };
+    let jobs = [
+        job("too-big", "user-queue", "6"),
+        support::kueue::with_pod(
+            job("nowhere", "user-queue", "1"),
+            "nodeSelector",
+            pool("no-such-pool"),
+        ),
+        support::kueue::with_pod(
+            job("tainted", "user-queue", "1"),
+            "nodeSelector",
+            pool("on-demand-pool"),
+        ),
+        support::kueue::with_pod(
+            support::kueue::batch_job(
+                &ns,
+                "needs-dws",
+                "user-queue",
+                1,
+                &[("cpu", "1"), ("google.com/tpu", "4")],
+            ),
+            "nodeSelector",
+            pool("dws-pool"),
+        ),
+        job("no-queue", "missing-queue", "1"),
+    ];
+    for j in &jobs {
+        crate::placement_kueue::apply(&client, &ns, j)
+            .await
+            .unwrap();
+    }
+    for j in &jobs {
+        let name = j["metadata"]["name"].as_str().unwrap();
+        wait_for_quota_reserved_condition(&ns, name).await;
+    }
+    let explained = |name: &str| -> Value {
+        let out = s.run(&["explain", &format!("{ns}/{name}"), "-o", "json"]);
+        assert!(out.status.success(), "{}", explain(&out));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let fixes = |e: &Value| -> Vec<(String, String)> {
+        e["fixes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| {
+                (
+                    f["text"].as_str().unwrap().to_string(),
+                    f["at"].as_str().unwrap_or("").to_string(),
+                )
+            })
+            .collect()
+    };
+    let has_fix = |e: &Value, text: &str, at: &str| {
+        assert!(
+            fixes(e)
+                .iter()
+                .any(|(t, a)| t.contains(text) && a.contains(at)),
+            "no fix containing `{text}` at `{at}`: {e:#}"
+        );
+    };
+
+    // Quota: no flavor can ever hold 6 cpu; the fix is the quota line of the first flavor.
+    let e = explained("too-big");
+    assert_eq!(e["kueue"]["state"], "pending", "{e:#}");
+    assert_eq!(e["agrees"], true, "{e:#}");
+    let cpu = &s.vars["CPU"];
+    has_fix(
+        &e,
+        &format!("cpu quota in flavor {cpu} from 4 to at least 6"),
+        "gkq.yaml:",
+    );
+    // Selector: no flavor carries the pool the job asks for.
+    let e = explained("nowhere");
+    assert_eq!(e["agrees"], true, "{e:#}");
+    has_fix(&e, "node selector or affinity excludes", "");
+    // Taint: the only flavor with the right labels is tainted.
+    let e = explained("tainted");
+    assert_eq!(e["agrees"], true, "{e:#}");
+    has_fix(&e, "Add a toleration", "");
+    // Admission check: quota reserved on the DWS flavor for the TPU job, the ProvisioningRequest
+    // not yet provisioned (nothing provisions here).
+    let e = explained("needs-dws");
+    assert_eq!(e["kueue"]["state"], "waiting-for-admission-checks", "{e:#}");
+    has_fix(&e, &format!("admission check {}", s.vars["CHECK"]), "");
+    // A LocalQueue that does not exist.
+    let e = explained("no-queue");
+    assert_eq!(e["agrees"], true, "{e:#}");
+    has_fix(&e, "add the LocalQueue to `kueue.localQueues`", "gkq.yaml:");
+    // An inactive (held) ClusterQueue: its jobs wait; explain says why.
+    hold_queue(&s.vars["CQ"], true).await;
+    let late = job("late", "user-queue", "1");
+    crate::placement_kueue::apply(&client, &ns, &late)
+        .await
+        .unwrap();
+    wait_for_quota_reserved_condition(&ns, "late").await;
+    let e = explained("late");
+    assert_eq!(e["kueue"]["state"], "pending", "{e:#}");
+    assert_eq!(e["agrees"], true, "{e:#}");
+    has_fix(&e, "inactive", "gkq.yaml:");
+    let text = s.run(&["explain", &format!("{ns}/too-big")]);
+    let text = text_of(&text.stdout);
+    assert!(text.contains("Kueue says: pending"), "{text}");
+    assert!(text.contains("gkq agrees with Kueue."), "{text}");
+    assert!(text.contains("What to change:"), "{text}");
+}
+
+fn text_of(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Waits until Kueue has tried the Job's Workload: it has a `QuotaReserved` condition.
+async fn wait_for_quota_reserved_condition(namespace: &str, job: &str) {
+    let started = std::time::Instant::now();
+    loop {
+        let workload = wait_for_workload_of(namespace, job).await;
+        let tried = workload["status"]["conditions"]
+            .as_array()
+            .is_some_and(|cs| cs.iter().any(|c| c["type"] == "QuotaReserved"));
+        if tried {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "Kueue did not try the Workload of {job}: {workload:#}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
