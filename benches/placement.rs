@@ -1,11 +1,13 @@
 //! Placement benchmark: predicts 1k, 10k and 100k pending RayJobs spread over 4 ClusterQueues
-//! that share 8 flavors in one cohort, and prints timings. Run with
+//! that share 8 flavors in one cohort, and prints timings; then what a quota change does to 1k
+//! and 10k live Workloads (`plan::workload_changes`, both worlds predicted). Run with
 //! `cargo bench --bench placement`. It prints figures and asserts nothing.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use gkq::placement::{Cluster, PendingWorkload, PlacementState, predict};
+use gkq::plan::workload_changes::{Worlds, workload_changes, world_after};
 use serde_json::{Value, json};
 
 const QUEUES: usize = 4;
@@ -107,6 +109,84 @@ fn ray_job(i: usize) -> Value {
     })
 }
 
+/// A live Workload of a batch Job in queue `lq-(i % 4)`: the first `admitted` of them hold quota
+/// on a flavor of their ClusterQueue, the rest wait.
+fn live_workload(i: usize, admitted: usize) -> Value {
+    let q = i % QUEUES;
+    let hosts = [1, 2, 4][i % 3];
+    let (cpu, memory) = (2 + i % 7, 4 + i % 9);
+    let mut workload = json!({
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+        "metadata": {
+            "name": format!("job-live-{i}-abcde"), "namespace": "default", "uid": format!("uid-{i}"),
+            "creationTimestamp": format!("2026-02-{:02}T{:02}:{:02}:{:02}Z", 1 + (i / 86_400) % 28, (i / 3600) % 24, (i / 60) % 60, i % 60),
+            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": format!("live-{i}"), "uid": format!("job-uid-{i}"), "controller": true}]
+        },
+        "spec": {"queueName": format!("lq-{q}"), "podSets": [{"name": "main", "count": hosts, "template": {"spec": {
+            "tolerations": [{"key": "cloud.google.com/gke-queued", "operator": "Exists", "effect": "NoSchedule"}],
+            "containers": [{"name": "c", "resources": {"requests": {
+                "cpu": format!("{cpu}"), "memory": format!("{memory}Gi"), "google.com/tpu": "4"}}}]}}}]}
+    });
+    if i < admitted {
+        let flavor = format!("flavor-{}", (q * 2) % FLAVORS);
+        workload["status"] = json!({
+            "admission": {"clusterQueue": format!("team-{q}"), "podSetAssignments": [{
+                "name": "main", "count": hosts,
+                "flavors": {"cpu": flavor, "memory": flavor, "google.com/tpu": flavor},
+                "resourceUsage": {"cpu": format!("{}", cpu * hosts), "memory": format!("{}Gi", memory * hosts), "google.com/tpu": format!("{}", 4 * hosts)}}]},
+            "conditions": [
+                {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "", "lastTransitionTime": "2026-02-01T00:00:00Z"},
+                {"type": "Admitted", "status": "True", "reason": "Admitted", "message": "", "lastTransitionTime": "2026-02-01T00:00:00Z"}
+            ]
+        });
+    }
+    workload
+}
+
+/// What doubling one ClusterQueue's quotas does to `count` live Workloads.
+fn bench_workload_changes(count: usize, runs: usize) {
+    const ADMITTED: usize = 100;
+    let mut world = cluster_objects();
+    world.extend((0..count).map(|i| live_workload(i, ADMITTED)));
+    let mut raised = world
+        .iter()
+        .find(|o| o["kind"] == "ClusterQueue" && o["metadata"]["name"] == "team-0")
+        .expect("team-0")
+        .clone();
+    for flavor in raised["spec"]["resourceGroups"][0]["flavors"]
+        .as_array_mut()
+        .expect("flavors")
+    {
+        for resource in flavor["resources"].as_array_mut().expect("resources") {
+            let quota = resource["nominalQuota"].as_str().unwrap_or("0").to_string();
+            resource["nominalQuota"] = match quota.strip_suffix("Gi") {
+                Some(n) => json!(format!("{}Gi", n.parse::<u64>().unwrap_or(0) * 2)),
+                None => json!(format!("{}", quota.parse::<u64>().unwrap_or(0) * 2)),
+            };
+        }
+    }
+    let change = [raised];
+    let gates = Default::default();
+    let mut samples = Vec::with_capacity(runs);
+    let mut changes = 0;
+    for _ in 0..runs {
+        let started = Instant::now();
+        let worlds = Worlds {
+            before: world.iter().collect(),
+            after: world_after(&world, &change, &Default::default()),
+        };
+        changes = black_box(workload_changes(&worlds, &[], &gates)).len();
+        samples.push(started.elapsed());
+    }
+    let (fastest, median) = summary(samples);
+    println!(
+        "{count:>8}  {ADMITTED:>8}  {:>10.1}ms  {:>12.1}ms  {:>10.2}µs  {changes:>9}",
+        fastest.as_secs_f64() * 1e3,
+        median.as_secs_f64() * 1e3,
+        fastest.as_secs_f64() * 1e6 / count as f64,
+    );
+}
+
 /// `(fastest, median)`: on a shared machine the fastest run is the best estimate of the
 /// uncontended time, the median shows the spread.
 fn summary(mut samples: Vec<Duration>) -> (Duration, Duration) {
@@ -174,5 +254,19 @@ fn main() {
             fastest.as_secs_f64() * 1e6 / count as f64,
             count - placed,
         );
+    }
+    println!(
+        "\nworkload changes: doubling team-0's quotas, live Workloads predicted before and after"
+    );
+    println!(
+        "{:>8}  {:>8}  {:>12}  {:>14}  {:>12}  {:>9}",
+        "live", "admitted", "changes min", "changes median", "min per live", "changed"
+    );
+    let live_sizes: Vec<usize> = std::env::var("PLACEMENT_BENCH_LIVE_SIZES")
+        .ok()
+        .map(|v| v.split(',').filter_map(|s| s.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![1_000, 10_000]);
+    for &count in &live_sizes {
+        bench_workload_changes(count, runs_override.unwrap_or(5));
     }
 }
