@@ -8,7 +8,7 @@ use crate::kube::{KubeApi, KubeResult};
 use crate::report::status::KubeSnapshot;
 
 /// `(apiVersion, kind)` of each kind read; a kind the API server does not serve is skipped.
-const READ_KINDS: [(&str, &str); 13] = [
+const READ_KINDS: [(&str, &str); 14] = [
     ("kueue.x-k8s.io/v1beta2", "Workload"),
     ("kueue.x-k8s.io/v1beta2", "ClusterQueue"),
     ("kueue.x-k8s.io/v1beta2", "Cohort"),
@@ -20,6 +20,7 @@ const READ_KINDS: [(&str, &str); 13] = [
     ("autoscaling.x-k8s.io/v1", "ProvisioningRequest"),
     ("ray.io/v1", "RayJob"),
     ("batch/v1", "Job"),
+    ("jobset.x-k8s.io/v1alpha2", "JobSet"),
     ("v1", "Node"),
     ("v1", "Namespace"),
 ];

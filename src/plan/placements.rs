@@ -5,12 +5,12 @@
 use serde_json::Value;
 
 use super::{ActionKind, Plan};
-use crate::addr::ResourceKind;
 use crate::placement::dws::{self, Reclaim};
 use crate::placement::{Cluster, FlavorUsage, PendingWorkload, Placement, PlacementState, predict};
 use crate::vocab::labels::{MAX_RUN_DURATION_ANNOTATION, NODE_POOL_LABEL};
 
-/// Predicts placements for the RayJobs that `plan` creates or replaces. `desired` are the
+/// Predicts placements for the jobs (RayJobs, JobSets, batch Jobs) that `plan` creates or
+/// replaces. `desired` are the
 /// objects the plan converges to (queues, flavors, jobs); `live` are live objects that matter for
 /// usage (Kueue Workloads, namespaces); `node_pools` are the desired GKE node pools, for when
 /// Plan B nodes are reclaimed. Objects placement cannot read are left out: the spec was
@@ -35,8 +35,7 @@ pub fn predict_for(
         .actions
         .iter()
         .filter(|a| {
-            a.addr.kind == ResourceKind::RayJob
-                && matches!(a.kind, ActionKind::Create | ActionKind::Replace)
+            a.addr.kind.is_run() && matches!(a.kind, ActionKind::Create | ActionKind::Replace)
         })
         .filter_map(|a| a.desired.as_ref())
         .collect();

@@ -304,6 +304,7 @@ pub(super) fn flavor_quotas(
 }
 
 pub fn check_rendered(loaded: &Loaded, desired: &super::DesiredState) -> Diagnostics {
+    use crate::placement::podsets::MAX_POD_SETS;
     use crate::placement::{Cluster, PendingWorkload, capacity, fits_ever};
     let mut c = Checker {
         loaded,
@@ -311,8 +312,9 @@ pub fn check_rendered(loaded: &Loaded, desired: &super::DesiredState) -> Diagnos
     };
     let spec = &loaded.spec;
     let mut cluster = Cluster::default();
-    for o in desired.kubernetes.iter().filter(|o| o["kind"] != "RayJob") {
+    for o in &desired.kubernetes {
         // Rendered from a validated spec; anything placement cannot read was reported above.
+        // Jobs are not part of the cluster: each is checked on its own below.
         let _ = cluster.add_object(o);
     }
     for (i, job) in spec.jobs.iter().enumerate() {
@@ -320,7 +322,7 @@ pub fn check_rendered(loaded: &Loaded, desired: &super::DesiredState) -> Diagnos
             continue;
         };
         let Some(object) = desired.kubernetes.iter().find(|o| {
-            o["kind"] == "RayJob"
+            o["kind"] == job.kind.kind_name()
                 && o["metadata"]["name"] == first_run.as_str()
                 && o["metadata"]["namespace"] == job.namespace.as_str()
         }) else {
@@ -329,9 +331,28 @@ pub fn check_rendered(loaded: &Loaded, desired: &super::DesiredState) -> Diagnos
         let Ok(workload) = PendingWorkload::from_object(object) else {
             continue;
         };
-        if let Err(reason) = fits_ever(&cluster, &workload) {
+        let p = Path::root().key("jobs").index(i);
+        if workload.pod_sets.len() > MAX_POD_SETS {
             c.error(
-                &Path::root().key("jobs").index(i).key("workers"),
+                &p.key("kind"),
+                format!(
+                    "job `{}` makes {} podsets, more than the {MAX_POD_SETS} a Kueue Workload may have: Kueue cannot create its Workload and the job stays suspended",
+                    job.name,
+                    workload.pod_sets.len()
+                ),
+                "merge groups of pods that ask for the same resources and node selection",
+            );
+            continue;
+        }
+        check_dws_request_shape(&mut c, spec, &p, job, &workload);
+        if let Err(reason) = fits_ever(&cluster, &workload) {
+            let at = match job.kind {
+                crate::spec::types::JobKind::RayJob => p.key("workers"),
+                crate::spec::types::JobKind::JobSet => p.key("replicatedJobs"),
+                crate::spec::types::JobKind::Job => p.key("pods"),
+            };
+            c.error(
+                &at,
                 format!("job `{}` can never be admitted by queue `{}`: {reason}", job.name, job.queue),
                 "raise a flavor's quota, add a flavor that fits, or shrink the job: Kueue would keep it pending forever",
             );
@@ -394,4 +415,62 @@ pub fn check_rendered(loaded: &Loaded, desired: &super::DesiredState) -> Diagnos
         }
     }
     c.diags
+}
+
+/// GKE's queued provisioning takes one PodSet per ProvisioningRequest. Kueue puts into the
+/// request every podset that uses a resource of the check's `managedResources`
+/// ([`crate::placement::PodSet::joins_provisioning_request`]); with two or more, GKE fails the
+/// request and the job never gets its nodes (ray-project/ray#57839, docs/kueue.md 2c).
+fn check_dws_request_shape(
+    c: &mut Checker,
+    spec: &Spec,
+    p: &Path,
+    job: &crate::spec::types::Job,
+    workload: &crate::placement::PendingWorkload,
+) {
+    let Some(cq) = crate::model::queue_of(spec, &job.namespace, &job.queue) else {
+        return;
+    };
+    let checks = kueue::provisioning_checks(spec);
+    for check_ref in kueue::queue_admission_checks(spec, cq) {
+        let Some(check) = checks
+            .iter()
+            .find(|k| k.name == check_ref.name && k.class_name == kueue::DWS_CLASS)
+        else {
+            continue;
+        };
+        let joining: Vec<&str> = workload
+            .pod_sets
+            .iter()
+            .filter(|ps| ps.joins_provisioning_request(&check.managed_resources))
+            .map(|ps| ps.name.as_str())
+            .collect();
+        if joining.len() < 2 {
+            continue;
+        }
+        let groups = crate::model::jobs::pod_groups(job);
+        let at = groups
+            .iter()
+            .filter(|g| g.name.to_lowercase() == joining[1])
+            .map(|g| jobs_section::group_path(p, g))
+            .next()
+            .unwrap_or_else(|| p.key("queue"));
+        let managed = if check.managed_resources.is_empty() {
+            "every resource".to_string()
+        } else {
+            check.managed_resources.join(", ")
+        };
+        c.error(
+            &at,
+            format!(
+                "job `{}` would send GKE a DWS ProvisioningRequest with {} podsets ({}): queue `{}` uses admission check `{}` (managedResources: {managed}), and GKE's queued provisioning accepts one podset per request, so the request fails and the job never gets nodes (ray-project/ray#57839)",
+                job.name,
+                joining.len(),
+                joining.join(", "),
+                job.queue,
+                check.name
+            ),
+            "put all the accelerator pods in one group (one worker group or replicated job with more replicas), or submit the groups as separate jobs",
+        );
+    }
 }
