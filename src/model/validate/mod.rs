@@ -420,7 +420,7 @@ pub fn check_rendered(loaded: &Loaded, desired: &super::DesiredState) -> Diagnos
 /// GKE's queued provisioning takes one PodSet per ProvisioningRequest. Kueue puts into the
 /// request every podset that uses a resource of the check's `managedResources`
 /// ([`crate::placement::PodSet::joins_provisioning_request`]); with two or more, GKE fails the
-/// request and the job never gets its nodes (ray-project/ray#57839, docs/kueue.md 2c).
+/// request and the job never gets its nodes (ray-project/ray#57839, docs/kueue.md 1c.4).
 fn check_dws_request_shape(
     c: &mut Checker,
     spec: &Spec,
