@@ -547,14 +547,21 @@ async fn list_kind(
     }
 }
 
-/// The stack's RayJobs and what their timelines need; `workloads`, when given, are used rather
-/// than listed again.
+/// The stack's jobs (RayJobs, JobSets, batch Jobs) and what their timelines need; `workloads`,
+/// when given, are used rather than listed again.
 async fn read_jobs(
     api: &dyn KubeApi,
     stack: &str,
     workloads: Option<&[Value]>,
 ) -> crate::kube::KubeResult<JobSnapshot> {
-    let rayjobs = list_kind(api, "ray.io/v1", "RayJob", &owned_selector(stack)).await?;
+    let mut rayjobs = Vec::new();
+    for (api_version, kind) in [
+        ("ray.io/v1", "RayJob"),
+        ("jobset.x-k8s.io/v1alpha2", "JobSet"),
+        ("batch/v1", "Job"),
+    ] {
+        rayjobs.extend(list_kind(api, api_version, kind, &owned_selector(stack)).await?);
+    }
     if rayjobs.is_empty() {
         return Ok(JobSnapshot {
             rayjobs,

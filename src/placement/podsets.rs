@@ -339,6 +339,43 @@ pub fn ray_job_pod_set_templates(job: &Value) -> Vec<Value> {
     pod_sets
 }
 
+/// The podsets Kueue builds for a stored job of any kind it manages here, as its Workload's
+/// `spec.podSets` (`name`, `count`, `template`): a RayJob's as [`ray_job_pod_set_templates`];
+/// a JobSet's one per replicated job with the Job's pod template; a batch Job's `main` with its
+/// pod template. Names and counts are [`PendingWorkload::from_object`]'s, so the Workload and
+/// the prediction cannot disagree. `None` for another kind or an unreadable job.
+pub fn pod_set_templates(job: &Value) -> Option<Vec<Value>> {
+    use serde_json::json;
+    let templates: Vec<Value> = match job["kind"].as_str()? {
+        "RayJob" => return Some(ray_job_pod_set_templates(job)),
+        "JobSet" => job
+            .pointer("/spec/replicatedJobs")?
+            .as_array()?
+            .iter()
+            .map(|rj| {
+                rj.pointer("/template/spec/template")
+                    .cloned()
+                    .unwrap_or_else(|| json!({}))
+            })
+            .collect(),
+        "Job" => vec![
+            job.pointer("/spec/template")
+                .cloned()
+                .unwrap_or_else(|| json!({})),
+        ],
+        _ => return None,
+    };
+    let workload = PendingWorkload::from_object(job).ok()?;
+    Some(
+        workload
+            .pod_sets
+            .iter()
+            .zip(templates)
+            .map(|(ps, template)| json!({"name": ps.name, "count": ps.count, "template": template}))
+            .collect(),
+    )
+}
+
 fn from_ray_job(root: &Field<'_, '_>) -> PendingWorkload {
     let meta = read_metadata(root);
     let spec = root.get("spec");
@@ -486,19 +523,13 @@ fn job_pods(job_spec: &Field<'_, '_>) -> i32 {
 }
 
 /// The podsets of a JobSet: one per replicated job, in order, named after it in lower case,
-/// of `replicas x` its Job's pods, with the Job's pod template as it is. More than
-/// [`MAX_POD_SETS`] replicated jobs make a Workload the API server refuses.
+/// of `replicas x` its Job's pods, with the Job's pod template as it is. (Kueue's JobSet webhook
+/// checks no podset limit: with more than [`MAX_POD_SETS`] replicated jobs the Workload CRD
+/// refuses the Workload and the JobSet stays suspended; `validate` refuses such a job.)
 fn from_job_set(root: &Field<'_, '_>) -> PendingWorkload {
     let meta = read_metadata(root);
     let replicated = root.get("spec").get("replicatedJobs").items();
-    let mut rejected = Vec::new();
     let queue_name = queue_from_labels(&meta.labels);
-    if queue_name.is_some() && replicated.len() > MAX_POD_SETS {
-        rejected.push(format!(
-            "spec.podSets: Too many: {}: must have at most {MAX_POD_SETS} items (one podset per replicated job)",
-            replicated.len()
-        ));
-    }
     let pod_sets = replicated
         .iter()
         .map(|rj| {
@@ -511,7 +542,7 @@ fn from_job_set(root: &Field<'_, '_>) -> PendingWorkload {
             PodTemplate::read(&job_spec.get("template")).into_pod_set(name, count)
         })
         .collect();
-    finish(meta, "JobSet", queue_name, pod_sets, rejected)
+    finish(meta, "JobSet", queue_name, pod_sets, Vec::new())
 }
 
 fn from_workload(root: &Field<'_, '_>) -> PendingWorkload {
