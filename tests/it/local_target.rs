@@ -416,6 +416,103 @@ fn jobset_walkthrough_on_the_local_target() {
     }
 }
 
+/// JobSets and batch Jobs written as raw `manifests:` are predicted like the spec's own jobs:
+/// one podset per replicated job of replicas x min(parallelism, completions), a Job's `main`.
+#[test]
+fn raw_job_set_and_job_manifests_are_predicted_in_the_plan() {
+    let dir = tempfile::tempdir().unwrap();
+    let stack = dir.path().join("stack");
+    std::fs::create_dir_all(stack.join("environments")).unwrap();
+    std::fs::copy(
+        repo_root().join("environments/local.yaml"),
+        stack.join("environments/local.yaml"),
+    )
+    .unwrap();
+    let spec =
+        std::fs::read_to_string(repo_root().join("examples/tpu-dws-jobset/gkq.yaml")).unwrap();
+    let head = &spec[..spec.find("jobs:").unwrap()];
+    let manifests = r#"
+manifests:
+  - apiVersion: jobset.x-k8s.io/v1alpha2
+    kind: JobSet
+    metadata: {name: raw-jobset, namespace: default, labels: {kueue.x-k8s.io/queue-name: user-queue}}
+    spec:
+      replicatedJobs:
+        - name: Slices
+          replicas: 2
+          template:
+            spec:
+              parallelism: 4
+              completions: 4
+              template:
+                spec:
+                  restartPolicy: Never
+                  containers:
+                    - name: main
+                      image: python:3.12
+                      resources:
+                        requests: {cpu: "8", memory: 16Gi, google.com/tpu: "4"}
+                        limits: {cpu: "8", memory: 16Gi, google.com/tpu: "4"}
+  - apiVersion: batch/v1
+    kind: Job
+    metadata: {name: raw-job, namespace: default, labels: {kueue.x-k8s.io/queue-name: user-queue}}
+    spec:
+      parallelism: 3
+      completions: 2
+      template:
+        spec:
+          restartPolicy: Never
+          nodeSelector: {cloud.google.com/gke-nodepool: default-pool}
+          containers:
+            - {name: main, image: python:3.12, resources: {requests: {cpu: "1", memory: 1Gi}}}
+"#;
+    std::fs::write(stack.join("gkq.yaml"), format!("{head}{manifests}")).unwrap();
+    let state = dir.path().join("state");
+    let stdout = ok(gkq_on(
+        stack.to_str().unwrap(),
+        &state,
+        "local",
+        &[],
+        &["plan", "-o", "json"],
+    ));
+    let plan: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    let placements = plan["placements"].as_array().expect("placements");
+    let shape = |job: &str| -> (String, Vec<(String, i64, String)>) {
+        let p = placements
+            .iter()
+            .find(|p| p["job"] == job)
+            .unwrap_or_else(|| panic!("no placement for {job}: {plan:#}"));
+        let podsets = p["podsets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|ps| {
+                (
+                    ps["name"].as_str().unwrap().to_string(),
+                    ps["count"].as_i64().unwrap(),
+                    ps["flavor"].as_str().unwrap_or("").to_string(),
+                )
+            })
+            .collect();
+        (p["state"].as_str().unwrap().to_string(), podsets)
+    };
+    // 2 slices = 32 chips: more than on-demand's 16, so dws (waiting for its check).
+    assert_eq!(
+        shape("raw-jobset"),
+        (
+            "waiting-for-admission-checks".to_string(),
+            vec![("slices".to_string(), 8, "dws".to_string())]
+        )
+    );
+    assert_eq!(
+        shape("raw-job"),
+        (
+            "admitted".to_string(),
+            vec![("main".to_string(), 2, "default-cpu".to_string())]
+        )
+    );
+}
+
 #[test]
 fn failed_provisioning_is_retried_then_rejected() {
     let dir = tempfile::tempdir().unwrap();

@@ -344,7 +344,13 @@ pub fn check_rendered(loaded: &Loaded, desired: &super::DesiredState) -> Diagnos
             );
             continue;
         }
-        check_dws_request_shape(&mut c, spec, &p, job, &workload);
+        let groups = super::jobs::pod_groups(job);
+        check_dws_request_shape(&mut c, spec, &workload, &p.key("queue"), |podset| {
+            groups
+                .iter()
+                .find(|g| g.name.to_lowercase() == podset)
+                .map(|g| jobs_section::group_path(&p, g))
+        });
         if let Err(reason) = fits_ever(&cluster, &workload) {
             let at = match job.kind {
                 crate::spec::types::JobKind::RayJob => p.key("workers"),
@@ -356,6 +362,14 @@ pub fn check_rendered(loaded: &Loaded, desired: &super::DesiredState) -> Diagnos
                 format!("job `{}` can never be admitted by queue `{}`: {reason}", job.name, job.queue),
                 "raise a flavor's quota, add a flavor that fits, or shrink the job: Kueue would keep it pending forever",
             );
+        }
+    }
+    // Raw jobs of the kinds Kueue manages here, written in `manifests:`.
+    for (i, manifest) in spec.manifests.iter().enumerate() {
+        let run_kind = matches!(manifest["kind"].as_str(), Some("RayJob" | "JobSet" | "Job"));
+        if let (true, Ok(workload)) = (run_kind, PendingWorkload::from_object(manifest)) {
+            let at = Path::root().key("manifests").index(i);
+            check_dws_request_shape(&mut c, spec, &workload, &at, |_| None);
         }
     }
     manifests::check_manifest_collisions(&mut c, spec, desired);
@@ -421,14 +435,18 @@ pub fn check_rendered(loaded: &Loaded, desired: &super::DesiredState) -> Diagnos
 /// request every podset that uses a resource of the check's `managedResources`
 /// ([`crate::placement::PodSet::joins_provisioning_request`]); with two or more, GKE fails the
 /// request and the job never gets its nodes (ray-project/ray#57839, docs/kueue.md 1c.4).
+/// `at_podset` says where in the spec a podset is written, when it can.
 fn check_dws_request_shape(
     c: &mut Checker,
     spec: &Spec,
-    p: &Path,
-    job: &crate::spec::types::Job,
     workload: &crate::placement::PendingWorkload,
+    queue_at: &Path,
+    at_podset: impl Fn(&str) -> Option<Path>,
 ) {
-    let Some(cq) = crate::model::queue_of(spec, &job.namespace, &job.queue) else {
+    let Some(queue) = &workload.queue_name else {
+        return;
+    };
+    let Some(cq) = crate::model::queue_of(spec, &workload.namespace, queue) else {
         return;
     };
     let checks = kueue::provisioning_checks(spec);
@@ -448,26 +466,19 @@ fn check_dws_request_shape(
         if joining.len() < 2 {
             continue;
         }
-        let groups = crate::model::jobs::pod_groups(job);
-        let at = groups
-            .iter()
-            .filter(|g| g.name.to_lowercase() == joining[1])
-            .map(|g| jobs_section::group_path(p, g))
-            .next()
-            .unwrap_or_else(|| p.key("queue"));
         let managed = if check.managed_resources.is_empty() {
             "every resource".to_string()
         } else {
             check.managed_resources.join(", ")
         };
         c.error(
-            &at,
+            &at_podset(joining[1]).unwrap_or_else(|| queue_at.clone()),
             format!(
-                "job `{}` would send GKE a DWS ProvisioningRequest with {} podsets ({}): queue `{}` uses admission check `{}` (managedResources: {managed}), and GKE's queued provisioning accepts one podset per request, so the request fails and the job never gets nodes (ray-project/ray#57839)",
-                job.name,
+                "{} `{}` would send GKE a DWS ProvisioningRequest with {} podsets ({}): queue `{queue}` uses admission check `{}` (managedResources: {managed}), and GKE's queued provisioning accepts one podset per request, so the request fails and the job never gets nodes (ray-project/ray#57839)",
+                workload.kind,
+                workload.name,
                 joining.len(),
                 joining.join(", "),
-                job.queue,
                 check.name
             ),
             "put all the accelerator pods in one group (one worker group or replicated job with more replicas), or submit the groups as separate jobs",
