@@ -602,6 +602,9 @@ fn ray_job(run: &Run<'_>) -> Value {
         json!(job.shutdown_after_job_finishes),
     );
     spec_map.insert("entrypoint".into(), json!(entrypoint(job)));
+    if let Some(mode) = job.submission_mode {
+        spec_map.insert("submissionMode".into(), json!(mode.as_str()));
+    }
     if !job.pip.is_empty() {
         let mut env = String::from("pip:\n");
         for p in &job.pip {
@@ -783,5 +786,40 @@ mod tests {
             .map(|p| (p.name.as_str(), p.count))
             .collect();
         assert_eq!(shape, [("coordinator", 1), ("workers", 8)]);
+    }
+
+    #[test]
+    fn a_head_only_ray_job_in_http_mode_is_one_head_podset() {
+        let job = Job {
+            name: "probe".into(),
+            queue: "lq".into(),
+            script: "probe.py".into(),
+            image: "rayproject/ray:2.53.0-py311".into(),
+            head: Some(crate::spec::types::HeadGroup {
+                cpu: q("2"),
+                memory: q("4Gi"),
+                ..Default::default()
+            }),
+            submission_mode: Some(crate::spec::types::SubmissionMode::HttpMode),
+            shutdown_after_job_finishes: true,
+            ..Job::default()
+        };
+        let spec = spec();
+        let object = job_object(&Run {
+            spec: &spec,
+            job: &job,
+            name: "probe",
+            queue_has_dws: false,
+            script: "",
+        });
+        assert_eq!(object["spec"]["submissionMode"], "HTTPMode");
+        assert_eq!(
+            object["spec"]["rayClusterSpec"]["workerGroupSpecs"],
+            json!([])
+        );
+        let workload = PendingWorkload::from_object(&object).unwrap();
+        let names: Vec<&str> = workload.pod_sets.iter().map(|p| p.name.as_str()).collect();
+        // No worker group, and no submitter pod in HTTPMode.
+        assert_eq!(names, ["head"]);
     }
 }

@@ -455,6 +455,26 @@ impl JobKind {
     }
 }
 
+/// KubeRay's `spec.submissionMode` values gkq supports (`InteractiveMode` waits for a user to
+/// submit by hand, which a spec cannot).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum SubmissionMode {
+    K8sJobMode,
+    #[serde(rename = "HTTPMode")]
+    HttpMode,
+    SidecarMode,
+}
+
+impl SubmissionMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SubmissionMode::K8sJobMode => "K8sJobMode",
+            SubmissionMode::HttpMode => "HTTPMode",
+            SubmissionMode::SidecarMode => "SidecarMode",
+        }
+    }
+}
+
 /// A training job whose script ships in a ConfigMap: a KubeRay RayJob (default), a JobSet or a
 /// batch Job.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, Default)]
@@ -481,13 +501,18 @@ pub struct Job {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub entrypoint: Option<String>,
     pub image: String,
+    /// How KubeRay submits the script (RayJob only): `K8sJobMode` (KubeRay's default: a
+    /// submitter pod), `HTTPMode` (the operator submits; no submitter pod) or `SidecarMode` (a
+    /// submitter container in the head pod).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub submission_mode: Option<SubmissionMode>,
     /// pip packages for Ray's runtime environment (RayJob only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pip: Vec<String>,
     /// The Ray head (RayJob only, required there).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub head: Option<HeadGroup>,
-    /// Ray worker groups (RayJob only, at least one).
+    /// Ray worker groups (RayJob only; none for a Ray cluster of its head alone).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub workers: Vec<WorkerGroup>,
     /// The JobSet's replicated jobs (JobSet only, at least one).

@@ -138,8 +138,8 @@ fn check_duration(c: &mut Checker, spec: &Spec, p: &Path, job: &Job, cq: Option<
     }
 }
 
-/// A RayJob: a head, at least one worker group with valid, unique names and replica bounds,
-/// autoscaling only when elastic, and shutdown after finishing.
+/// A RayJob: a head, worker groups (none for a head-only Ray cluster) with valid, unique names
+/// and replica bounds, autoscaling only when elastic, and shutdown after finishing.
 fn check_ray_job(c: &mut Checker, p: &Path, job: &Job) {
     if job.head.is_none() {
         c.error(
@@ -160,13 +160,6 @@ fn check_ray_job(c: &mut Checker, p: &Path, job: &Job) {
             &p.key("shutdownAfterJobFinishes"),
             "Kueue-managed RayJobs must shut down after they finish",
             "remove this line or set it to true",
-        );
-    }
-    if job.workers.is_empty() {
-        c.error(
-            &p.key("workers"),
-            "a RayJob needs at least one worker group",
-            "add a worker group",
         );
     }
     let mut groups = BTreeSet::new();
@@ -276,6 +269,11 @@ fn check_fields_of_other_kinds(c: &mut Checker, p: &Path, job: &Job) {
     misplaced(!ray && job.head.is_some(), "head", "a RayJob");
     misplaced(!ray && !job.workers.is_empty(), "workers", "a RayJob");
     misplaced(!ray && !job.pip.is_empty(), "pip", "a RayJob");
+    misplaced(
+        !ray && job.submission_mode.is_some(),
+        "submissionMode",
+        "a RayJob",
+    );
     misplaced(!ray && job.autoscaling, "autoscaling", "a RayJob");
     misplaced(!ray && job.elastic, "elastic", "a RayJob");
     misplaced(
