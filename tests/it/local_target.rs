@@ -416,10 +416,11 @@ fn jobset_walkthrough_on_the_local_target() {
     }
 }
 
-/// JobSets and batch Jobs written as raw `manifests:` are predicted like the spec's own jobs:
-/// one podset per replicated job of replicas x min(parallelism, completions), a Job's `main`.
+/// JobSets and batch Jobs written as raw `manifests:` are predicted like the spec's own jobs
+/// (one podset per replicated job of replicas x min(parallelism, completions), a Job's `main`),
+/// and the simulated Job controller runs an admitted batch Job to completion.
 #[test]
-fn raw_job_set_and_job_manifests_are_predicted_in_the_plan() {
+fn raw_job_set_and_job_manifests_are_predicted_and_run() {
     let dir = tempfile::tempdir().unwrap();
     let stack = dir.path().join("stack");
     std::fs::create_dir_all(stack.join("environments")).unwrap();
@@ -511,6 +512,45 @@ manifests:
             vec![("main".to_string(), 2, "default-cpu".to_string())]
         )
     );
+
+    // Applied, the simulated Job controller runs the batch Job on the default pool's nodes
+    // once Kueue admits it, and it completes; Kueue's Workload finishes with it.
+    let run = |settings: &[(&str, &str)], args: &[&str]| {
+        gkq_on(stack.to_str().unwrap(), &state, "local", settings, args)
+    };
+    ok(run(&[], &["apply", "--auto-approve"]));
+    std::thread::sleep(std::time::Duration::from_millis(1200));
+    let report = status_on(
+        stack.to_str().unwrap(),
+        &state,
+        &[("GKQ_LOCAL_CLOCK", "3600x")],
+    );
+    let raw_job = job(&report, "raw-job");
+    assert_eq!(raw_job["kind"], "Job", "{raw_job:#}");
+    assert_eq!(raw_job["observed"]["state"], "finished", "{raw_job:#}");
+    let world: Value =
+        serde_json::from_str(&std::fs::read_to_string(state.join(SEED_STATE)).unwrap()).unwrap();
+    let stored = world["store"]["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["kind"] == "Job" && o["metadata"]["name"] == "raw-job")
+        .expect("the Job is stored");
+    let complete = stored["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Complete")
+        .unwrap_or_else(|| panic!("not complete: {stored:#}"));
+    assert_eq!(complete["status"], "True");
+    assert!(
+        complete["message"]
+            .as_str()
+            .unwrap()
+            .contains("(simulated)"),
+        "{complete:#}"
+    );
+    assert_eq!(stored["status"]["succeeded"], 2, "{stored:#}");
 }
 
 #[test]
