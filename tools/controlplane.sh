@@ -299,9 +299,10 @@ EOF
 		curl -sf --cacert "$PKI/ca.crt" -H "Authorization: Bearer $token" "https://127.0.0.1:$KP/readyz"
 	log "kube-apiserver $K8S_VERSION ready on 127.0.0.1:$KP ($((SECONDS - t0)) s)"
 
-	# --- CRDs: Kueue, KubeRay (RayJob/RayCluster), ProvisioningRequest
+	# --- CRDs: Kueue, KubeRay (RayJob/RayCluster), ProvisioningRequest, JobSet (v0.12.0, the
+	# version Kueue v0.19.2 builds against). Only the CRDs: no JobSet or KubeRay controller runs.
 	kc apply --server-side --field-manager=gkq-controlplane \
-		-f "$crds/kueue/" -f "$crds/kuberay/" -f "$crds/autoscaling/" >"$RUN/logs/crds.log"
+		-f "$crds/kueue/" -f "$crds/kuberay/" -f "$crds/autoscaling/" -f "$crds/jobset/" >"$RUN/logs/crds.log"
 	# As in Kueue's release manifests: v1beta1<->v1beta2 conversion through Kueue's /convert.
 	local cab; cab=$(base64 -w0 <"$PKI/ca.crt")
 	local crd
@@ -336,6 +337,7 @@ integrations:
   - batch/job
   - ray.io/rayjob
   - ray.io/raycluster
+  - jobset.x-k8s.io/jobset
 EOF
 	# ProvisioningRequest support has no feature gate in Kueue v0.19: the admission-check
 	# controller starts when autoscaling.x-k8s.io/v1 ProvisioningRequest is served at startup.

@@ -5,8 +5,9 @@
 //! so CRD and webhook defaults never show as drift. Without it (the CRD is not installed yet, or
 //! no observer ran) only the fields the spec sets are compared.
 //!
-//! Changes are made by server-side apply, except where a change means a new object: a RayJob is
-//! a run, so a changed job is a new run (replace), never an edit of a running job; a LocalQueue's
+//! Changes are made by server-side apply, except where a change means a new object: a job
+//! (RayJob, JobSet, batch Job) is a run, so a changed job is a new run (replace), never an edit
+//! of a running job; a LocalQueue's
 //! `spec.clusterQueue` is immutable in Kueue.
 
 use serde_json::Value;
@@ -55,7 +56,7 @@ pub fn diff_object(
 pub fn classify(kind: &ResourceKind, path: &[PathSeg]) -> ChangeEffect {
     let keys = keys_of(path);
     match (kind, keys.as_slice()) {
-        (ResourceKind::RayJob, ["metadata", "annotations", key, ..]) if *key == SCRIPT_DIGEST_ANNOTATION => {
+        (kind, ["metadata", "annotations", key, ..]) if is_spec_run(kind) && *key == SCRIPT_DIGEST_ANNOTATION => {
             ChangeEffect::Replace(
                 "the training script changed: the job is submitted as a new run".to_string(),
             )
@@ -64,10 +65,32 @@ pub fn classify(kind: &ResourceKind, path: &[PathSeg]) -> ChangeEffect {
         (ResourceKind::RayJob, _) => ChangeEffect::Replace(
             "a RayJob is a run: a changed job is submitted as a new run, never edited while it runs".to_string(),
         ),
+        (kind, _) if is_spec_run(kind) => ChangeEffect::Replace(format!(
+            "a {} is a run: a changed job is submitted as a new run, never edited while it runs",
+            kind_name(kind)
+        )),
         (ResourceKind::LocalQueue, ["spec", "clusterQueue", ..]) => {
             ChangeEffect::Replace("a LocalQueue's spec.clusterQueue is immutable".to_string())
         }
         _ => ChangeEffect::InPlace(UpdateMethod::ServerSideApply),
+    }
+}
+
+/// The kinds `jobs:` renders: RayJob, JobSet, batch Job.
+fn is_spec_run(kind: &ResourceKind) -> bool {
+    match kind {
+        ResourceKind::RayJob => true,
+        ResourceKind::Other(k) => k == "jobset" || k == "job",
+        _ => false,
+    }
+}
+
+/// `JobSet`, `Job`: the kind as Kubernetes spells it, for the reasons above.
+fn kind_name(kind: &ResourceKind) -> &str {
+    match kind {
+        ResourceKind::Other(k) if k == "jobset" => "JobSet",
+        ResourceKind::Other(k) if k == "job" => "Job",
+        _ => "job",
     }
 }
 

@@ -1,6 +1,6 @@
 //! What every simulated controller works with: the simulation's settings and remembered state,
 //! and the context one controller step reads and changes ([`Ctx`]). Below the controllers
-//! ([`super::kueue`], [`super::ray`], [`super::autoscaler`]) and the loop that runs them
+//! ([`super::kueue`], [`super::ray`], [`super::batch`], [`super::autoscaler`]) and the loop that runs them
 //! ([`super::sim`]), so none of them imports another to share these.
 
 use std::collections::BTreeMap;
@@ -57,11 +57,15 @@ impl Provisioning {
     }
 }
 
-/// One RayJob run: when it was admitted, scheduled on nodes, running and finished (simulated
-/// milliseconds).
+/// One job run (a RayJob, JobSet or batch Job): when it was admitted, scheduled on nodes,
+/// running and finished (simulated milliseconds). Pods start `ray_startup_ms` after their nodes
+/// are ready, whatever the kind (image pull, and Ray's start for a RayJob).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Run {
+    /// The job's kind: `RayJob` (the default, for state written before JobSets), `JobSet`, `Job`.
+    #[serde(default = "ray_job_kind")]
+    pub kind: String,
     pub namespace: String,
     pub name: String,
     pub admitted_ms: u64,
@@ -73,7 +77,21 @@ pub struct Run {
     pub waiting: Option<String>,
 }
 
+fn ray_job_kind() -> String {
+    "RayJob".to_string()
+}
+
 impl Run {
+    /// The store key of the job this run is of.
+    pub fn job_key(&self) -> super::store::Key {
+        let api_version = match self.kind.as_str() {
+            "JobSet" => "jobset.x-k8s.io/v1alpha2",
+            "Job" => "batch/v1",
+            _ => "ray.io/v1",
+        };
+        super::store::Key::new(api_version, &self.kind, Some(&self.namespace), &self.name)
+    }
+
     pub fn running_ms(&self, ray_startup_ms: u64) -> Option<u64> {
         self.scheduled_ms.map(|s| s + ray_startup_ms)
     }
@@ -93,7 +111,7 @@ pub struct SimState {
     /// ProvisioningRequests GKE has seen (`namespace/name`): when and how each resolves.
     #[serde(default)]
     pub provisioning: BTreeMap<String, ProvisioningPlan>,
-    /// Job runs by RayJob uid.
+    /// Job runs by the job's uid.
     #[serde(default)]
     pub runs: BTreeMap<String, Run>,
     #[serde(default)]
@@ -114,6 +132,26 @@ pub struct SimState {
     /// nothing more changes (not kept on disk: a new process settles once).
     #[serde(skip)]
     pub settled_with: Option<Vec<PoolInfo>>,
+}
+
+impl SimState {
+    /// Forgets the runs of `kinds` whose job is no longer among `jobs`; returns whether any was.
+    pub fn forget_runs_of_deleted(
+        &mut self,
+        store: &Store,
+        kinds: &[&str],
+        jobs: &[super::store::Key],
+    ) -> bool {
+        let uids: Vec<&str> = jobs
+            .iter()
+            .filter_map(|k| store.get(k))
+            .map(crate::vocab::object::uid_of)
+            .collect();
+        let before = self.runs.len();
+        self.runs
+            .retain(|u, r| !kinds.contains(&r.kind.as_str()) || uids.contains(&u.as_str()));
+        before != self.runs.len()
+    }
 }
 
 /// Everything a controller step may read and change.

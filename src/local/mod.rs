@@ -16,7 +16,9 @@
 //! `<state-dir>/kubernetes.json` for whichever cluster ran last; the first command that finds
 //! that cluster running moves the file to its place. A new cluster comes with what GKE gives
 //! it: the `default`, `kube-system`, `kube-public` and `kube-node-lease` namespaces, the
-//! ProvisioningRequest CRD, the KubeRay CRDs when the Ray operator add-on is on, and its nodes.
+//! ProvisioningRequest CRD, the KubeRay CRDs when the Ray operator add-on is on, the JobSet
+//! v0.12.0 CRD (as if JobSet's release manifests had been applied: GKE does not install JobSet),
+//! and its nodes.
 //!
 //! There is no daemon: each call first brings the simulation to "now" ([`sim::reconcile`]).
 //! The clock can run faster than real time, and DWS can be told to provision, fail or never
@@ -25,10 +27,12 @@
 //! The modules: [`store`] (API server semantics: discovery, server-side apply, defaults,
 //! finalizers, garbage collection), [`schema`] (CRD defaults and strict field validation),
 //! [`sim`] (the clock and the controller loop), [`controller`] (what every controller works
-//! with), [`kueue`], [`ray`], [`nodes`] and [`autoscaler`] (GKE: node pools, the autoscaler
-//! and ProvisioningRequests), [`workload`] (Kueue's Workload for a RayJob).
+//! with), [`kueue`], [`ray`], [`batch`] (JobSets and batch Jobs), [`nodes`] and [`autoscaler`]
+//! (GKE: node pools, the autoscaler and ProvisioningRequests), [`workload`] (Kueue's Workload
+//! for a job).
 
 pub mod autoscaler;
+pub mod batch;
 pub mod controller;
 pub mod kueue;
 pub mod nodes;
@@ -87,6 +91,9 @@ const STATE_VERSION: u32 = 1;
 /// cut down to their schema defaults (see [`schema::crd_defaults_only`]; regenerate with
 /// `GKQ_UPDATE_ASSETS=1 cargo test --lib local::tests::kuberay_asset`).
 const KUBERAY_CRDS: &str = include_str!("../../assets/crds/kuberay-v1.7.0.defaults.json");
+/// The JobSet v0.12.0 CRD (the version Kueue v0.19.2 requires), cut down to its schema defaults
+/// (regenerate with `GKQ_UPDATE_ASSETS=1 cargo test --lib local::tests::jobset_asset`).
+const JOBSET_CRDS: &str = include_str!("../../assets/crds/jobset-v0.12.0.defaults.json");
 /// The ProvisioningRequest CRD GKE serves (cluster-autoscaler 1.36.1).
 const PROVREQ_CRD: &str =
     include_str!("../../assets/crds/autoscaling.x-k8s.io_provisioningrequests.yaml");
@@ -282,6 +289,10 @@ impl World {
         if cluster.pointer("/addonsConfig/rayOperatorConfig/enabled") == Some(&Value::Bool(true))
             && let Ok(Value::Array(list)) = serde_json::from_str::<Value>(KUBERAY_CRDS)
         {
+            crds.extend(list);
+        }
+        // Simulated: the local target's clusters have JobSet installed.
+        if let Ok(Value::Array(list)) = serde_json::from_str::<Value>(JOBSET_CRDS) {
             crds.extend(list);
         }
         for mut crd in crds {
@@ -851,28 +862,51 @@ mod tests {
         drop(lock);
     }
 
-    /// The KubeRay CRDs gkq embeds are the v1.7.0 fixtures cut down to their defaults.
-    #[test]
-    fn kuberay_asset_matches_the_fixture() {
-        let dir =
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/upstream/crds/kuberay");
+    /// An embedded CRD asset: upstream fixtures cut down to their defaults, rewritten with
+    /// `GKQ_UPDATE_ASSETS=1`.
+    fn check_crd_asset(fixtures: &str, files: &[&str], asset: &str, embedded: &str, test: &str) {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let dir = root.join("tests/fixtures/upstream/crds").join(fixtures);
         let mut crds = Vec::new();
-        for file in ["ray.io_rayjobs.yaml", "ray.io_rayclusters.yaml"] {
+        for file in files {
             let text = std::fs::read_to_string(dir.join(file))
                 .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
             let crd: Value = serde_saphyr::from_str(&text).unwrap();
             crds.push(schema::crd_defaults_only(&crd));
         }
         let generated = format!("{}\n", serde_json::to_string(&Value::Array(crds)).unwrap());
-        let path =
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/crds/kuberay-v1.7.0.defaults.json");
+        let path = root.join("assets/crds").join(asset);
         if std::env::var_os("GKQ_UPDATE_ASSETS").is_some() {
             std::fs::write(&path, &generated).unwrap();
         }
         assert!(
-            generated == KUBERAY_CRDS,
-            "{} is stale: run GKQ_UPDATE_ASSETS=1 cargo test --lib local::tests::kuberay_asset",
+            generated == embedded,
+            "{} is stale: run GKQ_UPDATE_ASSETS=1 cargo test --lib local::tests::{test}",
             path.display()
+        );
+    }
+
+    /// The KubeRay CRDs gkq embeds are the v1.7.0 fixtures cut down to their defaults.
+    #[test]
+    fn kuberay_asset_matches_the_fixture() {
+        check_crd_asset(
+            "kuberay",
+            &["ray.io_rayjobs.yaml", "ray.io_rayclusters.yaml"],
+            "kuberay-v1.7.0.defaults.json",
+            KUBERAY_CRDS,
+            "kuberay_asset",
+        );
+    }
+
+    /// The JobSet CRD gkq embeds is the v0.12.0 fixture cut down to its defaults.
+    #[test]
+    fn jobset_asset_matches_the_fixture() {
+        check_crd_asset(
+            "jobset",
+            &["jobset.x-k8s.io_jobsets.yaml"],
+            "jobset-v0.12.0.defaults.json",
+            JOBSET_CRDS,
+            "jobset_asset",
         );
     }
 }

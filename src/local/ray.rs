@@ -33,14 +33,9 @@ pub fn reconcile(ctx: &mut Ctx<'_>) -> Outcome {
     let now = ctx.now;
     let startup = ctx.settings.ray_startup_ms;
     let jobs = ctx.store.keys_of_kind("ray.io", "RayJob");
-    let uids: Vec<String> = jobs
-        .iter()
-        .filter_map(|k| ctx.store.get(k))
-        .map(|job| uid_of(job).to_string())
-        .collect();
-    let before = ctx.sim.runs.len();
-    ctx.sim.runs.retain(|u, _| uids.contains(u));
-    changed |= before != ctx.sim.runs.len();
+    changed |= ctx
+        .sim
+        .forget_runs_of_deleted(ctx.store, &["RayJob"], &jobs);
     for key in jobs {
         let Some(job) = ctx.store.get(&key).cloned() else {
             continue;
@@ -74,17 +69,11 @@ pub fn reconcile(ctx: &mut Ctx<'_>) -> Outcome {
                 changed = true;
             }
         } else if !complete && !ctx.sim.runs.contains_key(&job_uid) {
-            let runtime_ms = job
-                .pointer(&format!(
-                    "/metadata/annotations/{}",
-                    MAX_RUN_DURATION_ANNOTATION.replace('/', "~1")
-                ))
-                .and_then(Value::as_str)
-                .and_then(|s| s.parse::<u64>().ok())
-                .map_or(ctx.settings.run_ms, |s| s * 1000);
+            let runtime_ms = declared_runtime_ms(&job, ctx.settings.run_ms);
             ctx.sim.runs.insert(
                 job_uid.clone(),
                 Run {
+                    kind: "RayJob".to_string(),
                     namespace: key.namespace.clone(),
                     name: key.name.clone(),
                     admitted_ms: now,
@@ -180,6 +169,18 @@ pub fn reconcile(ctx: &mut Ctx<'_>) -> Outcome {
     Outcome { changed }
 }
 
+/// How long a job runs: its declared duration (`provreq.kueue.x-k8s.io/maxRunDurationSeconds`,
+/// which gkq sets from `jobs[].duration`), else `default_ms`.
+pub fn declared_runtime_ms(job: &Value, default_ms: u64) -> u64 {
+    job.pointer(&format!(
+        "/metadata/annotations/{}",
+        MAX_RUN_DURATION_ANNOTATION.replace('/', "~1")
+    ))
+    .and_then(Value::as_str)
+    .and_then(|s| s.parse::<u64>().ok())
+    .map_or(default_ms, |s| s * 1000)
+}
+
 /// The pool a podset's pods go to: its flavor's node pool ([`flavor_pools`]), else the pod
 /// template's own node selector.
 fn pool_of(
@@ -196,7 +197,7 @@ fn pool_of(
     from_flavor.or_else(|| template_selector.map(str::to_string))
 }
 
-/// What each running (or starting) job needs from each pool, in admission order.
+/// What each running (or starting) job, of any kind, needs from each pool, in admission order.
 pub fn demand(ctx: &Ctx<'_>) -> Demand {
     let startup = ctx.settings.ray_startup_ms;
     let mut runs: Vec<(&String, &Run)> = ctx
@@ -210,12 +211,7 @@ pub fn demand(ctx: &Ctx<'_>) -> Demand {
     let owned = super::workload::by_owner(ctx.store.of_kind("kueue.x-k8s.io", "Workload"));
     let flavor_pools = flavor_pools(ctx.store.of_kind("kueue.x-k8s.io", "ResourceFlavor"));
     for (job_uid, run) in runs {
-        let Some(job) = ctx.store.get(&Key::new(
-            "ray.io/v1",
-            "RayJob",
-            Some(&run.namespace),
-            &run.name,
-        )) else {
+        let Some(job) = ctx.store.get(&run.job_key()) else {
             continue;
         };
         let workload = owned.get(job_uid.as_str()).and_then(|k| ctx.store.get(k));

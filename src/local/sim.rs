@@ -14,6 +14,8 @@
 //!   shows), the ProvisioningRequest admission check, job suspension, finalizers, queue status;
 //! - KubeRay ([`super::ray`]): RayJob status Suspended -> Initializing -> Running -> Complete,
 //!   the RayCluster, the finalizer;
+//! - JobSet and the Job controller ([`super::batch`]): JobSets and batch Jobs Suspended ->
+//!   starting (pods waiting for nodes) -> running -> Completed / Complete;
 //! - GKE ([`super::autoscaler`]): the cluster autoscaler and DWS provisioning.
 
 use serde_json::{Value, json};
@@ -164,6 +166,7 @@ fn step(ctx: &mut Ctx<'_>) -> bool {
         changed |= super::kueue::reconcile(ctx).changed;
     }
     changed |= super::ray::reconcile(ctx).changed;
+    changed |= super::batch::reconcile(ctx).changed;
     changed |= super::autoscaler::provision(ctx).changed;
     let demand = super::ray::demand(ctx);
     changed |= super::autoscaler::autoscale(ctx, &demand).changed;

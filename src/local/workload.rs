@@ -1,13 +1,14 @@
-//! The Workload object Kueue's RayJob integration creates for a job (simulated): its name,
-//! owner, queue, priority and podsets with their pod templates, as Kueue v0.19.2 builds them
-//! (`pkg/controller/jobs/rayjob`, docs/kueue.md 1c). The podsets and KubeRay's defaults in them
-//! are placement's ([`ray_job_pod_set_templates`]), the same ones `plan` predicts with.
+//! The Workload object Kueue's job integrations (RayJob, JobSet, batch Job) create for a job
+//! (simulated): its name, owner, queue, priority and podsets with their pod templates, as Kueue
+//! v0.19.2 builds them (`pkg/controller/jobs/{rayjob,jobset,job}`, docs/kueue.md 1c). The podsets
+//! (and KubeRay's defaults in a RayJob's) are placement's ([`pod_set_templates`]), the same ones
+//! `plan` predicts with.
 
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::store::Key;
-use crate::placement::podsets::ray_job_pod_set_templates;
+use crate::placement::podsets::pod_set_templates;
 use crate::vocab::labels::{ELASTIC_JOB_ANNOTATION, QUEUE_NAME_LABEL};
 
 pub const KUEUE_FINALIZER: &str = "kueue.x-k8s.io/resource-in-use";
@@ -17,7 +18,7 @@ pub const SIMULATED_ANNOTATION: &str = "gkq.dev/simulated";
 pub const SIMULATED_VALUE: &str =
     "local target: made by gkq's simulation, not by a real controller";
 
-/// `rayjob-<name>-<5 hex>`, Kueue's naming scheme for a job's Workload.
+/// `<kind>-<name>-<5 hex>` (`rayjob-train-1a2b3`), Kueue's naming scheme for a job's Workload.
 pub fn workload_name(kind: &str, job: &str, uid: &str) -> String {
     let digest = Sha256::digest(format!("{kind}\n{job}\n{uid}").as_bytes());
     let hash: String = digest.iter().take(3).map(|b| format!("{b:02x}")).collect();
@@ -26,8 +27,11 @@ pub fn workload_name(kind: &str, job: &str, uid: &str) -> String {
     format!("{prefix}-{}", &hash[..5])
 }
 
-/// The Workload Kueue creates for a RayJob (status empty: the scheduler fills it in).
-pub fn for_ray_job(job: &Value, priority: i32) -> Value {
+/// The Workload Kueue creates for a RayJob, JobSet or batch Job (status empty: the scheduler
+/// fills it in).
+pub fn for_job(job: &Value, priority: i32) -> Value {
+    let kind = job["kind"].as_str().unwrap_or_default();
+    let api_version = job["apiVersion"].as_str().unwrap_or_default();
     let name = job["metadata"]["name"].as_str().unwrap_or_default();
     let namespace = job["metadata"]["namespace"].as_str().unwrap_or("default");
     let uid = job["metadata"]["uid"].as_str().unwrap_or_default();
@@ -42,19 +46,19 @@ pub fn for_ray_job(job: &Value, priority: i32) -> Value {
         "apiVersion": "kueue.x-k8s.io/v1beta2",
         "kind": "Workload",
         "metadata": {
-            "name": workload_name("RayJob", name, uid),
+            "name": workload_name(kind, name, uid),
             "namespace": namespace,
             "labels": {JOB_UID_LABEL: uid},
             "annotations": annotations,
             "finalizers": [KUEUE_FINALIZER],
-            "ownerReferences": [{"apiVersion": "ray.io/v1", "kind": "RayJob", "name": name,
+            "ownerReferences": [{"apiVersion": api_version, "kind": kind, "name": name,
                 "uid": uid, "controller": true, "blockOwnerDeletion": true}],
         },
         "spec": {
             "active": true,
             "queueName": queue,
             "priority": priority,
-            "podSets": ray_job_pod_set_templates(job),
+            "podSets": pod_set_templates(job).unwrap_or_default(),
         },
     })
 }
@@ -112,7 +116,7 @@ mod tests {
     #[test]
     fn workload_podsets_have_the_requests_placement_computes_for_the_job() {
         let job = job();
-        let mut workload = for_ray_job(&job, 0);
+        let mut workload = for_job(&job, 0);
         workload["metadata"]["creationTimestamp"] = json!("2026-01-01T00:00:00Z");
         let from_job = PendingWorkload::from_object(&job).unwrap();
         let from_workload = PendingWorkload::from_object(&workload).unwrap();

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use serde_json::{Map, Value, json};
 
 use super::{k8s_meta, quantity_json};
-use crate::spec::types::{AdmissionCheckRef, ClusterQueue, Flavor, Provisioning, Spec, Toleration};
+use crate::spec::types::{AdmissionCheckRef, ClusterQueue, Flavor, Provisioning, Spec};
 use crate::vocab::labels::PROVISIONING_CONTROLLER;
 
 pub const KUEUE_API: &str = "kueue.x-k8s.io/v1beta2";
@@ -30,13 +30,8 @@ pub fn accelerator_resources(spec: &Spec) -> Vec<String> {
     let set: BTreeSet<String> = spec
         .jobs
         .iter()
-        .flat_map(|j| j.workers.iter())
-        .filter_map(|w| w.accelerator.as_ref())
-        .map(|a| {
-            a.resource
-                .clone()
-                .unwrap_or_else(|| DEFAULT_ACCELERATOR_RESOURCE.into())
-        })
+        .flat_map(crate::model::jobs::pod_groups)
+        .filter_map(|g| g.accelerator_resource())
         .collect();
     if set.is_empty() {
         vec![DEFAULT_ACCELERATOR_RESOURCE.into()]
@@ -143,26 +138,6 @@ pub fn queue_admission_checks(spec: &Spec, cq: &ClusterQueue) -> Vec<AdmissionCh
     refs
 }
 
-pub fn toleration_json(t: &Toleration) -> Value {
-    let mut v = Map::new();
-    v.insert("key".into(), json!(t.key));
-    v.insert(
-        "operator".into(),
-        json!(t.operator.clone().unwrap_or_else(|| if t.value.is_some() {
-            "Equal".into()
-        } else {
-            "Exists".into()
-        })),
-    );
-    if let Some(value) = &t.value {
-        v.insert("value".into(), json!(value));
-    }
-    if let Some(e) = &t.effect {
-        v.insert("effect".into(), json!(e));
-    }
-    Value::Object(v)
-}
-
 pub fn resource_flavor(spec: &Spec, f: &Flavor) -> Value {
     let mut node_labels = f.node_labels.clone();
     let mut taints = f.node_taints.clone();
@@ -200,7 +175,7 @@ pub fn resource_flavor(spec: &Spec, f: &Flavor) -> Value {
     if !f.tolerations.is_empty() {
         s.insert(
             "tolerations".into(),
-            Value::Array(f.tolerations.iter().map(toleration_json).collect()),
+            Value::Array(f.tolerations.iter().map(super::toleration_json).collect()),
         );
     }
     json!({

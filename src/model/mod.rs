@@ -109,6 +109,27 @@ pub fn quantity_json(q: &SpecQuantity) -> Value {
 }
 
 /// A container resource as Kubernetes writes it: always a string.
+/// A toleration as Kubernetes writes it (operator `Equal` when a value is given, else `Exists`).
+pub fn toleration_json(t: &crate::spec::types::Toleration) -> Value {
+    let mut v = serde_json::Map::new();
+    v.insert("key".into(), json!(t.key));
+    v.insert(
+        "operator".into(),
+        json!(t.operator.clone().unwrap_or_else(|| if t.value.is_some() {
+            "Equal".into()
+        } else {
+            "Exists".into()
+        })),
+    );
+    if let Some(value) = &t.value {
+        v.insert("value".into(), json!(value));
+    }
+    if let Some(e) = &t.effect {
+        v.insert("effect".into(), json!(e));
+    }
+    Value::Object(v)
+}
+
 pub fn quantity_string(q: &SpecQuantity) -> String {
     q.as_text()
 }
@@ -223,7 +244,13 @@ pub fn render(spec: &Spec, files: &BTreeMap<String, String>) -> DesiredState {
             .is_some_and(|cq| kueue::queue_flavors(cq).iter().any(|f| dws.contains(f)));
         let script = files.get(&job.script).map(String::as_str).unwrap_or("");
         for run in jobs::run_names(job) {
-            objects.push(jobs::ray_job(spec, job, &run, queue_has_dws, script));
+            objects.push(jobs::job_object(&jobs::Run {
+                spec,
+                job,
+                name: &run,
+                queue_has_dws,
+                script,
+            }));
         }
     }
     for m in &spec.manifests {

@@ -15,6 +15,8 @@ pub type KindRef = (&'static str, &'static str);
 const WORKLOAD: KindRef = ("kueue.x-k8s.io/v1beta2", "Workload");
 pub const PROVISIONING_REQUEST: KindRef = ("autoscaling.x-k8s.io/v1", "ProvisioningRequest");
 const RAYJOB: KindRef = ("ray.io/v1", "RayJob");
+const JOBSET: KindRef = ("jobset.x-k8s.io/v1alpha2", "JobSet");
+const JOB: KindRef = ("batch/v1", "Job");
 const NODE: KindRef = ("v1", "Node");
 
 /// Kueue's world as `placement::Cluster` reads it: the queues, flavors, checks and priorities,
@@ -34,7 +36,7 @@ pub const KUEUE_WORLD_KINDS: [KindRef; 10] = [
 ];
 
 /// What `gkq status` reports on: Kueue's world, the provisioning requests, jobs and nodes.
-pub const STATUS_KINDS: [KindRef; 14] = [
+pub const STATUS_KINDS: [KindRef; 15] = [
     KUEUE_WORLD_KINDS[0],
     KUEUE_WORLD_KINDS[1],
     KUEUE_WORLD_KINDS[2],
@@ -47,12 +49,14 @@ pub const STATUS_KINDS: [KindRef; 14] = [
     KUEUE_WORLD_KINDS[9],
     PROVISIONING_REQUEST,
     RAYJOB,
-    ("batch/v1", "Job"),
+    JOB,
+    JOBSET,
     NODE,
 ];
 
 /// What a job's admission timeline needs (`report::timeline`).
-pub const JOB_TIMELINE_KINDS: [KindRef; 4] = [RAYJOB, WORKLOAD, PROVISIONING_REQUEST, NODE];
+pub const JOB_TIMELINE_KINDS: [KindRef; 6] =
+    [RAYJOB, JOBSET, JOB, WORKLOAD, PROVISIONING_REQUEST, NODE];
 
 /// Lists every object of each of `kinds` that `known` does not hold already, concurrently; a
 /// kind the API server does not serve is left out.

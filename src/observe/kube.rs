@@ -29,13 +29,18 @@ pub const OBSERVE_CONCURRENCY: usize = 32;
 
 /// Kinds gkq may have created, listed even when the spec no longer has any (for prune).
 fn managed_kinds() -> impl Iterator<Item = (&'static str, &'static str)> {
-    [("v1", "ConfigMap"), ("ray.io/v1", "RayJob")]
-        .into_iter()
-        .chain(
-            KUEUE_KINDS
-                .iter()
-                .map(|kind| ("kueue.x-k8s.io/v1beta2", *kind)),
-        )
+    [
+        ("v1", "ConfigMap"),
+        ("ray.io/v1", "RayJob"),
+        ("jobset.x-k8s.io/v1alpha2", "JobSet"),
+        ("batch/v1", "Job"),
+    ]
+    .into_iter()
+    .chain(
+        KUEUE_KINDS
+            .iter()
+            .map(|kind| ("kueue.x-k8s.io/v1beta2", *kind)),
+    )
 }
 
 fn kind_key(object: &Value) -> Option<(String, String)> {

@@ -519,9 +519,10 @@ impl Watcher<'_> {
             }
         };
         let stack = &planned.plan.cluster.cluster;
-        let rayjobs: Vec<Value> = snapshot
-            .kind("RayJob")
+        // The stack's jobs of every kind (RayJobs, JobSets, batch Jobs).
+        let jobs: Vec<Value> = ["RayJob", "JobSet", "Job"]
             .iter()
+            .flat_map(|kind| snapshot.kind(kind))
             .filter(|job| crate::kube::is_owned_by_stack(job, stack))
             .cloned()
             .collect();
@@ -530,7 +531,7 @@ impl Watcher<'_> {
             pools: pool_sizes(&planned.desired.gke.node_pools, snapshot.kind("Node")),
         };
         Some(timeline::job_states(
-            &rayjobs,
+            &jobs,
             snapshot.kind("Workload"),
             snapshot.kind("ProvisioningRequest"),
             &capacity,

@@ -631,11 +631,10 @@ impl<'c> Model<'c> {
             .iter()
             .map(|check| match &check.provisioning {
                 None => true,
-                Some(managed) => workload.pod_sets.iter().any(|ps| {
-                    ps.count > 0
-                        && (managed.is_empty()
-                            || managed.iter().any(|r| ps.declared_resources.contains(r)))
-                }),
+                Some(managed) => workload
+                    .pod_sets
+                    .iter()
+                    .any(|ps| ps.joins_provisioning_request(managed)),
             })
             .collect();
 

@@ -1,10 +1,15 @@
-//! Jobs to Kueue podsets: the ONE place that knows how Kueue turns a RayJob, a batch Job or a
-//! Workload into podsets and how it computes their requests.
+//! Jobs to Kueue podsets: the ONE place that knows how Kueue turns a RayJob, a JobSet, a batch
+//! Job or a Workload into podsets, how it computes their requests, and which podsets join a
+//! ProvisioningRequest.
 //!
 //! Sources (Kueue v0.19.2): `pkg/controller/jobs/rayjob/rayjob_controller.go` (`PodSets`,
 //! `addSubmitterPodSet`, `addSidecarSubmitterToHeadPodSet`), `pkg/controller/jobs/raycluster/
 //! common.go` (`BuildPodSets`, `effectiveWorkerCount`, `ValidateCreate`),
-//! `pkg/controller/jobs/job/job_controller.go` (`podsCount`), `pkg/workload/resources.go`
+//! `pkg/controller/jobs/job/job_controller.go` (`PodSets`, `podsCount`),
+//! `pkg/controller/jobs/jobset/jobset_controller.go` (`PodSets`, `PodsCountPerReplica`),
+//! `pkg/controller/admissionchecks/provisioning/controller.go` (`requiredPodSets`, `podUses`),
+//! `apis/kueue/v1beta2/workload_types.go` (`NewPodSetReference`, `podSets` at most 18),
+//! `pkg/workload/resources.go`
 //! (`UseLimitsAsMissingRequestsInPod`, `ValidateResources`) and
 //! `k8s.io/component-helpers/resource` (`PodRequests`).
 
@@ -46,6 +51,16 @@ pub struct PodSet {
     pub declared_resources: BTreeSet<String>,
 }
 
+impl PodSet {
+    /// Whether Kueue puts this podset into the ProvisioningRequest of a check whose config
+    /// lists `managed` resources: it has pods, and either the list is empty or a container or
+    /// init container of its template names one of them in requests or limits (`requiredPodSets`).
+    pub fn joins_provisioning_request(&self, managed: &[String]) -> bool {
+        self.count > 0
+            && (managed.is_empty() || managed.iter().any(|r| self.declared_resources.contains(r)))
+    }
+}
+
 /// Where a workload's priority comes from (`jobframework.ExtractPriority`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PrioritySource {
@@ -78,8 +93,8 @@ pub struct PendingWorkload {
 }
 
 impl PendingWorkload {
-    /// Builds the workload Kueue would create for a `ray.io/v1 RayJob`, a `batch/v1 Job`, or
-    /// reads a `kueue.x-k8s.io Workload` as it is.
+    /// Builds the workload Kueue would create for a `ray.io/v1 RayJob`, a
+    /// `jobset.x-k8s.io JobSet`, a `batch/v1 Job`, or reads a `kueue.x-k8s.io Workload` as it is.
     pub fn from_object(object: &Value) -> Result<PendingWorkload, ParseErrors> {
         let ctx = Context::new(describe(object));
         let root = ctx.root(object);
@@ -89,12 +104,13 @@ impl PendingWorkload {
         let workload = match (group, kind) {
             ("ray.io", "RayJob") => Some(from_ray_job(&root)),
             ("batch", "Job") => Some(from_batch_job(&root)),
+            ("jobset.x-k8s.io", "JobSet") => Some(from_job_set(&root)),
             ("kueue.x-k8s.io", "Workload") => Some(from_workload(&root)),
             _ => {
                 ctx.report(
                     "",
                     format!(
-                        "cannot build podsets for {api_version} {kind}; expected a ray.io RayJob, a batch Job or a kueue.x-k8s.io Workload"
+                        "cannot build podsets for {api_version} {kind}; expected a ray.io RayJob, a jobset.x-k8s.io JobSet, a batch Job or a kueue.x-k8s.io Workload"
                     ),
                 );
                 None
@@ -323,6 +339,43 @@ pub fn ray_job_pod_set_templates(job: &Value) -> Vec<Value> {
     pod_sets
 }
 
+/// The podsets Kueue builds for a stored job of any kind it manages here, as its Workload's
+/// `spec.podSets` (`name`, `count`, `template`): a RayJob's as [`ray_job_pod_set_templates`];
+/// a JobSet's one per replicated job with the Job's pod template; a batch Job's `main` with its
+/// pod template. Names and counts are [`PendingWorkload::from_object`]'s, so the Workload and
+/// the prediction cannot disagree. `None` for another kind or an unreadable job.
+pub fn pod_set_templates(job: &Value) -> Option<Vec<Value>> {
+    use serde_json::json;
+    let templates: Vec<Value> = match job["kind"].as_str()? {
+        "RayJob" => return Some(ray_job_pod_set_templates(job)),
+        "JobSet" => job
+            .pointer("/spec/replicatedJobs")?
+            .as_array()?
+            .iter()
+            .map(|rj| {
+                rj.pointer("/template/spec/template")
+                    .cloned()
+                    .unwrap_or_else(|| json!({}))
+            })
+            .collect(),
+        "Job" => vec![
+            job.pointer("/spec/template")
+                .cloned()
+                .unwrap_or_else(|| json!({})),
+        ],
+        _ => return None,
+    };
+    let workload = PendingWorkload::from_object(job).ok()?;
+    Some(
+        workload
+            .pod_sets
+            .iter()
+            .zip(templates)
+            .map(|(ps, template)| json!({"name": ps.name, "count": ps.count, "template": template}))
+            .collect(),
+    )
+}
+
 fn from_ray_job(root: &Field<'_, '_>) -> PendingWorkload {
     let meta = read_metadata(root);
     let spec = root.get("spec");
@@ -452,15 +505,44 @@ fn from_ray_job(root: &Field<'_, '_>) -> PendingWorkload {
 fn from_batch_job(root: &Field<'_, '_>) -> PendingWorkload {
     let meta = read_metadata(root);
     let spec = root.get("spec");
-    let parallelism = spec.get("parallelism").i32().unwrap_or(1);
-    let count = match spec.get("completions").i32() {
-        Some(completions) if completions < parallelism => completions,
-        _ => parallelism,
-    };
+    let count = job_pods(&spec);
     let template = PodTemplate::read(&spec.get("template"));
     let pod_sets = vec![template.into_pod_set("main".to_string(), count)];
     let queue_name = queue_from_labels(&meta.labels);
     finish(meta, "Job", queue_name, pod_sets, Vec::new())
+}
+
+/// A Job's pods at a time: `parallelism` (1 when unset), or `completions` when smaller
+/// (Kueue's `podsCount` for a Job, `PodsCountPerReplica` for a JobSet's replicated job).
+fn job_pods(job_spec: &Field<'_, '_>) -> i32 {
+    let parallelism = job_spec.get("parallelism").i32().unwrap_or(1);
+    match job_spec.get("completions").i32() {
+        Some(completions) if completions < parallelism => completions,
+        _ => parallelism,
+    }
+}
+
+/// The podsets of a JobSet: one per replicated job, in order, named after it in lower case,
+/// of `replicas x` its Job's pods, with the Job's pod template as it is. (Kueue's JobSet webhook
+/// checks no podset limit: with more than [`MAX_POD_SETS`] replicated jobs the Workload CRD
+/// refuses the Workload and the JobSet stays suspended; `validate` refuses such a job.)
+fn from_job_set(root: &Field<'_, '_>) -> PendingWorkload {
+    let meta = read_metadata(root);
+    let replicated = root.get("spec").get("replicatedJobs").items();
+    let queue_name = queue_from_labels(&meta.labels);
+    let pod_sets = replicated
+        .iter()
+        .map(|rj| {
+            let name = rj.get("name").string().unwrap_or_default().to_lowercase();
+            let replicas = rj.get("replicas").i32().unwrap_or(1);
+            let job_spec = rj.get("template").get("spec");
+            let count = i64::from(replicas)
+                .saturating_mul(i64::from(job_pods(&job_spec)))
+                .clamp(i32::MIN.into(), i32::MAX.into()) as i32;
+            PodTemplate::read(&job_spec.get("template")).into_pod_set(name, count)
+        })
+        .collect();
+    finish(meta, "JobSet", queue_name, pod_sets, Vec::new())
 }
 
 fn from_workload(root: &Field<'_, '_>) -> PendingWorkload {
@@ -822,5 +904,45 @@ mod tests {
         // containers 2.5 + sidecar 1 = 3.5; init peak 4 (setup alone) -> 4.
         assert_eq!(main.requests["cpu"], q("4"));
         assert_eq!(main.requests["memory"], q("1Gi"));
+    }
+
+    #[test]
+    fn a_job_set_has_one_podset_per_replicated_job_of_replicas_times_pods_per_job() {
+        let job_set = json!({
+            "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": "js", "labels": {QUEUE_NAME_LABEL: "q"}},
+            "spec": {"replicatedJobs": [
+                {"name": "Coordinator", "template": {"spec": {"template": {"spec": {
+                    "containers": [{"resources": {"requests": {"cpu": "1"}}}]}}}}},
+                {"name": "workers", "replicas": 2, "template": {"spec": {
+                    "parallelism": 4, "completions": 6, "template": {"spec": {
+                        "nodeSelector": {"cloud.google.com/gke-tpu-topology": "4x4"},
+                        "containers": [{"resources": {"limits": {"google.com/tpu": "4"}}}]}}}}},
+                {"name": "short", "replicas": 3, "template": {"spec": {
+                    "parallelism": 4, "completions": 2, "template": {"spec": {"containers": []}}}}}
+            ]}
+        });
+        let workload = PendingWorkload::from_object(&job_set).unwrap();
+        let shape: Vec<(&str, i32)> = workload
+            .pod_sets
+            .iter()
+            .map(|p| (p.name.as_str(), p.count))
+            .collect();
+        // Replicas default to 1 and parallelism to 1; the name is lower-cased.
+        assert_eq!(shape, [("coordinator", 1), ("workers", 8), ("short", 6)]);
+        assert_eq!(workload.pod_sets[1].requests["google.com/tpu"], q("4"));
+        assert_eq!(
+            workload.pod_sets[1].node_selector["cloud.google.com/gke-tpu-topology"],
+            "4x4"
+        );
+        assert_eq!(workload.queue_name.as_deref(), Some("q"));
+        let managed = ["google.com/tpu".to_string()];
+        let joining: Vec<&str> = workload
+            .pod_sets
+            .iter()
+            .filter(|p| p.joins_provisioning_request(&managed))
+            .map(|p| p.name.as_str())
+            .collect();
+        assert_eq!(joining, ["workers"]);
     }
 }

@@ -15,7 +15,8 @@ use crate::placement::unmodelled;
 use crate::placement::{Cluster, FlavorUsage, PendingWorkload, Placement, PlacementState, predict};
 use crate::vocab::labels::{MAX_RUN_DURATION_ANNOTATION, NODE_POOL_LABEL};
 
-/// Predicts placements for the RayJobs that `plan` creates or replaces, in `world_after`: Kueue's
+/// Predicts placements for the jobs (RayJobs, JobSets, batch Jobs) that `plan` creates or
+/// replaces, in `world_after`: Kueue's
 /// world with the plan's objects in place ([`world_after`]). `desired` are the objects the plan
 /// converges to (for the flavors' node pools); `node_pools` are the desired GKE node pools, for
 /// when Plan B nodes are reclaimed. Objects placement cannot read are left out: the spec was
@@ -60,8 +61,7 @@ fn submitted_jobs(plan: &Plan) -> Vec<PendingWorkload> {
     plan.actions
         .iter()
         .filter(|a| {
-            a.addr.kind == ResourceKind::RayJob
-                && matches!(a.kind, ActionKind::Create | ActionKind::Replace)
+            a.addr.kind.is_run() && matches!(a.kind, ActionKind::Create | ActionKind::Replace)
         })
         .filter_map(|a| a.desired.as_ref())
         .filter_map(|o| PendingWorkload::from_object(o).ok())

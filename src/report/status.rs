@@ -165,7 +165,7 @@ fn differences(predicted: &Placement, observed: &Placement) -> Vec<String> {
         .collect()
 }
 
-/// The spec's jobs (RayJobs and batch Jobs), in the spec's order.
+/// The spec's jobs (RayJobs, JobSets and batch Jobs), in the spec's order.
 pub fn job_objects(desired: &DesiredState) -> Vec<&Value> {
     desired
         .kubernetes
@@ -173,7 +173,9 @@ pub fn job_objects(desired: &DesiredState) -> Vec<&Value> {
         .filter(|o| {
             matches!(
                 (o["apiVersion"].as_str(), o["kind"].as_str()),
-                (Some("ray.io/v1"), Some("RayJob")) | (Some("batch/v1"), Some("Job"))
+                (Some("ray.io/v1"), Some("RayJob"))
+                    | (Some("batch/v1"), Some("Job"))
+                    | (Some("jobset.x-k8s.io/v1alpha2"), Some("JobSet"))
             )
         })
         .collect()

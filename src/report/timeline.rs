@@ -1,9 +1,11 @@
-//! Each job's admission timeline, read from what Kueue, KubeRay and the ProvisioningRequest
-//! controller write: queued -> quota reserved on a flavor -> ProvisioningRequest state -> admitted
-//! -> running -> finished, and the states that are stuck, with the likely fix.
+//! Each job's admission timeline, read from what Kueue, the job's controller (KubeRay, JobSet,
+//! Kubernetes' Job controller) and the ProvisioningRequest controller write: queued -> quota
+//! reserved on a flavor -> ProvisioningRequest state -> admitted -> running -> finished, and the
+//! states that are stuck, with the likely fix.
 //!
-//! Pure: [`job_states`] takes RayJobs, Kueue Workloads and ProvisioningRequests as JSON (as the
-//! Kubernetes API returns them) and the time; `gkq watch` reads them and prints what changed.
+//! Pure: [`job_states`] takes the jobs (RayJobs, JobSets, batch Jobs), Kueue Workloads and
+//! ProvisioningRequests as JSON (as the Kubernetes API returns them) and the time; `gkq watch`
+//! reads them and prints what changed.
 //!
 //! Stuck states flagged (thresholds in the constants below):
 //! - quota reserved, ProvisioningRequest not provisioned for long: DWS has no capacity yet;
@@ -219,17 +221,59 @@ fn podset_flavors(workload: &Value) -> Vec<(String, String)> {
         .collect()
 }
 
+/// Whether a job has finished by its own status: `Some(succeeded)`. A RayJob by KubeRay's
+/// deployment or job status; a JobSet by its `Completed` or `Failed` condition; a batch Job by
+/// `Complete` or `Failed`.
+fn finished_by_its_status(job: &Value) -> Option<bool> {
+    match str_at(job, "/kind") {
+        "JobSet" | "Job" => {
+            if condition_true(job, "Completed") || condition_true(job, "Complete") {
+                Some(true)
+            } else if condition_true(job, "Failed") {
+                Some(false)
+            } else {
+                None
+            }
+        }
+        _ => {
+            let deployment = str_at(job, "/status/jobDeploymentStatus");
+            let job_status = str_at(job, "/status/jobStatus");
+            let finished = matches!(deployment, "Complete" | "Failed")
+                || matches!(job_status, "SUCCEEDED" | "FAILED" | "STOPPED");
+            finished.then_some(job_status == "SUCCEEDED" || deployment == "Complete")
+        }
+    }
+}
+
+/// Whether a job's pods run, by its own status: a RayJob `Running`; a JobSet with a ready
+/// replicated job; a batch Job with ready pods.
+fn runs_by_its_status(job: &Value) -> bool {
+    let positive = |v: &Value| v.as_i64().is_some_and(|n| n > 0);
+    match str_at(job, "/kind") {
+        "JobSet" => job
+            .pointer("/status/replicatedJobsStatus")
+            .and_then(Value::as_array)
+            .is_some_and(|rjs| rjs.iter().any(|rj| positive(&rj["ready"]))),
+        "Job" => job.pointer("/status/ready").is_some_and(positive),
+        _ => str_at(job, "/status/jobDeploymentStatus") == "Running",
+    }
+}
+
 fn stage_of(
     job: &Value,
     workload: Option<&Value>,
     requests: &[Value],
 ) -> (Stage, Option<Timestamp>) {
-    let deployment = str_at(job, "/status/jobDeploymentStatus");
-    let job_status = str_at(job, "/status/jobStatus");
-    let finished_by_ray = matches!(deployment, "Complete" | "Failed")
-        || matches!(job_status, "SUCCEEDED" | "FAILED" | "STOPPED");
-    if finished_by_ray || workload.is_some_and(|w| condition_true(w, "Finished")) {
-        let succeeded = job_status == "SUCCEEDED" || deployment == "Complete";
+    let finished_by_job = finished_by_its_status(job);
+    if finished_by_job.is_some() || workload.is_some_and(|w| condition_true(w, "Finished")) {
+        // A RayJob's outcome is KubeRay's; a JobSet's or Job's, when its own status does not
+        // say yet, Kueue's `Finished` reason.
+        let succeeded = finished_by_job.unwrap_or_else(|| {
+            str_at(job, "/kind") != "RayJob"
+                && workload
+                    .and_then(|w| condition(w, "Finished"))
+                    .is_some_and(|c| c["reason"] == "Succeeded")
+        });
         let message = workload
             .and_then(|w| condition(w, "Finished"))
             .and_then(|c| c.get("message"))
@@ -239,7 +283,7 @@ fn stage_of(
         let since = workload.and_then(|w| since_of(w, "Finished"));
         return (Stage::Finished { succeeded, message }, since);
     }
-    if deployment == "Running" && job.pointer("/spec/suspend") != Some(&Value::Bool(true)) {
+    if runs_by_its_status(job) && job.pointer("/spec/suspend") != Some(&Value::Bool(true)) {
         return (Stage::Running, None);
     }
     let Some(workload) = workload else {
@@ -472,15 +516,15 @@ fn warning_for(
     }
 }
 
-/// Each RayJob's stage, with warnings for stuck states.
+/// Each job's stage, with warnings for stuck states.
 pub fn job_states(
-    rayjobs: &[Value],
+    jobs: &[Value],
     workloads: &[Value],
     provisioning_requests: &[Value],
     capacity: &Capacity,
     now: Timestamp,
 ) -> Vec<JobState> {
-    let mut states: Vec<JobState> = rayjobs
+    let mut states: Vec<JobState> = jobs
         .iter()
         .map(|job| {
             let namespace = str_at(job, "/metadata/namespace");
@@ -490,7 +534,7 @@ pub fn job_states(
                 .iter()
                 .filter(|w| {
                     str_at(w, "/metadata/namespace") == namespace
-                        && owner_name(w, "RayJob") == Some(name)
+                        && owner_name(w, str_at(job, "/kind")) == Some(name)
                 })
                 .max_by_key(|w| str_at(w, "/metadata/creationTimestamp").to_string());
             let (stage, since) = stage_of(job, workload, provisioning_requests);
@@ -632,6 +676,79 @@ mod tests {
             one(done, vec![admitted], vec![], &none).stage.to_string(),
             "finished: succeeded"
         );
+    }
+
+    #[test]
+    fn job_sets_and_batch_jobs_follow_their_own_status() {
+        let none = Capacity::default();
+        for kind in ["JobSet", "Job"] {
+            let job = |status: Value, suspend: bool| {
+                json!({"kind": kind, "metadata": {"namespace": "ml", "name": "train"},
+                    "spec": {"suspend": suspend}, "status": status})
+            };
+            let mut admitted = workload(
+                "train",
+                json!([
+                    cond("QuotaReserved", "True", "2026-11-30T11:50:00Z", ""),
+                    cond("Admitted", "True", "2026-11-30T11:55:00Z", "")
+                ]),
+                "on-demand",
+            );
+            admitted["metadata"]["ownerReferences"][0]["kind"] = json!(kind);
+            // A Workload owned by a job of another kind and the same name is not this job's.
+            let mut other = admitted.clone();
+            other["metadata"]["ownerReferences"][0]["kind"] = json!("RayJob");
+            assert_eq!(
+                one(job(json!({}), true), vec![other], vec![], &none).stage,
+                Stage::Submitted,
+                "{kind}"
+            );
+            let starting = one(job(json!({}), false), vec![admitted.clone()], vec![], &none);
+            assert!(
+                starting
+                    .stage
+                    .to_string()
+                    .starts_with("admitted on flavor on-demand"),
+                "{kind}: {}",
+                starting.stage
+            );
+            let ready = match kind {
+                "JobSet" => json!({"replicatedJobsStatus": [{"name": "slice", "ready": 1}]}),
+                _ => json!({"ready": 4}),
+            };
+            assert_eq!(
+                one(job(ready, false), vec![admitted.clone()], vec![], &none).stage,
+                Stage::Running,
+                "{kind}"
+            );
+            let complete = if kind == "JobSet" {
+                "Completed"
+            } else {
+                "Complete"
+            };
+            let done = job(
+                json!({"conditions": [cond(complete, "True", "2026-11-30T11:59:00Z", "")]}),
+                false,
+            );
+            assert_eq!(
+                one(done, vec![admitted.clone()], vec![], &none)
+                    .stage
+                    .to_string(),
+                "finished: succeeded",
+                "{kind}"
+            );
+            let failed = job(
+                json!({"conditions": [cond("Failed", "True", "2026-11-30T11:59:00Z", "")]}),
+                false,
+            );
+            assert!(
+                one(failed, vec![admitted], vec![], &none)
+                    .stage
+                    .to_string()
+                    .starts_with("finished: failed"),
+                "{kind}"
+            );
+        }
     }
 
     #[test]

@@ -31,7 +31,7 @@ pub struct Spec {
     /// Kueue: installation, flavors, queues and admission checks.
     #[serde(default)]
     pub kueue: Kueue,
-    /// Training jobs (KubeRay RayJobs).
+    /// Training jobs: KubeRay RayJobs, JobSets or batch Jobs (`kind`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub jobs: Vec<Job>,
     /// Raw Kubernetes manifests applied as they are (escape hatch). Each is a full object with
@@ -431,11 +431,59 @@ pub struct ProvisioningRequestConfig {
     pub managed_resources: Vec<String>,
 }
 
-/// A training job: a KubeRay RayJob whose script ships in a ConfigMap.
+/// What a job runs as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum JobKind {
+    /// A KubeRay RayJob (`ray.io/v1`): a Ray head, worker groups and a submitter.
+    #[default]
+    RayJob,
+    /// A JobSet (`jobset.x-k8s.io/v1alpha2`): replicated jobs, one Job per replica (slice).
+    JobSet,
+    /// A batch Job (`batch/v1`): `parallelism` pods at a time, `completions` in all.
+    Job,
+}
+
+impl JobKind {
+    /// The Kubernetes kind it renders to.
+    pub fn kind_name(self) -> &'static str {
+        match self {
+            JobKind::RayJob => "RayJob",
+            JobKind::JobSet => "JobSet",
+            JobKind::Job => "Job",
+        }
+    }
+}
+
+/// KubeRay's `spec.submissionMode` values gkq supports (`InteractiveMode` waits for a user to
+/// submit by hand, which a spec cannot).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum SubmissionMode {
+    K8sJobMode,
+    #[serde(rename = "HTTPMode")]
+    HttpMode,
+    SidecarMode,
+}
+
+impl SubmissionMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SubmissionMode::K8sJobMode => "K8sJobMode",
+            SubmissionMode::HttpMode => "HTTPMode",
+            SubmissionMode::SidecarMode => "SidecarMode",
+        }
+    }
+}
+
+/// A training job whose script ships in a ConfigMap: a KubeRay RayJob (default), a JobSet or a
+/// batch Job.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, Default)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Job {
     pub name: String,
+    /// `rayjob` (default), `jobset` or `job`.
+    #[serde(default)]
+    pub kind: JobKind,
     #[serde(default = "default_namespace")]
     pub namespace: String,
     /// LocalQueue the job is submitted to.
@@ -453,15 +501,36 @@ pub struct Job {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub entrypoint: Option<String>,
     pub image: String,
-    /// pip packages for Ray's runtime environment.
+    /// How KubeRay submits the script (RayJob only): `K8sJobMode` (KubeRay's default: a
+    /// submitter pod), `HTTPMode` (the operator submits; no submitter pod) or `SidecarMode` (a
+    /// submitter container in the head pod).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub submission_mode: Option<SubmissionMode>,
+    /// pip packages for Ray's runtime environment (RayJob only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pip: Vec<String>,
-    pub head: HeadGroup,
+    /// The Ray head (RayJob only, required there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head: Option<HeadGroup>,
+    /// Ray worker groups (RayJob only; none for a Ray cluster of its head alone).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub workers: Vec<WorkerGroup>,
-    /// Ray in-tree autoscaling; needs `elastic: true`.
+    /// The JobSet's replicated jobs (JobSet only, at least one).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replicated_jobs: Vec<ReplicatedJob>,
+    /// Pods running at once (batch Job only; default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parallelism: Option<u32>,
+    /// Pods that must succeed (batch Job only; default `parallelism`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completions: Option<u32>,
+    /// The batch Job's pods (batch Job only, required there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pods: Option<PodGroup>,
+    /// Ray in-tree autoscaling; needs `elastic: true` (RayJob only).
     #[serde(default)]
     pub autoscaling: bool,
-    /// Kueue elastic job (`kueue.x-k8s.io/elastic-job: "true"`).
+    /// Kueue elastic job (`kueue.x-k8s.io/elastic-job: "true"`; RayJob only).
     #[serde(default)]
     pub elastic: bool,
     #[serde(default = "default_true")]
@@ -473,8 +542,12 @@ pub struct Job {
     /// Kueue WorkloadPriorityClass name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority_class: Option<String>,
+    /// Labels on the job object.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, String>,
+    /// Annotations on the job object.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, Default)]
@@ -482,11 +555,19 @@ pub struct Job {
 pub struct HeadGroup {
     pub cpu: Quantity,
     pub memory: Quantity,
+    /// Container limits; when absent, the limits equal the requests (`cpu`, `memory`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<BTreeMap<String, Quantity>>,
     /// Node pool the head runs on (`cloud.google.com/gke-nodepool` node selector).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_pool: Option<String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub node_selector: BTreeMap<String, String>,
+    /// Required node affinity: one term whose expressions must all match.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub required_node_affinity: Vec<NodeSelectorRequirement>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<Toleration>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, Default)]
@@ -504,12 +585,75 @@ pub struct WorkerGroup {
     pub hosts: u32,
     pub cpu: Quantity,
     pub memory: Quantity,
+    /// Container limits; when absent, the limits equal the requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<BTreeMap<String, Quantity>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accelerator: Option<Accelerator>,
+    /// Node pool the workers run on (`cloud.google.com/gke-nodepool` node selector).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_pool: Option<String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub node_selector: BTreeMap<String, String>,
+    /// Required node affinity: one term whose expressions must all match.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub required_node_affinity: Vec<NodeSelectorRequirement>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tolerations: Vec<Toleration>,
+}
+
+/// One replicated job of a JobSet: `replicas` Jobs (for TPUs, one per slice), each of `hosts`
+/// pods (the Job's parallelism and completions).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ReplicatedJob {
+    /// Name of the replicated job (a DNS label); Kueue names its podset after it.
+    pub name: String,
+    /// Jobs of this template: for a TPU, one per slice.
+    #[serde(default = "default_one")]
+    pub replicas: u32,
+    /// Pods per Job (parallelism = completions): one per TPU VM of the slice.
+    #[serde(default = "default_hosts")]
+    pub hosts: u32,
+    /// Each pod: what it requests and where it may run.
+    pub pods: PodGroup,
+}
+
+/// The pods of a batch Job or of a JobSet's replicated job: what each requests and where it
+/// may run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PodGroup {
+    pub cpu: Quantity,
+    pub memory: Quantity,
+    /// Container limits; when absent, the limits equal the requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<BTreeMap<String, Quantity>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accelerator: Option<Accelerator>,
+    /// Node pool the pods run on (`cloud.google.com/gke-nodepool` node selector).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_pool: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_selector: BTreeMap<String, String>,
+    /// Required node affinity: one term whose expressions must all match.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub required_node_affinity: Vec<NodeSelectorRequirement>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<Toleration>,
+}
+
+/// One expression of a required node-affinity term.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NodeSelectorRequirement {
+    /// Node label key.
+    pub key: String,
+    /// `In`, `NotIn`, `Exists`, `DoesNotExist`, `Gt` or `Lt`.
+    pub operator: String,
+    /// Values for `In`, `NotIn` (one or more), `Gt` and `Lt` (exactly one integer).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, Default)]
@@ -541,6 +685,9 @@ fn default_nodes() -> u32 {
     3
 }
 fn default_hosts() -> u32 {
+    1
+}
+fn default_one() -> u32 {
     1
 }
 fn default_namespace() -> String {

@@ -3,7 +3,8 @@
 //! queues and submits both jobs; job 1 lands on on-demand and job 2 on dws, waiting for its
 //! ProvisioningRequest; a second plan is empty; `gkq status` agrees with the prediction; once
 //! the simulated DWS delay has passed (a fast clock), job 2 is provisioned and runs; destroy
-//! removes everything.
+//! removes everything. The JobSet example (`examples/tpu-dws-jobset`) runs the same way, with
+//! the simulated JobSet controller.
 
 use std::path::Path;
 use std::process::Output;
@@ -19,13 +20,24 @@ fn gkq(state: &Path, settings: &[(&str, &str)], args: &[&str]) -> Output {
 
 /// [`gkq`] with another environment overlay (add `--target local` for one that is not local).
 fn gkq_env(state: &Path, env: &str, settings: &[(&str, &str)], args: &[&str]) -> Output {
+    gkq_on("examples/tpu-dws", state, env, settings, args)
+}
+
+/// `gkq` on `example` with an environment overlay, a state directory and simulation settings.
+fn gkq_on(
+    example: &str,
+    state: &Path,
+    env: &str,
+    settings: &[(&str, &str)],
+    args: &[&str],
+) -> Output {
     let mut c = support::gkq();
     c.current_dir(repo_root());
     for (k, v) in settings {
         c.env(k, v);
     }
     c.args(args)
-        .args(["examples/tpu-dws", "--env", env, "--state-dir"])
+        .args([example, "--env", env, "--state-dir"])
         .arg(state);
     c.output().unwrap()
 }
@@ -48,7 +60,18 @@ fn ok(out: Output) -> String {
 }
 
 fn status(state: &Path, settings: &[(&str, &str)]) -> Value {
-    let stdout = ok(gkq(state, settings, &["status", "-o", "json"]));
+    status_on("examples/tpu-dws", state, settings)
+}
+
+/// `gkq status -o json` on `example` with the local overlay.
+fn status_on(example: &str, state: &Path, settings: &[(&str, &str)]) -> Value {
+    let stdout = ok(gkq_on(
+        example,
+        state,
+        "local",
+        settings,
+        &["status", "-o", "json"],
+    ));
     serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"))
 }
 
@@ -259,6 +282,275 @@ fn seed_walkthrough_on_the_local_target() {
     let report = status(state, &fast);
     assert!(report["clusterStatus"]["status"].is_null(), "{report:#}");
     assert_eq!(report["kubernetes"], false);
+}
+
+/// The JobSet example in one command: the plan shows each replicated job's podset, count and
+/// flavor (run 1 on on-demand, run 2 on dws waiting for the DWS check); Kueue's simulated
+/// JobSet integration agrees; the simulated JobSet controller keeps run 2 suspended until DWS
+/// provisions, then both run and complete; a changed JobSet is a new run, refused while the old
+/// one runs unless disruption is allowed.
+#[test]
+fn jobset_walkthrough_on_the_local_target() {
+    // A copy of the example with the local overlay, so that the test can change the spec.
+    let dir = tempfile::tempdir().unwrap();
+    let stack = dir.path().join("stack");
+    std::fs::create_dir_all(stack.join("environments")).unwrap();
+    for file in ["gkq.yaml", "train.py"] {
+        std::fs::copy(
+            repo_root().join("examples/tpu-dws-jobset").join(file),
+            stack.join(file),
+        )
+        .unwrap();
+    }
+    std::fs::copy(
+        repo_root().join("environments/local.yaml"),
+        stack.join("environments/local.yaml"),
+    )
+    .unwrap();
+    let state = &dir.path().join("state");
+    let example = stack.to_str().unwrap();
+    let run =
+        |settings: &[(&str, &str)], args: &[&str]| gkq_on(example, state, "local", settings, args);
+    let slow = [("GKQ_LOCAL_PROVISIONING", "after:30m")];
+    let stdout = ok(run(&slow, &["apply", "--auto-approve"]));
+    assert!(stdout.contains("Plan: 14 to create"), "{stdout}");
+    let placement = stdout
+        .split("Placement (predicted")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no placement section: {stdout}"));
+    let lines: Vec<&str> = placement.lines().map(str::trim).collect();
+    assert!(
+        lines.windows(2).any(|w| w
+            == [
+                "default/jobset-tpu-v6e-dws-1 -> admitted",
+                "slice        x4   on-demand"
+            ]),
+        "{placement}"
+    );
+    assert!(
+        lines.windows(2).any(|w| w
+            == [
+                "default/jobset-tpu-v6e-dws-2 -> quota reserved, waits for dws-prov",
+                "slice        x4   dws"
+            ]),
+        "{placement}"
+    );
+    assert!(
+        stdout.contains("jobset-tpu-v6e-dws-2 -> dws: quota reserved, waiting for dws-prov"),
+        "{stdout}"
+    );
+
+    let report = status_on(example, state, &slow);
+    let first = job(&report, "jobset-tpu-v6e-dws-1");
+    assert_eq!(first["kind"], "JobSet", "{first:#}");
+    assert_eq!(first["observed"]["state"], "admitted", "{first:#}");
+    assert_eq!(podset_flavor(&first["observed"], "slice"), "on-demand");
+    assert_eq!(first["agrees"], true, "{first:#}");
+    let second = job(&report, "jobset-tpu-v6e-dws-2");
+    assert_eq!(
+        second["observed"]["state"], "waiting-for-admission-checks",
+        "{second:#}"
+    );
+    assert_eq!(podset_flavor(&second["observed"], "slice"), "dws");
+    assert_eq!(second["agrees"], true, "{second:#}");
+    let world = || -> Value {
+        serde_json::from_str(&std::fs::read_to_string(state.join(SEED_STATE)).unwrap()).unwrap()
+    };
+    let job_set = |world: &Value, name: &str| -> Value {
+        world["store"]["objects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["kind"] == "JobSet" && o["metadata"]["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no JobSet {name}"))
+    };
+    let suspended = job_set(&world(), "jobset-tpu-v6e-dws-2");
+    assert_eq!(suspended["spec"]["suspend"], true, "{suspended:#}");
+    assert_eq!(
+        suspended["status"]["conditions"][0]["message"],
+        "jobset is suspended until Kueue admits it (simulated)"
+    );
+
+    // A changed JobSet is a new run (replace), and the old runs hold quota: apply refuses
+    // without --allow-disruption and changes nothing.
+    let spec = std::fs::read_to_string(stack.join("gkq.yaml")).unwrap();
+    std::fs::write(stack.join("gkq.yaml"), spec.replace("cpu: 8", "cpu: 7")).unwrap();
+    let plan = ok(run(&slow, &["plan"]));
+    assert!(
+        plan.contains("a JobSet is a run: a changed job is submitted as a new run"),
+        "{plan}"
+    );
+    assert!(
+        plan.contains("0 to create, 0 to update, 2 to replace"),
+        "{plan}"
+    );
+    let out = run(&slow, &["apply", "--auto-approve"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("this plan stops running work")
+            && stderr.contains("JobSet default/jobset-tpu-v6e-dws-1"),
+        "{stderr}"
+    );
+    std::fs::write(stack.join("gkq.yaml"), spec).unwrap();
+    let out = run(&slow, &["plan", "--detailed-exitcode"]);
+    assert_eq!(out.status.code(), Some(0), "{:?}", text(&out));
+
+    // Fast clock: DWS provisions, the pools scale up, both runs complete.
+    let fast = [
+        ("GKQ_LOCAL_PROVISIONING", "after:30m"),
+        ("GKQ_LOCAL_CLOCK", "36000x"),
+    ];
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let report = status_on(example, state, &fast);
+    for name in ["jobset-tpu-v6e-dws-1", "jobset-tpu-v6e-dws-2"] {
+        let j = job(&report, name);
+        assert_eq!(j["observed"]["state"], "finished", "{j:#}");
+        let done = job_set(&world(), name);
+        assert_eq!(done["status"]["terminalState"], "Completed", "{done:#}");
+        assert_eq!(
+            done["status"]["replicatedJobsStatus"][0]["succeeded"], 1,
+            "{done:#}"
+        );
+    }
+}
+
+/// JobSets and batch Jobs written as raw `manifests:` are predicted like the spec's own jobs
+/// (one podset per replicated job of replicas x min(parallelism, completions), a Job's `main`),
+/// and the simulated Job controller runs an admitted batch Job to completion.
+#[test]
+fn raw_job_set_and_job_manifests_are_predicted_and_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let stack = dir.path().join("stack");
+    std::fs::create_dir_all(stack.join("environments")).unwrap();
+    std::fs::copy(
+        repo_root().join("environments/local.yaml"),
+        stack.join("environments/local.yaml"),
+    )
+    .unwrap();
+    let spec =
+        std::fs::read_to_string(repo_root().join("examples/tpu-dws-jobset/gkq.yaml")).unwrap();
+    let head = &spec[..spec.find("jobs:").unwrap()];
+    let manifests = r#"
+manifests:
+  - apiVersion: jobset.x-k8s.io/v1alpha2
+    kind: JobSet
+    metadata: {name: raw-jobset, namespace: default, labels: {kueue.x-k8s.io/queue-name: user-queue}}
+    spec:
+      replicatedJobs:
+        - name: Slices
+          replicas: 2
+          template:
+            spec:
+              parallelism: 4
+              completions: 4
+              template:
+                spec:
+                  restartPolicy: Never
+                  containers:
+                    - name: main
+                      image: python:3.12
+                      resources:
+                        requests: {cpu: "8", memory: 16Gi, google.com/tpu: "4"}
+                        limits: {cpu: "8", memory: 16Gi, google.com/tpu: "4"}
+  - apiVersion: batch/v1
+    kind: Job
+    metadata: {name: raw-job, namespace: default, labels: {kueue.x-k8s.io/queue-name: user-queue}}
+    spec:
+      parallelism: 3
+      completions: 2
+      template:
+        spec:
+          restartPolicy: Never
+          nodeSelector: {cloud.google.com/gke-nodepool: default-pool}
+          containers:
+            - {name: main, image: python:3.12, resources: {requests: {cpu: "1", memory: 1Gi}}}
+"#;
+    std::fs::write(stack.join("gkq.yaml"), format!("{head}{manifests}")).unwrap();
+    let state = dir.path().join("state");
+    let stdout = ok(gkq_on(
+        stack.to_str().unwrap(),
+        &state,
+        "local",
+        &[],
+        &["plan", "-o", "json"],
+    ));
+    let plan: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    let placements = plan["placements"].as_array().expect("placements");
+    let shape = |job: &str| -> (String, Vec<(String, i64, String)>) {
+        let p = placements
+            .iter()
+            .find(|p| p["job"] == job)
+            .unwrap_or_else(|| panic!("no placement for {job}: {plan:#}"));
+        let podsets = p["podsets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|ps| {
+                (
+                    ps["name"].as_str().unwrap().to_string(),
+                    ps["count"].as_i64().unwrap(),
+                    ps["flavor"].as_str().unwrap_or("").to_string(),
+                )
+            })
+            .collect();
+        (p["state"].as_str().unwrap().to_string(), podsets)
+    };
+    // 2 slices = 32 chips: more than on-demand's 16, so dws (waiting for its check).
+    assert_eq!(
+        shape("raw-jobset"),
+        (
+            "waiting-for-admission-checks".to_string(),
+            vec![("slices".to_string(), 8, "dws".to_string())]
+        )
+    );
+    assert_eq!(
+        shape("raw-job"),
+        (
+            "admitted".to_string(),
+            vec![("main".to_string(), 2, "default-cpu".to_string())]
+        )
+    );
+
+    // Applied, the simulated Job controller runs the batch Job on the default pool's nodes
+    // once Kueue admits it, and it completes; Kueue's Workload finishes with it.
+    let run = |settings: &[(&str, &str)], args: &[&str]| {
+        gkq_on(stack.to_str().unwrap(), &state, "local", settings, args)
+    };
+    ok(run(&[], &["apply", "--auto-approve"]));
+    std::thread::sleep(std::time::Duration::from_millis(1200));
+    let report = status_on(
+        stack.to_str().unwrap(),
+        &state,
+        &[("GKQ_LOCAL_CLOCK", "3600x")],
+    );
+    let raw_job = job(&report, "raw-job");
+    assert_eq!(raw_job["kind"], "Job", "{raw_job:#}");
+    assert_eq!(raw_job["observed"]["state"], "finished", "{raw_job:#}");
+    let world: Value =
+        serde_json::from_str(&std::fs::read_to_string(state.join(SEED_STATE)).unwrap()).unwrap();
+    let stored = world["store"]["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["kind"] == "Job" && o["metadata"]["name"] == "raw-job")
+        .expect("the Job is stored");
+    let complete = stored["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Complete")
+        .unwrap_or_else(|| panic!("not complete: {stored:#}"));
+    assert_eq!(complete["status"], "True");
+    assert!(
+        complete["message"]
+            .as_str()
+            .unwrap()
+            .contains("(simulated)"),
+        "{complete:#}"
+    );
+    assert_eq!(stored["status"]["succeeded"], 2, "{stored:#}");
 }
 
 #[test]

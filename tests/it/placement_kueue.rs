@@ -34,6 +34,8 @@
 
 use crate::support;
 
+mod jobsets;
+
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 

@@ -313,6 +313,7 @@ pub fn api_resource(api_version: &str, kind: &str) -> Result<(ApiResource, bool)
         "Workload" => ("workloads", true),
         "RayJob" => ("rayjobs", true),
         "RayCluster" => ("rayclusters", true),
+        "JobSet" => ("jobsets", true),
         "ProvisioningRequest" => ("provisioningrequests", true),
         "ConfigMap" => ("configmaps", true),
         other => bail!("api_resource: unknown kind {other}"),

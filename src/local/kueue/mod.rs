@@ -3,11 +3,13 @@
 //!
 //! - [`webhooks`]: `resource-in-use` finalizers on ClusterQueues and ResourceFlavors; quota
 //!   quantities canonicalised on create (`1000000000` is stored as `1G`); `onFlavors` must name
-//!   the queue's flavors; RayJobs with a queue label are created suspended, and the RayJob
-//!   rejections Kueue's webhook makes (in-tree autoscaling without the elastic annotation, ...).
-//! - [`rayjob`] (the job reconciler): a Workload per queued RayJob (podsets as Kueue builds
-//!   them), finished when the job finishes; the job unsuspended on admission, with [`podset`]'s
-//!   flavor node labels, tolerations and pod-set updates injected into its pod templates.
+//!   the queue's flavors; RayJobs, JobSets and batch Jobs with a queue label are created
+//!   suspended, and the rejections Kueue's webhooks make (in-tree autoscaling without the
+//!   elastic annotation, too many podsets, ...).
+//! - [`jobs`] (the job reconciler): a Workload per queued RayJob, JobSet or batch Job (podsets
+//!   as Kueue builds them), finished when the job finishes; the job unsuspended on admission,
+//!   with [`podset`]'s flavor node labels, tolerations and pod-set updates injected into its pod
+//!   templates.
 //! - [`scheduler`]: **admission is decided by gkq's placement module** (`placement::predict`).
 //! - [`provisioning`]: the ProvisioningRequest admission check.
 //! - [`workload`]: requeueing after backoff, admission once every check is ready.
@@ -20,10 +22,10 @@
 
 mod clusterqueue;
 mod finalizers;
+mod jobs;
 mod localqueue;
 mod podset;
 mod provisioning;
-mod rayjob;
 mod scheduler;
 mod webhooks;
 mod workload;
@@ -115,13 +117,13 @@ pub fn reconcile(ctx: &mut Ctx<'_>) -> Outcome {
     changed |= finalizers::resource_in_use(ctx, &changes);
     changed |= provisioning::admission_check_status(ctx);
     changed |= workload::release_deleted(ctx);
-    changed |= rayjob::jobs_to_workloads(ctx);
-    changed |= rayjob::finish_workloads(ctx);
+    changed |= jobs::jobs_to_workloads(ctx);
+    changed |= jobs::finish_workloads(ctx);
     changed |= workload::requeue(ctx);
     changed |= scheduler::schedule(ctx);
     changed |= provisioning::provisioning_checks(ctx);
     changed |= workload::admit_when_ready(ctx);
-    changed |= rayjob::suspend_or_resume_jobs(ctx);
+    changed |= jobs::suspend_or_resume_jobs(ctx);
     changed |= queue_status(ctx, &changes);
     Outcome { changed }
 }

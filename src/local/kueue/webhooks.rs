@@ -1,7 +1,7 @@
 //! Kueue's webhooks (`pkg/webhooks`), only while Kueue runs: `resource-in-use` finalizers on new
 //! ClusterQueues and ResourceFlavors, quota quantities canonicalised on create, `onFlavors`
-//! checked against the queue's flavors, and queued RayJobs created suspended, or rejected as
-//! Kueue's RayJob webhook rejects them.
+//! checked against the queue's flavors, and queued RayJobs, JobSets and batch Jobs created
+//! suspended, or rejected as Kueue's job webhooks reject them.
 
 use serde_json::{Value, json};
 
@@ -31,7 +31,7 @@ pub fn webhooks(
             add_finalizer(object);
             Ok(())
         }
-        ("ray.io", "RayJob") => {
+        ("ray.io", "RayJob") | ("jobset.x-k8s.io", "JobSet") | ("batch", "Job") => {
             let queued = object
                 .pointer("/metadata/labels")
                 .and_then(|l| l.get(QUEUE_NAME_LABEL))
@@ -42,8 +42,9 @@ pub fn webhooks(
             if let Ok(workload) = PendingWorkload::from_object(object)
                 && let Some(reason) = workload.rejected
             {
+                let webhook = format!("v{}.kb.io", kind.to_lowercase());
                 return Err(format!(
-                    "admission webhook \"vrayjob.kb.io\" denied the request: {reason}"
+                    "admission webhook \"{webhook}\" denied the request: {reason}"
                 ));
             }
             if create && let Some(spec) = child_map(object, "spec") {

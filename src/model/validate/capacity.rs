@@ -113,8 +113,9 @@ fn check_job_reach(c: &mut Checker, spec: &Spec) {
         let Some(queue) = crate::model::queue_of(spec, &job.namespace, &job.queue) else {
             continue;
         };
-        for (gi, group) in job.workers.iter().enumerate() {
-            let Some(accelerator) = &group.accelerator else {
+        let job_path = Path::root().key("jobs").index(i);
+        for group in crate::model::jobs::pod_groups(job) {
+            let Some(accelerator) = group.accelerator else {
                 continue;
             };
             let flavors = queue
@@ -144,15 +145,22 @@ fn check_job_reach(c: &mut Checker, spec: &Spec) {
                 let Some(max) = max_nodes(pool) else {
                     continue;
                 };
-                let path = Path::root().key("jobs").index(i).key("workers").index(gi);
+                let path = super::jobs_section::group_path(&job_path, &group);
+                let (hosts_at, _) = super::jobs_section::hosts_path(&job_path, &group);
+                // A batch Job has no replicas: its pods are its parallelism.
+                let replicas_at = if group.section == "pods" {
+                    hosts_at.clone()
+                } else {
+                    path.key("replicas")
+                };
                 if pool.queued_provisioning {
                     let needed = group.replicas.saturating_mul(group.hosts);
                     if needed > max {
                         c.error(
-                            &path.key("replicas"),
+                            &replicas_at,
                             format!(
                                 "job `{}` group `{}` needs {needed} nodes of node pool `{}` at once ({} replicas x {} hosts, one TPU VM per host), but the pool can have at most {max}: its ProvisioningRequest can never be satisfied",
-                                job.name, group.group, pool.name, group.replicas, group.hosts
+                                job.name, group.name, pool.name, group.replicas, group.hosts
                             ),
                             format!(
                                 "raise nodePools[{}].autoscaling.max to {needed} or more, or run fewer replicas",
@@ -162,10 +170,10 @@ fn check_job_reach(c: &mut Checker, spec: &Spec) {
                     }
                 } else if group.hosts > max {
                     c.error(
-                        &path.key("hosts"),
+                        &hosts_at,
                         format!(
                             "job `{}` group `{}` needs a slice of {} nodes, but node pool `{}` can have at most {max}: the slice never fits, and a job admitted to flavor `{}` waits forever",
-                            job.name, group.group, group.hosts, pool.name, flavor.name
+                            job.name, group.name, group.hosts, pool.name, flavor.name
                         ),
                         format!(
                             "raise nodePools[{}].autoscaling.max to {} or more",

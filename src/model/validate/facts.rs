@@ -452,8 +452,9 @@ fn check_version_floor(c: &mut Checker, spec: &Spec, floor: GkeVersion, what: &s
 /// A job's TPU topology must be a slice its accelerator's generation offers.
 fn check_job_topologies(c: &mut Checker, spec: &Spec) {
     for (ji, job) in spec.jobs.iter().enumerate() {
-        for (wi, worker) in job.workers.iter().enumerate() {
-            let Some(accelerator) = &worker.accelerator else {
+        let job_path = Path::root().key("jobs").index(ji);
+        for group in crate::model::jobs::pod_groups(job) {
+            let Some(accelerator) = group.accelerator else {
                 continue;
             };
             let (Some(topology), Some(generation)) = (
@@ -466,11 +467,7 @@ fn check_job_topologies(c: &mut Checker, spec: &Spec) {
             if let Err(problem) = generation_topology(generation, topology)
                 && problem != TopologyProblem::Malformed
             {
-                let path = Path::root()
-                    .key("jobs")
-                    .index(ji)
-                    .key("workers")
-                    .index(wi)
+                let path = super::jobs_section::pods_path(&job_path, &group)
                     .key("accelerator")
                     .key("topology");
                 report_topology(c, &path, generation, topology, problem);

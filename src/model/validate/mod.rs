@@ -308,6 +308,7 @@ pub(super) fn flavor_quotas(
 }
 
 pub fn check_rendered(loaded: &Loaded, desired: &super::DesiredState) -> Diagnostics {
+    use crate::placement::podsets::MAX_POD_SETS;
     use crate::placement::{Cluster, PendingWorkload, capacity, fits_ever};
     let mut c = Checker {
         loaded,
@@ -315,8 +316,9 @@ pub fn check_rendered(loaded: &Loaded, desired: &super::DesiredState) -> Diagnos
     };
     let spec = &loaded.spec;
     let mut cluster = Cluster::default();
-    for o in desired.kubernetes.iter().filter(|o| o["kind"] != "RayJob") {
+    for o in &desired.kubernetes {
         // Rendered from a validated spec; anything placement cannot read was reported above.
+        // Jobs are not part of the cluster: each is checked on its own below.
         let _ = cluster.add_object(o);
     }
     for (i, job) in spec.jobs.iter().enumerate() {
@@ -324,7 +326,7 @@ pub fn check_rendered(loaded: &Loaded, desired: &super::DesiredState) -> Diagnos
             continue;
         };
         let Some(object) = desired.kubernetes.iter().find(|o| {
-            o["kind"] == "RayJob"
+            o["kind"] == job.kind.kind_name()
                 && o["metadata"]["name"] == first_run.as_str()
                 && o["metadata"]["namespace"] == job.namespace.as_str()
         }) else {
@@ -333,12 +335,45 @@ pub fn check_rendered(loaded: &Loaded, desired: &super::DesiredState) -> Diagnos
         let Ok(workload) = PendingWorkload::from_object(object) else {
             continue;
         };
-        if let Err(reason) = fits_ever(&cluster, &workload) {
+        let p = Path::root().key("jobs").index(i);
+        if workload.pod_sets.len() > MAX_POD_SETS {
             c.error(
-                &Path::root().key("jobs").index(i).key("workers"),
+                &p.key("kind"),
+                format!(
+                    "job `{}` makes {} podsets, more than the {MAX_POD_SETS} a Kueue Workload may have: Kueue cannot create its Workload and the job stays suspended",
+                    job.name,
+                    workload.pod_sets.len()
+                ),
+                "merge groups of pods that ask for the same resources and node selection",
+            );
+            continue;
+        }
+        let groups = super::jobs::pod_groups(job);
+        check_dws_request_shape(&mut c, spec, &workload, &p.key("queue"), |podset| {
+            groups
+                .iter()
+                .find(|g| g.name.to_lowercase() == podset)
+                .map(|g| jobs_section::group_path(&p, g))
+        });
+        if let Err(reason) = fits_ever(&cluster, &workload) {
+            let at = match job.kind {
+                crate::spec::types::JobKind::RayJob => p.key("workers"),
+                crate::spec::types::JobKind::JobSet => p.key("replicatedJobs"),
+                crate::spec::types::JobKind::Job => p.key("pods"),
+            };
+            c.error(
+                &at,
                 format!("job `{}` can never be admitted by queue `{}`: {reason}", job.name, job.queue),
                 "raise a flavor's quota, add a flavor that fits, or shrink the job: Kueue would keep it pending forever",
             );
+        }
+    }
+    // Raw jobs of the kinds Kueue manages here, written in `manifests:`.
+    for (i, manifest) in spec.manifests.iter().enumerate() {
+        let run_kind = matches!(manifest["kind"].as_str(), Some("RayJob" | "JobSet" | "Job"));
+        if let (true, Ok(workload)) = (run_kind, PendingWorkload::from_object(manifest)) {
+            let at = Path::root().key("manifests").index(i);
+            check_dws_request_shape(&mut c, spec, &workload, &at, |_| None);
         }
     }
     manifests::check_manifest_collisions(&mut c, spec, desired);
@@ -398,4 +433,59 @@ pub fn check_rendered(loaded: &Loaded, desired: &super::DesiredState) -> Diagnos
         }
     }
     c.diags
+}
+
+/// GKE's queued provisioning takes one PodSet per ProvisioningRequest. Kueue puts into the
+/// request every podset that uses a resource of the check's `managedResources`
+/// ([`crate::placement::PodSet::joins_provisioning_request`]); with two or more, GKE fails the
+/// request and the job never gets its nodes (ray-project/ray#57839, docs/kueue.md 1c.4).
+/// `at_podset` says where in the spec a podset is written, when it can.
+fn check_dws_request_shape(
+    c: &mut Checker,
+    spec: &Spec,
+    workload: &crate::placement::PendingWorkload,
+    queue_at: &Path,
+    at_podset: impl Fn(&str) -> Option<Path>,
+) {
+    let Some(queue) = &workload.queue_name else {
+        return;
+    };
+    let Some(cq) = crate::model::queue_of(spec, &workload.namespace, queue) else {
+        return;
+    };
+    let checks = kueue::provisioning_checks(spec);
+    for check_ref in kueue::queue_admission_checks(spec, cq) {
+        let Some(check) = checks
+            .iter()
+            .find(|k| k.name == check_ref.name && k.class_name == kueue::DWS_CLASS)
+        else {
+            continue;
+        };
+        let joining: Vec<&str> = workload
+            .pod_sets
+            .iter()
+            .filter(|ps| ps.joins_provisioning_request(&check.managed_resources))
+            .map(|ps| ps.name.as_str())
+            .collect();
+        if joining.len() < 2 {
+            continue;
+        }
+        let managed = if check.managed_resources.is_empty() {
+            "every resource".to_string()
+        } else {
+            check.managed_resources.join(", ")
+        };
+        c.error(
+            &at_podset(joining[1]).unwrap_or_else(|| queue_at.clone()),
+            format!(
+                "{} `{}` would send GKE a DWS ProvisioningRequest with {} podsets ({}): queue `{queue}` uses admission check `{}` (managedResources: {managed}), and GKE's queued provisioning accepts one podset per request, so the request fails and the job never gets nodes (ray-project/ray#57839)",
+                workload.kind,
+                workload.name,
+                joining.len(),
+                joining.join(", "),
+                check.name
+            ),
+            "put all the accelerator pods in one group (one worker group or replicated job with more replicas), or submit the groups as separate jobs",
+        );
+    }
 }

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::Checker;
 use crate::spec::Path;
-use crate::spec::types::Spec;
+use crate::spec::types::{JobKind, Spec};
 
 /// KubeRay's API group.
 const RAY_GROUP: &str = "ray.io";
@@ -34,7 +34,12 @@ pub(super) fn check_prerequisites(c: &mut Checker, spec: &Spec) {
     }
     let fix = "set `cluster.addons.rayOperator: true` (GKE's Ray operator add-on, as `gcloud container clusters create --addons=RayOperator` does), or install KubeRay's CRDs and operator in `manifests:`";
     // One warning per job section entry and manifest: each is a place the user may fix.
-    for (i, job) in spec.jobs.iter().enumerate() {
+    for (i, job) in spec
+        .jobs
+        .iter()
+        .enumerate()
+        .filter(|(_, job)| job.kind == JobKind::RayJob)
+    {
         c.warning(
             &Path::root().key("jobs").index(i),
             format!(

@@ -1,7 +1,8 @@
-//! Kueue's job reconciler for RayJobs (`pkg/controller/jobframework`, `pkg/controller/jobs/rayjob`):
-//! a Workload per queued RayJob, finished when the job finishes; the job unsuspended on
-//! admission, with the flavors' node labels and tolerations and the admission checks' pod-set
-//! updates injected into its pod templates, and suspended again when it loses its admission.
+//! Kueue's job reconciler (`pkg/controller/jobframework`) for the job kinds gkq submits:
+//! RayJobs, JobSets and batch Jobs (`pkg/controller/jobs/{rayjob,jobset,job}`): a Workload per
+//! queued job, finished when the job finishes; the job unsuspended on admission, with the
+//! flavors' node labels and tolerations and the admission checks' pod-set updates injected into
+//! its pod templates, and suspended again when it loses its admission.
 
 use std::collections::BTreeSet;
 
@@ -14,6 +15,34 @@ use super::workload::{check_states, drop_finalizer};
 use super::{KUEUE, MANAGER, PROVREQ_PREFIX, condition_true, deleting, finished, workload_keys};
 use crate::vocab::labels::QUEUE_NAME_LABEL;
 use crate::vocab::object::uid_of;
+
+/// `(group, kind)` of the jobs whose Workloads Kueue manages here.
+pub(super) const JOB_KINDS: [(&str, &str); 3] = [
+    ("ray.io", "RayJob"),
+    ("jobset.x-k8s.io", "JobSet"),
+    ("batch", "Job"),
+];
+
+/// Whether a job has finished, by its own status: `Some((reason, message))` for Kueue's
+/// `Finished` condition (`jobframework`'s `Finished` of each integration).
+fn job_outcome(job: &Value) -> Option<(&'static str, &'static str)> {
+    match job["kind"].as_str()? {
+        "RayJob" => match job.pointer("/status/jobStatus").and_then(Value::as_str) {
+            Some("SUCCEEDED") => Some(("Succeeded", "Job finished successfully")),
+            Some("FAILED") => Some(("Failed", "Job failed")),
+            _ => None,
+        },
+        "JobSet" if condition_true(job, "Completed") => {
+            Some(("Succeeded", "jobset completed successfully"))
+        }
+        "JobSet" if condition_true(job, "Failed") => Some(("Failed", "jobset failed")),
+        "Job" if condition_true(job, "Complete") => {
+            Some(("Succeeded", "Job finished successfully"))
+        }
+        "Job" if condition_true(job, "Failed") => Some(("Failed", "Job failed")),
+        _ => None,
+    }
+}
 
 fn priority_of(store: &Store, job: &Value) -> i32 {
     let class = job
@@ -35,7 +64,11 @@ fn priority_of(store: &Store, job: &Value) -> i32 {
 
 pub(super) fn jobs_to_workloads(ctx: &mut Ctx<'_>) -> bool {
     let mut changed = false;
-    let jobs: Vec<Value> = ctx.store.of_kind("ray.io", "RayJob").cloned().collect();
+    let jobs: Vec<Value> = JOB_KINDS
+        .iter()
+        .flat_map(|(group, kind)| ctx.store.of_kind(group, kind))
+        .cloned()
+        .collect();
     let owned = super::super::workload::by_owner(ctx.store.of_kind(KUEUE, "Workload"));
     for job in jobs {
         if deleting(&job)
@@ -49,10 +82,12 @@ pub(super) fn jobs_to_workloads(ctx: &mut Ctx<'_>) -> bool {
         if owned.contains_key(uid_of(&job)) {
             continue;
         }
-        if job.pointer("/status/jobDeploymentStatus") == Some(&json!("Complete")) {
+        if job.pointer("/status/jobDeploymentStatus") == Some(&json!("Complete"))
+            || job_outcome(&job).is_some()
+        {
             continue;
         }
-        let mut workload = super::super::workload::for_ray_job(&job, priority_of(ctx.store, &job));
+        let mut workload = super::super::workload::for_job(&job, priority_of(ctx.store, &job));
         for (k, v) in job
             .pointer("/metadata/annotations")
             .and_then(Value::as_object)
@@ -96,10 +131,8 @@ pub(super) fn finish_workloads(ctx: &mut Ctx<'_>) -> bool {
         let Some(job) = owner_job(ctx.store, w) else {
             continue;
         };
-        let outcome = match job.pointer("/status/jobStatus").and_then(Value::as_str) {
-            Some("SUCCEEDED") => ("Succeeded", "Job finished successfully"),
-            Some("FAILED") => ("Failed", "Job failed"),
-            _ => continue,
+        let Some(outcome) = job_outcome(job) else {
+            continue;
         };
         changed |= ctx.store.update(&key, MANAGER, true, now, |o| {
             set_condition(o, "Finished", "True", outcome.0, outcome.1, now);
@@ -130,8 +163,22 @@ pub(super) fn finish_workloads(ctx: &mut Ctx<'_>) -> bool {
     changed
 }
 
-/// The pointer of a RayJob pod template for a podset.
+/// The pointer of the pod template of a job's podset.
 fn template_pointer(job: &Value, podset: &str) -> Option<String> {
+    match job["kind"].as_str()? {
+        "JobSet" => {
+            return job
+                .pointer("/spec/replicatedJobs")
+                .and_then(Value::as_array)?
+                .iter()
+                .position(|rj| {
+                    rj["name"].as_str().map(str::to_lowercase).as_deref() == Some(podset)
+                })
+                .map(|i| format!("/spec/replicatedJobs/{i}/template/spec/template"));
+        }
+        "Job" => return Some("/spec/template".into()),
+        _ => {}
+    }
     if podset == "head" {
         return Some("/spec/rayClusterSpec/headGroupSpec/template".into());
     }
