@@ -4,12 +4,22 @@
 //! manager, deletes that respect finalizers, waits for readiness) and passes it to
 //! [`super::Executor::with_kube`]. The executor does the rest: ordering, dependency skips,
 //! staleness checks, events.
+//!
+//! Writes are conditional on the version of the target the check read ([`super::Checked`]). When
+//! the API server refuses one because the target moved on (Kueue wrote its status, say), the
+//! target is read again, alone, and checked by the same fingerprint: if what the action depends
+//! on is as planned, the write is sent again at the new version, else the action is stale.
 
 use serde_json::Value;
 
-use super::{ActionResultOf, ApplyError, ApplyEvent, Executor, check_fresh};
+use super::{ActionResultOf, ApplyError, ApplyEvent, Checked, Executor, check_fresh};
 use crate::addr::ResourceAddr;
+use crate::kube::Version;
 use crate::plan::{Action, Step};
+
+/// How many times one write is sent again after its target moved on but still matches the plan,
+/// before the action fails: a target that keeps moving is written by someone else all the time.
+const REREADS: usize = 5;
 
 /// A Kubernetes call failed. `hint` says what the user can do (for example: another field
 /// manager owns the fields; pass `--force-conflicts` to take them).
@@ -18,28 +28,48 @@ use crate::plan::{Action, Step};
 pub struct KubeApplyError {
     pub message: String,
     pub hint: Option<String>,
+    /// The write was conditional on a version and the target is no longer at it (the API
+    /// server's 409 Conflict for a failed precondition).
+    pub changed: bool,
+}
+
+impl KubeApplyError {
+    pub fn new(message: impl Into<String>, hint: Option<String>) -> Self {
+        Self {
+            message: message.into(),
+            hint,
+            changed: false,
+        }
+    }
 }
 
 /// Kubernetes operations the executor needs.
 #[async_trait::async_trait]
 pub trait KubeApplier: Send + Sync {
+    /// Every object of a kind that gkq owns in the stack being applied, in one request; empty
+    /// when the server does not serve the kind. This is how the executor checks a plan.
+    async fn list(&self, api_version: &str, kind: &str) -> Result<Vec<Value>, KubeApplyError>;
     /// The live object at `addr` (`object` is the desired or last-seen object, for its
-    /// apiVersion and kind); `None` if it does not exist.
+    /// apiVersion and kind); `None` if it does not exist. Read for targets the lists do not
+    /// have, and again when a conditional write finds its target moved on.
     async fn get(
         &self,
         addr: &ResourceAddr,
         object: &Value,
     ) -> Result<Option<Value>, KubeApplyError>;
-    /// Server-side apply of `object`, returning when it is applied (and ready, where the next
+    /// Server-side apply of `object`, only if the stored object is still at `version` when one
+    /// is given (a create has none), returning when it is applied (and ready, where the next
     /// step needs that: CRDs established, webhooks serving).
-    async fn apply(&self, object: &Value) -> Result<(), KubeApplyError>;
-    /// Deletes the object and waits until it is gone.
+    async fn apply(&self, object: &Value, version: Option<&Version>) -> Result<(), KubeApplyError>;
+    /// Deletes the object, only if it is still at `version` when one is given, and waits until
+    /// it is gone.
     async fn delete(
         &self,
         api_version: &str,
         kind: &str,
         namespace: Option<&str>,
         name: &str,
+        version: Option<&Version>,
     ) -> Result<(), KubeApplyError>;
 }
 
@@ -60,55 +90,85 @@ pub(super) fn probe_of(action: &Action) -> Option<serde_json::Value> {
     })
 }
 
-pub(super) async fn run_action(executor: &Executor<'_>, action: &Action) -> ActionResultOf {
+pub(super) async fn run_action(
+    executor: &Executor<'_>,
+    action: &Action,
+    checked: &Checked,
+) -> ActionResultOf {
     let Some(kube) = executor.kube else {
         return Err(Box::new(ApplyError::KubeUnavailable {
             addr: action.addr.clone(),
         }));
     };
-    let kube_error = |step: &str, source: KubeApplyError| ApplyError::Kube {
-        addr: action.addr.clone(),
-        step: step.to_string(),
-        source,
-    };
-    let probe = probe_of(action);
-    let live = match &probe {
-        Some(probe) => kube
-            .get(&action.addr, probe)
-            .await
-            .map_err(|e| kube_error("get", e))?,
-        None => None,
-    };
-    check_fresh(action, live.as_ref())?;
+    let mut version = checked.version(&action.addr)?.cloned();
     for step in &action.steps {
         executor.sink.emit(&ApplyEvent::StepStarted {
             addr: action.addr.clone(),
             step: step.to_string(),
         });
-        match step {
-            Step::KubeApply { object } => kube
-                .apply(object)
-                .await
-                .map_err(|e| kube_error(step.method(), e))?,
+        conditionally(kube, action, step, &mut version).await?;
+        if matches!(step, Step::KubeDelete { .. }) {
+            // What follows (a replace's create) makes a new object.
+            version = None;
+        }
+    }
+    Ok(())
+}
+
+/// Sends `step` at `version`; when the target moved on, reads it again and, if it is still as
+/// the plan found it, sends the step again at its new version (see the module docs).
+async fn conditionally(
+    kube: &dyn KubeApplier,
+    action: &Action,
+    step: &Step,
+    version: &mut Option<Version>,
+) -> ActionResultOf {
+    let kube_error = |step: &str, source: KubeApplyError| {
+        Box::new(ApplyError::Kube {
+            addr: action.addr.clone(),
+            step: step.to_string(),
+            source,
+        })
+    };
+    let mut rereads = 0;
+    loop {
+        let sent = match step {
+            Step::KubeApply { object } => kube.apply(object, version.as_ref()).await,
             Step::KubeDelete {
                 api_version,
                 kind,
                 namespace,
                 name,
-            } => kube
-                .delete(api_version, kind, namespace.as_deref(), name)
+            } => {
+                kube.delete(
+                    api_version,
+                    kind,
+                    namespace.as_deref(),
+                    name,
+                    version.as_ref(),
+                )
                 .await
-                .map_err(|e| kube_error(step.method(), e))?,
-            gke_step => {
-                return Err(Box::new(kube_error(
-                    gke_step.method(),
-                    KubeApplyError {
-                        message: "a GKE call in a Kubernetes action".to_string(),
-                        hint: None,
-                    },
-                )));
             }
+            _ => Err(KubeApplyError::new(
+                "a GKE call in a Kubernetes action",
+                None,
+            )),
+        };
+        match sent {
+            Ok(()) => return Ok(()),
+            Err(e) if e.changed && rereads < REREADS => {
+                rereads += 1;
+                let live = match probe_of(action) {
+                    Some(probe) => kube
+                        .get(&action.addr, &probe)
+                        .await
+                        .map_err(|e| kube_error("get", e))?,
+                    None => None,
+                };
+                check_fresh(action, live.as_ref())?;
+                *version = live.as_ref().and_then(Version::of);
+            }
+            Err(e) => return Err(kube_error(step.method(), e)),
         }
     }
-    Ok(())
 }

@@ -11,7 +11,8 @@ use super::{KubeApplier, KubeApplyError};
 use crate::addr::ResourceAddr;
 use crate::kube::install;
 use crate::kube::{
-    ApplyOptions, KubeApi, KubeError, ResourceInfo, describe, name_of, namespace_of, type_of,
+    ApplyOptions, Deletion, KubeApi, KubeError, ResourceInfo, Version, describe, name_of,
+    namespace_of, owned_selector, type_of,
 };
 use crate::model::KueueInstall;
 use crate::model::kueue_install::{self, INSTALLATION_KIND, KUEUE_NAMESPACE, MANAGER_DEPLOYMENT};
@@ -65,6 +66,7 @@ fn to_apply_error(e: KubeError) -> KubeApplyError {
     KubeApplyError {
         message: e.to_string(),
         hint,
+        changed: matches!(e, KubeError::Changed { .. }),
     }
 }
 
@@ -176,6 +178,7 @@ impl KubeAdapter<'_> {
                         wait.describe()
                     ),
                     hint: self.timeout_hint(&wait).await,
+                    changed: false,
                 });
             }
             tokio::time::sleep(self.poll).await;
@@ -188,13 +191,19 @@ impl KubeAdapter<'_> {
         Ok(())
     }
 
-    async fn apply_object(&self, object: &Value) -> Result<(), KubeApplyError> {
+    /// Server-side apply of `object`, conditional on `version` when given.
+    async fn apply_object(
+        &self,
+        object: &Value,
+        version: Option<&Version>,
+    ) -> Result<(), KubeApplyError> {
         let (api_version, kind) = type_of(object);
         let info = self.info(api_version, kind).await?;
+        let conditional = version.map(|v| v.condition(object));
         self.api
             .apply(
                 &info,
-                object,
+                conditional.as_ref().unwrap_or(object),
                 ApplyOptions {
                     dry_run: false,
                     force: self.force_conflicts,
@@ -225,6 +234,7 @@ impl KubeAdapter<'_> {
             return Err(KubeApplyError {
                 message: "no Kueue installation settings were given to the applier".into(),
                 hint: None,
+                changed: false,
             });
         };
         let text = install::manifests_for(install)
@@ -234,11 +244,13 @@ impl KubeAdapter<'_> {
                 hint: Some(
                     "set kueue.manifests to a reachable URL, a local file or directory, or `builtin` (the embedded v0.19.2 release)".into(),
                 ),
+                changed: false,
             })?;
         let mut objects =
             kueue_install::prepare(&text, install, &self.stack).map_err(|e| KubeApplyError {
                 message: e.to_string(),
                 hint: None,
+                changed: false,
             })?;
         for o in &mut objects {
             if o["kind"] == "Deployment" && o["metadata"]["name"] == MANAGER_DEPLOYMENT {
@@ -254,7 +266,7 @@ impl KubeAdapter<'_> {
         };
         objects.sort_by_key(rank);
         for o in &objects {
-            self.apply_object(o).await.map_err(|mut e| {
+            self.apply_object(o, None).await.map_err(|mut e| {
                 e.message = format!(
                     "installing Kueue {}: {}: {}",
                     install.version,
@@ -309,6 +321,22 @@ impl Wait<'_> {
 
 #[async_trait::async_trait]
 impl KubeApplier for KubeAdapter<'_> {
+    async fn list(&self, api_version: &str, kind: &str) -> Result<Vec<Value>, KubeApplyError> {
+        match self
+            .api
+            .resource(api_version, kind)
+            .await
+            .map_err(to_apply_error)?
+        {
+            None => Ok(Vec::new()),
+            Some(info) => self
+                .api
+                .list(&info, &owned_selector(&self.stack))
+                .await
+                .map_err(to_apply_error),
+        }
+    }
+
     async fn get(
         &self,
         _addr: &ResourceAddr,
@@ -337,11 +365,11 @@ impl KubeApplier for KubeAdapter<'_> {
         }
     }
 
-    async fn apply(&self, object: &Value) -> Result<(), KubeApplyError> {
+    async fn apply(&self, object: &Value, version: Option<&Version>) -> Result<(), KubeApplyError> {
         if object["kind"] == INSTALLATION_KIND {
             return self.install_kueue().await;
         }
-        self.apply_object(object).await
+        self.apply_object(object, version).await
     }
 
     async fn delete(
@@ -350,19 +378,25 @@ impl KubeApplier for KubeAdapter<'_> {
         kind: &str,
         namespace: Option<&str>,
         name: &str,
+        version: Option<&Version>,
     ) -> Result<(), KubeApplyError> {
         if kind == INSTALLATION_KIND {
             return Err(KubeApplyError {
                 message: "gkq does not uninstall Kueue; delete the kueue-system namespace and Kueue's CRDs yourself if you mean to".into(),
                 hint: None,
+                changed: false,
             });
         }
         let info = self.info(api_version, kind).await?;
         let namespace = namespace.filter(|_| info.namespaced);
-        self.api
-            .delete(&info, namespace, name, false)
+        let deletion = self
+            .api
+            .delete(&info, namespace, name, version)
             .await
             .map_err(to_apply_error)?;
+        if deletion != Deletion::Pending {
+            return Ok(());
+        }
         // Kueue's finalizers hold flavors, queues and checks while something still uses them.
         self.wait_for(Wait::Gone {
             info: &info,

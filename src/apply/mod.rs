@@ -1,9 +1,14 @@
 //! The executor: walks a [`Plan`] and makes it so.
 //!
 //! - It executes exactly the plan's actions, in the plan's order, and never starts an action
-//!   before the actions it depends on have finished. Before each action it reads the target again
-//!   and compares its fingerprint with the one the plan recorded; a changed target is refused as
-//!   stale ("plan again"), never acted on blindly.
+//!   before the actions it depends on have finished. Before the walk it reads the Kubernetes
+//!   targets again, one list per kind ([`Checked`]), and compares each fingerprint with the one
+//!   the plan recorded; a changed target is refused as stale ("plan again"), never acted on
+//!   blindly. Each Kubernetes write is conditional on the version the check read (the
+//!   `resourceVersion` of a server-side apply, the uid and `resourceVersion` preconditions of a
+//!   delete); a write refused because its target moved on since re-reads that one object and
+//!   decides by the same fingerprint: still as planned, it is sent again at the new version;
+//!   otherwise the action is stale. GKE actions read the cluster before each action.
 //! - Independent Kubernetes actions run concurrently, bounded: a run of consecutive Kubernetes
 //!   actions in the plan, none depending on another in the run and all of them deletes or none,
 //!   is started in plan order with at most [`KUBE_CONCURRENCY`] in flight (see
@@ -26,7 +31,8 @@
 //!   [`Outcome::Interrupted`].
 //!
 //! - [`Executor::verify`] checks the whole plan before anything runs: a plan whose targets moved
-//!   is refused as a whole, naming each one (saved plans are applied this way).
+//!   is refused as a whole, naming each one (saved plans are applied this way), and
+//!   [`Executor::apply_checked`] then walks it with the versions the check read.
 //!
 //! Progress goes to a [`Sink`] as [`ApplyEvent`]s; the executor never prints.
 
@@ -49,7 +55,7 @@ pub use crate::gke::PollConfig;
 pub use crate::interrupt::Interrupt;
 pub use events::{ApplyEvent, FanOut, NullSink, RecordingSink, Sink};
 pub use kube::{KubeApplier, KubeApplyError};
-pub use verify::VerifyError;
+pub use verify::{Checked, VerifyError};
 
 /// Most Kubernetes actions in flight at once, unless [`Executor::with_kube_concurrency`] says
 /// otherwise. Far below the API server's in-flight limits (200 mutating requests by default).
@@ -352,9 +358,29 @@ impl<'a> Executor<'a> {
         self
     }
 
-    /// Walks the plan; see the module docs. Never panics on API answers; every failure is in the
-    /// report and in a `ActionFailed` event.
+    /// Checks the plan's Kubernetes targets (an action whose target moved fails as stale, the
+    /// others go on) and walks it; see the module docs. Never panics on API answers; every
+    /// failure is in the report and in a `ActionFailed` event.
     pub async fn apply(&self, plan: &Plan) -> ApplyReport {
+        let checked = self.check(plan).await;
+        self.apply_checked(plan, &checked).await
+    }
+
+    /// The Kubernetes half of [`Executor::verify`], refusing nothing as a whole: when the cluster
+    /// cannot be read, it is taken to exist, and the Kubernetes API's answers decide.
+    async fn check(&self, plan: &Plan) -> Checked {
+        if self.kube.is_none() || plan.actions.iter().all(|a| a.addr.kind.is_gke()) {
+            return Checked::default();
+        }
+        let exists = gke::settled_cluster(self, plan)
+            .await
+            .map_or(true, |cluster| cluster.is_some());
+        self.check_kube(plan, exists).await
+    }
+
+    /// Walks a plan [`Executor::verify`] checked, each Kubernetes write conditional on the
+    /// version `checked` read; see the module docs.
+    pub async fn apply_checked(&self, plan: &Plan, checked: &Checked) -> ApplyReport {
         let started = Instant::now();
         self.sink.emit(&ApplyEvent::ApplyStarted {
             changes: plan.changes().count(),
@@ -375,12 +401,15 @@ impl<'a> Executor<'a> {
                 }
             }
             let outcomes: Vec<(usize, Outcome)> = if batch.len() == 1 {
-                vec![(next, self.run(plan, &plan.actions[next], &usable).await)]
+                vec![(
+                    next,
+                    self.run(plan, &plan.actions[next], &usable, checked).await,
+                )]
             } else {
                 let usable = &usable;
                 let mut done: Vec<(usize, Outcome)> =
                     futures::stream::iter(batch.iter().map(|&i| async move {
-                        (i, self.run(plan, &plan.actions[i], usable).await)
+                        (i, self.run(plan, &plan.actions[i], usable, checked).await)
                     }))
                     .buffer_unordered(self.kube_concurrency)
                     .collect()
@@ -414,6 +443,7 @@ impl<'a> Executor<'a> {
         plan: &Plan,
         action: &Action,
         usable: &BTreeMap<ResourceAddr, bool>,
+        checked: &Checked,
     ) -> Outcome {
         if !action.kind.is_change() {
             return Outcome::Unchanged;
@@ -475,7 +505,7 @@ impl<'a> Executor<'a> {
                 if action.steps.iter().all(|s| s.is_gke()) {
                     gke::run_action(self, plan, action).await
                 } else {
-                    kube::run_action(self, action).await
+                    kube::run_action(self, action, checked).await
                 }
             }
         };
@@ -509,16 +539,21 @@ type ActionResultOf = Result<(), Box<ApplyError>>;
 /// in what the action depends on (see [`crate::diff::fingerprint::fingerprint`])? A refusal names the
 /// fields that changed.
 fn check_fresh(action: &Action, live: Option<&serde_json::Value>) -> ActionResultOf {
-    let stale = |detail: String| {
-        Err(Box::new(ApplyError::Stale {
+    match stale_detail(action, live) {
+        None => Ok(()),
+        Some(detail) => Err(Box::new(ApplyError::Stale {
             addr: action.addr.clone(),
             detail,
-        }))
-    };
+        })),
+    }
+}
+
+/// What moved, when `live` is not what `action` was planned against (see [`check_fresh`]).
+fn stale_detail(action: &Action, live: Option<&serde_json::Value>) -> Option<String> {
     match (&action.live_fingerprint, live) {
-        (None, None) => Ok(()),
-        (None, Some(_)) => stale("created by someone else since the plan was made".into()),
-        (Some(_), None) => stale("deleted since the plan was made".into()),
+        (None, None) => None,
+        (None, Some(_)) => Some("created by someone else since the plan was made".into()),
+        (Some(_), None) => Some("deleted since the plan was made".into()),
         (Some(planned), Some(live)) => {
             let desired = match action.kind {
                 ActionKind::Delete => None,
@@ -526,27 +561,22 @@ fn check_fresh(action: &Action, live: Option<&serde_json::Value>) -> ActionResul
             };
             let now = crate::diff::fingerprint::fingerprint(&action.addr, desired, live);
             if &now == planned {
-                return Ok(());
+                return None;
             }
             let fields = crate::diff::fingerprint::changed_fields(
                 &action.live_fields,
                 &crate::diff::fingerprint::fingerprint_fields(&action.addr, desired, live),
             );
-            if fields.is_empty() {
-                stale(format!(
-                    "changed since the plan was made (fingerprint {planned} is now {now})"
-                ))
+            Some(if fields.is_empty() {
+                format!("changed since the plan was made (fingerprint {planned} is now {now})")
             } else if action.kind == ActionKind::Delete {
-                stale(format!(
+                format!(
                     "deleted and recreated, or its ownership labels edited, since the plan was made ({} changed)",
                     fields.join(", ")
-                ))
+                )
             } else {
-                stale(format!(
-                    "{} changed since the plan was made",
-                    fields.join(", ")
-                ))
-            }
+                format!("{} changed since the plan was made", fields.join(", "))
+            })
         }
     }
 }

@@ -1,18 +1,29 @@
-//! The whole-plan freshness check: before the first action runs, every target of the plan is read
-//! again and its fingerprint compared with the one the plan recorded. The executor re-checks each
-//! action as it goes; this check makes a stale plan (a saved plan applied later, or live state
-//! that moved while a person read the plan) refuse as a whole, so that nothing at all is applied
-//! from it, and names every resource that moved.
+//! The freshness check: before the first action runs, every target of the plan is read again and
+//! its fingerprint compared with the one the plan recorded. Kubernetes targets are read with one
+//! label-selected list per kind, not one request per object; the version each target was found
+//! at is kept ([`Checked`]), and every write the walk makes is conditional on it (a server-side
+//! apply carries the `resourceVersion`, a delete the uid and `resourceVersion` as
+//! preconditions), so nothing is read again per object unless a write is refused because its
+//! target moved on (see `super::kube`).
+//!
+//! [`Executor::verify`] refuses a stale plan as a whole, so that nothing at all is applied from
+//! it, and names every resource that moved (saved plans are applied this way).
+
+use std::collections::{BTreeMap, BTreeSet};
 
 use futures::StreamExt;
+use futures::future::join_all;
 use serde_json::Value;
 
-use super::{ApplyError, Executor, check_fresh};
-use crate::addr::ResourceKind;
-use crate::plan::{Action, Plan};
+use super::{ApplyError, Executor, KubeApplyError, stale_detail};
+use crate::addr::{ResourceAddr, ResourceKind};
+use crate::kube::Version;
+use crate::model::kueue_install::INSTALLATION_KIND;
+use crate::plan::{Action, ActionKind, Plan, Step};
 
-/// Reads in flight while checking a plan: as many as observing live state for the plan used.
-const VERIFY_CONCURRENCY: usize = crate::observe::kube::OBSERVE_CONCURRENCY;
+/// Reads in flight for the targets the lists cannot answer (objects gkq's labels no longer
+/// select): as many as observing live state for the plan used.
+const READ_CONCURRENCY: usize = crate::observe::kube::OBSERVE_CONCURRENCY;
 
 /// Why a plan cannot be applied as it is.
 #[derive(Debug, thiserror::Error)]
@@ -59,74 +70,241 @@ impl VerifyError {
     }
 }
 
-impl Executor<'_> {
-    /// Reads every target of `plan` (no-ops included) and refuses the plan if any differs from
-    /// what the plan was computed against. Reads only; changes nothing.
-    pub async fn verify(&self, plan: &Plan) -> Result<(), VerifyError> {
-        // A cluster still being created (after an interrupted apply) is waited for, as plan says.
-        let cluster = super::gke::settled_cluster(self, plan).await?;
-        let cluster_exists = cluster.is_some();
-        // Kubernetes targets are read concurrently (bounded, like the apply itself); the report
-        // keeps plan order.
-        let outcomes: Vec<Result<super::ActionResultOf, VerifyError>> =
-            futures::stream::iter(plan.actions.iter().map(|action| {
-                let cluster = cluster.as_ref();
-                async move {
-                    match action.addr.kind {
-                        ResourceKind::GkeCluster => Ok(check_fresh(action, cluster)),
-                        ResourceKind::GkeNodePool => {
-                            let pool = cluster.and_then(|c| {
-                                c.get("nodePools")?.as_array()?.iter().find(|p| {
-                                    p.get("name").and_then(Value::as_str) == Some(&action.addr.name)
-                                })
-                            });
-                            Ok(check_fresh(action, pool))
-                        }
-                        _ => {
-                            let opened = plan.sealed.open(action)?;
-                            self.verify_kube(&opened, cluster_exists).await
-                        }
-                    }
-                }
-            }))
-            .buffered(VERIFY_CONCURRENCY)
-            .collect()
-            .await;
-        let mut stale = Vec::new();
-        for outcome in outcomes {
-            if let Err(error) = outcome? {
-                stale.push(*error);
-            }
+/// What the check found for one Kubernetes target that is as the plan found it.
+#[derive(Debug, Default)]
+struct Seen {
+    /// The version it was read at: what the action's writes are conditional on (`None`: it did
+    /// not exist).
+    version: Option<Version>,
+    /// The live object, kept for the actions that delete or replace it (the disruption check
+    /// reads the jobs from here).
+    live: Option<Value>,
+}
+
+/// Why the check refused an action.
+#[derive(Debug, Clone)]
+enum Refusal {
+    /// The target moved since the plan was made (what moved).
+    Stale(String),
+    /// The target could not be read.
+    Unread {
+        step: &'static str,
+        source: KubeApplyError,
+    },
+}
+
+impl Refusal {
+    fn error(&self, addr: &ResourceAddr) -> ApplyError {
+        match self {
+            Refusal::Stale(detail) => ApplyError::Stale {
+                addr: addr.clone(),
+                detail: detail.clone(),
+            },
+            Refusal::Unread { step, source } => ApplyError::Kube {
+                addr: addr.clone(),
+                step: step.to_string(),
+                source: source.clone(),
+            },
         }
-        if stale.is_empty() {
-            Ok(())
-        } else {
-            Err(VerifyError::Stale { stale })
+    }
+}
+
+/// The outcome of checking a plan's Kubernetes targets: for each, the version its writes are
+/// conditional on, or why the action must not run.
+#[derive(Debug, Default)]
+pub struct Checked {
+    targets: BTreeMap<ResourceAddr, Result<Seen, Refusal>>,
+}
+
+impl Checked {
+    /// The version the action's first write is conditional on; `Err` when the check refused it
+    /// (stale, or its target could not be read). Targets the check did not read (GKE's, or a
+    /// plan applied without a Kubernetes client) have no version.
+    pub(super) fn version(&self, addr: &ResourceAddr) -> Result<Option<&Version>, Box<ApplyError>> {
+        match self.targets.get(addr) {
+            None => Ok(None),
+            Some(Ok(seen)) => Ok(seen.version.as_ref()),
+            Some(Err(refusal)) => Err(Box::new(refusal.error(addr))),
         }
     }
 
-    async fn verify_kube(
-        &self,
-        action: &Action,
-        cluster_exists: bool,
-    ) -> Result<super::ActionResultOf, VerifyError> {
-        // Nothing can exist inside a cluster that does not: a plan that found nothing is fresh,
-        // and one that found something is stale, without asking an API server that is not there.
-        if !cluster_exists {
-            return Ok(check_fresh(action, None));
+    /// The live object a delete or replace acts on, as the check read it.
+    pub fn live(&self, addr: &ResourceAddr) -> Option<&Value> {
+        self.targets.get(addr)?.as_ref().ok()?.live.as_ref()
+    }
+}
+
+/// The apiVersion and kind of an action's Kubernetes target, borrowed from the plan.
+fn target_type(action: &Action) -> Option<(&str, &str)> {
+    if let Some(desired) = &action.desired {
+        return Some((
+            desired.get("apiVersion")?.as_str()?,
+            desired.get("kind")?.as_str()?,
+        ));
+    }
+    action.steps.iter().find_map(|step| match step {
+        Step::KubeDelete {
+            api_version, kind, ..
+        } => Some((api_version.as_str(), kind.as_str())),
+        _ => None,
+    })
+}
+
+impl Executor<'_> {
+    /// Reads every target of `plan` (no-ops included) and refuses the plan if any differs from
+    /// what the plan was computed against. Reads only; changes nothing. The answer holds the
+    /// versions [`Executor::apply_checked`] makes its writes conditional on.
+    pub async fn verify(&self, plan: &Plan) -> Result<Checked, VerifyError> {
+        // A cluster still being created (after an interrupted apply) is waited for, as plan says.
+        let cluster = super::gke::settled_cluster(self, plan).await?;
+        let mut stale = Vec::new();
+        for action in plan.actions.iter().filter(|a| a.addr.kind.is_gke()) {
+            let live = match action.addr.kind {
+                ResourceKind::GkeCluster => cluster.as_ref(),
+                _ => cluster.as_ref().and_then(|c| {
+                    c.get("nodePools")?
+                        .as_array()?
+                        .iter()
+                        .find(|p| p.get("name").and_then(Value::as_str) == Some(&action.addr.name))
+                }),
+            };
+            if let Some(detail) = stale_detail(action, live) {
+                stale.push((action.addr.clone(), Refusal::Stale(detail)));
+            }
         }
+        for action in plan.actions.iter().filter(|a| !a.addr.kind.is_gke()) {
+            plan.sealed.open(action)?;
+        }
+        let checked = self.check_kube(plan, cluster.is_some()).await;
+        for (addr, outcome) in &checked.targets {
+            match outcome {
+                Ok(_) => {}
+                Err(Refusal::Unread { source, .. }) => {
+                    return Err(VerifyError::Read(format!("{addr}: {source}")));
+                }
+                Err(refusal) => stale.push((addr.clone(), refusal.clone())),
+            }
+        }
+        if stale.is_empty() {
+            return Ok(checked);
+        }
+        // Plan order, as the plan lists them.
+        let position: BTreeMap<&ResourceAddr, usize> = plan
+            .actions
+            .iter()
+            .enumerate()
+            .map(|(i, a)| (&a.addr, i))
+            .collect();
+        stale.sort_by_key(|(addr, _)| position.get(addr).copied());
+        Err(VerifyError::Stale {
+            stale: stale.iter().map(|(addr, r)| r.error(addr)).collect(),
+        })
+    }
+
+    /// Checks the plan's Kubernetes targets: one list per kind of what gkq owns in the stack, and
+    /// a read of each target the lists do not have although the plan found it (its labels were
+    /// removed, or it is gone), and of Kueue's installation.
+    pub(super) async fn check_kube(&self, plan: &Plan, cluster_exists: bool) -> Checked {
+        let mut checked = Checked::default();
+        let actions = plan.actions.iter().filter(|a| !a.addr.kind.is_gke());
         let Some(kube) = self.kube else {
             // Without a Kubernetes client the executor fails these actions itself; a plan made
             // without one has none.
-            return Ok(Ok(()));
+            return checked;
         };
-        let Some(probe) = super::kube::probe_of(action) else {
-            return Ok(Ok(()));
-        };
-        let live = kube
-            .get(&action.addr, &probe)
-            .await
-            .map_err(|e| VerifyError::Read(format!("{}: {e}", action.addr)))?;
-        Ok(check_fresh(action, live.as_ref()))
+        if !cluster_exists {
+            // Nothing can exist inside a cluster that does not: a plan that found nothing is
+            // fresh, and one that found something is stale, without asking an API server that
+            // is not there.
+            for action in actions {
+                checked
+                    .targets
+                    .insert(action.addr.clone(), seen(action, None));
+            }
+            return checked;
+        }
+        let mut by_kind: BTreeMap<(&str, &str), Vec<&Action>> = BTreeMap::new();
+        let mut alone: Vec<&Action> = Vec::new();
+        for action in actions {
+            match target_type(action) {
+                Some((_, INSTALLATION_KIND)) => alone.push(action),
+                Some(kind) => by_kind.entry(kind).or_default().push(action),
+                None => {}
+            }
+        }
+        let lists = join_all(
+            by_kind
+                .keys()
+                .map(|&(api_version, kind)| async move { kube.list(api_version, kind).await }),
+        )
+        .await;
+        for (targets, listed) in by_kind.into_values().zip(lists) {
+            let listed = match listed {
+                Ok(listed) => listed,
+                Err(error) => {
+                    for action in targets {
+                        let refusal = Refusal::Unread {
+                            step: "list",
+                            source: error.clone(),
+                        };
+                        checked.targets.insert(action.addr.clone(), Err(refusal));
+                    }
+                    continue;
+                }
+            };
+            let mut found: BTreeMap<ResourceAddr, Value> = listed
+                .into_iter()
+                .filter_map(|o| Some((ResourceAddr::from_object(&o).ok()?, o)))
+                .collect();
+            let wanted: BTreeSet<&ResourceAddr> = targets.iter().map(|a| &a.addr).collect();
+            found.retain(|addr, _| wanted.contains(addr));
+            for action in targets {
+                match found.remove(&action.addr) {
+                    Some(live) => {
+                        checked
+                            .targets
+                            .insert(action.addr.clone(), seen(action, Some(live)));
+                    }
+                    // Not among gkq's objects: as the plan found it if the plan found nothing;
+                    // otherwise read on its own below.
+                    None if action.live_fingerprint.is_none() => {
+                        checked
+                            .targets
+                            .insert(action.addr.clone(), Ok(Seen::default()));
+                    }
+                    None => alone.push(action),
+                }
+            }
+        }
+        let read: Vec<_> = futures::stream::iter(alone.into_iter().map(|action| async move {
+            let outcome = match super::kube::probe_of(action) {
+                None => Ok(Seen::default()),
+                Some(probe) => match kube.get(&action.addr, &probe).await {
+                    Ok(live) => seen(action, live),
+                    Err(source) => Err(Refusal::Unread {
+                        step: "get",
+                        source,
+                    }),
+                },
+            };
+            (action.addr.clone(), outcome)
+        }))
+        .buffer_unordered(READ_CONCURRENCY)
+        .collect()
+        .await;
+        checked.targets.extend(read);
+        checked
     }
+}
+
+/// What checking `action` against `live` gives.
+fn seen(action: &Action, live: Option<Value>) -> Result<Seen, Refusal> {
+    if let Some(detail) = stale_detail(action, live.as_ref()) {
+        return Err(Refusal::Stale(detail));
+    }
+    let keep = matches!(action.kind, ActionKind::Delete | ActionKind::Replace);
+    Ok(Seen {
+        version: live.as_ref().and_then(Version::of),
+        live: live.filter(|_| keep),
+    })
 }

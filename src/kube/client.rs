@@ -3,13 +3,16 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, Preconditions,
+};
 use kube::core::GroupVersionKind;
 use kube::{Client, Config};
 use serde_json::Value;
 
 use super::{
-    ApplyOptions, FieldConflict, KubeApi, KubeError, KubeResult, MANAGER, ResourceInfo, describe,
+    ApplyOptions, Deletion, FieldConflict, KubeApi, KubeError, KubeResult, MANAGER, ResourceInfo,
+    Version, describe,
 };
 
 pub struct RealKube {
@@ -62,7 +65,15 @@ fn map_error(object: &str, e: kube::Error) -> KubeError {
                 .as_ref()
                 .map(|d| d.causes.clone())
                 .unwrap_or_default();
-            if status.code == 409 && status.reason == "Conflict" && !causes.is_empty() {
+            let field_conflicts = causes.iter().any(|c| c.reason == "FieldManagerConflict");
+            if status.code == 409 && status.reason == "Conflict" && !field_conflicts {
+                // A precondition (resourceVersion or uid) failed: docs/kubernetes-api.md 1.
+                return KubeError::Changed {
+                    object: object.to_string(),
+                    message: status.message.clone(),
+                };
+            }
+            if status.code == 409 && status.reason == "Conflict" {
                 let conflicts = causes
                     .iter()
                     .map(|c| FieldConflict {
@@ -195,16 +206,22 @@ impl KubeApi for RealKube {
         info: &ResourceInfo,
         namespace: Option<&str>,
         name: &str,
-        dry_run: bool,
-    ) -> KubeResult<bool> {
+        version: Option<&Version>,
+    ) -> KubeResult<Deletion> {
         let api = self.api(info, namespace);
         let params = DeleteParams {
-            dry_run,
+            preconditions: version.map(|v| Preconditions {
+                uid: Some(v.uid.clone()),
+                resource_version: Some(v.resource_version.clone()),
+            }),
             ..Default::default()
         };
+        // The server answers with the object while finalizers hold it, with a Status once it is
+        // gone (docs/kubernetes-api.md 2).
         match api.delete(name, &params).await {
-            Ok(_) => Ok(true),
-            Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
+            Ok(answer) if answer.is_left() => Ok(Deletion::Pending),
+            Ok(_) => Ok(Deletion::Gone),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(Deletion::Absent),
             Err(e) => Err(map_error(&format!("{} {name}", info.kind), e)),
         }
     }

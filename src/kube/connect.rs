@@ -8,7 +8,7 @@ use serde_json::Value;
 use tokio::sync::OnceCell;
 
 use super::client::RealKube;
-use super::{ApplyOptions, KubeApi, KubeError, KubeResult, ResourceInfo};
+use super::{ApplyOptions, KubeApi, KubeError, KubeResult, ResourceInfo, Version};
 use crate::addr::ClusterRef;
 use crate::gke::{GkeApi, TokenSource, kube_config_from_cluster};
 
@@ -97,11 +97,11 @@ impl KubeApi for LazyKube<'_> {
         info: &ResourceInfo,
         namespace: Option<&str>,
         name: &str,
-        dry_run: bool,
-    ) -> KubeResult<bool> {
+        version: Option<&Version>,
+    ) -> KubeResult<super::Deletion> {
         self.client()
             .await?
-            .delete(info, namespace, name, dry_run)
+            .delete(info, namespace, name, version)
             .await
     }
     fn refresh_discovery(&self) {

@@ -167,9 +167,9 @@ mod tests {
             _: &crate::kube::ResourceInfo,
             _: Option<&str>,
             _: &str,
-            _: bool,
-        ) -> crate::kube::KubeResult<bool> {
-            Ok(false)
+            _: Option<&crate::kube::Version>,
+        ) -> crate::kube::KubeResult<crate::kube::Deletion> {
+            Ok(crate::kube::Deletion::Absent)
         }
     }
 

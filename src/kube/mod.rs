@@ -60,6 +60,10 @@ pub enum KubeError {
         reason: String,
         message: String,
     },
+    /// A write's precondition failed: the object is no longer at the version (or the identity)
+    /// the write was conditional on. See docs/kubernetes-api.md 1.
+    #[error("{object}: changed since it was read: {message}")]
+    Changed { object: String, message: String },
     #[error("Kubernetes API: {0}")]
     Transport(String),
 }
@@ -79,6 +83,55 @@ pub struct ApplyOptions {
     pub dry_run: bool,
     /// Take ownership of fields other managers own (`force=true`).
     pub force: bool,
+}
+
+/// The version of an object that a write is conditional on (optimistic concurrency): a server-side
+/// apply carries the `resourceVersion` in the applied object, and a delete carries both as
+/// `preconditions`. The write is refused with [`KubeError::Changed`] when the object moved on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Version {
+    pub uid: String,
+    pub resource_version: String,
+}
+
+impl Version {
+    /// The version of a live object (`None` without a uid and a resourceVersion).
+    pub fn of(object: &Value) -> Option<Version> {
+        let text = |p: &str| {
+            object
+                .pointer(p)
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        };
+        Some(Version {
+            uid: text("/metadata/uid")?,
+            resource_version: text("/metadata/resourceVersion")?,
+        })
+    }
+
+    /// `object` made conditional on this version: its `metadata.resourceVersion` set, so that a
+    /// server-side apply of it fails unless the stored object is still at this version.
+    pub fn condition(&self, object: &Value) -> Value {
+        let mut object = object.clone();
+        if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.insert(
+                "resourceVersion".into(),
+                Value::String(self.resource_version.clone()),
+            );
+        }
+        object
+    }
+}
+
+/// What a delete did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Deletion {
+    /// There was nothing to delete.
+    Absent,
+    /// The object is gone.
+    Gone,
+    /// The object is marked for deletion and stays until its finalizers are removed.
+    Pending,
 }
 
 /// The calls gkq makes to a Kubernetes API server.
@@ -102,14 +155,15 @@ pub trait KubeApi: Send + Sync {
         object: &Value,
         opts: ApplyOptions,
     ) -> KubeResult<Value>;
-    /// Deletes an object; `Ok(false)` when it did not exist.
+    /// Deletes an object, when given only if it is still at `version` (same uid and
+    /// resourceVersion).
     async fn delete(
         &self,
         info: &ResourceInfo,
         namespace: Option<&str>,
         name: &str,
-        dry_run: bool,
-    ) -> KubeResult<bool>;
+        version: Option<&Version>,
+    ) -> KubeResult<Deletion>;
     /// Forgets cached discovery (after CRDs were installed).
     fn refresh_discovery(&self) {}
 }

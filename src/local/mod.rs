@@ -748,16 +748,19 @@ impl KubeApi for LocalKube {
         info: &ResourceInfo,
         namespace: Option<&str>,
         name: &str,
-        dry_run: bool,
-    ) -> KubeResult<bool> {
+        version: Option<&crate::kube::Version>,
+    ) -> KubeResult<crate::kube::Deletion> {
+        use crate::kube::Deletion;
         let (mut world, now) = self.sync().await?;
-        let existed = world
-            .store
-            .delete(&key_for(info, namespace, name), dry_run, now);
-        if existed && !dry_run {
-            self.after_write(&mut world, now)?;
+        let key = key_for(info, namespace, name);
+        if !world.store.delete_at(&key, version, now)? {
+            return Ok(Deletion::Absent);
         }
-        Ok(existed)
+        self.after_write(&mut world, now)?;
+        Ok(match world.store.get(&key) {
+            Some(_) => Deletion::Pending,
+            None => Deletion::Gone,
+        })
     }
 }
 

@@ -268,12 +268,14 @@ pub async fn observe_workloads(api: &dyn KubeApi) -> KubeResult<Option<Vec<Value
 
 const KUEUE_API: &str = "kueue.x-k8s.io/v1beta2";
 
-/// The running work `plan` would stop, read now: Kueue's Workloads, the live ResourceFlavors
-/// and the jobs the plan replaces or deletes. Apply checks this right before it acts, so that a
-/// job admitted after the plan was made is not stopped without consent either.
-pub async fn observe_disruptions(
+/// The running work `plan` would stop, read now: Kueue's Workloads and the live ResourceFlavors
+/// (one list each), with `live` giving the jobs the plan replaces or deletes as apply's check
+/// just read them. Apply checks this right before it acts, so that a job admitted after the
+/// plan was made is not stopped without consent either.
+pub async fn observe_disruptions<'j>(
     api: &dyn KubeApi,
     plan: &crate::plan::Plan,
+    live: &dyn Fn(&ResourceAddr) -> Option<&'j Value>,
 ) -> KubeResult<Vec<crate::plan::disruption::Disruption>> {
     use crate::plan::ActionKind;
     use crate::plan::disruption::find;
@@ -284,42 +286,16 @@ pub async fn observe_disruptions(
         return Ok(Vec::new());
     }
     let workloads = observe_workloads(api).await?.unwrap_or_default();
-    let mut jobs = BTreeMap::new();
-    for action in plan.changes().filter(|a| {
-        matches!(a.kind, ActionKind::Replace | ActionKind::Delete) && a.addr.kind.is_run()
-    }) {
-        let typed = action.steps.iter().find_map(|step| match step {
-            crate::plan::Step::KubeDelete {
-                api_version, kind, ..
-            } => Some((api_version.clone(), kind.clone())),
-            crate::plan::Step::KubeApply { object } => {
-                let (v, k) = crate::kube::type_of(object);
-                Some((v.to_string(), k.to_string()))
-            }
-            _ => None,
-        });
-        let Some((api_version, kind)) = typed else {
-            continue;
-        };
-        if let Some(info) = api.resource(&api_version, &kind).await?
-            && let Some(live) = api
-                .get(&info, action.addr.namespace.as_deref(), &action.addr.name)
-                .await?
-        {
-            jobs.insert(action.addr.clone(), live);
-        }
-    }
     let flavors = match api.resource(KUEUE_API, "ResourceFlavor").await? {
         Some(info) => api.list(&info, "").await?,
         None => Vec::new(),
     };
-    let desired = plan.actions.iter().filter_map(|a| a.desired.as_ref());
-    Ok(find(
-        plan,
-        &workloads,
-        &|addr| jobs.get(addr),
-        flavors.iter().chain(desired),
-    ))
+    let known: Vec<&Value> = flavors
+        .iter()
+        .chain(plan.actions.iter().filter_map(|a| a.desired.as_ref()))
+        .collect();
+    let jobs = |addr: &ResourceAddr| live(addr);
+    Ok(find(plan, &workloads, &jobs, known.into_iter()))
 }
 
 #[cfg(test)]
@@ -415,8 +391,8 @@ mod tests {
             _: &ResourceInfo,
             _: Option<&str>,
             _: &str,
-            _: bool,
-        ) -> KubeResult<bool> {
+            _: Option<&crate::kube::Version>,
+        ) -> KubeResult<crate::kube::Deletion> {
             unreachable!("a plan never deletes")
         }
     }

@@ -81,8 +81,8 @@ pub fn disruption_refusal(disruptions: &[crate::plan::disruption::Disruption]) -
     )
 }
 
-/// Checks the whole plan against live state ([`Executor::verify`]) and the running work it would
-/// stop now, then applies it. Nothing is applied when any target moved since the plan was made,
+/// Checks the whole plan against live state ([`Executor::verify`]: one list per kind) and the
+/// running work it would stop now, then applies it, each write conditional on what was checked. Nothing is applied when any target moved since the plan was made,
 /// or when it would stop a job without `consent.allow_disruption` (a plan without changes is
 /// only checked).
 pub async fn execute_on(
@@ -116,7 +116,7 @@ pub async fn execute_on(
     if let Some(adapter) = &adapter {
         executor = executor.with_kube(adapter);
     }
-    executor.verify(target.plan).await?;
+    let checked = executor.verify(target.plan).await?;
     if !consent.allow_disruption
         && let Some(api) = kube.api()
         && target.plan.changes().any(|a| {
@@ -126,9 +126,12 @@ pub async fn execute_on(
             )
         })
     {
-        let disruptions = crate::observe::kube::observe_disruptions(api, target.plan)
-            .await
-            .map_err(|e| VerifyError::Read(format!("reading the jobs the plan would stop: {e}")))?;
+        let disruptions =
+            crate::observe::kube::observe_disruptions(api, target.plan, &|addr| checked.live(addr))
+                .await
+                .map_err(|e| {
+                    VerifyError::Read(format!("reading the jobs the plan would stop: {e}"))
+                })?;
         if !disruptions.is_empty() {
             return Err(VerifyError::Disrupts(disruption_refusal(&disruptions)));
         }
@@ -138,7 +141,7 @@ pub async fn execute_on(
         return Ok(ApplyReport::default());
     }
     let on_ctrl_c = tokio::spawn(stop_on_ctrl_c(interrupt.clone()));
-    let report = executor.apply(target.plan).await;
+    let report = executor.apply_checked(target.plan, &checked).await;
     on_ctrl_c.abort();
     Ok(report)
 }

@@ -246,6 +246,82 @@ async fn another_field_manager_is_a_conflict_naming_fields_and_manager() {
     assert!(!s.plan(&d, PlanOptions::default()).await.has_changes());
 }
 
+/// The API facts apply's conditional writes rest on (docs/kubernetes-api.md 1 and 2), on the
+/// real kube-apiserver.
+#[tokio::test]
+async fn writes_are_conditional_as_the_api_server_documents() {
+    use gkq::kube::{ApplyOptions as Opts, Deletion, KubeApi, KubeError, Version};
+    let s = stack("kube-conditional").await;
+    let info = s.kube.resource("v1", "ConfigMap").await.unwrap().unwrap();
+    let cm = |name: &str, value: &str| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": s.namespace}, "data": {"k": value}})
+    };
+    let write = Opts::default();
+    // A create ignores the resourceVersion it carries.
+    let mut made_up = cm("c", "1");
+    made_up["metadata"]["resourceVersion"] = json!("1");
+    let created = s.kube.apply(&info, &made_up, write).await.unwrap();
+    let at = Version::of(&created).unwrap();
+    // An update at another version is refused (a dry run too); at the stored one it goes.
+    for dry_run in [true, false] {
+        let refused = s
+            .kube
+            .apply(
+                &info,
+                &made_up,
+                Opts {
+                    dry_run,
+                    force: false,
+                },
+            )
+            .await
+            .unwrap_err();
+        assert!(matches!(refused, KubeError::Changed { .. }), "{refused}");
+    }
+    let updated = s
+        .kube
+        .apply(&info, &at.condition(&cm("c", "2")), write)
+        .await
+        .unwrap();
+    assert_eq!(updated["data"]["k"], "2");
+    // Deletes: refused at the old version and for another uid, done at the current one.
+    let ns = Some(s.namespace.as_str());
+    let refused = s.kube.delete(&info, ns, "c", Some(&at)).await.unwrap_err();
+    assert!(matches!(refused, KubeError::Changed { .. }), "{refused}");
+    let now = Version::of(&updated).unwrap();
+    let other = Version {
+        uid: "00000000-0000-0000-0000-000000000000".into(),
+        ..now.clone()
+    };
+    let refused = s
+        .kube
+        .delete(&info, ns, "c", Some(&other))
+        .await
+        .unwrap_err();
+    assert!(matches!(refused, KubeError::Changed { .. }), "{refused}");
+    assert_eq!(
+        s.kube.delete(&info, ns, "c", Some(&now)).await.unwrap(),
+        Deletion::Gone
+    );
+    assert_eq!(
+        s.kube.delete(&info, ns, "c", Some(&now)).await.unwrap(),
+        Deletion::Absent
+    );
+    // A finalizer holds the object: the delete answers with it, and it stays until released.
+    let mut held = cm("held", "1");
+    held["metadata"]["finalizers"] = json!(["gkq.dev/test-hold"]);
+    s.kube.apply(&info, &held, write).await.unwrap();
+    assert_eq!(
+        s.kube.delete(&info, ns, "held", None).await.unwrap(),
+        Deletion::Pending
+    );
+    let mut released = cm("held", "1");
+    released["metadata"]["finalizers"] = json!([]);
+    s.kube.apply(&info, &released, write).await.unwrap();
+    assert!(s.kube.get(&info, ns, "held").await.unwrap().is_none());
+}
+
 #[tokio::test]
 async fn seed_jobs_are_admitted_by_kueue_on_demand_then_dws() {
     let s = stack("kube-admit").await;
@@ -480,7 +556,7 @@ async fn apply_waits_for_admission_checks_to_become_active() {
     let mut impatient = KubeAdapter::new(&s.kube, s.stack_name());
     impatient.timeout = Duration::from_secs(3);
     impatient.poll = Duration::from_millis(200);
-    let error = impatient.apply(&admission_check).await.unwrap_err();
+    let error = impatient.apply(&admission_check, None).await.unwrap_err();
     assert!(
         error.message.contains(&format!(
             "waiting for AdmissionCheck {check} to become Active"
@@ -495,16 +571,19 @@ async fn apply_waits_for_admission_checks_to_become_active() {
     let mut patient = KubeAdapter::new(&s.kube, s.stack_name());
     patient.timeout = Duration::from_secs(60);
     patient.poll = Duration::from_millis(200);
-    let waiting = patient.apply(&admission_check);
+    let waiting = patient.apply(&admission_check, None);
     let late_config = async {
         tokio::time::sleep(Duration::from_secs(2)).await;
         patient
-            .apply(&json!({
+            .apply(
+                &json!({
                 "apiVersion": KUEUE_API,
                 "kind": "ProvisioningRequestConfig",
                 "metadata": {"name": config},
                 "spec": {"provisioningClassName": "queued-provisioning.gke.io"},
-            }))
+                }),
+                None,
+            )
             .await
     };
     let started = std::time::Instant::now();

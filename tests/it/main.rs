@@ -27,6 +27,7 @@ mod placement_kueue;
 mod placement_props;
 mod placement_quantity;
 mod placement_rules;
+mod request_counts;
 mod security;
 mod spec;
 mod whatif_kueue;

@@ -130,8 +130,14 @@ fn controlplane_sh(action: &str, dir: &Path) -> Command {
 
 /// `controlplane.sh up <dir>`, torn down by the script's watchdog once this process is gone.
 fn up(dir: &Path) -> Result<()> {
+    up_with(dir, &[])
+}
+
+/// [`up`] with extra environment for the script (say `GKQ_CP_AUDIT`).
+fn up_with(dir: &Path, env: &[(&str, &str)]) -> Result<()> {
     let out = controlplane_sh("up", dir)
         .env("GKQ_CP_WATCH_PID", std::process::id().to_string())
+        .envs(env.iter().copied())
         .output()
         .context("running tools/controlplane.sh")?;
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -158,6 +164,14 @@ impl PrivateControlPlane {
     pub fn start() -> Self {
         let dir = run_dir("gkq-cp-private");
         up(&dir).unwrap_or_else(|e| panic!("{e:#}"));
+        Self { dir }
+    }
+
+    /// [`PrivateControlPlane::start`], with an audit log of every request in
+    /// `<dir>/logs/audit.log` (one JSON event per line).
+    pub fn start_audited() -> Self {
+        let dir = run_dir("gkq-cp-audited");
+        up_with(&dir, &[("GKQ_CP_AUDIT", "1")]).unwrap_or_else(|e| panic!("{e:#}"));
         Self { dir }
     }
 

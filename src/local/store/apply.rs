@@ -87,6 +87,19 @@ impl Store {
         validate_metadata(object).map_err(invalid)?;
 
         let live = self.objects.get(&key).cloned();
+        // As the API server: a resourceVersion in the applied object is a precondition on an
+        // update, and ignored on a create (docs/kubernetes-api.md 1).
+        if let (Some(live), Some(wanted)) = (&live, resource_version(object))
+            && resource_version(live) != Some(wanted)
+        {
+            return Err(KubeError::Changed {
+                object: describe,
+                message: format!(
+                    "the object has been modified (resourceVersion {wanted} is now {})",
+                    resource_version(live).unwrap_or("")
+                ),
+            });
+        }
         let mut applied = object.clone();
         if let Some(map) = applied.as_object_mut() {
             map.remove("status");
@@ -420,6 +433,13 @@ fn validate_metadata(object: &Value) -> Result<(), String> {
         Some(Value::Array(list)) if list.iter().all(Value::is_string) => Ok(()),
         Some(_) => Err("metadata.finalizers: Invalid value: must be a list of strings".into()),
     }
+}
+
+fn resource_version(object: &Value) -> Option<&str> {
+    object
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .filter(|v| !v.is_empty())
 }
 
 fn has_spec(object: &Value) -> bool {

@@ -8,8 +8,31 @@ use serde_json::{Value, json};
 
 use super::ids::timestamp;
 use super::{Key, Store};
+use crate::kube::{KubeError, Version};
 
 impl Store {
+    /// [`Store::delete`] if the object is still at `version` (the API server's delete
+    /// preconditions); [`KubeError::Changed`] if it is not.
+    pub fn delete_at(
+        &mut self,
+        key: &Key,
+        version: Option<&Version>,
+        now: u64,
+    ) -> Result<bool, KubeError> {
+        if let (Some(live), Some(version)) = (self.objects.get(key), version)
+            && Version::of(live).as_ref() != Some(version)
+        {
+            return Err(KubeError::Changed {
+                object: key.describe(),
+                message: format!(
+                    "the uid and resourceVersion in the precondition ({}, {}) do not match the object's",
+                    version.uid, version.resource_version
+                ),
+            });
+        }
+        Ok(self.delete(key, false, now))
+    }
+
     /// Deletes an object: at once without finalizers, else it is marked and waits for them.
     /// `Ok(false)` when it does not exist.
     pub fn delete(&mut self, key: &Key, dry_run: bool, now: u64) -> bool {

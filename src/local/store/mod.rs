@@ -510,6 +510,43 @@ mod tests {
     }
 
     #[test]
+    fn writes_honour_resource_version_and_uid_preconditions_as_the_api_server() {
+        let mut s = store();
+        let info = cm_info();
+        let apply = |s: &mut Store, object: &Value| {
+            s.apply(&info, object, "gkq", false, false, 0, &no_admission)
+        };
+        // A create ignores a resourceVersion, as the API server does.
+        let mut stale = cm(json!({"x": "1"}));
+        stale["metadata"]["resourceVersion"] = json!("999");
+        let created = apply(&mut s, &stale).unwrap();
+        let at = crate::kube::Version::of(&created).unwrap();
+        // An update at another version is refused and changes nothing; at the stored one it goes.
+        let mut edit = cm(json!({"x": "2"}));
+        edit["metadata"]["resourceVersion"] = json!("999");
+        assert!(matches!(
+            apply(&mut s, &edit),
+            Err(KubeError::Changed { .. })
+        ));
+        let updated = apply(&mut s, &at.condition(&cm(json!({"x": "2"})))).unwrap();
+        assert_eq!(updated["data"]["x"], "2");
+        // A delete at the old version (or of another uid) is refused; at the current one it goes.
+        let key = Key::new("v1", "ConfigMap", Some("default"), "c");
+        assert!(matches!(
+            s.delete_at(&key, Some(&at), 0),
+            Err(KubeError::Changed { .. })
+        ));
+        let now = crate::kube::Version::of(&updated).unwrap();
+        let other = crate::kube::Version {
+            uid: "someone-else".into(),
+            ..now.clone()
+        };
+        assert!(s.delete_at(&key, Some(&other), 0).is_err());
+        assert!(s.delete_at(&key, Some(&now), 0).unwrap());
+        assert!(s.get(&key).is_none());
+    }
+
+    #[test]
     fn dropped_fields_go_unless_another_manager_owns_them_and_conflicts_need_force() {
         let mut s = store();
         let info = cm_info();

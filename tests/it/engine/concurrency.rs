@@ -12,6 +12,7 @@ use gkq::apply::{
     ApplyOptions, ApplyReport, Executor, Interrupt, KubeApplier, KubeApplyError, Outcome,
     PollConfig, RecordingSink,
 };
+use gkq::kube::Version;
 use gkq::model::DesiredState;
 use gkq::model::live::{KubeLive, KubeObject};
 use gkq::observe::observe_gke;
@@ -36,11 +37,15 @@ struct SlowKube {
 
 #[async_trait::async_trait]
 impl KubeApplier for SlowKube {
+    async fn list(&self, _: &str, _: &str) -> Result<Vec<Value>, KubeApplyError> {
+        Ok(Vec::new())
+    }
+
     async fn get(&self, _: &ResourceAddr, _: &Value) -> Result<Option<Value>, KubeApplyError> {
         Ok(None)
     }
 
-    async fn apply(&self, object: &Value) -> Result<(), KubeApplyError> {
+    async fn apply(&self, object: &Value, _: Option<&Version>) -> Result<(), KubeApplyError> {
         let addr = ResourceAddr::from_object(object).unwrap();
         let start = self.clock.fetch_add(1, Ordering::SeqCst);
         let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
@@ -64,6 +69,7 @@ impl KubeApplier for SlowKube {
         _: &str,
         _: Option<&str>,
         _: &str,
+        _: Option<&Version>,
     ) -> Result<(), KubeApplyError> {
         Ok(())
     }

@@ -5,15 +5,18 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use gkq::addr::ResourceAddr;
 use gkq::apply::{
-    ApplyOptions, Executor, KubeApplier, KubeApplyError, Outcome, PollConfig, RecordingSink,
+    ApplyError, ApplyOptions, Executor, KubeApplier, KubeApplyError, Outcome, PollConfig,
+    RecordingSink, VerifyError,
 };
+use gkq::kube::Version;
 use gkq::model::DesiredState;
 use gkq::model::live::{KubeLive, KubeObject, LiveState};
 use gkq::observe::observe_gke;
-use gkq::plan::{ActionKind, PlanOptions, plan};
+use gkq::plan::{ActionKind, Plan, PlanOptions, plan};
 use serde_json::{Value, json};
 
 use crate::engine::fake_gke::FakeGke;
@@ -24,6 +27,10 @@ struct FakeKube {
     objects: Mutex<BTreeMap<ResourceAddr, Value>>,
     applied: Mutex<Vec<ResourceAddr>>,
     failing: Mutex<BTreeSet<ResourceAddr>>,
+    /// The last resourceVersion handed out.
+    version: AtomicU64,
+    /// Requests by verb: "list", "get", "apply", "delete".
+    calls: Mutex<BTreeMap<&'static str, usize>>,
 }
 
 impl FakeKube {
@@ -49,29 +56,73 @@ impl FakeKube {
         }
         KubeLive::Observed { objects }
     }
+
+    fn call(&self, verb: &'static str) {
+        *self.calls.lock().unwrap().entry(verb).or_default() += 1;
+    }
+
+    fn calls(&self) -> BTreeMap<&'static str, usize> {
+        std::mem::take(&mut *self.calls.lock().unwrap())
+    }
+
+    fn next_version(&self) -> String {
+        (self.version.fetch_add(1, Ordering::SeqCst) + 1).to_string()
+    }
+
+    /// Someone else writes the object: `edit` changes it and it gets a new resourceVersion.
+    fn write(&self, addr: &str, edit: impl FnOnce(&mut Value)) {
+        let version = self.next_version();
+        let mut objects = self.objects.lock().unwrap();
+        let object = objects.get_mut(&addr.parse().unwrap()).unwrap();
+        edit(object);
+        object["metadata"]["resourceVersion"] = json!(version);
+    }
 }
 
 #[async_trait::async_trait]
 impl KubeApplier for FakeKube {
+    async fn list(&self, api_version: &str, kind: &str) -> Result<Vec<Value>, KubeApplyError> {
+        self.call("list");
+        Ok(self
+            .objects
+            .lock()
+            .unwrap()
+            .values()
+            .filter(|o| o["apiVersion"] == api_version && o["kind"] == kind)
+            .cloned()
+            .collect())
+    }
+
     async fn get(
         &self,
         addr: &ResourceAddr,
         _object: &Value,
     ) -> Result<Option<Value>, KubeApplyError> {
+        self.call("get");
         Ok(self.objects.lock().unwrap().get(addr).cloned())
     }
 
-    async fn apply(&self, object: &Value) -> Result<(), KubeApplyError> {
+    async fn apply(&self, object: &Value, version: Option<&Version>) -> Result<(), KubeApplyError> {
+        self.call("apply");
         let addr = ResourceAddr::from_object(object).unwrap();
         if self.failing.lock().unwrap().contains(&addr) {
+            return Err(KubeApplyError::new(
+                format!("admission webhook denied the request for {addr}"),
+                Some("check the Kueue webhook logs".into()),
+            ));
+        }
+        let stored = self.objects.lock().unwrap().get(&addr).cloned();
+        if let (Some(stored), Some(version)) = (&stored, version)
+            && stored["metadata"]["resourceVersion"] != version.resource_version.as_str()
+        {
             return Err(KubeApplyError {
-                message: format!("admission webhook denied the request for {addr}"),
-                hint: Some("check the Kueue webhook logs".into()),
+                changed: true,
+                ..KubeApplyError::new("the object has been modified", None)
             });
         }
         let mut live = object.clone();
         live["metadata"]["uid"] = json!("0000-1111");
-        live["metadata"]["resourceVersion"] = json!("42");
+        live["metadata"]["resourceVersion"] = json!(self.next_version());
         live["status"] = json!({"conditions": []});
         match object["kind"].as_str() {
             Some("ClusterQueue" | "ResourceFlavor") => {
@@ -91,7 +142,9 @@ impl KubeApplier for FakeKube {
         _: &str,
         _: Option<&str>,
         _: &str,
+        _: Option<&Version>,
     ) -> Result<(), KubeApplyError> {
+        self.call("delete");
         Ok(())
     }
 }
@@ -290,4 +343,112 @@ async fn without_a_kubernetes_applier_kubernetes_actions_fail_clearly() {
         report.outcome(&"gke.nodepool/on-demand-pool".parse().unwrap()),
         Some(Outcome::Succeeded)
     ));
+}
+
+/// An applied cluster and a plan that raises the ClusterQueue's quota.
+async fn quota_edit(gke: &FakeGke, kube: &FakeKube) -> Plan {
+    let desired = desired();
+    let first = plan(
+        &desired,
+        &observe(gke, kube, &desired).await,
+        &PlanOptions::default(),
+    )
+    .unwrap();
+    assert!(executor(gke, kube).apply(&first).await.is_success());
+    let mut more = desired.clone();
+    more.kubernetes[2]["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] =
+        json!(32);
+    let edit = plan(
+        &more,
+        &observe(gke, kube, &more).await,
+        &PlanOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(edit.changes().count(), 1);
+    kube.calls();
+    edit
+}
+
+fn executor<'a>(gke: &'a FakeGke, kube: &'a FakeKube) -> Executor<'a> {
+    static SINK: std::sync::LazyLock<RecordingSink> = std::sync::LazyLock::new(RecordingSink::new);
+    Executor::new(gke, &*SINK)
+        .with_kube(kube)
+        .with_options(ApplyOptions {
+            poll: PollConfig::immediate(),
+        })
+}
+
+const CLUSTER_QUEUE: &str = "kueue.clusterqueue/cluster-queue";
+
+#[tokio::test]
+async fn a_plan_is_checked_with_one_list_per_kind_and_writes_on_the_version_it_checked() {
+    let (gke, kube) = (FakeGke::new(), FakeKube::default());
+    let edit = quota_edit(&gke, &kube).await;
+    // Kueue writes the queue's status after the plan: not what the plan depends on.
+    kube.write(CLUSTER_QUEUE, |q| {
+        q["status"]["pendingWorkloads"] = json!(3)
+    });
+    let checked = executor(&gke, &kube).verify(&edit).await.unwrap();
+    // Five kinds in the plan (flavors, the queue, the local queue, the ConfigMap, the job).
+    assert_eq!(kube.calls(), BTreeMap::from([("list", 5)]));
+    let report = executor(&gke, &kube).apply_checked(&edit, &checked).await;
+    assert!(report.is_success());
+    assert_eq!(
+        kube.calls(),
+        BTreeMap::from([("apply", 1)]),
+        "one write, no read"
+    );
+
+    // Kueue writes the status again between the check and the write: the write is refused,
+    // the queue read again and, as its quota is as planned, written at its new version.
+    let (gke, kube) = (FakeGke::new(), FakeKube::default());
+    let edit = quota_edit(&gke, &kube).await;
+    let checked = executor(&gke, &kube).verify(&edit).await.unwrap();
+    kube.write(CLUSTER_QUEUE, |q| {
+        q["status"]["pendingWorkloads"] = json!(4)
+    });
+    kube.calls();
+    let report = executor(&gke, &kube).apply_checked(&edit, &checked).await;
+    assert!(report.is_success());
+    assert_eq!(kube.calls(), BTreeMap::from([("apply", 2), ("get", 1)]));
+}
+
+#[tokio::test]
+async fn a_target_edited_after_the_check_is_refused_as_stale_at_the_write() {
+    let (gke, kube) = (FakeGke::new(), FakeKube::default());
+    let edit = quota_edit(&gke, &kube).await;
+    let quota = |value: u64| {
+        move |q: &mut Value| {
+            q["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] =
+                json!(value)
+        }
+    };
+    // Edited before the check: the whole plan is refused, naming the field.
+    kube.write(CLUSTER_QUEUE, quota(20));
+    let Err(VerifyError::Stale { stale }) = executor(&gke, &kube).verify(&edit).await else {
+        panic!("the plan is stale")
+    };
+    assert_eq!(
+        stale[0].to_string(),
+        format!("{CLUSTER_QUEUE}: spec.resourceGroups changed since the plan was made")
+    );
+
+    // Edited between the check and the write: the conditional write is refused, the queue read
+    // again, and the action fails as stale without writing.
+    kube.write(CLUSTER_QUEUE, quota(16));
+    let checked = executor(&gke, &kube).verify(&edit).await.unwrap();
+    kube.write(CLUSTER_QUEUE, quota(20));
+    kube.calls();
+    let report = executor(&gke, &kube).apply_checked(&edit, &checked).await;
+    let Some(Outcome::Failed(error)) = report.outcome(&CLUSTER_QUEUE.parse().unwrap()) else {
+        panic!("the stale write is refused")
+    };
+    assert!(matches!(error, ApplyError::Stale { .. }), "{error}");
+    assert_eq!(kube.calls(), BTreeMap::from([("apply", 1), ("get", 1)]));
+    let live =
+        kube.objects.lock().unwrap()[&CLUSTER_QUEUE.parse::<ResourceAddr>().unwrap()].clone();
+    assert_eq!(
+        live["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"], 20,
+        "the other writer's value stays"
+    );
 }

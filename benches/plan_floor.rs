@@ -1,0 +1,128 @@
+//! The floor under a plan: a bare client that sends exactly the requests a plan of the given
+//! objects needs (discovery and one list per kind gkq lists, and one server-side-apply dry run
+//! per object when `--dry-run all`), at the same concurrency as `gkq plan`, and nothing else:
+//! no spec, no diff, no rendering. `bench/plan-apply` runs it beside `gkq plan` and prints gkq's
+//! time as a ratio to it.
+//!
+//!     cargo bench --bench plan_floor -- OBJECTS.json --kubeconfig FILE --stack NAME
+//!         [--dry-run all|none] [--concurrency N]
+//!
+//! OBJECTS.json is a JSON array of the objects (`gkq render DIR -o json`'s `kubernetes`).
+//! Prints one line: `requests=N seconds=S`.
+
+use std::collections::BTreeSet;
+use std::time::Instant;
+
+use futures::StreamExt;
+use gkq::kube::client::RealKube;
+use gkq::kube::{ApplyOptions, KubeApi, owned_selector, type_of};
+use gkq::observe::kube::OBSERVE_CONCURRENCY;
+use gkq::placement::objects::KUEUE_KINDS;
+use serde_json::Value;
+
+struct Args {
+    objects: String,
+    kubeconfig: String,
+    stack: String,
+    dry_run: bool,
+    concurrency: usize,
+}
+
+fn args() -> Args {
+    let mut it = std::env::args().skip(1).filter(|a| a != "--bench");
+    let mut args = Args {
+        objects: String::new(),
+        kubeconfig: String::new(),
+        stack: String::new(),
+        dry_run: true,
+        concurrency: OBSERVE_CONCURRENCY,
+    };
+    while let Some(a) = it.next() {
+        let mut value = || it.next().expect("a value after the flag");
+        match a.as_str() {
+            "--kubeconfig" => args.kubeconfig = value(),
+            "--stack" => args.stack = value(),
+            "--dry-run" => args.dry_run = value() == "all",
+            "--concurrency" => args.concurrency = value().parse().expect("a number"),
+            other => args.objects = other.to_string(),
+        }
+    }
+    args
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let started = Instant::now();
+    let args = args();
+    gkq::gke::install_tls_provider();
+    let objects: Vec<Value> = serde_json::from_slice(&std::fs::read(&args.objects)?)?;
+    let options = kube::config::KubeConfigOptions::default();
+    let kubeconfig = kube::config::Kubeconfig::read_from(&args.kubeconfig)?;
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options).await?;
+    let api = RealKube::new(kube::Client::try_from(config)?);
+    let requests = std::sync::atomic::AtomicUsize::new(0);
+    let count = || requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+
+    // The kinds gkq lists: the objects' kinds, ConfigMaps and RayJobs, Kueue's kinds; Workloads
+    // unselected (for the placement prediction).
+    let mut kinds: BTreeSet<(String, String)> = objects
+        .iter()
+        .map(type_of)
+        .chain([("v1", "ConfigMap"), ("ray.io/v1", "RayJob")])
+        .chain(KUEUE_KINDS.iter().map(|k| ("kueue.x-k8s.io/v1beta2", *k)))
+        .map(|(a, k)| (a.to_string(), k.to_string()))
+        .collect();
+    kinds.insert(("kueue.x-k8s.io/v1beta2".into(), "Workload".into()));
+    let selector = owned_selector(&args.stack);
+    let lists = kinds.iter().map(|(api_version, kind)| {
+        let (api, selector) = (&api, &selector);
+        async move {
+            count();
+            let info = api.resource(api_version, kind).await?;
+            let selector = if kind == "Workload" { "" } else { selector };
+            let listed = match &info {
+                Some(info) => {
+                    count();
+                    api.list(info, selector).await?.len()
+                }
+                None => 0,
+            };
+            anyhow::Ok((info, listed))
+        }
+    });
+    let infos = futures::future::join_all(lists).await;
+    let mut served = std::collections::BTreeMap::new();
+    for (key, found) in kinds.iter().zip(infos) {
+        if let (Some(info), _) = found? {
+            served.insert(key.clone(), info);
+        }
+    }
+    if args.dry_run {
+        let dry_runs = objects.iter().map(|object| {
+            let (api, served) = (&api, &served);
+            async move {
+                let (v, k) = type_of(object);
+                let Some(info) = served.get(&(v.to_string(), k.to_string())) else {
+                    return;
+                };
+                count();
+                let opts = ApplyOptions {
+                    dry_run: true,
+                    force: true,
+                };
+                // A rejected dry run is an answer too: gkq plans it from the rendered object.
+                let _ = api.apply(info, object, opts).await;
+            }
+        });
+        futures::stream::iter(dry_runs)
+            .buffer_unordered(args.concurrency)
+            .collect::<Vec<()>>()
+            .await;
+    }
+    println!(
+        "requests={} seconds={:.3}",
+        requests.load(std::sync::atomic::Ordering::Relaxed),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
