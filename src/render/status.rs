@@ -58,7 +58,8 @@ fn state_text(job: &JobStatus) -> String {
     }
 }
 
-/// Per job: `rayjob-1 -> on-demand: admitted; Ray: Running`, and a second line for a
+/// Per job: `rayjob-1 -> on-demand: admitted; Ray: Running` (`; JobSet: Running` for a
+/// JobSet), and a second line for a
 /// ProvisioningRequest or a disagreement with the prediction.
 pub fn summary_lines(report: &LiveReport) -> Vec<String> {
     let mut lines = Vec::new();
@@ -77,6 +78,9 @@ pub fn summary_lines(report: &LiveReport) -> Vec<String> {
             && let Some(d) = &ray.deployment_status
         {
             let _ = write!(line, "; Ray: {d}");
+        }
+        if let Some(progress) = &job.progress {
+            let _ = write!(line, "; {}: {}", job.kind, progress.state);
         }
         lines.push(line);
         if let Some(pr) = &job.provisioning_request {
@@ -210,6 +214,24 @@ pub fn to_text(report: &LiveReport) -> String {
                         .map(|s| format!(" ({s})"))
                         .unwrap_or_default(),
                     ray.message
+                        .as_deref()
+                        .map(|m| format!(": {m}"))
+                        .unwrap_or_default()
+                );
+            }
+            if let Some(progress) = &job.progress {
+                let label = format!("{}:", job.kind.to_lowercase());
+                let _ = writeln!(
+                    out,
+                    "      {label:<11} {}{}{}",
+                    progress.state,
+                    if progress.detail.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({})", progress.detail)
+                    },
+                    progress
+                        .message
                         .as_deref()
                         .map(|m| format!(": {m}"))
                         .unwrap_or_default()

@@ -18,7 +18,7 @@ use crate::model::live::KubeSnapshot;
 use crate::placement::{
     Cluster, PendingWorkload, Placement, PlacementState, observed_placement, predict,
 };
-use crate::vocab::object::{condition, owned_by_uid};
+use crate::vocab::object::{condition, condition_true, owned_by_uid};
 
 /// The live part of `gkq status -o json` (flattened into it).
 #[derive(Debug, Clone, Serialize)]
@@ -83,6 +83,93 @@ pub struct RayStatus {
     pub message: Option<String>,
 }
 
+/// A JobSet's or batch Job's own progress, read from its status: `state` is `Suspended`,
+/// `Starting`, `Running`, `Completed` or `Failed`; `detail` counts its pods or replicated jobs;
+/// `message` is its latest condition's.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobProgress {
+    pub state: String,
+    pub detail: String,
+    pub message: Option<String>,
+}
+
+impl JobProgress {
+    /// `None` for kinds other than JobSet and Job.
+    pub fn of(job: &Value) -> Option<JobProgress> {
+        let kind = job["kind"].as_str()?;
+        if kind != "JobSet" && kind != "Job" {
+            return None;
+        }
+        let int = |v: &Value| v.as_i64().unwrap_or(0);
+        let (ready, total, detail) = if kind == "JobSet" {
+            let rjs: Vec<&Value> = job
+                .pointer("/status/replicatedJobsStatus")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().collect())
+                .unwrap_or_default();
+            let ready: i64 = rjs.iter().map(|rj| int(&rj["ready"])).sum();
+            let total: i64 = job
+                .pointer("/spec/replicatedJobs")
+                .and_then(Value::as_array)
+                .map_or(0, |a| {
+                    a.iter()
+                        .map(|rj| rj["replicas"].as_i64().unwrap_or(1))
+                        .sum()
+                });
+            let parts: Vec<String> = rjs
+                .iter()
+                .map(|rj| {
+                    format!(
+                        "{} {} ready, {} succeeded",
+                        rj["name"].as_str().unwrap_or_default(),
+                        int(&rj["ready"]),
+                        int(&rj["succeeded"])
+                    )
+                })
+                .collect();
+            (ready, total, parts.join("; "))
+        } else {
+            let status = &job["status"];
+            let ready = int(&status["ready"]);
+            let detail = format!(
+                "{} active, {ready} ready, {} succeeded",
+                int(&status["active"]),
+                int(&status["succeeded"])
+            );
+            (ready, i64::MAX, detail)
+        };
+        let state = if condition_true(job, "Completed") || condition_true(job, "Complete") {
+            "Completed"
+        } else if condition_true(job, "Failed") {
+            "Failed"
+        } else if job.pointer("/spec/suspend") == Some(&Value::Bool(true)) {
+            "Suspended"
+        } else if ready > 0 && (kind == "Job" || ready >= total) {
+            "Running"
+        } else {
+            "Starting"
+        };
+        // The newest condition says most about where the job is.
+        let message = job
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .and_then(|cs| {
+                cs.iter()
+                    .filter(|c| c["status"] == "True" || c["type"] == "Suspended")
+                    .max_by_key(|c| c["lastTransitionTime"].as_str().unwrap_or_default())
+            })
+            .and_then(|c| c["message"].as_str())
+            .filter(|m| !m.is_empty())
+            .map(str::to_string);
+        Some(JobProgress {
+            state: state.to_string(),
+            detail,
+            message,
+        })
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct JobStatus {
@@ -102,6 +189,9 @@ pub struct JobStatus {
     pub admission_checks: Vec<CheckStatus>,
     pub provisioning_request: Option<ProvisioningRequestState>,
     pub ray: Option<RayStatus>,
+    /// A JobSet's or batch Job's own progress.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub progress: Option<JobProgress>,
     /// Kueue's `Evicted` message when the Workload lost (or never kept) its reservation, e.g.
     /// after a failed ProvisioningRequest.
     pub evicted: Option<String>,
@@ -359,6 +449,7 @@ pub fn live_report(
             admission_checks,
             provisioning_request,
             ray,
+            progress: live.and_then(JobProgress::of),
             evicted,
             deactivated,
         });
@@ -570,5 +661,51 @@ mod tests {
             no_kueue.notes,
             ["Kueue is not installed in the cluster yet"]
         );
+    }
+
+    #[test]
+    fn job_set_and_job_progress_come_from_their_own_status() {
+        let job_set = |suspend: bool, status: Value| {
+            json!({"kind": "JobSet", "spec": {"suspend": suspend,
+                "replicatedJobs": [{"name": "slice", "replicas": 2}]}, "status": status})
+        };
+        let waiting = JobProgress::of(&job_set(
+            false,
+            json!({"replicatedJobsStatus": [{"name": "slice", "ready": 1, "succeeded": 0}],
+                   "conditions": [{"type": "Suspended", "status": "False",
+                       "lastTransitionTime": "2026-11-30T10:00:00Z", "message": "waiting for nodes"}]}),
+        ))
+        .unwrap();
+        assert_eq!(
+            (
+                waiting.state.as_str(),
+                waiting.detail.as_str(),
+                waiting.message.as_deref()
+            ),
+            (
+                "Starting",
+                "slice 1 ready, 0 succeeded",
+                Some("waiting for nodes")
+            )
+        );
+        let running = JobProgress::of(&job_set(
+            false,
+            json!({"replicatedJobsStatus": [{"name": "slice", "ready": 2}]}),
+        ))
+        .unwrap();
+        assert_eq!(running.state, "Running");
+        assert_eq!(
+            JobProgress::of(&job_set(true, json!({}))).unwrap().state,
+            "Suspended"
+        );
+        let done = JobProgress::of(&json!({"kind": "Job", "spec": {},
+            "status": {"succeeded": 2, "conditions": [{"type": "Complete", "status": "True",
+                "lastTransitionTime": "2026-11-30T10:00:00Z", "message": "done"}]}}))
+        .unwrap();
+        assert_eq!(
+            (done.state.as_str(), done.detail.as_str()),
+            ("Completed", "0 active, 0 ready, 2 succeeded")
+        );
+        assert_eq!(JobProgress::of(&json!({"kind": "RayJob"})), None);
     }
 }

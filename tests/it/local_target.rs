@@ -365,6 +365,13 @@ fn jobset_walkthrough_on_the_local_target() {
             .cloned()
             .unwrap_or_else(|| panic!("no JobSet {name}"))
     };
+    let text_status = ok(run(&slow, &["status"]));
+    assert!(
+        text_status.contains(
+            "jobset:     Suspended (slice 0 ready, 0 succeeded): jobset is suspended until Kueue admits it (simulated)"
+        ),
+        "{text_status}"
+    );
     let suspended = job_set(&world(), "jobset-tpu-v6e-dws-2");
     assert_eq!(suspended["spec"]["suspend"], true, "{suspended:#}");
     assert_eq!(
