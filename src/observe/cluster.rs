@@ -35,6 +35,11 @@ pub const KUEUE_WORLD_KINDS: [KindRef; 10] = [
     ("v1", "Namespace"),
 ];
 
+/// Whether the world read holds the objects of `(api_version, kind)`.
+pub fn read_in_world(api_version: &str, kind: &str) -> bool {
+    KUEUE_WORLD_KINDS.contains(&(api_version, kind))
+}
+
 /// What `gkq status` reports on: Kueue's world, the provisioning requests, jobs and nodes.
 pub const STATUS_KINDS: [KindRef; 15] = [
     KUEUE_WORLD_KINDS[0],

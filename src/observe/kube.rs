@@ -16,12 +16,15 @@ use futures::StreamExt;
 use futures::future::join_all;
 use serde_json::Value;
 
+use super::cluster::read_in_world;
 use crate::addr::ResourceAddr;
 use crate::diff::kube::diff_object;
-use crate::kube::{ApplyOptions, KubeApi, KubeResult, ResourceInfo, install, owned_selector};
+use crate::kube::{
+    ApplyOptions, KubeApi, KubeResult, ResourceInfo, install, is_owned_by_stack, owned_selector,
+};
 use crate::model::DesiredState;
 use crate::model::kueue_install;
-use crate::model::live::{KubeLive, KubeObject};
+use crate::model::live::{KubeLive, KubeObject, KubeSnapshot};
 use crate::placement::objects::KUEUE_KINDS;
 
 /// Most per-object requests (dry runs, GETs) a plan has in flight at once.
@@ -50,11 +53,14 @@ fn kind_key(object: &Value) -> Option<(String, String)> {
     ))
 }
 
-/// Observes every desired object and every object gkq owns in `stack`.
+/// Observes every desired object and every object gkq owns in `stack`. A kind `world` (Kueue's
+/// world, read unfiltered by `observe::cluster`) already holds is taken from there, not listed
+/// again.
 pub async fn observe_kube(
     api: &dyn KubeApi,
     desired: &DesiredState,
     stack: &str,
+    world: Option<&KubeSnapshot>,
 ) -> KubeResult<KubeLive> {
     let mut kinds: BTreeSet<(String, String)> = managed_kinds()
         .map(|(a, k)| (a.to_string(), k.to_string()))
@@ -73,9 +79,17 @@ pub async fn observe_kube(
         let selector = selector.clone();
         async move {
             let info = api.resource(api_version, kind).await?;
-            let objects = match &info {
-                Some(info) => api.list(info, &selector).await?,
-                None => Vec::new(),
+            let known = world
+                .filter(|_| read_in_world(api_version, kind))
+                .and_then(|w| w.by_kind.get(kind.as_str()));
+            let objects = match (&info, known) {
+                (Some(_), Some(all)) => all
+                    .iter()
+                    .filter(|o| is_owned_by_stack(o, stack))
+                    .cloned()
+                    .collect(),
+                (Some(info), None) => api.list(info, &selector).await?,
+                (None, _) => Vec::new(),
             };
             KubeResult::Ok(((api_version.clone(), kind.clone()), info, objects))
         }
@@ -432,7 +446,9 @@ mod tests {
         let objects: Vec<Value> = (0..200)
             .map(|i| cm(&format!("cm-{i}"), "v", true))
             .collect();
-        let live = observe_kube(&api, &desired(objects), "c").await.unwrap();
+        let live = observe_kube(&api, &desired(objects), "c", None)
+            .await
+            .unwrap();
         assert_eq!(api.count("dry-run"), 200);
         assert_eq!(api.count("get"), 0);
         let o = observed(&live, "cm-7");
@@ -452,7 +468,7 @@ mod tests {
         api.stored
             .insert("edited".into(), stored(cm("edited", "old", true)));
         let want = vec![cm("same", "v", true), cm("edited", "new", true)];
-        let live = observe_kube(&api, &desired(want), "c").await.unwrap();
+        let live = observe_kube(&api, &desired(want), "c", None).await.unwrap();
         assert_eq!(api.count("dry-run"), 1);
         assert_eq!(api.count("get"), 0);
         assert!(observed(&live, "same").predicted.is_none());
@@ -465,7 +481,7 @@ mod tests {
         let mut api = Fake::default();
         api.stored
             .insert("theirs".into(), stored(cm("theirs", "v", false)));
-        let live = observe_kube(&api, &desired(vec![cm("theirs", "v", true)]), "c")
+        let live = observe_kube(&api, &desired(vec![cm("theirs", "v", true)]), "c", None)
             .await
             .unwrap();
         assert_eq!((api.count("dry-run"), api.count("get")), (1, 1));
@@ -487,7 +503,7 @@ mod tests {
             stored(cm("bad-existing", "v", false)),
         );
         let want = vec![cm("bad", "v", true), cm("bad-existing", "w", true)];
-        let live = observe_kube(&api, &desired(want), "c").await.unwrap();
+        let live = observe_kube(&api, &desired(want), "c", None).await.unwrap();
         assert_eq!((api.count("dry-run"), api.count("get")), (2, 2));
         assert!(observed(&live, "bad").live.is_none());
         let o = observed(&live, "bad-existing");

@@ -143,14 +143,16 @@ pub async fn plan_valid(
     })
 }
 
-/// The spec's objects and Kueue's world, read concurrently.
+/// Kueue's world and the spec's objects, each kind listed once.
 async fn observe(
     api: &dyn crate::kube::KubeApi,
     desired: &DesiredState,
     stack: &str,
 ) -> crate::kube::KubeResult<(KubeLive, KubeSnapshot)> {
-    let (objects, world) = tokio::join!(observe_kube(api, desired, stack), read_kueue_world(api));
-    Ok((objects?, world?))
+    // The world first: the spec's Kueue objects are taken from it, and discovery is cached.
+    let world = read_kueue_world(api).await?;
+    let objects = observe_kube(api, desired, stack, Some(&world)).await?;
+    Ok((objects, world))
 }
 
 /// `GKQ_PLAN_KEY`: the key that signs and checks plan files (a CI secret shared by the job that

@@ -58,7 +58,7 @@ impl Stack {
 
     async fn plan(&self, desired: &DesiredState, options: PlanOptions) -> Plan {
         let mut live = observe_gke(&self.gke, desired).await.unwrap();
-        live.kubernetes = observe_kube(&self.kube, desired, &self.stack_name())
+        live.kubernetes = observe_kube(&self.kube, desired, &self.stack_name(), None)
             .await
             .unwrap();
         plan(desired, &live, &options).unwrap()

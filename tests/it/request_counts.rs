@@ -190,17 +190,21 @@ async fn plan_and_apply_request_counts_do_not_grow_per_object_beyond_one_write()
         KINDS.iter().map(|k| (format!("{verb} {k}"), n)).collect()
     };
     // Every plan: API discovery, one list per kind gkq may own or reads for the placement
-    // prediction (Workloads unselected), the revision ConfigMap and Kueue's Deployment
-    // (`kueue.install: external`).
+    // prediction (Kueue's world unselected: its kinds are listed once, for both), the revision
+    // ConfigMap and Kueue's Deployment (`kueue.install: external`).
     let plan_reads = counts(&[
-        ("discovery", 11),
+        ("discovery", 15),
         ("get configmaps", 1),
         ("get deployments", 1),
         ("list admissionchecks", 1),
         ("list clusterqueues", 1),
         ("list cohorts", 1),
         ("list configmaps", 1),
+        ("list jobs", 1),
+        ("list jobsets", 1),
         ("list localqueues", 1),
+        ("list namespaces", 1),
+        ("list priorityclasses", 1),
         ("list provisioningrequestconfigs", 1),
         ("list rayjobs", 1),
         ("list resourceflavors", 1),
@@ -214,7 +218,7 @@ async fn plan_and_apply_request_counts_do_not_grow_per_object_beyond_one_write()
         ("create leases", 1),
         ("get leases", 2),
         ("delete leases", 1),
-        ("discovery", 4),
+        ("discovery", 2),
         ("list clusterqueues", 1),
         ("list configmaps", 1),
         ("list localqueues", 1),
@@ -224,9 +228,11 @@ async fn plan_and_apply_request_counts_do_not_grow_per_object_beyond_one_write()
         ("list clusterqueues", 1),
         ("list cohorts", 1),
         ("list jobs", 1),
+        ("list jobsets", 1),
         ("list localqueues", 1),
         ("list namespaces", 1),
         ("list nodes", 1),
+        ("list priorityclasses", 1),
         ("list provisioningrequestconfigs", 1),
         ("list provisioningrequests", 1),
         ("list rayjobs", 1),
