@@ -1,5 +1,6 @@
 //! The command line: clap types and one thin function per command.
 
+pub mod agent;
 pub mod apply;
 pub mod apply_saved;
 pub mod emulator;
@@ -52,6 +53,10 @@ pub enum Command {
     Status(status::StatusArgs),
     /// Re-plan on every save, on drift and on new commits; optionally apply; follow job admission.
     Watch(watch::WatchArgs),
+    /// The GitOps agent: reconcile GkqStack objects (fetch, plan, apply or hold) continuously.
+    Agent(agent::AgentArgs),
+    /// Approve a plan the agent holds, by the digest its status shows.
+    Approve(agent::ApproveArgs),
     /// Print the JSON Schema of the spec.
     Schema,
     /// The local GKE emulator.
@@ -187,6 +192,8 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Destroy(a) => runtime()?.block_on(apply::destroy(&a)),
         Command::Status(a) => runtime()?.block_on(status::run(&a)),
         Command::Watch(a) => runtime()?.block_on(watch::run(&a)),
+        Command::Agent(a) => runtime()?.block_on(agent::run(&a)),
+        Command::Approve(a) => runtime()?.block_on(agent::approve(&a)),
         Command::Schema => schema::run(),
         Command::Emulator(emulator::EmulatorCommand::Serve(a)) => {
             runtime()?.block_on(emulator::serve(&a))
