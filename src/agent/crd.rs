@@ -12,6 +12,10 @@ use serde::{Deserialize, Serialize};
 /// The annotation that approves a held plan: its value is the plan digest the agent showed.
 pub const APPROVE_ANNOTATION: &str = "gkq.dev/approve";
 
+/// The annotation a push webhook sets (to the time it arrived) when the replica that received it
+/// does not lead: the leader's watch sees the change and fetches at once.
+pub const REQUESTED_ANNOTATION: &str = "gkq.dev/reconcile-requested-at";
+
 /// One stack: a spec in a git repository that the agent keeps applied.
 #[derive(CustomResource, Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(

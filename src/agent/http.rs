@@ -18,14 +18,18 @@ use tokio::sync::mpsc;
 use super::crd::GkqStack;
 use super::metrics::Metrics;
 use super::reconcile::Context;
+use super::store::StackStore;
 use super::webhook::{GITHUB_SIGNATURE, GITLAB_TOKEN, verify};
 
 /// What the endpoints read.
 pub struct Endpoints {
     pub metrics: Arc<Metrics>,
-    /// Set once this replica leads and its controller runs.
+    /// Set once the replica reaches its stacks (leading or standing by): a rolling update must
+    /// see the new replicas ready while the old leader still leads.
     pub ready: AtomicBool,
-    /// Set when the controller runs: the webhook's way in.
+    /// Where stacks are, once connected.
+    pub store: std::sync::OnceLock<Arc<dyn StackStore>>,
+    /// Set when this replica leads and its controller runs: the webhook's way in.
     pub controller: std::sync::OnceLock<(Arc<Context>, mpsc::UnboundedSender<ObjectRef<GkqStack>>)>,
 }
 
@@ -42,7 +46,7 @@ async fn readyz(State(e): State<Arc<Endpoints>>) -> impl IntoResponse {
     if e.ready.load(Ordering::SeqCst) {
         (StatusCode::OK, "ready")
     } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "not leading")
+        (StatusCode::SERVICE_UNAVAILABLE, "not connected")
     }
 }
 
@@ -59,13 +63,10 @@ async fn hook(
     headers: HeaderMap,
     body: Bytes,
 ) -> (StatusCode, String) {
-    let Some((ctx, trigger)) = e.controller.get() else {
-        return (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "this replica does not lead".into(),
-        );
+    let Some(store) = e.store.get() else {
+        return (StatusCode::SERVICE_UNAVAILABLE, "not connected yet".into());
     };
-    let stacks = match ctx.store.list().await {
+    let stacks = match store.list().await {
         Ok(s) => s,
         Err(e) => {
             return (
@@ -83,7 +84,7 @@ async fn hook(
             format!("no stack {namespace}/{name}"),
         );
     };
-    let secret = match ctx.store.credentials(&stack).await {
+    let secret = match store.credentials(&stack).await {
         Ok(c) => c.webhook_secret,
         Err(e) => {
             return (
@@ -103,8 +104,23 @@ async fn hook(
         return (StatusCode::UNAUTHORIZED, why.to_string());
     }
     let key = format!("{namespace}/{name}");
-    tracing::info!(stack = %key, "webhook: fetching now");
-    ctx.force(&key);
-    let _ = trigger.send(ObjectRef::from_obj(&stack));
+    match e.controller.get() {
+        Some((ctx, trigger)) => {
+            tracing::info!(stack = %key, "webhook: fetching now");
+            ctx.force(&key);
+            let _ = trigger.send(ObjectRef::from_obj(&stack));
+        }
+        None => {
+            // The leader watches the stacks: an annotation reaches it at once.
+            let now = crate::vocab::time::format_nanos(k8s_openapi::jiff::Timestamp::now());
+            if let Err(e) = store.request(&namespace, &name, &now).await {
+                return (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!("passing the push to the leader: {e}"),
+                );
+            }
+            tracing::info!(stack = %key, "webhook: passed to the leader");
+        }
+    }
     (StatusCode::ACCEPTED, format!("reconciling {key}\n"))
 }

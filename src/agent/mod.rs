@@ -122,6 +122,7 @@ pub async fn run(
     let endpoints = Arc::new(Endpoints {
         metrics: metrics.clone(),
         ready: Default::default(),
+        store: Default::default(),
         controller: Default::default(),
     });
     let listener = tokio::net::TcpListener::bind(options.listen)
@@ -157,6 +158,8 @@ pub async fn run(
                 watch_namespace.clone(),
                 &options.identity,
             ));
+            let _ = endpoints.store.set(store.clone());
+            endpoints.ready.store(true, Ordering::SeqCst);
             let leadership = leader::lead(
                 client,
                 leader::LeaderOptions {
@@ -199,6 +202,7 @@ pub async fn run(
             }
             let (reader, writer) = reflector::store();
             let stream = reflector::reflector(writer, poll_local(store.clone())).applied_objects();
+            let _ = endpoints.store.set(store.clone());
             let ctx = context(&options, store, metrics, Arc::new(leader::Alone));
             let _ = endpoints.controller.set((ctx.clone(), trigger));
             endpoints.ready.store(true, Ordering::SeqCst);

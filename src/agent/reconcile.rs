@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 
-use super::crd::{APPROVE_ANNOTATION, GkqStack, GkqStackStatus};
+use super::crd::{APPROVE_ANNOTATION, GkqStack, GkqStackStatus, REQUESTED_ANNOTATION};
 use super::decide::{Decision, decide, due, redact, set_condition};
 use super::metrics::Metrics;
 use super::source::{self, GitRef};
@@ -54,6 +54,7 @@ pub struct StackState {
     pub forced: bool,
     /// The approval annotation and generation seen at the last run: a change is worth a run.
     approval: Option<String>,
+    requested: Option<String>,
     generation: Option<i64>,
     /// The held digest an Event was recorded for (one Event per held plan).
     held_told: Option<String>,
@@ -159,6 +160,7 @@ pub async fn reconcile(stack: Arc<GkqStack>, ctx: Arc<Context>) -> Result<Action
     }
     let interval_ms = u64::try_from(interval.as_millis()).unwrap_or(u64::MAX);
     let approval = stack.annotations().get(APPROVE_ANNOTATION).cloned();
+    let requested = stack.annotations().get(REQUESTED_ANNOTATION).cloned();
     let generation = stack.metadata.generation;
     let now = ctx.now_ms();
     {
@@ -166,6 +168,7 @@ pub async fn reconcile(stack: Arc<GkqStack>, ctx: Arc<Context>) -> Result<Action
         let state = stacks.entry(key.clone()).or_default();
         let run = state.forced
             || state.approval != approval
+            || state.requested != requested
             || state.generation != generation
             || due(state.last_run, interval_ms, now);
         if !run {
@@ -175,6 +178,7 @@ pub async fn reconcile(stack: Arc<GkqStack>, ctx: Arc<Context>) -> Result<Action
         }
         state.forced = false;
         state.approval = approval.clone();
+        state.requested = requested;
         state.generation = generation;
         state.last_run = Some(now);
     }
@@ -532,8 +536,10 @@ async fn act(run: &mut Run<'_>, planned: &Planned, commit: &str, approval: Optio
             let sink = LogSink {
                 stack: run.key.clone(),
             };
+            // The repository is the truth: fields someone changed by hand (`kubectl edit`) are
+            // taken back, as Flux and Argo CD do.
             let consent = Consent {
-                force_conflicts: false,
+                force_conflicts: true,
                 allow_disruption: approved,
             };
             let outcome = execute_on(&planned.apply_target(), &sink, &consent).await;

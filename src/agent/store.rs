@@ -12,7 +12,7 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Resource, ResourceExt};
 use serde::{Deserialize, Serialize};
 
-use super::crd::{APPROVE_ANNOTATION, GkqStack, GkqStackStatus};
+use super::crd::{APPROVE_ANNOTATION, GkqStack, GkqStackStatus, REQUESTED_ANNOTATION};
 use super::source::Credentials;
 
 /// The field manager the agent writes status and annotations with.
@@ -54,6 +54,9 @@ pub trait StackStore: Send + Sync {
     async fn event(&self, stack: &GkqStack, severity: Severity, reason: &str, note: &str);
     /// Approves the held plan with `digest`: refused unless the stack holds exactly that plan.
     async fn approve(&self, namespace: &str, name: &str, digest: &str) -> Result<(), StoreError>;
+    /// Asks the leader to fetch the stack now (a webhook received by a replica that does not
+    /// lead): sets [`REQUESTED_ANNOTATION`] to `at`.
+    async fn request(&self, namespace: &str, name: &str, at: &str) -> Result<(), StoreError>;
 }
 
 /// Checks an approval against what the stack holds.
@@ -101,27 +104,45 @@ fn credentials_of(data: &BTreeMap<String, Vec<u8>>) -> Credentials {
     }
 }
 
+/// The status as a JSON merge patch: fields the status no longer has are set to null, so that
+/// the patch removes them (a held digest once approved, diagnostics once fixed).
+fn merge_patch_of(status: &GkqStackStatus) -> serde_json::Value {
+    let mut value = serde_json::to_value(status).unwrap_or_default();
+    if let Some(fields) = value.as_object_mut() {
+        for key in [
+            "observedGeneration",
+            "lastAttemptedRevision",
+            "lastAppliedRevision",
+            "lastAppliedTime",
+            "plan",
+            "placements",
+            "heldDigest",
+            "diagnostics",
+        ] {
+            fields.entry(key).or_insert(serde_json::Value::Null);
+        }
+    }
+    value
+}
+
 /// Stacks in a Kubernetes API server.
 pub struct KubeStore {
     client: kube::Client,
     /// `None`: every namespace.
     namespace: Option<String>,
-    recorder: Recorder,
+    reporter: Reporter,
 }
 
 impl KubeStore {
     pub fn new(client: kube::Client, namespace: Option<String>, instance: &str) -> Self {
-        let recorder = Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: AGENT_MANAGER.to_string(),
-                instance: Some(instance.to_string()),
-            },
-        );
+        let reporter = Reporter {
+            controller: AGENT_MANAGER.to_string(),
+            instance: Some(instance.to_string()),
+        };
         KubeStore {
             client,
             namespace,
-            recorder,
+            reporter,
         }
     }
 
@@ -148,7 +169,7 @@ impl StackStore for KubeStore {
         stack: &GkqStack,
         status: &GkqStackStatus,
     ) -> Result<(), StoreError> {
-        let body = serde_json::json!({"status": status});
+        let body = serde_json::json!({"status": merge_patch_of(status)});
         self.api_in(&stack.namespace().unwrap_or_default())
             .patch_status(
                 &stack.name_any(),
@@ -186,7 +207,10 @@ impl StackStore for KubeStore {
             action: "Reconcile".to_string(),
             secondary: None,
         };
-        if let Err(e) = self.recorder.publish(&event, &stack.object_ref(&())).await {
+        // A recorder of its own per Event: a shared one folds Events of the same reason into a
+        // series that keeps the first note, and each apply names its own commit.
+        let recorder = Recorder::new(self.client.clone(), self.reporter.clone());
+        if let Err(e) = recorder.publish(&event, &stack.object_ref(&())).await {
             tracing::warn!("could not record event {reason}: {e}");
         }
     }
@@ -200,6 +224,14 @@ impl StackStore for KubeStore {
         check_approval(&stack, digest)?;
         let body = serde_json::json!({"metadata": {"annotations": {APPROVE_ANNOTATION: digest}}});
         api.patch(name, &PatchParams::default(), &Patch::Merge(&body))
+            .await?;
+        Ok(())
+    }
+
+    async fn request(&self, namespace: &str, name: &str, at: &str) -> Result<(), StoreError> {
+        let body = serde_json::json!({"metadata": {"annotations": {REQUESTED_ANNOTATION: at}}});
+        self.api_in(namespace)
+            .patch(name, &PatchParams::default(), &Patch::Merge(&body))
             .await?;
         Ok(())
     }
@@ -331,6 +363,30 @@ impl LocalStore {
         })
     }
 
+    /// Sets annotation `key` of the stack to `value` if `check` allows it.
+    fn annotate(
+        &self,
+        namespace: &str,
+        name: &str,
+        key: &str,
+        value: &str,
+        check: impl FnOnce(&GkqStack) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let wanted = format!("{namespace}/{name}");
+        self.with_state(|state| {
+            let stack = state
+                .stacks
+                .iter_mut()
+                .find(|s| key_of(s) == wanted)
+                .ok_or_else(|| StoreError::NotFound(wanted.clone()))?;
+            check(stack)?;
+            stack
+                .annotations_mut()
+                .insert(key.to_string(), value.to_string());
+            Ok(((), true))
+        })
+    }
+
     /// The Events recorded so far, oldest first.
     pub fn events(&self) -> Result<Vec<LocalEvent>, StoreError> {
         self.with_state(|state| Ok((state.events.clone(), false)))
@@ -416,18 +472,12 @@ impl StackStore for LocalStore {
     }
 
     async fn approve(&self, namespace: &str, name: &str, digest: &str) -> Result<(), StoreError> {
-        let key = format!("{namespace}/{name}");
-        self.with_state(|state| {
-            let stack = state
-                .stacks
-                .iter_mut()
-                .find(|s| key_of(s) == key)
-                .ok_or_else(|| StoreError::NotFound(key.clone()))?;
-            check_approval(stack, digest)?;
-            stack
-                .annotations_mut()
-                .insert(APPROVE_ANNOTATION.to_string(), digest.to_string());
-            Ok(((), true))
+        self.annotate(namespace, name, APPROVE_ANNOTATION, digest, |stack| {
+            check_approval(stack, digest)
         })
+    }
+
+    async fn request(&self, namespace: &str, name: &str, at: &str) -> Result<(), StoreError> {
+        self.annotate(namespace, name, REQUESTED_ANNOTATION, at, |_| Ok(()))
     }
 }
