@@ -519,6 +519,10 @@ async fn act(run: &mut Run<'_>, planned: &Planned, commit: &str, approval: Optio
                 "Applying",
                 &format!("commit {short}: {summary}"),
             );
+            // Shown while the apply runs (GKE operations take minutes); the final status follows.
+            if let Err(e) = run.ctx.store.set_status(run.stack, &run.status).await {
+                tracing::warn!(stack = %run.key, "{e}");
+            }
             let lock = match acquire_lock(
                 &planned.session,
                 planned.kube_client.as_ref(),

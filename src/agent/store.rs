@@ -481,3 +481,48 @@ impl StackStore for LocalStore {
         self.annotate(namespace, name, REQUESTED_ANNOTATION, at, |_| Ok(()))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_status_patch_clears_what_the_status_no_longer_has() {
+        let status = GkqStackStatus {
+            last_applied_revision: Some("abc".into()),
+            ..GkqStackStatus::default()
+        };
+        let patch = merge_patch_of(&status);
+        assert_eq!(patch["lastAppliedRevision"], "abc");
+        assert!(patch["heldDigest"].is_null() && patch.get("heldDigest").is_some());
+        assert!(patch.get("diagnostics").is_some());
+    }
+
+    #[tokio::test]
+    async fn the_local_store_keeps_stacks_secrets_status_and_approvals() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalStore::new(dir.path());
+        let manifests = "apiVersion: gkq.dev/v1alpha1\nkind: GkqStack\nmetadata: {name: s}\nspec: {url: file:///r, secretRef: {name: git}}\n---\napiVersion: v1\nkind: Secret\nmetadata: {name: git}\nstringData: {token: t0ken-value}\n";
+        assert_eq!(store.load_manifests(manifests, "m").unwrap(), 1);
+        let stack = store.list().await.unwrap().remove(0);
+        assert_eq!(stack.metadata.namespace.as_deref(), Some("default"));
+        let credentials = store.credentials(&stack).await.unwrap();
+        assert_eq!(credentials.token.as_deref(), Some("t0ken-value"));
+        let held = GkqStackStatus {
+            held_digest: Some("00aa".into()),
+            ..GkqStackStatus::default()
+        };
+        store.set_status(&stack, &held).await.unwrap();
+        assert!(matches!(
+            store.approve("default", "s", "11bb").await,
+            Err(StoreError::Stale { .. })
+        ));
+        store.approve("default", "s", "00aa").await.unwrap();
+        let stack = store.list().await.unwrap().remove(0);
+        assert_eq!(stack.annotations()[APPROVE_ANNOTATION], "00aa");
+        // Loading the manifests again keeps the status.
+        store.load_manifests(manifests, "m").unwrap();
+        let stack = store.list().await.unwrap().remove(0);
+        assert_eq!(stack.status.unwrap().held_digest.as_deref(), Some("00aa"));
+    }
+}
