@@ -417,33 +417,42 @@ async fn commits_are_applied_by_polling_and_by_webhook_and_status_shows_them() {
         .unwrap();
     tokio::time::sleep(Duration::from_secs(3)).await;
     let third = f.commit_quota(24, 32);
-    let hook = format!("{url}/hooks/{}/polled", f.env.namespace);
+    let hook = |url: &str| format!("{url}/hooks/{}/polled", f.env.namespace);
     let body = br#"{"ref":"refs/heads/main"}"#.to_vec();
-    let push = |headers: Vec<(&'static str, String)>| {
-        let mut request = client.post(&hook).body(body.clone());
+    let push = |to: String, headers: Vec<(&'static str, String)>| {
+        let mut request = client.post(to).body(body.clone());
         for (name, value) in headers {
             request = request.header(name, value);
         }
         async move { request.send().await.unwrap().status() }
     };
     let sign = |secret: &[u8]| gkq::agent::webhook::github_signature(secret, &body);
-    let forged = push(vec![("X-Hub-Signature-256", sign(b"wrong"))]).await;
+    let forged = push(hook(&url), vec![("X-Hub-Signature-256", sign(b"wrong"))]).await;
     assert_eq!(forged, 401, "a wrongly signed push is refused");
-    let pushed = push(vec![
-        ("X-GitHub-Event", "push".into()),
-        ("X-Hub-Signature-256", sign(b"hook-secret-1")),
-    ])
+    let pushed = push(
+        hook(&url),
+        vec![
+            ("X-GitHub-Event", "push".into()),
+            ("X-Hub-Signature-256", sign(b"hook-secret-1")),
+        ],
+    )
     .await;
     assert_eq!(pushed, 202);
     f.wait_applied("polled", &third, Duration::from_secs(30))
         .await;
 
-    // GitLab's token header works the same way.
+    // GitLab's token header works the same way, also sent to a replica that does not lead: it
+    // passes the push to the leader.
+    let mut standby = f.agent("b", "4s");
+    let standby_url = endpoint(&mut standby);
     let fourth = f.commit_quota(32, 16);
-    let pushed = push(vec![
-        ("X-Gitlab-Event", "Push Hook".into()),
-        ("X-Gitlab-Token", "hook-secret-1".into()),
-    ])
+    let pushed = push(
+        hook(&standby_url),
+        vec![
+            ("X-Gitlab-Event", "Push Hook".into()),
+            ("X-Gitlab-Token", "hook-secret-1".into()),
+        ],
+    )
     .await;
     assert_eq!(pushed, 202);
     f.wait_applied("polled", &fourth, Duration::from_secs(30))
