@@ -29,6 +29,7 @@
 //!           (Kueue, KubeRay, DWS, autoscaler) on a clock
 //! render    plan text/JSON/markdown; terminal and JSON-lines apply progress; status text
 //! ops       the pipeline as library calls: load, session, plan, lock, apply, saved plans
+//! agent     the in-cluster GitOps agent: a Controller over GkqStack objects, on top of ops
 //! cli       the commands: parse arguments, call ops, render, exit code
 //! ```
 
@@ -36,6 +37,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod addr;
+pub mod agent;
 pub mod apply;
 pub mod cli;
 pub mod diff;

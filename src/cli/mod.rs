@@ -1,5 +1,6 @@
 //! The command line: clap types and one thin function per command.
 
+pub mod agent;
 pub mod apply;
 pub mod apply_saved;
 pub mod emulator;
@@ -56,6 +57,10 @@ pub enum Command {
     /// Why a job is where it is: Kueue's conditions, gkq's reproduction flavor by flavor, whether
     /// they agree, and what to change in the spec.
     Explain(explain::ExplainArgs),
+    /// The GitOps agent: reconcile GkqStack objects (fetch, plan, apply or hold) continuously.
+    Agent(agent::AgentArgs),
+    /// Approve a plan the agent holds, by the digest its status shows.
+    Approve(agent::ApproveArgs),
     /// Print the JSON Schema of the spec.
     Schema,
     /// The local GKE emulator.
@@ -192,6 +197,8 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Status(a) => runtime()?.block_on(status::run(&a)),
         Command::Explain(a) => runtime()?.block_on(explain::run(&a)),
         Command::Watch(a) => runtime()?.block_on(watch::run(&a)),
+        Command::Agent(a) => runtime()?.block_on(agent::run(&a)),
+        Command::Approve(a) => runtime()?.block_on(agent::approve(&a)),
         Command::Schema => schema::run(),
         Command::Emulator(emulator::EmulatorCommand::Serve(a)) => {
             runtime()?.block_on(emulator::serve(&a))

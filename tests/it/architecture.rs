@@ -31,6 +31,8 @@ const LAYERS: &[&[&str]] = &[
     // Terminals and JSON lines: plans as text, apply progress as it happens.
     &["render"],
     &["ops"],
+    // The GitOps agent: a controller over GkqStack objects, calling ops.
+    &["agent"],
     &["cli"],
 ];
 

@@ -535,7 +535,9 @@ async fn disruptive_plans_exit_3_and_their_saved_plans_are_refused_without_conse
 }
 
 /// Kueue's Workloads of the stack's jobs, once each holds quota (or the time is up).
-async fn wait_for_admissions(namespace: &str, count: usize) {
+/// Waits until Kueue has reserved quota for `count` Workloads in `namespace` (also used by the
+/// agent's tests).
+pub(crate) async fn wait_for_admissions(namespace: &str, count: usize) {
     let workloads = support::control_plane::dynamic_api(
         &client().await,
         "kueue.x-k8s.io/v1beta2",

@@ -9,6 +9,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod agent;
 mod architecture;
 mod cli;
 mod engine;

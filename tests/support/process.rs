@@ -81,6 +81,27 @@ impl Running {
         }
     }
 
+    /// The process id.
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Everything the process wrote to stderr since the last call.
+    pub fn take_stderr(&self) -> String {
+        let lines: Vec<String> = self.stderr.try_iter().collect();
+        lines.join("\n")
+    }
+
+    /// Sends SIGKILL and waits for the process to be gone.
+    pub fn kill_9(&mut self) {
+        let status = Command::new("kill")
+            .args(["-9", &self.child.id().to_string()])
+            .status()
+            .expect("running kill");
+        assert!(status.success());
+        let _ = self.child.wait();
+    }
+
     /// Sends SIGINT (what Ctrl-C sends) and waits for the exit; returns the exit code and stderr.
     pub fn interrupt(mut self) -> (Option<i32>, String) {
         let status = Command::new("kill")

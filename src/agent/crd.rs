@@ -1,0 +1,156 @@
+//! The `GkqStack` custom resource (`stacks.gkq.dev`, `gkq.dev/v1alpha1`): which repository, ref
+//! and spec one stack follows, and what the agent last did with it. The CRD in `deploy/crd.yaml`
+//! is generated from these types ([`crd_yaml`]); a test keeps the two equal.
+
+use std::collections::BTreeMap;
+
+use kube::CustomResource;
+use kube::CustomResourceExt;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// The annotation that approves a held plan: its value is the plan digest the agent showed.
+pub const APPROVE_ANNOTATION: &str = "gkq.dev/approve";
+
+/// The annotation a push webhook sets (to the time it arrived) when the replica that received it
+/// does not lead: the leader's watch sees the change and fetches at once.
+pub const REQUESTED_ANNOTATION: &str = "gkq.dev/reconcile-requested-at";
+
+/// One stack: a spec in a git repository that the agent keeps applied.
+#[derive(CustomResource, Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "gkq.dev",
+    version = "v1alpha1",
+    kind = "GkqStack",
+    plural = "stacks",
+    singular = "stack",
+    shortname = "gkqs",
+    namespaced,
+    status = "GkqStackStatus",
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Held","type":"string","jsonPath":".status.heldDigest"}"#,
+    printcolumn = r#"{"name":"Applied","type":"string","jsonPath":".status.lastAppliedRevision"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct GkqStackSpec {
+    /// The git repository (`https://...`, `ssh://...`, `git@host:path` or `file://...`).
+    pub url: String,
+    /// The branch to follow (default `main` when no tag is given).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
+    /// A tag to apply instead of a branch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
+    /// The spec in the repository: a file, or a directory holding gkq.yaml or gkq.toml.
+    #[serde(default = "default_path")]
+    pub path: String,
+    /// Environment overlay (`environments/<env>.yaml`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<String>,
+    /// Values of the spec's declared variables.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub variables: BTreeMap<String, String>,
+    /// How often the repository is fetched and live state re-planned (`30s`, `1m`).
+    #[serde(default = "default_interval")]
+    pub interval: String,
+    /// Stop reconciling this stack (nothing is fetched, planned or applied).
+    #[serde(default)]
+    pub suspend: bool,
+    /// A Secret in the stack's namespace with the git credentials: `token` (and optionally
+    /// `username`) for HTTPS, or `identity` (an SSH private key) and optionally `known_hosts`;
+    /// `webhookSecret` verifies push webhooks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<SecretRef>,
+}
+
+fn default_path() -> String {
+    ".".to_string()
+}
+
+fn default_interval() -> String {
+    "1m".to_string()
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SecretRef {
+    pub name: String,
+}
+
+/// What the agent last did with a stack.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GkqStackStatus {
+    /// Ready, Reconciling, Stalled and Held, in Kubernetes style.
+    #[serde(default)]
+    pub conditions: Vec<StackCondition>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// The commit last fetched and planned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_attempted_revision: Option<String>,
+    /// The commit last applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_applied_revision: Option<String>,
+    /// When it was applied (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_applied_time: Option<String>,
+    /// The last plan's summary (`Plan: 1 to create, 0 to update, 0 to replace, 0 to delete.`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<String>,
+    /// Where Kueue is predicted to place each job (`ns/job -> admitted`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub placements: Vec<String>,
+    /// The digest of the plan held for approval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_digest: Option<String>,
+    /// Why the spec is invalid, as `file:line:col: error: ...` lines.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diagnostics: Option<String>,
+}
+
+/// A condition as Kubernetes API conventions shape it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StackCondition {
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    pub reason: String,
+    #[serde(default)]
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<String>,
+}
+
+impl GkqStackStatus {
+    /// The condition of `type_`, if set.
+    pub fn condition(&self, type_: &str) -> Option<&StackCondition> {
+        self.conditions.iter().find(|c| c.type_ == type_)
+    }
+}
+
+/// The CRD as YAML, as kept in `deploy/crd.yaml`.
+pub fn crd_yaml() -> String {
+    let crd = serde_json::to_value(GkqStack::crd()).unwrap_or_default();
+    let body = serde_saphyr::to_string(&crd).unwrap_or_default();
+    format!("# Generated by `gkq agent --print-crd` from src/agent/crd.rs; do not edit.\n{body}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_crd_names_the_api() {
+        let crd = GkqStack::crd();
+        assert_eq!(crd.metadata.name.as_deref(), Some("stacks.gkq.dev"));
+        let text = crd_yaml();
+        assert!(text.contains("gkq.dev"), "{text}");
+        let spec: GkqStackSpec =
+            serde_json::from_value(serde_json::json!({"url": "file:///r"})).expect("defaults");
+        assert_eq!(spec.interval, "1m");
+        assert_eq!(spec.path, ".");
+    }
+}

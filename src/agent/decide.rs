@@ -1,0 +1,248 @@
+//! The agent's decisions, apart from its I/O so they can be tested without clusters: whether a
+//! plan is applied, held for approval or refused; the stack's conditions; and keeping secrets out
+//! of everything the agent writes.
+
+use crate::addr::{ClusterRef, ResourceKind};
+use crate::gitops::watch::{AutoApply, auto_apply};
+use crate::plan::{ActionKind, Plan};
+
+use super::crd::StackCondition;
+
+/// What the agent does with a plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Nothing to change.
+    UpToDate,
+    /// Apply it. `approved`: a held plan whose digest was approved, so replaces, deletes and
+    /// disruptions are consented to.
+    Apply { approved: bool },
+    /// Hold it until its digest is approved. `stale`: an approval of another digest, refused.
+    Hold {
+        digest: String,
+        reason: String,
+        stale: Option<String>,
+    },
+    /// Never applied, whatever is approved.
+    Refuse(String),
+}
+
+/// Decides on `plan`: plans that only create and update are applied; replaces, deletes and
+/// disruptions are held until `approval` names the plan's digest ([`Plan::fingerprint`]); a plan
+/// that deletes or replaces `own_cluster` (the cluster the agent runs in) is refused.
+pub fn decide(plan: &Plan, approval: Option<&str>, own_cluster: Option<&ClusterRef>) -> Decision {
+    if let Some(own) = own_cluster
+        && *own == plan.cluster
+        && plan.changes().any(|a| {
+            a.addr.kind == ResourceKind::GkeCluster
+                && matches!(a.kind, ActionKind::Delete | ActionKind::Replace)
+        })
+    {
+        return Decision::Refuse(format!(
+            "refusing to {} cluster {}: the agent runs in it",
+            plan.changes()
+                .find(|a| a.addr.kind == ResourceKind::GkeCluster)
+                .map_or("destroy", |a| a.kind.verb()),
+            own.cluster
+        ));
+    }
+    match auto_apply(plan, false, false) {
+        AutoApply::UpToDate => Decision::UpToDate,
+        AutoApply::Apply => Decision::Apply { approved: false },
+        AutoApply::Hold(reason) => {
+            let digest = plan.fingerprint();
+            let blocked = plan.changes().any(|a| a.blocked.is_some());
+            match approval {
+                Some(approved) if approved == digest && !blocked => {
+                    Decision::Apply { approved: true }
+                }
+                other => Decision::Hold {
+                    digest,
+                    reason: reason
+                        .strip_prefix("not applying: ")
+                        .unwrap_or(&reason)
+                        .split("; pass --allow")
+                        .next()
+                        .unwrap_or_default()
+                        .to_string(),
+                    stale: other.map(str::to_string),
+                },
+            }
+        }
+    }
+}
+
+/// Sets condition `type_` in `conditions`; its transition time changes only when its status does.
+pub fn set_condition(
+    conditions: &mut Vec<StackCondition>,
+    type_: &str,
+    status: bool,
+    reason: &str,
+    message: &str,
+    now: &str,
+) {
+    let status = if status { "True" } else { "False" };
+    match conditions.iter_mut().find(|c| c.type_ == type_) {
+        Some(c) => {
+            if c.status != status {
+                c.last_transition_time = Some(now.to_string());
+            }
+            c.status = status.to_string();
+            c.reason = reason.to_string();
+            c.message = message.to_string();
+        }
+        None => conditions.push(StackCondition {
+            type_: type_.to_string(),
+            status: status.to_string(),
+            reason: reason.to_string(),
+            message: message.to_string(),
+            last_transition_time: Some(now.to_string()),
+        }),
+    }
+}
+
+/// `text` with every occurrence of each secret (and of its base64 form, as HTTP basic
+/// authentication carries it) replaced by `***`. Secrets shorter than 4 bytes are not searched
+/// for: they would match ordinary text, and a secret that short protects nothing anyway.
+pub fn redact(text: &str, secrets: &[String]) -> String {
+    use base64::Engine;
+    let mut out = text.to_string();
+    for secret in secrets.iter().filter(|s| s.len() >= 4) {
+        out = out.replace(secret.as_str(), "***");
+        let encoded = base64::engine::general_purpose::STANDARD.encode(secret);
+        out = out.replace(&encoded, "***");
+    }
+    out
+}
+
+/// Whether the interval has passed since `last` (milliseconds since some epoch), at `now`.
+pub fn due(last: Option<u64>, interval_ms: u64, now: u64) -> bool {
+    last.is_none_or(|last| now.saturating_sub(last) >= interval_ms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::addr::ResourceAddr;
+    use crate::plan::{Action, Summary};
+
+    fn plan(actions: &[(ResourceAddr, ActionKind)]) -> Plan {
+        let actions: Vec<Action> = actions
+            .iter()
+            .map(|(addr, kind)| Action {
+                addr: addr.clone(),
+                kind: *kind,
+                reason: String::new(),
+                replace_strategy: None,
+                blocked: None,
+                changes: vec![],
+                diff: String::new(),
+                steps: vec![],
+                desired: None,
+                live_fingerprint: None,
+                live_fields: Default::default(),
+                sensitive: false,
+                depends_on: vec![],
+            })
+            .collect();
+        Plan {
+            format_version: 1,
+            cluster: ClusterRef {
+                project: "p".into(),
+                location: "l".into(),
+                cluster: "c".into(),
+            },
+            summary: Summary::of(&actions),
+            actions,
+            notices: vec![],
+            disruptions: vec![],
+            placements: vec![],
+            quota: vec![],
+            workload_changes: Vec::new(),
+            provenance: None,
+            sealed: Default::default(),
+            options: Default::default(),
+            integrity: None,
+        }
+    }
+
+    #[test]
+    fn creates_and_updates_apply_deletes_wait_for_their_digest() {
+        let queue = ResourceAddr::gke_node_pool("pool");
+        assert_eq!(
+            decide(&plan(&[(queue.clone(), ActionKind::NoOp)]), None, None),
+            Decision::UpToDate
+        );
+        assert_eq!(
+            decide(&plan(&[(queue.clone(), ActionKind::Update)]), None, None),
+            Decision::Apply { approved: false }
+        );
+        let deleting = plan(&[(queue.clone(), ActionKind::Delete)]);
+        let digest = deleting.fingerprint();
+        let Decision::Hold {
+            digest: held,
+            reason,
+            stale,
+        } = decide(&deleting, None, None)
+        else {
+            panic!("a delete is held")
+        };
+        assert_eq!(held, digest);
+        assert_eq!(reason, "this plan would change gke.nodepool/pool (destroy)");
+        assert_eq!(stale, None);
+        assert_eq!(
+            decide(&deleting, Some(&digest), None),
+            Decision::Apply { approved: true }
+        );
+        let Decision::Hold { stale, .. } = decide(&deleting, Some("0123456789abcdef"), None) else {
+            panic!("a stale approval does not apply")
+        };
+        assert_eq!(stale.as_deref(), Some("0123456789abcdef"));
+    }
+
+    #[test]
+    fn the_agents_own_cluster_is_never_deleted() {
+        let deleting = plan(&[(ResourceAddr::gke_cluster("c"), ActionKind::Delete)]);
+        let own = deleting.cluster.clone();
+        let digest = deleting.fingerprint();
+        assert_eq!(
+            decide(&deleting, Some(&digest), Some(&own)),
+            Decision::Refuse("refusing to destroy cluster c: the agent runs in it".into())
+        );
+        let elsewhere = ClusterRef {
+            cluster: "other".into(),
+            ..own
+        };
+        assert_eq!(
+            decide(&deleting, Some(&digest), Some(&elsewhere)),
+            Decision::Apply { approved: true }
+        );
+    }
+
+    #[test]
+    fn conditions_keep_their_transition_time_while_their_status_holds() {
+        let mut conditions = Vec::new();
+        set_condition(&mut conditions, "Ready", false, "A", "a", "t1");
+        set_condition(&mut conditions, "Ready", false, "B", "b", "t2");
+        assert_eq!(conditions[0].last_transition_time.as_deref(), Some("t1"));
+        assert_eq!(conditions[0].reason, "B");
+        set_condition(&mut conditions, "Ready", true, "C", "c", "t3");
+        assert_eq!(conditions[0].last_transition_time.as_deref(), Some("t3"));
+        assert_eq!(conditions[0].status, "True");
+    }
+
+    #[test]
+    fn secrets_are_redacted_plain_and_in_base64() {
+        let secrets = vec!["hunter2-token".to_string(), "ab".to_string()];
+        let basic = {
+            use base64::Engine;
+            base64::engine::general_purpose::STANDARD.encode("hunter2-token")
+        };
+        assert_eq!(
+            redact(&format!("fatal: hunter2-token in {basic} ab"), &secrets),
+            "fatal: *** in *** ab"
+        );
+        assert!(due(None, 1000, 5));
+        assert!(!due(Some(4500), 1000, 5000));
+        assert!(due(Some(4000), 1000, 5000));
+    }
+}

@@ -1,0 +1,291 @@
+//! `gkq agent`: the pull-based GitOps agent. A kube-runtime Controller over `GkqStack` objects
+//! ([`crd`]) reconciles each stack ([`reconcile`]): fetch its repository at its interval or on a
+//! push webhook, validate, plan, and apply plans that only create and update; hold the others
+//! until their digest is approved ([`decide`]). One replica leads ([`leader`]); the others wait.
+//!
+//! ```text
+//! crd        the GkqStack custom resource and its generated CRD
+//! decide     apply, hold or refuse; conditions; redaction of secrets           [pure]
+//! source     fetching a stack's repository with its credentials (git)
+//! store      GkqStacks, Secrets and Events: the API server, or a file for the local target
+//! reconcile  one stack's reconcile, through the ops calls
+//! leader     leader election with a coordination.k8s.io Lease, fail-stop
+//! webhook    GitHub and GitLab push signatures                                 [pure]
+//! metrics    Prometheus text
+//! http       /healthz, /readyz, /metrics, /hooks/{namespace}/{name}
+//! ```
+
+pub mod crd;
+pub mod decide;
+pub mod http;
+pub mod leader;
+pub mod metrics;
+pub mod reconcile;
+pub mod source;
+pub mod store;
+pub mod webhook;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::runtime::controller::{Config, Controller};
+use kube::runtime::{WatchStreamExt, reflector, watcher};
+use tokio::sync::mpsc;
+
+use crate::addr::ClusterRef;
+use crate::ops::session::TargetOptions;
+use crd::GkqStack;
+use http::Endpoints;
+use metrics::Metrics;
+use reconcile::{Context, Leadership};
+use store::{KubeStore, LocalStore, StackStore};
+
+/// Where the GkqStack objects live.
+#[derive(Debug, Clone)]
+pub enum Management {
+    /// A Kubernetes API server: in-cluster configuration, or this kubeconfig.
+    Kube {
+        kubeconfig: Option<PathBuf>,
+        /// Watch stacks in this namespace only (`None`: every namespace).
+        watch_namespace: Option<String>,
+        /// The namespace of the leader Lease.
+        lease_namespace: String,
+        lease_name: String,
+    },
+    /// The local target's state directory, with the stacks of these manifest files created at
+    /// start.
+    Local {
+        state_dir: PathBuf,
+        stacks: Vec<PathBuf>,
+    },
+}
+
+#[derive(Debug, Clone)]
+pub struct AgentOptions {
+    pub management: Management,
+    /// Where the stacks' plans act (their spec's target unless given).
+    pub target: TargetOptions,
+    pub listen: SocketAddr,
+    /// Where repositories are checked out.
+    pub work_dir: PathBuf,
+    pub lease_duration: Duration,
+    /// The cluster the agent runs in: never deleted.
+    pub own_cluster: Option<ClusterRef>,
+    /// This replica's name in the Lease and in Events.
+    pub identity: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error("connecting to the management cluster: {0}")]
+    Connect(String),
+    #[error("{0}")]
+    Store(#[from] store::StoreError),
+    #[error("serving {addr}: {message}")]
+    Serve { addr: String, message: String },
+    #[error("leader election: {0}")]
+    Leader(kube::Error),
+    #[error("locking the local state directory: {0}")]
+    Lock(String),
+}
+
+/// The management cluster's client: this kubeconfig, or in-cluster configuration (then
+/// `$KUBECONFIG` or `~/.kube/config`).
+pub async fn management_client(
+    kubeconfig: Option<&std::path::Path>,
+) -> Result<kube::Client, AgentError> {
+    crate::gke::install_tls_provider();
+    let connect = |e: &dyn std::fmt::Display| AgentError::Connect(e.to_string());
+    let config = match kubeconfig {
+        Some(path) => {
+            let file = kube::config::Kubeconfig::read_from(path).map_err(|e| connect(&e))?;
+            kube::Config::from_custom_kubeconfig(file, &Default::default())
+                .await
+                .map_err(|e| connect(&e))?
+        }
+        None => kube::Config::infer().await.map_err(|e| connect(&e))?,
+    };
+    kube::Client::try_from(config).map_err(|e| connect(&e))
+}
+
+/// Runs the agent until `stop` resolves. `on_listen` is told the address the endpoints serve on.
+pub async fn run(
+    options: AgentOptions,
+    stop: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+    on_listen: impl FnOnce(SocketAddr),
+) -> Result<(), AgentError> {
+    let metrics = Arc::new(Metrics::default());
+    let endpoints = Arc::new(Endpoints {
+        metrics: metrics.clone(),
+        ready: Default::default(),
+        store: Default::default(),
+        controller: Default::default(),
+    });
+    let listener = tokio::net::TcpListener::bind(options.listen)
+        .await
+        .map_err(|e| AgentError::Serve {
+            addr: options.listen.to_string(),
+            message: e.to_string(),
+        })?;
+    let addr = listener.local_addr().map_err(|e| AgentError::Serve {
+        addr: options.listen.to_string(),
+        message: e.to_string(),
+    })?;
+    on_listen(addr);
+    let app = http::router(endpoints.clone());
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app).await {
+            tracing::error!("the HTTP endpoints stopped: {e}");
+        }
+    });
+
+    let (trigger, triggers) = mpsc::unbounded_channel();
+    let webhook = tokio_stream_of(triggers);
+    match &options.management {
+        Management::Kube {
+            kubeconfig,
+            watch_namespace,
+            lease_namespace,
+            lease_name,
+        } => {
+            let client = management_client(kubeconfig.as_deref()).await?;
+            let store = Arc::new(KubeStore::new(
+                client.clone(),
+                watch_namespace.clone(),
+                &options.identity,
+            ));
+            let _ = endpoints.store.set(store.clone());
+            endpoints.ready.store(true, Ordering::SeqCst);
+            let leadership = leader::lead(
+                client,
+                leader::LeaderOptions {
+                    namespace: lease_namespace.clone(),
+                    name: lease_name.clone(),
+                    identity: options.identity.clone(),
+                    lease_duration: options.lease_duration,
+                },
+                |holder| tracing::info!("standing by: {holder} leads"),
+            )
+            .await
+            .map_err(AgentError::Leader)?;
+            let api = store.api();
+            let ctx = context(&options, store, metrics, Arc::new(leadership));
+            let _ = endpoints.controller.set((ctx.clone(), trigger));
+            endpoints.ready.store(true, Ordering::SeqCst);
+            drive(
+                Controller::new(api, watcher::Config::default()),
+                webhook,
+                stop,
+                ctx,
+            )
+            .await;
+        }
+        Management::Local { state_dir, stacks } => {
+            let lock = crate::ops::lock::lock_state_dir(
+                &state_dir.join("agent"),
+                Duration::from_secs(u64::MAX / 4),
+            )
+            .await
+            .map_err(|e| AgentError::Lock(format!("{e:#}")))?;
+            let store = Arc::new(LocalStore::new(state_dir));
+            for file in stacks {
+                let text = std::fs::read_to_string(file).map_err(|e| store::StoreError::Local {
+                    path: file.display().to_string(),
+                    message: e.to_string(),
+                })?;
+                let n = store.load_manifests(&text, &file.display().to_string())?;
+                tracing::info!("{}: {n} stack(s)", file.display());
+            }
+            let (reader, writer) = reflector::store();
+            let stream = reflector::reflector(writer, poll_local(store.clone())).applied_objects();
+            let _ = endpoints.store.set(store.clone());
+            let ctx = context(&options, store, metrics, Arc::new(leader::Alone));
+            let _ = endpoints.controller.set((ctx.clone(), trigger));
+            endpoints.ready.store(true, Ordering::SeqCst);
+            drive(Controller::for_stream(stream, reader), webhook, stop, ctx).await;
+            lock.release().await;
+        }
+    }
+    Ok(())
+}
+
+/// Runs the controller, one reconcile at a time (plans of stacks on one local target share its
+/// state directory; one at a time also keeps an idle agent small), until `stop`.
+async fn drive(
+    controller: Controller<GkqStack>,
+    webhook: impl futures::Stream<Item = kube::runtime::reflector::ObjectRef<GkqStack>> + Send + 'static,
+    stop: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+    ctx: Arc<Context>,
+) {
+    controller
+        .with_config(Config::default().concurrency(1))
+        .reconcile_on(webhook)
+        .graceful_shutdown_on(stop)
+        .run(reconcile::reconcile, reconcile::error_policy, ctx)
+        .for_each(report)
+        .await;
+}
+
+fn context(
+    options: &AgentOptions,
+    store: Arc<dyn StackStore>,
+    metrics: Arc<Metrics>,
+    leadership: Arc<dyn Leadership>,
+) -> Arc<Context> {
+    Arc::new(Context::new(
+        store,
+        options.target.clone(),
+        options.work_dir.clone(),
+        options.own_cluster.clone(),
+        metrics,
+        leadership,
+    ))
+}
+
+async fn report<T, E: std::fmt::Display>(result: Result<T, E>) {
+    if let Err(e) = result {
+        tracing::warn!("reconcile: {e}");
+    }
+}
+
+fn tokio_stream_of<T: Send + 'static>(
+    mut rx: mpsc::UnboundedReceiver<T>,
+) -> impl futures::Stream<Item = T> + Send + 'static {
+    futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
+}
+
+/// How often the local target's stack file is read.
+const LOCAL_POLL: Duration = Duration::from_secs(1);
+
+/// The local store's stacks as a watch would give them: a fresh list every [`LOCAL_POLL`].
+fn poll_local(
+    store: Arc<LocalStore>,
+) -> impl futures::Stream<Item = Result<watcher::Event<GkqStack>, watcher::Error>> + Send + 'static
+{
+    futures::stream::unfold((store, true), |(store, first)| async move {
+        if !first {
+            tokio::time::sleep(LOCAL_POLL).await;
+        }
+        let events = match store.list().await {
+            Ok(stacks) => {
+                let mut events = vec![watcher::Event::Init];
+                events.extend(stacks.into_iter().map(watcher::Event::InitApply));
+                events.push(watcher::Event::InitDone);
+                events
+            }
+            Err(e) => {
+                tracing::warn!("reading the local stacks: {e}");
+                Vec::new()
+            }
+        };
+        Some((
+            futures::stream::iter(events.into_iter().map(Ok)),
+            (store, false),
+        ))
+    })
+    .flatten()
+}

@@ -1,0 +1,651 @@
+//! One stack's reconcile: fetch its repository, validate, plan, and apply, hold or refuse the
+//! plan ([`super::decide`]), then write what happened to the stack's status, Events and metrics.
+//! Everything here goes through the `ops` calls every command uses.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use kube::ResourceExt;
+use kube::runtime::controller::Action;
+
+use super::crd::{APPROVE_ANNOTATION, GkqStack, GkqStackStatus, REQUESTED_ANNOTATION};
+use super::decide::{Decision, decide, due, redact, set_condition};
+use super::metrics::Metrics;
+use super::source::{self, GitRef};
+use super::store::{Severity, StackStore};
+use crate::addr::ClusterRef;
+use crate::apply::{ApplyEvent, Sink};
+use crate::ops::apply::{Consent, execute_on, settle};
+use crate::ops::load::{SpecSource, load_valid};
+use crate::ops::lock::{acquire_lock, lock_local_state};
+use crate::ops::plan::{Planned, plan_valid};
+use crate::ops::session::TargetOptions;
+use crate::plan::{ActionKind, PlanOptions};
+
+/// Whether this replica may act: it holds the leader Lease (or the local state lock).
+pub trait Leadership: Send + Sync {
+    fn is_leading(&self) -> bool;
+}
+
+/// What every reconcile shares.
+pub struct Context {
+    pub store: Arc<dyn StackStore>,
+    pub target: TargetOptions,
+    /// Where each stack's repository is checked out (`<work dir>/<namespace>/<name>`).
+    pub work_dir: PathBuf,
+    /// The cluster the agent runs in, which it never deletes.
+    pub own_cluster: Option<ClusterRef>,
+    pub metrics: Arc<Metrics>,
+    pub leadership: Arc<dyn Leadership>,
+    /// How long an apply waits for the cluster's apply Lease.
+    pub lock_timeout: Duration,
+    pub stacks: Mutex<BTreeMap<String, StackState>>,
+    started: Instant,
+}
+
+/// What the agent remembers of a stack between reconciles.
+#[derive(Debug, Default, Clone)]
+pub struct StackState {
+    /// When it was last fetched and planned (milliseconds since the agent started).
+    last_run: Option<u64>,
+    /// A webhook asked for a fetch now.
+    pub forced: bool,
+    /// The approval annotation and generation seen at the last run: a change is worth a run.
+    approval: Option<String>,
+    requested: Option<String>,
+    generation: Option<i64>,
+    /// The held digest an Event was recorded for (one Event per held plan).
+    held_told: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    #[error("writing the status of {stack}: {message}")]
+    Status { stack: String, message: String },
+    #[error("the reconcile of {stack} stopped: {message}")]
+    Stopped { stack: String, message: String },
+}
+
+impl Context {
+    pub fn new(
+        store: Arc<dyn StackStore>,
+        target: TargetOptions,
+        work_dir: PathBuf,
+        own_cluster: Option<ClusterRef>,
+        metrics: Arc<Metrics>,
+        leadership: Arc<dyn Leadership>,
+    ) -> Self {
+        Context {
+            store,
+            target,
+            work_dir,
+            own_cluster,
+            metrics,
+            leadership,
+            lock_timeout: Duration::from_secs(120),
+            stacks: Mutex::new(BTreeMap::new()),
+            started: Instant::now(),
+        }
+    }
+
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Marks a stack to be fetched at its next reconcile (a webhook push).
+    pub fn force(&self, key: &str) {
+        let mut stacks = self.stacks.lock().unwrap_or_else(|e| e.into_inner());
+        stacks.entry(key.to_string()).or_default().forced = true;
+    }
+}
+
+pub fn key(stack: &GkqStack) -> String {
+    format!(
+        "{}/{}",
+        stack.namespace().unwrap_or_default(),
+        stack.name_any()
+    )
+}
+
+fn now_text() -> String {
+    crate::vocab::time::format_seconds(k8s_openapi::jiff::Timestamp::now())
+}
+
+/// The controller's reconcile: runs the stack when it is due (its interval has passed, a webhook
+/// asked, its spec or approval changed) and asks to be called again at its next interval.
+pub async fn reconcile(stack: Arc<GkqStack>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
+    let key = key(&stack);
+    let interval = match crate::vocab::duration::parse(&stack.spec.interval) {
+        Ok(d) if !d.is_zero() => d,
+        _ => {
+            let mut status = stack.status.clone().unwrap_or_default();
+            let message = format!(
+                "spec.interval `{}` is not a duration such as 30s or 5m",
+                stack.spec.interval
+            );
+            set_condition(
+                &mut status.conditions,
+                "Stalled",
+                true,
+                "InvalidInterval",
+                &message,
+                &now_text(),
+            );
+            write_status(&ctx, &stack, &status).await?;
+            return Ok(Action::await_change());
+        }
+    };
+    if stack.spec.suspend {
+        let mut status = stack.status.clone().unwrap_or_default();
+        set_condition(
+            &mut status.conditions,
+            "Reconciling",
+            false,
+            "Suspended",
+            "spec.suspend is true",
+            &now_text(),
+        );
+        if status.condition("Reconciling").map(|c| c.reason.as_str())
+            != stack
+                .status
+                .as_ref()
+                .and_then(|s| s.condition("Reconciling"))
+                .map(|c| c.reason.as_str())
+        {
+            write_status(&ctx, &stack, &status).await?;
+        }
+        return Ok(Action::requeue(interval));
+    }
+    let interval_ms = u64::try_from(interval.as_millis()).unwrap_or(u64::MAX);
+    let approval = stack.annotations().get(APPROVE_ANNOTATION).cloned();
+    let requested = stack.annotations().get(REQUESTED_ANNOTATION).cloned();
+    let generation = stack.metadata.generation;
+    let now = ctx.now_ms();
+    {
+        let mut stacks = ctx.stacks.lock().unwrap_or_else(|e| e.into_inner());
+        let state = stacks.entry(key.clone()).or_default();
+        let run = state.forced
+            || state.approval != approval
+            || state.requested != requested
+            || state.generation != generation
+            || due(state.last_run, interval_ms, now);
+        if !run {
+            let left =
+                interval_ms.saturating_sub(now.saturating_sub(state.last_run.unwrap_or(now)));
+            return Ok(Action::requeue(Duration::from_millis(left.max(100))));
+        }
+        state.forced = false;
+        state.approval = approval.clone();
+        state.requested = requested;
+        state.generation = generation;
+        state.last_run = Some(now);
+    }
+    if !ctx.leadership.is_leading() {
+        tracing::warn!(stack = %key, "not reconciling: this replica no longer leads");
+        return Ok(Action::requeue(interval));
+    }
+    let started = Instant::now();
+    // The pipeline's futures are not all provably Send (closures over borrowed data in
+    // `buffer_unordered`, rust-lang/rust#102211), and the controller spawns reconciles: the run
+    // goes on a blocking thread of the same runtime, which drives it without needing Send.
+    let handle = tokio::runtime::Handle::current();
+    let (task_stack, task_ctx) = (stack.clone(), ctx.clone());
+    let status = tokio::task::spawn_blocking(move || {
+        handle.block_on(run_stack(&task_stack, &task_ctx, approval.as_deref()))
+    })
+    .await
+    .map_err(|e| ReconcileError::Stopped {
+        stack: key.clone(),
+        message: e.to_string(),
+    })?;
+    ctx.metrics
+        .observe_reconcile(started.elapsed().as_secs_f64());
+    write_status(&ctx, &stack, &status).await?;
+    Ok(Action::requeue(interval))
+}
+
+/// Requeues a stack whose status could not be written.
+pub fn error_policy(_stack: Arc<GkqStack>, error: &ReconcileError, _ctx: Arc<Context>) -> Action {
+    tracing::warn!("{error}");
+    Action::requeue(Duration::from_secs(5))
+}
+
+async fn write_status(
+    ctx: &Context,
+    stack: &GkqStack,
+    status: &GkqStackStatus,
+) -> Result<(), ReconcileError> {
+    ctx.store
+        .set_status(stack, status)
+        .await
+        .map_err(|e| ReconcileError::Status {
+            stack: key(stack),
+            message: e.to_string(),
+        })
+}
+
+/// Logs an apply's progress.
+struct LogSink {
+    stack: String,
+}
+
+impl Sink for LogSink {
+    fn emit(&self, event: &ApplyEvent) {
+        let event = serde_json::to_string(event).unwrap_or_default();
+        tracing::info!(stack = %self.stack, %event, "apply");
+    }
+}
+
+/// What one run decided, for the status, Events and metrics.
+struct Run<'a> {
+    stack: &'a GkqStack,
+    ctx: &'a Context,
+    key: String,
+    status: GkqStackStatus,
+    secrets: Vec<String>,
+}
+
+impl Run<'_> {
+    fn condition(&mut self, type_: &str, status: bool, reason: &str, message: &str) {
+        let message = redact(message, &self.secrets);
+        set_condition(
+            &mut self.status.conditions,
+            type_,
+            status,
+            reason,
+            &message,
+            &now_text(),
+        );
+    }
+
+    async fn event(&self, severity: Severity, reason: &str, note: &str) {
+        let note = redact(note, &self.secrets);
+        match severity {
+            Severity::Normal => tracing::info!(stack = %self.key, reason, "{note}"),
+            Severity::Warning => tracing::warn!(stack = %self.key, reason, "{note}"),
+        }
+        self.ctx
+            .store
+            .event(self.stack, severity, reason, &note)
+            .await;
+    }
+
+    /// A failure that leaves the stack as it was: Ready False with `reason`, and an Event.
+    async fn failed(&mut self, reason: &str, message: &str) {
+        self.condition("Ready", false, reason, message);
+        self.condition("Reconciling", false, reason, message);
+        self.event(Severity::Warning, reason, message).await;
+    }
+}
+
+async fn run_stack(stack: &GkqStack, ctx: &Context, approval: Option<&str>) -> GkqStackStatus {
+    let key = key(stack);
+    let mut run = Run {
+        stack,
+        ctx,
+        key: key.clone(),
+        status: stack.status.clone().unwrap_or_default(),
+        secrets: Vec::new(),
+    };
+    run.status.observed_generation = stack.metadata.generation;
+    let credentials = match ctx.store.credentials(stack).await {
+        Ok(c) => c,
+        Err(e) => {
+            run.failed(
+                "CredentialsUnavailable",
+                &format!("reading spec.secretRef: {e}"),
+            )
+            .await;
+            return run.status;
+        }
+    };
+    run.secrets = credentials.secrets();
+    let reference = match (&stack.spec.tag, &stack.spec.branch) {
+        (Some(tag), _) => GitRef::Tag(tag.clone()),
+        (None, Some(branch)) => GitRef::Branch(branch.clone()),
+        (None, None) => GitRef::Branch("main".to_string()),
+    };
+    let dir = ctx
+        .work_dir
+        .join(stack.namespace().unwrap_or_default())
+        .join(stack.name_any());
+    let commit = match source::fetch(&dir, &stack.spec.url, &reference, &credentials).await {
+        Ok(commit) => commit,
+        Err(e) => {
+            run.failed("FetchFailed", &e.to_string()).await;
+            return run.status;
+        }
+    };
+    let short = crate::plan::provenance::short_commit(&commit).to_string();
+    run.status.last_attempted_revision = Some(commit.clone());
+    let source = SpecSource {
+        spec: dir.join(&stack.spec.path),
+        env: stack.spec.env.clone(),
+        vars: stack
+            .spec
+            .variables
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        git_ref: Some(commit.clone()),
+    };
+    let validated = load_valid(&source);
+    let Some((loaded, desired)) = validated.valid else {
+        let text = validated.diagnostics.report(&validated.sources).to_string();
+        let prefix = format!("{}/", dir.display());
+        let text = text.replace(&prefix, "");
+        run.status.diagnostics = Some(redact(&text, &run.secrets));
+        run.condition(
+            "Stalled",
+            true,
+            "InvalidSpec",
+            &format!(
+                "commit {short}: the spec is invalid; nothing was changed (see status.diagnostics)"
+            ),
+        );
+        run.condition(
+            "Ready",
+            false,
+            "InvalidSpec",
+            &format!("commit {short} is invalid"),
+        );
+        run.condition(
+            "Reconciling",
+            false,
+            "InvalidSpec",
+            "waiting for a commit that fixes the spec",
+        );
+        run.event(
+            Severity::Warning,
+            "InvalidSpec",
+            &format!(
+                "commit {short}: {}",
+                text.lines().next().unwrap_or_default()
+            ),
+        )
+        .await;
+        return run.status;
+    };
+    run.status.diagnostics = None;
+    run.condition(
+        "Stalled",
+        false,
+        "Valid",
+        &format!("commit {short} validates"),
+    );
+    let local = match lock_local_state(&loaded, &ctx.target, ctx.lock_timeout).await {
+        Ok(lock) => lock,
+        Err(e) => {
+            run.failed("LockFailed", &format!("{e:#}")).await;
+            return run.status;
+        }
+    };
+    let options = PlanOptions {
+        // Deleting a resource from the repository deletes it (deletes are held for approval).
+        prune: true,
+        ..PlanOptions::default()
+    };
+    let planned = match plan_valid(&source, loaded, desired, &ctx.target, options).await {
+        Ok(planned) => planned,
+        Err(e) => {
+            run.failed("PlanFailed", &format!("{e:#}")).await;
+            if let Some(local) = local {
+                local.release().await;
+            }
+            return run.status;
+        }
+    };
+    record_plan(&mut run, &planned, &commit).await;
+    act(&mut run, &planned, &commit, approval).await;
+    settle(&planned.session).await;
+    drop(planned);
+    if let Some(local) = local {
+        local.release().await;
+    }
+    run.status
+}
+
+/// The plan's summary and predicted placements in the status; its actions, drift and the
+/// placements Kueue disagrees with in the metrics.
+async fn record_plan(run: &mut Run<'_>, planned: &Planned, commit: &str) {
+    let plan = &planned.plan;
+    run.status.plan = Some(plan.summary.to_string());
+    run.status.placements = plan
+        .placements
+        .iter()
+        .map(|p| {
+            let state = serde_json::to_value(p.state)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default();
+            let flavors: Vec<String> = p
+                .podsets
+                .iter()
+                .map(|s| format!("{}={}", s.name, s.flavor.as_deref().unwrap_or("-")))
+                .collect();
+            format!(
+                "{}/{} -> {state} ({})",
+                p.namespace,
+                p.job,
+                flavors.join(", ")
+            )
+        })
+        .collect();
+    let mut actions = BTreeMap::new();
+    for action in plan.changes() {
+        let kind = match action.kind {
+            ActionKind::Create => "create",
+            ActionKind::Update => "update",
+            ActionKind::Replace => "replace",
+            ActionKind::Delete => "delete",
+            ActionKind::NoOp => continue,
+        };
+        *actions.entry(kind).or_insert(0) += 1;
+    }
+    let applied = run.status.last_applied_revision.as_deref() == Some(commit);
+    let drifted = if applied { plan.changes().count() } else { 0 };
+    let kube = planned.kube();
+    let disagreements = match crate::ops::status::live_report_of(
+        &planned.session,
+        &planned.desired,
+        planned.live.gke.cluster.as_ref(),
+        kube.api(),
+        planned.world.clone().unwrap_or_default(),
+    )
+    .await
+    {
+        Ok(report) => report
+            .jobs
+            .iter()
+            .filter(|j| j.agrees == Some(false))
+            .count(),
+        Err(e) => {
+            tracing::debug!(stack = %run.key, "placements not compared: {e:#}");
+            0
+        }
+    };
+    run.ctx.metrics.stack(&run.key, |m| {
+        m.actions = actions;
+        m.drifted = drifted;
+        m.disagreements = disagreements;
+    });
+}
+
+/// Applies, holds or refuses the plan.
+async fn act(run: &mut Run<'_>, planned: &Planned, commit: &str, approval: Option<&str>) {
+    let short = crate::plan::provenance::short_commit(commit).to_string();
+    let decision = decide(&planned.plan, approval, run.ctx.own_cluster.as_ref());
+    let held = matches!(decision, Decision::Hold { .. });
+    run.ctx.metrics.stack(&run.key, |m| m.held = held);
+    if !held {
+        run.status.held_digest = None;
+        run.condition("Held", false, "NotHeld", "no plan waits for approval");
+    }
+    match decision {
+        Decision::UpToDate => {
+            if run.status.last_applied_revision.as_deref() != Some(commit) {
+                planned.record_applied().await;
+                applied(run, commit);
+                run.event(
+                    Severity::Normal,
+                    "Applied",
+                    &format!("commit {short} applied: no changes were needed"),
+                )
+                .await;
+            }
+            run.condition(
+                "Ready",
+                true,
+                "UpToDate",
+                &format!("commit {short} is applied; live state matches it"),
+            );
+            run.condition("Reconciling", false, "UpToDate", "nothing to do");
+        }
+        Decision::Apply { approved } => {
+            if !run.ctx.leadership.is_leading() {
+                run.failed(
+                    "NotLeader",
+                    "this replica lost its leadership before applying; nothing was changed",
+                )
+                .await;
+                return;
+            }
+            let summary = planned.plan.summary.to_string();
+            run.condition(
+                "Reconciling",
+                true,
+                "Applying",
+                &format!("commit {short}: {summary}"),
+            );
+            // Shown while the apply runs (GKE operations take minutes); the final status follows.
+            if let Err(e) = run.ctx.store.set_status(run.stack, &run.status).await {
+                tracing::warn!(stack = %run.key, "{e}");
+            }
+            let lock = match acquire_lock(
+                &planned.session,
+                planned.kube_client.as_ref(),
+                &planned.plan.cluster.cluster,
+                run.ctx.lock_timeout,
+            )
+            .await
+            {
+                Ok(lock) => lock,
+                Err(e) => {
+                    run.failed("LockFailed", &format!("{e:#}")).await;
+                    return;
+                }
+            };
+            let sink = LogSink {
+                stack: run.key.clone(),
+            };
+            // The repository is the truth: fields someone changed by hand (`kubectl edit`) are
+            // taken back, as Flux and Argo CD do.
+            let consent = Consent {
+                force_conflicts: true,
+                allow_disruption: approved,
+            };
+            let outcome = execute_on(&planned.apply_target(), &sink, &consent).await;
+            let lost = lock.lost();
+            lock.release().await;
+            match outcome {
+                Ok(report) if report.is_success() && !lost => {
+                    planned.record_applied().await;
+                    applied(run, commit);
+                    let how = if approved { " (approved)" } else { "" };
+                    run.condition(
+                        "Ready",
+                        true,
+                        "Applied",
+                        &format!("commit {short} applied{how}: {summary}"),
+                    );
+                    run.condition("Reconciling", false, "Applied", "nothing to do");
+                    run.event(
+                        Severity::Normal,
+                        "Applied",
+                        &format!("commit {short} applied{how}: {summary}"),
+                    )
+                    .await;
+                }
+                Ok(report) => {
+                    let failures: Vec<String> = report
+                        .failures()
+                        .map(|(addr, e)| format!("{addr}: {e}"))
+                        .collect();
+                    run.failed(
+                        "ApplyFailed",
+                        &format!("commit {short}: {}", failures.join("; ")),
+                    )
+                    .await;
+                }
+                Err(stale) => {
+                    run.failed("NotApplied", &format!("commit {short}: {stale}"))
+                        .await;
+                }
+            }
+        }
+        Decision::Hold {
+            digest,
+            reason,
+            stale,
+        } => {
+            run.status.held_digest = Some(digest.clone());
+            let mut message = format!(
+                "commit {short}: {reason}; approve with `gkq approve {} {digest}` (or annotate the stack {APPROVE_ANNOTATION}={digest})",
+                run.key
+            );
+            if let Some(stale) = &stale {
+                message.push_str(&format!(
+                    "; the approval of digest {stale} was refused: it is not the plan held now"
+                ));
+            }
+            run.condition("Held", true, "AwaitingApproval", &message);
+            run.condition(
+                "Ready",
+                false,
+                "Held",
+                &format!("commit {short} waits for approval"),
+            );
+            run.condition("Reconciling", false, "Held", "waiting for approval");
+            let told = {
+                let mut stacks = run.ctx.stacks.lock().unwrap_or_else(|e| e.into_inner());
+                let state = stacks.entry(run.key.clone()).or_default();
+                let told = state.held_told.as_deref() == Some(digest.as_str());
+                state.held_told = Some(digest.clone());
+                told
+            };
+            if !told {
+                run.event(Severity::Warning, "Held", &message).await;
+            }
+            if let Some(stale) = stale {
+                run.event(
+                    Severity::Warning,
+                    "ApprovalRefused",
+                    &format!("digest {stale} is not the held plan's ({digest})"),
+                )
+                .await;
+            }
+        }
+        Decision::Refuse(why) => {
+            run.condition(
+                "Stalled",
+                true,
+                "Refused",
+                &format!("commit {short}: {why}"),
+            );
+            run.failed("Refused", &format!("commit {short}: {why}"))
+                .await;
+        }
+    }
+}
+
+fn applied(run: &mut Run<'_>, commit: &str) {
+    run.status.last_applied_revision = Some(commit.to_string());
+    run.status.last_applied_time = Some(now_text());
+    let seconds = k8s_openapi::jiff::Timestamp::now().as_millisecond() as f64 / 1000.0;
+    run.ctx.metrics.stack(&run.key, |m| {
+        m.last_applied = Some(seconds);
+        m.drifted = 0;
+    });
+}

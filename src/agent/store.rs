@@ -1,0 +1,528 @@
+//! Where stacks live: GkqStack objects, their Secrets and their Events, in the management
+//! cluster's API server ([`KubeStore`]) or, for the local target, in a file of the state
+//! directory ([`LocalStore`]). The controller and `gkq approve` work through [`StackStore`].
+
+use std::collections::BTreeMap;
+use std::io::{Read, Seek, Write};
+use std::path::{Path, PathBuf};
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::{Resource, ResourceExt};
+use serde::{Deserialize, Serialize};
+
+use super::crd::{APPROVE_ANNOTATION, GkqStack, GkqStackStatus, REQUESTED_ANNOTATION};
+use super::source::Credentials;
+
+/// The field manager the agent writes status and annotations with.
+pub const AGENT_MANAGER: &str = "gkq-agent";
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("stack {0} not found")]
+    NotFound(String),
+    #[error("{0}")]
+    Kube(#[from] kube::Error),
+    #[error("the local stack store {path}: {message}")]
+    Local { path: String, message: String },
+    #[error("refusing to approve digest {given} for stack {stack}: {why}")]
+    Stale {
+        stack: String,
+        given: String,
+        why: String,
+    },
+}
+
+/// `Normal` or `Warning`, as Kubernetes Events have it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Severity {
+    Normal,
+    Warning,
+}
+
+#[async_trait::async_trait]
+pub trait StackStore: Send + Sync {
+    /// Every stack the agent manages.
+    async fn list(&self) -> Result<Vec<GkqStack>, StoreError>;
+    /// Replaces the stack's status.
+    async fn set_status(&self, stack: &GkqStack, status: &GkqStackStatus)
+    -> Result<(), StoreError>;
+    /// The credentials of the stack's `secretRef` (empty without one).
+    async fn credentials(&self, stack: &GkqStack) -> Result<Credentials, StoreError>;
+    /// Records an Event about the stack; failures are logged, not returned.
+    async fn event(&self, stack: &GkqStack, severity: Severity, reason: &str, note: &str);
+    /// Approves the held plan with `digest`: refused unless the stack holds exactly that plan.
+    async fn approve(&self, namespace: &str, name: &str, digest: &str) -> Result<(), StoreError>;
+    /// Asks the leader to fetch the stack now (a webhook received by a replica that does not
+    /// lead): sets [`REQUESTED_ANNOTATION`] to `at`.
+    async fn request(&self, namespace: &str, name: &str, at: &str) -> Result<(), StoreError>;
+}
+
+/// Checks an approval against what the stack holds.
+fn check_approval(stack: &GkqStack, digest: &str) -> Result<(), StoreError> {
+    let key = format!(
+        "{}/{}",
+        stack.namespace().unwrap_or_default(),
+        stack.name_any()
+    );
+    let held = stack.status.as_ref().and_then(|s| s.held_digest.clone());
+    match held {
+        Some(held) if held == digest => Ok(()),
+        Some(held) => Err(StoreError::Stale {
+            stack: key,
+            given: digest.to_string(),
+            why: format!(
+                "the plan held now has digest {held} (the plan changed since it was shown)"
+            ),
+        }),
+        None => Err(StoreError::Stale {
+            stack: key,
+            given: digest.to_string(),
+            why: "no plan is held".to_string(),
+        }),
+    }
+}
+
+/// Credentials from a Secret's string data.
+fn credentials_of(data: &BTreeMap<String, Vec<u8>>) -> Credentials {
+    let text = |k: &str| {
+        data.get(k)
+            .map(|v| {
+                String::from_utf8_lossy(v)
+                    .trim_end_matches('\n')
+                    .to_string()
+            })
+            .filter(|v| !v.is_empty())
+    };
+    Credentials {
+        token: text("token"),
+        username: text("username"),
+        identity: text("identity"),
+        known_hosts: text("known_hosts"),
+        webhook_secret: text("webhookSecret").map(String::into_bytes),
+    }
+}
+
+/// The status as a JSON merge patch: fields the status no longer has are set to null, so that
+/// the patch removes them (a held digest once approved, diagnostics once fixed).
+fn merge_patch_of(status: &GkqStackStatus) -> serde_json::Value {
+    let mut value = serde_json::to_value(status).unwrap_or_default();
+    if let Some(fields) = value.as_object_mut() {
+        for key in [
+            "observedGeneration",
+            "lastAttemptedRevision",
+            "lastAppliedRevision",
+            "lastAppliedTime",
+            "plan",
+            "placements",
+            "heldDigest",
+            "diagnostics",
+        ] {
+            fields.entry(key).or_insert(serde_json::Value::Null);
+        }
+    }
+    value
+}
+
+/// Stacks in a Kubernetes API server.
+pub struct KubeStore {
+    client: kube::Client,
+    /// `None`: every namespace.
+    namespace: Option<String>,
+    reporter: Reporter,
+}
+
+impl KubeStore {
+    pub fn new(client: kube::Client, namespace: Option<String>, instance: &str) -> Self {
+        let reporter = Reporter {
+            controller: AGENT_MANAGER.to_string(),
+            instance: Some(instance.to_string()),
+        };
+        KubeStore {
+            client,
+            namespace,
+            reporter,
+        }
+    }
+
+    pub fn api(&self) -> Api<GkqStack> {
+        match &self.namespace {
+            Some(ns) => Api::namespaced(self.client.clone(), ns),
+            None => Api::all(self.client.clone()),
+        }
+    }
+
+    fn api_in(&self, namespace: &str) -> Api<GkqStack> {
+        Api::namespaced(self.client.clone(), namespace)
+    }
+}
+
+#[async_trait::async_trait]
+impl StackStore for KubeStore {
+    async fn list(&self) -> Result<Vec<GkqStack>, StoreError> {
+        Ok(self.api().list(&Default::default()).await?.items)
+    }
+
+    async fn set_status(
+        &self,
+        stack: &GkqStack,
+        status: &GkqStackStatus,
+    ) -> Result<(), StoreError> {
+        let body = serde_json::json!({"status": merge_patch_of(status)});
+        self.api_in(&stack.namespace().unwrap_or_default())
+            .patch_status(
+                &stack.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&body),
+            )
+            .await?;
+        Ok(())
+    }
+
+    async fn credentials(&self, stack: &GkqStack) -> Result<Credentials, StoreError> {
+        let Some(secret) = &stack.spec.secret_ref else {
+            return Ok(Credentials::default());
+        };
+        let secrets: Api<Secret> =
+            Api::namespaced(self.client.clone(), &stack.namespace().unwrap_or_default());
+        let found = secrets.get(&secret.name).await?;
+        let data = found
+            .data
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(k, v)| (k, v.0))
+            .collect();
+        Ok(credentials_of(&data))
+    }
+
+    async fn event(&self, stack: &GkqStack, severity: Severity, reason: &str, note: &str) {
+        let event = Event {
+            type_: match severity {
+                Severity::Normal => EventType::Normal,
+                Severity::Warning => EventType::Warning,
+            },
+            reason: reason.to_string(),
+            note: Some(note.chars().take(1000).collect()),
+            action: "Reconcile".to_string(),
+            secondary: None,
+        };
+        // A recorder of its own per Event: a shared one folds Events of the same reason into a
+        // series that keeps the first note, and each apply names its own commit.
+        let recorder = Recorder::new(self.client.clone(), self.reporter.clone());
+        if let Err(e) = recorder.publish(&event, &stack.object_ref(&())).await {
+            tracing::warn!("could not record event {reason}: {e}");
+        }
+    }
+
+    async fn approve(&self, namespace: &str, name: &str, digest: &str) -> Result<(), StoreError> {
+        let api = self.api_in(namespace);
+        let stack = api
+            .get_opt(name)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(format!("{namespace}/{name}")))?;
+        check_approval(&stack, digest)?;
+        let body = serde_json::json!({"metadata": {"annotations": {APPROVE_ANNOTATION: digest}}});
+        api.patch(name, &PatchParams::default(), &Patch::Merge(&body))
+            .await?;
+        Ok(())
+    }
+
+    async fn request(&self, namespace: &str, name: &str, at: &str) -> Result<(), StoreError> {
+        let body = serde_json::json!({"metadata": {"annotations": {REQUESTED_ANNOTATION: at}}});
+        self.api_in(namespace)
+            .patch(name, &PatchParams::default(), &Patch::Merge(&body))
+            .await?;
+        Ok(())
+    }
+}
+
+/// The local target's stacks: `<state dir>/agent/stacks.json`, read and written under an OS file
+/// lock, with their Secrets and Events.
+pub struct LocalStore {
+    path: PathBuf,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct LocalState {
+    #[serde(default)]
+    stacks: Vec<GkqStack>,
+    #[serde(default)]
+    secrets: Vec<Secret>,
+    #[serde(default)]
+    events: Vec<LocalEvent>,
+}
+
+/// An Event as the local store keeps it (the newest 1000).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LocalEvent {
+    pub stack: String,
+    pub severity: Severity,
+    pub reason: String,
+    pub note: String,
+    pub time: String,
+}
+
+const LOCAL_EVENTS_KEPT: usize = 1000;
+
+impl LocalStore {
+    pub fn new(state_dir: &Path) -> Self {
+        LocalStore {
+            path: state_dir.join("agent").join("stacks.json"),
+        }
+    }
+
+    fn error(&self, message: impl std::fmt::Display) -> StoreError {
+        StoreError::Local {
+            path: self.path.display().to_string(),
+            message: message.to_string(),
+        }
+    }
+
+    /// Reads the state, lets `change` edit it, and writes it back if `change` says so, all
+    /// under the file's lock.
+    fn with_state<T>(
+        &self,
+        change: impl FnOnce(&mut LocalState) -> Result<(T, bool), StoreError>,
+    ) -> Result<T, StoreError> {
+        if let Some(dir) = self.path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| self.error(e))?;
+        }
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&self.path)
+            .map_err(|e| self.error(e))?;
+        file.lock().map_err(|e| self.error(e))?;
+        let mut text = String::new();
+        file.read_to_string(&mut text).map_err(|e| self.error(e))?;
+        let mut state: LocalState = if text.trim().is_empty() {
+            LocalState::default()
+        } else {
+            serde_json::from_str(&text).map_err(|e| self.error(e))?
+        };
+        let (out, write) = change(&mut state)?;
+        if write {
+            let text = serde_json::to_string_pretty(&state).map_err(|e| self.error(e))?;
+            file.set_len(0)
+                .and_then(|_| file.rewind())
+                .and_then(|_| file.write_all(text.as_bytes()))
+                .and_then(|_| file.flush())
+                .map_err(|e| self.error(e))?;
+        }
+        Ok(out)
+    }
+
+    /// Creates or replaces the objects of a `--stack` file (GkqStacks and Secrets; a stack keeps
+    /// its status). Returns how many stacks it held.
+    pub fn load_manifests(&self, text: &str, origin: &str) -> Result<usize, StoreError> {
+        let documents: Vec<serde_json::Value> =
+            serde_saphyr::from_multiple(text).map_err(|e| self.error(format!("{origin}: {e}")))?;
+        self.with_state(|state| {
+            let mut stacks = 0;
+            for doc in documents.into_iter().filter(|d| !d.is_null()) {
+                match doc["kind"].as_str() {
+                    Some("GkqStack") => {
+                        let mut stack: GkqStack = serde_json::from_value(doc)
+                            .map_err(|e| self.error(format!("{origin}: {e}")))?;
+                        if stack.metadata.namespace.is_none() {
+                            stack.metadata.namespace = Some("default".into());
+                        }
+                        let key = key_of(&stack);
+                        if let Some(old) = state.stacks.iter().position(|s| key_of(s) == key) {
+                            stack.status = state.stacks[old].status.take();
+                            state.stacks[old] = stack;
+                        } else {
+                            state.stacks.push(stack);
+                        }
+                        stacks += 1;
+                    }
+                    Some("Secret") => {
+                        let mut secret: Secret = serde_json::from_value(doc)
+                            .map_err(|e| self.error(format!("{origin}: {e}")))?;
+                        if secret.metadata.namespace.is_none() {
+                            secret.metadata.namespace = Some("default".into());
+                        }
+                        state.secrets.retain(|s| {
+                            (&s.metadata.namespace, &s.metadata.name)
+                                != (&secret.metadata.namespace, &secret.metadata.name)
+                        });
+                        state.secrets.push(secret);
+                    }
+                    other => {
+                        return Err(self.error(format!(
+                            "{origin}: only GkqStack and Secret objects can be given, not {}",
+                            other.unwrap_or("an object without kind")
+                        )));
+                    }
+                }
+            }
+            Ok((stacks, true))
+        })
+    }
+
+    /// Sets annotation `key` of the stack to `value` if `check` allows it.
+    fn annotate(
+        &self,
+        namespace: &str,
+        name: &str,
+        key: &str,
+        value: &str,
+        check: impl FnOnce(&GkqStack) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let wanted = format!("{namespace}/{name}");
+        self.with_state(|state| {
+            let stack = state
+                .stacks
+                .iter_mut()
+                .find(|s| key_of(s) == wanted)
+                .ok_or_else(|| StoreError::NotFound(wanted.clone()))?;
+            check(stack)?;
+            stack
+                .annotations_mut()
+                .insert(key.to_string(), value.to_string());
+            Ok(((), true))
+        })
+    }
+
+    /// The Events recorded so far, oldest first.
+    pub fn events(&self) -> Result<Vec<LocalEvent>, StoreError> {
+        self.with_state(|state| Ok((state.events.clone(), false)))
+    }
+}
+
+fn key_of(stack: &GkqStack) -> String {
+    format!(
+        "{}/{}",
+        stack.namespace().unwrap_or_default(),
+        stack.name_any()
+    )
+}
+
+#[async_trait::async_trait]
+impl StackStore for LocalStore {
+    async fn list(&self) -> Result<Vec<GkqStack>, StoreError> {
+        self.with_state(|state| Ok((state.stacks.clone(), false)))
+    }
+
+    async fn set_status(
+        &self,
+        stack: &GkqStack,
+        status: &GkqStackStatus,
+    ) -> Result<(), StoreError> {
+        let key = key_of(stack);
+        self.with_state(|state| {
+            let found = state
+                .stacks
+                .iter_mut()
+                .find(|s| key_of(s) == key)
+                .ok_or_else(|| StoreError::NotFound(key.clone()))?;
+            found.status = Some(status.clone());
+            Ok(((), true))
+        })
+    }
+
+    async fn credentials(&self, stack: &GkqStack) -> Result<Credentials, StoreError> {
+        let Some(secret) = &stack.spec.secret_ref else {
+            return Ok(Credentials::default());
+        };
+        let namespace = stack.namespace();
+        self.with_state(|state| {
+            let found = state
+                .secrets
+                .iter()
+                .find(|s| {
+                    s.metadata.namespace == namespace
+                        && s.metadata.name.as_deref() == Some(&secret.name)
+                })
+                .ok_or_else(|| StoreError::NotFound(format!("Secret {}", secret.name)))?;
+            let mut data: BTreeMap<String, Vec<u8>> = found
+                .data
+                .clone()
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(k, v)| (k, v.0))
+                .collect();
+            for (k, v) in found.string_data.clone().unwrap_or_default() {
+                data.insert(k, v.into_bytes());
+            }
+            Ok((credentials_of(&data), false))
+        })
+    }
+
+    async fn event(&self, stack: &GkqStack, severity: Severity, reason: &str, note: &str) {
+        let event = LocalEvent {
+            stack: key_of(stack),
+            severity,
+            reason: reason.to_string(),
+            note: note.to_string(),
+            time: crate::vocab::time::format_seconds(k8s_openapi::jiff::Timestamp::now()),
+        };
+        let recorded = self.with_state(|state| {
+            state.events.push(event);
+            let excess = state.events.len().saturating_sub(LOCAL_EVENTS_KEPT);
+            state.events.drain(..excess);
+            Ok(((), true))
+        });
+        if let Err(e) = recorded {
+            tracing::warn!("could not record event {reason}: {e}");
+        }
+    }
+
+    async fn approve(&self, namespace: &str, name: &str, digest: &str) -> Result<(), StoreError> {
+        self.annotate(namespace, name, APPROVE_ANNOTATION, digest, |stack| {
+            check_approval(stack, digest)
+        })
+    }
+
+    async fn request(&self, namespace: &str, name: &str, at: &str) -> Result<(), StoreError> {
+        self.annotate(namespace, name, REQUESTED_ANNOTATION, at, |_| Ok(()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_status_patch_clears_what_the_status_no_longer_has() {
+        let status = GkqStackStatus {
+            last_applied_revision: Some("abc".into()),
+            ..GkqStackStatus::default()
+        };
+        let patch = merge_patch_of(&status);
+        assert_eq!(patch["lastAppliedRevision"], "abc");
+        assert!(patch["heldDigest"].is_null() && patch.get("heldDigest").is_some());
+        assert!(patch.get("diagnostics").is_some());
+    }
+
+    #[tokio::test]
+    async fn the_local_store_keeps_stacks_secrets_status_and_approvals() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalStore::new(dir.path());
+        let manifests = "apiVersion: gkq.dev/v1alpha1\nkind: GkqStack\nmetadata: {name: s}\nspec: {url: file:///r, secretRef: {name: git}}\n---\napiVersion: v1\nkind: Secret\nmetadata: {name: git}\nstringData: {token: t0ken-value}\n";
+        assert_eq!(store.load_manifests(manifests, "m").unwrap(), 1);
+        let stack = store.list().await.unwrap().remove(0);
+        assert_eq!(stack.metadata.namespace.as_deref(), Some("default"));
+        let credentials = store.credentials(&stack).await.unwrap();
+        assert_eq!(credentials.token.as_deref(), Some("t0ken-value"));
+        let held = GkqStackStatus {
+            held_digest: Some("00aa".into()),
+            ..GkqStackStatus::default()
+        };
+        store.set_status(&stack, &held).await.unwrap();
+        assert!(matches!(
+            store.approve("default", "s", "11bb").await,
+            Err(StoreError::Stale { .. })
+        ));
+        store.approve("default", "s", "00aa").await.unwrap();
+        let stack = store.list().await.unwrap().remove(0);
+        assert_eq!(stack.annotations()[APPROVE_ANNOTATION], "00aa");
+        // Loading the manifests again keeps the status.
+        store.load_manifests(manifests, "m").unwrap();
+        let stack = store.list().await.unwrap().remove(0);
+        assert_eq!(stack.status.unwrap().held_digest.as_deref(), Some("00aa"));
+    }
+}

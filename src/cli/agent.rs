@@ -1,0 +1,198 @@
+//! `gkq agent` (the in-cluster GitOps agent, `agent::run`) and `gkq approve` (approve a held
+//! plan by its digest).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+
+use super::Exit;
+use super::target::TargetArgs;
+use crate::addr::ClusterRef;
+use crate::agent::store::{KubeStore, LocalStore, StackStore};
+use crate::agent::{AgentOptions, Management, management_client};
+
+#[derive(Debug, Args)]
+pub struct AgentArgs {
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// Run on the local target: create the GkqStack (and Secret) objects of this manifest file in
+    /// the state directory's stack store at start (repeatable). Without it, stacks are read from
+    /// the management cluster.
+    #[arg(long = "stack", value_name = "FILE")]
+    pub stacks: Vec<PathBuf>,
+    /// The management cluster's kubeconfig (default: in-cluster configuration, then $KUBECONFIG
+    /// or ~/.kube/config).
+    #[arg(long, value_name = "FILE")]
+    pub management_kubeconfig: Option<PathBuf>,
+    /// Reconcile the stacks of this namespace only (default: every namespace).
+    #[arg(long, value_name = "NS")]
+    pub watch_namespace: Option<String>,
+    /// The namespace of the leader Lease (the agent's own).
+    #[arg(
+        long,
+        value_name = "NS",
+        env = "POD_NAMESPACE",
+        default_value = "gkq-system"
+    )]
+    pub namespace: String,
+    /// The leader Lease's name.
+    #[arg(long, value_name = "NAME", default_value = "gkq-agent")]
+    pub lease_name: String,
+    /// How long the leader's Lease stays valid without renewal: a standby takes over this long
+    /// after the leader stops renewing.
+    #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = crate::vocab::duration::parse_flag)]
+    pub lease_duration: Duration,
+    /// Where /healthz, /readyz, /metrics and /hooks/{namespace}/{name} are served.
+    #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:8080")]
+    pub listen: SocketAddr,
+    /// Where repositories are checked out (default: <state dir>/agent/checkouts on the local
+    /// target, a directory of this process under the temporary directory otherwise).
+    #[arg(long, value_name = "DIR")]
+    pub work_dir: Option<PathBuf>,
+    /// The cluster the agent runs in (projects/P/locations/L/clusters/C): never deleted or
+    /// replaced.
+    #[arg(long, value_name = "CLUSTER", env = "GKQ_AGENT_CLUSTER", value_parser = parse_cluster)]
+    pub own_cluster: Option<ClusterRef>,
+    /// This replica's name in the Lease and in Events (default: `user@host pid N`).
+    #[arg(long, value_name = "NAME", env = "POD_NAME")]
+    pub identity: Option<String>,
+    /// Print the GkqStack CustomResourceDefinition (as kept in deploy/crd.yaml) and exit.
+    #[arg(long)]
+    pub print_crd: bool,
+}
+
+fn parse_cluster(text: &str) -> Result<ClusterRef, String> {
+    let parts: Vec<&str> = text.split('/').collect();
+    match parts.as_slice() {
+        [
+            "projects",
+            project,
+            "locations",
+            location,
+            "clusters",
+            cluster,
+        ] if [project, location, cluster].iter().all(|p| !p.is_empty()) => Ok(ClusterRef {
+            project: project.to_string(),
+            location: location.to_string(),
+            cluster: cluster.to_string(),
+        }),
+        _ => Err(format!(
+            "`{text}` is not projects/PROJECT/locations/LOCATION/clusters/CLUSTER"
+        )),
+    }
+}
+
+pub async fn run(args: &AgentArgs) -> anyhow::Result<Exit> {
+    if args.print_crd {
+        super::output::print_stdout(&crate::agent::crd::crd_yaml())?;
+        return Ok(Exit::Ok);
+    }
+    let target = args.target.options();
+    let management = if args.stacks.is_empty() {
+        Management::Kube {
+            kubeconfig: args.management_kubeconfig.clone(),
+            watch_namespace: args.watch_namespace.clone(),
+            lease_namespace: args.namespace.clone(),
+            lease_name: args.lease_name.clone(),
+        }
+    } else {
+        let Some(state_dir) = target.state_dir.clone() else {
+            anyhow::bail!(
+                "--stack keeps the stacks in the local target's state directory: pass --state-dir"
+            );
+        };
+        Management::Local {
+            state_dir,
+            stacks: args.stacks.clone(),
+        }
+    };
+    let work_dir = match (&args.work_dir, &management) {
+        (Some(dir), _) => dir.clone(),
+        (None, Management::Local { state_dir, .. }) => state_dir.join("agent").join("checkouts"),
+        (None, Management::Kube { .. }) => {
+            std::env::temp_dir().join(format!("gkq-agent-{}", std::process::id()))
+        }
+    };
+    let options = AgentOptions {
+        management,
+        target,
+        listen: args.listen,
+        work_dir,
+        lease_duration: args.lease_duration,
+        own_cluster: args.own_cluster.clone(),
+        identity: args
+            .identity
+            .clone()
+            .unwrap_or_else(crate::gitops::lock::holder_identity),
+    };
+    crate::agent::run(options, shutdown(), |addr| {
+        println!("gkq agent: serving http://{addr}");
+    })
+    .await?;
+    Ok(Exit::Ok)
+}
+
+/// SIGTERM (what Kubernetes sends a pod) or Ctrl-C.
+async fn shutdown() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+#[derive(Debug, Args)]
+pub struct ApproveArgs {
+    /// The stack: NAMESPACE/NAME, or NAME in --namespace.
+    pub stack: String,
+    /// The held plan's digest, as the stack's status (`heldDigest`) shows it.
+    pub digest: String,
+    #[arg(long, short = 'n', default_value = "default")]
+    pub namespace: String,
+    /// The management cluster's kubeconfig (default: $KUBECONFIG or ~/.kube/config).
+    #[arg(long, value_name = "FILE")]
+    pub management_kubeconfig: Option<PathBuf>,
+    /// Approve in the local target's stack store of this state directory.
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+}
+
+pub async fn approve(args: &ApproveArgs) -> anyhow::Result<Exit> {
+    let (namespace, name) = match args.stack.split_once('/') {
+        Some((ns, name)) => (ns.to_string(), name.to_string()),
+        None => (args.namespace.clone(), args.stack.clone()),
+    };
+    let store: Box<dyn StackStore> = match &args.state_dir {
+        Some(dir) => Box::new(LocalStore::new(dir)),
+        None => {
+            let client = management_client(args.management_kubeconfig.as_deref()).await?;
+            Box::new(KubeStore::new(
+                client,
+                Some(namespace.clone()),
+                "gkq approve",
+            ))
+        }
+    };
+    match store.approve(&namespace, &name, &args.digest).await {
+        Ok(()) => {
+            println!(
+                "Approved plan {} of stack {namespace}/{name}: the agent applies it at its next reconcile.",
+                args.digest
+            );
+            Ok(Exit::Ok)
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            Ok(Exit::Failed)
+        }
+    }
+}

@@ -1,0 +1,868 @@
+//! `gkq agent` against the real control plane (kube-apiserver and Kueue; GKE on the local
+//! target's emulator), with real git repositories in temporary directories: commits applied by
+//! polling and by webhook, leader election with a standby taking over after `kill -9`, invalid
+//! commits stalled, destructive plans held until their digest is approved, drift reverted, and
+//! the git token kept out of everything the agent writes. Also the local target's agent, and the
+//! deploy/ manifests (CRD generated from the Rust types; server-side dry run).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::Api;
+use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+
+use crate::support::control_plane::{TestEnv, control_plane, eventually, kube_spec_vars, test_env};
+use crate::support::process::{Running, explain, text};
+use crate::support::{Workspace, gkq, repo_root};
+
+const GROUP: &str = "gkq.dev";
+
+fn stack_resource() -> kube::api::ApiResource {
+    kube::api::ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk(GROUP, "v1alpha1", "GkqStack"),
+        "stacks",
+    )
+}
+
+/// Installs the committed CRD (server-side apply: every test applies the same object) and waits
+/// until it is served.
+async fn install_crd(client: &kube::Client) {
+    let text = std::fs::read_to_string(repo_root().join("deploy/crd.yaml")).unwrap();
+    let crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition =
+        serde_saphyr::from_str(&text).unwrap();
+    let api: Api<
+        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    > = Api::all(client.clone());
+    api.patch(
+        "stacks.gkq.dev",
+        &PatchParams::apply("gkq-test").force(),
+        &Patch::Apply(&crd),
+    )
+    .await
+    .unwrap();
+    eventually(
+        "the GkqStack CRD to be established",
+        Duration::from_secs(30),
+        || async {
+            let crd = api.get("stacks.gkq.dev").await?;
+            let established = crd
+                .status
+                .and_then(|s| s.conditions)
+                .unwrap_or_default()
+                .iter()
+                .any(|c| c.type_ == "Established" && c.status == "True");
+            Ok(established.then_some(()))
+        },
+    )
+    .await
+    .unwrap();
+}
+
+/// One test's stack: the kube-spec fixture in a git repository of its own, a namespace for its
+/// GkqStack, Lease and Events, and a local-target state directory for GKE.
+struct Fixture {
+    env: TestEnv,
+    ws: Workspace,
+    vars: BTreeMap<String, String>,
+    state: tempfile::TempDir,
+}
+
+impl Fixture {
+    async fn new(test: &str) -> Fixture {
+        let env = test_env(test).await;
+        install_crd(&env.client).await;
+        let vars = kube_spec_vars(test, &env.namespace);
+        let ws = Workspace::kube_spec();
+        ws.commit_all("first");
+        Fixture {
+            env,
+            ws,
+            vars,
+            state: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn kubeconfig(&self) -> PathBuf {
+        control_plane().kubeconfig.clone()
+    }
+
+    fn url(&self) -> String {
+        format!("file://{}", self.ws.path().display())
+    }
+
+    /// `gkq agent` for this fixture's namespace, running; `work` names its checkout directory
+    /// and identity.
+    fn agent(&self, work: &str, lease: &str) -> Running {
+        Running::spawn(self.agent_command(work, lease))
+    }
+
+    fn agent_command(&self, work: &str, lease: &str) -> std::process::Command {
+        let mut c = gkq();
+        c.args(["agent", "--target", "local", "--listen", "127.0.0.1:0"])
+            .arg("--state-dir")
+            .arg(self.state.path().join("state"))
+            .arg("--kubeconfig")
+            .arg(self.kubeconfig())
+            .arg("--management-kubeconfig")
+            .arg(self.kubeconfig())
+            .args(["--watch-namespace", &self.env.namespace])
+            .args(["--namespace", &self.env.namespace])
+            .args(["--lease-duration", lease])
+            .arg("--work-dir")
+            .arg(self.state.path().join(work))
+            .args(["--identity", work]);
+        c
+    }
+
+    /// Creates the GkqStack `name` following `main` of the fixture's repository.
+    async fn create_stack(&self, name: &str, interval: &str, secret: Option<&str>) {
+        let mut spec = json!({
+            "url": self.url(),
+            "branch": "main",
+            "path": "infra",
+            "variables": self.vars,
+            "interval": interval,
+        });
+        if let Some(secret) = secret {
+            spec["secretRef"] = json!({"name": secret});
+        }
+        let object: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "gkq.dev/v1alpha1",
+            "kind": "GkqStack",
+            "metadata": {"name": name, "namespace": self.env.namespace},
+            "spec": spec,
+        }))
+        .unwrap();
+        self.stacks()
+            .create(&PostParams::default(), &object)
+            .await
+            .unwrap();
+    }
+
+    fn stacks(&self) -> Api<DynamicObject> {
+        Api::namespaced_with(
+            self.env.client.clone(),
+            &self.env.namespace,
+            &stack_resource(),
+        )
+    }
+
+    async fn stack(&self, name: &str) -> Value {
+        serde_json::to_value(self.stacks().get(name).await.unwrap()).unwrap()
+    }
+
+    /// Waits until the stack's status satisfies `done`; returns the stack.
+    async fn wait(
+        &self,
+        name: &str,
+        what: &str,
+        timeout: Duration,
+        done: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let stacks = self.stacks();
+        let result = eventually(what, timeout, || async {
+            let stack = serde_json::to_value(stacks.get(name).await?)?;
+            Ok(done(&stack).then_some(stack))
+        })
+        .await;
+        match result {
+            Ok(stack) => stack,
+            Err(e) => panic!("{e:#}\nstack: {:#}", self.stack(name).await),
+        }
+    }
+
+    /// Creates the stack `name` (polling every 2s), starts an agent (lease 4s) and waits until
+    /// it has applied the first commit; returns the agent and that commit.
+    async fn started(&self, name: &str) -> (Running, String) {
+        let first = self.ws.git(&["rev-parse", "HEAD"]);
+        self.create_stack(name, "2s", None).await;
+        let mut agent = self.agent("a", "4s");
+        endpoint(&mut agent);
+        self.wait_applied(name, &first, Duration::from_secs(120))
+            .await;
+        (agent, first)
+    }
+
+    fn queues(&self) -> Api<DynamicObject> {
+        crate::support::control_plane::dynamic_api(
+            &self.env.client,
+            "kueue.x-k8s.io/v1beta2",
+            "ClusterQueue",
+            "",
+        )
+        .unwrap()
+    }
+
+    /// Commits a change of the on-demand TPU quota from `from` to `to`; returns the commit.
+    fn commit_quota(&self, from: u32, to: u32) -> String {
+        self.ws.edit(
+            &format!("TPU_QUOTA: {{default: \"{from}\"}}"),
+            &format!("TPU_QUOTA: {{default: \"{to}\"}}"),
+        );
+        self.ws.commit_all(&format!("TPU quota {to}"))
+    }
+
+    /// Waits until `commit` was attempted and left condition `type_` True.
+    async fn wait_condition(&self, name: &str, commit: &str, type_: &str) -> Value {
+        let what = format!("commit {commit} to leave {type_} True");
+        self.wait(name, &what, Duration::from_secs(60), |s| {
+            s["status"]["lastAttemptedRevision"] == commit
+                && condition(s, type_)["status"] == "True"
+        })
+        .await
+    }
+
+    async fn wait_applied(&self, name: &str, commit: &str, timeout: Duration) -> Value {
+        self.wait(name, &format!("commit {commit} applied"), timeout, |s| {
+            s["status"]["lastAppliedRevision"] == commit
+        })
+        .await
+    }
+
+    /// `gkq status` of the fixture's spec, as JSON.
+    fn status(&self) -> Value {
+        let mut c = gkq();
+        c.arg("status")
+            .arg(self.ws.spec_dir())
+            .args(["--target", "local", "-o", "json"])
+            .arg("--state-dir")
+            .arg(self.state.path().join("state"))
+            .arg("--kubeconfig")
+            .arg(self.kubeconfig());
+        for (k, v) in &self.vars {
+            c.args(["--var", &format!("{k}={v}")]);
+        }
+        let out = c.output().unwrap();
+        assert!(out.status.success(), "{}", explain(&out));
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    async fn events(&self) -> Vec<Value> {
+        let api: Api<k8s_openapi::api::events::v1::Event> =
+            Api::namespaced(self.env.client.clone(), &self.env.namespace);
+        api.list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .map(|e| serde_json::to_value(e).unwrap())
+            .collect()
+    }
+}
+
+fn condition<'a>(stack: &'a Value, type_: &str) -> &'a Value {
+    stack["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == type_))
+        .unwrap_or(&Value::Null)
+}
+
+/// The agent's endpoint, from its first line of output.
+fn endpoint(agent: &mut Running) -> String {
+    let (line, _) = agent.wait_for("the agent's address", Duration::from_secs(30), |out| {
+        out.contains("serving http://")
+    });
+    line.lines()
+        .find_map(|l| l.split("serving ").nth(1))
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+fn http() -> reqwest::Client {
+    gkq::gke::install_tls_provider();
+    reqwest::Client::new()
+}
+
+async fn metrics_of(url: &str) -> String {
+    let response = http().get(format!("{url}/metrics")).send().await.unwrap();
+    response.text().await.unwrap()
+}
+
+#[test]
+fn the_committed_crd_is_the_one_the_rust_types_generate() {
+    let committed = std::fs::read_to_string(repo_root().join("deploy/crd.yaml")).unwrap();
+    assert_eq!(
+        committed,
+        gkq::agent::crd::crd_yaml(),
+        "deploy/crd.yaml is stale: regenerate it with `gkq agent --print-crd > deploy/crd.yaml`"
+    );
+}
+
+#[tokio::test]
+async fn the_deploy_manifests_pass_a_server_side_dry_run() {
+    let env = test_env("agent-deploy").await;
+    install_crd(&env.client).await;
+    let discovery = kube::discovery::Discovery::new(env.client.clone())
+        .run()
+        .await
+        .unwrap();
+    let mut checked = Vec::new();
+    for file in ["namespace.yaml", "rbac.yaml", "deployment.yaml", "crd.yaml"] {
+        let text = std::fs::read_to_string(repo_root().join("deploy").join(file)).unwrap();
+        let documents: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
+        for doc in documents.into_iter().filter(|d| !d.is_null()) {
+            let (group, version) = match doc["apiVersion"].as_str().unwrap().split_once('/') {
+                Some((g, v)) => (g.to_string(), v.to_string()),
+                None => (
+                    String::new(),
+                    doc["apiVersion"].as_str().unwrap().to_string(),
+                ),
+            };
+            let kind = doc["kind"].as_str().unwrap();
+            let gvk = kube::api::GroupVersionKind::gvk(&group, &version, kind);
+            let (resource, caps) = discovery
+                .resolve_gvk(&gvk)
+                .unwrap_or_else(|| panic!("{kind} is not served"));
+            let api: Api<DynamicObject> = match (caps.scope, doc["metadata"]["namespace"].as_str())
+            {
+                (kube::discovery::Scope::Namespaced, Some(ns)) => {
+                    Api::namespaced_with(env.client.clone(), ns, &resource)
+                }
+                _ => Api::all_with(env.client.clone(), &resource),
+            };
+            let name = doc["metadata"]["name"].as_str().unwrap().to_string();
+            let object: DynamicObject = serde_json::from_value(doc.clone()).unwrap();
+            // The namespace does not exist on the test apiserver; a dry run of the objects in it
+            // still needs it, so it is created for real (it is the agent's own, empty).
+            let params = if kind == "Namespace" {
+                PatchParams::apply("gkq-test")
+            } else {
+                PatchParams::apply("gkq-test").dry_run()
+            };
+            api.patch(&name, &params, &Patch::Apply(&object))
+                .await
+                .unwrap_or_else(|e| panic!("deploy/{file}: {kind} {name}: {e}"));
+            checked.push(format!("{kind}/{name}"));
+        }
+    }
+    for expected in [
+        "CustomResourceDefinition/stacks.gkq.dev",
+        "Deployment/gkq-agent",
+        "ClusterRole/gkq-agent",
+        "ServiceAccount/gkq-agent",
+        "PodDisruptionBudget/gkq-agent",
+    ] {
+        assert!(
+            checked.iter().any(|c| c == expected),
+            "{expected} in {checked:?}"
+        );
+    }
+    let deployment = std::fs::read_to_string(repo_root().join("deploy/deployment.yaml")).unwrap();
+    assert!(deployment.contains("replicas: 2"));
+    let dockerfile = std::fs::read_to_string(repo_root().join("deploy/Dockerfile")).unwrap();
+    assert!(dockerfile.matches("FROM ").count() >= 2, "multi-stage");
+    assert!(dockerfile.contains("USER 65532"), "non-root");
+}
+
+#[tokio::test]
+async fn commits_are_applied_by_polling_and_by_webhook_and_status_shows_them() {
+    let f = Fixture::new("agent-poll").await;
+    let first = f.ws.git(&["rev-parse", "HEAD"]);
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "git", "namespace": f.env.namespace},
+        "stringData": {"webhookSecret": "hook-secret-1"},
+    }))
+    .unwrap();
+    Api::<Secret>::namespaced(f.env.client.clone(), &f.env.namespace)
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    f.create_stack("polled", "2s", None).await;
+    let mut agent = f.agent("a", "4s");
+    let url = endpoint(&mut agent);
+    let stack = f
+        .wait_applied("polled", &first, Duration::from_secs(120))
+        .await;
+    assert_eq!(condition(&stack, "Ready")["status"], "True", "{stack:#}");
+
+    // A new commit is picked up by polling, and `gkq status` says it is applied.
+    let second = f.commit_quota(16, 24);
+    f.wait_applied("polled", &second, Duration::from_secs(60))
+        .await;
+    let status = f.status();
+    assert_eq!(status["applied"]["commit"], second.as_str(), "{status:#}");
+    assert_eq!(status["drift"]["changes"], false, "{status:#}");
+
+    // The health endpoints.
+    let client = http();
+    for path in ["/healthz", "/readyz"] {
+        let r = client.get(format!("{url}{path}")).send().await.unwrap();
+        assert_eq!(r.status(), 200, "{path}");
+    }
+    let metrics = metrics_of(&url).await;
+    let key = format!("{}/polled", f.env.namespace);
+    assert!(
+        metrics.contains(&format!(
+            "gkq_stack_last_applied_timestamp_seconds{{stack=\"{key}\"}}"
+        )),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("gkq_reconcile_duration_seconds_count"),
+        "{metrics}"
+    );
+
+    // A stack that polls once an hour applies a commit when the webhook says it was pushed.
+    f.stacks()
+        .patch(
+            "polled",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"interval": "1h", "secretRef": {"name": "git"}}})),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let third = f.commit_quota(24, 32);
+    let hook = |url: &str| format!("{url}/hooks/{}/polled", f.env.namespace);
+    let body = br#"{"ref":"refs/heads/main"}"#.to_vec();
+    let push = |to: String, headers: Vec<(&'static str, String)>| {
+        let mut request = client.post(to).body(body.clone());
+        for (name, value) in headers {
+            request = request.header(name, value);
+        }
+        async move { request.send().await.unwrap().status() }
+    };
+    let sign = |secret: &[u8]| gkq::agent::webhook::github_signature(secret, &body);
+    let forged = push(hook(&url), vec![("X-Hub-Signature-256", sign(b"wrong"))]).await;
+    assert_eq!(forged, 401, "a wrongly signed push is refused");
+    let pushed = push(
+        hook(&url),
+        vec![
+            ("X-GitHub-Event", "push".into()),
+            ("X-Hub-Signature-256", sign(b"hook-secret-1")),
+        ],
+    )
+    .await;
+    assert_eq!(pushed, 202);
+    f.wait_applied("polled", &third, Duration::from_secs(30))
+        .await;
+
+    // GitLab's token header works the same way, also sent to a replica that does not lead: it
+    // passes the push to the leader.
+    let mut standby = f.agent("b", "4s");
+    let standby_url = endpoint(&mut standby);
+    let fourth = f.commit_quota(32, 16);
+    let pushed = push(
+        hook(&standby_url),
+        vec![
+            ("X-Gitlab-Event", "Push Hook".into()),
+            ("X-Gitlab-Token", "hook-secret-1".into()),
+        ],
+    )
+    .await;
+    assert_eq!(pushed, 202);
+    f.wait_applied("polled", &fourth, Duration::from_secs(30))
+        .await;
+    let events = f.events().await;
+    assert!(
+        events.iter().any(|e| e["reason"] == "Applied"
+            && e["note"]
+                .as_str()
+                .unwrap_or_default()
+                .contains(&fourth[..12])),
+        "{events:#?}"
+    );
+}
+
+#[tokio::test]
+async fn only_the_leader_applies_and_a_standby_takes_over_after_kill_9() {
+    let f = Fixture::new("agent-leader").await;
+    let first = f.ws.git(&["rev-parse", "HEAD"]);
+    f.create_stack("led", "2s", None).await;
+    let mut leader = f.agent("one", "4s");
+    endpoint(&mut leader);
+    // The first agent leads before the second starts.
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(f.env.client.clone(), &f.env.namespace);
+    eventually(
+        "the first agent to lead",
+        Duration::from_secs(30),
+        || async {
+            let lease = leases.get_opt("gkq-agent").await?;
+            Ok(lease
+                .and_then(|l| l.spec?.holder_identity)
+                .filter(|h| h == "one"))
+        },
+    )
+    .await
+    .unwrap();
+    let mut standby = f.agent("two", "4s");
+    endpoint(&mut standby);
+    f.wait_applied("led", &first, Duration::from_secs(120))
+        .await;
+    let second = f.commit_quota(16, 24);
+    f.wait_applied("led", &second, Duration::from_secs(60))
+        .await;
+    let standby_so_far = standby.take_stderr();
+    assert!(
+        standby_so_far.contains("standing by: one leads"),
+        "{standby_so_far}"
+    );
+    assert!(
+        !standby_so_far.contains("\"apply\""),
+        "the standby applied while the leader led:\n{standby_so_far}"
+    );
+
+    leader.kill_9();
+    let killed = std::time::Instant::now();
+    let third = f.commit_quota(24, 32);
+    f.wait_applied("led", &third, Duration::from_secs(60)).await;
+    let took = killed.elapsed();
+    let lease = leases.get("gkq-agent").await.unwrap();
+    assert_eq!(
+        lease.spec.unwrap().holder_identity.as_deref(),
+        Some("two"),
+        "the standby took the Lease over"
+    );
+    let logs = standby.take_stderr();
+    assert!(logs.contains("taking over Lease"), "{logs}");
+    assert!(
+        logs.contains("\"apply\""),
+        "the new leader applied:\n{logs}"
+    );
+    eprintln!("hand-over and apply took {took:?} after kill -9 (lease 4s, interval 2s)");
+}
+
+#[tokio::test]
+async fn an_invalid_commit_stalls_with_diagnostics_and_the_next_good_commit_applies() {
+    let f = Fixture::new("agent-invalid").await;
+    let (_agent, first) = f.started("checked").await;
+    let queues = f.queues();
+    let before = queues.get(&f.vars["CQ"]).await.unwrap().metadata.generation;
+
+    f.ws.edit(
+        "machineType: ct6e-standard-4t",
+        "machineType: ct6e-standard-9t",
+    );
+    let bad = f.ws.commit_all("a machine type that does not exist");
+    let stack = f.wait_condition("checked", &bad, "Stalled").await;
+    let diagnostics = stack["status"]["diagnostics"].as_str().unwrap();
+    assert!(diagnostics.contains("infra/gkq.yaml:"), "{diagnostics}");
+    let located = diagnostics.lines().any(|l| {
+        let mut parts = l.splitn(4, ':');
+        parts.next() == Some("infra/gkq.yaml")
+            && parts.next().is_some_and(|n| n.parse::<u32>().is_ok())
+            && parts.next().is_some_and(|n| n.parse::<u32>().is_ok())
+    });
+    assert!(located, "file:line:col in {diagnostics}");
+    assert!(diagnostics.contains("ct6e-standard-9t"), "{diagnostics}");
+    assert_eq!(stack["status"]["lastAppliedRevision"], first.as_str());
+    assert_eq!(
+        queues.get(&f.vars["CQ"]).await.unwrap().metadata.generation,
+        before,
+        "nothing changed"
+    );
+    let events = f.events().await;
+    assert!(
+        events.iter().any(|e| e["reason"] == "InvalidSpec"),
+        "{events:#?}"
+    );
+
+    f.ws.edit(
+        "machineType: ct6e-standard-9t",
+        "machineType: ct6e-standard-4t",
+    );
+    let good = f.commit_quota(16, 24);
+    let stack = f
+        .wait_applied("checked", &good, Duration::from_secs(60))
+        .await;
+    assert_eq!(condition(&stack, "Stalled")["status"], "False", "{stack:#}");
+    assert!(stack["status"]["diagnostics"].is_null(), "{stack:#}");
+}
+
+#[tokio::test]
+async fn deleting_a_queue_with_an_admitted_job_is_held_until_its_digest_is_approved() {
+    let f = Fixture::new("agent-hold").await;
+    let (_agent, first) = f.started("held").await;
+    crate::gitops_control_plane::wait_for_admissions(&f.env.namespace, 1).await;
+
+    // The commit removes the ClusterQueue, its LocalQueue and the jobs it admitted.
+    let spec = std::fs::read_to_string(f.ws.spec_file()).unwrap();
+    let kept = &spec[..spec.find("  clusterQueues:").unwrap()];
+    std::fs::write(f.ws.spec_file(), kept).unwrap();
+    let deleting = f.ws.commit_all("remove the queue and its jobs");
+    let stack = f.wait_condition("held", &deleting, "Held").await;
+    let digest = stack["status"]["heldDigest"].as_str().unwrap().to_string();
+    let message = condition(&stack, "Held")["message"].as_str().unwrap();
+    assert!(message.contains(&digest), "{message}");
+    assert!(
+        message.contains(&format!("kueue.clusterqueue/{}", f.vars["CQ"]))
+            || message.contains("stops running work"),
+        "{message}"
+    );
+    let queues = f.queues();
+    assert!(
+        queues.get_opt(&f.vars["CQ"]).await.unwrap().is_some(),
+        "nothing changed"
+    );
+    assert_eq!(stack["status"]["lastAppliedRevision"], first.as_str());
+    let events = f.events().await;
+    assert!(events.iter().any(|e| e["reason"] == "Held"), "{events:#?}");
+
+    let approve = |digest: &str| {
+        let mut c = gkq();
+        c.args(["approve", &format!("{}/held", f.env.namespace), digest])
+            .arg("--management-kubeconfig")
+            .arg(f.kubeconfig());
+        c.output().unwrap()
+    };
+    // A digest that is not the held plan's is refused by `gkq approve`...
+    let stale = approve("0123456789abcdef");
+    assert_eq!(stale.status.code(), Some(1), "{}", explain(&stale));
+    assert!(
+        text(&stale.stderr).contains("refusing to approve digest 0123456789abcdef"),
+        "{}",
+        explain(&stale)
+    );
+    // ...and by the agent, when set by hand (kubectl annotate).
+    f.stacks()
+        .patch(
+            "held",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"metadata": {"annotations": {"gkq.dev/approve": "fedcba9876543210"}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let stack = f
+        .wait(
+            "held",
+            "the stale approval to be refused",
+            Duration::from_secs(30),
+            |s| {
+                condition(s, "Held")["message"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains("the approval of digest fedcba9876543210 was refused")
+            },
+        )
+        .await;
+    assert_eq!(stack["status"]["lastAppliedRevision"], first.as_str());
+    assert!(
+        queues.get_opt(&f.vars["CQ"]).await.unwrap().is_some(),
+        "nothing changed"
+    );
+
+    // The held digest applies.
+    let out = approve(&digest);
+    assert!(out.status.success(), "{}", explain(&out));
+    let stack = f
+        .wait_applied("held", &deleting, Duration::from_secs(60))
+        .await;
+    assert_eq!(condition(&stack, "Held")["status"], "False", "{stack:#}");
+    eventually(
+        "the ClusterQueue to be deleted",
+        Duration::from_secs(30),
+        || async {
+            let found = queues.get_opt(&f.vars["CQ"]).await?;
+            // Kueue's finalizer may keep it a moment, marked for deletion.
+            Ok(
+                (found.is_none() || found.is_some_and(|q| q.metadata.deletion_timestamp.is_some()))
+                    .then_some(()),
+            )
+        },
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn a_hand_edited_queue_quota_is_reverted_by_the_next_interval() {
+    let f = Fixture::new("agent-drift").await;
+    let (agent, _first) = f.started("drifting").await;
+    let queues = f.queues();
+    let quota = "/spec/resourceGroups/0/flavors/1/resources/2/nominalQuota";
+    let patch: json_patch::Patch =
+        serde_json::from_value(json!([{"op": "replace", "path": quota, "value": "8"}])).unwrap();
+    queues
+        .patch(
+            &f.vars["CQ"],
+            &PatchParams::default(),
+            &Patch::<()>::Json(patch),
+        )
+        .await
+        .unwrap();
+    let read = || async {
+        let q = serde_json::to_value(queues.get(&f.vars["CQ"]).await?)?;
+        Ok::<_, anyhow::Error>(q.pointer(quota).cloned().unwrap_or_default())
+    };
+    assert_eq!(read().await.unwrap(), "8");
+    eventually(
+        "the quota to be reverted",
+        Duration::from_secs(60),
+        || async { Ok((read().await? == "16").then_some(())) },
+    )
+    .await
+    .unwrap();
+    let logs = agent.take_stderr();
+    assert!(
+        logs.contains("kueue.clusterqueue"),
+        "the revert was an apply:\n{logs}"
+    );
+}
+
+#[tokio::test]
+async fn the_git_token_never_appears_in_status_events_metrics_or_trace_logs() {
+    let f = Fixture::new("agent-token").await;
+    let first = f.ws.git(&["rev-parse", "HEAD"]);
+    let token = format!(
+        "gkq-token-{}",
+        crate::support::control_plane::unique_name("t")
+    );
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "git", "namespace": f.env.namespace},
+        "stringData": {"token": token, "webhookSecret": format!("{token}-hook")},
+    }))
+    .unwrap();
+    Api::<Secret>::namespaced(f.env.client.clone(), &f.env.namespace)
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    f.create_stack("secret", "2s", Some("git")).await;
+    // A second stack whose repository does not exist: its fetch fails, and the failure is
+    // reported without the token.
+    let object: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "gkq.dev/v1alpha1",
+        "kind": "GkqStack",
+        "metadata": {"name": "missing", "namespace": f.env.namespace},
+        "spec": {"url": format!("file://{}/nothing-here", f.state.path().display()), "interval": "2s",
+                 "secretRef": {"name": "git"}},
+    }))
+    .unwrap();
+    f.stacks()
+        .create(&PostParams::default(), &object)
+        .await
+        .unwrap();
+    let mut c = f.agent_command("work", "4s");
+    c.env("RUST_LOG", "trace");
+    let mut agent = Running::spawn(c);
+    let url = endpoint(&mut agent);
+    f.wait_applied("secret", &first, Duration::from_secs(180))
+        .await;
+    f.wait(
+        "missing",
+        "the failed fetch",
+        Duration::from_secs(60),
+        |s| condition(s, "Ready")["reason"] == "FetchFailed",
+    )
+    .await;
+    let metrics = metrics_of(&url).await;
+    let mut written = vec![
+        (
+            "status".to_string(),
+            serde_json::to_string(&f.stack("secret").await).unwrap(),
+        ),
+        (
+            "status".to_string(),
+            serde_json::to_string(&f.stack("missing").await).unwrap(),
+        ),
+        (
+            "events".to_string(),
+            serde_json::to_string(&f.events().await).unwrap(),
+        ),
+        ("metrics".to_string(), metrics),
+    ];
+    let (code, logs) = agent.interrupt();
+    assert_eq!(code, Some(0), "{logs}");
+    assert!(logs.contains("TRACE"), "the logs are at trace level");
+    written.push(("logs".to_string(), logs));
+    use base64::Engine;
+    let forms = [
+        token.clone(),
+        base64::engine::general_purpose::STANDARD.encode(&token),
+        base64::engine::general_purpose::STANDARD.encode(format!("git:{token}")),
+    ];
+    for (what, text) in &written {
+        for form in &forms {
+            assert!(
+                !text.contains(form.as_str()),
+                "the token ({form}) appears in the {what}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_local_target_agent_applies_a_commit_that_gkq_status_then_shows() {
+    let ws = Workspace::example();
+    let commit = ws.commit_all("seed");
+    let state = tempfile::tempdir().unwrap();
+    let manifest = state.path().join("stack.yaml");
+    std::fs::write(
+        &manifest,
+        format!(
+            "apiVersion: gkq.dev/v1alpha1\nkind: GkqStack\nmetadata: {{name: seed}}\nspec:\n  url: file://{}\n  path: infra\n  interval: 2s\n",
+            ws.path().display()
+        ),
+    )
+    .unwrap();
+    let mut c = gkq();
+    c.args(["agent", "--target", "local", "--listen", "127.0.0.1:0"])
+        .arg("--state-dir")
+        .arg(state.path())
+        .arg("--stack")
+        .arg(&manifest);
+    let agent = Running::spawn(c);
+    let status = || {
+        let out = gkq()
+            .arg("status")
+            .arg(ws.spec_dir())
+            .args(["--target", "local", "-o", "json", "--state-dir"])
+            .arg(state.path())
+            .output()
+            .unwrap();
+        serde_json::from_slice::<Value>(&out.stdout).unwrap_or_default()
+    };
+    let started = std::time::Instant::now();
+    loop {
+        if status()["applied"]["commit"] == commit.as_str() {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "the commit was not applied: {:#}",
+            status()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let (code, logs) = agent.interrupt();
+    assert_eq!(code, Some(0), "{logs}");
+    let stacks: Value = serde_json::from_str(
+        &std::fs::read_to_string(state.path().join("agent/stacks.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        stacks["stacks"][0]["status"]["lastAppliedRevision"],
+        commit.as_str(),
+        "{stacks:#}"
+    );
+    assert_eq!(stacks["events"][0]["reason"], "Applied", "{stacks:#}");
+}
+
+#[test]
+fn gkq_approve_refuses_a_digest_the_local_stack_does_not_hold() {
+    let state = tempfile::tempdir().unwrap();
+    let store = gkq::agent::store::LocalStore::new(state.path());
+    store
+        .load_manifests(
+            "apiVersion: gkq.dev/v1alpha1\nkind: GkqStack\nmetadata: {name: s, namespace: default}\nspec: {url: file:///nowhere}\n",
+            "test",
+        )
+        .unwrap();
+    let out = gkq()
+        .args(["approve", "default/s", "0123456789abcdef", "--state-dir"])
+        .arg(state.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", explain(&out));
+    assert!(
+        text(&out.stderr).contains("no plan is held"),
+        "{}",
+        explain(&out)
+    );
+}
