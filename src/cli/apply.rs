@@ -9,12 +9,9 @@ use super::SpecArgs;
 use super::gitops::LockArgs;
 use super::plan::{PlanFlags, PlanFormat, options, render_plan};
 use super::target::TargetArgs;
-use crate::apply::{ApplyReport, Outcome, VerifyError};
-use crate::ops::apply::{
-    ApplyTarget, Consent, destroy_refusals, disruption_refusal, execute_on, settle, stale_error,
-};
-use crate::ops::lock::{acquire_lock, lock_local_state};
-use crate::ops::plan::{Planned, plan_valid};
+use crate::apply::{ApplyReport, Outcome, Sink, VerifyError};
+use crate::ops::apply::{ApplyTarget, Consent, execute_on, stale_error};
+use crate::ops::converge::{ApplyChoices, ApplyFront, Applied};
 use crate::plan::{Plan, PlanOptions};
 use crate::render::apply::{JsonLinesSink, TerminalSink};
 
@@ -86,18 +83,6 @@ fn confirm(question: &str) -> anyhow::Result<bool> {
     let mut answer = String::new();
     std::io::stdin().lock().read_line(&mut answer)?;
     Ok(answer.trim() == "yes")
-}
-
-async fn execute(
-    planned: &Planned,
-    json: bool,
-    choices: &Choices<'_>,
-) -> Result<ApplyReport, VerifyError> {
-    let consent = Consent {
-        force_conflicts: choices.force_conflicts,
-        allow_disruption: choices.allow_disruption,
-    };
-    execute_reporting(&planned.apply_target(), json, &consent).await
 }
 
 /// [`execute_on`] reporting to stdout as JSON lines (`-o json`) or to stderr as text.
@@ -186,7 +171,8 @@ async fn run_with(
     apply_valid(spec, target, (loaded, desired), opts, choices).await
 }
 
-/// Plans a valid spec, shows the plan, asks, and applies it under the locks.
+/// Plans a valid spec, shows the plan, asks, and applies it under the locks
+/// (`ops::converge::apply`).
 async fn apply_valid(
     spec: &SpecArgs,
     target: &TargetArgs,
@@ -194,93 +180,73 @@ async fn apply_valid(
     opts: PlanOptions,
     choices: &Choices<'_>,
 ) -> anyhow::Result<Exit> {
-    let Choices {
-        auto_approve,
-        allow_disruption,
-        output,
-        lock,
-        ..
-    } = *choices;
-    let destroy = opts.destroy;
-    let target = target.options();
-    let local_state = lock_local_state(&loaded, &target, lock.lock_timeout).await?;
-    let planned = plan_valid(&spec.source(), loaded, desired, &target, opts).await?;
-    let json = output == ApplyFormat::Json;
-    if json {
-        print_plan_line(&planned.plan)?;
-    }
-    if !planned.plan.has_changes() {
-        if !json {
-            println!("{}", planned.plan.summary);
-        }
-        // Nothing to change, but the cluster now runs this revision of the spec.
-        if !destroy {
-            let held = acquire_lock(
-                &planned.session,
-                planned.kube_client.as_ref(),
-                &planned.plan.cluster.cluster,
-                lock.lock_timeout,
-            )
-            .await?;
-            planned.record_applied().await;
-            held.release().await;
-        }
-        // The local world is written back (when the session goes) before its lock is released.
-        drop(planned);
-        release(local_state).await;
-        return Ok(Exit::Ok);
-    }
-    if !json {
-        render_plan(&planned.plan, PlanFormat::Text)?;
-    }
-    let refused = if destroy {
-        destroy_refusals(&planned.plan)
-    } else {
-        Vec::new()
+    let json = choices.output == ApplyFormat::Json;
+    let front = Front {
+        json,
+        auto_approve: choices.auto_approve,
+        sink: if json {
+            Box::new(JsonLinesSink::new(std::io::stdout()))
+        } else {
+            Box::new(TerminalSink::stderr())
+        },
     };
-    if !refused.is_empty() {
-        anyhow::bail!(
-            "refusing to destroy, nothing was changed:\n  {}\nhint: a cluster the spec protects (`cluster.deletionProtection: true`, the default) is destroyed only after the spec turns protection off and that is applied",
-            refused.join("\n  ")
-        );
-    }
-    if !planned.plan.disruptions.is_empty() && !allow_disruption {
-        anyhow::bail!("{}", disruption_refusal(&planned.plan.disruptions));
-    }
-    if !auto_approve && !confirm("Do you want to perform these actions?")? {
-        eprintln!("Apply cancelled; nothing was changed.");
-        drop(planned);
-        release(local_state).await;
-        return Ok(Exit::Failed);
-    }
-    let held = acquire_lock(
-        &planned.session,
-        planned.kube_client.as_ref(),
-        &planned.plan.cluster.cluster,
-        lock.lock_timeout,
+    let apply_choices = ApplyChoices {
+        consent: Consent {
+            force_conflicts: choices.force_conflicts,
+            allow_disruption: choices.allow_disruption,
+        },
+        lock_timeout: choices.lock.lock_timeout,
+        follow_jobs: !json,
+    };
+    let applied = crate::ops::converge::apply(
+        &spec.source(),
+        loaded,
+        desired,
+        &target.options(),
+        opts,
+        &apply_choices,
+        &front,
     )
     .await?;
-    let report = execute(&planned, json, choices).await;
-    if matches!(&report, Ok(report) if report.is_success()) && !destroy {
-        planned.record_applied().await;
+    match applied {
+        Applied::NoChanges => Ok(Exit::Ok),
+        Applied::Cancelled => {
+            eprintln!("Apply cancelled; nothing was changed.");
+            Ok(Exit::Failed)
+        }
+        Applied::Executed { report, landed } => {
+            if let Some(landed) = landed {
+                let _ = super::output::print_stdout(&crate::render::status::landed_text(&landed));
+            }
+            Ok(summarize(&report.map_err(stale_error)?))
+        }
     }
-    settle(&planned.session).await;
-    if matches!(&report, Ok(report) if report.is_success())
-        && !destroy
-        && !json
-        && let Some(landed) = crate::ops::status::landed_jobs(&planned).await
-    {
-        let _ = super::output::print_stdout(&crate::render::status::landed_text(&landed));
-    }
-    held.release().await;
-    drop(planned);
-    release(local_state).await;
-    Ok(summarize(&report.map_err(stale_error)?))
 }
 
-async fn release(lock: Option<crate::gitops::lock::ApplyLock>) {
-    if let Some(lock) = lock {
-        lock.release().await;
+/// The terminal (or JSON lines) front of an apply.
+struct Front {
+    json: bool,
+    auto_approve: bool,
+    sink: Box<dyn Sink>,
+}
+
+impl ApplyFront for Front {
+    fn planned(&self, plan: &Plan) -> anyhow::Result<()> {
+        if self.json {
+            print_plan_line(plan)
+        } else if plan.has_changes() {
+            render_plan(plan, PlanFormat::Text)
+        } else {
+            super::output::print_stdout(&format!("{}\n", plan.summary))
+        }
+    }
+
+    fn approve(&self, _plan: &Plan) -> anyhow::Result<bool> {
+        Ok(self.auto_approve || confirm("Do you want to perform these actions?")?)
+    }
+
+    fn sink(&self) -> &dyn Sink {
+        self.sink.as_ref()
     }
 }
 

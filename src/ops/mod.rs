@@ -8,6 +8,7 @@
 //! plan     observe GKE and Kubernetes, plan, predict placements, notices, provenance -> Planned
 //! lock     the local target's state lock and the cluster's Lease
 //! apply    verify against live state and running work, execute, record the revision
+//! converge apply and destroy as one call: lock, plan, refuse, approve, execute, record
 //! saved    a saved plan: what its spec says now, the session it is applied in
 //! status   plan, the applied revision and the checkout -> the status report; where jobs landed
 //! explain  why one job or Workload is where it is: Kueue's word, gkq's reproduction, fixes
@@ -15,6 +16,7 @@
 //! ```
 
 pub mod apply;
+pub mod converge;
 pub mod explain;
 pub mod load;
 pub mod lock;
