@@ -818,7 +818,9 @@ fn the_local_target_agent_applies_a_commit_that_gkq_status_then_shows() {
         .arg("--state-dir")
         .arg(state.path())
         .arg("--stack")
-        .arg(&manifest);
+        .arg(&manifest)
+        // As deploy/deployment.yaml ships it: empty, so not set.
+        .env("GKQ_AGENT_CLUSTER", "");
     let agent = Running::spawn(c);
     let status = || {
         let out = gkq()
