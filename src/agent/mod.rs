@@ -12,6 +12,7 @@
 //! leader     leader election with a coordination.k8s.io Lease, fail-stop
 //! webhook    GitHub and GitLab push signatures                                 [pure]
 //! metrics    Prometheus text
+//! own        which cluster the agent runs in (the GKE metadata server)
 //! http       /healthz, /readyz, /metrics, /hooks/{namespace}/{name}
 //! ```
 
@@ -20,6 +21,7 @@ pub mod decide;
 pub mod http;
 pub mod leader;
 pub mod metrics;
+pub mod own;
 pub mod reconcile;
 pub mod source;
 pub mod store;

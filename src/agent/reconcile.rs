@@ -649,3 +649,63 @@ fn applied(run: &mut Run<'_>, commit: &str) {
         m.drifted = 0;
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::store::LocalStore;
+
+    struct Never;
+    impl Leadership for Never {
+        fn is_leading(&self) -> bool {
+            false
+        }
+    }
+
+    fn context(
+        dir: &std::path::Path,
+        leadership: Arc<dyn Leadership>,
+    ) -> (Arc<LocalStore>, Arc<Context>) {
+        let store = Arc::new(LocalStore::new(dir));
+        let ctx = Arc::new(Context::new(
+            store.clone(),
+            TargetOptions::default(),
+            dir.join("work"),
+            None,
+            Arc::new(Metrics::default()),
+            leadership,
+        ));
+        (store, ctx)
+    }
+
+    const STACK: &str = "apiVersion: gkq.dev/v1alpha1\nkind: GkqStack\nmetadata: {name: s}\nspec: {url: file:///nowhere, interval: 5m, suspend: SUSPEND}\n";
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_suspended_stack_is_not_fetched() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, ctx) = context(dir.path(), Arc::new(super::super::leader::Alone));
+        store
+            .load_manifests(&STACK.replace("SUSPEND", "true"), "m")
+            .unwrap();
+        let stack = store.list().await.unwrap().remove(0);
+        let action = reconcile(Arc::new(stack), ctx).await.unwrap();
+        assert_eq!(action, Action::requeue(Duration::from_secs(300)));
+        let status = store.list().await.unwrap().remove(0).status.unwrap();
+        assert_eq!(status.condition("Reconciling").unwrap().reason, "Suspended");
+        assert!(status.last_attempted_revision.is_none());
+        assert!(!dir.path().join("work").exists(), "nothing was fetched");
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_replica_that_does_not_lead_does_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, ctx) = context(dir.path(), Arc::new(Never));
+        store
+            .load_manifests(&STACK.replace("SUSPEND", "false"), "m")
+            .unwrap();
+        let stack = store.list().await.unwrap().remove(0);
+        reconcile(Arc::new(stack), ctx).await.unwrap();
+        assert!(store.list().await.unwrap()[0].status.is_none());
+        assert!(!dir.path().join("work").exists(), "nothing was fetched");
+    }
+}

@@ -52,9 +52,9 @@ pub struct AgentArgs {
     #[arg(long, value_name = "DIR")]
     pub work_dir: Option<PathBuf>,
     /// The cluster the agent runs in (projects/P/locations/L/clusters/C): never deleted or
-    /// replaced.
-    #[arg(long, value_name = "CLUSTER", env = "GKQ_AGENT_CLUSTER", value_parser = parse_cluster)]
-    pub own_cluster: Option<ClusterRef>,
+    /// replaced. Unset or empty: asked of the GKE metadata server when running in a pod.
+    #[arg(long, value_name = "CLUSTER", env = "GKQ_AGENT_CLUSTER")]
+    pub own_cluster: Option<String>,
     /// This replica's name in the Lease and in Events (default: `user@host pid N`).
     #[arg(long, value_name = "NAME", env = "POD_NAME")]
     pub identity: Option<String>,
@@ -81,6 +81,26 @@ fn parse_cluster(text: &str) -> Result<ClusterRef, String> {
         _ => Err(format!(
             "`{text}` is not projects/PROJECT/locations/LOCATION/clusters/CLUSTER"
         )),
+    }
+}
+
+/// The cluster the agent runs in: as given, or (in a pod on GKE) from the metadata server.
+async fn own_cluster(given: Option<&str>) -> anyhow::Result<Option<ClusterRef>> {
+    match given.filter(|g| !g.is_empty()) {
+        Some(text) => Ok(Some(parse_cluster(text).map_err(|e| anyhow::anyhow!(e))?)),
+        None if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() => {
+            let host = std::env::var("GCE_METADATA_HOST")
+                .unwrap_or_else(|_| crate::agent::own::METADATA_HOST.to_string());
+            let found = crate::agent::own::detect(&host).await;
+            match &found {
+                Some(c) => tracing::info!("running in cluster {}: it is never deleted", c.name()),
+                None => tracing::warn!(
+                    "cannot tell which cluster the agent runs in (no GKE metadata server); set GKQ_AGENT_CLUSTER so that it is never deleted"
+                ),
+            }
+            Ok(found)
+        }
+        None => Ok(None),
     }
 }
 
@@ -121,7 +141,7 @@ pub async fn run(args: &AgentArgs) -> anyhow::Result<Exit> {
         listen: args.listen,
         work_dir,
         lease_duration: args.lease_duration,
-        own_cluster: args.own_cluster.clone(),
+        own_cluster: own_cluster(args.own_cluster.as_deref()).await?,
         identity: args
             .identity
             .clone()

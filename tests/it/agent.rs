@@ -100,6 +100,18 @@ impl Fixture {
     }
 
     fn agent_command(&self, work: &str, lease: &str) -> std::process::Command {
+        self.agent_command_as(work, lease, &self.kubeconfig())
+    }
+
+    /// [`Fixture::agent_command`] reading the stacks, writing their status and Events and
+    /// holding the leader Lease through `management` (the target stays on the admin
+    /// kubeconfig).
+    fn agent_command_as(
+        &self,
+        work: &str,
+        lease: &str,
+        management: &std::path::Path,
+    ) -> std::process::Command {
         let mut c = gkq();
         c.args(["agent", "--target", "local", "--listen", "127.0.0.1:0"])
             .arg("--state-dir")
@@ -107,7 +119,7 @@ impl Fixture {
             .arg("--kubeconfig")
             .arg(self.kubeconfig())
             .arg("--management-kubeconfig")
-            .arg(self.kubeconfig())
+            .arg(management)
             .args(["--watch-namespace", &self.env.namespace])
             .args(["--namespace", &self.env.namespace])
             .args(["--lease-duration", lease])
@@ -806,7 +818,9 @@ fn the_local_target_agent_applies_a_commit_that_gkq_status_then_shows() {
         .arg("--state-dir")
         .arg(state.path())
         .arg("--stack")
-        .arg(&manifest);
+        .arg(&manifest)
+        // As deploy/deployment.yaml ships it: empty, so not set.
+        .env("GKQ_AGENT_CLUSTER", "");
     let agent = Running::spawn(c);
     let status = || {
         let out = gkq()
@@ -865,4 +879,98 @@ fn gkq_approve_refuses_a_digest_the_local_stack_does_not_hold() {
         "{}",
         explain(&out)
     );
+}
+
+/// deploy/rbac.yaml's objects, moved into `namespace` (its ClusterRoleBinding renamed after it),
+/// applied for real: the permissions a deployed agent has.
+async fn install_rbac(client: &kube::Client, namespace: &str) {
+    let text = std::fs::read_to_string(repo_root().join("deploy/rbac.yaml")).unwrap();
+    let text = text.replace("namespace: gkq-system", &format!("namespace: {namespace}"));
+    let discovery = kube::discovery::Discovery::new(client.clone())
+        .run()
+        .await
+        .unwrap();
+    let documents: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
+    for mut doc in documents.into_iter().filter(|d| !d.is_null()) {
+        let kind = doc["kind"].as_str().unwrap().to_string();
+        if kind == "ClusterRoleBinding" {
+            doc["metadata"]["name"] = json!(format!("gkq-agent-{namespace}"));
+        }
+        let (group, version) = doc["apiVersion"]
+            .as_str()
+            .unwrap()
+            .split_once('/')
+            .map_or(("", doc["apiVersion"].as_str().unwrap()), |(g, v)| (g, v));
+        let gvk = kube::api::GroupVersionKind::gvk(group, version, &kind);
+        let (resource, caps) = discovery.resolve_gvk(&gvk).unwrap();
+        let api: Api<DynamicObject> = match caps.scope {
+            kube::discovery::Scope::Namespaced => {
+                Api::namespaced_with(client.clone(), namespace, &resource)
+            }
+            kube::discovery::Scope::Cluster => Api::all_with(client.clone(), &resource),
+        };
+        let name = doc["metadata"]["name"].as_str().unwrap().to_string();
+        let object: DynamicObject = serde_json::from_value(doc).unwrap();
+        api.patch(
+            &name,
+            &PatchParams::apply("gkq-test").force(),
+            &Patch::Apply(&object),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{kind} {name}: {e}"));
+    }
+}
+
+#[tokio::test]
+async fn the_agent_needs_no_more_than_the_deployed_rbac() {
+    let f = Fixture::new("agent-rbac").await;
+    install_rbac(&f.env.client, &f.env.namespace).await;
+    // A token of the agent's ServiceAccount, in a kubeconfig of its own.
+    let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> =
+        Api::namespaced(f.env.client.clone(), &f.env.namespace);
+    let request: k8s_openapi::api::authentication::v1::TokenRequest =
+        serde_json::from_value(json!({"spec": {"audiences": [], "expirationSeconds": 3600}}))
+            .unwrap();
+    let token = accounts
+        .create_token_request("gkq-agent", &PostParams::default(), &request)
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .token;
+    let admin = std::fs::read_to_string(f.kubeconfig()).unwrap();
+    let as_agent: String = admin
+        .lines()
+        .map(|l| match l.split_once("token:") {
+            Some((indent, _)) => format!("{indent}token: {token}\n"),
+            None => format!("{l}\n"),
+        })
+        .collect();
+    let kubeconfig = f.state.path().join("agent-kubeconfig");
+    std::fs::write(&kubeconfig, as_agent).unwrap();
+    // The ServiceAccount cannot do more than the ClusterRole says (it may not list Secrets).
+    let restricted = crate::support::control_plane::client_for(&kubeconfig)
+        .await
+        .unwrap();
+    let secrets: Api<Secret> = Api::namespaced(restricted, &f.env.namespace);
+    assert!(secrets.list(&Default::default()).await.is_err());
+
+    let first = f.ws.git(&["rev-parse", "HEAD"]);
+    f.create_stack("least", "2s", None).await;
+    // The stacks, their status, Events and the leader Lease as the ServiceAccount; the target
+    // cluster (Kueue's objects) stays on the admin kubeconfig, as GKE credentials would be.
+    let c = f.agent_command_as("a", "4s", &kubeconfig);
+    let mut agent = Running::spawn(c);
+    endpoint(&mut agent);
+    let stack = f
+        .wait_applied("least", &first, Duration::from_secs(120))
+        .await;
+    assert_eq!(condition(&stack, "Ready")["status"], "True", "{stack:#}");
+    let events = f.events().await;
+    assert!(
+        events.iter().any(|e| e["reason"] == "Applied"),
+        "{events:#?}"
+    );
+    let logs = agent.take_stderr();
+    assert!(!logs.contains("forbidden"), "{logs}");
 }
