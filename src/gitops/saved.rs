@@ -146,7 +146,9 @@ fn integrity_of(value: &serde_json::Value, key: Option<&[u8]>) -> String {
         }
         Some(key) => {
             let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, key);
-            let mut digest = Digest(Sha256Or::Hmac(ring::hmac::Context::with_key(&key)));
+            let mut digest = Digest(Sha256Or::Hmac(Box::new(ring::hmac::Context::with_key(
+                &key,
+            ))));
             write_canonical(value, &mut digest, Some("integrity"));
             format!("hmac-sha256:{}", hex(&digest.finish()))
         }
@@ -158,7 +160,7 @@ struct Digest(Sha256Or);
 
 enum Sha256Or {
     Sha(sha2::Sha256),
-    Hmac(ring::hmac::Context),
+    Hmac(Box<ring::hmac::Context>),
 }
 
 impl Digest {
