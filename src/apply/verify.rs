@@ -206,7 +206,15 @@ impl Executor<'_> {
     /// removed, or it is gone), and of Kueue's installation.
     pub(super) async fn check_kube(&self, plan: &Plan, cluster_exists: bool) -> Checked {
         let mut checked = Checked::default();
-        let actions = plan.actions.iter().filter(|a| !a.addr.kind.is_gke());
+        // Sensitive actions are checked with their real values, as the plan fingerprinted them;
+        // one whose values this process does not hold is refused by the walk (`Blocked`).
+        let opened: Vec<std::borrow::Cow<'_, Action>> = plan
+            .actions
+            .iter()
+            .filter(|a| !a.addr.kind.is_gke())
+            .filter_map(|a| plan.sealed.open(a).ok())
+            .collect();
+        let actions = opened.iter().map(|a| a.as_ref());
         let Some(kube) = self.kube else {
             // Without a Kubernetes client the executor fails these actions itself; a plan made
             // without one has none.

@@ -111,29 +111,108 @@ pub fn is_plan_file(path: &Path) -> bool {
 /// The plan file's text: the plan as JSON with its integrity digest. `key` (from
 /// `GKQ_PLAN_KEY`) makes the digest an HMAC that only holders of the key can produce.
 pub fn file_text(plan: &Plan, key: Option<&[u8]>) -> String {
-    let mut value = serde_json::to_value(plan).unwrap_or(serde_json::Value::Null);
-    if let Some(map) = value.as_object_mut() {
-        map.remove("integrity");
-        let digest = integrity_of(&serde_json::Value::Object(map.clone()), key);
-        map.insert("integrity".into(), serde_json::Value::String(digest));
-    }
-    serde_json::to_string_pretty(&value).unwrap_or_default()
+    let mut text = Vec::new();
+    write_file(plan, key, &mut text).unwrap_or_default();
+    String::from_utf8(text).unwrap_or_default()
 }
 
-/// `sha256:<hex>`, or `hmac-sha256:<hex>` with a key, over the canonical JSON of `value`.
+/// Writes the plan file ([`file_text`]) to `out` as it is made: the plan is held once as a JSON
+/// tree, its digest is computed from that tree without a canonical copy or a text of it, and
+/// the pretty text goes straight to `out`.
+pub fn write_file(
+    plan: &Plan,
+    key: Option<&[u8]>,
+    out: impl std::io::Write,
+) -> std::io::Result<()> {
+    let mut value = serde_json::to_value(plan)?;
+    let digest = integrity_of(&value, key);
+    if let Some(map) = value.as_object_mut() {
+        map.insert("integrity".into(), serde_json::Value::String(digest));
+    }
+    serde_json::to_writer_pretty(out, &value)?;
+    Ok(())
+}
+
+/// `sha256:<hex>`, or `hmac-sha256:<hex>` with a key, over the canonical JSON of `value` (keys
+/// sorted at every level, no whitespace: `diff::text::canonical`, serialised compactly) without
+/// its top-level `integrity`.
 fn integrity_of(value: &serde_json::Value, key: Option<&[u8]>) -> String {
-    let text = serde_json::to_string(&crate::diff::text::canonical(value)).unwrap_or_default();
+    let hex = |bytes: &[u8]| -> String { bytes.iter().map(|b| format!("{b:02x}")).collect() };
     match key {
-        None => format!(
-            "sha256:{}",
-            crate::plan::digest::sha256_hex(text.as_bytes())
-        ),
+        None => {
+            let mut digest = Digest(Sha256Or::Sha(sha2::Sha256::default()));
+            write_canonical(value, &mut digest, Some("integrity"));
+            format!("sha256:{}", hex(&digest.finish()))
+        }
         Some(key) => {
             let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, key);
-            let tag = ring::hmac::sign(&key, text.as_bytes());
-            let hex: String = tag.as_ref().iter().map(|b| format!("{b:02x}")).collect();
-            format!("hmac-sha256:{hex}")
+            let mut digest = Digest(Sha256Or::Hmac(Box::new(ring::hmac::Context::with_key(
+                &key,
+            ))));
+            write_canonical(value, &mut digest, Some("integrity"));
+            format!("hmac-sha256:{}", hex(&digest.finish()))
         }
+    }
+}
+
+/// A running SHA-256 or HMAC-SHA256 that canonical JSON is written into.
+struct Digest(Sha256Or);
+
+enum Sha256Or {
+    Sha(sha2::Sha256),
+    Hmac(Box<ring::hmac::Context>),
+}
+
+impl Digest {
+    fn update(&mut self, bytes: &[u8]) {
+        match &mut self.0 {
+            Sha256Or::Sha(sha) => sha2::Digest::update(sha, bytes),
+            Sha256Or::Hmac(hmac) => hmac.update(bytes),
+        }
+    }
+
+    fn finish(self) -> Vec<u8> {
+        match self.0 {
+            Sha256Or::Sha(sha) => sha2::Digest::finalize(sha).to_vec(),
+            Sha256Or::Hmac(hmac) => hmac.sign().as_ref().to_vec(),
+        }
+    }
+}
+
+/// Feeds `value`'s canonical JSON to `digest`, the same bytes as
+/// `serde_json::to_string(&canonical(value))` without building either; `skip` is a top-level key
+/// left out.
+fn write_canonical(value: &serde_json::Value, digest: &mut Digest, skip: Option<&str>) {
+    use serde_json::Value;
+    fn scalar(digest: &mut Digest, v: &(impl serde::Serialize + ?Sized)) {
+        digest.update(serde_json::to_string(v).unwrap_or_default().as_bytes());
+    }
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().filter(|k| Some(k.as_str()) != skip).collect();
+            keys.sort();
+            digest.update(b"{");
+            for (i, key) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    digest.update(b",");
+                }
+                scalar(digest, key);
+                digest.update(b":");
+                write_canonical(&map[key], digest, None);
+            }
+            digest.update(b"}");
+        }
+        Value::Array(items) => {
+            digest.update(b"[");
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    digest.update(b",");
+                }
+                write_canonical(item, digest, None);
+            }
+            digest.update(b"]");
+        }
+        other => scalar(digest, other),
     }
 }
 
@@ -148,16 +227,12 @@ fn check_integrity(
         .get("integrity")
         .and_then(serde_json::Value::as_str)
         .ok_or_else(|| SavedPlanError::NoIntegrity { path: path.into() })?;
-    let mut rest = value.clone();
-    if let Some(map) = rest.as_object_mut() {
-        map.remove("integrity");
-    }
     let keyed = recorded.starts_with("hmac-sha256:");
     let expected = match (keyed, key) {
         (true, None) => return Err(SavedPlanError::KeyMissing { path: path.into() }),
-        (true, Some(key)) => integrity_of(&rest, Some(key)),
+        (true, Some(key)) => integrity_of(value, Some(key)),
         (false, Some(_)) => return Err(SavedPlanError::Unsigned { path: path.into() }),
-        (false, None) => integrity_of(&rest, None),
+        (false, None) => integrity_of(value, None),
     };
     // Compared in constant time: the HMAC is a secret-keyed value.
     let same = expected.len() == recorded.len()
@@ -526,5 +601,28 @@ mod tests {
             read(&path, Some(b"ci-secret")),
             Err(SavedPlanError::Unsigned { .. })
         ));
+    }
+
+    #[test]
+    fn the_streamed_digest_is_the_sha256_of_the_canonical_json() {
+        let value = serde_json::json!({"b": [1, {"z": "é\"", "a": null}], "a": {"y": 2.5, "x": true},
+            "integrity": "left out"});
+        let mut rest = value.clone();
+        rest.as_object_mut().unwrap().remove("integrity");
+        let text = serde_json::to_string(&crate::diff::text::canonical(&rest)).unwrap();
+        assert_eq!(
+            integrity_of(&value, None),
+            format!(
+                "sha256:{}",
+                crate::plan::digest::sha256_hex(text.as_bytes())
+            )
+        );
+        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, b"k");
+        let tag = ring::hmac::sign(&key, text.as_bytes());
+        let hex: String = tag.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(
+            integrity_of(&value, Some(b"k")),
+            format!("hmac-sha256:{hex}")
+        );
     }
 }

@@ -184,10 +184,10 @@ fn stamp(plan: &mut Plan, revision: SpecRevision, session: &Session) {
 }
 
 /// Writes a plan file readable only by its owner (plans describe infrastructure), with its
-/// integrity digest (keyed with `GKQ_PLAN_KEY` when set). Sensitive values are never in it.
+/// integrity digest (keyed with `GKQ_PLAN_KEY` when set), streamed to the file
+/// ([`crate::gitops::saved::write_file`]). Sensitive values are never in it.
 pub fn write_plan_file(path: &std::path::Path, plan: &Plan) -> anyhow::Result<()> {
     let key = plan_key();
-    let text = crate::gitops::saved::file_text(plan, key.as_deref());
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create(true).truncate(true);
     #[cfg(unix)]
@@ -195,7 +195,7 @@ pub fn write_plan_file(path: &std::path::Path, plan: &Plan) -> anyhow::Result<()
         use std::os::unix::fs::OpenOptionsExt;
         options.mode(0o600);
     }
-    let mut file = options
+    let file = options
         .open(path)
         .map_err(|e| anyhow::anyhow!("cannot write the plan to {}: {e}", path.display()))?;
     // `mode` applies only to a new file; an existing one is narrowed before anything is written.
@@ -204,6 +204,8 @@ pub fn write_plan_file(path: &std::path::Path, plan: &Plan) -> anyhow::Result<()
         use std::os::unix::fs::PermissionsExt;
         file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
     }
-    file.write_all(text.as_bytes())?;
+    let mut out = std::io::BufWriter::new(file);
+    crate::gitops::saved::write_file(plan, key.as_deref(), &mut out)?;
+    out.flush()?;
     Ok(())
 }

@@ -452,3 +452,37 @@ async fn a_target_edited_after_the_check_is_refused_as_stale_at_the_write() {
         "the other writer's value stays"
     );
 }
+
+#[tokio::test]
+async fn an_unchanged_secret_is_checked_with_its_real_values() {
+    let (gke, kube) = (FakeGke::new(), FakeKube::default());
+    let mut desired = desired();
+    desired
+        .kubernetes
+        .push(json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "token", "namespace": "default", "labels": labels()},
+        "data": {"token": "czNjcmV0"}}));
+    let first = plan(
+        &desired,
+        &observe(&gke, &kube, &desired).await,
+        &PlanOptions::default(),
+    )
+    .unwrap();
+    assert!(executor(&gke, &kube).apply(&first).await.is_success());
+    // The next plan changes a quota; the Secret is a no-op whose values the plan seals.
+    desired.kubernetes[2]["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] =
+        json!(32);
+    let edit = plan(
+        &desired,
+        &observe(&gke, &kube, &desired).await,
+        &PlanOptions::default(),
+    )
+    .unwrap();
+    let secret: ResourceAddr = "k8s.secret/default/token".parse().unwrap();
+    let action = edit.actions.iter().find(|a| a.addr == secret).unwrap();
+    assert!(action.sensitive, "the plan holds markers, not the value");
+    assert!(
+        executor(&gke, &kube).verify(&edit).await.is_ok(),
+        "the unchanged Secret is not stale"
+    );
+}
