@@ -11,7 +11,7 @@ use super::plan::{PlanFlags, PlanFormat, options, render_plan};
 use super::target::TargetArgs;
 use crate::apply::{ApplyReport, Outcome, Sink, VerifyError};
 use crate::ops::apply::{ApplyTarget, Consent, execute_on, stale_error};
-use crate::ops::converge::{ApplyChoices, ApplyFront, Applied};
+use crate::ops::converge::{Applied, ApplyChoices, ApplyFront};
 use crate::plan::{Plan, PlanOptions};
 use crate::render::apply::{JsonLinesSink, TerminalSink};
 
