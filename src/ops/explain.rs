@@ -103,12 +103,7 @@ pub async fn explain(
 /// Workload over the world as read. `None` for admitted work (Kueue keeps what it admitted;
 /// there is nothing to re-predict) and Workloads placement cannot read.
 fn predicted_for(objects: &[&serde_json::Value], pending: &PendingWorkload) -> Option<Placement> {
-    let mut cluster = Cluster::default();
-    for object in objects {
-        if let Err(e) = cluster.add_object(object) {
-            tracing::debug!("placement skips an object: {e}");
-        }
-    }
+    let cluster = Cluster::from_objects_lenient(objects.iter().copied());
     let key = |w: &PendingWorkload| (w.namespace.clone(), w.name.clone());
     let index = cluster
         .pending_workloads

@@ -230,6 +230,18 @@ pub struct Cluster {
 }
 
 impl Cluster {
+    /// Reads every object it can and skips (logging why) the ones it cannot: for live objects,
+    /// which gkq does not own and which are not its to judge.
+    pub fn from_objects_lenient<'a>(objects: impl IntoIterator<Item = &'a Value>) -> Cluster {
+        let mut cluster = Cluster::default();
+        for object in objects {
+            if let Err(e) = cluster.add_object(object) {
+                tracing::debug!("placement skips an object: {e}");
+            }
+        }
+        cluster
+    }
+
     /// Reads every object it knows; unknown kinds are ignored. All problems are returned together.
     pub fn from_objects<'a>(
         objects: impl IntoIterator<Item = &'a Value>,

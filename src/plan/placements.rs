@@ -6,39 +6,30 @@ use serde_json::Value;
 
 use std::collections::BTreeSet;
 
-use super::workload_changes::{Worlds, workload_changes, world_after};
+use super::workload_changes::{Worlds, changes_from, world_after};
 use super::{ActionKind, Plan};
 use crate::addr::{ResourceAddr, ResourceKind};
 use crate::model::live::KubeSnapshot;
 use crate::placement::dws::{self, Reclaim};
 use crate::placement::unmodelled;
-use crate::placement::{Cluster, FlavorUsage, PendingWorkload, Placement, PlacementState, predict};
+use crate::placement::{
+    Cluster, FlavorUsage, PendingWorkload, Placement, PlacementState, Prediction, predict,
+};
 use crate::vocab::labels::{MAX_RUN_DURATION_ANNOTATION, NODE_POOL_LABEL};
 
-/// Predicts placements for the jobs (RayJobs, JobSets, batch Jobs) that `plan` creates or
-/// replaces, in `world_after`: Kueue's
-/// world with the plan's objects in place ([`world_after`]). `desired` are the objects the plan
-/// converges to (for the flavors' node pools); `node_pools` are the desired GKE node pools, for
-/// when Plan B nodes are reclaimed. Objects placement cannot read are left out: the spec was
-/// validated, and live objects gkq does not own are not its to judge.
-pub fn predict_for(
+/// The placements of the jobs (RayJobs, JobSets, batch Jobs) that `plan` creates or replaces,
+/// from `prediction` (of Kueue's world after the plan, [`world_after`]), then the running jobs
+/// they preempt; and the quota use. `desired` are the objects the plan converges to (for the
+/// flavors' node pools); `node_pools` are the desired GKE node pools, for when Plan B nodes are
+/// reclaimed.
+fn placements_of(
     plan: &Plan,
-    world_after: &[&Value],
+    prediction: &Prediction,
     desired: &[Value],
     node_pools: &[Value],
 ) -> (Vec<Placement>, Vec<FlavorUsage>) {
-    let jobs = submitted_jobs(plan);
-    if jobs.is_empty() {
-        return (Vec::new(), Vec::new());
-    }
-    let mut cluster = Cluster::default();
-    for object in world_after {
-        if let Err(e) = cluster.add_object(object) {
-            tracing::debug!("placement skips an object: {e}");
-        }
-    }
-    let mut prediction = predict(&cluster, &jobs);
-    for placement in &mut prediction.placements {
+    let mut placements = prediction.placements.clone();
+    for placement in &mut placements {
         let job = plan
             .actions
             .iter()
@@ -51,9 +42,8 @@ pub fn predict_for(
         placement.reclaim = job.and_then(|job| reclaim_of(placement, job, desired, node_pools));
     }
     // Running jobs this plan preempts are part of what it does: list them after its own.
-    let mut placements = prediction.placements;
-    placements.extend(prediction.preempted);
-    (placements, prediction.usage)
+    placements.extend(prediction.preempted.iter().cloned());
+    (placements, prediction.usage.clone())
 }
 
 /// The jobs the plan submits (creates, or replaces with a new run), as Kueue will see them.
@@ -142,34 +132,52 @@ pub fn annotate(
             .filter(|o| ResourceAddr::from_object(o).is_ok_and(|addr| !addr.kind.is_run())),
         &deleted,
     );
-    let (mut placements, quota) =
-        predict_for(plan, &after, &desired.kubernetes, &desired.gke.node_pools);
-    let gates = &desired.kueue.feature_gates;
-    let submitted: Vec<&Value> = plan
-        .actions
-        .iter()
-        .filter(|a| a.addr.kind.is_run())
-        .filter_map(|a| a.desired.as_ref())
-        .collect();
-    let read: Vec<&Value> = after.iter().copied().chain(submitted).collect();
-    let unmodelled = unmodelled::find(&read, gates);
-    unmodelled::mark(&mut placements, &unmodelled, &read);
+    let jobs = submitted_jobs(plan);
     let touches_kueue = plan
         .actions
         .iter()
         .any(|a| a.kind.is_change() && changes_kueue(&a.addr));
-    let workload_changes = if touches_kueue && world.is_some() {
-        let worlds = Worlds {
-            before: world_objects().collect(),
-            after,
-        };
-        workload_changes(&worlds, &submitted_jobs(plan), gates)
+    let live_work_affected = touches_kueue && world.is_some();
+    if jobs.is_empty() && !live_work_affected {
+        plan.placements = Vec::new();
+        plan.quota = Vec::new();
+        plan.workload_changes = Vec::new();
     } else {
-        Vec::new()
-    };
-    plan.placements = placements;
-    plan.quota = quota;
-    plan.workload_changes = workload_changes;
+        // One prediction of the world after the plan: for the plan's own jobs and for the work
+        // already there.
+        let prediction = predict(&Cluster::from_objects_lenient(after.iter().copied()), &jobs);
+        let submitted: Vec<&Value> = plan
+            .actions
+            .iter()
+            .filter(|a| a.addr.kind.is_run())
+            .filter_map(|a| a.desired.as_ref())
+            .collect();
+        let read: Vec<&Value> = after.iter().copied().chain(submitted).collect();
+        let unmodelled = unmodelled::find(&read, &desired.kueue.feature_gates);
+        let workload_changes = if live_work_affected {
+            let worlds = Worlds {
+                before: world_objects().collect(),
+                after,
+            };
+            changes_from(&worlds, &prediction, &unmodelled)
+        } else {
+            Vec::new()
+        };
+        let (mut placements, quota) = if jobs.is_empty() {
+            (Vec::new(), Vec::new())
+        } else {
+            placements_of(
+                plan,
+                &prediction,
+                &desired.kubernetes,
+                &desired.gke.node_pools,
+            )
+        };
+        unmodelled::mark(&mut placements, &unmodelled, &read);
+        plan.placements = placements;
+        plan.quota = quota;
+        plan.workload_changes = workload_changes;
+    }
     let workloads = world.map(|w| w.kind("Workload")).unwrap_or_default();
     // Borrowed, not collected: a large stack has thousands of live objects.
     let observed = match &live.kubernetes {

@@ -15,9 +15,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::addr::ResourceAddr;
-use crate::placement::unmodelled;
+use crate::placement::unmodelled::{self, Unmodelled};
 use crate::placement::{
-    Cluster, FlavorUsage, PendingWorkload, Placement, PlacementState, PodSetPlacement,
+    Cluster, FlavorUsage, PendingWorkload, Placement, PlacementState, PodSetPlacement, Prediction,
     observed_placement, predict,
 };
 use crate::vocab::object::{name_of, namespace_of};
@@ -116,16 +116,6 @@ pub fn world_after<'a>(
         .collect()
 }
 
-fn cluster_of(objects: &[&Value]) -> Cluster {
-    let mut cluster = Cluster::default();
-    for object in objects {
-        if let Err(e) = cluster.add_object(object) {
-            tracing::debug!("placement skips an object: {e}");
-        }
-    }
-    cluster
-}
-
 /// `(namespace, kind, job)` as a placement names its workload.
 fn placement_key(placement: &Placement) -> (String, String, String) {
     (
@@ -151,25 +141,36 @@ pub fn workload_changes(
     jobs: &[PendingWorkload],
     feature_gates: &BTreeMap<String, bool>,
 ) -> Vec<WorkloadChange> {
-    let before_cluster = cluster_of(&worlds.before);
-    let after_cluster = cluster_of(&worlds.after);
-    let before = predict(&before_cluster, &[]);
-    let mut after = predict(&after_cluster, jobs);
+    let after = predict(
+        &Cluster::from_objects_lenient(worlds.after.iter().copied()),
+        jobs,
+    );
     let unmodelled = unmodelled::find(&worlds.after, feature_gates);
-    unmodelled::mark(&mut after.queued, &unmodelled, &worlds.after);
-    unmodelled::mark(&mut after.preempted, &unmodelled, &worlds.after);
+    changes_from(worlds, &after, &unmodelled)
+}
 
+/// [`workload_changes`] given the prediction of the world after (which a plan has made already
+/// for its own jobs) and what in that world gkq does not model.
+pub fn changes_from(
+    worlds: &Worlds<'_>,
+    after: &Prediction,
+    unmodelled: &[Unmodelled],
+) -> Vec<WorkloadChange> {
+    let before_cluster = Cluster::from_objects_lenient(worlds.before.iter().copied());
+    let before = predict(&before_cluster, &[]);
+    let mut after_queued = after.queued.clone();
+    let mut after_preempted = after.preempted.clone();
+    unmodelled::mark(&mut after_queued, unmodelled, &worlds.after);
+    unmodelled::mark(&mut after_preempted, unmodelled, &worlds.after);
     let after_queued: BTreeMap<_, &Placement> =
-        after.queued.iter().map(|p| (placement_key(p), p)).collect();
-    let after_preempted: BTreeMap<_, &Placement> = after
-        .preempted
+        after_queued.iter().map(|p| (placement_key(p), p)).collect();
+    let after_preempted: BTreeMap<_, &Placement> = after_preempted
         .iter()
         .map(|p| (placement_key(p), p))
         .collect();
-    let submitted: BTreeSet<(String, String, String)> = jobs
-        .iter()
-        .map(|j| (j.namespace.clone(), j.kind.clone(), j.name.clone()))
-        .collect();
+    // The plan's own jobs: a live Workload of a job it replaces is in its placements instead.
+    let submitted: BTreeSet<(String, String, String)> =
+        after.placements.iter().map(placement_key).collect();
 
     let mut changes = Vec::new();
     // Waiting Workloads: predicted in both worlds.
