@@ -1350,3 +1350,27 @@ fn a_rayjob_without_kuberay_is_a_warning_at_the_job() {
     ]);
     assert!(!w.iter().any(|(_, _, m)| m.contains("KubeRay")), "{w:#?}");
 }
+
+/// The add-on is one fix for every RayJob, so a spec with many RayJobs gets one warning, at the
+/// first, counting the rest: not one copy per job (a 5,000-object spec printed hundreds).
+#[test]
+fn many_rayjobs_without_kuberay_are_one_warning_that_counts_them() {
+    let rayjob = |name: &str| {
+        format!(
+            "  - {{apiVersion: ray.io/v1, kind: RayJob, metadata: {{name: {name}, namespace: default}}}}\n"
+        )
+    };
+    let manifests = format!("\nmanifests:\n{}{}\njobs:\n", rayjob("a"), rayjob("b"));
+    let w = example_warnings_with(&[
+        ("    rayOperator: true", "    rayOperator: false"),
+        ("\njobs:\n", &manifests),
+    ]);
+    let ray: Vec<_> = w.iter().filter(|(_, _, m)| m.contains("KubeRay")).collect();
+    assert_eq!(ray.len(), 1, "{w:#?}");
+    has_warning(
+        &w,
+        85,
+        5,
+        "job `rayjob-tpu-v6e-dws` is a KubeRay RayJob (and so are 2 more jobs or manifests), but",
+    );
+}

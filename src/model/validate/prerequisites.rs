@@ -33,32 +33,47 @@ pub(super) fn check_prerequisites(c: &mut Checker, spec: &Spec) {
         return;
     }
     let fix = "set `cluster.addons.rayOperator: true` (GKE's Ray operator add-on, as `gcloud container clusters create --addons=RayOperator` does), or install KubeRay's CRDs and operator in `manifests:`";
-    // One warning per job section entry and manifest: each is a place the user may fix.
-    for (i, job) in spec
+    // One warning, at the first RayJob: the fix is one line of the cluster, not one per job, and
+    // a spec of thousands of RayJobs must not print thousands of copies of it.
+    let jobs = spec
         .jobs
         .iter()
         .enumerate()
         .filter(|(_, job)| job.kind == JobKind::RayJob)
-    {
-        c.warning(
-            &Path::root().key("jobs").index(i),
-            format!(
-                "job `{}` is a KubeRay RayJob, but the spec neither enables the Ray operator add-on nor installs KubeRay: unless KubeRay is installed another way, apply fails at this job",
-                job.name
-            ),
-            fix,
-        );
-    }
-    for (i, manifest) in spec.manifests.iter().enumerate() {
-        if is_ray_object(manifest) {
-            c.warning(
-                &Path::root().key("manifests").index(i),
+        .map(|(i, job)| {
+            (
+                Path::root().key("jobs").index(i),
+                format!("job `{}` is a KubeRay RayJob", job.name),
+            )
+        });
+    let manifests = spec
+        .manifests
+        .iter()
+        .enumerate()
+        .filter(|(_, manifest)| is_ray_object(manifest))
+        .map(|(i, manifest)| {
+            (
+                Path::root().key("manifests").index(i),
                 format!(
-                    "manifest {i} is a KubeRay {}, but the spec neither enables the Ray operator add-on nor installs KubeRay: unless KubeRay is installed another way, apply fails at it",
+                    "manifest {i} is a KubeRay {}",
                     manifest["kind"].as_str().unwrap_or("object")
                 ),
-                fix,
-            );
-        }
-    }
+            )
+        });
+    let mut ray = jobs.chain(manifests);
+    let Some((first, what)) = ray.next() else {
+        return;
+    };
+    let others = match ray.count() {
+        0 => String::new(),
+        1 => " (and so is 1 more job or manifest)".to_string(),
+        n => format!(" (and so are {n} more jobs or manifests)"),
+    };
+    c.warning(
+        &first,
+        format!(
+            "{what}{others}, but the spec neither enables the Ray operator add-on nor installs KubeRay: unless KubeRay is installed another way, apply fails at it"
+        ),
+        fix,
+    );
 }
