@@ -10,6 +10,8 @@
 //! target is read again, alone, and checked by the same fingerprint: if what the action depends
 //! on is as planned, the write is sent again at the new version, else the action is stale.
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
 use super::{ActionResultOf, ApplyError, ApplyEvent, Checked, Executor, check_fresh};
@@ -75,7 +77,7 @@ pub trait KubeApplier: Send + Sync {
 
 /// An object naming the action's target, for reading it: the desired one, or the one being
 /// deleted. `None` when the action has no Kubernetes target.
-pub(super) fn probe_of(action: &Action) -> Option<serde_json::Value> {
+pub(super) fn probe_of(action: &Action) -> Option<Arc<serde_json::Value>> {
     action.desired.clone().or_else(|| {
         action.steps.iter().find_map(|step| match step {
             Step::KubeDelete {
@@ -83,8 +85,10 @@ pub(super) fn probe_of(action: &Action) -> Option<serde_json::Value> {
                 kind,
                 namespace,
                 name,
-            } => Some(serde_json::json!({"apiVersion": api_version, "kind": kind,
-                "metadata": {"namespace": namespace, "name": name}})),
+            } => Some(Arc::new(
+                serde_json::json!({"apiVersion": api_version, "kind": kind,
+                "metadata": {"namespace": namespace, "name": name}}),
+            )),
             _ => None,
         })
     })

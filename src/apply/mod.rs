@@ -557,7 +557,7 @@ fn stale_detail(action: &Action, live: Option<&serde_json::Value>) -> Option<Str
         (Some(planned), Some(live)) => {
             let desired = match action.kind {
                 ActionKind::Delete => None,
-                _ => action.desired.as_ref(),
+                _ => action.desired.as_deref(),
             };
             let now = crate::diff::fingerprint::fingerprint(&action.addr, desired, live);
             if &now == planned {

@@ -4,7 +4,8 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, Preconditions,
+    Api, ApiResource, DeleteParams, DynamicObject, GetParams, ListParams, Patch, PatchParams,
+    Preconditions,
 };
 use kube::core::GroupVersionKind;
 use kube::{Client, Config};
@@ -43,6 +44,13 @@ impl RealKube {
         &self.client
     }
 
+    /// Requests for `info`'s objects, answered as JSON straight into [`Value`]: the typed
+    /// `DynamicObject` kube-rs would build is converted to a `Value` anyway, so reading through
+    /// it parses every object twice and holds two copies of every list.
+    fn request(&self, info: &ResourceInfo, namespace: Option<&str>) -> kube::core::Request {
+        kube::core::Request::new(self.api(info, namespace).resource_url())
+    }
+
     fn api(&self, info: &ResourceInfo, namespace: Option<&str>) -> Api<DynamicObject> {
         let (group, version) = match info.api_version.rsplit_once('/') {
             Some((g, v)) => (g, v),
@@ -55,6 +63,36 @@ impl RealKube {
             _ => Api::all_with(self.client.clone(), &ar),
         }
     }
+}
+
+/// A list's answer: only its items are read.
+#[derive(serde::Deserialize)]
+struct RawList {
+    #[serde(default)]
+    items: Vec<Value>,
+}
+
+/// An object as read, in the shape the rest of gkq reads: `apiVersion` and `kind` first (a list's
+/// items carry neither), and without `metadata.managedFields`, which gkq never reads (conflicts
+/// come from the server at apply time) and which is often as large as the object itself.
+fn as_read(object: Value, info: &ResourceInfo) -> Value {
+    let Value::Object(fields) = object else {
+        return object;
+    };
+    let mut out = serde_json::Map::with_capacity(fields.len() + 2);
+    out.insert("apiVersion".into(), Value::from(info.api_version.as_str()));
+    out.insert("kind".into(), Value::from(info.kind.as_str()));
+    for (key, mut value) in fields {
+        if key == "metadata"
+            && let Some(meta) = value.as_object_mut()
+        {
+            meta.shift_remove("managedFields");
+        }
+        if key != "apiVersion" && key != "kind" {
+            out.insert(key, value);
+        }
+    }
+    Value::Object(out)
 }
 
 fn map_error(object: &str, e: kube::Error) -> KubeError {
@@ -141,21 +179,21 @@ impl KubeApi for RealKube {
     }
 
     async fn list(&self, info: &ResourceInfo, label_selector: &str) -> KubeResult<Vec<Value>> {
-        let api = self.api(info, None);
-        let list = api
+        let mut request = self
+            .request(info, None)
             .list(&ListParams::default().labels(label_selector))
+            .map_err(|e| KubeError::Transport(e.to_string()))?;
+        request.extensions_mut().insert("list");
+        let list: RawList = self
+            .client
+            .request(request)
             .await
             .map_err(|e| map_error(&format!("list {}", info.kind), e))?;
-        list.items
+        Ok(list
+            .items
             .into_iter()
-            .map(|mut o| {
-                o.types = Some(kube::api::TypeMeta {
-                    api_version: info.api_version.clone(),
-                    kind: info.kind.clone(),
-                });
-                serde_json::to_value(o).map_err(|e| KubeError::Transport(e.to_string()))
-            })
-            .collect()
+            .map(|item| as_read(item, info))
+            .collect())
     }
 
     async fn get(
@@ -164,19 +202,16 @@ impl KubeApi for RealKube {
         namespace: Option<&str>,
         name: &str,
     ) -> KubeResult<Option<Value>> {
-        let api = self.api(info, namespace);
-        let obj = api
-            .get_opt(name)
-            .await
-            .map_err(|e| map_error(&format!("{} {name}", info.kind), e))?;
-        obj.map(|mut o| {
-            o.types = Some(kube::api::TypeMeta {
-                api_version: info.api_version.clone(),
-                kind: info.kind.clone(),
-            });
-            serde_json::to_value(o).map_err(|e| KubeError::Transport(e.to_string()))
-        })
-        .transpose()
+        let mut request = self
+            .request(info, namespace)
+            .get(name, &GetParams::default())
+            .map_err(|e| KubeError::Transport(e.to_string()))?;
+        request.extensions_mut().insert("get");
+        match self.client.request::<Value>(request).await {
+            Ok(object) => Ok(Some(as_read(object, info))),
+            Err(kube::Error::Api(status)) if status.is_not_found() => Ok(None),
+            Err(e) => Err(map_error(&format!("{} {name}", info.kind), e)),
+        }
     }
 
     async fn apply(
@@ -186,7 +221,6 @@ impl KubeApi for RealKube {
         opts: ApplyOptions,
     ) -> KubeResult<Value> {
         let name = super::name_of(object);
-        let api = self.api(info, super::namespace_of(object));
         let mut params = PatchParams::apply(MANAGER).validation_strict();
         if opts.force {
             params = params.force();
@@ -194,11 +228,17 @@ impl KubeApi for RealKube {
         if opts.dry_run {
             params = params.dry_run();
         }
-        let out = api
+        let mut request = self
+            .request(info, super::namespace_of(object))
             .patch(name, &params, &Patch::Apply(object))
+            .map_err(|e| KubeError::Transport(e.to_string()))?;
+        request.extensions_mut().insert("patch");
+        let out: Value = self
+            .client
+            .request(request)
             .await
             .map_err(|e| map_error(&describe(object), e))?;
-        serde_json::to_value(out).map_err(|e| KubeError::Transport(e.to_string()))
+        Ok(as_read(out, info))
     }
 
     async fn delete(

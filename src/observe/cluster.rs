@@ -5,6 +5,7 @@
 //! plans. Planning's own reader of the spec's
 //! objects is [`super::kube`].
 
+use super::without_bookkeeping;
 use crate::kube::{KubeApi, KubeResult};
 use crate::model::live::KubeSnapshot;
 use futures::future::join_all;
@@ -77,7 +78,11 @@ pub async fn read_kinds(
             let Some(info) = api.resource(api_version, kind).await? else {
                 return Ok(None);
             };
-            Ok(Some((kind, api.list(&info, "").await?)))
+            let objects = api.list(&info, "").await?;
+            Ok(Some((
+                kind,
+                objects.into_iter().map(without_bookkeeping).collect(),
+            )))
         });
     for read in join_all(reads).await {
         if let Some((kind, objects)) = read? {

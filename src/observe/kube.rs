@@ -17,6 +17,7 @@ use futures::future::join_all;
 use serde_json::Value;
 
 use super::cluster::read_in_world;
+use super::without_bookkeeping;
 use crate::addr::ResourceAddr;
 use crate::diff::kube::diff_object;
 use crate::kube::{
@@ -26,6 +27,7 @@ use crate::model::DesiredState;
 use crate::model::kueue_install;
 use crate::model::live::{KubeLive, KubeObject, KubeSnapshot};
 use crate::placement::objects::KUEUE_KINDS;
+use crate::plan::{Action, ActionKind, Judge};
 
 /// Most per-object requests (dry runs, GETs) a plan has in flight at once.
 pub const OBSERVE_CONCURRENCY: usize = 32;
@@ -53,15 +55,28 @@ fn kind_key(object: &Value) -> Option<(String, String)> {
     ))
 }
 
+/// What observing the spec's Kubernetes objects learnt.
+pub struct Observed {
+    /// Live state: each object gkq owns that no desired object names (for prune), and, for
+    /// desired objects, what [`observe_kube`]'s judge did not decide (everything, without one)
+    /// or what the plan reads beyond their actions (the live job a replace stops).
+    pub live: KubeLive,
+    /// The actions the judge decided for desired objects as the server's answers arrived.
+    pub judged: BTreeMap<ResourceAddr, Action>,
+}
+
 /// Observes every desired object and every object gkq owns in `stack`. A kind `world` (Kueue's
 /// world, read unfiltered by `observe::cluster`) already holds is taken from there, not listed
-/// again.
+/// again. With a `judge`, each desired object's action is decided as soon as the server has
+/// answered for it, and its live and dry-run trees are dropped: a plan of thousands of changed
+/// objects never holds them all at once.
 pub async fn observe_kube(
     api: &dyn KubeApi,
     desired: &DesiredState,
     stack: &str,
     world: Option<&KubeSnapshot>,
-) -> KubeResult<KubeLive> {
+    judge: Option<&Judge>,
+) -> KubeResult<Observed> {
     let mut kinds: BTreeSet<(String, String)> = managed_kinds()
         .map(|(a, k)| (a.to_string(), k.to_string()))
         .collect();
@@ -73,7 +88,8 @@ pub async fn observe_kube(
         }
     }
 
-    // Discovery and lists, one per kind, concurrently.
+    // Discovery and lists, one per kind, concurrently. A kind the world holds is borrowed
+    // from it, not copied.
     let selector = owned_selector(stack);
     let lookups = kinds.iter().map(|(api_version, kind)| {
         let selector = selector.clone();
@@ -82,167 +98,257 @@ pub async fn observe_kube(
             let known = world
                 .filter(|_| read_in_world(api_version, kind))
                 .and_then(|w| w.by_kind.get(kind.as_str()));
-            let objects = match (&info, known) {
-                (Some(_), Some(all)) => all
-                    .iter()
-                    .filter(|o| is_owned_by_stack(o, stack))
-                    .cloned()
-                    .collect(),
-                (Some(info), None) => api.list(info, &selector).await?,
-                (None, _) => Vec::new(),
+            let listed = match (&info, known) {
+                (Some(_), Some(all)) => {
+                    Listed::World(all.iter().filter(|o| is_owned_by_stack(o, stack)).collect())
+                }
+                (Some(info), None) => Listed::Read(
+                    api.list(info, &selector)
+                        .await?
+                        .into_iter()
+                        .map(without_bookkeeping)
+                        .collect(),
+                ),
+                (None, _) => Listed::Read(Vec::new()),
             };
-            KubeResult::Ok(((api_version.clone(), kind.clone()), info, objects))
+            KubeResult::Ok(((api_version.clone(), kind.clone()), info, listed))
         }
     });
     let mut served: BTreeMap<(String, String), ResourceInfo> = BTreeMap::new();
-    let mut objects: BTreeMap<ResourceAddr, KubeObject> = BTreeMap::new();
+    let mut from_world: BTreeMap<ResourceAddr, &Value> = BTreeMap::new();
+    let mut read: BTreeMap<ResourceAddr, Value> = BTreeMap::new();
     for result in join_all(lookups).await {
         let (key, info, listed) = result?;
         if let Some(info) = info {
             served.insert(key, info);
         }
-        for live in listed {
-            let part_of_installation = live
-                .pointer("/metadata/labels")
-                .and_then(|l| l.get(kueue_install::INSTALLATION_LABEL))
-                .is_some();
-            if part_of_installation {
-                continue;
-            }
-            if let Ok(addr) = ResourceAddr::from_object(&live) {
-                objects.insert(
-                    addr,
-                    KubeObject {
-                        live: Some(without_bookkeeping(live)),
-                        predicted: None,
-                    },
-                );
-            }
+        match listed {
+            Listed::World(objects) => from_world.extend(
+                objects
+                    .into_iter()
+                    .filter(|live| !part_of_installation(live))
+                    .filter_map(|live| Some((ResourceAddr::from_object(live).ok()?, live))),
+            ),
+            Listed::Read(objects) => read.extend(
+                objects
+                    .into_iter()
+                    .filter(|live| !part_of_installation(live))
+                    .filter_map(|live| Some((ResourceAddr::from_object(&live).ok()?, live))),
+            ),
         }
     }
+    // A probe takes its object out of what this observer read, so that each is dropped once
+    // decided; what is left is what no desired object names.
+    let read = std::sync::Mutex::new(read);
 
     // Desired objects: ask the server what each new or changed object would become; read the
-    // ones that turn out to exist without gkq's labels. Probes borrow the listed objects and
-    // return only what they learnt, so that thousands of live objects are never held twice.
+    // ones that turn out to exist without gkq's labels. Probes return only what they learnt
+    // (or, with a judge, the action it decided).
     let probes = desired.kubernetes.iter().map(|object| {
         let served = &served;
-        let objects = &objects;
+        let from_world = &from_world;
+        let read = &read;
         async move {
             let Ok(addr) = ResourceAddr::from_object(object) else {
                 return KubeResult::Ok(None);
             };
-            if kind_key(object).is_some_and(|k| k.1 == kueue_install::INSTALLATION_KIND) {
-                let live = install::observe(api).await?;
-                return Ok(Some((
-                    addr,
-                    Probe::Replace(KubeObject {
+            let taken = read.lock().ok().and_then(|mut read| read.remove(&addr));
+            let owned_live = taken.as_ref().or_else(|| from_world.get(&addr).copied());
+            let answer = probe(api, served, object, &addr, owned_live).await?;
+            let outcome = match judge {
+                None => {
+                    let live = match answer.read {
+                        Some(read) => read,
+                        None => owned_live.cloned(),
+                    };
+                    Outcome::Seen(KubeObject {
                         live,
-                        predicted: None,
-                    }),
-                )));
-            }
-            let Some(info) = kind_key(object).and_then(|k| served.get(&k)) else {
-                // Not served yet (CRD arrives with Kueue): planned from the rendered object.
-                return Ok(Some((addr, Probe::Replace(KubeObject::default()))));
-            };
-            let get = || async {
-                api.get(
-                    info,
-                    crate::kube::namespace_of(object)
-                        .or(Some("default"))
-                        .filter(|_| info.namespaced),
-                    crate::kube::name_of(object),
-                )
-                .await
-                .map(|live| live.map(without_bookkeeping))
-            };
-            let owned_live = objects.get(&addr).and_then(|o| o.live.as_ref());
-            if let Some(live) = owned_live
-                && diff_object(&addr, object, live, None).changes.is_empty()
-            {
-                return Ok(Some((addr, Probe::Unchanged)));
-            }
-            let dry_run = api
-                .apply(
-                    info,
-                    object,
-                    ApplyOptions {
-                        dry_run: true,
-                        force: true,
-                    },
-                )
-                .await
-                .map(without_bookkeeping)
-                .map(without_status);
-            let probe = match (owned_live, dry_run) {
-                (Some(_), Ok(p)) => Probe::Predicted(p),
-                // A new object: the server's answer has no resourceVersion.
-                (None, Ok(p)) if !exists(&p) => Probe::Replace(KubeObject {
-                    live: None,
-                    predicted: Some(p),
-                }),
-                // It exists without gkq's labels: read it, for ownership and the diff.
-                (None, Ok(p)) => {
-                    let live = get().await?;
-                    let unchanged = live
-                        .as_ref()
-                        .is_some_and(|l| diff_object(&addr, object, l, None).changes.is_empty());
-                    Probe::Replace(KubeObject {
-                        live,
-                        predicted: (!unchanged).then_some(p),
+                        predicted: answer.predicted,
                     })
                 }
-                // A namespace that does not exist yet, or a rejected object: the plan shows the
-                // rendered object; apply reports the server's answer.
-                (owned_live, Err(e)) => {
-                    tracing::debug!("dry-run of {}: {e}", crate::kube::describe(object));
-                    match owned_live {
-                        Some(_) => Probe::Unchanged,
-                        None => Probe::Replace(KubeObject {
-                            live: get().await?,
-                            predicted: None,
-                        }),
-                    }
+                Some(judge) => {
+                    let live = match &answer.read {
+                        Some(read) => read.as_ref(),
+                        None => owned_live,
+                    };
+                    let action = judge.kube_action(&addr, object, live, answer.predicted.as_ref());
+                    // A replace stops the live job: the disruption check reads it.
+                    let keep = (action.kind == ActionKind::Replace)
+                        .then(|| live.cloned())
+                        .flatten();
+                    Outcome::Judged(Box::new(action), keep)
                 }
             };
-            Ok(Some((addr, probe)))
+            Ok(Some((addr, outcome)))
         }
     });
     let probed: Vec<_> = futures::stream::iter(probes)
         .buffer_unordered(OBSERVE_CONCURRENCY)
         .collect()
         .await;
+    let mut objects: BTreeMap<ResourceAddr, KubeObject> = BTreeMap::new();
+    let mut judged = BTreeMap::new();
     for result in probed {
-        match result? {
-            None | Some((_, Probe::Unchanged)) => {}
-            Some((addr, Probe::Predicted(predicted))) => {
-                objects.entry(addr).or_default().predicted = Some(predicted);
+        let Some((addr, outcome)) = result? else {
+            continue;
+        };
+        match outcome {
+            Outcome::Judged(action, keep) => {
+                if let Some(live) = keep {
+                    objects.insert(
+                        addr.clone(),
+                        KubeObject {
+                            live: Some(live),
+                            predicted: None,
+                        },
+                    );
+                }
+                judged.insert(addr, *action);
             }
-            Some((addr, Probe::Replace(observed))) => {
+            Outcome::Seen(observed) => {
                 objects.insert(addr, observed);
             }
         }
     }
-    Ok(KubeLive::Observed { objects })
+    // What gkq owns that no desired object names: prune reads it.
+    let read = read.into_inner().unwrap_or_default();
+    for (addr, live) in read
+        .into_iter()
+        .chain(from_world.into_iter().map(|(a, l)| (a, l.clone())))
+    {
+        if !objects.contains_key(&addr) && !judged.contains_key(&addr) {
+            objects.insert(
+                addr,
+                KubeObject {
+                    live: Some(live),
+                    predicted: None,
+                },
+            );
+        }
+    }
+    Ok(Observed {
+        live: KubeLive::Observed { objects },
+        judged,
+    })
+}
+
+/// Objects of Kueue's installation are planned as one (`KueueInstallation`), not one by one.
+fn part_of_installation(live: &Value) -> bool {
+    live.pointer("/metadata/labels")
+        .and_then(|l| l.get(kueue_install::INSTALLATION_LABEL))
+        .is_some()
+}
+
+/// A kind's owned objects: borrowed from Kueue's world, or read by this observer.
+enum Listed<'w> {
+    World(Vec<&'w Value>),
+    Read(Vec<Value>),
 }
 
 /// What probing one desired object learnt beyond the lists.
-enum Probe {
-    /// Nothing: the listed object (or its absence) is all there is to know.
-    Unchanged,
-    /// The server's answer for a listed object.
-    Predicted(Value),
-    /// What is known about an object the lists did not have.
-    Replace(KubeObject),
+struct Answer {
+    /// The object as read by the probe itself, when the lists do not have it (`Some(None)`: it
+    /// does not exist); `None` when the listed object (or its absence) is what there is.
+    read: Option<Option<Value>>,
+    /// The server's dry-run answer, when it gave one and the object is not unchanged.
+    predicted: Option<Value>,
 }
 
-/// Drops `metadata.managedFields`: the plan never reads it (conflicts come from the server at
-/// apply time), and it is often as large as the object itself.
-fn without_bookkeeping(mut object: Value) -> Value {
-    if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
-        meta.remove("managedFields");
+enum Outcome {
+    /// What was observed, for the plan to decide.
+    Seen(KubeObject),
+    /// The judge's action, and the live object when the plan reads it again.
+    Judged(Box<Action>, Option<Value>),
+}
+
+/// Asks the server about one desired object: nothing when its listed live object already
+/// matches, else a server-side dry run, and a GET when the dry run shows an object the lists
+/// did not have (it exists without gkq's labels) or fails.
+async fn probe(
+    api: &dyn KubeApi,
+    served: &BTreeMap<(String, String), ResourceInfo>,
+    object: &Value,
+    addr: &ResourceAddr,
+    owned_live: Option<&Value>,
+) -> KubeResult<Answer> {
+    if kind_key(object).is_some_and(|k| k.1 == kueue_install::INSTALLATION_KIND) {
+        return Ok(Answer {
+            read: Some(install::observe(api).await?),
+            predicted: None,
+        });
     }
-    object
+    let Some(info) = kind_key(object).and_then(|k| served.get(&k)) else {
+        // Not served yet (CRD arrives with Kueue): planned from the rendered object.
+        return Ok(Answer {
+            read: Some(None),
+            predicted: None,
+        });
+    };
+    let get = || async {
+        api.get(
+            info,
+            crate::kube::namespace_of(object)
+                .or(Some("default"))
+                .filter(|_| info.namespaced),
+            crate::kube::name_of(object),
+        )
+        .await
+        .map(|live| live.map(without_bookkeeping))
+    };
+    let unchanged = |live: &Value| diff_object(addr, object, live, None).changes.is_empty();
+    if owned_live.is_some_and(unchanged) {
+        return Ok(Answer {
+            read: None,
+            predicted: None,
+        });
+    }
+    let dry_run = api
+        .apply(
+            info,
+            object,
+            ApplyOptions {
+                dry_run: true,
+                force: true,
+            },
+        )
+        .await
+        .map(without_bookkeeping)
+        .map(without_status);
+    Ok(match (owned_live, dry_run) {
+        (Some(_), Ok(p)) => Answer {
+            read: None,
+            predicted: Some(p),
+        },
+        // A new object: the server's answer has no resourceVersion.
+        (None, Ok(p)) if !exists(&p) => Answer {
+            read: Some(None),
+            predicted: Some(p),
+        },
+        // It exists without gkq's labels: read it, for ownership and the diff.
+        (None, Ok(p)) => {
+            let live = get().await?;
+            let same = live.as_ref().is_some_and(unchanged);
+            Answer {
+                read: Some(live),
+                predicted: (!same).then_some(p),
+            }
+        }
+        // A namespace that does not exist yet, or a rejected object: the plan shows the
+        // rendered object; apply reports the server's answer.
+        (owned_live, Err(e)) => {
+            tracing::debug!("dry-run of {}: {e}", crate::kube::describe(object));
+            match owned_live {
+                Some(_) => Answer {
+                    read: None,
+                    predicted: None,
+                },
+                None => Answer {
+                    read: Some(get().await?),
+                    predicted: None,
+                },
+            }
+        }
+    })
 }
 
 /// Drops `status` from a dry-run answer: plans compare spec and metadata only, and the live
@@ -306,7 +412,7 @@ pub async fn observe_disruptions<'j>(
     };
     let known: Vec<&Value> = flavors
         .iter()
-        .chain(plan.actions.iter().filter_map(|a| a.desired.as_ref()))
+        .chain(plan.actions.iter().filter_map(|a| a.desired.as_deref()))
         .collect();
     let jobs = |addr: &ResourceAddr| live(addr);
     Ok(find(plan, &workloads, &jobs, known.into_iter()))
@@ -446,9 +552,10 @@ mod tests {
         let objects: Vec<Value> = (0..200)
             .map(|i| cm(&format!("cm-{i}"), "v", true))
             .collect();
-        let live = observe_kube(&api, &desired(objects), "c", None)
+        let live = observe_kube(&api, &desired(objects), "c", None, None)
             .await
-            .unwrap();
+            .unwrap()
+            .live;
         assert_eq!(api.count("dry-run"), 200);
         assert_eq!(api.count("get"), 0);
         let o = observed(&live, "cm-7");
@@ -468,7 +575,10 @@ mod tests {
         api.stored
             .insert("edited".into(), stored(cm("edited", "old", true)));
         let want = vec![cm("same", "v", true), cm("edited", "new", true)];
-        let live = observe_kube(&api, &desired(want), "c", None).await.unwrap();
+        let live = observe_kube(&api, &desired(want), "c", None, None)
+            .await
+            .unwrap()
+            .live;
         assert_eq!(api.count("dry-run"), 1);
         assert_eq!(api.count("get"), 0);
         assert!(observed(&live, "same").predicted.is_none());
@@ -476,14 +586,82 @@ mod tests {
         assert!(edited.live.is_some() && edited.predicted.is_some());
     }
 
+    /// With a judge, each desired object's action is decided as its answer arrives and its live
+    /// and dry-run trees are not kept; what the plan reads later stays (the owned leftover that
+    /// prune deletes). The actions are the ones `plan` decides from the full live state.
+    #[tokio::test]
+    async fn a_judge_decides_each_object_as_it_is_observed_and_keeps_only_what_the_plan_reads() {
+        let mut api = Fake::default();
+        api.stored
+            .insert("same".into(), stored(cm("same", "v", true)));
+        api.stored
+            .insert("edited".into(), stored(cm("edited", "old", true)));
+        api.stored
+            .insert("leftover".into(), stored(cm("leftover", "v", true)));
+        let want = desired(vec![
+            cm("same", "v", true),
+            cm("edited", "new", true),
+            cm("new", "v", true),
+        ]);
+        let options = crate::plan::PlanOptions {
+            prune: true,
+            ..Default::default()
+        };
+        let judge = Judge::new(&want, &options);
+        let observed = observe_kube(&api, &want, "c", None, Some(&judge))
+            .await
+            .unwrap();
+        let KubeLive::Observed { objects } = &observed.live else {
+            panic!("not observed")
+        };
+        let kept: Vec<String> = objects.keys().map(|a| a.name.clone()).collect();
+        assert_eq!(kept, ["leftover"], "only what no desired object names");
+        let kinds: BTreeMap<String, ActionKind> = observed
+            .judged
+            .iter()
+            .map(|(a, action)| (a.name.clone(), action.kind))
+            .collect();
+        assert_eq!(
+            kinds,
+            BTreeMap::from([
+                ("edited".to_string(), ActionKind::Update),
+                ("new".to_string(), ActionKind::Create),
+                ("same".to_string(), ActionKind::NoOp),
+            ])
+        );
+
+        // The same plan as from the whole live state.
+        let full = observe_kube(&api, &want, "c", None, None).await.unwrap();
+        let live_state = |kubernetes| crate::model::live::LiveState {
+            kubernetes,
+            ..Default::default()
+        };
+        let judged =
+            crate::plan::plan_judged(&want, &live_state(observed.live), observed.judged, &options)
+                .unwrap();
+        let whole = crate::plan::plan(&want, &live_state(full.live), &options).unwrap();
+        assert_eq!(
+            serde_json::to_value(&judged).unwrap(),
+            serde_json::to_value(&whole).unwrap()
+        );
+        assert!(judged.actions.iter().any(|a| a.kind == ActionKind::Delete));
+    }
+
     #[tokio::test]
     async fn an_object_without_gkqs_labels_is_read_once_the_dry_run_shows_it_exists() {
         let mut api = Fake::default();
         api.stored
             .insert("theirs".into(), stored(cm("theirs", "v", false)));
-        let live = observe_kube(&api, &desired(vec![cm("theirs", "v", true)]), "c", None)
-            .await
-            .unwrap();
+        let live = observe_kube(
+            &api,
+            &desired(vec![cm("theirs", "v", true)]),
+            "c",
+            None,
+            None,
+        )
+        .await
+        .unwrap()
+        .live;
         assert_eq!((api.count("dry-run"), api.count("get")), (1, 1));
         let o = observed(&live, "theirs");
         assert!(
@@ -503,7 +681,10 @@ mod tests {
             stored(cm("bad-existing", "v", false)),
         );
         let want = vec![cm("bad", "v", true), cm("bad-existing", "w", true)];
-        let live = observe_kube(&api, &desired(want), "c", None).await.unwrap();
+        let live = observe_kube(&api, &desired(want), "c", None, None)
+            .await
+            .unwrap()
+            .live;
         assert_eq!((api.count("dry-run"), api.count("get")), (2, 2));
         assert!(observed(&live, "bad").live.is_none());
         let o = observed(&live, "bad-existing");

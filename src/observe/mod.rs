@@ -12,3 +12,14 @@ pub mod gke;
 pub mod kube;
 
 pub use gke::observe_gke;
+
+use serde_json::Value;
+
+/// Drops `metadata.managedFields`: the plan never reads it (conflicts come from the server at
+/// apply time), and it is often as large as the object itself.
+pub(crate) fn without_bookkeeping(mut object: Value) -> Value {
+    if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.shift_remove("managedFields");
+    }
+    object
+}

@@ -1,6 +1,7 @@
 //! Planning as every command does it: connect to the target, observe GKE and Kubernetes, plan,
 //! predict Kueue's placements, add notices and stamp the plan with what it was made from.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 
 use super::load::SpecSource;
@@ -11,10 +12,10 @@ use crate::kube::connect::from_cluster;
 use crate::model::DesiredState;
 use crate::model::live::{KubeLive, KubeSnapshot, LiveState};
 use crate::observe::cluster::read_kueue_world;
-use crate::observe::kube::{nothing_yet, observe_kube};
+use crate::observe::kube::{Observed, nothing_yet, observe_kube};
 use crate::observe::observe_gke;
 use crate::plan::provenance::SpecRevision;
-use crate::plan::{Plan, PlanOptions, plan};
+use crate::plan::{Judge, Plan, PlanOptions, plan_judged};
 use crate::spec::Loaded;
 
 /// Everything a command needs after planning.
@@ -75,11 +76,17 @@ pub async fn plan_valid(
     let read = |e: crate::kube::KubeError| anyhow::anyhow!("reading live Kubernetes state: {e}");
     let mut kube_client = None;
     let mut world = None;
+    let mut judged = BTreeMap::new();
+    // Each desired object's action is decided as the server answers for it (a destroy decides
+    // from the live objects, which it deletes).
+    let judge = (!options.destroy).then(|| Judge::new(&desired, &options));
+    let judge = judge.as_ref();
     live.kubernetes = match &session.kube {
         KubeSource::Kubeconfig(k) => {
-            let (observed, read_world) = observe(k, &desired, &stack).await.map_err(read)?;
+            let (observed, read_world) = observe(k, &desired, &stack, judge).await.map_err(read)?;
             world = Some(read_world);
-            observed
+            judged = observed.judged;
+            observed.live
         }
         KubeSource::FromCluster(tokens) => match &live.gke.cluster {
             Some(cluster)
@@ -89,10 +96,12 @@ pub async fn plan_valid(
                     .is_some_and(|e| !e.is_empty()) =>
             {
                 let k = from_cluster(cluster, tokens.as_ref()).await.map_err(read)?;
-                let (observed, read_world) = observe(&k, &desired, &stack).await.map_err(read)?;
+                let (observed, read_world) =
+                    observe(&k, &desired, &stack, judge).await.map_err(read)?;
                 world = Some(read_world);
                 kube_client = Some(k);
-                observed
+                judged = observed.judged;
+                observed.live
             }
             _ => nothing_yet(),
         },
@@ -103,16 +112,18 @@ pub async fn plan_valid(
                     .and_then(|e| e.as_str())
                     .is_some_and(|e| !e.is_empty()) =>
             {
-                let (observed, read_world) =
-                    observe(k.as_ref(), &desired, &stack).await.map_err(read)?;
+                let (observed, read_world) = observe(k.as_ref(), &desired, &stack, judge)
+                    .await
+                    .map_err(read)?;
                 world = Some(read_world);
-                observed
+                judged = observed.judged;
+                observed.live
             }
             _ => nothing_yet(),
         },
         KubeSource::Unavailable => KubeLive::NotObserved,
     };
-    let mut plan = plan(&desired, &live, &options)?;
+    let mut plan = plan_judged(&desired, &live, judged, &options)?;
     crate::plan::placements::annotate(&mut plan, &desired, &live, world.as_ref());
     if desired.kueue.mode == crate::spec::types::InstallMode::External {
         let api: Option<&dyn crate::kube::KubeApi> = match (&session.kube, &kube_client) {
@@ -148,10 +159,11 @@ async fn observe(
     api: &dyn crate::kube::KubeApi,
     desired: &DesiredState,
     stack: &str,
-) -> crate::kube::KubeResult<(KubeLive, KubeSnapshot)> {
+    judge: Option<&Judge>,
+) -> crate::kube::KubeResult<(Observed, KubeSnapshot)> {
     // The world first: the spec's Kueue objects are taken from it, and discovery is cached.
     let world = read_kueue_world(api).await?;
-    let objects = observe_kube(api, desired, stack, Some(&world)).await?;
+    let objects = observe_kube(api, desired, stack, Some(&world), judge).await?;
     Ok((objects, world))
 }
 

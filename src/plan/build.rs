@@ -2,6 +2,7 @@
 //! action for each resource, then order everything by the dependency graph.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
@@ -48,7 +49,20 @@ pub fn plan(
     live: &LiveState,
     options: &PlanOptions,
 ) -> Result<Plan, PlanError> {
+    plan_judged(desired, live, BTreeMap::new(), options)
+}
+
+/// [`plan`], with the actions of Kubernetes objects an observer already decided with this plan's
+/// [`Judge`] as the server's answers arrived (`live` then holds only what else the plan reads of
+/// them). An object without one is decided here from `live`, as [`plan`] does.
+pub fn plan_judged(
+    desired: &DesiredState,
+    live: &LiveState,
+    judged: BTreeMap<ResourceAddr, Action>,
+    options: &PlanOptions,
+) -> Result<Plan, PlanError> {
     let mut planner = Planner::new(desired, live, options);
+    planner.judged = judged;
     planner.plan_gke();
     planner.plan_kube()?;
     planner.finish()
@@ -66,18 +80,30 @@ struct Planner<'a> {
     desired: &'a DesiredState,
     live: &'a LiveState,
     options: &'a PlanOptions,
-    stack: Option<String>,
+    judge: Judge,
+    /// Actions an observer decided already (see [`plan_judged`]).
+    judged: BTreeMap<ResourceAddr, Action>,
     drafts: BTreeMap<ResourceAddr, Draft<'a>>,
     notices: Vec<Notice>,
-    redactor: Redactor,
     sealed: Sealed,
 }
 
 const NOT_OWNED: &str = "it lacks gkq's ownership labels, and gkq does not change what it does not own \
      (`gkq apply --adopt` takes it over)";
 
-impl<'a> Planner<'a> {
-    fn new(desired: &'a DesiredState, live: &'a LiveState, options: &'a PlanOptions) -> Self {
+/// Decides the action for one resource from its desired and live state. [`plan`] decides every
+/// resource with one; an observer may decide each Kubernetes object with the same one as the
+/// server's answer for it arrives ([`Judge::kube_action`]), so that a plan of thousands of
+/// objects holds their actions, not their live and dry-run trees.
+pub struct Judge {
+    /// The stack whose ownership labels mark what gkq may change.
+    stack: Option<String>,
+    adopt: bool,
+    redactor: Redactor,
+}
+
+impl Judge {
+    pub fn new(desired: &DesiredState, options: &PlanOptions) -> Self {
         // The stack name comes from the spec's own labels; without one, any gkq label counts.
         let stack = desired
             .gke
@@ -92,15 +118,25 @@ impl<'a> Planner<'a> {
             })
             .and_then(Value::as_str)
             .map(str::to_string);
-        Planner {
-            desired,
-            live,
-            options,
+        Judge {
             stack,
-            drafts: BTreeMap::new(),
-            notices: Vec::new(),
+            adopt: options.adopt,
             redactor: Redactor::new(desired.sensitive.values().to_vec()),
-            sealed: Sealed::default(),
+        }
+    }
+
+    /// The action for desired Kubernetes object `object` at `addr`: `live` as read (`None`: it
+    /// does not exist), `predicted` the server's dry-run answer for it, when there is one.
+    pub fn kube_action(
+        &self,
+        addr: &ResourceAddr,
+        object: &Value,
+        live: Option<&Value>,
+        predicted: Option<&Value>,
+    ) -> Action {
+        match live {
+            None => self.kube_create(addr, object, predicted),
+            Some(live) => self.kube_change(addr, object, live, predicted),
         }
     }
 
@@ -112,6 +148,139 @@ impl<'a> Planner<'a> {
     fn shown_text_diff(&self, before: Option<&Value>, after: Option<&Value>) -> String {
         let (before, after) = self.redactor.pair(before, after);
         unified_yaml_diff(before.as_ref(), after.as_ref())
+    }
+
+    fn kube_create(
+        &self,
+        addr: &ResourceAddr,
+        object: &Value,
+        predicted: Option<&Value>,
+    ) -> Action {
+        let reason = if predicted.is_some() {
+            "does not exist yet".to_string()
+        } else {
+            "does not exist yet (server defaults known after apply)".to_string()
+        };
+        let shown = predicted
+            .map(kube_view)
+            .unwrap_or_else(|| kube_view(object));
+        let object = Arc::new(object.clone());
+        let mut action = create_action(
+            addr,
+            reason,
+            Step::KubeApply {
+                object: object.clone(),
+            },
+            object,
+        );
+        action.diff = self.shown_text_diff(None, Some(&shown));
+        action
+    }
+
+    fn kube_change(
+        &self,
+        addr: &ResourceAddr,
+        object: &Value,
+        live: &Value,
+        predicted: Option<&Value>,
+    ) -> Action {
+        let owned = kube_owned(live, self.stack.as_deref()) || self.adopt;
+        let diff = diff_object(addr, object, live, predicted);
+        let fingerprint = live_basis(addr, Some(object), live);
+        let reasons = diff.replace_reasons();
+        if reasons.is_empty() {
+            self.update_or_noop(addr, diff, object, live, owned, fingerprint)
+        } else {
+            let object = Arc::new(object.clone());
+            Action {
+                addr: addr.clone(),
+                kind: ActionKind::Replace,
+                reason: format!(
+                    "{}. The name stays, so the old object is deleted before the new one is created",
+                    reasons.join("; ")
+                ),
+                replace_strategy: Some(ReplaceStrategy::DeleteThenCreate),
+                blocked: (!owned).then(|| format!("it would be recreated, but {NOT_OWNED}")),
+                diff: self.shown_diff(&diff),
+                changes: diff.changes,
+                steps: vec![
+                    kube_delete_step(addr, live),
+                    Step::KubeApply {
+                        object: object.clone(),
+                    },
+                ],
+                desired: Some(object),
+                live_fingerprint: fingerprint.0,
+                live_fields: fingerprint.1,
+                sensitive: false,
+                depends_on: Vec::new(),
+            }
+        }
+    }
+
+    /// An in-place update (one step per method) or a no-op.
+    fn update_or_noop(
+        &self,
+        addr: &ResourceAddr,
+        diff: ResourceDiff,
+        desired: &Value,
+        live: &Value,
+        owned: bool,
+        (live_fingerprint, live_fields): LiveBasis,
+    ) -> Action {
+        let desired = Arc::new(desired.clone());
+        if diff.is_empty() {
+            return Action {
+                addr: addr.clone(),
+                kind: ActionKind::NoOp,
+                reason: "matches the spec".to_string(),
+                replace_strategy: None,
+                blocked: None,
+                changes: Vec::new(),
+                diff: String::new(),
+                steps: Vec::new(),
+                desired: Some(desired),
+                live_fingerprint,
+                live_fields,
+                sensitive: false,
+                depends_on: Vec::new(),
+            };
+        }
+        let steps: Vec<Step> = diff
+            .methods()
+            .iter()
+            .map(|method| step_for(addr, method, &desired, live))
+            .collect();
+        Action {
+            addr: addr.clone(),
+            kind: ActionKind::Update,
+            reason: update_reason(&diff.changes),
+            replace_strategy: None,
+            blocked: (!owned).then(|| format!("it would be updated, but {NOT_OWNED}")),
+            diff: self.shown_diff(&diff),
+            changes: diff.changes,
+            steps,
+            desired: Some(desired),
+            live_fingerprint,
+            live_fields,
+            sensitive: false,
+            depends_on: Vec::new(),
+        }
+    }
+}
+
+impl<'a> Planner<'a> {
+    fn new(desired: &'a DesiredState, live: &'a LiveState, options: &'a PlanOptions) -> Self {
+        Planner {
+            desired,
+            live,
+            options,
+            judge: Judge::new(desired, options),
+            judged: BTreeMap::new(),
+            drafts: BTreeMap::new(),
+            notices: Vec::new(),
+            sealed: Sealed::default(),
+        }
     }
 
     fn notice(&mut self, addr: Option<&ResourceAddr>, message: impl Into<String>) {
@@ -141,9 +310,9 @@ impl<'a> Planner<'a> {
     /// what is shown and saved.
     fn add(&mut self, mut action: Action, graph_object: Option<&'a Value>) {
         if action.kind == ActionKind::Create && action.diff.is_empty() {
-            action.diff = self.shown_text_diff(None, action.desired.as_ref());
+            action.diff = self.judge.shown_text_diff(None, action.desired.as_deref());
         }
-        if let Some(real) = seal(&mut action, &self.redactor) {
+        if let Some(real) = seal(&mut action, &self.judge.redactor) {
             self.sealed.insert(action.addr.clone(), real);
         }
         self.drafts.insert(
@@ -225,7 +394,7 @@ impl<'a> Planner<'a> {
                     Step::CreateCluster {
                         body: gke.cluster.clone(),
                     },
-                    &gke.cluster,
+                    Arc::new(gke.cluster.clone()),
                 ),
                 None,
             );
@@ -267,7 +436,7 @@ impl<'a> Planner<'a> {
         let state: &'a DesiredState = self.desired;
         let desired = &state.gke.cluster;
         let cluster_ref = &state.gke.cluster_ref;
-        let owned = gke_owned(live, self.stack.as_deref()) || self.options.adopt;
+        let owned = gke_owned(live, self.judge.stack.as_deref()) || self.options.adopt;
         let diff = diff_cluster(desired, live);
         let mut replace_reasons = diff.replace_reasons();
         // A live cluster at another location or under another name is a different cluster: the
@@ -307,7 +476,7 @@ impl<'a> Planner<'a> {
                 ),
                 replace_strategy: Some(ReplaceStrategy::DeleteThenCreate),
                 blocked,
-                diff: self.shown_diff(&diff),
+                diff: self.judge.shown_diff(&diff),
                 changes: diff.changes,
                 steps: vec![
                     Step::DeleteCluster,
@@ -315,7 +484,7 @@ impl<'a> Planner<'a> {
                         body: desired.clone(),
                     },
                 ],
-                desired: Some(desired.clone()),
+                desired: Some(Arc::new(desired.clone())),
                 live_fingerprint: fingerprint.0,
                 live_fields: fingerprint.1,
                 sensitive: false,
@@ -324,14 +493,16 @@ impl<'a> Planner<'a> {
             self.add(action, None);
             return true;
         }
-        let action = self.update_or_noop(addr, diff, desired, live, owned, fingerprint);
+        let action = self
+            .judge
+            .update_or_noop(addr, diff, desired, live, owned, fingerprint);
         self.add(action, None);
         false
     }
 
     fn plan_cluster_destroy(&mut self, addr: &ResourceAddr, live: &Value) {
         let pools: Vec<String> = self.live.gke.node_pools().into_keys().collect();
-        let blocked = if gke_owned(live, self.stack.as_deref()) {
+        let blocked = if gke_owned(live, self.judge.stack.as_deref()) {
             self.cluster_delete_blocked()
         } else {
             Some(format!("the cluster would be deleted, but {NOT_OWNED}"))
@@ -347,7 +518,9 @@ impl<'a> Planner<'a> {
             replace_strategy: None,
             blocked,
             changes: Vec::new(),
-            diff: self.shown_text_diff(Some(&gke_cluster_live_view(live)), None),
+            diff: self
+                .judge
+                .shown_text_diff(Some(&gke_cluster_live_view(live)), None),
             steps: vec![Step::DeleteCluster],
             desired: None,
             live_fingerprint,
@@ -364,14 +537,14 @@ impl<'a> Planner<'a> {
             &addr,
             reason.to_string(),
             Step::CreateNodePool { body: body.clone() },
-            body,
+            Arc::new(body.clone()),
         );
         self.add(action, None);
     }
 
     fn plan_pool(&mut self, name: &str, desired: &Value, live: &Value) {
         let addr = ResourceAddr::gke_node_pool(name);
-        let owned = gke_owned(live, self.stack.as_deref()) || self.options.adopt;
+        let owned = gke_owned(live, self.judge.stack.as_deref()) || self.options.adopt;
         let diff = diff_node_pool(desired, live);
         let fingerprint = live_basis(&addr, Some(desired), live);
         let mut reasons = diff.replace_reasons();
@@ -383,7 +556,9 @@ impl<'a> Planner<'a> {
             );
         }
         if reasons.is_empty() {
-            let action = self.update_or_noop(&addr, diff, desired, live, owned, fingerprint);
+            let action = self
+                .judge
+                .update_or_noop(&addr, diff, desired, live, owned, fingerprint);
             self.add(action, None);
             return;
         }
@@ -397,7 +572,7 @@ impl<'a> Planner<'a> {
             ),
             replace_strategy: Some(ReplaceStrategy::DeleteThenCreate),
             blocked: (!owned).then(|| format!("the pool would be recreated, but {NOT_OWNED}")),
-            diff: self.shown_diff(&diff),
+            diff: self.judge.shown_diff(&diff),
             changes: diff.changes,
             steps: vec![
                 Step::DeleteNodePool {
@@ -407,7 +582,7 @@ impl<'a> Planner<'a> {
                     body: desired.clone(),
                 },
             ],
-            desired: Some(desired.clone()),
+            desired: Some(Arc::new(desired.clone())),
             live_fingerprint: fingerprint.0,
             live_fields: fingerprint.1,
             sensitive: false,
@@ -418,7 +593,7 @@ impl<'a> Planner<'a> {
 
     fn plan_removed_pool(&mut self, name: &str, live: &Value) {
         let addr = ResourceAddr::gke_node_pool(name);
-        if !gke_owned(live, self.stack.as_deref()) {
+        if !gke_owned(live, self.judge.stack.as_deref()) {
             self.notice(
                 Some(&addr),
                 "not in the spec and not managed by gkq: left alone",
@@ -440,7 +615,9 @@ impl<'a> Planner<'a> {
             replace_strategy: None,
             blocked: None,
             changes: Vec::new(),
-            diff: self.shown_text_diff(Some(&gke_node_pool_live_view(live)), None),
+            diff: self
+                .judge
+                .shown_text_diff(Some(&gke_node_pool_live_view(live)), None),
             steps: vec![Step::DeleteNodePool {
                 pool: name.to_string(),
             }],
@@ -451,55 +628,6 @@ impl<'a> Planner<'a> {
             depends_on: Vec::new(),
         };
         self.add(action, None);
-    }
-
-    /// An in-place update (one step per method) or a no-op.
-    fn update_or_noop(
-        &self,
-        addr: &ResourceAddr,
-        diff: ResourceDiff,
-        desired: &Value,
-        live: &Value,
-        owned: bool,
-        (live_fingerprint, live_fields): LiveBasis,
-    ) -> Action {
-        if diff.is_empty() {
-            return Action {
-                addr: addr.clone(),
-                kind: ActionKind::NoOp,
-                reason: "matches the spec".to_string(),
-                replace_strategy: None,
-                blocked: None,
-                changes: Vec::new(),
-                diff: String::new(),
-                steps: Vec::new(),
-                desired: Some(desired.clone()),
-                live_fingerprint,
-                live_fields,
-                sensitive: false,
-                depends_on: Vec::new(),
-            };
-        }
-        let steps: Vec<Step> = diff
-            .methods()
-            .iter()
-            .map(|method| step_for(addr, method, desired, live))
-            .collect();
-        Action {
-            addr: addr.clone(),
-            kind: ActionKind::Update,
-            reason: update_reason(&diff.changes),
-            replace_strategy: None,
-            blocked: (!owned).then(|| format!("it would be updated, but {NOT_OWNED}")),
-            diff: self.shown_diff(&diff),
-            changes: diff.changes,
-            steps,
-            desired: Some(desired.clone()),
-            live_fingerprint,
-            live_fields,
-            sensitive: false,
-            depends_on: Vec::new(),
-        }
     }
 
     fn plan_kube(&mut self) -> Result<(), PlanError> {
@@ -537,13 +665,16 @@ impl<'a> Planner<'a> {
         });
         if !self.options.destroy {
             for (addr, object) in &addrs {
-                let observed = objects.get(addr);
-                let live = observed.and_then(|o| o.live.as_ref());
-                let predicted = observed.and_then(|o| o.predicted.as_ref());
-                match live {
-                    None => self.plan_kube_create(addr, object, predicted),
-                    Some(live) => self.plan_kube_object(addr, object, live, predicted),
-                }
+                let action = match self.judged.remove(addr) {
+                    Some(action) => action,
+                    None => {
+                        let observed = objects.get(addr);
+                        let live = observed.and_then(|o| o.live.as_ref());
+                        let predicted = observed.and_then(|o| o.predicted.as_ref());
+                        self.judge.kube_action(addr, object, live, predicted)
+                    }
+                };
+                self.add(action, Some(object));
             }
         }
         for (addr, observed) in objects {
@@ -553,7 +684,7 @@ impl<'a> Planner<'a> {
             if (seen.contains(addr) && !self.options.destroy) || cluster_goes {
                 continue;
             }
-            if !kube_owned(live, self.stack.as_deref()) {
+            if !kube_owned(live, self.judge.stack.as_deref()) {
                 continue;
             }
             if !(self.options.prune || self.options.destroy) {
@@ -575,7 +706,7 @@ impl<'a> Planner<'a> {
                 replace_strategy: None,
                 blocked: None,
                 changes: Vec::new(),
-                diff: self.shown_text_diff(Some(&kube_view(live)), None),
+                diff: self.judge.shown_text_diff(Some(&kube_view(live)), None),
                 steps: vec![kube_delete_step(addr, live)],
                 desired: None,
                 live_fingerprint,
@@ -586,73 +717,6 @@ impl<'a> Planner<'a> {
             self.add(action, Some(live));
         }
         Ok(())
-    }
-
-    fn plan_kube_create(
-        &mut self,
-        addr: &ResourceAddr,
-        object: &'a Value,
-        predicted: Option<&Value>,
-    ) {
-        let reason = if predicted.is_some() {
-            "does not exist yet".to_string()
-        } else {
-            "does not exist yet (server defaults known after apply)".to_string()
-        };
-        let shown = predicted
-            .map(kube_view)
-            .unwrap_or_else(|| kube_view(object));
-        let mut action = create_action(
-            addr,
-            reason,
-            Step::KubeApply {
-                object: object.clone(),
-            },
-            object,
-        );
-        action.diff = self.shown_text_diff(None, Some(&shown));
-        self.add(action, Some(object));
-    }
-
-    fn plan_kube_object(
-        &mut self,
-        addr: &ResourceAddr,
-        object: &'a Value,
-        live: &Value,
-        predicted: Option<&Value>,
-    ) {
-        let owned = kube_owned(live, self.stack.as_deref()) || self.options.adopt;
-        let diff = diff_object(addr, object, live, predicted);
-        let fingerprint = live_basis(addr, Some(object), live);
-        let reasons = diff.replace_reasons();
-        let action = if reasons.is_empty() {
-            self.update_or_noop(addr, diff, object, live, owned, fingerprint)
-        } else {
-            Action {
-                addr: addr.clone(),
-                kind: ActionKind::Replace,
-                reason: format!(
-                    "{}. The name stays, so the old object is deleted before the new one is created",
-                    reasons.join("; ")
-                ),
-                replace_strategy: Some(ReplaceStrategy::DeleteThenCreate),
-                blocked: (!owned).then(|| format!("it would be recreated, but {NOT_OWNED}")),
-                diff: self.shown_diff(&diff),
-                changes: diff.changes,
-                steps: vec![
-                    kube_delete_step(addr, live),
-                    Step::KubeApply {
-                        object: object.clone(),
-                    },
-                ],
-                desired: Some(object.clone()),
-                live_fingerprint: fingerprint.0,
-                live_fields: fingerprint.1,
-                sensitive: false,
-                depends_on: Vec::new(),
-            }
-        };
-        self.add(action, Some(object));
     }
 
     /// Orders the drafts: creates, updates and replaces by dependency, then deletes in reverse.
@@ -770,7 +834,7 @@ fn nearest_actions<'g>(
     found.into_iter().collect()
 }
 
-fn create_action(addr: &ResourceAddr, reason: String, step: Step, desired: &Value) -> Action {
+fn create_action(addr: &ResourceAddr, reason: String, step: Step, desired: Arc<Value>) -> Action {
     Action {
         addr: addr.clone(),
         kind: ActionKind::Create,
@@ -780,7 +844,7 @@ fn create_action(addr: &ResourceAddr, reason: String, step: Step, desired: &Valu
         changes: Vec::new(),
         diff: String::new(),
         steps: vec![step],
-        desired: Some(desired.clone()),
+        desired: Some(desired),
         live_fingerprint: None,
         live_fields: BTreeMap::new(),
         sensitive: false,
@@ -788,7 +852,18 @@ fn create_action(addr: &ResourceAddr, reason: String, step: Step, desired: &Valu
     }
 }
 
-fn step_for(addr: &ResourceAddr, method: &UpdateMethod, desired: &Value, live: &Value) -> Step {
+fn step_for(
+    addr: &ResourceAddr,
+    method: &UpdateMethod,
+    desired: &Arc<Value>,
+    live: &Value,
+) -> Step {
+    if *method == UpdateMethod::ServerSideApply {
+        // The whole object: shared with the action's `desired`, not copied.
+        return Step::KubeApply {
+            object: desired.clone(),
+        };
+    }
     let pool = addr.name.clone();
     let body = request_body(method, desired, live);
     match method {
@@ -809,7 +884,9 @@ fn step_for(addr: &ResourceAddr, method: &UpdateMethod, desired: &Value, live: &
             field: field.clone(),
             body,
         },
-        UpdateMethod::ServerSideApply => Step::KubeApply { object: body },
+        UpdateMethod::ServerSideApply => Step::KubeApply {
+            object: Arc::new(body),
+        },
     }
 }
 

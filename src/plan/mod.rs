@@ -27,6 +27,7 @@ pub mod workload_changes;
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -36,7 +37,7 @@ use crate::addr::ClusterRef;
 use crate::addr::ResourceAddr;
 use crate::diff::FieldChange;
 
-pub use build::{PlanError, plan};
+pub use build::{Judge, PlanError, plan, plan_judged};
 pub use ownership::{gke_owned, kube_owned};
 
 /// Bumped when the JSON shape changes incompatibly.
@@ -145,7 +146,7 @@ pub struct Action {
     pub steps: Vec<Step>,
     /// The desired body or object (absent for deletes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub desired: Option<Value>,
+    pub desired: Option<Arc<Value>>,
     /// Fingerprint of the live resource the action was planned against (`sha256:<16 hex>`);
     /// absent when it did not exist. It covers what the action depends on: the fields gkq sets,
     /// not status or fields other controllers own. Apply refuses the action if it changed.
@@ -247,9 +248,10 @@ pub enum Step {
     SetNodePoolAutoscaling { pool: String, autoscaling: Value },
     #[serde(rename = "nodePools.setManagement")]
     SetNodePoolManagement { pool: String, management: Value },
-    /// Kubernetes server-side apply of this object with gkq's field manager.
+    /// Kubernetes server-side apply of this object with gkq's field manager. Shared with the
+    /// action's `desired` (one copy of each object however many hold it).
     #[serde(rename = "kubernetes.apply")]
-    KubeApply { object: Value },
+    KubeApply { object: Arc<Value> },
     #[serde(rename = "kubernetes.delete")]
     #[serde(rename_all = "camelCase")]
     KubeDelete {

@@ -150,7 +150,7 @@ pub fn annotate(
             .actions
             .iter()
             .filter(|a| a.addr.kind.is_run())
-            .filter_map(|a| a.desired.as_ref())
+            .filter_map(|a| a.desired.as_deref())
             .collect();
         let read: Vec<&Value> = after.iter().copied().chain(submitted).collect();
         let unmodelled = unmodelled::find(&read, &desired.kueue.feature_gates);
@@ -192,10 +192,17 @@ pub fn annotate(
             .and_then(|objects| objects.get(addr))
             .and_then(|o| o.live.as_ref())
     };
+    // The flavors: desired, then live. The observer keeps few live objects of the spec's own
+    // (see `plan_judged`), so the live flavors come from Kueue's world too.
+    let world_flavors = world.map(|w| w.kind("ResourceFlavor")).unwrap_or_default();
     plan.disruptions = super::disruption::find(
         plan,
         workloads,
         &live_at,
-        desired.kubernetes.iter().chain(live_objects),
+        desired
+            .kubernetes
+            .iter()
+            .chain(live_objects)
+            .chain(world_flavors),
     );
 }

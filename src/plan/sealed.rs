@@ -5,6 +5,7 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde_json::Value;
 
@@ -21,7 +22,7 @@ pub struct Sealed {
 /// What sealing took out of an action.
 #[derive(Clone, PartialEq)]
 pub struct Unsealed {
-    desired: Option<Value>,
+    desired: Option<Arc<Value>>,
     steps: Vec<Step>,
 }
 
@@ -86,7 +87,7 @@ pub fn seal(action: &mut Action, redactor: &Redactor) -> Option<Unsealed> {
             .into_iter()
             .flatten()
         {
-            *value = redactor.field(&kind, desired.as_ref(), &change.path, value);
+            *value = redactor.field(&kind, desired.as_deref(), &change.path, value);
         }
     }
     if redactor.has_strings() {
@@ -114,13 +115,16 @@ pub fn seal(action: &mut Action, redactor: &Redactor) -> Option<Unsealed> {
         desired: action.desired.clone(),
         steps: action.steps.clone(),
     };
-    action.desired = action.desired.as_ref().map(|d| redactor.object(d));
+    action.desired = action
+        .desired
+        .as_deref()
+        .map(|d| Arc::new(redactor.object(d)));
     action.steps = action
         .steps
         .iter()
         .map(|step| match step {
             Step::KubeApply { object } => Step::KubeApply {
-                object: redactor.object(object),
+                object: Arc::new(redactor.object(object)),
             },
             other => serde_json::to_value(other)
                 .map(|v| redactor.object(&v))
@@ -157,9 +161,9 @@ mod tests {
             }],
             diff: String::new(),
             steps: vec![Step::KubeApply {
-                object: object.clone(),
+                object: Arc::new(object.clone()),
             }],
-            desired: Some(object),
+            desired: Some(Arc::new(object)),
             live_fingerprint: None,
             live_fields: BTreeMap::new(),
             sensitive: false,
@@ -199,6 +203,7 @@ mod tests {
         let mut action = secret_action();
         action.addr = ResourceAddr::from_object(&object).unwrap();
         action.changes.clear();
+        let object = Arc::new(object);
         action.desired = Some(object.clone());
         action.steps = vec![Step::KubeApply { object }];
         action.diff = "+ run.sh: login --key=k3y-VALUE".into();
@@ -211,6 +216,7 @@ mod tests {
         plain.addr = ResourceAddr::config_map("ml", "c");
         plain.changes.clear();
         let object = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}});
+        let object = Arc::new(object);
         plain.desired = Some(object.clone());
         plain.steps = vec![Step::KubeApply { object }];
         assert!(seal(&mut plain, &redactor).is_none());

@@ -14,7 +14,7 @@ use gkq::kube::client::RealKube;
 use gkq::model::DesiredState;
 use gkq::observe::kube::observe_kube;
 use gkq::observe::observe_gke;
-use gkq::plan::{ActionKind, Plan, PlanOptions, plan};
+use gkq::plan::{ActionKind, Judge, Plan, PlanOptions, plan_judged};
 use serde_json::{Value, json};
 use support::control_plane::{
     condition_status, eventually, get, kube_spec_desired, kube_spec_vars, list, test_env,
@@ -58,10 +58,19 @@ impl Stack {
 
     async fn plan(&self, desired: &DesiredState, options: PlanOptions) -> Plan {
         let mut live = observe_gke(&self.gke, desired).await.unwrap();
-        live.kubernetes = observe_kube(&self.kube, desired, &self.stack_name(), None)
-            .await
-            .unwrap();
-        plan(desired, &live, &options).unwrap()
+        // As `gkq plan` does: each object decided as the server answers for it.
+        let judge = (!options.destroy).then(|| Judge::new(desired, &options));
+        let observed = observe_kube(
+            &self.kube,
+            desired,
+            &self.stack_name(),
+            None,
+            judge.as_ref(),
+        )
+        .await
+        .unwrap();
+        live.kubernetes = observed.live;
+        plan_judged(desired, &live, observed.judged, &options).unwrap()
     }
 
     async fn apply(
