@@ -13,6 +13,7 @@ pub mod live;
 pub mod validate;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -45,10 +46,18 @@ pub struct DesiredState {
     /// Kubernetes objects with apiVersion, kind and metadata, in dependency order. With a
     /// managed Kueue install, the first is a `gkq.dev/v1alpha1 KueueInstallation` standing for
     /// Kueue itself (version and feature gates): the plan shows and applies it as one component.
-    pub kubernetes: Vec<Value>,
+    /// Shared (`Arc`) with the plan's actions, which hold the same objects.
+    pub kubernetes: Vec<Arc<Value>>,
     /// Values of variables the spec declares sensitive: plans show markers instead.
     #[serde(skip)]
     pub sensitive: crate::spec::SensitiveValues,
+}
+
+impl DesiredState {
+    /// The Kubernetes objects, borrowed.
+    pub fn kube_objects(&self) -> impl Iterator<Item = &Value> + Clone {
+        self.kubernetes.iter().map(|object| &**object)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -155,7 +164,7 @@ pub(crate) fn desired_for_tests(objects: Vec<Value>) -> DesiredState {
             manifests: String::new(),
             feature_gates: Default::default(),
         },
-        kubernetes: objects,
+        kubernetes: objects.into_iter().map(Arc::new).collect(),
         sensitive: Default::default(),
     }
 }
@@ -171,7 +180,7 @@ pub fn build(loaded: &Loaded) -> (Option<DesiredState>, Diagnostics) {
     let mut desired = render(&loaded.spec, &loaded.files);
     desired.sensitive = loaded.sensitive.clone();
     for object in &mut desired.kubernetes {
-        mark_sensitive_fields(object, desired.sensitive.values());
+        mark_sensitive_fields(Arc::make_mut(object), desired.sensitive.values());
     }
     diags.extend(validate::check_rendered(loaded, &desired));
     if diags.has_errors() {
@@ -268,7 +277,7 @@ pub fn render(spec: &Spec, files: &BTreeMap<String, String>) -> DesiredState {
     DesiredState {
         gke,
         kueue: kueue_install,
-        kubernetes: objects,
+        kubernetes: objects.into_iter().map(Arc::new).collect(),
         sensitive: Default::default(),
     }
 }

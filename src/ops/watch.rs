@@ -527,7 +527,7 @@ impl Watcher<'_> {
             .cloned()
             .collect();
         let capacity = Capacity {
-            flavor_pools: timeline::flavor_pools(&planned.desired.kubernetes),
+            flavor_pools: timeline::flavor_pools(planned.desired.kube_objects()),
             pools: pool_sizes(&planned.desired.gke.node_pools, snapshot.kind("Node")),
         };
         Some(timeline::job_states(

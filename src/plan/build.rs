@@ -130,7 +130,7 @@ impl Judge {
     pub fn kube_action(
         &self,
         addr: &ResourceAddr,
-        object: &Value,
+        object: &Arc<Value>,
         live: Option<&Value>,
         predicted: Option<&Value>,
     ) -> Action {
@@ -153,7 +153,7 @@ impl Judge {
     fn kube_create(
         &self,
         addr: &ResourceAddr,
-        object: &Value,
+        object: &Arc<Value>,
         predicted: Option<&Value>,
     ) -> Action {
         let reason = if predicted.is_some() {
@@ -164,7 +164,7 @@ impl Judge {
         let shown = predicted
             .map(kube_view)
             .unwrap_or_else(|| kube_view(object));
-        let object = Arc::new(object.clone());
+        let object = object.clone();
         let mut action = create_action(
             addr,
             reason,
@@ -180,7 +180,7 @@ impl Judge {
     fn kube_change(
         &self,
         addr: &ResourceAddr,
-        object: &Value,
+        object: &Arc<Value>,
         live: &Value,
         predicted: Option<&Value>,
     ) -> Action {
@@ -189,9 +189,9 @@ impl Judge {
         let fingerprint = live_basis(addr, Some(object), live);
         let reasons = diff.replace_reasons();
         if reasons.is_empty() {
-            self.update_or_noop(addr, diff, object, live, owned, fingerprint)
+            self.update_or_noop(addr, diff, object.clone(), live, owned, fingerprint)
         } else {
-            let object = Arc::new(object.clone());
+            let object = object.clone();
             Action {
                 addr: addr.clone(),
                 kind: ActionKind::Replace,
@@ -223,12 +223,11 @@ impl Judge {
         &self,
         addr: &ResourceAddr,
         diff: ResourceDiff,
-        desired: &Value,
+        desired: Arc<Value>,
         live: &Value,
         owned: bool,
         (live_fingerprint, live_fields): LiveBasis,
     ) -> Action {
-        let desired = Arc::new(desired.clone());
         if diff.is_empty() {
             return Action {
                 addr: addr.clone(),
@@ -493,9 +492,14 @@ impl<'a> Planner<'a> {
             self.add(action, None);
             return true;
         }
-        let action = self
-            .judge
-            .update_or_noop(addr, diff, desired, live, owned, fingerprint);
+        let action = self.judge.update_or_noop(
+            addr,
+            diff,
+            Arc::new(desired.clone()),
+            live,
+            owned,
+            fingerprint,
+        );
         self.add(action, None);
         false
     }
@@ -556,9 +560,14 @@ impl<'a> Planner<'a> {
             );
         }
         if reasons.is_empty() {
-            let action = self
-                .judge
-                .update_or_noop(&addr, diff, desired, live, owned, fingerprint);
+            let action = self.judge.update_or_noop(
+                &addr,
+                diff,
+                Arc::new(desired.clone()),
+                live,
+                owned,
+                fingerprint,
+            );
             self.add(action, None);
             return;
         }
@@ -1122,16 +1131,16 @@ mod tests {
     #[test]
     fn duplicates_and_nameless_objects_are_errors() {
         let mut twice = desired();
-        twice.kubernetes.push(kube_objects()[0].clone());
+        twice.kubernetes.push(Arc::new(kube_objects()[0].clone()));
         let live = LiveState::default();
         assert!(matches!(
             plan(&twice, &live, &PlanOptions::default()),
             Err(PlanError::Duplicate { .. })
         ));
         let mut nameless = desired();
-        nameless
-            .kubernetes
-            .push(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}}));
+        nameless.kubernetes.push(Arc::new(
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}}),
+        ));
         assert!(matches!(
             plan(&nameless, &live, &PlanOptions::default()),
             Err(PlanError::BadObject { index: 5, .. })

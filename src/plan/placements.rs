@@ -5,6 +5,7 @@
 use serde_json::Value;
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use super::workload_changes::{Worlds, changes_from, world_after};
 use super::{ActionKind, Plan};
@@ -25,7 +26,7 @@ use crate::vocab::labels::{MAX_RUN_DURATION_ANNOTATION, NODE_POOL_LABEL};
 fn placements_of(
     plan: &Plan,
     prediction: &Prediction,
-    desired: &[Value],
+    desired: &[Arc<Value>],
     node_pools: &[Value],
 ) -> (Vec<Placement>, Vec<FlavorUsage>) {
     let mut placements = prediction.placements.clone();
@@ -70,7 +71,7 @@ fn changes_kueue(addr: &ResourceAddr) -> bool {
 fn reclaim_of(
     placement: &Placement,
     job: &Value,
-    desired: &[Value],
+    desired: &[Arc<Value>],
     node_pools: &[Value],
 ) -> Option<Reclaim> {
     if !matches!(
@@ -127,8 +128,7 @@ pub fn annotate(
     let after = world_after(
         world_objects(),
         desired
-            .kubernetes
-            .iter()
+            .kube_objects()
             .filter(|o| ResourceAddr::from_object(o).is_ok_and(|addr| !addr.kind.is_run())),
         &deleted,
     );
@@ -200,8 +200,7 @@ pub fn annotate(
         workloads,
         &live_at,
         desired
-            .kubernetes
-            .iter()
+            .kube_objects()
             .chain(live_objects)
             .chain(world_flavors),
     );

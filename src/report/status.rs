@@ -258,8 +258,7 @@ fn differences(predicted: &Placement, observed: &Placement) -> Vec<String> {
 /// The spec's jobs (RayJobs, JobSets and batch Jobs), in the spec's order.
 pub fn job_objects(desired: &DesiredState) -> Vec<&Value> {
     desired
-        .kubernetes
-        .iter()
+        .kube_objects()
         .filter(|o| {
             matches!(
                 (o["apiVersion"].as_str(), o["kind"].as_str()),

@@ -33,6 +33,7 @@
 //!   held LocalQueue let go), so that an older job can queue after a newer one runs.
 
 use crate::support;
+use std::sync::Arc;
 
 mod jobsets;
 
@@ -70,7 +71,12 @@ const STABLE_FOR: Duration = Duration::from_secs(3);
 /// objects and the variables (CPU, ONDEMAND, DWS, ... name the flavors).
 fn seed_objects(env: &TestEnv, test: &str) -> (Vec<Value>, BTreeMap<String, String>) {
     let vars = kube_spec_vars(test, &env.namespace);
-    (kube_spec_desired(&vars).kubernetes, vars)
+    let objects = kube_spec_desired(&vars)
+        .kubernetes
+        .into_iter()
+        .map(Arc::unwrap_or_clone)
+        .collect();
+    (objects, vars)
 }
 
 /// Another run of the seed's RayJob, named `rayjob-tpu-v6e-dws-<id>`.

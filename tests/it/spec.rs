@@ -2,6 +2,7 @@
 //! bad-spec corpus, and a property test that no input makes loading panic.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use gkq::gitops::tree::WorkingTree;
 use gkq::model::{self, DesiredState, MANAGED_BY_LABEL, STACK_LABEL};
@@ -54,9 +55,10 @@ fn without_deliberate_differences(mut v: Value) -> Value {
     v
 }
 
-fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
+fn find<'a>(objects: &'a [Arc<Value>], kind: &str, name: &str) -> &'a Value {
     objects
         .iter()
+        .map(|o| &**o)
         .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
         .unwrap_or_else(|| panic!("no {kind}/{name} rendered"))
 }

@@ -3,6 +3,7 @@
 //! time, results come in plan order, and an interrupt stops new actions from starting.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -105,7 +106,7 @@ fn desired(queues: usize, maps: usize) -> DesiredState {
             "metadata": {"name": format!("cm-{i}"), "namespace": "default", "labels": labels()},
             "data": {"i": i.to_string()}}));
     }
-    desired.kubernetes = objects;
+    desired.kubernetes = objects.into_iter().map(Arc::new).collect();
     desired
 }
 
@@ -257,10 +258,14 @@ async fn queued_jobs_are_submitted_in_order_and_unqueued_ones_concurrently() {
             "spec": {"entrypoint": "python train.py"}})
     };
     for i in 0..4 {
-        desired.kubernetes.push(job(&format!("queued-{i}"), true));
+        desired
+            .kubernetes
+            .push(Arc::new(job(&format!("queued-{i}"), true)));
     }
     for i in 0..4 {
-        desired.kubernetes.push(job(&format!("free-{i}"), false));
+        desired
+            .kubernetes
+            .push(Arc::new(job(&format!("free-{i}"), false)));
     }
     let plan = plan_of(&gke, &desired).await;
     let kube = SlowKube::default();

@@ -4,6 +4,7 @@
 //! (uid, resourceVersion, status, Kueue's finalizer, Kueue's `spec.suspend`).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -179,7 +180,10 @@ fn desired() -> DesiredState {
             "spec": {"entrypoint": "python /app/train.py",
                 "rayClusterSpec": {"headGroupSpec": {"template": {"spec": {
                     "volumes": [{"name": "app", "configMap": {"name": "jax-train-script"}}]}}}}}}),
-    ];
+    ]
+    .into_iter()
+    .map(Arc::new)
+    .collect();
     desired
 }
 
@@ -248,8 +252,8 @@ async fn kubernetes_objects_are_applied_after_the_cluster_and_then_stay_quiet() 
 
     // A quota edit is one server-side apply of the ClusterQueue.
     let mut more = desired.clone();
-    more.kubernetes[2]["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] =
-        json!(32);
+    Arc::make_mut(&mut more.kubernetes[2])["spec"]["resourceGroups"][0]["flavors"][0]["resources"]
+        [0]["nominalQuota"] = json!(32);
     let edit = plan(
         &more,
         &observe(&gke, &kube, &more).await,
@@ -356,8 +360,8 @@ async fn quota_edit(gke: &FakeGke, kube: &FakeKube) -> Plan {
     .unwrap();
     assert!(executor(gke, kube).apply(&first).await.is_success());
     let mut more = desired.clone();
-    more.kubernetes[2]["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] =
-        json!(32);
+    Arc::make_mut(&mut more.kubernetes[2])["spec"]["resourceGroups"][0]["flavors"][0]["resources"]
+        [0]["nominalQuota"] = json!(32);
     let edit = plan(
         &more,
         &observe(gke, kube, &more).await,
@@ -459,9 +463,9 @@ async fn an_unchanged_secret_is_checked_with_its_real_values() {
     let mut desired = desired();
     desired
         .kubernetes
-        .push(json!({"apiVersion": "v1", "kind": "Secret",
+        .push(Arc::new(json!({"apiVersion": "v1", "kind": "Secret",
         "metadata": {"name": "token", "namespace": "default", "labels": labels()},
-        "data": {"token": "czNjcmV0"}}));
+        "data": {"token": "czNjcmV0"}})));
     let first = plan(
         &desired,
         &observe(&gke, &kube, &desired).await,
@@ -470,8 +474,8 @@ async fn an_unchanged_secret_is_checked_with_its_real_values() {
     .unwrap();
     assert!(executor(&gke, &kube).apply(&first).await.is_success());
     // The next plan changes a quota; the Secret is a no-op whose values the plan seals.
-    desired.kubernetes[2]["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] =
-        json!(32);
+    Arc::make_mut(&mut desired.kubernetes[2])["spec"]["resourceGroups"][0]["flavors"][0]["resources"]
+        [0]["nominalQuota"] = json!(32);
     let edit = plan(
         &desired,
         &observe(&gke, &kube, &desired).await,
