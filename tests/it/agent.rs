@@ -822,12 +822,10 @@ fn assert_nowhere(written: &[(String, String)], forms: &[String], secret: &str) 
     }
 }
 
-#[test]
-fn the_local_target_agent_applies_a_commit_that_gkq_status_then_shows() {
-    let ws = Workspace::example();
-    let commit = ws.commit_all("seed");
-    let state = tempfile::tempdir().unwrap();
-    let manifest = state.path().join("stack.yaml");
+/// `gkq agent` on the local target with the state directory `state`, its one stack following
+/// `main` of `ws`'s repository every 2s.
+fn local_agent(ws: &Workspace, state: &std::path::Path) -> std::process::Command {
+    let manifest = state.join("stack.yaml");
     std::fs::write(
         &manifest,
         format!(
@@ -839,12 +837,30 @@ fn the_local_target_agent_applies_a_commit_that_gkq_status_then_shows() {
     let mut c = gkq();
     c.args(["agent", "--target", "local", "--listen", "127.0.0.1:0"])
         .arg("--state-dir")
-        .arg(state.path())
+        .arg(state)
         .arg("--stack")
         .arg(&manifest)
         // As deploy/deployment.yaml ships it: empty, so not set.
         .env("GKQ_AGENT_CLUSTER", "");
-    let agent = Running::spawn(c);
+    c
+}
+
+/// Every line of `logs` as JSON; panics at the first line that is not.
+fn json_lines(logs: &str) -> Vec<Value> {
+    logs.lines()
+        .map(|line| {
+            serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("not a JSON line ({e}): {line}\n--- the logs:\n{logs}"))
+        })
+        .collect()
+}
+
+#[test]
+fn the_local_target_agent_applies_a_commit_that_gkq_status_then_shows() {
+    let ws = Workspace::example();
+    let commit = ws.commit_all("seed");
+    let state = tempfile::tempdir().unwrap();
+    let agent = Running::spawn(local_agent(&ws, state.path()));
     let status = || {
         let out = gkq()
             .arg("status")
@@ -879,6 +895,67 @@ fn the_local_target_agent_applies_a_commit_that_gkq_status_then_shows() {
         "{stacks:#}"
     );
     assert_eq!(stacks["events"][0]["reason"], "Applied", "{stacks:#}");
+}
+
+/// Reads `agent`'s stderr into `logs` until a line of it contains `needle`.
+async fn read_logs_until(agent: &Running, logs: &mut String, needle: &str, timeout: Duration) {
+    let started = std::time::Instant::now();
+    while !logs.contains(needle) {
+        assert!(
+            started.elapsed() < timeout,
+            "waited {timeout:?} for `{needle}`; the logs:\n{logs}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        for line in agent.take_stderr().lines() {
+            logs.push_str(line);
+            logs.push('\n');
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_agent_logs_only_json_lines_also_what_the_pipeline_tells_people() {
+    let ws = Workspace::example();
+    ws.commit_all("seed");
+    let state = tempfile::tempdir().unwrap();
+    // The state directory's lock, held as another apply would hold it: the agent waits, and says
+    // so, then applies and records the revision (both told as plain lines by `gkq apply`).
+    let lock = gkq::ops::lock::lock_state_dir(state.path(), Duration::from_secs(10))
+        .await
+        .unwrap();
+    let agent = Running::spawn(local_agent(&ws, state.path()));
+    let mut logs = String::new();
+    let waiting = "Waiting up to 2m00s for the cluster's lock";
+    read_logs_until(&agent, &mut logs, waiting, Duration::from_secs(60)).await;
+    lock.release().await;
+    let recorded = "Recorded the applied revision in ConfigMap kube-system/gkq-revision-";
+    read_logs_until(&agent, &mut logs, recorded, Duration::from_secs(120)).await;
+    let (code, rest) = agent.interrupt();
+    logs.push_str(&rest);
+    assert_eq!(code, Some(0), "{logs}");
+
+    let lines = json_lines(&logs);
+    let notice = |start: &str| {
+        lines
+            .iter()
+            .find(|l| {
+                l["fields"]["message"]
+                    .as_str()
+                    .is_some_and(|m| m.starts_with(start))
+            })
+            .unwrap_or_else(|| panic!("no `{start}` in\n{logs}"))
+    };
+    let waited = notice(waiting);
+    assert_eq!(waited["target"], gkq::ops::NOTICE, "{waited}");
+    assert!(waited["fields"]["holder"].is_string(), "{waited}");
+    let record = notice(recorded);
+    assert_eq!(record["level"], "INFO", "{record}");
+    assert!(
+        record["fields"]["revision"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("commit ")),
+        "{record}"
+    );
 }
 
 #[test]
