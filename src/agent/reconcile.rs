@@ -2,6 +2,7 @@
 //! plan ([`super::decide`]), then write what happened to the stack's status, Events and metrics.
 //! Everything here goes through the `ops` calls every command uses.
 
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -17,12 +18,12 @@ use super::source::{self, GitRef};
 use super::store::{Severity, StackStore};
 use crate::addr::ClusterRef;
 use crate::apply::{ApplyEvent, Sink};
-use crate::ops::apply::{Consent, execute_on, settle};
+use crate::ops::apply::Consent;
+use crate::ops::converge::{self, Applied, ApplyChoices, ApplyFront, ConvergeError};
 use crate::ops::load::{SpecSource, load_valid};
-use crate::ops::lock::{acquire_lock, lock_local_state};
-use crate::ops::plan::{Planned, plan_valid};
+use crate::ops::plan::Planned;
 use crate::ops::session::TargetOptions;
-use crate::plan::{ActionKind, PlanOptions};
+use crate::plan::{ActionKind, Plan, PlanOptions};
 
 /// Whether this replica may act: it holds the leader Lease (or the local state lock).
 pub trait Leadership: Send + Sync {
@@ -375,36 +376,138 @@ async fn run_stack(stack: &GkqStack, ctx: &Context, approval: Option<&str>) -> G
         "Valid",
         &format!("commit {short} validates"),
     );
-    let local = match lock_local_state(&loaded, &ctx.target, ctx.lock_timeout).await {
-        Ok(lock) => lock,
-        Err(e) => {
-            run.failed("LockFailed", &format!("{e:#}")).await;
-            return run.status;
-        }
-    };
     let options = PlanOptions {
         // Deleting a resource from the repository deletes it (deletes are held for approval).
         prune: true,
         ..PlanOptions::default()
     };
-    let planned = match plan_valid(&source, loaded, desired, &ctx.target, options).await {
-        Ok(planned) => planned,
-        Err(e) => {
-            run.failed("PlanFailed", &format!("{e:#}")).await;
-            if let Some(local) = local {
-                local.release().await;
-            }
-            return run.status;
-        }
+    let choices = ApplyChoices {
+        lock_timeout: ctx.lock_timeout,
+        follow_jobs: false,
+        // Once per commit, not at every interval.
+        record_unchanged: run.status.last_applied_revision.as_deref() != Some(commit.as_str()),
     };
-    record_plan(&mut run, &planned, &commit).await;
-    act(&mut run, &planned, &commit, approval).await;
-    settle(&planned.session).await;
-    drop(planned);
-    if let Some(local) = local {
-        local.release().await;
+    let front = AgentFront {
+        run: tokio::sync::Mutex::new(run),
+        commit: &commit,
+        approval,
+        decision: RefCell::new(None),
+        not_leading: Cell::new(false),
+        sink: LogSink { stack: key },
+    };
+    let outcome = converge::apply(
+        &source,
+        loaded,
+        desired,
+        &ctx.target,
+        options,
+        &choices,
+        &front,
+    )
+    .await;
+    let AgentFront {
+        run,
+        decision,
+        not_leading,
+        ..
+    } = front;
+    let mut run = run.into_inner();
+    match outcome {
+        Ok(applied) => {
+            let ended = Ended {
+                decision: decision.into_inner(),
+                not_leading: not_leading.get(),
+                recorded: choices.record_unchanged,
+            };
+            conclude(&mut run, &commit, ended, applied).await;
+        }
+        Err(ConvergeError::StateLock(e) | ConvergeError::ClusterLock(e)) => {
+            run.failed("LockFailed", &format!("{e:#}")).await;
+        }
+        Err(ConvergeError::Plan(e)) => run.failed("PlanFailed", &format!("{e:#}")).await,
+        Err(ConvergeError::Front(e)) => run.failed("ReconcileFailed", &format!("{e:#}")).await,
     }
     run.status
+}
+
+/// The agent's side of `ops::converge::apply`: it records the plan in the stack's status and
+/// metrics, decides on it ([`decide`]), consents to stopping running work only for an approved
+/// digest, and never asks anyone: a plan it holds or refuses is not approved.
+struct AgentFront<'a> {
+    run: tokio::sync::Mutex<Run<'a>>,
+    commit: &'a str,
+    /// The approval annotation: the digest of the plan it approves.
+    approval: Option<&'a str>,
+    /// What [`decide`] said of the plan converge made (and executes, if approved).
+    decision: RefCell<Option<Decision>>,
+    /// This replica lost its leadership before applying.
+    not_leading: Cell<bool>,
+    sink: LogSink,
+}
+
+#[async_trait::async_trait(?Send)]
+impl ApplyFront for AgentFront<'_> {
+    async fn planned(&self, planned: &Planned) -> anyhow::Result<()> {
+        let mut run = self.run.lock().await;
+        record_plan(&mut run, planned, self.commit).await;
+        let decision = decide(&planned.plan, self.approval, run.ctx.own_cluster.as_ref());
+        let held = matches!(decision, Decision::Hold { .. });
+        run.ctx.metrics.stack(&run.key, |m| m.held = held);
+        if !held {
+            run.status.held_digest = None;
+            run.condition("Held", false, "NotHeld", "no plan waits for approval");
+        }
+        *self.decision.borrow_mut() = Some(decision);
+        Ok(())
+    }
+
+    fn consent(&self, _plan: &Plan) -> Consent {
+        Consent {
+            // The repository is the truth: fields someone changed by hand (`kubectl edit`) are
+            // taken back, as Flux and Argo CD do.
+            force_conflicts: true,
+            allow_disruption: matches!(
+                *self.decision.borrow(),
+                Some(Decision::Apply { approved: true })
+            ),
+        }
+    }
+
+    async fn approve(&self, plan: &Plan) -> anyhow::Result<bool> {
+        if !matches!(*self.decision.borrow(), Some(Decision::Apply { .. })) {
+            return Ok(false);
+        }
+        let mut run = self.run.lock().await;
+        if !run.ctx.leadership.is_leading() {
+            self.not_leading.set(true);
+            return Ok(false);
+        }
+        let short = crate::plan::provenance::short_commit(self.commit).to_string();
+        let summary = plan.summary.to_string();
+        run.condition(
+            "Reconciling",
+            true,
+            "Applying",
+            &format!("commit {short}: {summary}"),
+        );
+        // Shown while the apply runs (GKE operations take minutes); the final status follows.
+        if let Err(e) = run.ctx.store.set_status(run.stack, &run.status).await {
+            tracing::warn!(stack = %run.key, "{e}");
+        }
+        Ok(true)
+    }
+
+    fn sink(&self) -> &dyn Sink {
+        &self.sink
+    }
+}
+
+/// What the front end knew when converge returned.
+struct Ended {
+    decision: Option<Decision>,
+    not_leading: bool,
+    /// The revision of a plan without changes was recorded.
+    recorded: bool,
 }
 
 /// The plan's summary and predicted placements in the status; its actions, drift and the
@@ -473,20 +576,14 @@ async fn record_plan(run: &mut Run<'_>, planned: &Planned, commit: &str) {
     });
 }
 
-/// Applies, holds or refuses the plan.
-async fn act(run: &mut Run<'_>, planned: &Planned, commit: &str, approval: Option<&str>) {
+/// The stack's status, Events and metrics after converge: applied, up to date, held, refused or
+/// failed.
+async fn conclude(run: &mut Run<'_>, commit: &str, ended: Ended, outcome: Applied) {
     let short = crate::plan::provenance::short_commit(commit).to_string();
-    let decision = decide(&planned.plan, approval, run.ctx.own_cluster.as_ref());
-    let held = matches!(decision, Decision::Hold { .. });
-    run.ctx.metrics.stack(&run.key, |m| m.held = held);
-    if !held {
-        run.status.held_digest = None;
-        run.condition("Held", false, "NotHeld", "no plan waits for approval");
-    }
-    match decision {
-        Decision::UpToDate => {
-            if run.status.last_applied_revision.as_deref() != Some(commit) {
-                planned.record_applied().await;
+    let summary = run.status.plan.clone().unwrap_or_default();
+    match (outcome, ended.decision) {
+        (Applied::NoChanges, _) => {
+            if ended.recorded {
                 applied(run, commit);
                 run.event(
                     Severity::Normal,
@@ -503,55 +600,15 @@ async fn act(run: &mut Run<'_>, planned: &Planned, commit: &str, approval: Optio
             );
             run.condition("Reconciling", false, "UpToDate", "nothing to do");
         }
-        Decision::Apply { approved } => {
-            if !run.ctx.leadership.is_leading() {
-                run.failed(
-                    "NotLeader",
-                    "this replica lost its leadership before applying; nothing was changed",
-                )
-                .await;
-                return;
-            }
-            let summary = planned.plan.summary.to_string();
-            run.condition(
-                "Reconciling",
-                true,
-                "Applying",
-                &format!("commit {short}: {summary}"),
-            );
-            // Shown while the apply runs (GKE operations take minutes); the final status follows.
-            if let Err(e) = run.ctx.store.set_status(run.stack, &run.status).await {
-                tracing::warn!(stack = %run.key, "{e}");
-            }
-            let lock = match acquire_lock(
-                &planned.session,
-                planned.kube_client.as_ref(),
-                &planned.plan.cluster.cluster,
-                run.ctx.lock_timeout,
-            )
-            .await
-            {
-                Ok(lock) => lock,
-                Err(e) => {
-                    run.failed("LockFailed", &format!("{e:#}")).await;
-                    return;
-                }
-            };
-            let sink = LogSink {
-                stack: run.key.clone(),
-            };
-            // The repository is the truth: fields someone changed by hand (`kubectl edit`) are
-            // taken back, as Flux and Argo CD do.
-            let consent = Consent {
-                force_conflicts: true,
-                allow_disruption: approved,
-            };
-            let outcome = execute_on(&planned.apply_target(), &sink, &consent).await;
-            let lost = lock.lost();
-            lock.release().await;
-            match outcome {
-                Ok(report) if report.is_success() && !lost => {
-                    planned.record_applied().await;
+        (
+            Applied::Executed {
+                report, lock_lost, ..
+            },
+            decision,
+        ) => {
+            let approved = matches!(decision, Some(Decision::Apply { approved: true }));
+            match report {
+                Ok(report) if report.is_success() && !lock_lost => {
                     applied(run, commit);
                     let how = if approved { " (approved)" } else { "" };
                     run.condition(
@@ -569,10 +626,16 @@ async fn act(run: &mut Run<'_>, planned: &Planned, commit: &str, approval: Optio
                     .await;
                 }
                 Ok(report) => {
-                    let failures: Vec<String> = report
+                    let mut failures: Vec<String> = report
                         .failures()
                         .map(|(addr, e)| format!("{addr}: {e}"))
                         .collect();
+                    if lock_lost {
+                        failures.push(
+                            "the cluster's apply Lease was taken over during the apply; the revision was not recorded"
+                                .to_string(),
+                        );
+                    }
                     run.failed(
                         "ApplyFailed",
                         &format!("commit {short}: {}", failures.join("; ")),
@@ -585,49 +648,15 @@ async fn act(run: &mut Run<'_>, planned: &Planned, commit: &str, approval: Optio
                 }
             }
         }
-        Decision::Hold {
-            digest,
-            reason,
-            stale,
-        } => {
-            run.status.held_digest = Some(digest.clone());
-            let mut message = format!(
-                "commit {short}: {reason}; approve with `gkq approve {} {digest}` (or annotate the stack {APPROVE_ANNOTATION}={digest})",
-                run.key
-            );
-            if let Some(stale) = &stale {
-                message.push_str(&format!(
-                    "; the approval of digest {stale} was refused: it is not the plan held now"
-                ));
-            }
-            run.condition("Held", true, "AwaitingApproval", &message);
-            run.condition(
-                "Ready",
-                false,
-                "Held",
-                &format!("commit {short} waits for approval"),
-            );
-            run.condition("Reconciling", false, "Held", "waiting for approval");
-            let told = {
-                let mut stacks = run.ctx.stacks.lock().unwrap_or_else(|e| e.into_inner());
-                let state = stacks.entry(run.key.clone()).or_default();
-                let told = state.held_told.as_deref() == Some(digest.as_str());
-                state.held_told = Some(digest.clone());
-                told
-            };
-            if !told {
-                run.event(Severity::Warning, "Held", &message).await;
-            }
-            if let Some(stale) = stale {
-                run.event(
-                    Severity::Warning,
-                    "ApprovalRefused",
-                    &format!("digest {stale} is not the held plan's ({digest})"),
-                )
-                .await;
-            }
-        }
-        Decision::Refuse(why) => {
+        (
+            Applied::Refused(_) | Applied::Cancelled,
+            Some(Decision::Hold {
+                digest,
+                reason,
+                stale,
+            }),
+        ) => held(run, &short, digest, &reason, stale).await,
+        (Applied::Refused(_) | Applied::Cancelled, Some(Decision::Refuse(why))) => {
             run.condition(
                 "Stalled",
                 true,
@@ -637,6 +666,65 @@ async fn act(run: &mut Run<'_>, planned: &Planned, commit: &str, approval: Optio
             run.failed("Refused", &format!("commit {short}: {why}"))
                 .await;
         }
+        (Applied::Cancelled, _) if ended.not_leading => {
+            run.failed(
+                "NotLeader",
+                "this replica lost its leadership before applying; nothing was changed",
+            )
+            .await;
+        }
+        (Applied::Refused(why), _) => {
+            run.failed("Refused", &format!("commit {short}: {why}"))
+                .await;
+        }
+        (Applied::Cancelled, decision) => {
+            run.failed(
+                "NotApplied",
+                &format!("commit {short}: not applied ({decision:?}); nothing was changed"),
+            )
+            .await;
+        }
+    }
+}
+
+/// A plan held until its digest is approved: condition Held and one Event per held digest, and
+/// an Event for an approval of another digest.
+async fn held(run: &mut Run<'_>, short: &str, digest: String, reason: &str, stale: Option<String>) {
+    run.status.held_digest = Some(digest.clone());
+    let mut message = format!(
+        "commit {short}: {reason}; approve with `gkq approve {} {digest}` (or annotate the stack {APPROVE_ANNOTATION}={digest})",
+        run.key
+    );
+    if let Some(stale) = &stale {
+        message.push_str(&format!(
+            "; the approval of digest {stale} was refused: it is not the plan held now"
+        ));
+    }
+    run.condition("Held", true, "AwaitingApproval", &message);
+    run.condition(
+        "Ready",
+        false,
+        "Held",
+        &format!("commit {short} waits for approval"),
+    );
+    run.condition("Reconciling", false, "Held", "waiting for approval");
+    let told = {
+        let mut stacks = run.ctx.stacks.lock().unwrap_or_else(|e| e.into_inner());
+        let state = stacks.entry(run.key.clone()).or_default();
+        let told = state.held_told.as_deref() == Some(digest.as_str());
+        state.held_told = Some(digest.clone());
+        told
+    };
+    if !told {
+        run.event(Severity::Warning, "Held", &message).await;
+    }
+    if let Some(stale) = stale {
+        run.event(
+            Severity::Warning,
+            "ApprovalRefused",
+            &format!("digest {stale} is not the held plan's ({digest})"),
+        )
+        .await;
     }
 }
 

@@ -31,13 +31,23 @@ impl std::fmt::Debug for Credentials {
 }
 
 impl Credentials {
-    /// Every secret value, for [`redact`].
+    /// Every secret value, for [`redact`]: also each line of the SSH key's body, so that a
+    /// message quoting part of the key does not carry it out either.
     pub fn secrets(&self) -> Vec<String> {
         let mut out: Vec<String> = [&self.token, &self.identity]
             .into_iter()
             .flatten()
             .cloned()
             .collect();
+        if let Some(identity) = &self.identity {
+            out.extend(
+                identity
+                    .lines()
+                    .map(str::trim)
+                    .filter(|l| l.len() >= 16 && !l.starts_with("-----"))
+                    .map(str::to_string),
+            );
+        }
         if let Some(token) = &self.token {
             let user = self.username.as_deref().unwrap_or("git");
             out.push(format!("{user}:{token}"));
@@ -97,8 +107,9 @@ pub async fn fetch(
             format!("refs/tags/{t}"),
         ),
     };
-    let key_file = write_identity(dir, credentials).map_err(|e| checkout(e.to_string()))?;
-    let env = environment(credentials, key_file.as_deref(), dir);
+    // Removed when dropped: after the fetch, and also when it fails or is cancelled.
+    let ssh = SshFiles::write(dir, credentials).map_err(|e| checkout(e.to_string()))?;
+    let env = environment(credentials, ssh.as_ref());
     let fetched = run(
         dir,
         &["fetch", "--quiet", "--no-tags", "--force", url, &refspec],
@@ -107,10 +118,7 @@ pub async fn fetch(
         &secrets,
     )
     .await;
-    if let Some(key) = &key_file {
-        let _ = std::fs::remove_file(key);
-        let _ = std::fs::remove_file(dir.join(".gkq-known-hosts"));
-    }
+    drop(ssh);
     fetched?;
     let commit = git::resolve_commit(dir, &tracking).map_err(|e| checkout(e.to_string()))?;
     run(
@@ -124,39 +132,72 @@ pub async fn fetch(
     Ok(commit)
 }
 
-/// Writes the SSH key (and known hosts) next to the repository, readable by this user only.
-fn write_identity(dir: &Path, credentials: &Credentials) -> std::io::Result<Option<PathBuf>> {
-    let Some(identity) = &credentials.identity else {
-        return Ok(None);
-    };
-    let path = dir.join(".gkq-identity");
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
+/// The SSH key and `known_hosts` of one fetch, in a directory only this user may enter
+/// (`<checkout>/.git/gkq-ssh`, mode 0700; the key 0600). Removed when dropped.
+struct SshFiles {
+    dir: PathBuf,
+    key: PathBuf,
+    known_hosts: Option<PathBuf>,
+}
+
+impl SshFiles {
+    /// Writes the stack's SSH key (and known hosts); `None` without a key.
+    fn write(checkout: &Path, credentials: &Credentials) -> std::io::Result<Option<SshFiles>> {
+        let Some(identity) = &credentials.identity else {
+            return Ok(None);
+        };
+        // Absolute: git runs ssh in the checkout, where a relative path would not resolve.
+        let dir = std::path::absolute(checkout.join(".git").join("gkq-ssh"))?;
+        // What an agent killed during a fetch left behind is not reused, whatever its mode.
+        match std::fs::remove_dir_all(&dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+        let mut builder = std::fs::DirBuilder::new();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::DirBuilderExt;
+            builder.mode(0o700);
+        }
+        builder.create(&dir)?;
+        let mut files = SshFiles {
+            key: dir.join("identity"),
+            known_hosts: None,
+            dir,
+        };
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            options.mode(0o600);
+        }
+        use std::io::Write;
+        let mut file = options.open(&files.key)?;
+        file.write_all(identity.as_bytes())?;
+        // OpenSSH refuses a key whose last line is not terminated.
+        if !identity.ends_with('\n') {
+            file.write_all(b"\n")?;
+        }
+        if let Some(hosts) = &credentials.known_hosts {
+            let path = files.dir.join("known_hosts");
+            std::fs::write(&path, hosts)?;
+            files.known_hosts = Some(path);
+        }
+        Ok(Some(files))
     }
-    use std::io::Write;
-    let mut file = options.open(&path)?;
-    file.write_all(identity.as_bytes())?;
-    if !identity.ends_with('\n') {
-        file.write_all(b"\n")?;
+}
+
+impl Drop for SshFiles {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
-    if let Some(hosts) = &credentials.known_hosts {
-        std::fs::write(dir.join(".gkq-known-hosts"), hosts)?;
-    }
-    Ok(Some(path))
 }
 
 /// git's environment for a fetch: the token as an `http.extraHeader` given through
 /// `GIT_CONFIG_COUNT`/`GIT_CONFIG_KEY_n`/`GIT_CONFIG_VALUE_n`, the SSH key through
 /// `GIT_SSH_COMMAND`.
-fn environment(
-    credentials: &Credentials,
-    key_file: Option<&Path>,
-    dir: &Path,
-) -> Vec<(String, String)> {
+fn environment(credentials: &Credentials, ssh: Option<&SshFiles>) -> Vec<(String, String)> {
     use base64::Engine;
     let mut env = Vec::new();
     if let Some(token) = &credentials.token {
@@ -169,21 +210,46 @@ fn environment(
             format!("Authorization: Basic {basic}"),
         ));
     }
-    if let Some(key) = key_file {
-        let hosts = if credentials.known_hosts.is_some() {
-            format!(
-                "-o UserKnownHostsFile={} -o StrictHostKeyChecking=yes",
-                dir.join(".gkq-known-hosts").display()
-            )
-        } else {
-            "-o StrictHostKeyChecking=accept-new".to_string()
-        };
+    if let Some(ssh) = ssh {
         env.push((
             "GIT_SSH_COMMAND".into(),
-            format!("ssh -i {} -o IdentitiesOnly=yes {hosts}", key.display()),
+            ssh_command(&ssh.key, ssh.known_hosts.as_deref()),
         ));
     }
     env
+}
+
+/// The `ssh` command line git runs (through `sh -c`): the key given as an option, no prompts
+/// (`BatchMode`: nobody answers them), the stack's known hosts only when it has them.
+fn ssh_command(key: &Path, known_hosts: Option<&Path>) -> String {
+    let mut command = format!(
+        "ssh {} -o IdentitiesOnly=yes -o BatchMode=yes",
+        ssh_option("IdentityFile", key)
+    );
+    match known_hosts {
+        Some(hosts) => {
+            command.push(' ');
+            command.push_str(&ssh_option("UserKnownHostsFile", hosts));
+            command.push_str(" -o StrictHostKeyChecking=yes");
+        }
+        None => command.push_str(" -o StrictHostKeyChecking=accept-new"),
+    }
+    command
+}
+
+/// `-o NAME="PATH"` quoted twice: for ssh, which splits an option's value at spaces (a double
+/// quoted value is one word, `\` escaping `"` and `\` in it) and expands `%` tokens in these
+/// paths (`%%` is a `%`); and for the shell git runs the command with (single quotes, each `'`
+/// written `'\''`). A work directory may hold any of these characters; only `${`, which ssh
+/// expands as an environment variable and has no escape for, would not survive.
+fn ssh_option(name: &str, path: &Path) -> String {
+    let path = path.display().to_string();
+    let for_ssh = path
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('%', "%%");
+    let option = format!("{name}=\"{for_ssh}\"");
+    format!("-o '{}'", option.replace('\'', "'\\''"))
 }
 
 async fn run(
@@ -212,4 +278,93 @@ async fn run(
         url: redact(url, secrets),
         stderr: redact(String::from_utf8_lossy(&output.stderr).trim(), secrets),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KEY: &str = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ\n-----END OPENSSH PRIVATE KEY-----";
+
+    fn with_key(known_hosts: Option<&str>) -> Credentials {
+        Credentials {
+            identity: Some(KEY.to_string()),
+            known_hosts: known_hosts.map(str::to_string),
+            ..Credentials::default()
+        }
+    }
+
+    #[cfg(unix)]
+    fn mode(path: &Path) -> u32 {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn the_ssh_key_is_readable_by_the_agent_only_and_removed_when_the_fetch_ends() {
+        let checkout = tempfile::tempdir().unwrap();
+        let leftover = checkout.path().join(".git/gkq-ssh");
+        std::fs::create_dir_all(&leftover).unwrap();
+        std::fs::write(leftover.join("identity"), "left by a killed agent").unwrap();
+        std::fs::set_permissions(
+            leftover.join("identity"),
+            std::os::unix::fs::PermissionsExt::from_mode(0o644),
+        )
+        .unwrap();
+
+        let files = SshFiles::write(
+            checkout.path(),
+            &with_key(Some("[h]:22 ssh-ed25519 AAAA\n")),
+        )
+        .unwrap()
+        .unwrap();
+        assert!(files.key.is_absolute(), "{}", files.key.display());
+        assert_eq!(mode(&files.dir), 0o700);
+        assert_eq!(mode(&files.key), 0o600);
+        assert_eq!(
+            std::fs::read_to_string(&files.key).unwrap(),
+            format!("{KEY}\n")
+        );
+        let hosts = files.known_hosts.clone().unwrap();
+        assert_eq!(
+            std::fs::read_to_string(hosts).unwrap(),
+            "[h]:22 ssh-ed25519 AAAA\n"
+        );
+        let dir = files.dir.clone();
+        drop(files);
+        assert!(!dir.exists(), "the key is removed");
+        assert!(
+            SshFiles::write(checkout.path(), &Credentials::default())
+                .unwrap()
+                .is_none()
+        );
+    }
+
+    /// The command as git hands it to `sh -c`. That the shell and ssh read it back as these
+    /// paths is checked against a real sshd by `agent::ssh` (its work directory has all of
+    /// these characters); gkq itself never runs a shell (`security::no_shell_is_ever_run`).
+    #[test]
+    fn the_ssh_command_quotes_paths_for_the_shell_and_for_ssh() {
+        let dir = Path::new("/work dir/it's \"odd\" 100%d\\x");
+        assert_eq!(
+            ssh_command(&dir.join("identity"), Some(&dir.join("known_hosts"))),
+            r#"ssh -o 'IdentityFile="/work dir/it'\''s \"odd\" 100%%d\\x/identity"' -o IdentitiesOnly=yes -o BatchMode=yes -o 'UserKnownHostsFile="/work dir/it'\''s \"odd\" 100%%d\\x/known_hosts"' -o StrictHostKeyChecking=yes"#
+        );
+        assert_eq!(
+            ssh_command(Path::new("/k"), None),
+            r#"ssh -o 'IdentityFile="/k"' -o IdentitiesOnly=yes -o BatchMode=yes -o StrictHostKeyChecking=accept-new"#
+        );
+    }
+
+    #[test]
+    fn every_line_of_the_key_body_is_a_secret() {
+        let secrets = with_key(None).secrets();
+        assert!(secrets.contains(&KEY.to_string()));
+        assert!(secrets.contains(&"b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ".to_string()));
+        // The armour lines are the same in every key: not secrets.
+        for armour in KEY.lines().filter(|l| l.starts_with("-----")) {
+            assert!(!secrets.iter().any(|s| s == armour), "{armour}");
+        }
+    }
 }

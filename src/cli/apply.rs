@@ -12,6 +12,7 @@ use super::target::TargetArgs;
 use crate::apply::{ApplyReport, Outcome, Sink, VerifyError};
 use crate::ops::apply::{ApplyTarget, Consent, execute_on, stale_error};
 use crate::ops::converge::{Applied, ApplyChoices, ApplyFront};
+use crate::ops::plan::Planned;
 use crate::plan::{Plan, PlanOptions};
 use crate::render::apply::{JsonLinesSink, TerminalSink};
 
@@ -184,6 +185,10 @@ async fn apply_valid(
     let front = Front {
         json,
         auto_approve: choices.auto_approve,
+        consent: Consent {
+            force_conflicts: choices.force_conflicts,
+            allow_disruption: choices.allow_disruption,
+        },
         sink: if json {
             Box::new(JsonLinesSink::new(std::io::stdout()))
         } else {
@@ -191,12 +196,9 @@ async fn apply_valid(
         },
     };
     let apply_choices = ApplyChoices {
-        consent: Consent {
-            force_conflicts: choices.force_conflicts,
-            allow_disruption: choices.allow_disruption,
-        },
         lock_timeout: choices.lock.lock_timeout,
         follow_jobs: !json,
+        record_unchanged: true,
     };
     let applied = crate::ops::converge::apply(
         &spec.source(),
@@ -210,11 +212,21 @@ async fn apply_valid(
     .await?;
     match applied {
         Applied::NoChanges => Ok(Exit::Ok),
+        Applied::Refused(why) => anyhow::bail!("{why}"),
         Applied::Cancelled => {
             eprintln!("Apply cancelled; nothing was changed.");
             Ok(Exit::Failed)
         }
-        Applied::Executed { report, landed } => {
+        Applied::Executed {
+            report,
+            landed,
+            lock_lost,
+        } => {
+            if lock_lost {
+                eprintln!(
+                    "warning: another holder took the cluster's lock over during the apply (it could not be renewed in time); the applied revision was not recorded. Run `gkq plan` to see the state."
+                );
+            }
             if let Some(landed) = landed {
                 let _ = super::output::print_stdout(&crate::render::status::landed_text(&landed));
             }
@@ -227,11 +239,15 @@ async fn apply_valid(
 struct Front {
     json: bool,
     auto_approve: bool,
+    /// What the flags consent to.
+    consent: Consent,
     sink: Box<dyn Sink>,
 }
 
+#[async_trait::async_trait(?Send)]
 impl ApplyFront for Front {
-    fn planned(&self, plan: &Plan) -> anyhow::Result<()> {
+    async fn planned(&self, planned: &Planned) -> anyhow::Result<()> {
+        let plan = &planned.plan;
         if self.json {
             print_plan_line(plan)
         } else if plan.has_changes() {
@@ -241,7 +257,11 @@ impl ApplyFront for Front {
         }
     }
 
-    fn approve(&self, _plan: &Plan) -> anyhow::Result<bool> {
+    fn consent(&self, _plan: &Plan) -> Consent {
+        self.consent
+    }
+
+    async fn approve(&self, _plan: &Plan) -> anyhow::Result<bool> {
         Ok(self.auto_approve || confirm("Do you want to perform these actions?")?)
     }
 

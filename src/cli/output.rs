@@ -33,3 +33,138 @@ pub fn print_stdout(text: &str) -> anyhow::Result<()> {
 pub fn to_yaml(v: &serde_json::Value) -> anyhow::Result<String> {
     Ok(serde_saphyr::to_string(v)?)
 }
+
+/// Prints the pipeline's notices (`tracing` events with the target [`crate::ops::NOTICE`]) as
+/// the plain lines a person reads: the message, `warning: ` before a warning's, its `hint`
+/// indented on the next line. Every other event goes to the log lines.
+pub struct NoticeLines;
+
+#[derive(Default)]
+struct NoticeFields {
+    message: String,
+    hint: Option<String>,
+}
+
+impl tracing::field::Visit for NoticeFields {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        match field.name() {
+            "message" => self.message = format!("{value:?}"),
+            "hint" => self.hint = Some(format!("{value:?}")),
+            _ => {}
+        }
+    }
+
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        self.record_debug(field, &format_args!("{value}"));
+    }
+}
+
+impl<S, N> tracing_subscriber::fmt::FormatEvent<S, N> for NoticeLines
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    N: for<'a> tracing_subscriber::fmt::FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        _ctx: &tracing_subscriber::fmt::FmtContext<'_, S, N>,
+        mut writer: tracing_subscriber::fmt::format::Writer<'_>,
+        event: &tracing::Event<'_>,
+    ) -> std::fmt::Result {
+        let mut fields = NoticeFields::default();
+        event.record(&mut fields);
+        let level = *event.metadata().level();
+        if level == tracing::Level::ERROR {
+            write!(writer, "error: ")?;
+        } else if level == tracing::Level::WARN {
+            write!(writer, "warning: ")?;
+        }
+        write!(writer, "{}", fields.message)?;
+        if let Some(hint) = fields.hint {
+            write!(writer, "\n  {hint}")?;
+        }
+        writeln!(writer)
+    }
+}
+
+/// Installs the process's `tracing` subscriber, writing to stderr. The commands: the pipeline's
+/// notices as plain lines ([`NoticeLines`]), everything else as log lines filtered by
+/// `RUST_LOG` (or `-v`: warn, info, debug, trace). The agent (`agent: true`), which runs
+/// unattended: every event as a JSON line for a log collector, at info unless `RUST_LOG` or
+/// `-v` says otherwise.
+pub fn init_tracing(verbose: u8, agent: bool) {
+    use tracing_subscriber::EnvFilter;
+    use tracing_subscriber::prelude::*;
+    let level = match (verbose, agent) {
+        (0, true) => "info",
+        (0, false) => "warn",
+        (1, _) => "info",
+        (2, _) => "debug",
+        _ => "trace",
+    };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level));
+    if agent {
+        tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .json()
+            .init();
+        return;
+    }
+    let notices = tracing_subscriber::filter::Targets::new()
+        .with_target(crate::ops::NOTICE, tracing::Level::INFO);
+    let logs = match format!("{}=off", crate::ops::NOTICE).parse() {
+        Ok(directive) => filter.add_directive(directive),
+        Err(_) => filter,
+    };
+    tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_ansi(stderr_color())
+                .with_filter(logs),
+        )
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .event_format(NoticeLines)
+                .with_filter(notices),
+        )
+        .init();
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use tracing_subscriber::prelude::*;
+
+    use super::NoticeLines;
+    use crate::ops::NOTICE;
+
+    #[test]
+    fn notices_are_printed_as_the_lines_a_person_reads() {
+        let written = tempfile::NamedTempFile::new().unwrap();
+        let subscriber = tracing_subscriber::registry().with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(Mutex::new(written.reopen().unwrap()))
+                .event_format(NoticeLines)
+                .with_filter(
+                    tracing_subscriber::filter::Targets::new()
+                        .with_target(NOTICE, tracing::Level::INFO),
+                ),
+        );
+        tracing::subscriber::with_default(subscriber, || {
+            let places = "ConfigMap kube-system/gkq-revision-c";
+            tracing::info!(target: NOTICE, %places, "Recorded the applied revision in {places}.");
+            tracing::warn!(target: NOTICE, hint = "check the RBAC", "cannot write the ConfigMap");
+            tracing::warn!("not a notice");
+            tracing::debug!(target: NOTICE, "below the notices' level");
+        });
+        let text = std::fs::read_to_string(written.path()).unwrap();
+        assert_eq!(
+            text,
+            "Recorded the applied revision in ConfigMap kube-system/gkq-revision-c.\n\
+             warning: cannot write the ConfigMap\n  check the RBAC\n"
+        );
+    }
+}

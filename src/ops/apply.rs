@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use super::NOTICE;
 use super::plan::Planned;
 use super::session::{KubeHandle, Session};
 use crate::addr::ClusterRef;
@@ -160,7 +161,7 @@ pub async fn settle(session: &Session) {
     if let Some(local) = session.kube.local()
         && let Err(e) = local.settle().await
     {
-        eprintln!("warning: {e}");
+        tracing::warn!(target: NOTICE, "{e}");
     }
 }
 
@@ -176,12 +177,17 @@ async fn stop_on_ctrl_c(interrupt: Interrupt) {
     if tokio::signal::ctrl_c().await.is_err() {
         return;
     }
-    eprintln!(
+    // On a line of its own after the terminal's `^C`.
+    tracing::info!(
+        target: NOTICE,
         "\nInterrupted: no new changes will start; waiting for the ones in flight (Ctrl-C again to quit now)."
     );
     interrupt.trigger();
     if tokio::signal::ctrl_c().await.is_ok() {
-        eprintln!("Interrupted again: exiting now. Run `gkq plan` to see what was done.");
+        tracing::info!(
+            target: NOTICE,
+            "Interrupted again: exiting now. Run `gkq plan` to see what was done."
+        );
         // 128 + SIGINT, as shells report it.
         std::process::exit(130);
     }
@@ -215,7 +221,7 @@ pub async fn record_revision(
                 REVISION_NAMESPACE,
                 configmap_name(&cluster.cluster)
             )),
-            Err(e) => eprintln!("warning: {e}\n  {}", e.hint()),
+            Err(e) => tracing::warn!(target: NOTICE, hint = %e.hint(), "{e}"),
         }
     }
     match revision::write_gke_labels(
@@ -227,13 +233,16 @@ pub async fn record_revision(
     .await
     {
         Ok(_) => recorded.push("the cluster's labels".to_string()),
-        Err(e) => eprintln!("warning: {e}\n  {}", e.hint()),
+        Err(e) => tracing::warn!(target: NOTICE, hint = %e.hint(), "{e}"),
     }
     if !recorded.is_empty() {
-        eprintln!(
-            "Recorded the applied revision in {}: {}.",
-            recorded.join(" and "),
-            spec.describe()
+        let places = recorded.join(" and ");
+        let revision = spec.describe();
+        tracing::info!(
+            target: NOTICE,
+            %places,
+            %revision,
+            "Recorded the applied revision in {places}: {revision}."
         );
     }
 }

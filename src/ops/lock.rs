@@ -17,9 +17,12 @@ fn lock_options(timeout: Duration) -> LockOptions {
 
 fn announce_wait(timeout: Duration) -> impl FnMut(&str) + Send {
     move |holder: &str| {
-        eprintln!(
-            "Waiting up to {} for the cluster's lock, held by {holder}...",
-            crate::vocab::duration::human(timeout)
+        let timeout = crate::vocab::duration::human(timeout);
+        tracing::info!(
+            target: super::NOTICE,
+            holder,
+            %timeout,
+            "Waiting up to {timeout} for the cluster's lock, held by {holder}..."
         );
     }
 }

@@ -14,6 +14,11 @@
 //! explain  why one job or Workload is where it is: Kueue's word, gkq's reproduction, fixes
 //! watch    re-plan on file changes, drift and new commits, apply when allowed, follow the jobs
 //! ```
+//!
+//! Nothing here prints. What the person running a command is told along the way (the applied
+//! revision recorded, a lock waited for, a warning that does not stop the command) is a
+//! `tracing` event with the target [`NOTICE`]: the commands print those as plain lines
+//! (`cli::output::NoticeLines`), the agent logs them as JSON like every other event.
 
 pub mod apply;
 pub mod converge;
@@ -25,3 +30,7 @@ pub mod saved;
 pub mod session;
 pub mod status;
 pub mod watch;
+
+/// The `tracing` target of the pipeline's notices to the person running it (see above). Events
+/// at INFO are told as they are, WARN ones as warnings; a `hint` field says what to do.
+pub const NOTICE: &str = "gkq::notice";

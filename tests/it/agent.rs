@@ -5,6 +5,8 @@
 //! the git token kept out of everything the agent writes. Also the local target's agent, and the
 //! deploy/ manifests (CRD generated from the Rust types; server-side dry run).
 
+mod ssh;
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -112,6 +114,17 @@ impl Fixture {
         lease: &str,
         management: &std::path::Path,
     ) -> std::process::Command {
+        self.agent_command_in(&self.state.path().join(work), work, lease, management)
+    }
+
+    /// [`Fixture::agent_command_as`] checking repositories out in `work_dir`, as `identity`.
+    fn agent_command_in(
+        &self,
+        work_dir: &std::path::Path,
+        identity: &str,
+        lease: &str,
+        management: &std::path::Path,
+    ) -> std::process::Command {
         let mut c = gkq();
         c.args(["agent", "--target", "local", "--listen", "127.0.0.1:0"])
             .arg("--state-dir")
@@ -124,15 +137,21 @@ impl Fixture {
             .args(["--namespace", &self.env.namespace])
             .args(["--lease-duration", lease])
             .arg("--work-dir")
-            .arg(self.state.path().join(work))
-            .args(["--identity", work]);
+            .arg(work_dir)
+            .args(["--identity", identity]);
         c
     }
 
     /// Creates the GkqStack `name` following `main` of the fixture's repository.
     async fn create_stack(&self, name: &str, interval: &str, secret: Option<&str>) {
+        self.create_stack_of(name, &self.url(), interval, secret)
+            .await;
+    }
+
+    /// [`Fixture::create_stack`] following `main` of the repository at `url`.
+    async fn create_stack_of(&self, name: &str, url: &str, interval: &str, secret: Option<&str>) {
         let mut spec = json!({
-            "url": self.url(),
+            "url": url,
             "branch": "main",
             "path": "infra",
             "variables": self.vars,
@@ -250,6 +269,42 @@ impl Fixture {
         let out = c.output().unwrap();
         assert!(out.status.success(), "{}", explain(&out));
         serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    /// Creates the Secret `name` holding `string_data`.
+    async fn create_secret(&self, name: &str, string_data: Value) {
+        let secret: Secret = serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": self.env.namespace},
+            "stringData": string_data,
+        }))
+        .unwrap();
+        Api::<Secret>::namespaced(self.env.client.clone(), &self.env.namespace)
+            .create(&PostParams::default(), &secret)
+            .await
+            .unwrap();
+    }
+
+    /// Everything a running agent wrote: the status of each of `stacks`, the namespace's
+    /// Events, its `/metrics` (at `url`), and its logs (it is stopped to read the last of them).
+    async fn everything_written(
+        &self,
+        stacks: &[&str],
+        url: &str,
+        agent: Running,
+    ) -> Vec<(String, String)> {
+        let mut written = Vec::new();
+        for name in stacks {
+            let status = serde_json::to_string(&self.stack(name).await).unwrap();
+            written.push((format!("status of {name}"), status));
+        }
+        let events = serde_json::to_string(&self.events().await).unwrap();
+        written.push(("events".to_string(), events));
+        written.push(("metrics".to_string(), metrics_of(url).await));
+        let (code, logs) = agent.interrupt();
+        assert_eq!(code, Some(0), "{logs}");
+        assert!(logs.contains("TRACE"), "the logs are at trace level");
+        written.push(("logs".to_string(), logs));
+        written
     }
 
     async fn events(&self) -> Vec<Value> {
@@ -374,15 +429,8 @@ async fn the_deploy_manifests_pass_a_server_side_dry_run() {
 async fn commits_are_applied_by_polling_and_by_webhook_and_status_shows_them() {
     let f = Fixture::new("agent-poll").await;
     let first = f.ws.git(&["rev-parse", "HEAD"]);
-    let secret: Secret = serde_json::from_value(json!({
-        "metadata": {"name": "git", "namespace": f.env.namespace},
-        "stringData": {"webhookSecret": "hook-secret-1"},
-    }))
-    .unwrap();
-    Api::<Secret>::namespaced(f.env.client.clone(), &f.env.namespace)
-        .create(&PostParams::default(), &secret)
-        .await
-        .unwrap();
+    f.create_secret("git", json!({"webhookSecret": "hook-secret-1"}))
+        .await;
     f.create_stack("polled", "2s", None).await;
     let mut agent = f.agent("a", "4s");
     let url = endpoint(&mut agent);
@@ -726,30 +774,17 @@ async fn the_git_token_never_appears_in_status_events_metrics_or_trace_logs() {
         "gkq-token-{}",
         crate::support::control_plane::unique_name("t")
     );
-    let secret: Secret = serde_json::from_value(json!({
-        "metadata": {"name": "git", "namespace": f.env.namespace},
-        "stringData": {"token": token, "webhookSecret": format!("{token}-hook")},
-    }))
-    .unwrap();
-    Api::<Secret>::namespaced(f.env.client.clone(), &f.env.namespace)
-        .create(&PostParams::default(), &secret)
-        .await
-        .unwrap();
+    f.create_secret(
+        "git",
+        json!({"token": token, "webhookSecret": format!("{token}-hook")}),
+    )
+    .await;
     f.create_stack("secret", "2s", Some("git")).await;
     // A second stack whose repository does not exist: its fetch fails, and the failure is
     // reported without the token.
-    let object: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "gkq.dev/v1alpha1",
-        "kind": "GkqStack",
-        "metadata": {"name": "missing", "namespace": f.env.namespace},
-        "spec": {"url": format!("file://{}/nothing-here", f.state.path().display()), "interval": "2s",
-                 "secretRef": {"name": "git"}},
-    }))
-    .unwrap();
-    f.stacks()
-        .create(&PostParams::default(), &object)
-        .await
-        .unwrap();
+    let nowhere = format!("file://{}/nothing-here", f.state.path().display());
+    f.create_stack_of("missing", &nowhere, "2s", Some("git"))
+        .await;
     let mut c = f.agent_command("work", "4s");
     c.env("RUST_LOG", "trace");
     let mut agent = Running::spawn(c);
@@ -763,48 +798,34 @@ async fn the_git_token_never_appears_in_status_events_metrics_or_trace_logs() {
         |s| condition(s, "Ready")["reason"] == "FetchFailed",
     )
     .await;
-    let metrics = metrics_of(&url).await;
-    let mut written = vec![
-        (
-            "status".to_string(),
-            serde_json::to_string(&f.stack("secret").await).unwrap(),
-        ),
-        (
-            "status".to_string(),
-            serde_json::to_string(&f.stack("missing").await).unwrap(),
-        ),
-        (
-            "events".to_string(),
-            serde_json::to_string(&f.events().await).unwrap(),
-        ),
-        ("metrics".to_string(), metrics),
-    ];
-    let (code, logs) = agent.interrupt();
-    assert_eq!(code, Some(0), "{logs}");
-    assert!(logs.contains("TRACE"), "the logs are at trace level");
-    written.push(("logs".to_string(), logs));
+    let written = f
+        .everything_written(&["secret", "missing"], &url, agent)
+        .await;
     use base64::Engine;
-    let forms = [
+    let forms = vec![
         token.clone(),
         base64::engine::general_purpose::STANDARD.encode(&token),
         base64::engine::general_purpose::STANDARD.encode(format!("git:{token}")),
     ];
-    for (what, text) in &written {
-        for form in &forms {
+    assert_nowhere(&written, &forms, "the token");
+}
+
+/// Asserts that no form of a secret appears in anything written.
+fn assert_nowhere(written: &[(String, String)], forms: &[String], secret: &str) {
+    for (what, text) in written {
+        for form in forms {
             assert!(
                 !text.contains(form.as_str()),
-                "the token ({form}) appears in the {what}"
+                "{secret} ({form}) appears in the {what}"
             );
         }
     }
 }
 
-#[test]
-fn the_local_target_agent_applies_a_commit_that_gkq_status_then_shows() {
-    let ws = Workspace::example();
-    let commit = ws.commit_all("seed");
-    let state = tempfile::tempdir().unwrap();
-    let manifest = state.path().join("stack.yaml");
+/// `gkq agent` on the local target with the state directory `state`, its one stack following
+/// `main` of `ws`'s repository every 2s.
+fn local_agent(ws: &Workspace, state: &std::path::Path) -> std::process::Command {
+    let manifest = state.join("stack.yaml");
     std::fs::write(
         &manifest,
         format!(
@@ -816,12 +837,30 @@ fn the_local_target_agent_applies_a_commit_that_gkq_status_then_shows() {
     let mut c = gkq();
     c.args(["agent", "--target", "local", "--listen", "127.0.0.1:0"])
         .arg("--state-dir")
-        .arg(state.path())
+        .arg(state)
         .arg("--stack")
         .arg(&manifest)
         // As deploy/deployment.yaml ships it: empty, so not set.
         .env("GKQ_AGENT_CLUSTER", "");
-    let agent = Running::spawn(c);
+    c
+}
+
+/// Every line of `logs` as JSON; panics at the first line that is not.
+fn json_lines(logs: &str) -> Vec<Value> {
+    logs.lines()
+        .map(|line| {
+            serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("not a JSON line ({e}): {line}\n--- the logs:\n{logs}"))
+        })
+        .collect()
+}
+
+#[test]
+fn the_local_target_agent_applies_a_commit_that_gkq_status_then_shows() {
+    let ws = Workspace::example();
+    let commit = ws.commit_all("seed");
+    let state = tempfile::tempdir().unwrap();
+    let agent = Running::spawn(local_agent(&ws, state.path()));
     let status = || {
         let out = gkq()
             .arg("status")
@@ -856,6 +895,67 @@ fn the_local_target_agent_applies_a_commit_that_gkq_status_then_shows() {
         "{stacks:#}"
     );
     assert_eq!(stacks["events"][0]["reason"], "Applied", "{stacks:#}");
+}
+
+/// Reads `agent`'s stderr into `logs` until a line of it contains `needle`.
+async fn read_logs_until(agent: &Running, logs: &mut String, needle: &str, timeout: Duration) {
+    let started = std::time::Instant::now();
+    while !logs.contains(needle) {
+        assert!(
+            started.elapsed() < timeout,
+            "waited {timeout:?} for `{needle}`; the logs:\n{logs}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        for line in agent.take_stderr().lines() {
+            logs.push_str(line);
+            logs.push('\n');
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_agent_logs_only_json_lines_also_what_the_pipeline_tells_people() {
+    let ws = Workspace::example();
+    ws.commit_all("seed");
+    let state = tempfile::tempdir().unwrap();
+    // The state directory's lock, held as another apply would hold it: the agent waits, and says
+    // so, then applies and records the revision (both told as plain lines by `gkq apply`).
+    let lock = gkq::ops::lock::lock_state_dir(state.path(), Duration::from_secs(10))
+        .await
+        .unwrap();
+    let agent = Running::spawn(local_agent(&ws, state.path()));
+    let mut logs = String::new();
+    let waiting = "Waiting up to 2m00s for the cluster's lock";
+    read_logs_until(&agent, &mut logs, waiting, Duration::from_secs(60)).await;
+    lock.release().await;
+    let recorded = "Recorded the applied revision in ConfigMap kube-system/gkq-revision-";
+    read_logs_until(&agent, &mut logs, recorded, Duration::from_secs(120)).await;
+    let (code, rest) = agent.interrupt();
+    logs.push_str(&rest);
+    assert_eq!(code, Some(0), "{logs}");
+
+    let lines = json_lines(&logs);
+    let notice = |start: &str| {
+        lines
+            .iter()
+            .find(|l| {
+                l["fields"]["message"]
+                    .as_str()
+                    .is_some_and(|m| m.starts_with(start))
+            })
+            .unwrap_or_else(|| panic!("no `{start}` in\n{logs}"))
+    };
+    let waited = notice(waiting);
+    assert_eq!(waited["target"], gkq::ops::NOTICE, "{waited}");
+    assert!(waited["fields"]["holder"].is_string(), "{waited}");
+    let record = notice(recorded);
+    assert_eq!(record["level"], "INFO", "{record}");
+    assert!(
+        record["fields"]["revision"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("commit ")),
+        "{record}"
+    );
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! The shape of `src/`, checked rather than described: the top-level modules form layers (each
 //! module imports only modules of lower layers, so there are no import cycles), the pure modules
-//! do no I/O and import no module that does, and no two source files import each other.
+//! do no I/O and import no module that does, no two source files import each other, and only
+//! the commands print.
 //!
 //! References are read from the source text: `crate::a::b` paths and `use crate::{..}` /
 //! `use super::..` trees, outside `#[cfg(test)]` modules (tests may reach across layers).
@@ -296,23 +297,45 @@ fn top_level_modules_import_only_lower_layers() {
     );
 }
 
-#[test]
-fn pure_modules_do_no_io() {
+/// `file: marker` for each marker found in the code of a module whose top-level module
+/// `checked` picks.
+fn markers_in(checked: impl Fn(&str) -> bool, markers: &[&str]) -> Vec<String> {
     let t = tree();
-    let mut wrong = Vec::new();
-    for (module, code) in &t.code {
-        if !PURE.contains(&module[0].as_str()) {
-            continue;
-        }
-        for marker in IO_MARKERS {
+    let mut found = Vec::new();
+    for (module, code) in t.code.iter().filter(|(m, _)| checked(&m[0])) {
+        for marker in markers {
             if code.contains(marker) {
-                wrong.push(format!("{}: {marker}", t.modules[module].display()));
+                found.push(format!("{}: {marker}", t.modules[module].display()));
             }
         }
     }
+    found
+}
+
+#[test]
+fn pure_modules_do_no_io() {
+    let wrong = markers_in(|m| PURE.contains(&m), IO_MARKERS);
     assert!(
         wrong.is_empty(),
         "I/O in a pure module:\n{}",
+        wrong.join("\n")
+    );
+}
+
+/// Modules that may write to stdout or stderr themselves: the commands, and the GKE emulator's
+/// `serve`, whose one line (the address it listens on) is what its callers wait for.
+const PRINTERS: &[&str] = &["cli", "emulator"];
+
+/// Everything else tells what happens through `tracing` (the pipeline's notices to a person
+/// with the target `ops::NOTICE`) or a sink its caller passes: the agent's stderr is JSON lines
+/// only, and a command decides how its output looks.
+#[test]
+fn only_the_commands_print() {
+    let printing = ["println!", "print!", "eprintln!", "eprint!", "dbg!"];
+    let wrong = markers_in(|m| !PRINTERS.contains(&m), &printing);
+    assert!(
+        wrong.is_empty(),
+        "printing below the commands:\n{}",
         wrong.join("\n")
     );
 }

@@ -5,13 +5,15 @@
 //!   repository;
 //! * [`kueue`]: Kueue object builders and the seed's queue setup and RayJob;
 //! * [`control_plane`]: the run's one Kubernetes control plane, namespaces and unique names;
-//! * [`process`]: long-running `gkq` processes and output helpers.
+//! * [`process`]: long-running `gkq` processes and output helpers;
+//! * [`sshd`]: a real OpenSSH server on loopback, for git over ssh.
 #![allow(dead_code)]
 
 pub mod cmd;
 pub mod control_plane;
 pub mod kueue;
 pub mod process;
+pub mod sshd;
 pub mod workspace;
 
 pub use cmd::gkq;
