@@ -1,5 +1,6 @@
 //! The floor under a plan: a bare client that sends exactly the requests a plan of the given
-//! objects needs (discovery and one list per kind gkq lists, and one server-side-apply dry run
+//! objects needs (discovery, one list per kind gkq lists (Kueue's world unselected), the
+//! revision record and Kueue's Deployment, and one server-side-apply dry run
 //! per object when `--dry-run all`), at the same concurrency as `gkq plan`, and nothing else:
 //! no spec, no diff, no rendering. `bench/plan-apply` runs it beside `gkq plan` and prints gkq's
 //! time as a ratio to it.
@@ -16,8 +17,11 @@ use std::time::Instant;
 use futures::StreamExt;
 use gkq::kube::client::RealKube;
 use gkq::kube::{ApplyOptions, KubeApi, owned_selector, type_of};
+use gkq::model::kueue_install::{KUEUE_NAMESPACE, MANAGER_DEPLOYMENT};
+use gkq::observe::cluster::KUEUE_WORLD_KINDS;
 use gkq::observe::kube::OBSERVE_CONCURRENCY;
 use gkq::placement::objects::KUEUE_KINDS;
+use gkq::plan::revision::{REVISION_NAMESPACE, configmap_name};
 use serde_json::Value;
 
 struct Args {
@@ -63,23 +67,34 @@ async fn main() -> anyhow::Result<()> {
     let requests = std::sync::atomic::AtomicUsize::new(0);
     let count = || requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
 
-    // The kinds gkq lists: the objects' kinds, ConfigMaps and RayJobs, Kueue's kinds; Workloads
-    // unselected (for the placement prediction).
+    // The kinds gkq lists: Kueue's world unselected (the placement prediction and what-if read
+    // every stack's queues and Workloads), and the objects' other kinds and the kinds gkq may
+    // own with the stack's selector.
+    let world: BTreeSet<(String, String)> = KUEUE_WORLD_KINDS
+        .iter()
+        .map(|(a, k)| (a.to_string(), k.to_string()))
+        .collect();
     let mut kinds: BTreeSet<(String, String)> = objects
         .iter()
         .map(type_of)
-        .chain([("v1", "ConfigMap"), ("ray.io/v1", "RayJob")])
+        .chain([
+            ("v1", "ConfigMap"),
+            ("ray.io/v1", "RayJob"),
+            ("jobset.x-k8s.io/v1alpha2", "JobSet"),
+            ("batch/v1", "Job"),
+        ])
         .chain(KUEUE_KINDS.iter().map(|k| ("kueue.x-k8s.io/v1beta2", *k)))
         .map(|(a, k)| (a.to_string(), k.to_string()))
         .collect();
-    kinds.insert(("kueue.x-k8s.io/v1beta2".into(), "Workload".into()));
+    kinds.extend(world.iter().cloned());
     let selector = owned_selector(&args.stack);
     let lists = kinds.iter().map(|(api_version, kind)| {
-        let (api, selector) = (&api, &selector);
+        let (api, selector, world) = (&api, &selector, &world);
         async move {
             count();
             let info = api.resource(api_version, kind).await?;
-            let selector = if kind == "Workload" { "" } else { selector };
+            let unselected = world.contains(&(api_version.clone(), kind.clone()));
+            let selector = if unselected { "" } else { selector };
             let listed = match &info {
                 Some(info) => {
                     count();
@@ -90,7 +105,25 @@ async fn main() -> anyhow::Result<()> {
             anyhow::Ok((info, listed))
         }
     });
-    let infos = futures::future::join_all(lists).await;
+    // The two reads of single objects every plan makes: the applied-revision record and, for
+    // `kueue.install: external`, Kueue's Deployment (its version).
+    let singles = async {
+        let config_map = api.resource("v1", "ConfigMap").await?;
+        let deployment = api.resource("apps/v1", "Deployment").await?;
+        let revision = configmap_name(&args.stack);
+        for (info, namespace, name) in [
+            (config_map, REVISION_NAMESPACE, revision.as_str()),
+            (deployment, KUEUE_NAMESPACE, MANAGER_DEPLOYMENT),
+        ] {
+            if let Some(info) = info {
+                count();
+                api.get(&info, Some(namespace), name).await?;
+            }
+        }
+        anyhow::Ok(())
+    };
+    let (infos, singles) = futures::join!(futures::future::join_all(lists), singles);
+    singles?;
     let mut served = std::collections::BTreeMap::new();
     for (key, found) in kinds.iter().zip(infos) {
         if let (Some(info), _) = found? {

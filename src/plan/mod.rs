@@ -248,8 +248,8 @@ pub enum Step {
     SetNodePoolAutoscaling { pool: String, autoscaling: Value },
     #[serde(rename = "nodePools.setManagement")]
     SetNodePoolManagement { pool: String, management: Value },
-    /// Kubernetes server-side apply of this object with gkq's field manager. Shared with the
-    /// action's `desired` (one copy of each object however many hold it).
+    /// Kubernetes server-side apply of this object with gkq's field manager.
+    // Shared with the action's `desired`: one copy of each object however many hold it.
     #[serde(rename = "kubernetes.apply")]
     KubeApply { object: Arc<Value> },
     #[serde(rename = "kubernetes.delete")]
