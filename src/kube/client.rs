@@ -69,7 +69,84 @@ impl RealKube {
 #[derive(serde::Deserialize)]
 struct RawList {
     #[serde(default)]
-    items: Vec<Value>,
+    items: Vec<Read>,
+}
+
+/// An object as the API server sends it, parsed without its `metadata.managedFields`: gkq never
+/// reads them, and parsing them first would hold every listed object's twice over.
+struct Read(Value);
+
+impl<'de> serde::Deserialize<'de> for Read {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer
+            .deserialize_any(Fields { skip: None })
+            .map(Read)
+    }
+}
+
+/// Reads a JSON value; in an object, the field named `skip` is passed over unread, and the
+/// `metadata` field is read skipping `managedFields`.
+struct Fields {
+    skip: Option<&'static str>,
+}
+
+impl<'de> serde::de::Visitor<'de> for Fields {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a Kubernetes object")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut out = serde_json::Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if Some(key.as_str()) == self.skip {
+                map.next_value::<serde::de::IgnoredAny>()?;
+            } else if self.skip.is_none() && key == "metadata" {
+                let metadata = map.next_value_seed(Fields {
+                    skip: Some("managedFields"),
+                })?;
+                out.insert(key, metadata);
+            } else {
+                out.insert(key, map.next_value()?);
+            }
+        }
+        Ok(Value::Object(out))
+    }
+
+    // Anything but an object (a Status, a malformed answer) is read as it is.
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, seq: A) -> Result<Value, A::Error> {
+        serde::de::Deserialize::deserialize(serde::de::value::SeqAccessDeserializer::new(seq))
+    }
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for Fields {
+    type Value = Value;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
 }
 
 /// An object as read, in the shape the rest of gkq reads: `apiVersion` and `kind` first (a list's
@@ -192,7 +269,7 @@ impl KubeApi for RealKube {
         Ok(list
             .items
             .into_iter()
-            .map(|item| as_read(item, info))
+            .map(|Read(item)| as_read(item, info))
             .collect())
     }
 
@@ -207,8 +284,8 @@ impl KubeApi for RealKube {
             .get(name, &GetParams::default())
             .map_err(|e| KubeError::Transport(e.to_string()))?;
         request.extensions_mut().insert("get");
-        match self.client.request::<Value>(request).await {
-            Ok(object) => Ok(Some(as_read(object, info))),
+        match self.client.request::<Read>(request).await {
+            Ok(Read(object)) => Ok(Some(as_read(object, info))),
             Err(kube::Error::Api(status)) if status.is_not_found() => Ok(None),
             Err(e) => Err(map_error(&format!("{} {name}", info.kind), e)),
         }
@@ -233,7 +310,7 @@ impl KubeApi for RealKube {
             .patch(name, &params, &Patch::Apply(object))
             .map_err(|e| KubeError::Transport(e.to_string()))?;
         request.extensions_mut().insert("patch");
-        let out: Value = self
+        let Read(out) = self
             .client
             .request(request)
             .await
@@ -296,4 +373,49 @@ pub fn require_verified_tls(config: &kube::Config) -> KubeResult<()> {
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn info() -> ResourceInfo {
+        ResourceInfo {
+            api_version: "kueue.x-k8s.io/v1beta2".into(),
+            kind: "ClusterQueue".into(),
+            plural: "clusterqueues".into(),
+            namespaced: false,
+        }
+    }
+
+    /// A list's items are read in the shape gkq reads everywhere: `apiVersion` and `kind` first,
+    /// `metadata.managedFields` never built; everything else as sent, in order, including a field
+    /// of the same name elsewhere.
+    #[test]
+    fn listed_objects_are_read_without_managed_fields_and_with_their_type_first() {
+        let answer = json!({"kind": "ClusterQueueList", "metadata": {"resourceVersion": "9"},
+            "items": [{
+                "metadata": {"name": "a", "managedFields": [{"manager": "gkq", "fieldsV1": {"f:spec": {}}}],
+                    "labels": {"x": "1"}},
+                "spec": {"managedFields": "kept", "quota": [1, 2.5, true, null]},
+                "status": {"conditions": []}}]});
+        let list: RawList = serde_json::from_str(&answer.to_string()).unwrap();
+        let read: Vec<Value> = list
+            .items
+            .into_iter()
+            .map(|Read(item)| as_read(item, &info()))
+            .collect();
+        let expected = json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+            "metadata": {"name": "a", "labels": {"x": "1"}},
+            "spec": {"managedFields": "kept", "quota": [1, 2.5, true, null]},
+            "status": {"conditions": []}});
+        assert_eq!(read, std::slice::from_ref(&expected));
+        let keys: Vec<&String> = read[0].as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["apiVersion", "kind", "metadata", "spec", "status"]);
+        // A single object (a GET or an apply's answer) is read the same way.
+        let Read(one) = serde_json::from_value(answer["items"][0].clone()).unwrap();
+        assert_eq!(as_read(one, &info()), expected);
+    }
 }
