@@ -30,6 +30,7 @@ use crate::gitops::git;
 use crate::gitops::watch::{AutoApply, PlanTracker, auto_apply, is_relevant};
 use crate::model::live::KubeSnapshot;
 use crate::observe::cluster::{JOB_TIMELINE_KINDS, read_kinds, workloads_only};
+use crate::plan::digest::FileDigest;
 use crate::plan::{Plan, PlanOptions};
 use crate::report::timeline::{self, Capacity, JobState, PoolSize};
 use crate::spec::{Diagnostics, SourceMap};
@@ -176,6 +177,7 @@ pub async fn watch(
         job_lines: BTreeMap::new(),
         warned: BTreeSet::new(),
         jobs_in_flight: false,
+        spec_files: None,
     };
 
     let interval = options.interval;
@@ -226,6 +228,23 @@ pub async fn watch(
         }
     }
     Ok(())
+}
+
+/// The paths of the spec's files that differ between two plans' inputs: changed, added or gone.
+fn changed_files(before: &[FileDigest], now: &[FileDigest]) -> BTreeSet<String> {
+    let index = |files: &[FileDigest]| -> BTreeMap<String, String> {
+        files
+            .iter()
+            .map(|f| (f.path.clone(), f.sha256.clone()))
+            .collect()
+    };
+    let (before, now) = (index(before), index(now));
+    before
+        .keys()
+        .chain(now.keys())
+        .filter(|path| before.get(*path) != now.get(*path))
+        .cloned()
+        .collect()
 }
 
 /// The directory a watch of `spec` watches (and runs git in), canonical.
@@ -288,6 +307,8 @@ struct Watcher<'a> {
     job_lines: BTreeMap<String, String>,
     warned: BTreeSet<(String, String)>,
     jobs_in_flight: bool,
+    /// The spec's files (path and hash) the last plan was made from.
+    spec_files: Option<Vec<FileDigest>>,
 }
 
 impl Watcher<'_> {
@@ -375,6 +396,23 @@ impl Watcher<'_> {
             return None;
         };
         self.last_problem = None;
+        // A drift tick can come before the file event of a save it already read: a plan of a
+        // changed spec is the spec's change, whatever woke the watcher.
+        let files = planned
+            .plan
+            .provenance
+            .as_ref()
+            .map(|p| p.spec.files.clone());
+        let trigger = match (trigger, &self.spec_files, &files) {
+            (Trigger::Drift, Some(before), Some(now)) if before != now => Trigger::Files(
+                changed_files(before, now)
+                    .into_iter()
+                    .map(|path| self.spec_dir.join(path))
+                    .collect(),
+            ),
+            (trigger, ..) => trigger,
+        };
+        self.spec_files = files;
         let why = trigger.describe(&self.spec_dir);
         if self.tracker.is_new(&planned.plan) {
             self.sink.event(WatchEvent::Planned {
@@ -590,6 +628,37 @@ fn pool_sizes(pools: &[Value], nodes: &[Value]) -> BTreeMap<String, PoolSize> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn file(path: &str, sha256: &str) -> FileDigest {
+        FileDigest {
+            path: path.into(),
+            sha256: sha256.into(),
+        }
+    }
+
+    /// What a drift tick that read a saved spec names as the change: the files whose hash
+    /// differs, and files added or gone; nothing when the inputs are the same.
+    #[test]
+    fn changed_files_are_the_edited_added_and_removed_ones() {
+        let before = [
+            file("gkq.yaml", "a"),
+            file("train.py", "b"),
+            file("old.yaml", "c"),
+        ];
+        let now = [
+            file("gkq.yaml", "a2"),
+            file("train.py", "b"),
+            file("new.yaml", "d"),
+        ];
+        assert_eq!(
+            changed_files(&before, &now).into_iter().collect::<Vec<_>>(),
+            ["gkq.yaml", "new.yaml", "old.yaml"]
+        );
+        assert!(changed_files(&before, &before).is_empty());
+        let why =
+            Trigger::Files(vec![Path::new("/w/gkq.yaml").to_path_buf()]).describe(Path::new("/w"));
+        assert_eq!(why, "spec changed (gkq.yaml)");
+    }
 
     /// The stuck checks learn how much a pool can ever hold: its machine type, and its maximum
     /// over every zone it runs in.
