@@ -81,47 +81,32 @@ pub async fn plan_valid(
     // from the live objects, which it deletes).
     let judge = (!options.destroy).then(|| Judge::new(&desired, &options));
     let judge = judge.as_ref();
-    live.kubernetes = match &session.kube {
-        KubeSource::Kubeconfig(k) => {
-            let (observed, read_world) = observe(k, &desired, &stack, judge).await.map_err(read)?;
+    // Kubernetes is read once the cluster serves it (a kubeconfig says it does).
+    let serving = live.gke.cluster.as_ref().filter(|cluster| {
+        cluster
+            .get("endpoint")
+            .and_then(|e| e.as_str())
+            .is_some_and(|e| !e.is_empty())
+    });
+    if let (KubeSource::FromCluster(tokens), Some(cluster)) = (&session.kube, serving) {
+        kube_client = Some(from_cluster(cluster, tokens.as_ref()).await.map_err(read)?);
+    }
+    let api: Option<&dyn crate::kube::KubeApi> = match &session.kube {
+        KubeSource::Kubeconfig(k) => Some(k),
+        KubeSource::FromCluster(_) => kube_client.as_ref().map(|k| k as _),
+        KubeSource::Local(k) => serving.map(|_| k.as_ref() as _),
+        KubeSource::Unavailable => None,
+    };
+    live.kubernetes = match api {
+        Some(api) => {
+            let (observed, read_world) =
+                observe(api, &desired, &stack, judge).await.map_err(read)?;
             world = Some(read_world);
             judged = observed.judged;
             observed.live
         }
-        KubeSource::FromCluster(tokens) => match &live.gke.cluster {
-            Some(cluster)
-                if cluster
-                    .get("endpoint")
-                    .and_then(|e| e.as_str())
-                    .is_some_and(|e| !e.is_empty()) =>
-            {
-                let k = from_cluster(cluster, tokens.as_ref()).await.map_err(read)?;
-                let (observed, read_world) =
-                    observe(&k, &desired, &stack, judge).await.map_err(read)?;
-                world = Some(read_world);
-                kube_client = Some(k);
-                judged = observed.judged;
-                observed.live
-            }
-            _ => nothing_yet(),
-        },
-        KubeSource::Local(k) => match &live.gke.cluster {
-            Some(cluster)
-                if cluster
-                    .get("endpoint")
-                    .and_then(|e| e.as_str())
-                    .is_some_and(|e| !e.is_empty()) =>
-            {
-                let (observed, read_world) = observe(k.as_ref(), &desired, &stack, judge)
-                    .await
-                    .map_err(read)?;
-                world = Some(read_world);
-                judged = observed.judged;
-                observed.live
-            }
-            _ => nothing_yet(),
-        },
-        KubeSource::Unavailable => KubeLive::NotObserved,
+        None if matches!(session.kube, KubeSource::Unavailable) => KubeLive::NotObserved,
+        None => nothing_yet(),
     };
     let mut plan = plan_judged(&desired, &live, judged, &options)?;
     crate::plan::placements::annotate(&mut plan, &desired, &live, world.as_ref());
