@@ -149,9 +149,8 @@ impl<'de> serde::de::DeserializeSeed<'de> for Fields {
     }
 }
 
-/// An object as read, in the shape the rest of gkq reads: `apiVersion` and `kind` first (a list's
-/// items carry neither), and without `metadata.managedFields`, which gkq never reads (conflicts
-/// come from the server at apply time) and which is often as large as the object itself.
+/// An object as read ([`Read`]), in the shape the rest of gkq reads: `apiVersion` and `kind`
+/// first (a list's items carry neither).
 fn as_read(object: Value, info: &ResourceInfo) -> Value {
     let Value::Object(fields) = object else {
         return object;
@@ -159,16 +158,11 @@ fn as_read(object: Value, info: &ResourceInfo) -> Value {
     let mut out = serde_json::Map::with_capacity(fields.len() + 2);
     out.insert("apiVersion".into(), Value::from(info.api_version.as_str()));
     out.insert("kind".into(), Value::from(info.kind.as_str()));
-    for (key, mut value) in fields {
-        if key == "metadata"
-            && let Some(meta) = value.as_object_mut()
-        {
-            meta.shift_remove("managedFields");
-        }
-        if key != "apiVersion" && key != "kind" {
-            out.insert(key, value);
-        }
-    }
+    out.extend(
+        fields
+            .into_iter()
+            .filter(|(key, _)| key != "apiVersion" && key != "kind"),
+    );
     Value::Object(out)
 }
 
