@@ -19,8 +19,7 @@ use gkq::kube::client::RealKube;
 use gkq::kube::{ApplyOptions, KubeApi, owned_selector, type_of};
 use gkq::model::kueue_install::{KUEUE_NAMESPACE, MANAGER_DEPLOYMENT};
 use gkq::observe::cluster::KUEUE_WORLD_KINDS;
-use gkq::observe::kube::OBSERVE_CONCURRENCY;
-use gkq::placement::objects::KUEUE_KINDS;
+use gkq::observe::kube::{OBSERVE_CONCURRENCY, managed_kinds};
 use gkq::plan::revision::{REVISION_NAMESPACE, configmap_name};
 use serde_json::Value;
 
@@ -77,14 +76,8 @@ async fn main() -> anyhow::Result<()> {
     let mut kinds: BTreeSet<(String, String)> = objects
         .iter()
         .map(type_of)
-        .chain([
-            ("v1", "ConfigMap"),
-            ("ray.io/v1", "RayJob"),
-            ("jobset.x-k8s.io/v1alpha2", "JobSet"),
-            ("batch/v1", "Job"),
-        ])
-        .chain(KUEUE_KINDS.iter().map(|k| ("kueue.x-k8s.io/v1beta2", *k)))
         .map(|(a, k)| (a.to_string(), k.to_string()))
+        .chain(managed_kinds().map(|(a, k)| (a.to_string(), k.to_string())))
         .collect();
     kinds.extend(world.iter().cloned());
     let selector = owned_selector(&args.stack);

@@ -33,7 +33,7 @@ use crate::plan::{Action, ActionKind, Judge};
 pub const OBSERVE_CONCURRENCY: usize = 32;
 
 /// Kinds gkq may have created, listed even when the spec no longer has any (for prune).
-fn managed_kinds() -> impl Iterator<Item = (&'static str, &'static str)> {
+pub fn managed_kinds() -> impl Iterator<Item = (&'static str, &'static str)> {
     [
         ("v1", "ConfigMap"),
         ("ray.io/v1", "RayJob"),
