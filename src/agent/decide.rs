@@ -123,46 +123,9 @@ pub fn due(last: Option<u64>, interval_ms: u64, now: u64) -> bool {
 mod tests {
     use super::*;
     use crate::addr::ResourceAddr;
-    use crate::plan::{Action, Summary};
 
     fn plan(actions: &[(ResourceAddr, ActionKind)]) -> Plan {
-        let actions: Vec<Action> = actions
-            .iter()
-            .map(|(addr, kind)| Action {
-                addr: addr.clone(),
-                kind: *kind,
-                reason: String::new(),
-                replace_strategy: None,
-                blocked: None,
-                changes: vec![],
-                diff: String::new(),
-                steps: vec![],
-                desired: None,
-                live_fingerprint: None,
-                live_fields: Default::default(),
-                sensitive: false,
-                depends_on: vec![],
-            })
-            .collect();
-        Plan {
-            format_version: 1,
-            cluster: ClusterRef {
-                project: "p".into(),
-                location: "l".into(),
-                cluster: "c".into(),
-            },
-            summary: Summary::of(&actions),
-            actions,
-            notices: vec![],
-            disruptions: vec![],
-            placements: vec![],
-            quota: vec![],
-            workload_changes: Vec::new(),
-            provenance: None,
-            sealed: Default::default(),
-            options: Default::default(),
-            integrity: None,
-        }
+        crate::plan::plan_for_tests(actions.iter().cloned())
     }
 
     #[test]

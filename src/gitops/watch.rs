@@ -128,9 +128,7 @@ pub fn auto_apply(plan: &Plan, allow_destructive: bool, allow_disruption: bool) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::addr::ClusterRef;
     use crate::addr::ResourceAddr;
-    use crate::plan::{Action, Summary};
 
     #[test]
     fn only_spec_files_count() {
@@ -156,45 +154,12 @@ mod tests {
     }
 
     fn plan(kinds: &[ActionKind]) -> Plan {
-        let actions: Vec<Action> = kinds
-            .iter()
-            .enumerate()
-            .map(|(i, kind)| Action {
-                addr: ResourceAddr::gke_node_pool(format!("pool-{i}")),
-                kind: *kind,
-                reason: String::new(),
-                replace_strategy: None,
-                blocked: None,
-                changes: vec![],
-                diff: String::new(),
-                steps: vec![],
-                desired: None,
-                live_fingerprint: None,
-                live_fields: Default::default(),
-                sensitive: false,
-                depends_on: vec![],
-            })
-            .collect();
-        let summary = Summary::of(&actions);
-        Plan {
-            format_version: 1,
-            cluster: ClusterRef {
-                project: "p".into(),
-                location: "l".into(),
-                cluster: "c".into(),
-            },
-            actions,
-            summary,
-            notices: vec![],
-            disruptions: vec![],
-            placements: vec![],
-            quota: vec![],
-            workload_changes: vec![],
-            provenance: None,
-            sealed: Default::default(),
-            options: Default::default(),
-            integrity: None,
-        }
+        crate::plan::plan_for_tests(
+            kinds
+                .iter()
+                .enumerate()
+                .map(|(i, kind)| (ResourceAddr::gke_node_pool(format!("pool-{i}")), *kind)),
+        )
     }
 
     #[test]

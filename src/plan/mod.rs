@@ -405,6 +405,51 @@ impl Plan {
     }
 }
 
+/// A plan for unit tests of what reads plans: cluster `c` in project `p`, location `l`, one
+/// bare action of each `(address, kind)`, nothing else.
+#[cfg(test)]
+pub(crate) fn plan_for_tests(
+    actions: impl IntoIterator<Item = (ResourceAddr, ActionKind)>,
+) -> Plan {
+    let actions: Vec<Action> = actions
+        .into_iter()
+        .map(|(addr, kind)| Action {
+            addr,
+            kind,
+            reason: String::new(),
+            replace_strategy: None,
+            blocked: None,
+            changes: vec![],
+            diff: String::new(),
+            steps: vec![],
+            desired: None,
+            live_fingerprint: None,
+            live_fields: BTreeMap::new(),
+            sensitive: false,
+            depends_on: vec![],
+        })
+        .collect();
+    Plan {
+        format_version: 1,
+        cluster: ClusterRef {
+            project: "p".into(),
+            location: "l".into(),
+            cluster: "c".into(),
+        },
+        summary: Summary::of(&actions),
+        actions,
+        notices: vec![],
+        disruptions: vec![],
+        placements: vec![],
+        quota: vec![],
+        workload_changes: vec![],
+        provenance: None,
+        sealed: Default::default(),
+        options: Default::default(),
+        integrity: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
