@@ -222,30 +222,8 @@ mod tests {
     }
 
     fn plan_with(kind: ActionKind, addr: &str) -> Plan {
-        let action: super::super::Action = serde_json::from_value(json!({
-            "addr": addr, "kind": serde_json::to_value(kind).unwrap(), "reason": "test",
-            "changes": [], "diff": "", "steps": [], "dependsOn": []
-        }))
-        .unwrap();
-        Plan {
-            format_version: 1,
-            cluster: crate::addr::ClusterRef {
-                project: "p".into(),
-                location: "l".into(),
-                cluster: "c".into(),
-            },
-            summary: super::super::Summary::of(std::slice::from_ref(&action)),
-            actions: vec![action],
-            notices: vec![],
-            disruptions: vec![],
-            placements: vec![],
-            quota: vec![],
-            workload_changes: vec![],
-            provenance: None,
-            sealed: Default::default(),
-            options: Default::default(),
-            integrity: None,
-        }
+        let addr = serde_json::from_value(json!(addr)).unwrap();
+        crate::plan::plan_for_tests([(addr, kind)])
     }
 
     fn find_in<'a>(
