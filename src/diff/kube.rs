@@ -3,7 +3,8 @@
 //! When the Kubernetes observer could ask the server what the desired object would become
 //! (server-side apply with `dryRun=All`), that answer is compared with the live object as a whole,
 //! so CRD and webhook defaults never show as drift. Without it (the CRD is not installed yet, or
-//! no observer ran) only the fields the spec sets are compared.
+//! no observer ran) the fields the spec sets are compared, and the fields gkq's last apply set
+//! that the spec no longer sets are removals ([`super::applied`]).
 //!
 //! Changes are made by server-side apply, except where a change means a new object: a job
 //! (RayJob, JobSet, batch Job) is a run, so a changed job is a new run (replace), never an edit
@@ -12,6 +13,7 @@
 
 use serde_json::Value;
 
+use super::applied::{dropped_fields, with_field};
 use super::compare::{full, owned};
 use super::normalize::{Dialect, keys_of, kube_view, without_kueue_injections};
 use super::{ChangeEffect, PathSeg, ResourceDiff, UpdateMethod, field_changes};
@@ -39,10 +41,17 @@ pub fn diff_object(
         }
         None => {
             let desired_view = kube_view(desired);
-            (
-                owned(&desired_view, &live_view, Dialect::Kube),
-                desired_view,
-            )
+            let mut comparison = owned(&desired_view, &live_view, Dialect::Kube);
+            for dropped in dropped_fields(live, &desired_view, &live_view) {
+                comparison
+                    .changes
+                    .retain(|change| !change.path.starts_with(&dropped.path));
+                if let Some(before) = &dropped.before {
+                    with_field(&mut comparison.live_view, &dropped.path, before.clone());
+                }
+                comparison.changes.push(dropped);
+            }
+            (comparison, desired_view)
         }
     };
     ResourceDiff {
@@ -121,6 +130,32 @@ mod tests {
             "spec.resourceGroups[0].flavors[0].resources[0].nominalQuota"
         );
         assert_eq!(diff.methods(), [UpdateMethod::ServerSideApply]);
+    }
+
+    #[test]
+    fn a_field_gkqs_last_apply_set_and_the_spec_dropped_is_a_change() {
+        let addr = ResourceAddr::local_queue("team", "lq");
+        let live = json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+            "metadata": {"name": "lq", "namespace": "team",
+                "labels": {"gkq.dev/stack": "s", "rev": "1"},
+                "managedFields": [{"manager": "gkq", "operation": "Apply",
+                    "fieldsV1": {"f:metadata": {"f:labels": {"f:gkq.dev/stack": {}, "f:rev": {}}},
+                                 "f:spec": {"f:clusterQueue": {}}}}]},
+            "spec": {"clusterQueue": "cq"}});
+        let desired = json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+            "metadata": {"name": "lq", "namespace": "team", "labels": {"gkq.dev/stack": "s"}},
+            "spec": {"clusterQueue": "cq"}});
+        let diff = diff_object(&addr, &desired, &live, None);
+        assert_eq!(diff.changes.len(), 1, "{:?}", diff.changes);
+        assert_eq!(diff.changes[0].path, "metadata.labels.rev");
+        assert_eq!(diff.changes[0].after, None);
+        assert_eq!(diff.methods(), [UpdateMethod::ServerSideApply]);
+        assert_eq!(diff.live_view["metadata"]["labels"]["rev"], "1");
+        assert!(diff.desired_view["metadata"]["labels"].get("rev").is_none());
+        // The same live object set by another manager: the label is not gkq's to remove.
+        let mut theirs = live.clone();
+        theirs["metadata"]["managedFields"][0]["manager"] = json!("kubectl");
+        assert!(diff_object(&addr, &desired, &theirs, None).is_empty());
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //!
 //! Everything here is pure.
 
+pub mod applied;
 pub mod compare;
 pub mod fingerprint;
 pub mod gke;

@@ -11,6 +11,8 @@ use kube::core::GroupVersionKind;
 use kube::{Client, Config};
 use serde_json::Value;
 
+use crate::diff::applied::is_own_apply;
+
 use super::{
     ApplyOptions, Deletion, FieldConflict, KubeApi, KubeError, KubeResult, MANAGER, ResourceInfo,
     Version, describe,
@@ -72,22 +74,23 @@ struct RawList {
     items: Vec<Read>,
 }
 
-/// An object as the API server sends it, parsed without its `metadata.managedFields`: gkq never
-/// reads them, and parsing them first would hold every listed object's twice over.
+/// An object as the API server sends it, parsed with only gkq's own entry of
+/// `metadata.managedFields` ([`crate::diff::applied`]): the other managers' entries are
+/// bookkeeping gkq never reads, often as large as the object, and building them first would hold
+/// every listed object's twice over.
 struct Read(Value);
 
 impl<'de> serde::Deserialize<'de> for Read {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         deserializer
-            .deserialize_any(Fields { skip: None })
+            .deserialize_any(Fields { metadata: true })
             .map(Read)
     }
 }
 
-/// Reads a JSON value; in an object, the field named `skip` is passed over unread, and the
-/// `metadata` field is read skipping `managedFields`.
+/// Reads a JSON value; in an object, the `metadata` field is read with [`Metadata`].
 struct Fields {
-    skip: Option<&'static str>,
+    metadata: bool,
 }
 
 impl<'de> serde::de::Visitor<'de> for Fields {
@@ -100,12 +103,13 @@ impl<'de> serde::de::Visitor<'de> for Fields {
     fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         let mut out = serde_json::Map::new();
         while let Some(key) = map.next_key::<String>()? {
-            if Some(key.as_str()) == self.skip {
-                map.next_value::<serde::de::IgnoredAny>()?;
-            } else if self.skip.is_none() && key == "metadata" {
-                let metadata = map.next_value_seed(Fields {
-                    skip: Some("managedFields"),
-                })?;
+            if !self.metadata && key == "managedFields" {
+                let own: OwnApply = map.next_value()?;
+                if let Some(entry) = own.0 {
+                    out.insert(key, Value::Array(vec![entry]));
+                }
+            } else if self.metadata && key == "metadata" {
+                let metadata = map.next_value_seed(Fields { metadata: false })?;
                 out.insert(key, metadata);
             } else {
                 out.insert(key, map.next_value()?);
@@ -146,6 +150,38 @@ impl<'de> serde::de::DeserializeSeed<'de> for Fields {
 
     fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
         deserializer.deserialize_any(self)
+    }
+}
+
+/// Of a `managedFields` list, gkq's own apply entry, if any; the others are read one at a time and
+/// dropped.
+struct OwnApply(Option<Value>);
+
+impl<'de> serde::Deserialize<'de> for OwnApply {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Entries;
+        impl<'de> serde::de::Visitor<'de> for Entries {
+            type Value = OwnApply;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a list of managedFields entries")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<OwnApply, A::Error> {
+                let mut own = None;
+                while let Some(entry) = seq.next_element::<Value>()? {
+                    if own.is_none() && is_own_apply(&entry) {
+                        own = Some(entry);
+                    }
+                }
+                Ok(OwnApply(own))
+            }
+            fn visit_unit<E: serde::de::Error>(self) -> Result<OwnApply, E> {
+                Ok(OwnApply(None))
+            }
+        }
+        deserializer.deserialize_any(Entries)
     }
 }
 
@@ -385,13 +421,18 @@ mod tests {
     }
 
     /// A list's items are read in the shape gkq reads everywhere: `apiVersion` and `kind` first,
-    /// `metadata.managedFields` never built; everything else as sent, in order, including a field
-    /// of the same name elsewhere.
+    /// Of `metadata.managedFields` only gkq's own apply entry is built; everything else as sent,
+    /// in order, including a field of the same name elsewhere.
     #[test]
-    fn listed_objects_are_read_without_managed_fields_and_with_their_type_first() {
+    fn listed_objects_are_read_with_only_gkqs_managed_fields_and_with_their_type_first() {
+        let own = json!({"manager": "gkq", "operation": "Apply", "fieldsV1": {"f:spec": {}}});
         let answer = json!({"kind": "ClusterQueueList", "metadata": {"resourceVersion": "9"},
             "items": [{
-                "metadata": {"name": "a", "managedFields": [{"manager": "gkq", "fieldsV1": {"f:spec": {}}}],
+                "metadata": {"name": "a", "managedFields": [
+                    {"manager": "kueue", "operation": "Update", "subresource": "status",
+                     "fieldsV1": {"f:status": {}}},
+                    own,
+                    {"manager": "gkq", "operation": "Update", "fieldsV1": {"f:metadata": {}}}],
                     "labels": {"x": "1"}},
                 "spec": {"managedFields": "kept", "quota": [1, 2.5, true, null]},
                 "status": {"conditions": []}}]});
@@ -402,7 +443,7 @@ mod tests {
             .map(|Read(item)| as_read(item, &info()))
             .collect();
         let expected = json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
-            "metadata": {"name": "a", "labels": {"x": "1"}},
+            "metadata": {"name": "a", "managedFields": [own], "labels": {"x": "1"}},
             "spec": {"managedFields": "kept", "quota": [1, 2.5, true, null]},
             "status": {"conditions": []}});
         assert_eq!(read, std::slice::from_ref(&expected));
@@ -411,5 +452,10 @@ mod tests {
         // A single object (a GET or an apply's answer) is read the same way.
         let Read(one) = serde_json::from_value(answer["items"][0].clone()).unwrap();
         assert_eq!(as_read(one, &info()), expected);
+        // Without gkq's entry there is no managedFields at all.
+        let mut theirs = answer["items"][0].clone();
+        theirs["metadata"]["managedFields"][1]["manager"] = json!("kubectl");
+        let Read(theirs) = serde_json::from_value(theirs).unwrap();
+        assert!(theirs["metadata"].get("managedFields").is_none());
     }
 }

@@ -302,8 +302,8 @@ async fn probe(
             predicted: None,
         });
     }
-    let dry_run = api
-        .apply(
+    let dry_run = || async {
+        api.apply(
             info,
             object,
             ApplyOptions {
@@ -313,12 +313,33 @@ async fn probe(
         )
         .await
         .map(without_bookkeeping)
-        .map(without_status);
-    Ok(match (owned_live, dry_run) {
-        (Some(_), Ok(p)) => Answer {
+        .map(without_status)
+    };
+    Ok(match (owned_live, dry_run().await) {
+        (Some(listed), Ok(p)) if same_version(listed, &p) => Answer {
             read: None,
             predicted: Some(p),
         },
+        // It changed between the list and the dry run (Kueue admitting a job, say), and the dry
+        // run answered for the newer version: compare it with that version, not the listed one,
+        // or what the other writer did shows as gkq's change.
+        (Some(_), Ok(first)) => {
+            let mut predicted = Some(first);
+            let mut live = get().await?;
+            for _ in 0..MOVED_RETRIES {
+                match (&live, &predicted) {
+                    (Some(now), Some(p)) if !same_version(now, p) => {
+                        predicted = dry_run().await.ok();
+                        live = get().await?;
+                    }
+                    _ => break,
+                }
+            }
+            Answer {
+                predicted: predicted.filter(|_| live.is_some()),
+                read: Some(live),
+            }
+        }
         // A new object: the server's answer has no resourceVersion.
         (None, Ok(p)) if !exists(&p) => Answer {
             read: Some(None),
@@ -363,6 +384,17 @@ fn without_status(mut object: Value) -> Value {
 /// Whether a dry-run answer describes an object the server already stores: the API server leaves
 /// `resourceVersion` empty on a dry-run create (a store may say "0", which no stored object has).
 /// Guessing "exists" wrongly costs one GET, never a wrong plan.
+/// How many more times a probe reads an object that keeps changing under it before it plans
+/// with the last pair it read.
+const MOVED_RETRIES: usize = 2;
+
+/// Whether two answers are of the same stored version of an object: a dry run answers with the
+/// `resourceVersion` of the version it applied to.
+fn same_version(live: &Value, predicted: &Value) -> bool {
+    let version = |o: &Value| o.pointer("/metadata/resourceVersion").cloned();
+    version(live) == version(predicted)
+}
+
 fn exists(predicted: &Value) -> bool {
     predicted
         .pointer("/metadata/resourceVersion")
@@ -435,6 +467,9 @@ mod tests {
         stored: BTreeMap<String, Value>,
         /// Names whose dry run the server rejects.
         rejected: Vec<String>,
+        /// What lists answer in place of the stored object: a version another writer has
+        /// since replaced.
+        listed_before: BTreeMap<String, Value>,
         calls: Mutex<BTreeMap<&'static str, usize>>,
         in_flight: AtomicUsize,
         max_in_flight: AtomicUsize,
@@ -471,7 +506,8 @@ mod tests {
             self.call("list").await;
             Ok(self
                 .stored
-                .values()
+                .iter()
+                .map(|(name, o)| self.listed_before.get(name).unwrap_or(o))
                 .filter(|o| crate::kube::is_owned(o))
                 .cloned()
                 .collect())
@@ -668,6 +704,32 @@ mod tests {
             !crate::kube::is_owned(o.live.as_ref().unwrap()),
             "the live object, not the dry run"
         );
+    }
+
+    /// Another writer (Kueue admitting a job) changed the object between the list and the dry
+    /// run: the dry run answered for the newer version, so that version is read and compared.
+    #[tokio::test]
+    async fn an_object_that_moved_after_the_list_is_read_again_before_it_is_compared() {
+        let mut api = Fake::default();
+        let mut now = cm("moved", "v", true);
+        now["metadata"]["annotations"] = json!({"theirs": "x"});
+        now["metadata"]["resourceVersion"] = json!("8");
+        api.stored.insert("moved".into(), now);
+        api.listed_before
+            .insert("moved".into(), stored(cm("moved", "v", true)));
+        api.stored
+            .insert("still".into(), stored(cm("still", "old", true)));
+        let want = vec![cm("moved", "new", true), cm("still", "new", true)];
+        let live = observe_kube(&api, &desired(want), "c", None, None)
+            .await
+            .unwrap()
+            .live;
+        assert_eq!((api.count("dry-run"), api.count("get")), (2, 1));
+        let moved = observed(&live, "moved");
+        let read = moved.live.unwrap();
+        assert_eq!(read["metadata"]["resourceVersion"], "8");
+        assert_eq!(read["metadata"]["annotations"]["theirs"], "x");
+        assert!(moved.predicted.is_some());
     }
 
     #[tokio::test]

@@ -15,11 +15,9 @@ pub use gke::observe_gke;
 
 use serde_json::Value;
 
-/// Drops `metadata.managedFields`: the plan never reads it (conflicts come from the server at
-/// apply time), and it is often as large as the object itself.
-pub(crate) fn without_bookkeeping(mut object: Value) -> Value {
-    if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
-        meta.shift_remove("managedFields");
-    }
-    object
+/// Keeps of `metadata.managedFields` only gkq's own apply entry, which tells what a new apply
+/// would remove ([`crate::diff::applied`]); the other entries are bookkeeping the plan never
+/// reads (conflicts come from the server at apply time), often as large as the object itself.
+pub(crate) fn without_bookkeeping(object: Value) -> Value {
+    crate::diff::applied::keep_own_apply(object)
 }

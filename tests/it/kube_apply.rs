@@ -6,10 +6,13 @@ use crate::support;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use gkq::addr::ResourceAddr;
 use gkq::apply::kube_adapter::KubeAdapter;
 use gkq::apply::{ApplyOptions, Executor, RecordingSink};
+use gkq::diff::kube::diff_object;
 use gkq::emulator::{Emulator, EmulatorConfig, EmulatorHandle};
 use gkq::gke::{AnonymousTokenSource, RestGke};
+use gkq::kube::KubeApi;
 use gkq::kube::client::RealKube;
 use gkq::model::DesiredState;
 use gkq::observe::kube::observe_kube;
@@ -139,6 +142,32 @@ async fn seed_kubernetes_half_applies_then_plans_empty_then_plans_exact_edits() 
         "second plan: {:#?}",
         changed(&second)
     );
+    // And no dry run is needed to see it: for each object, what the spec sets matches and
+    // nothing gkq's last apply set is left out (a defaulted key such as a port's protocol is
+    // not taken for a removed list element).
+    for object in d.kube_objects() {
+        let Some(info) = s
+            .kube
+            .resource(
+                object["apiVersion"].as_str().unwrap(),
+                object["kind"].as_str().unwrap(),
+            )
+            .await
+            .unwrap()
+        else {
+            continue;
+        };
+        let addr = ResourceAddr::from_object(object).unwrap();
+        let namespace = gkq::kube::namespace_of(object).filter(|_| info.namespaced);
+        let live = s
+            .kube
+            .get(&info, namespace, gkq::kube::name_of(object))
+            .await
+            .unwrap()
+            .unwrap_or_else(|| panic!("{addr} was applied"));
+        let diff = diff_object(&addr, object, &live, None);
+        assert!(diff.is_empty(), "{addr}: {:#?}", diff.changes);
+    }
 
     // An edited quota is exactly one in-place update of the ClusterQueue.
     let mut vars = s.vars.clone();
@@ -200,6 +229,63 @@ async fn seed_kubernetes_half_applies_then_plans_empty_then_plans_exact_edits() 
         deletes.iter().any(|d| d.starts_with("ray.rayjob/")),
         "{deletes:?}"
     );
+}
+
+/// Server-side apply removes a field gkq set before and the spec no longer sets. The plan says so
+/// (before, a comparison of only the fields the spec sets called such an object unchanged, and
+/// the field stayed for ever).
+#[tokio::test]
+async fn a_field_the_spec_no_longer_sets_is_planned_and_applied_as_a_removal() {
+    let s = stack("kube-dropped-field").await;
+    let d = desired(&s.vars);
+    assert!(
+        s.apply(&d, &s.plan(&d, PlanOptions::default()).await, false)
+            .await
+            .is_success()
+    );
+
+    let mut extra = d.clone();
+    for object in &mut extra.kubernetes {
+        if object["kind"] == "ClusterQueue" {
+            let object = std::sync::Arc::make_mut(object);
+            object["metadata"]["labels"]["team"] = json!("ml");
+            object["spec"]["preemption"] = json!({"reclaimWithinCohort": "Any"});
+        }
+    }
+    let with_extra = s.plan(&extra, PlanOptions::default()).await;
+    assert_eq!(changed(&with_extra).len(), 1, "{:#?}", changed(&with_extra));
+    assert!(s.apply(&extra, &with_extra, false).await.is_success());
+    assert!(!s.plan(&extra, PlanOptions::default()).await.has_changes());
+
+    // Back to the spec without them: one update that removes both.
+    let back = s.plan(&d, PlanOptions::default()).await;
+    let actions: Vec<_> = back.changes().collect();
+    assert_eq!(actions.len(), 1, "{:#?}", changed(&back));
+    assert_eq!(actions[0].kind, ActionKind::Update);
+    assert_eq!(
+        actions[0].addr.to_string(),
+        format!("kueue.clusterqueue/{}", s.vars["CQ"])
+    );
+    let paths: Vec<&str> = actions[0].changes.iter().map(|c| c.path.as_str()).collect();
+    assert!(paths.contains(&"metadata.labels.team"), "{paths:?}");
+    assert!(
+        paths.iter().any(|p| p.starts_with("spec.preemption")),
+        "{paths:?}"
+    );
+    assert!(actions[0].diff.contains("team: ml"), "{}", actions[0].diff);
+    assert!(s.apply(&d, &back, false).await.is_success());
+
+    let cq = get(&s.client, "", KUEUE_API, "ClusterQueue", &s.vars["CQ"])
+        .await
+        .unwrap();
+    assert!(cq["metadata"]["labels"].get("team").is_none(), "{cq:#}");
+    // Kueue's default, no longer gkq's value.
+    assert_eq!(
+        cq["spec"]["preemption"]["reclaimWithinCohort"], "Never",
+        "{cq:#}"
+    );
+    let after = s.plan(&d, PlanOptions::default()).await;
+    assert!(!after.has_changes(), "{:#?}", changed(&after));
 }
 
 #[tokio::test]
