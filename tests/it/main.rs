@@ -21,6 +21,7 @@ mod gitops_control_plane;
 mod gke_auth;
 mod gke_client;
 mod gke_emulator;
+mod image;
 mod k8s_proof;
 mod kube_apply;
 mod local_target;
