@@ -7,6 +7,8 @@
 //! such removals and call the object unchanged, so the plan reads gkq's own `Apply` entry and
 //! reports each field it owns that the spec no longer sets.
 
+use std::borrow::Cow;
+
 use serde_json::{Map, Value};
 
 use super::PathSeg;
@@ -35,20 +37,39 @@ pub fn keep_own_apply(mut object: Value) -> Value {
                 _ => None,
             });
         if let Some(own) = own {
-            meta.insert("managedFields".into(), Value::Array(vec![own]));
+            meta.insert("managedFields".into(), Value::Array(vec![compact(own)]));
         }
     }
     object
 }
 
-/// The fields gkq's last apply set on `live` (its FieldsV1), if gkq applied it.
-fn own_fields(live: &Value) -> Option<&Map<String, Value>> {
-    live.pointer("/metadata/managedFields")?
+/// gkq's own entry as a plan keeps it: its FieldsV1 as JSON text. A plan reads it only for an
+/// object whose set fields all match, and a plan of thousands of objects holds every listed
+/// one's; as a parsed tree it would cost several times its text.
+pub fn compact(mut entry: Value) -> Value {
+    if let Some(fields) = entry.get_mut("fieldsV1").filter(|f| f.is_object()) {
+        *fields = Value::String(fields.to_string());
+    }
+    entry
+}
+
+/// The fields gkq's last apply set on `live` (its FieldsV1), if gkq applied it: as the server
+/// sent them, or as text ([`compact`]).
+fn own_fields(live: &Value) -> Option<Cow<'_, Map<String, Value>>> {
+    let fields = live
+        .pointer("/metadata/managedFields")?
         .as_array()?
         .iter()
         .find(|entry| is_own_apply(entry))?
-        .get("fieldsV1")?
-        .as_object()
+        .get("fieldsV1")?;
+    match fields {
+        Value::Object(map) => Some(Cow::Borrowed(map)),
+        Value::String(text) => match serde_json::from_str(text) {
+            Ok(Value::Object(map)) => Some(Cow::Owned(map)),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 /// The fields `owner` says gkq's last apply set that `desired` no longer sets, as changes from
@@ -59,7 +80,7 @@ fn own_fields(live: &Value) -> Option<&Map<String, Value>> {
 pub fn dropped_fields(owner: &Value, desired: &Value, live: &Value) -> Vec<RawChange> {
     let mut out = Vec::new();
     if let Some(fields) = own_fields(owner) {
-        report(fields, desired, live, &mut Vec::new(), &mut out);
+        report(&fields, desired, live, &mut Vec::new(), &mut out);
     }
     out
 }
@@ -222,7 +243,12 @@ mod tests {
         let kept = keep_own_apply(object);
         assert_eq!(
             kept["metadata"]["managedFields"],
-            json!([{"manager": "gkq", "operation": "Apply", "fieldsV1": {"f:spec": {}}}])
+            json!([{"manager": "gkq", "operation": "Apply", "fieldsV1": "{\"f:spec\":{}}"}])
+        );
+        // Kept as text, read as the tree it is.
+        assert_eq!(
+            own_fields(&kept).as_deref(),
+            json!({"f:spec": {}}).as_object()
         );
         let none = keep_own_apply(json!({"metadata": {"name": "a", "managedFields": [
             {"manager": "gkq", "operation": "Update", "fieldsV1": {}},

@@ -11,7 +11,7 @@ use kube::core::GroupVersionKind;
 use kube::{Client, Config};
 use serde_json::Value;
 
-use crate::diff::applied::is_own_apply;
+use crate::diff::applied::{self, is_own_apply};
 
 use super::{
     ApplyOptions, Deletion, FieldConflict, KubeApi, KubeError, KubeResult, MANAGER, ResourceInfo,
@@ -172,7 +172,7 @@ impl<'de> serde::Deserialize<'de> for OwnApply {
                 let mut own = None;
                 while let Some(entry) = seq.next_element::<Value>()? {
                     if own.is_none() && is_own_apply(&entry) {
-                        own = Some(entry);
+                        own = Some(applied::compact(entry));
                     }
                 }
                 Ok(OwnApply(own))
@@ -426,6 +426,7 @@ mod tests {
     #[test]
     fn listed_objects_are_read_with_only_gkqs_managed_fields_and_with_their_type_first() {
         let own = json!({"manager": "gkq", "operation": "Apply", "fieldsV1": {"f:spec": {}}});
+        let kept = json!({"manager": "gkq", "operation": "Apply", "fieldsV1": "{\"f:spec\":{}}"});
         let answer = json!({"kind": "ClusterQueueList", "metadata": {"resourceVersion": "9"},
             "items": [{
                 "metadata": {"name": "a", "managedFields": [
@@ -443,7 +444,7 @@ mod tests {
             .map(|Read(item)| as_read(item, &info()))
             .collect();
         let expected = json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
-            "metadata": {"name": "a", "managedFields": [own], "labels": {"x": "1"}},
+            "metadata": {"name": "a", "managedFields": [kept], "labels": {"x": "1"}},
             "spec": {"managedFields": "kept", "quota": [1, 2.5, true, null]},
             "status": {"conditions": []}});
         assert_eq!(read, std::slice::from_ref(&expected));
