@@ -67,13 +67,6 @@ impl RealKube {
     }
 }
 
-/// A list's answer: only its items are read.
-#[derive(serde::Deserialize)]
-struct RawList {
-    #[serde(default)]
-    items: Vec<Read>,
-}
-
 /// An object as the API server sends it, parsed with only gkq's own entry of
 /// `metadata.managedFields` ([`crate::diff::applied`]): the other managers' entries are
 /// bookkeeping gkq never reads, often as large as the object, and building them first would hold
@@ -150,6 +143,73 @@ impl<'de> serde::de::DeserializeSeed<'de> for Fields {
 
     fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
         deserializer.deserialize_any(self)
+    }
+}
+
+/// A list answer whose `items` are each read ([`Read`]) and handed on one at a time; the list's
+/// other fields are passed over.
+struct EachItem<'f> {
+    each: &'f mut dyn FnMut(Value),
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for EachItem<'_> {
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for EachItem<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a Kubernetes list")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(key) = map.next_key::<String>()? {
+            if key == "items" {
+                map.next_value_seed(Items {
+                    each: &mut *self.each,
+                })?;
+            } else {
+                map.next_value::<serde::de::IgnoredAny>()?;
+            }
+        }
+        Ok(())
+    }
+}
+
+struct Items<'f> {
+    each: &'f mut dyn FnMut(Value),
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for Items<'_> {
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Items<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a list of objects")
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while let Some(Read(item)) = seq.next_element()? {
+            (self.each)(item);
+        }
+        Ok(())
+    }
+
+    // An empty list may come as `"items": null`.
+    fn visit_unit<E: serde::de::Error>(self) -> Result<(), E> {
+        Ok(())
     }
 }
 
@@ -286,21 +346,38 @@ impl KubeApi for RealKube {
     }
 
     async fn list(&self, info: &ResourceInfo, label_selector: &str) -> KubeResult<Vec<Value>> {
+        let mut items = Vec::new();
+        self.list_each(info, label_selector, &mut |item| items.push(item))
+            .await?;
+        Ok(items)
+    }
+
+    async fn list_each(
+        &self,
+        info: &ResourceInfo,
+        label_selector: &str,
+        each: &mut (dyn FnMut(Value) + Send),
+    ) -> KubeResult<()> {
         let mut request = self
             .request(info, None)
             .list(&ListParams::default().labels(label_selector))
             .map_err(|e| KubeError::Transport(e.to_string()))?;
         request.extensions_mut().insert("list");
-        let list: RawList = self
+        let what = format!("list {}", info.kind);
+        let body = self
             .client
-            .request(request)
+            .request_text(request)
             .await
-            .map_err(|e| map_error(&format!("list {}", info.kind), e))?;
-        Ok(list
-            .items
-            .into_iter()
-            .map(|Read(item)| as_read(item, info))
-            .collect())
+            .map_err(|e| map_error(&what, e))?;
+        let mut deserializer = serde_json::Deserializer::from_str(&body);
+        serde::de::DeserializeSeed::deserialize(
+            EachItem {
+                each: &mut |item| each(as_read(item, info)),
+            },
+            &mut deserializer,
+        )
+        .and_then(|()| deserializer.end())
+        .map_err(|e| KubeError::Transport(format!("{what}: {e}")))
     }
 
     async fn get(
@@ -437,12 +514,15 @@ mod tests {
                     "labels": {"x": "1"}},
                 "spec": {"managedFields": "kept", "quota": [1, 2.5, true, null]},
                 "status": {"conditions": []}}]});
-        let list: RawList = serde_json::from_str(&answer.to_string()).unwrap();
-        let read: Vec<Value> = list
-            .items
-            .into_iter()
-            .map(|Read(item)| as_read(item, &info()))
-            .collect();
+        let mut read: Vec<Value> = Vec::new();
+        let text = answer.to_string();
+        serde::de::DeserializeSeed::deserialize(
+            EachItem {
+                each: &mut |item| read.push(as_read(item, &info())),
+            },
+            &mut serde_json::Deserializer::from_str(&text),
+        )
+        .unwrap();
         let expected = json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
             "metadata": {"name": "a", "managedFields": [kept], "labels": {"x": "1"}},
             "spec": {"managedFields": "kept", "quota": [1, 2.5, true, null]},
@@ -458,5 +538,15 @@ mod tests {
         theirs["metadata"]["managedFields"][1]["manager"] = json!("kubectl");
         let Read(theirs) = serde_json::from_value(theirs).unwrap();
         assert!(theirs["metadata"].get("managedFields").is_none());
+        // An empty list may say `items: null`.
+        let mut none = 0;
+        serde::de::DeserializeSeed::deserialize(
+            EachItem {
+                each: &mut |_| none += 1,
+            },
+            &mut serde_json::Deserializer::from_str(r#"{"kind": "List", "items": null}"#),
+        )
+        .unwrap();
+        assert_eq!(none, 0);
     }
 }

@@ -141,6 +141,19 @@ pub trait KubeApi: Send + Sync {
     async fn resource(&self, api_version: &str, kind: &str) -> KubeResult<Option<ResourceInfo>>;
     /// Every object of a kind matching a label selector, across namespaces.
     async fn list(&self, info: &ResourceInfo, label_selector: &str) -> KubeResult<Vec<Value>>;
+    /// [`KubeApi::list`], handing each object to `each` as it is read instead of collecting
+    /// them: a caller that keeps a compact form of each never holds the whole list as trees.
+    async fn list_each(
+        &self,
+        info: &ResourceInfo,
+        label_selector: &str,
+        each: &mut (dyn FnMut(Value) + Send),
+    ) -> KubeResult<()> {
+        for object in self.list(info, label_selector).await? {
+            each(object);
+        }
+        Ok(())
+    }
     async fn get(
         &self,
         info: &ResourceInfo,

@@ -102,13 +102,19 @@ pub async fn observe_kube(
                 (Some(_), Some(all)) => {
                     Listed::World(all.iter().filter(|o| is_owned_by_stack(o, stack)).collect())
                 }
-                (Some(info), None) => Listed::Read(
-                    api.list(info, &selector)
-                        .await?
-                        .into_iter()
-                        .map(without_bookkeeping)
-                        .collect(),
-                ),
+                (Some(info), None) => {
+                    let mut kept = Vec::new();
+                    api.list_each(info, &selector, &mut |live| {
+                        let live = without_bookkeeping(live);
+                        if let Ok(addr) = ResourceAddr::from_object(&live)
+                            && !part_of_installation(&live)
+                        {
+                            kept.push((addr, Kept::new(&live)));
+                        }
+                    })
+                    .await?;
+                    Listed::Read(kept)
+                }
                 (None, _) => Listed::Read(Vec::new()),
             };
             KubeResult::Ok(((api_version.clone(), kind.clone()), info, listed))
@@ -116,7 +122,7 @@ pub async fn observe_kube(
     });
     let mut served: BTreeMap<(String, String), ResourceInfo> = BTreeMap::new();
     let mut from_world: BTreeMap<ResourceAddr, &Value> = BTreeMap::new();
-    let mut read: BTreeMap<ResourceAddr, Value> = BTreeMap::new();
+    let mut read: BTreeMap<ResourceAddr, Kept> = BTreeMap::new();
     for result in join_all(lookups).await {
         let (key, info, listed) = result?;
         if let Some(info) = info {
@@ -129,12 +135,7 @@ pub async fn observe_kube(
                     .filter(|live| !part_of_installation(live))
                     .filter_map(|live| Some((ResourceAddr::from_object(live).ok()?, live))),
             ),
-            Listed::Read(objects) => read.extend(
-                objects
-                    .into_iter()
-                    .filter(|live| !part_of_installation(live))
-                    .filter_map(|live| Some((ResourceAddr::from_object(&live).ok()?, live))),
-            ),
+            Listed::Read(objects) => read.extend(objects),
         }
     }
     // A probe takes its object out of what this observer read, so that each is dropped once
@@ -152,7 +153,11 @@ pub async fn observe_kube(
             let Ok(addr) = ResourceAddr::from_object(object) else {
                 return KubeResult::Ok(None);
             };
-            let taken = read.lock().ok().and_then(|mut read| read.remove(&addr));
+            let taken = read
+                .lock()
+                .ok()
+                .and_then(|mut read| read.remove(&addr))
+                .map(|kept| kept.value());
             let owned_live = taken.as_ref().or_else(|| from_world.get(&addr).copied());
             let answer = probe(api, served, object, &addr, owned_live).await?;
             let outcome = match judge {
@@ -214,6 +219,7 @@ pub async fn observe_kube(
     let read = read.into_inner().unwrap_or_default();
     for (addr, live) in read
         .into_iter()
+        .map(|(a, kept)| (a, kept.value()))
         .chain(from_world.into_iter().map(|(a, l)| (a, l.clone())))
     {
         if !objects.contains_key(&addr) && !judged.contains_key(&addr) {
@@ -242,7 +248,23 @@ fn part_of_installation(live: &Value) -> bool {
 /// A kind's owned objects: borrowed from Kueue's world, or read by this observer.
 enum Listed<'w> {
     World(Vec<&'w Value>),
-    Read(Vec<Value>),
+    Read(Vec<(ResourceAddr, Kept)>),
+}
+
+/// A listed object kept as its JSON text until its probe (or prune) reads it: a plan of
+/// thousands of changed objects holds every listed one until the server has answered its dry
+/// run, and as text each costs a fraction of its tree.
+struct Kept(Box<str>);
+
+impl Kept {
+    fn new(object: &Value) -> Self {
+        Kept(object.to_string().into_boxed_str())
+    }
+
+    /// The object again; the text is a serialized `Value`, so it always reads back.
+    fn value(&self) -> Value {
+        serde_json::from_str(&self.0).unwrap_or_default()
+    }
 }
 
 /// What probing one desired object learnt beyond the lists.
