@@ -147,7 +147,8 @@ impl<'de> serde::de::DeserializeSeed<'de> for Fields {
 }
 
 /// A list answer whose `items` are each read ([`Read`]) and handed on one at a time; the list's
-/// other fields are passed over.
+/// other fields are passed over. The same seed reads the list (a map) and its items (a sequence,
+/// or `null` for none).
 struct EachItem<'f> {
     each: &'f mut dyn FnMut(Value),
 }
@@ -156,7 +157,7 @@ impl<'de> serde::de::DeserializeSeed<'de> for EachItem<'_> {
     type Value = ();
 
     fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
-        deserializer.deserialize_map(self)
+        deserializer.deserialize_any(self)
     }
 }
 
@@ -170,7 +171,7 @@ impl<'de> serde::de::Visitor<'de> for EachItem<'_> {
     fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         while let Some(key) = map.next_key::<String>()? {
             if key == "items" {
-                map.next_value_seed(Items {
+                map.next_value_seed(EachItem {
                     each: &mut *self.each,
                 })?;
             } else {
@@ -178,26 +179,6 @@ impl<'de> serde::de::Visitor<'de> for EachItem<'_> {
             }
         }
         Ok(())
-    }
-}
-
-struct Items<'f> {
-    each: &'f mut dyn FnMut(Value),
-}
-
-impl<'de> serde::de::DeserializeSeed<'de> for Items<'_> {
-    type Value = ();
-
-    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
-        deserializer.deserialize_any(self)
-    }
-}
-
-impl<'de> serde::de::Visitor<'de> for Items<'_> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("a list of objects")
     }
 
     fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
@@ -207,7 +188,6 @@ impl<'de> serde::de::Visitor<'de> for Items<'_> {
         Ok(())
     }
 
-    // An empty list may come as `"items": null`.
     fn visit_unit<E: serde::de::Error>(self) -> Result<(), E> {
         Ok(())
     }
