@@ -75,15 +75,19 @@ struct Read(Value);
 
 impl<'de> serde::Deserialize<'de> for Read {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer
-            .deserialize_any(Fields { metadata: true })
-            .map(Read)
+        deserializer.deserialize_any(Fields::Object).map(Read)
     }
 }
 
-/// Reads a JSON value; in an object, the `metadata` field is read with [`Metadata`].
-struct Fields {
-    metadata: bool,
+/// Reads a JSON value into maps and lists of exactly their length: a plan holds thousands of
+/// objects as read (Kueue's world), and maps grown one insert at a time keep up to half their
+/// room unused. Where [`Fields`] reads is the object itself, its `metadata` (only gkq's own
+/// `managedFields` entry is kept), or any other value.
+#[derive(Clone, Copy, PartialEq)]
+enum Fields {
+    Object,
+    Metadata,
+    Plain,
 }
 
 impl<'de> serde::de::Visitor<'de> for Fields {
@@ -94,26 +98,35 @@ impl<'de> serde::de::Visitor<'de> for Fields {
     }
 
     fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        let mut out = serde_json::Map::new();
+        let mut fields: Vec<(String, Value)> = Vec::new();
         while let Some(key) = map.next_key::<String>()? {
-            if !self.metadata && key == "managedFields" {
+            if self == Fields::Metadata && key == "managedFields" {
                 let own: OwnApply = map.next_value()?;
                 if let Some(entry) = own.0 {
-                    out.insert(key, Value::Array(vec![entry]));
+                    fields.push((key, Value::Array(vec![entry])));
                 }
-            } else if self.metadata && key == "metadata" {
-                let metadata = map.next_value_seed(Fields { metadata: false })?;
-                out.insert(key, metadata);
             } else {
-                out.insert(key, map.next_value()?);
+                let seed = if self == Fields::Object && key == "metadata" {
+                    Fields::Metadata
+                } else {
+                    Fields::Plain
+                };
+                let value = map.next_value_seed(seed)?;
+                fields.push((key, value));
             }
         }
+        let mut out = serde_json::Map::with_capacity(fields.len());
+        out.extend(fields);
         Ok(Value::Object(out))
     }
 
-    // Anything but an object (a Status, a malformed answer) is read as it is.
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, seq: A) -> Result<Value, A::Error> {
-        serde::de::Deserialize::deserialize(serde::de::value::SeqAccessDeserializer::new(seq))
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element_seed(Fields::Plain)? {
+            items.push(item);
+        }
+        items.shrink_to_fit();
+        Ok(Value::Array(items))
     }
     fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Value, E> {
         Ok(Value::from(v))

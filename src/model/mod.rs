@@ -277,7 +277,10 @@ pub fn render(spec: &Spec, files: &BTreeMap<String, String>) -> DesiredState {
     DesiredState {
         gke,
         kueue: kueue_install,
-        kubernetes: objects.into_iter().map(Arc::new).collect(),
+        kubernetes: objects
+            .into_iter()
+            .map(|o| Arc::new(crate::vocab::object::tight(o)))
+            .collect(),
         sensitive: Default::default(),
     }
 }

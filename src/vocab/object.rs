@@ -73,8 +73,46 @@ pub fn owner_name<'a>(object: &'a Value, kind: &str) -> Option<&'a str> {
     owners(object).find(|o| o["kind"] == kind)?["name"].as_str()
 }
 
+/// `value` with every map and list rebuilt to exactly its length. Objects built one insert at a
+/// time keep up to half their room unused, and a plan holds thousands of them for its whole run.
+pub fn tight(value: Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut out = serde_json::Map::with_capacity(map.len());
+            out.extend(map.into_iter().map(|(k, v)| (k, tight(v))));
+            Value::Object(out)
+        }
+        Value::Array(items) => {
+            let mut items: Vec<Value> = items.into_iter().map(tight).collect();
+            items.shrink_to_fit();
+            Value::Array(items)
+        }
+        Value::String(mut text) => {
+            text.shrink_to_fit();
+            Value::String(text)
+        }
+        other => other,
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_tight_value_is_the_same_value_in_the_same_order() {
+        let mut grown = serde_json::Map::new();
+        for key in ["z", "a", "m", "b", "y"] {
+            grown.insert(
+                key.into(),
+                serde_json::json!({"list": [1, "two", {"three": 3.5}], "s": "x"}),
+            );
+        }
+        let grown = Value::Object(grown);
+        let tight = tight(grown.clone());
+        assert_eq!(tight, grown);
+        let keys: Vec<&String> = tight.as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["z", "a", "m", "b", "y"]);
+    }
+
     use super::*;
     use serde_json::json;
 
