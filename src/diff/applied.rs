@@ -18,6 +18,11 @@ use crate::model::FIELD_MANAGER;
 /// Whether a `metadata.managedFields` entry records gkq's own server-side apply of the object
 /// itself (not an update, not a subresource such as `status`).
 pub fn is_own_apply(entry: &Value) -> bool {
+    entry.as_object().is_some_and(is_own_apply_entry)
+}
+
+/// [`is_own_apply`] of an entry's fields.
+pub fn is_own_apply_entry(entry: &Map<String, Value>) -> bool {
     entry.get("manager").and_then(Value::as_str) == Some(FIELD_MANAGER)
         && entry.get("operation").and_then(Value::as_str) == Some("Apply")
         && entry

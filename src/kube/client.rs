@@ -11,7 +11,7 @@ use kube::core::GroupVersionKind;
 use kube::{Client, Config};
 use serde_json::Value;
 
-use crate::diff::applied::{self, is_own_apply};
+use crate::diff::applied::{self, is_own_apply, is_own_apply_entry};
 
 use super::{
     ApplyOptions, Deletion, FieldConflict, KubeApi, KubeError, KubeResult, MANAGER, ResourceInfo,
@@ -223,9 +223,9 @@ impl<'de> serde::Deserialize<'de> for OwnApply {
                 mut seq: A,
             ) -> Result<OwnApply, A::Error> {
                 let mut own = None;
-                while let Some(entry) = seq.next_element::<Value>()? {
-                    if own.is_none() && is_own_apply(&entry) {
-                        own = Some(applied::compact(entry));
+                while let Some(Entry(entry)) = seq.next_element()? {
+                    if own.is_none() && entry.as_ref().is_some_and(is_own_apply) {
+                        own = entry.map(applied::compact);
                     }
                 }
                 Ok(OwnApply(own))
@@ -235,6 +235,41 @@ impl<'de> serde::Deserialize<'de> for OwnApply {
             }
         }
         deserializer.deserialize_any(Entries)
+    }
+}
+
+/// One `managedFields` entry: its fields other than `fieldsV1` are short, and `fieldsV1` (as
+/// large as the fields it names) is read only when the entry already says it is gkq's own apply,
+/// or when it comes before the entry says whose it is. `None` for another manager's entry.
+struct Entry(Option<Value>);
+
+impl<'de> serde::Deserialize<'de> for Entry {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Fields;
+        impl<'de> serde::de::Visitor<'de> for Fields {
+            type Value = Entry;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a managedFields entry")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Entry, A::Error> {
+                let mut entry = serde_json::Map::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    let told = entry.contains_key("manager") && entry.contains_key("operation");
+                    if key == "fieldsV1" && told && !is_own_apply_entry(&entry) {
+                        map.next_value::<serde::de::IgnoredAny>()?;
+                    } else {
+                        let value = map.next_value::<Value>()?;
+                        entry.insert(key, value);
+                    }
+                }
+                let entry = Value::Object(entry);
+                Ok(Entry(is_own_apply(&entry).then_some(entry)))
+            }
+        }
+        deserializer.deserialize_map(Fields)
     }
 }
 
