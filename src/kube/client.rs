@@ -224,7 +224,7 @@ impl<'de> serde::Deserialize<'de> for OwnApply {
             ) -> Result<OwnApply, A::Error> {
                 let mut own = None;
                 while let Some(Entry(entry)) = seq.next_element()? {
-                    if own.is_none() && entry.as_ref().is_some_and(is_own_apply) {
+                    if own.is_none() {
                         own = entry.map(applied::compact);
                     }
                 }

@@ -97,6 +97,9 @@ pub fn tight(value: Value) -> Value {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use serde_json::json;
+
     #[test]
     fn a_tight_value_is_the_same_value_in_the_same_order() {
         let mut grown = serde_json::Map::new();
@@ -112,9 +115,6 @@ mod tests {
         let keys: Vec<&String> = tight.as_object().unwrap().keys().collect();
         assert_eq!(keys, ["z", "a", "m", "b", "y"]);
     }
-
-    use super::*;
-    use serde_json::json;
 
     fn workload() -> Value {
         json!({
