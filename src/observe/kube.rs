@@ -6,7 +6,9 @@
 //! A desired object missing from gkq's lists is either new or exists without gkq's labels. Its
 //! dry run tells which: the server's answer carries a `resourceVersion` only when the object
 //! exists. Only then (or when the dry run fails) is it read with a GET, so a plan of new objects
-//! costs one request per object. Per-object requests run concurrently, at most
+//! costs one request per object. A plan made without dry runs ([`Preview::Lists`], an apply
+//! nobody reviews first) compares each object as listed and tells new objects from unowned ones
+//! by one list of names per kind. Per-object requests run concurrently, at most
 //! [`OBSERVE_CONCURRENCY`] at a time: the API server's in-flight limits and the client's
 //! connections are finite, and a spec may hold thousands of objects.
 
@@ -19,15 +21,17 @@ use serde_json::Value;
 use super::cluster::read_in_world;
 use super::without_bookkeeping;
 use crate::addr::ResourceAddr;
+use crate::diff::ResourceDiff;
 use crate::diff::kube::diff_object;
 use crate::kube::{
-    ApplyOptions, KubeApi, KubeResult, ResourceInfo, install, is_owned_by_stack, owned_selector,
+    ApplyOptions, KubeApi, KubeResult, ObjectName, ResourceInfo, install, is_owned_by_stack,
+    owned_selector,
 };
 use crate::model::DesiredState;
 use crate::model::kueue_install;
 use crate::model::live::{KubeLive, KubeObject, KubeSnapshot};
 use crate::placement::objects::KUEUE_KINDS;
-use crate::plan::{Action, ActionKind, Judge};
+use crate::plan::{Action, ActionKind, Judge, Preview};
 
 /// Most per-object requests (dry runs, GETs) a plan has in flight at once.
 pub const OBSERVE_CONCURRENCY: usize = 32;
@@ -76,6 +80,7 @@ pub async fn observe_kube(
     stack: &str,
     world: Option<&KubeSnapshot>,
     judge: Option<&Judge>,
+    preview: Preview,
 ) -> KubeResult<Observed> {
     let mut kinds: BTreeSet<(String, String)> = managed_kinds()
         .map(|(a, k)| (a.to_string(), k.to_string()))
@@ -138,6 +143,15 @@ pub async fn observe_kube(
             Listed::Read(objects) => read.extend(objects),
         }
     }
+    let names_taken = match preview {
+        Preview::DryRun => None,
+        Preview::Lists => Some(
+            taken_names(api, &served, desired, world, |addr| {
+                read.contains_key(addr) || from_world.contains_key(addr)
+            })
+            .await?,
+        ),
+    };
     // A probe takes its object out of what this observer read, so that each is dropped once
     // decided; what is left is what no desired object names.
     let read = std::sync::Mutex::new(read);
@@ -149,6 +163,7 @@ pub async fn observe_kube(
         let served = &served;
         let from_world = &from_world;
         let read = &read;
+        let names_taken = names_taken.as_ref();
         async move {
             let Ok(addr) = ResourceAddr::from_object(object) else {
                 return KubeResult::Ok(None);
@@ -159,7 +174,7 @@ pub async fn observe_kube(
                 .and_then(|mut read| read.remove(&addr))
                 .map(|kept| kept.value());
             let owned_live = taken.as_ref().or_else(|| from_world.get(&addr).copied());
-            let answer = probe(api, served, object, &addr, owned_live).await?;
+            let answer = probe(api, served, object, &addr, owned_live, names_taken).await?;
             let outcome = match judge {
                 None => {
                     let live = match answer.read {
@@ -176,7 +191,10 @@ pub async fn observe_kube(
                         Some(read) => read.as_ref(),
                         None => owned_live,
                     };
-                    let action = judge.kube_action(&addr, object, live, answer.predicted.as_ref());
+                    let action = match (answer.unchanged, live) {
+                        (Some(diff), Some(live)) => judge.kube_unchanged(&addr, object, live, diff),
+                        _ => judge.kube_action(&addr, object, live, answer.predicted.as_ref()),
+                    };
                     // A replace stops the live job: the disruption check reads it.
                     let keep = (action.kind == ActionKind::Replace)
                         .then(|| live.cloned())
@@ -238,6 +256,41 @@ pub async fn observe_kube(
     })
 }
 
+/// The names, per kind, of every existing object of the kinds of the desired objects that the
+/// owned lists do not have (`owned`): a plan without dry runs learns from them whether such an
+/// object is new or exists without gkq's labels. Kueue's world has every object of its kinds
+/// already; any other kind costs one list of names.
+async fn taken_names(
+    api: &dyn KubeApi,
+    served: &BTreeMap<(String, String), ResourceInfo>,
+    desired: &DesiredState,
+    world: Option<&KubeSnapshot>,
+    owned: impl Fn(&ResourceAddr) -> bool,
+) -> KubeResult<TakenNames> {
+    let kinds: BTreeSet<(String, String)> = desired
+        .kubernetes
+        .iter()
+        .filter(|object| ResourceAddr::from_object(object).is_ok_and(|addr| !owned(&addr)))
+        .filter_map(|object| kind_key(object))
+        .filter(|key| served.contains_key(key))
+        .collect();
+    let lists = kinds.into_iter().map(|key| async move {
+        let known = world
+            .filter(|_| read_in_world(&key.0, &key.1))
+            .and_then(|w| w.by_kind.get(key.1.as_str()));
+        let names: BTreeSet<ObjectName> = match (known, served.get(&key)) {
+            (Some(all), _) => all.iter().map(ObjectName::of).collect(),
+            (None, Some(info)) => api.list_names(info).await?.into_iter().collect(),
+            (None, None) => BTreeSet::new(),
+        };
+        KubeResult::Ok((key, names))
+    });
+    join_all(lists).await.into_iter().collect()
+}
+
+/// Existing objects' names by `(apiVersion, kind)` ([`taken_names`]).
+type TakenNames = BTreeMap<(String, String), BTreeSet<ObjectName>>;
+
 /// Objects of Kueue's installation are planned as one (`KueueInstallation`), not one by one.
 fn part_of_installation(live: &Value) -> bool {
     live.pointer("/metadata/labels")
@@ -274,6 +327,9 @@ struct Answer {
     read: Option<Option<Value>>,
     /// The server's dry-run answer, when it gave one and the object is not unchanged.
     predicted: Option<Value>,
+    /// The (empty) comparison of the object with its listed live state, when that showed it
+    /// unchanged and so nothing was sent.
+    unchanged: Option<ResourceDiff>,
 }
 
 enum Outcome {
@@ -292,9 +348,11 @@ async fn probe(
     object: &Value,
     addr: &ResourceAddr,
     owned_live: Option<&Value>,
+    taken: Option<&TakenNames>,
 ) -> KubeResult<Answer> {
     if kind_key(object).is_some_and(|k| k.1 == kueue_install::INSTALLATION_KIND) {
         return Ok(Answer {
+            unchanged: None,
             read: Some(install::observe(api).await?),
             predicted: None,
         });
@@ -302,6 +360,7 @@ async fn probe(
     let Some(info) = kind_key(object).and_then(|k| served.get(&k)) else {
         // Not served yet (CRD arrives with Kueue): planned from the rendered object.
         return Ok(Answer {
+            unchanged: None,
             read: Some(None),
             predicted: None,
         });
@@ -318,10 +377,30 @@ async fn probe(
         .map(|live| live.map(without_bookkeeping))
     };
     let unchanged = |live: &Value| diff_object(addr, object, live, None).changes.is_empty();
-    if owned_live.is_some_and(unchanged) {
+    if let Some(diff) = owned_live
+        .map(|live| diff_object(addr, object, live, None))
+        .filter(ResourceDiff::is_empty)
+    {
         return Ok(Answer {
             read: None,
             predicted: None,
+            unchanged: Some(diff),
+        });
+    }
+    if let Some(taken) = taken {
+        // Without a dry run: a changed object is compared as listed, a new one is created from
+        // the spec, and one whose name is taken is read, for ownership and the diff.
+        let name_taken = kind_key(object)
+            .and_then(|key| taken.get(&key))
+            .is_some_and(|names| names.contains(&object_name(object, info)));
+        return Ok(Answer {
+            read: match owned_live {
+                Some(_) => None,
+                None if name_taken => Some(get().await?),
+                None => Some(None),
+            },
+            predicted: None,
+            unchanged: None,
         });
     }
     let dry_run = || async {
@@ -339,6 +418,7 @@ async fn probe(
     };
     Ok(match (owned_live, dry_run().await) {
         (Some(listed), Ok(p)) if same_version(listed, &p) => Answer {
+            unchanged: None,
             read: None,
             predicted: Some(p),
         },
@@ -358,12 +438,14 @@ async fn probe(
                 }
             }
             Answer {
+                unchanged: None,
                 predicted: predicted.filter(|_| live.is_some()),
                 read: Some(live),
             }
         }
         // A new object: the server's answer has no resourceVersion.
         (None, Ok(p)) if !exists(&p) => Answer {
+            unchanged: None,
             read: Some(None),
             predicted: Some(p),
         },
@@ -372,6 +454,7 @@ async fn probe(
             let live = get().await?;
             let same = live.as_ref().is_some_and(unchanged);
             Answer {
+                unchanged: None,
                 read: Some(live),
                 predicted: (!same).then_some(p),
             }
@@ -382,16 +465,31 @@ async fn probe(
             tracing::debug!("dry-run of {}: {e}", crate::kube::describe(object));
             match owned_live {
                 Some(_) => Answer {
+                    unchanged: None,
                     read: None,
                     predicted: None,
                 },
                 None => Answer {
+                    unchanged: None,
                     read: Some(get().await?),
                     predicted: None,
                 },
             }
         }
     })
+}
+
+/// Where `object` is within its kind, as the server will name it: a namespaced object without
+/// a namespace goes to `default`.
+fn object_name(object: &Value, info: &ResourceInfo) -> ObjectName {
+    ObjectName {
+        namespace: info.namespaced.then(|| {
+            crate::kube::namespace_of(object)
+                .unwrap_or("default")
+                .to_string()
+        }),
+        name: crate::kube::name_of(object).to_string(),
+    }
 }
 
 /// Drops `status` from a dry-run answer: plans compare spec and metadata only, and the live
@@ -610,7 +708,7 @@ mod tests {
         let objects: Vec<Value> = (0..200)
             .map(|i| cm(&format!("cm-{i}"), "v", true))
             .collect();
-        let live = observe_kube(&api, &desired(objects), "c", None, None)
+        let live = observe_kube(&api, &desired(objects), "c", None, None, Preview::DryRun)
             .await
             .unwrap()
             .live;
@@ -633,7 +731,7 @@ mod tests {
         api.stored
             .insert("edited".into(), stored(cm("edited", "old", true)));
         let want = vec![cm("same", "v", true), cm("edited", "new", true)];
-        let live = observe_kube(&api, &desired(want), "c", None, None)
+        let live = observe_kube(&api, &desired(want), "c", None, None, Preview::DryRun)
             .await
             .unwrap()
             .live;
@@ -666,7 +764,7 @@ mod tests {
             ..Default::default()
         };
         let judge = Judge::new(&want, &options);
-        let observed = observe_kube(&api, &want, "c", None, Some(&judge))
+        let observed = observe_kube(&api, &want, "c", None, Some(&judge), Preview::DryRun)
             .await
             .unwrap();
         let KubeLive::Observed { objects } = &observed.live else {
@@ -689,7 +787,9 @@ mod tests {
         );
 
         // The same plan as from the whole live state.
-        let full = observe_kube(&api, &want, "c", None, None).await.unwrap();
+        let full = observe_kube(&api, &want, "c", None, None, Preview::DryRun)
+            .await
+            .unwrap();
         let live_state = |kubernetes| crate::model::live::LiveState {
             kubernetes,
             ..Default::default()
@@ -716,6 +816,7 @@ mod tests {
             "c",
             None,
             None,
+            Preview::DryRun,
         )
         .await
         .unwrap()
@@ -742,7 +843,7 @@ mod tests {
         api.stored
             .insert("still".into(), stored(cm("still", "old", true)));
         let want = vec![cm("moved", "new", true), cm("still", "new", true)];
-        let live = observe_kube(&api, &desired(want), "c", None, None)
+        let live = observe_kube(&api, &desired(want), "c", None, None, Preview::DryRun)
             .await
             .unwrap()
             .live;
@@ -765,7 +866,7 @@ mod tests {
             stored(cm("bad-existing", "v", false)),
         );
         let want = vec![cm("bad", "v", true), cm("bad-existing", "w", true)];
-        let live = observe_kube(&api, &desired(want), "c", None, None)
+        let live = observe_kube(&api, &desired(want), "c", None, None, Preview::DryRun)
             .await
             .unwrap()
             .live;

@@ -140,6 +140,21 @@ impl Judge {
         }
     }
 
+    /// The no-op for desired object `object` whose live state `live` already matches it, as
+    /// `diff` (empty, from comparing the two without a dry run) showed: the observer that
+    /// found it unchanged hands over its comparison rather than have it made twice.
+    pub fn kube_unchanged(
+        &self,
+        addr: &ResourceAddr,
+        object: &Arc<Value>,
+        live: &Value,
+        diff: ResourceDiff,
+    ) -> Action {
+        debug_assert!(diff.is_empty());
+        let fingerprint = live_basis(addr, Some(object), live);
+        self.update_or_noop(addr, diff, object.clone(), live, true, fingerprint)
+    }
+
     /// A diff as it may be shown: both sides with sensitive values replaced by markers.
     fn shown_diff(&self, diff: &ResourceDiff) -> String {
         self.shown_text_diff(Some(&diff.live_view), Some(&diff.desired_view))
