@@ -13,7 +13,7 @@ use crate::apply::{ApplyReport, Outcome, Sink, VerifyError};
 use crate::ops::apply::{ApplyTarget, Consent, execute_on, stale_error};
 use crate::ops::converge::{Applied, ApplyChoices, ApplyFront};
 use crate::ops::plan::Planned;
-use crate::plan::{Plan, PlanOptions};
+use crate::plan::{Plan, PlanOptions, Preview};
 use crate::render::apply::{JsonLinesSink, TerminalSink};
 
 /// `SPEC` may also be a plan file written by `gkq plan --out FILE`: then exactly that plan is
@@ -178,10 +178,15 @@ async fn apply_valid(
     spec: &SpecArgs,
     target: &TargetArgs,
     (loaded, desired): (crate::spec::Loaded, crate::model::DesiredState),
-    opts: PlanOptions,
+    mut opts: PlanOptions,
     choices: &Choices<'_>,
 ) -> anyhow::Result<Exit> {
     let json = choices.output == ApplyFormat::Json;
+    // Nobody reviews the plan before it is applied: each object is written once, not dry-run
+    // first (the plan shows the fields gkq sets; the server's defaults are known after apply).
+    if choices.auto_approve {
+        opts.preview = Preview::Lists;
+    }
     let front = Front {
         json,
         auto_approve: choices.auto_approve,

@@ -14,8 +14,8 @@ use serde_json::Value;
 use crate::diff::applied::{self, is_own_apply, is_own_apply_entry};
 
 use super::{
-    ApplyOptions, Deletion, FieldConflict, KubeApi, KubeError, KubeResult, MANAGER, ResourceInfo,
-    Version, describe,
+    ApplyOptions, Deletion, FieldConflict, KubeApi, KubeError, KubeResult, MANAGER, ObjectName,
+    ResourceInfo, Version, describe,
 };
 
 pub struct RealKube {
@@ -51,6 +51,26 @@ impl RealKube {
     /// it parses every object twice and holds two copies of every list.
     fn request(&self, info: &ResourceInfo, namespace: Option<&str>) -> kube::core::Request {
         kube::core::Request::new(self.api(info, namespace).resource_url())
+    }
+
+    /// Sends a list request and hands each item of the answer to `each` as it is read.
+    async fn read_list(
+        &self,
+        request: Result<http::Request<Vec<u8>>, kube::core::request::Error>,
+        what: &str,
+        each: &mut (dyn FnMut(Value) + Send),
+    ) -> KubeResult<()> {
+        let mut request = request.map_err(|e| KubeError::Transport(e.to_string()))?;
+        request.extensions_mut().insert("list");
+        let body = self
+            .client
+            .request_text(request)
+            .await
+            .map_err(|e| map_error(what, e))?;
+        let mut deserializer = serde_json::Deserializer::from_str(&body);
+        serde::de::DeserializeSeed::deserialize(EachItem { each }, &mut deserializer)
+            .and_then(|()| deserializer.end())
+            .map_err(|e| KubeError::Transport(format!("{what}: {e}")))
     }
 
     fn api(&self, info: &ResourceInfo, namespace: Option<&str>) -> Api<DynamicObject> {
@@ -386,26 +406,26 @@ impl KubeApi for RealKube {
         label_selector: &str,
         each: &mut (dyn FnMut(Value) + Send),
     ) -> KubeResult<()> {
-        let mut request = self
+        let request = self
             .request(info, None)
-            .list(&ListParams::default().labels(label_selector))
-            .map_err(|e| KubeError::Transport(e.to_string()))?;
-        request.extensions_mut().insert("list");
+            .list(&ListParams::default().labels(label_selector));
         let what = format!("list {}", info.kind);
-        let body = self
-            .client
-            .request_text(request)
+        self.read_list(request, &what, &mut |item| each(as_read(item, info)))
             .await
-            .map_err(|e| map_error(&what, e))?;
-        let mut deserializer = serde_json::Deserializer::from_str(&body);
-        serde::de::DeserializeSeed::deserialize(
-            EachItem {
-                each: &mut |item| each(as_read(item, info)),
-            },
-            &mut deserializer,
-        )
-        .and_then(|()| deserializer.end())
-        .map_err(|e| KubeError::Transport(format!("{what}: {e}")))
+    }
+
+    async fn list_names(&self, info: &ResourceInfo) -> KubeResult<Vec<ObjectName>> {
+        // Metadata alone: the server sends names, not every object of the kind in full.
+        let request = self
+            .request(info, None)
+            .list_metadata(&ListParams::default());
+        let what = format!("list {} names", info.kind);
+        let mut names = Vec::new();
+        self.read_list(request, &what, &mut |item| {
+            names.push(ObjectName::of(&item))
+        })
+        .await?;
+        Ok(names)
     }
 
     async fn get(

@@ -154,6 +154,14 @@ pub trait KubeApi: Send + Sync {
         }
         Ok(())
     }
+    /// The namespace (for a namespaced kind) and name of every object of a kind, whoever owns
+    /// it: where the server offers it, a list of metadata alone.
+    async fn list_names(&self, info: &ResourceInfo) -> KubeResult<Vec<ObjectName>> {
+        let mut names = Vec::new();
+        self.list_each(info, "", &mut |object| names.push(ObjectName::of(&object)))
+            .await?;
+        Ok(names)
+    }
     async fn get(
         &self,
         info: &ResourceInfo,
@@ -179,6 +187,23 @@ pub trait KubeApi: Send + Sync {
     ) -> KubeResult<Deletion>;
     /// Forgets cached discovery (after CRDs were installed).
     fn refresh_discovery(&self) {}
+}
+
+/// Where an object is within its kind: its namespace (`None` for a cluster-scoped kind) and name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ObjectName {
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+impl ObjectName {
+    /// As the object's metadata has it.
+    pub fn of(object: &Value) -> Self {
+        ObjectName {
+            namespace: namespace_of(object).map(str::to_string),
+            name: name_of(object).to_string(),
+        }
+    }
 }
 
 /// The label selector for everything gkq owns in one stack.

@@ -15,7 +15,7 @@ use crate::observe::cluster::read_kueue_world;
 use crate::observe::kube::{Observed, nothing_yet, observe_kube};
 use crate::observe::observe_gke;
 use crate::plan::provenance::SpecRevision;
-use crate::plan::{Judge, Plan, PlanOptions, plan_judged};
+use crate::plan::{Judge, Plan, PlanOptions, Preview, plan_judged};
 use crate::spec::Loaded;
 
 /// Everything a command needs after planning.
@@ -99,8 +99,9 @@ pub async fn plan_valid(
     };
     live.kubernetes = match api {
         Some(api) => {
-            let (observed, read_world) =
-                observe(api, &desired, &stack, judge).await.map_err(read)?;
+            let (observed, read_world) = observe(api, &desired, &stack, judge, options.preview)
+                .await
+                .map_err(read)?;
             world = Some(read_world);
             judged = observed.judged;
             observed.live
@@ -145,10 +146,11 @@ async fn observe(
     desired: &DesiredState,
     stack: &str,
     judge: Option<&Judge>,
+    preview: Preview,
 ) -> crate::kube::KubeResult<(Observed, KubeSnapshot)> {
     // The world first: the spec's Kueue objects are taken from it, and discovery is cached.
     let world = read_kueue_world(api).await?;
-    let objects = observe_kube(api, desired, stack, Some(&world), judge).await?;
+    let objects = observe_kube(api, desired, stack, Some(&world), judge, preview).await?;
     Ok((objects, world))
 }
 

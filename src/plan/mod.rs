@@ -58,6 +58,24 @@ pub struct PlanOptions {
     /// Take over resources that match the spec's names but lack gkq's ownership labels (they get
     /// the labels on the next apply). Without it gkq does not change what it does not own.
     pub adopt: bool,
+    /// How the plan learns what each new or changed Kubernetes object would become. Not part of
+    /// the plan: the actions say what they know ("server defaults known after apply").
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub preview: Preview,
+}
+
+/// How a plan learns what each new or changed Kubernetes object would become.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Preview {
+    /// A server-side dry run per new or changed object, so that the plan shows the server's
+    /// defaults and webhooks' changes: `gkq plan`, and an apply that asks before it acts.
+    #[default]
+    DryRun,
+    /// The lists alone, for an apply nobody reviews first (`--auto-approve`): each object is
+    /// written once, not dry-run first, and its diff shows the fields gkq sets. Whether a new
+    /// object's name is taken by one gkq does not own is read from one list of names per kind.
+    Lists,
 }
 
 /// A gkq plan: the ordered actions that converge live state to the spec (`gkq plan -o json`).

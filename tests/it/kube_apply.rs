@@ -17,7 +17,7 @@ use gkq::kube::client::RealKube;
 use gkq::model::DesiredState;
 use gkq::observe::kube::observe_kube;
 use gkq::observe::observe_gke;
-use gkq::plan::{ActionKind, Judge, Plan, PlanOptions, plan_judged};
+use gkq::plan::{ActionKind, Judge, Plan, PlanOptions, Preview, Step, plan_judged};
 use serde_json::{Value, json};
 use support::control_plane::{
     condition_status, eventually, get, kube_spec_desired, kube_spec_vars, list, test_env,
@@ -69,6 +69,7 @@ impl Stack {
             &self.stack_name(),
             None,
             judge.as_ref(),
+            options.preview,
         )
         .await
         .unwrap();
@@ -694,4 +695,92 @@ async fn apply_waits_for_admission_checks_to_become_active() {
         .await
         .unwrap();
     assert_eq!(condition_status(&live, "Active"), Some("True"), "{live:#}");
+}
+
+/// An apply nobody reviews first plans from the lists alone ([`Preview::Lists`]): no dry run,
+/// new objects created from the spec, changed ones compared as listed. It converges to exactly
+/// what a plan with dry runs calls unchanged, and a new object's name taken by an object gkq
+/// does not own is still found (from the list of names) and refused, not taken over.
+#[tokio::test]
+async fn a_plan_from_the_lists_alone_converges_and_never_takes_over_an_unowned_object() {
+    let s = stack("kube-lists").await;
+    let d = desired(&s.vars);
+    let lists = || PlanOptions {
+        preview: Preview::Lists,
+        ..Default::default()
+    };
+
+    // Someone else's ConfigMap already has the name of the spec's script ConfigMap.
+    let script = d
+        .kube_objects()
+        .find(|o| o["kind"] == "ConfigMap")
+        .expect("the seed spec ships its script in a ConfigMap")
+        .clone();
+    let script_addr = ResourceAddr::from_object(&script).unwrap();
+    let theirs = json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": script["metadata"]["name"], "namespace": script["metadata"]["namespace"]},
+        "data": {"theirs": "yes"}
+    });
+    let config_maps: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(
+        s.client.clone(),
+        script["metadata"]["namespace"].as_str().unwrap(),
+        &kube::api::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()),
+    );
+    let name = script["metadata"]["name"].as_str().unwrap();
+    config_maps
+        .patch(
+            name,
+            &kube::api::PatchParams::apply("someone-else"),
+            &kube::api::Patch::Apply(&theirs),
+        )
+        .await
+        .unwrap();
+
+    let first = s.plan(&d, lists()).await;
+    let script_action = first
+        .actions
+        .iter()
+        .find(|a| a.addr == script_addr)
+        .unwrap();
+    assert!(
+        script_action.blocked.is_some(),
+        "an unowned object is not taken over: {script_action:#?}"
+    );
+    let creates: Vec<_> = first
+        .changes()
+        .filter(|a| a.kind == ActionKind::Create)
+        .filter(|a| matches!(a.steps.first(), Some(Step::KubeApply { .. })))
+        .collect();
+    assert!(!creates.is_empty(), "{:#?}", changed(&first));
+    for create in &creates {
+        assert!(
+            create.reason.contains("server defaults known after apply"),
+            "a plan without dry runs says what it does not know: {create:#?}"
+        );
+    }
+
+    // Without the other object, the lists-only plan applies and converges: a plan with dry
+    // runs finds nothing left to change.
+    config_maps.delete(name, &Default::default()).await.unwrap();
+    let second = s.plan(&d, lists()).await;
+    assert_eq!(second.summary.blocked, 0, "{:#?}", changed(&second));
+    let report = s.apply(&d, &second, false).await;
+    assert!(report.is_success(), "{report:#?}");
+    let checked = s.plan(&d, PlanOptions::default()).await;
+    assert!(!checked.has_changes(), "{:#?}", changed(&checked));
+    assert!(!s.plan(&d, lists()).await.has_changes());
+
+    // An edited quota, planned from the lists: the one update, applied as planned.
+    let mut vars = s.vars.clone();
+    vars.insert("TPU_QUOTA".into(), "32".into());
+    let edited = desired(&vars);
+    let third = s.plan(&edited, lists()).await;
+    assert_eq!(
+        changed(&third),
+        vec![format!("Update kueue.clusterqueue/{}", s.vars["CQ"])]
+    );
+    assert!(s.apply(&edited, &third, false).await.is_success());
+    let after = s.plan(&edited, PlanOptions::default()).await;
+    assert!(!after.has_changes(), "{:#?}", changed(&after));
 }
