@@ -632,6 +632,10 @@ mod tests {
                 .cloned()
                 .collect())
         }
+        async fn list_names(&self, _: &ResourceInfo) -> KubeResult<Vec<ObjectName>> {
+            self.call("list names").await;
+            Ok(self.stored.values().map(ObjectName::of).collect())
+        }
         async fn get(
             &self,
             _: &ResourceInfo,
@@ -740,6 +744,41 @@ mod tests {
         assert!(observed(&live, "same").predicted.is_none());
         let edited = observed(&live, "edited");
         assert!(edited.live.is_some() && edited.predicted.is_some());
+    }
+
+    /// Planned from the lists alone: no dry run at all; one list of names finds the one new
+    /// object whose name an unowned object has taken, and only that one is read.
+    #[tokio::test]
+    async fn a_plan_from_the_lists_sends_no_dry_run_and_reads_only_taken_names() {
+        let mut api = Fake::default();
+        api.stored
+            .insert("same".into(), stored(cm("same", "v", true)));
+        api.stored
+            .insert("edited".into(), stored(cm("edited", "old", true)));
+        api.stored
+            .insert("theirs".into(), stored(cm("theirs", "v", false)));
+        let mut want = vec![
+            cm("same", "v", true),
+            cm("edited", "new", true),
+            cm("theirs", "v", true),
+        ];
+        want.extend((0..100).map(|i| cm(&format!("new-{i}"), "v", true)));
+        let live = observe_kube(&api, &desired(want), "c", None, None, Preview::Lists)
+            .await
+            .unwrap()
+            .live;
+        assert_eq!(api.count("dry-run"), 0);
+        assert_eq!(api.count("list names"), 1);
+        assert_eq!(api.count("get"), 1);
+        let theirs = observed(&live, "theirs");
+        assert!(
+            theirs.live.is_some_and(|l| !crate::kube::is_owned(&l)),
+            "the unowned object is read, so the plan blocks it"
+        );
+        let new = observed(&live, "new-7");
+        assert!(new.live.is_none() && new.predicted.is_none());
+        let edited = observed(&live, "edited");
+        assert!(edited.live.is_some() && edited.predicted.is_none());
     }
 
     /// With a judge, each desired object's action is decided as its answer arrives and its live
