@@ -687,6 +687,16 @@ mod tests {
         o
     }
 
+    /// A fake server storing `objects` (each at resourceVersion 7).
+    fn storing(objects: Vec<Value>) -> Fake {
+        let mut api = Fake::default();
+        for o in objects {
+            api.stored
+                .insert(crate::kube::name_of(&o).to_string(), stored(o));
+        }
+        api
+    }
+
     fn stored(o: Value) -> Value {
         let mut o = o;
         o["metadata"]["resourceVersion"] = json!("7");
@@ -729,11 +739,7 @@ mod tests {
 
     #[tokio::test]
     async fn unchanged_owned_objects_cost_nothing_and_changed_ones_one_dry_run() {
-        let mut api = Fake::default();
-        api.stored
-            .insert("same".into(), stored(cm("same", "v", true)));
-        api.stored
-            .insert("edited".into(), stored(cm("edited", "old", true)));
+        let api = storing(vec![cm("same", "v", true), cm("edited", "old", true)]);
         let want = vec![cm("same", "v", true), cm("edited", "new", true)];
         let live = observe_kube(&api, &desired(want), "c", None, None, Preview::DryRun)
             .await
@@ -750,13 +756,11 @@ mod tests {
     /// object whose name an unowned object has taken, and only that one is read.
     #[tokio::test]
     async fn a_plan_from_the_lists_sends_no_dry_run_and_reads_only_taken_names() {
-        let mut api = Fake::default();
-        api.stored
-            .insert("same".into(), stored(cm("same", "v", true)));
-        api.stored
-            .insert("edited".into(), stored(cm("edited", "old", true)));
-        api.stored
-            .insert("theirs".into(), stored(cm("theirs", "v", false)));
+        let api = storing(vec![
+            cm("same", "v", true),
+            cm("edited", "old", true),
+            cm("theirs", "v", false),
+        ]);
         let mut want = vec![
             cm("same", "v", true),
             cm("edited", "new", true),
@@ -786,13 +790,11 @@ mod tests {
     /// prune deletes). The actions are the ones `plan` decides from the full live state.
     #[tokio::test]
     async fn a_judge_decides_each_object_as_it_is_observed_and_keeps_only_what_the_plan_reads() {
-        let mut api = Fake::default();
-        api.stored
-            .insert("same".into(), stored(cm("same", "v", true)));
-        api.stored
-            .insert("edited".into(), stored(cm("edited", "old", true)));
-        api.stored
-            .insert("leftover".into(), stored(cm("leftover", "v", true)));
+        let api = storing(vec![
+            cm("same", "v", true),
+            cm("edited", "old", true),
+            cm("leftover", "v", true),
+        ]);
         let want = desired(vec![
             cm("same", "v", true),
             cm("edited", "new", true),
@@ -846,9 +848,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_object_without_gkqs_labels_is_read_once_the_dry_run_shows_it_exists() {
-        let mut api = Fake::default();
-        api.stored
-            .insert("theirs".into(), stored(cm("theirs", "v", false)));
+        let api = storing(vec![cm("theirs", "v", false)]);
         let live = observe_kube(
             &api,
             &desired(vec![cm("theirs", "v", true)]),
