@@ -321,6 +321,7 @@ impl Kept {
 }
 
 /// What probing one desired object learnt beyond the lists.
+#[derive(Default)]
 struct Answer {
     /// The object as read by the probe itself, when the lists do not have it (`Some(None)`: it
     /// does not exist); `None` when the listed object (or its absence) is what there is.
@@ -352,17 +353,15 @@ async fn probe(
 ) -> KubeResult<Answer> {
     if kind_key(object).is_some_and(|k| k.1 == kueue_install::INSTALLATION_KIND) {
         return Ok(Answer {
-            unchanged: None,
             read: Some(install::observe(api).await?),
-            predicted: None,
+            ..Default::default()
         });
     }
     let Some(info) = kind_key(object).and_then(|k| served.get(&k)) else {
         // Not served yet (CRD arrives with Kueue): planned from the rendered object.
         return Ok(Answer {
-            unchanged: None,
             read: Some(None),
-            predicted: None,
+            ..Default::default()
         });
     };
     let get = || async {
@@ -382,9 +381,8 @@ async fn probe(
         .filter(ResourceDiff::is_empty)
     {
         return Ok(Answer {
-            read: None,
-            predicted: None,
             unchanged: Some(diff),
+            ..Default::default()
         });
     }
     if let Some(taken) = taken {
@@ -399,8 +397,7 @@ async fn probe(
                 None if name_taken => Some(get().await?),
                 None => Some(None),
             },
-            predicted: None,
-            unchanged: None,
+            ..Default::default()
         });
     }
     let dry_run = || async {
@@ -418,9 +415,8 @@ async fn probe(
     };
     Ok(match (owned_live, dry_run().await) {
         (Some(listed), Ok(p)) if same_version(listed, &p) => Answer {
-            unchanged: None,
-            read: None,
             predicted: Some(p),
+            ..Default::default()
         },
         // It changed between the list and the dry run (Kueue admitting a job, say), and the dry
         // run answered for the newer version: compare it with that version, not the listed one,
@@ -438,25 +434,25 @@ async fn probe(
                 }
             }
             Answer {
-                unchanged: None,
                 predicted: predicted.filter(|_| live.is_some()),
                 read: Some(live),
+                ..Default::default()
             }
         }
         // A new object: the server's answer has no resourceVersion.
         (None, Ok(p)) if !exists(&p) => Answer {
-            unchanged: None,
             read: Some(None),
             predicted: Some(p),
+            ..Default::default()
         },
         // It exists without gkq's labels: read it, for ownership and the diff.
         (None, Ok(p)) => {
             let live = get().await?;
             let same = live.as_ref().is_some_and(unchanged);
             Answer {
-                unchanged: None,
                 read: Some(live),
                 predicted: (!same).then_some(p),
+                ..Default::default()
             }
         }
         // A namespace that does not exist yet, or a rejected object: the plan shows the
@@ -464,15 +460,10 @@ async fn probe(
         (owned_live, Err(e)) => {
             tracing::debug!("dry-run of {}: {e}", crate::kube::describe(object));
             match owned_live {
-                Some(_) => Answer {
-                    unchanged: None,
-                    read: None,
-                    predicted: None,
-                },
+                Some(_) => Answer::default(),
                 None => Answer {
-                    unchanged: None,
                     read: Some(get().await?),
-                    predicted: None,
+                    ..Default::default()
                 },
             }
         }
