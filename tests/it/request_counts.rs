@@ -6,7 +6,8 @@
 //! one list of names per kind of new objects, one list per kind of the plan (its freshness
 //! check) and one write per change. The only requests that depend on timing are the ones a write
 //! refused with 409 (its target moved on after the check) costs: one re-read and one retry, each
-//! counted and taken out before comparing.
+//! counted and taken out before comparing. A plan re-reads an object that moves between its list
+//! and its dry run (Kueue writing a status); each run starts once Kueue has settled, so none does.
 //!
 //! The control plane is the test's own, started with an audit log (`GKQ_CP_AUDIT=1`), so that no
 //! other test's requests are counted.
@@ -185,6 +186,11 @@ async fn plan_and_apply_request_counts_do_not_grow_per_object_beyond_one_write()
     ] {
         gkq(spec, &url, &kubeconfig, args).await;
         counted.push((label, audit.mark().await));
+        if args[0] == "apply" {
+            settled(&audit.client).await;
+            // The waiting's own lists are not the next run's.
+            audit.mark().await;
+        }
     }
     let each = OBJECTS / 4;
     let per_kind = |verb: &str, n: usize| -> Counts {
@@ -260,6 +266,56 @@ async fn plan_and_apply_request_counts_do_not_grow_per_object_beyond_one_write()
             "{label}: {} requests, {counted:?}",
             counted.values().sum::<usize>()
         );
+    }
+}
+
+/// Waits until Kueue has finished writing the statuses an apply set off (a new ClusterQueue's
+/// conditions, a LocalQueue's flavors, a RayJob's Workload): until no object of the spec's kinds
+/// changes for a second. Otherwise the next plan may list an object before Kueue's write and
+/// dry-run it after, and rightly re-read it (it moved), which is a request that depends on
+/// timing, not on gkq.
+async fn settled(client: &kube::Client) {
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams};
+    let kinds = [
+        ("", "v1", "ConfigMap", "configmaps"),
+        ("kueue.x-k8s.io", "v1beta2", "ClusterQueue", "clusterqueues"),
+        ("kueue.x-k8s.io", "v1beta2", "LocalQueue", "localqueues"),
+        ("ray.io", "v1", "RayJob", "rayjobs"),
+    ];
+    let versions = || async {
+        let mut all = BTreeMap::new();
+        for (group, version, kind, plural) in kinds {
+            let resource = ApiResource::from_gvk_with_plural(
+                &GroupVersionKind::gvk(group, version, kind),
+                plural,
+            );
+            let api: kube::Api<DynamicObject> = if kind == "ClusterQueue" {
+                kube::Api::all_with(client.clone(), &resource)
+            } else {
+                kube::Api::namespaced_with(client.clone(), NAMESPACE, &resource)
+            };
+            for object in api.list(&ListParams::default()).await.unwrap() {
+                all.insert(
+                    (kind, object.metadata.name.clone()),
+                    object.metadata.resource_version.clone(),
+                );
+            }
+        }
+        all
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let mut before = versions().await;
+    loop {
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        let now = versions().await;
+        if now == before {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "Kueue still writing statuses two minutes after an apply"
+        );
+        before = now;
     }
 }
 
