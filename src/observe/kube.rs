@@ -67,10 +67,15 @@ pub struct Observed {
     pub live: KubeLive,
     /// The actions the judge decided for desired objects as the server's answers arrived.
     pub judged: BTreeMap<ResourceAddr, Action>,
+    /// Kueue's world, when [`observe_kube`] was given its read.
+    pub world: Option<KubeSnapshot>,
 }
 
-/// Observes every desired object and every object gkq owns in `stack`. A kind `world` (Kueue's
-/// world, read unfiltered by `observe::cluster`) already holds is taken from there, not listed
+/// The read of Kueue's world (`observe::cluster`), run by [`observe_kube`] beside its own lists.
+pub type WorldRead<'a> = futures::future::BoxFuture<'a, KubeResult<KubeSnapshot>>;
+
+/// Observes every desired object and every object gkq owns in `stack`. A kind `world` (the read
+/// of Kueue's world, unfiltered, by `observe::cluster`) holds is taken from there, not listed
 /// again. With a `judge`, each desired object's action is decided as soon as the server has
 /// answered for it, and its live and dry-run trees are dropped: a plan of thousands of changed
 /// objects never holds them all at once.
@@ -78,7 +83,7 @@ pub async fn observe_kube(
     api: &dyn KubeApi,
     desired: &DesiredState,
     stack: &str,
-    world: Option<&KubeSnapshot>,
+    world: Option<WorldRead<'_>>,
     judge: Option<&Judge>,
     preview: Preview,
 ) -> KubeResult<Observed> {
@@ -93,22 +98,21 @@ pub async fn observe_kube(
         }
     }
 
-    // Discovery and lists, one per kind, concurrently. A kind the world holds is borrowed
-    // from it, not copied.
+    // Discovery and lists, one per kind, concurrently with the world's own reads. A kind the
+    // world holds is borrowed from it, not copied, once the world has been read.
     let selector = owned_selector(stack);
-    let lookups = kinds.iter().map(|(api_version, kind)| {
-        let selector = selector.clone();
-        async move {
-            let info = api.resource(api_version, kind).await?;
-            let known = world
-                .filter(|_| read_in_world(api_version, kind))
-                .and_then(|w| w.by_kind.get(kind.as_str()));
-            let listed = match (&info, known) {
-                (Some(_), Some(all)) => {
-                    Listed::World(all.iter().filter(|o| is_owned_by_stack(o, stack)).collect())
-                }
-                (Some(info), None) => {
-                    let mut kept = Vec::new();
+    let reading_world = world.is_some();
+    let in_world =
+        |(api_version, kind): &&(String, String)| reading_world && read_in_world(api_version, kind);
+    let outside = kinds
+        .iter()
+        .filter(|k| !in_world(k))
+        .map(|(api_version, kind)| {
+            let selector = selector.clone();
+            async move {
+                let info = api.resource(api_version, kind).await?;
+                let mut kept = Vec::new();
+                if let Some(info) = &info {
                     api.list_each(info, &selector, &mut |live| {
                         let live = without_bookkeeping(live);
                         if let Ok(addr) = ResourceAddr::from_object(&live)
@@ -118,31 +122,47 @@ pub async fn observe_kube(
                         }
                     })
                     .await?;
-                    Listed::Read(kept)
                 }
-                (None, _) => Listed::Read(Vec::new()),
-            };
-            KubeResult::Ok(((api_version.clone(), kind.clone()), info, listed))
+                KubeResult::Ok(((api_version.clone(), kind.clone()), info, kept))
+            }
+        });
+    let read_world = async {
+        match world {
+            Some(reading) => reading.await.map(Some),
+            None => Ok(None),
         }
-    });
+    };
+    let (world_read, outside) = futures::join!(read_world, join_all(outside));
+    let world_read = world_read?;
     let mut served: BTreeMap<(String, String), ResourceInfo> = BTreeMap::new();
-    let mut from_world: BTreeMap<ResourceAddr, &Value> = BTreeMap::new();
     let mut read: BTreeMap<ResourceAddr, Kept> = BTreeMap::new();
-    for result in join_all(lookups).await {
-        let (key, info, listed) = result?;
+    for result in outside {
+        let (key, info, kept) = result?;
         if let Some(info) = info {
             served.insert(key, info);
         }
-        match listed {
-            Listed::World(objects) => from_world.extend(
-                objects
+        read.extend(kept);
+    }
+    let mut from_world: BTreeMap<ResourceAddr, &Value> = BTreeMap::new();
+    if let Some(world) = &world_read {
+        for (api_version, kind) in kinds.iter().filter(|k| in_world(k)) {
+            // Discovery of the world's kinds is cached by its read.
+            let Some(info) = api.resource(api_version, kind).await? else {
+                continue;
+            };
+            served.insert((api_version.clone(), kind.clone()), info);
+            from_world.extend(
+                world
+                    .by_kind
+                    .get(kind.as_str())
                     .into_iter()
-                    .filter(|live| !part_of_installation(live))
+                    .flatten()
+                    .filter(|live| is_owned_by_stack(live, stack) && !part_of_installation(live))
                     .filter_map(|live| Some((ResourceAddr::from_object(live).ok()?, live))),
-            ),
-            Listed::Read(objects) => read.extend(objects),
+            );
         }
     }
+    let world = world_read.as_ref();
     let names_taken = match preview {
         Preview::DryRun => None,
         Preview::Lists => Some(
@@ -253,6 +273,7 @@ pub async fn observe_kube(
     Ok(Observed {
         live: KubeLive::Observed { objects },
         judged,
+        world: world_read,
     })
 }
 
@@ -296,12 +317,6 @@ fn part_of_installation(live: &Value) -> bool {
     live.pointer("/metadata/labels")
         .and_then(|l| l.get(kueue_install::INSTALLATION_LABEL))
         .is_some()
-}
-
-/// A kind's owned objects: borrowed from Kueue's world, or read by this observer.
-enum Listed<'w> {
-    World(Vec<&'w Value>),
-    Read(Vec<(ResourceAddr, Kept)>),
 }
 
 /// A listed object kept as its JSON text until its probe (or prune) reads it: a plan of

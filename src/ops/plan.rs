@@ -148,9 +148,11 @@ async fn observe(
     judge: Option<&Judge>,
     preview: Preview,
 ) -> crate::kube::KubeResult<(Observed, KubeSnapshot)> {
-    // The world first: the spec's Kueue objects are taken from it, and discovery is cached.
-    let world = read_kueue_world(api).await?;
-    let objects = observe_kube(api, desired, stack, Some(&world), judge, preview).await?;
+    // The world is read beside the lists of the other kinds; the spec's Kueue objects are taken
+    // from it.
+    let world = Box::pin(read_kueue_world(api));
+    let mut objects = observe_kube(api, desired, stack, Some(world), judge, preview).await?;
+    let world = objects.world.take().unwrap_or_default();
     Ok((objects, world))
 }
 
