@@ -6,7 +6,7 @@
 //! objects is [`super::kube`].
 
 use super::without_bookkeeping;
-use crate::kube::{KubeApi, KubeResult};
+use crate::kube::{KubeApi, KubeResult, owned_selector};
 use crate::model::live::KubeSnapshot;
 use futures::future::join_all;
 
@@ -60,6 +60,9 @@ pub const STATUS_KINDS: [KindRef; 15] = [
     NODE,
 ];
 
+/// The kinds of jobs gkq submits.
+const JOB_KINDS: [KindRef; 3] = [RAYJOB, JOBSET, JOB];
+
 /// What a job's admission timeline needs (`report::timeline`).
 pub const JOB_TIMELINE_KINDS: [KindRef; 6] =
     [RAYJOB, JOBSET, JOB, WORKLOAD, PROVISIONING_REQUEST, NODE];
@@ -69,6 +72,25 @@ pub const JOB_TIMELINE_KINDS: [KindRef; 6] =
 pub async fn read_kinds(
     api: &dyn KubeApi,
     kinds: &[KindRef],
+    known: KubeSnapshot,
+) -> KubeResult<KubeSnapshot> {
+    read_selected(api, kinds, "", known).await
+}
+
+/// The jobs gkq applied for `stack` (its labels select them), added to `known`: a report on the
+/// spec's own jobs does not read every other tenant's.
+pub async fn read_stack_jobs(
+    api: &dyn KubeApi,
+    stack: &str,
+    known: KubeSnapshot,
+) -> KubeResult<KubeSnapshot> {
+    read_selected(api, &JOB_KINDS, &owned_selector(stack), known).await
+}
+
+async fn read_selected(
+    api: &dyn KubeApi,
+    kinds: &[KindRef],
+    label_selector: &str,
     mut known: KubeSnapshot,
 ) -> KubeResult<KubeSnapshot> {
     let reads = kinds
@@ -78,7 +100,7 @@ pub async fn read_kinds(
             let Some(info) = api.resource(api_version, kind).await? else {
                 return Ok(None);
             };
-            let objects = api.list(&info, "").await?;
+            let objects = api.list(&info, label_selector).await?;
             Ok(Some((
                 kind,
                 objects.into_iter().map(without_bookkeeping).collect(),

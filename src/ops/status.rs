@@ -15,7 +15,7 @@ use crate::kube::KubeApi;
 use crate::local::nodes::PoolInfo;
 use crate::model::DesiredState;
 use crate::model::live::KubeSnapshot;
-use crate::observe::cluster::read_kubernetes;
+use crate::observe::cluster::{read_kubernetes, read_stack_jobs};
 use crate::placement::PlacementState;
 use crate::plan::PlanOptions;
 use crate::plan::revision::LabelRevision;
@@ -175,14 +175,17 @@ pub async fn landed_jobs(planned: &Planned) -> Option<LiveReport> {
                 .get_cluster(&desired.gke.cluster_ref)
                 .await
                 .map_err(|e| anyhow::anyhow!("reading the cluster from GKE: {e}"))?;
-            live_report_of(
-                session,
-                desired,
-                cluster.as_ref(),
-                kube.api(),
-                KubeSnapshot::default(),
-            )
-            .await
+            // Only the spec's jobs are reported on, and after a successful apply gkq's labels
+            // select each of them.
+            let jobs = match kube.api() {
+                Some(api) => {
+                    read_stack_jobs(api, &planned.plan.cluster.cluster, KubeSnapshot::default())
+                        .await
+                        .map_err(|e| anyhow::anyhow!("reading the spec's jobs: {e}"))?
+                }
+                None => KubeSnapshot::default(),
+            };
+            live_report_of(session, desired, cluster.as_ref(), kube.api(), jobs).await
         };
         match read.await {
             Ok(r) => {

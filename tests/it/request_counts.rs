@@ -57,9 +57,9 @@ fn write_spec(dir: &Path, rev: u32) {
     std::fs::write(dir.join("gkq.yaml"), text).unwrap();
 }
 
-/// Requests by `verb resource` (`patch dry-run`, `patch 409`, `discovery` for GETs of /api and
-/// /apis) of every client but the control plane's own (Kueue, the API server), between two
-/// marks in the audit log.
+/// Requests by `verb resource` (`patch dry-run`, `patch 409`, `list selected` for a list by label
+/// selector, `discovery` for GETs of /api and /apis) of every client but the control plane's
+/// own (Kueue, the API server), between two marks in the audit log.
 struct Audit {
     log: std::path::PathBuf,
     client: kube::Client,
@@ -108,6 +108,9 @@ fn count(stretch: &str) -> Counts {
                 if uri.contains("dryRun=All") {
                     verb.push_str(" dry-run");
                 }
+                if verb == "list" && selects(uri) {
+                    verb.push_str(" selected");
+                }
                 if event["responseStatus"]["code"] == 409 {
                     verb.push_str(" 409");
                 }
@@ -117,6 +120,15 @@ fn count(stretch: &str) -> Counts {
         *counts.entry(key).or_default() += 1;
     }
     counts
+}
+
+/// Whether a list's URI carries a label selector (gkq's own objects, not every object of a kind).
+fn selects(uri: &str) -> bool {
+    uri.split(['?', '&']).any(|param| {
+        param
+            .strip_prefix("labelSelector=")
+            .is_some_and(|v| !v.is_empty())
+    })
 }
 
 /// `gkq ARGS SPEC --target gcp --gke-endpoint URL --kubeconfig KUBECONFIG`, which must succeed.
@@ -199,6 +211,8 @@ async fn plan_and_apply_request_counts_do_not_grow_per_object_beyond_one_write()
     // Every plan: API discovery, one list per kind gkq may own or reads for the placement
     // prediction (Kueue's world unselected: its kinds are listed once, for both), the revision
     // ConfigMap and Kueue's Deployment (`kueue.install: external`).
+    // A plan lists Kueue's world whole (what the prediction weighs) and, by gkq's labels, the
+    // spec's other kinds and the ones gkq may have made (for prune).
     let plan_reads = counts(&[
         ("discovery", 15),
         ("get configmaps", 1),
@@ -206,43 +220,45 @@ async fn plan_and_apply_request_counts_do_not_grow_per_object_beyond_one_write()
         ("list admissionchecks", 1),
         ("list clusterqueues", 1),
         ("list cohorts", 1),
-        ("list configmaps", 1),
-        ("list jobs", 1),
-        ("list jobsets", 1),
+        ("list selected configmaps", 1),
+        ("list selected jobs", 1),
+        ("list selected jobsets", 1),
         ("list localqueues", 1),
         ("list namespaces", 1),
         ("list priorityclasses", 1),
         ("list provisioningrequestconfigs", 1),
-        ("list rayjobs", 1),
+        ("list selected rayjobs", 1),
         ("list resourceflavors", 1),
         ("list workloadpriorityclasses", 1),
         ("list workloads", 1),
     ]);
     // What an apply adds to its plan: the cluster's Lease, discovery for the executor's client,
-    // the freshness check (one list per kind of the plan, none per object), the revision
-    // ConfigMap written, and the status report of where jobs landed (lists).
+    // the freshness check (one list of gkq's objects per kind of the plan, none per object), the
+    // revision ConfigMap written, and the report of where the spec's jobs landed (Kueue's world
+    // again, as the writes changed it, with nodes and provisioning requests, and only the
+    // spec's own jobs).
     let apply_adds = counts(&[
         ("create leases", 1),
         ("get leases", 2),
         ("delete leases", 1),
         ("discovery", 2),
-        ("list clusterqueues", 1),
-        ("list configmaps", 1),
-        ("list localqueues", 1),
-        ("list rayjobs", 1),
+        ("list selected clusterqueues", 1),
+        ("list selected configmaps", 1),
+        ("list selected localqueues", 1),
+        ("list selected rayjobs", 1),
         ("patch configmaps", 1),
         ("list admissionchecks", 1),
         ("list clusterqueues", 1),
         ("list cohorts", 1),
-        ("list jobs", 1),
-        ("list jobsets", 1),
+        ("list selected jobs", 1),
+        ("list selected jobsets", 1),
         ("list localqueues", 1),
         ("list namespaces", 1),
         ("list nodes", 1),
         ("list priorityclasses", 1),
         ("list provisioningrequestconfigs", 1),
         ("list provisioningrequests", 1),
-        ("list rayjobs", 1),
+        ("list selected rayjobs", 1),
         ("list resourceflavors", 1),
         ("list workloadpriorityclasses", 1),
         ("list workloads", 1),
