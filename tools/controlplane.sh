@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # gkq test control plane: etcd + kube-apiserver + Kueue manager as plain processes on 127.0.0.1.
 #
-#   tools/controlplane.sh build        install etcd (apt) and build/cache kube-apiserver + Kueue
+#   tools/controlplane.sh build        build/cache etcd, kube-apiserver and the Kueue manager
 #   tools/controlplane.sh up [DIR]     start a control plane in DIR (default: $GKQ_CP_DIR or a new
 #                                      temp dir); prints DIR on stdout when ready
 #   tools/controlplane.sh down DIR     stop the processes recorded in DIR/pids and remove DIR
@@ -38,10 +38,13 @@ mod_version() { # go.mod module-path
 }
 K8S_VERSION="$(mod_version "$BINS_SRC/kube-apiserver/go.mod" k8s.io/kubernetes)"
 KUEUE_VERSION="$(mod_version "$BINS_SRC/kueue/go.mod" sigs.k8s.io/kueue)"
+ETCD_VERSION="$(mod_version "$BINS_SRC/etcd/go.mod" go.etcd.io/etcd/server/v3)"
 [ -n "$K8S_VERSION" ] || die "cannot read k8s.io/kubernetes version from $BINS_SRC/kube-apiserver/go.mod"
 [ -n "$KUEUE_VERSION" ] || die "cannot read sigs.k8s.io/kueue version from $BINS_SRC/kueue/go.mod"
+[ -n "$ETCD_VERSION" ] || die "cannot read go.etcd.io/etcd/server/v3 version from $BINS_SRC/etcd/go.mod"
 APISERVER_BIN="$BIN_CACHE/$K8S_VERSION/kube-apiserver"
 KUEUE_BIN="$BIN_CACHE/kueue-$KUEUE_VERSION/kueue"
+ETCD_BIN="$BIN_CACHE/etcd-$ETCD_VERSION/etcd"
 
 ensure_go() {
 	if ! command -v go >/dev/null 2>&1; then
@@ -51,15 +54,6 @@ ensure_go() {
 }
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
-
-ensure_etcd() {
-	command -v etcd >/dev/null 2>&1 && return 0
-	log "installing etcd-server from Debian"
-	export DEBIAN_FRONTEND=noninteractive
-	as_root apt-get install -y --no-install-recommends etcd-server >/dev/null ||
-		{ as_root apt-get update >/dev/null && as_root apt-get install -y --no-install-recommends etcd-server >/dev/null; } ||
-		die "apt-get install etcd-server failed"
-}
 
 # Origin commit of a module version as the Go proxy reports it (empty if unknown).
 origin_hash() {
@@ -99,13 +93,29 @@ build_kueue() {
 	log "kueue built in $(($(date +%s) - start)) s"
 }
 
+# etcd from the Go module proxy, not Debian's 3.4.23: a 1.36 API server serves consistent lists
+# from its watch cache only with etcd >= 3.4.31 or >= 3.5.13 (as GKE's control planes do), and
+# reads every list from etcd otherwise (docs/test-control-plane.md, section 3).
+build_etcd() {
+	[ -x "$ETCD_BIN" ] && { log "etcd $ETCD_VERSION cached: $ETCD_BIN"; return 0; }
+	ensure_go
+	local start
+	mkdir -p "$(dirname "$ETCD_BIN")"
+	log "building etcd $ETCD_VERSION (1-2 min on 2 cores)"
+	start=$(date +%s)
+	(cd "$BINS_SRC/etcd" &&
+		CGO_ENABLED=0 go build -mod=readonly -trimpath -ldflags "-s -w" -o "$ETCD_BIN.tmp.$$" go.etcd.io/etcd/server/v3)
+	mv -f "$ETCD_BIN.tmp.$$" "$ETCD_BIN"
+	log "etcd built in $(($(date +%s) - start)) s: $("$ETCD_BIN" --version | head -n1)"
+}
+
 cmd_build() {
 	local start; start=$(date +%s)
 	mkdir -p "$BIN_CACHE"
 	# one builder at a time per cache
 	exec 9>"$BIN_CACHE/.build.lock"
 	flock 9
-	ensure_etcd
+	build_etcd
 	build_apiserver
 	build_kueue
 	command -v kubectl >/dev/null 2>&1 || die "kubectl not found (the machine image ships /usr/bin/kubectl)"
@@ -118,7 +128,7 @@ cmd_build() {
 cmd_versions() {
 	echo "kubernetes $K8S_VERSION $APISERVER_BIN"
 	echo "kueue $KUEUE_VERSION $KUEUE_BIN"
-	echo "etcd $(etcd --version 2>/dev/null | sed -n 's/^etcd Version: //p') $(command -v etcd || echo missing)"
+	echo "etcd $ETCD_VERSION $ETCD_BIN"
 }
 
 # --- up ------------------------------------------------------------------------------------
@@ -203,8 +213,8 @@ probe_webhooks() {
 
 cmd_up() {
 	RUN="${1:-${GKQ_CP_DIR:-}}"
-	[ -x "$APISERVER_BIN" ] && [ -x "$KUEUE_BIN" ] && command -v etcd >/dev/null 2>&1 ||
-		die "control-plane binaries missing (want $APISERVER_BIN, $KUEUE_BIN and etcd); run: tools/controlplane.sh build"
+	[ -x "$APISERVER_BIN" ] && [ -x "$KUEUE_BIN" ] && [ -x "$ETCD_BIN" ] ||
+		die "control-plane binaries missing (want $APISERVER_BIN, $KUEUE_BIN and $ETCD_BIN); run: tools/controlplane.sh build"
 	local crds="$FIXTURES/crds" webhooks="$FIXTURES/kueue-release/webhooks-$KUEUE_VERSION.yaml"
 	[ -d "$crds/kueue" ] || die "CRD fixtures not found at $crds (set GKQ_FIXTURES_DIR)"
 	[ -f "$webhooks" ] || die "Kueue webhook manifest not found: $webhooks"
@@ -255,18 +265,16 @@ cmd_up() {
 		as_root mv -f "/etc/kueue/metrics/certs/.tls.crt.$$" /etc/kueue/metrics/certs/tls.crt
 	fi
 
-	# --- etcd (data on tmpfs when available: Debian's etcd 3.4 has no --unsafe-no-fsync)
+	# --- etcd (data on tmpfs when available, and no fsync: a test's etcd outlives nothing)
 	local etcd_data="$RUN/etcd"
 	if [ -d /dev/shm ] && [ -w /dev/shm ]; then
 		etcd_data=$(mktemp -d /dev/shm/gkq-etcd.XXXXXX)
 		echo "$etcd_data" >"$RUN/etcd-data-dir"
 	fi
-	local nofsync=""
-	etcd --help 2>&1 | grep -q -- --unsafe-no-fsync && nofsync=--unsafe-no-fsync
-	start_bg etcd etcd --name gkq-test --data-dir "$etcd_data" \
+	start_bg etcd "$ETCD_BIN" --name gkq-test --data-dir "$etcd_data" \
 		--listen-client-urls "http://127.0.0.1:$EP" --advertise-client-urls "http://127.0.0.1:$EP" \
 		--listen-peer-urls "http://127.0.0.1:$EP2" --initial-advertise-peer-urls "http://127.0.0.1:$EP2" \
-		--initial-cluster "gkq-test=http://127.0.0.1:$EP2" $nofsync
+		--initial-cluster "gkq-test=http://127.0.0.1:$EP2" --unsafe-no-fsync
 	wait_proc etcd "etcd /health" curl -sf "http://127.0.0.1:$EP/health"
 	log "etcd ready on 127.0.0.1:$EP ($((SECONDS - t0)) s)"
 
