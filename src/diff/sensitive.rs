@@ -260,18 +260,31 @@ impl Redactor {
         before: Option<&Value>,
         after: Option<&Value>,
     ) -> (Option<Value>, Option<Value>) {
-        let mut pointers: Vec<String> = before.map(sensitive_pointers).unwrap_or_default();
-        pointers.extend(after.map(sensitive_pointers).unwrap_or_default());
+        self.pair_owned(before.cloned(), after.cloned())
+    }
+
+    /// [`Redactor::pair`] of values the caller is done with, changed in place rather than
+    /// copied (a plan shows the diff of every changed object).
+    pub fn pair_owned(
+        &self,
+        before: Option<Value>,
+        after: Option<Value>,
+    ) -> (Option<Value>, Option<Value>) {
+        let mut pointers: Vec<String> = before.as_ref().map(sensitive_pointers).unwrap_or_default();
+        pointers.extend(after.as_ref().map(sensitive_pointers).unwrap_or_default());
         pointers.sort();
         pointers.dedup();
         (
-            before.map(|v| self.object_with(v, &pointers)),
-            after.map(|v| self.object_with(v, &pointers)),
+            before.map(|v| self.owned_with(v, &pointers)),
+            after.map(|v| self.owned_with(v, &pointers)),
         )
     }
 
     fn object_with(&self, object: &Value, pointers: &[String]) -> Value {
-        let mut shown = object.clone();
+        self.owned_with(object.clone(), pointers)
+    }
+
+    fn owned_with(&self, mut shown: Value, pointers: &[String]) -> Value {
         for pointer in pointers {
             if let Some(value) = shown.pointer_mut(pointer)
                 && !is_marker(value)

@@ -1,6 +1,6 @@
 //! Canonical YAML (sorted keys, block style) and unified diffs of it. Colour is the renderer's job.
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 use similar::TextDiff;
 
 /// The value with every object's keys sorted, so that text output does not depend on the order a
@@ -24,25 +24,32 @@ pub fn one_line(value: Option<&Value>, max: usize) -> String {
 }
 
 pub fn canonical(value: &Value) -> Value {
+    let mut sorted = value.clone();
+    sort_keys(&mut sorted);
+    sorted
+}
+
+/// [`canonical`] in place.
+fn sort_keys(value: &mut Value) {
     match value {
         Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            let mut sorted = Map::new();
-            for key in keys {
-                sorted.insert(key.clone(), canonical(&map[key]));
-            }
-            Value::Object(sorted)
+            map.sort_keys();
+            map.values_mut().for_each(sort_keys);
         }
-        Value::Array(items) => Value::Array(items.iter().map(canonical).collect()),
-        other => other.clone(),
+        Value::Array(items) => items.iter_mut().for_each(sort_keys),
+        _ => {}
     }
 }
 
 /// Canonical YAML of a value. Should YAML serialisation ever fail, pretty JSON (also valid YAML)
 /// stands in, so a plan is never lost to a rendering problem.
 pub fn to_yaml(value: &Value) -> String {
-    let value = canonical(value);
+    to_yaml_owned(value.clone())
+}
+
+/// [`to_yaml`] of a value the caller is done with.
+pub fn to_yaml_owned(mut value: Value) -> String {
+    sort_keys(&mut value);
     match serde_saphyr::to_string(&value) {
         Ok(text) => text,
         Err(_) => serde_json::to_string_pretty(&value).unwrap_or_default() + "\n",
@@ -52,9 +59,14 @@ pub fn to_yaml(value: &Value) -> String {
 /// A unified diff (`--- live`, `+++ desired`, three lines of context) of the canonical YAML of two
 /// values; absent means empty text. Empty when the texts are equal.
 pub fn unified_yaml_diff(live: Option<&Value>, desired: Option<&Value>) -> String {
-    let text = |value: Option<&Value>| match value {
+    unified_yaml_diff_owned(live.cloned(), desired.cloned())
+}
+
+/// [`unified_yaml_diff`] of values the caller is done with.
+pub fn unified_yaml_diff_owned(live: Option<Value>, desired: Option<Value>) -> String {
+    let text = |value: Option<Value>| match value {
         None | Some(Value::Null) => String::new(),
-        Some(value) => to_yaml(value),
+        Some(value) => to_yaml_owned(value),
     };
     unified_diff(&text(live), &text(desired))
 }

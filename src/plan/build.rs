@@ -22,7 +22,7 @@ use crate::diff::normalize::{
     kube_view, status_name,
 };
 use crate::diff::sensitive::Redactor;
-use crate::diff::text::unified_yaml_diff;
+use crate::diff::text::unified_yaml_diff_owned;
 use crate::diff::{FieldChange, ResourceDiff, UpdateMethod};
 use crate::model::live::{KubeLive, LiveState};
 use crate::model::{DesiredState, GKE_STACK_LABEL, STACK_LABEL};
@@ -160,9 +160,27 @@ impl Judge {
         self.shown_text_diff(Some(&diff.live_view), Some(&diff.desired_view))
     }
 
+    /// [`Judge::shown_diff`] of a diff whose views are not needed after: its changes, and the
+    /// diff made of its views without copying them.
+    fn into_shown(&self, diff: ResourceDiff) -> (Vec<FieldChange>, String) {
+        let ResourceDiff {
+            changes,
+            live_view,
+            desired_view,
+        } = diff;
+        (
+            changes,
+            self.shown_owned(Some(live_view), Some(desired_view)),
+        )
+    }
+
     fn shown_text_diff(&self, before: Option<&Value>, after: Option<&Value>) -> String {
-        let (before, after) = self.redactor.pair(before, after);
-        unified_yaml_diff(before.as_ref(), after.as_ref())
+        self.shown_owned(before.cloned(), after.cloned())
+    }
+
+    fn shown_owned(&self, before: Option<Value>, after: Option<Value>) -> String {
+        let (before, after) = self.redactor.pair_owned(before, after);
+        unified_yaml_diff_owned(before, after)
     }
 
     fn kube_create(
@@ -188,7 +206,7 @@ impl Judge {
             },
             object,
         );
-        action.diff = self.shown_text_diff(None, Some(&shown));
+        action.diff = self.shown_owned(None, Some(shown));
         action
     }
 
@@ -207,6 +225,7 @@ impl Judge {
             self.update_or_noop(addr, diff, object.clone(), live, owned, fingerprint)
         } else {
             let object = object.clone();
+            let (changes, diff) = self.into_shown(diff);
             Action {
                 addr: addr.clone(),
                 kind: ActionKind::Replace,
@@ -216,8 +235,8 @@ impl Judge {
                 ),
                 replace_strategy: Some(ReplaceStrategy::DeleteThenCreate),
                 blocked: (!owned).then(|| format!("it would be recreated, but {NOT_OWNED}")),
-                diff: self.shown_diff(&diff),
-                changes: diff.changes,
+                diff,
+                changes,
                 steps: vec![
                     kube_delete_step(addr, live),
                     Step::KubeApply {
@@ -265,14 +284,16 @@ impl Judge {
             .iter()
             .map(|method| step_for(addr, method, &desired, live))
             .collect();
+        let reason = update_reason(&diff.changes);
+        let (changes, diff) = self.into_shown(diff);
         Action {
             addr: addr.clone(),
             kind: ActionKind::Update,
-            reason: update_reason(&diff.changes),
+            reason,
             replace_strategy: None,
             blocked: (!owned).then(|| format!("it would be updated, but {NOT_OWNED}")),
-            diff: self.shown_diff(&diff),
-            changes: diff.changes,
+            diff,
+            changes,
             steps,
             desired: Some(desired),
             live_fingerprint,
