@@ -162,7 +162,7 @@ impl Judge {
 
     /// [`Judge::shown_diff`] of a diff whose views are not needed after: its changes, and the
     /// diff made of its views without copying them.
-    fn into_shown(&self, diff: ResourceDiff) -> (Vec<FieldChange>, String) {
+    fn shown_parts(&self, diff: ResourceDiff) -> (Vec<FieldChange>, String) {
         let ResourceDiff {
             changes,
             live_view,
@@ -225,7 +225,7 @@ impl Judge {
             self.update_or_noop(addr, diff, object.clone(), live, owned, fingerprint)
         } else {
             let object = object.clone();
-            let (changes, diff) = self.into_shown(diff);
+            let (changes, diff) = self.shown_parts(diff);
             Action {
                 addr: addr.clone(),
                 kind: ActionKind::Replace,
@@ -285,7 +285,7 @@ impl Judge {
             .map(|method| step_for(addr, method, &desired, live))
             .collect();
         let reason = update_reason(&diff.changes);
-        let (changes, diff) = self.into_shown(diff);
+        let (changes, diff) = self.shown_parts(diff);
         Action {
             addr: addr.clone(),
             kind: ActionKind::Update,
