@@ -250,22 +250,14 @@ impl Redactor {
     /// An object (or a view of one) as it may be shown: its sensitive fields as markers,
     /// sensitive variable values replaced anywhere else.
     pub fn object(&self, object: &Value) -> Value {
-        self.object_with(object, &sensitive_pointers(object))
+        self.shown_with(object.clone(), &sensitive_pointers(object))
     }
 
     /// Two sides of a diff as they may be shown: a field sensitive on either side is a marker on
     /// both (the old value of a changed secret is hidden too).
+    /// The values are changed in place, not copied: a plan shows the diff of every changed
+    /// object.
     pub fn pair(
-        &self,
-        before: Option<&Value>,
-        after: Option<&Value>,
-    ) -> (Option<Value>, Option<Value>) {
-        self.pair_owned(before.cloned(), after.cloned())
-    }
-
-    /// [`Redactor::pair`] of values the caller is done with, changed in place rather than
-    /// copied (a plan shows the diff of every changed object).
-    pub fn pair_owned(
         &self,
         before: Option<Value>,
         after: Option<Value>,
@@ -275,16 +267,12 @@ impl Redactor {
         pointers.sort();
         pointers.dedup();
         (
-            before.map(|v| self.owned_with(v, &pointers)),
-            after.map(|v| self.owned_with(v, &pointers)),
+            before.map(|v| self.shown_with(v, &pointers)),
+            after.map(|v| self.shown_with(v, &pointers)),
         )
     }
 
-    fn object_with(&self, object: &Value, pointers: &[String]) -> Value {
-        self.owned_with(object.clone(), pointers)
-    }
-
-    fn owned_with(&self, mut shown: Value, pointers: &[String]) -> Value {
+    fn shown_with(&self, mut shown: Value, pointers: &[String]) -> Value {
         for pointer in pointers {
             if let Some(value) = shown.pointer_mut(pointer)
                 && !is_marker(value)
@@ -400,7 +388,7 @@ mod tests {
         let redactor = Redactor::new(vec!["NEW-token".into()]);
         let old = annotated("login --token OLD-token");
         let new = annotated("login --token NEW-token");
-        let (before, after) = redactor.pair(Some(&old), Some(&new));
+        let (before, after) = redactor.pair(Some(old.clone()), Some(new.clone()));
         // The same value gets the same marker in a change line and in a diff.
         assert_eq!(
             after.as_ref().unwrap()["data"]["login.sh"],

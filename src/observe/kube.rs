@@ -380,15 +380,10 @@ async fn probe(
         });
     };
     let get = || async {
-        api.get(
-            info,
-            crate::kube::namespace_of(object)
-                .or(Some("default"))
-                .filter(|_| info.namespaced),
-            crate::kube::name_of(object),
-        )
-        .await
-        .map(|live| live.map(without_bookkeeping))
+        let at = object_name(object, info);
+        api.get(info, at.namespace.as_deref(), &at.name)
+            .await
+            .map(|live| live.map(without_bookkeeping))
     };
     let unchanged = |live: &Value| diff_object(addr, object, live, None).changes.is_empty();
     if let Some(diff) = owned_live

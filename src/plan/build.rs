@@ -155,13 +155,8 @@ impl Judge {
         self.update_or_noop(addr, diff, object.clone(), live, true, fingerprint)
     }
 
-    /// A diff as it may be shown: both sides with sensitive values replaced by markers.
-    fn shown_diff(&self, diff: &ResourceDiff) -> String {
-        self.shown_text_diff(Some(&diff.live_view), Some(&diff.desired_view))
-    }
-
-    /// [`Judge::shown_diff`] of a diff whose views are not needed after: its changes, and the
-    /// diff made of its views without copying them.
+    /// A diff as it may be shown, both sides with sensitive values replaced by markers, made
+    /// from views not needed after (so not copied); and the diff's changes.
     fn shown_parts(&self, diff: ResourceDiff) -> (Vec<FieldChange>, String) {
         let ResourceDiff {
             changes,
@@ -170,16 +165,12 @@ impl Judge {
         } = diff;
         (
             changes,
-            self.shown_owned(Some(live_view), Some(desired_view)),
+            self.shown_text_diff(Some(live_view), Some(desired_view)),
         )
     }
 
-    fn shown_text_diff(&self, before: Option<&Value>, after: Option<&Value>) -> String {
-        self.shown_owned(before.cloned(), after.cloned())
-    }
-
-    fn shown_owned(&self, before: Option<Value>, after: Option<Value>) -> String {
-        let (before, after) = self.redactor.pair_owned(before, after);
+    fn shown_text_diff(&self, before: Option<Value>, after: Option<Value>) -> String {
+        let (before, after) = self.redactor.pair(before, after);
         unified_yaml_diff_owned(before, after)
     }
 
@@ -206,7 +197,7 @@ impl Judge {
             },
             object,
         );
-        action.diff = self.shown_owned(None, Some(shown));
+        action.diff = self.shown_text_diff(None, Some(shown));
         action
     }
 
@@ -345,7 +336,9 @@ impl<'a> Planner<'a> {
     /// what is shown and saved.
     fn add(&mut self, mut action: Action, graph_object: Option<&'a Value>) {
         if action.kind == ActionKind::Create && action.diff.is_empty() {
-            action.diff = self.judge.shown_text_diff(None, action.desired.as_deref());
+            action.diff = self
+                .judge
+                .shown_text_diff(None, action.desired.as_deref().cloned());
         }
         if let Some(real) = seal(&mut action, &self.judge.redactor) {
             self.sealed.insert(action.addr.clone(), real);
@@ -502,6 +495,7 @@ impl<'a> Planner<'a> {
             } else {
                 Some(format!("the cluster would be recreated, but {NOT_OWNED}"))
             };
+            let (changes, diff) = self.judge.shown_parts(diff);
             let action = Action {
                 addr: addr.clone(),
                 kind: ActionKind::Replace,
@@ -511,8 +505,8 @@ impl<'a> Planner<'a> {
                 ),
                 replace_strategy: Some(ReplaceStrategy::DeleteThenCreate),
                 blocked,
-                diff: self.judge.shown_diff(&diff),
-                changes: diff.changes,
+                diff,
+                changes,
                 steps: vec![
                     Step::DeleteCluster,
                     Step::CreateCluster {
@@ -560,7 +554,7 @@ impl<'a> Planner<'a> {
             changes: Vec::new(),
             diff: self
                 .judge
-                .shown_text_diff(Some(&gke_cluster_live_view(live)), None),
+                .shown_text_diff(Some(gke_cluster_live_view(live)), None),
             steps: vec![Step::DeleteCluster],
             desired: None,
             live_fingerprint,
@@ -607,6 +601,7 @@ impl<'a> Planner<'a> {
             self.add(action, None);
             return;
         }
+        let (changes, diff) = self.judge.shown_parts(diff);
         let action = Action {
             addr: addr.clone(),
             kind: ActionKind::Replace,
@@ -617,8 +612,8 @@ impl<'a> Planner<'a> {
             ),
             replace_strategy: Some(ReplaceStrategy::DeleteThenCreate),
             blocked: (!owned).then(|| format!("the pool would be recreated, but {NOT_OWNED}")),
-            diff: self.judge.shown_diff(&diff),
-            changes: diff.changes,
+            diff,
+            changes,
             steps: vec![
                 Step::DeleteNodePool {
                     pool: name.to_string(),
@@ -662,7 +657,7 @@ impl<'a> Planner<'a> {
             changes: Vec::new(),
             diff: self
                 .judge
-                .shown_text_diff(Some(&gke_node_pool_live_view(live)), None),
+                .shown_text_diff(Some(gke_node_pool_live_view(live)), None),
             steps: vec![Step::DeleteNodePool {
                 pool: name.to_string(),
             }],
@@ -751,7 +746,7 @@ impl<'a> Planner<'a> {
                 replace_strategy: None,
                 blocked: None,
                 changes: Vec::new(),
-                diff: self.judge.shown_text_diff(Some(&kube_view(live)), None),
+                diff: self.judge.shown_text_diff(Some(kube_view(live)), None),
                 steps: vec![kube_delete_step(addr, live)],
                 desired: None,
                 live_fingerprint,
