@@ -34,13 +34,17 @@ pub const REQUESTED_ANNOTATION: &str = "gkq.dev/reconcile-requested-at";
 )]
 #[serde(rename_all = "camelCase")]
 pub struct GkqStackSpec {
-    /// The git repository (`https://...`, `ssh://...`, `git@host:path` or `file://...`).
+    /// The git repository: `https://HOST/PATH`, `ssh://[USER@]HOST[:PORT]/PATH` or
+    /// `USER@HOST:PATH`; `file:///PATH` only where the agent allows it (`--allow-file-urls`).
+    #[schemars(regex(pattern = URL_PATTERN), length(min = 1, max = 2048))]
     pub url: String,
     /// The branch to follow (default `main` when no tag is given).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = REF_PATTERN), length(min = 1, max = 2048))]
     pub branch: Option<String>,
     /// A tag to apply instead of a branch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = REF_PATTERN), length(min = 1, max = 2048))]
     pub tag: Option<String>,
     /// The spec in the repository: a file, or a directory holding gkq.yaml or gkq.toml.
     #[serde(default = "default_path")]
@@ -63,6 +67,14 @@ pub struct GkqStackSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_ref: Option<SecretRef>,
 }
+
+/// What the API server refuses before a stack is stored: a URL of none of the accepted forms, a
+/// leading `-`, control characters and white space. The agent checks every field again, and
+/// more strictly (`agent::source_check`), since a stack may predate this schema.
+const URL_PATTERN: &str = r"^(https://[^\s\x00-\x1f\x7f/-][^\s\x00-\x1f\x7f]*|ssh://[^\s\x00-\x1f\x7f/-][^\s\x00-\x1f\x7f]*|file:///[^\s\x00-\x1f\x7f]*|[A-Za-z0-9._][A-Za-z0-9._-]*@[A-Za-z0-9.\[][^\s\x00-\x1f\x7f/]*?:[^\s\x00-\x1f\x7f-][^\s\x00-\x1f\x7f]*)$";
+
+/// A branch or tag: no leading `-`, none of the characters git refuses in a ref name.
+const REF_PATTERN: &str = r"^[^-\s\x00-\x1f\x7f~^:?*\[\\][^\s\x00-\x1f\x7f~^:?*\[\\]*$";
 
 fn default_path() -> String {
     ".".to_string()

@@ -24,6 +24,7 @@ pub mod metrics;
 pub mod own;
 pub mod reconcile;
 pub mod source;
+pub mod source_check;
 pub mod store;
 pub mod webhook;
 
@@ -79,6 +80,8 @@ pub struct AgentOptions {
     pub own_cluster: Option<ClusterRef>,
     /// This replica's name in the Lease and in Events.
     pub identity: String,
+    /// Whether stacks may follow `file://` repositories (the agent's own disk).
+    pub allow_file_urls: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -238,14 +241,16 @@ fn context(
     metrics: Arc<Metrics>,
     leadership: Arc<dyn Leadership>,
 ) -> Arc<Context> {
-    Arc::new(Context::new(
+    let mut ctx = Context::new(
         store,
         options.target.clone(),
         options.work_dir.clone(),
         options.own_cluster.clone(),
         metrics,
         leadership,
-    ))
+    );
+    ctx.allow_file_urls = options.allow_file_urls;
+    Arc::new(ctx)
 }
 
 async fn report<T, E: std::fmt::Display>(result: Result<T, E>) {

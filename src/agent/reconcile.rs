@@ -14,7 +14,8 @@ use kube::runtime::controller::Action;
 use super::crd::{APPROVE_ANNOTATION, GkqStack, GkqStackStatus, REQUESTED_ANNOTATION};
 use super::decide::{Decision, decide, due, redact, set_condition};
 use super::metrics::Metrics;
-use super::source::{self, GitRef};
+use super::source;
+use super::source_check;
 use super::store::{Severity, StackStore};
 use crate::addr::ClusterRef;
 use crate::apply::{ApplyEvent, Sink};
@@ -42,6 +43,8 @@ pub struct Context {
     pub leadership: Arc<dyn Leadership>,
     /// How long an apply waits for the cluster's apply Lease.
     pub lock_timeout: Duration,
+    /// Whether stacks may follow `file://` repositories (`--target local`, `--allow-file-urls`).
+    pub allow_file_urls: bool,
     pub stacks: Mutex<BTreeMap<String, StackState>>,
     started: Instant,
 }
@@ -86,6 +89,7 @@ impl Context {
             metrics,
             leadership,
             lock_timeout: Duration::from_secs(120),
+            allow_file_urls: false,
             stacks: Mutex::new(BTreeMap::new()),
             started: Instant::now(),
         }
@@ -291,6 +295,16 @@ async fn run_stack(stack: &GkqStack, ctx: &Context, approval: Option<&str>) -> G
         secrets: Vec::new(),
     };
     run.status.observed_generation = stack.metadata.generation;
+    // Before anything else runs with the stack's values (its Secret is not even read).
+    let checked = match source_check::check(&stack.spec, ctx.allow_file_urls) {
+        Ok(checked) => checked,
+        Err(e) => {
+            let message = e.to_string();
+            run.condition("Stalled", true, "InvalidSource", &message);
+            run.failed("InvalidSource", &message).await;
+            return run.status;
+        }
+    };
     let credentials = match ctx.store.credentials(stack).await {
         Ok(c) => c,
         Err(e) => {
@@ -303,16 +317,11 @@ async fn run_stack(stack: &GkqStack, ctx: &Context, approval: Option<&str>) -> G
         }
     };
     run.secrets = credentials.secrets();
-    let reference = match (&stack.spec.tag, &stack.spec.branch) {
-        (Some(tag), _) => GitRef::Tag(tag.clone()),
-        (None, Some(branch)) => GitRef::Branch(branch.clone()),
-        (None, None) => GitRef::Branch("main".to_string()),
-    };
     let dir = ctx
         .work_dir
         .join(stack.namespace().unwrap_or_default())
         .join(stack.name_any());
-    let commit = match source::fetch(&dir, &stack.spec.url, &reference, &credentials).await {
+    let commit = match source::fetch(&dir, &checked, &credentials).await {
         Ok(commit) => commit,
         Err(e) => {
             run.failed("FetchFailed", &e.to_string()).await;

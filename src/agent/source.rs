@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use super::decide::redact;
+use super::source_check::Source;
 use crate::gitops::git;
 
 /// The git credentials and webhook secret of a stack's Secret.
@@ -80,22 +81,33 @@ pub enum SourceError {
     Checkout { dir: String, message: String },
 }
 
-/// Fetches `reference` of `url` into the repository at `dir` (made on first use) and checks the
+/// Fetches the checked `source` into the repository at `dir` (made on first use) and checks the
 /// commit out; returns the commit id. Error messages never hold the credentials.
+///
+/// The stack's values reach git only as positional arguments after `--`, and git may use only
+/// the transports the source's form needs (`GIT_ALLOW_PROTOCOL`): no remote helper (`ext::`,
+/// `fd::`), whatever the URL says.
 pub async fn fetch(
     dir: &Path,
-    url: &str,
-    reference: &GitRef,
+    source: &Source,
     credentials: &Credentials,
 ) -> Result<String, SourceError> {
+    let url = source.url.as_str();
+    let reference = &source.reference;
     let secrets = credentials.secrets();
     let checkout = |message: String| SourceError::Checkout {
         dir: dir.display().to_string(),
         message,
     };
     std::fs::create_dir_all(dir).map_err(|e| checkout(e.to_string()))?;
+    let git = Git {
+        dir,
+        url,
+        secrets: &secrets,
+        protocols: if source.file { "file" } else { "https:ssh" },
+    };
     if !dir.join(".git").exists() {
-        run(dir, &["init", "--quiet"], url, &[], &secrets).await?;
+        git.run(&["init", "--quiet"], Vec::new()).await?;
     }
     let (refspec, tracking) = match reference {
         GitRef::Branch(b) => (
@@ -110,23 +122,30 @@ pub async fn fetch(
     // Removed when dropped: after the fetch, and also when it fails or is cancelled.
     let ssh = SshFiles::write(dir, credentials).map_err(|e| checkout(e.to_string()))?;
     let env = environment(credentials, ssh.as_ref());
-    let fetched = run(
-        dir,
-        &["fetch", "--quiet", "--no-tags", "--force", url, &refspec],
-        url,
-        &env,
-        &secrets,
-    )
-    .await;
+    let fetched = git
+        .run(
+            &[
+                "fetch",
+                "--quiet",
+                "--no-tags",
+                "--force",
+                "--no-recurse-submodules",
+                "--",
+                url,
+                &refspec,
+            ],
+            env,
+        )
+        .await;
     drop(ssh);
     fetched?;
     let commit = git::resolve_commit(dir, &tracking).map_err(|e| checkout(e.to_string()))?;
-    run(
-        dir,
-        &["checkout", "--quiet", "--force", "--detach", &commit],
-        url,
-        &[],
-        &secrets,
+    // A symbolic link in the repository is checked out as a file holding its target: a stack's
+    // checkout never points at the agent's own files (its ServiceAccount token, another stack).
+    let plain_links = config_env(&[("core.symlinks", "false".to_string())]);
+    git.run(
+        &["checkout", "--quiet", "--force", "--detach", &commit, "--"],
+        plain_links,
     )
     .await?;
     Ok(commit)
@@ -194,21 +213,26 @@ impl Drop for SshFiles {
     }
 }
 
-/// git's environment for a fetch: the token as an `http.extraHeader` given through
-/// `GIT_CONFIG_COUNT`/`GIT_CONFIG_KEY_n`/`GIT_CONFIG_VALUE_n`, the SSH key through
-/// `GIT_SSH_COMMAND`.
+/// git configuration given through `GIT_CONFIG_COUNT`/`GIT_CONFIG_KEY_n`/`GIT_CONFIG_VALUE_n`:
+/// never on the command line (which other processes can read) and never in a file.
+fn config_env(entries: &[(&str, String)]) -> Vec<(String, String)> {
+    let mut env = vec![("GIT_CONFIG_COUNT".to_string(), entries.len().to_string())];
+    for (n, (key, value)) in entries.iter().enumerate() {
+        env.push((format!("GIT_CONFIG_KEY_{n}"), key.to_string()));
+        env.push((format!("GIT_CONFIG_VALUE_{n}"), value.clone()));
+    }
+    env
+}
+
+/// git's environment for a fetch: the token as an `http.extraHeader` (through [`config_env`]),
+/// the SSH key through `GIT_SSH_COMMAND`.
 fn environment(credentials: &Credentials, ssh: Option<&SshFiles>) -> Vec<(String, String)> {
     use base64::Engine;
     let mut env = Vec::new();
     if let Some(token) = &credentials.token {
         let user = credentials.username.as_deref().unwrap_or("git");
         let basic = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{token}"));
-        env.push(("GIT_CONFIG_COUNT".into(), "1".into()));
-        env.push(("GIT_CONFIG_KEY_0".into(), "http.extraHeader".into()));
-        env.push((
-            "GIT_CONFIG_VALUE_0".into(),
-            format!("Authorization: Basic {basic}"),
-        ));
+        env = config_env(&[("http.extraHeader", format!("Authorization: Basic {basic}"))]);
     }
     if let Some(ssh) = ssh {
         env.push((
@@ -252,32 +276,40 @@ fn ssh_option(name: &str, path: &Path) -> String {
     format!("-o '{}'", option.replace('\'', "'\\''"))
 }
 
-async fn run(
-    dir: &Path,
-    args: &[&str],
-    url: &str,
-    env: &[(String, String)],
-    secrets: &[String],
-) -> Result<(), SourceError> {
-    let output = tokio::process::Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        // Nobody answers prompts in an agent; the user's git configuration is not the agent's.
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .stdin(std::process::Stdio::null())
-        .output()
-        .await
-        .map_err(SourceError::GitMissing)?;
-    if output.status.success() {
-        return Ok(());
+/// One stack's git runs: in its checkout, with the transports its source may use.
+struct Git<'a> {
+    dir: &'a Path,
+    url: &'a str,
+    secrets: &'a [String],
+    /// `GIT_ALLOW_PROTOCOL`: `https:ssh`, or `file` for an allowed `file://` source.
+    protocols: &'static str,
+}
+
+impl Git<'_> {
+    async fn run(&self, args: &[&str], env: Vec<(String, String)>) -> Result<(), SourceError> {
+        let output = tokio::process::Command::new("git")
+            .args(args)
+            .current_dir(self.dir)
+            .envs(env)
+            // Only these transports: no `ext::`/`fd::` helper, no `git://`, whatever the URL or
+            // a configuration file says (it overrides `protocol.*.allow`).
+            .env("GIT_ALLOW_PROTOCOL", self.protocols)
+            // Nobody answers prompts in an agent; the user's git configuration is not the agent's.
+            .env("GIT_TERMINAL_PROMPT", "0")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .await
+            .map_err(SourceError::GitMissing)?;
+        if output.status.success() {
+            return Ok(());
+        }
+        Err(SourceError::Failed {
+            step: args.first().copied().unwrap_or_default().to_string(),
+            url: redact(self.url, self.secrets),
+            stderr: redact(String::from_utf8_lossy(&output.stderr).trim(), self.secrets),
+        })
     }
-    Err(SourceError::Failed {
-        step: args.first().copied().unwrap_or_default().to_string(),
-        url: redact(url, secrets),
-        stderr: redact(String::from_utf8_lossy(&output.stderr).trim(), secrets),
-    })
 }
 
 #[cfg(test)]

@@ -58,6 +58,10 @@ pub struct AgentArgs {
     /// This replica's name in the Lease and in Events (default: `user@host pid N`).
     #[arg(long, value_name = "NAME", env = "POD_NAME")]
     pub identity: Option<String>,
+    /// Let stacks follow `file://` repositories on the agent's own disk (implied by `--target
+    /// local`). Otherwise a stack's `url` must be https://, ssh:// or USER@HOST:PATH.
+    #[arg(long)]
+    pub allow_file_urls: bool,
     /// Print the GkqStack CustomResourceDefinition (as kept in deploy/crd.yaml) and exit.
     #[arg(long)]
     pub print_crd: bool,
@@ -146,6 +150,8 @@ pub async fn run(args: &AgentArgs) -> anyhow::Result<Exit> {
             .identity
             .clone()
             .unwrap_or_else(crate::gitops::lock::holder_identity),
+        allow_file_urls: args.allow_file_urls
+            || args.target.target == Some(super::target::TargetFlag::Local),
     };
     crate::agent::run(options, shutdown(), |addr| {
         println!("gkq agent: serving http://{addr}");

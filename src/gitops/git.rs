@@ -162,7 +162,15 @@ pub async fn fetch(near: &Path, remote: &str, branch: &str) -> Result<String, Gi
     let repo_dir = workdir(near)?;
     let tracking = format!("refs/remotes/{remote}/{branch}");
     let refspec = format!("+refs/heads/{branch}:{tracking}");
-    let args = ["fetch", "--quiet", "--no-tags", remote, refspec.as_str()];
+    // `--`: a remote or branch is never read as an option, whatever its first character.
+    let args = [
+        "fetch",
+        "--quiet",
+        "--no-tags",
+        "--",
+        remote,
+        refspec.as_str(),
+    ];
     let output = tokio::process::Command::new("git")
         .args(args)
         .current_dir(&repo_dir)
