@@ -20,7 +20,9 @@ use super::store::{Severity, StackStore};
 use crate::addr::ClusterRef;
 use crate::apply::{ApplyEvent, Sink};
 use crate::ops::apply::Consent;
-use crate::ops::converge::{self, Applied, ApplyChoices, ApplyFront, ConvergeError};
+use crate::ops::converge::{
+    self, Applied, ApplyChoices, ApplyFront, ConvergeError, PlanSource, Ready,
+};
 use crate::ops::load::{SpecSource, load_valid};
 use crate::ops::plan::Planned;
 use crate::ops::session::TargetOptions;
@@ -395,6 +397,7 @@ async fn run_stack(stack: &GkqStack, ctx: &Context, approval: Option<&str>) -> G
         follow_jobs: false,
         // Once per commit, not at every interval.
         record_unchanged: run.status.last_applied_revision.as_deref() != Some(commit.as_str()),
+        interrupt: Default::default(),
     };
     let front = AgentFront {
         run: tokio::sync::Mutex::new(run),
@@ -404,16 +407,13 @@ async fn run_stack(stack: &GkqStack, ctx: &Context, approval: Option<&str>) -> G
         not_leading: Cell::new(false),
         sink: LogSink { stack: key },
     };
-    let outcome = converge::apply(
-        &source,
+    let plan_source = PlanSource::Spec {
+        spec: &source,
         loaded,
         desired,
-        &ctx.target,
-        options,
-        &choices,
-        &front,
-    )
-    .await;
+        opts: options,
+    };
+    let outcome = converge::apply(plan_source, &ctx.target, &choices, &front).await;
     let AgentFront {
         run,
         decision,
@@ -456,7 +456,10 @@ struct AgentFront<'a> {
 
 #[async_trait::async_trait(?Send)]
 impl ApplyFront for AgentFront<'_> {
-    async fn planned(&self, planned: &Planned) -> anyhow::Result<()> {
+    async fn planned(&self, ready: &Ready<'_>) -> anyhow::Result<()> {
+        let Some(planned) = ready.planned() else {
+            anyhow::bail!("the agent applies only plans it made itself");
+        };
         let mut run = self.run.lock().await;
         record_plan(&mut run, planned, self.commit).await;
         let decision = decide(&planned.plan, self.approval, run.ctx.own_cluster.as_ref());

@@ -9,10 +9,9 @@ use super::SpecArgs;
 use super::gitops::LockArgs;
 use super::plan::{PlanFlags, PlanFormat, options, render_plan};
 use super::target::TargetArgs;
-use crate::apply::{ApplyReport, Outcome, Sink, VerifyError};
-use crate::ops::apply::{ApplyTarget, Consent, execute_on, stale_error};
-use crate::ops::converge::{Applied, ApplyChoices, ApplyFront};
-use crate::ops::plan::Planned;
+use crate::apply::{ApplyReport, Outcome, Sink};
+use crate::ops::apply::{Consent, stale_error};
+use crate::ops::converge::{Applied, ApplyChoices, ApplyFront, PlanSource, Ready};
 use crate::plan::{Plan, PlanOptions, Preview};
 use crate::render::apply::{JsonLinesSink, TerminalSink};
 
@@ -86,22 +85,9 @@ fn confirm(question: &str) -> anyhow::Result<bool> {
     Ok(answer.trim() == "yes")
 }
 
-/// [`execute_on`] reporting to stdout as JSON lines (`-o json`) or to stderr as text.
-pub async fn execute_reporting(
-    target: &ApplyTarget<'_>,
-    json: bool,
-    consent: &Consent,
-) -> Result<ApplyReport, VerifyError> {
-    if json {
-        execute_on(target, &JsonLinesSink::new(std::io::stdout()), consent).await
-    } else {
-        execute_on(target, &TerminalSink::stderr(), consent).await
-    }
-}
-
 /// The sink has already reported each action and the totals; this only sets the exit code and
 /// says what to do after a partial failure.
-fn summarize(report: &ApplyReport) -> Exit {
+pub fn summarize(report: &ApplyReport) -> Exit {
     if report.interrupted() {
         let count =
             |f: fn(&Outcome) -> bool| report.results.iter().filter(|r| f(&r.outcome)).count();
@@ -189,32 +175,47 @@ async fn apply_valid(
     }
     let front = Front {
         json,
+        shown: if json { Shown::JsonLine } else { Shown::Text },
         auto_approve: choices.auto_approve,
         consent: Consent {
             force_conflicts: choices.force_conflicts,
             allow_disruption: choices.allow_disruption,
         },
-        sink: if json {
-            Box::new(JsonLinesSink::new(std::io::stdout()))
-        } else {
-            Box::new(TerminalSink::stderr())
-        },
+        sink: sink(json),
     };
-    let apply_choices = ApplyChoices {
-        lock_timeout: choices.lock.lock_timeout,
-        follow_jobs: !json,
-        record_unchanged: true,
-    };
-    let applied = crate::ops::converge::apply(
-        &spec.source(),
+    let source = spec.source();
+    let plan_source = PlanSource::Spec {
+        spec: &source,
         loaded,
         desired,
-        &target.options(),
         opts,
-        &apply_choices,
-        &front,
-    )
-    .await?;
+    };
+    converge_with(plan_source, &target.options(), choices.lock, &front).await
+}
+
+/// Where apply progress goes: JSON lines on stdout, or text on stderr.
+pub fn sink(json: bool) -> Box<dyn Sink> {
+    if json {
+        Box::new(JsonLinesSink::new(std::io::stdout()))
+    } else {
+        Box::new(TerminalSink::stderr())
+    }
+}
+
+/// Runs `ops::converge::apply` with this front and says how it ended; the exit code.
+pub async fn converge_with(
+    source: PlanSource<'_>,
+    target: &crate::ops::session::TargetOptions,
+    lock: &LockArgs,
+    front: &Front,
+) -> anyhow::Result<Exit> {
+    let apply_choices = ApplyChoices {
+        lock_timeout: lock.lock_timeout,
+        follow_jobs: !front.json,
+        record_unchanged: true,
+        interrupt: Default::default(),
+    };
+    let applied = crate::ops::converge::apply(source, target, &apply_choices, front).await?;
     match applied {
         Applied::NoChanges => Ok(Exit::Ok),
         Applied::Refused(why) => anyhow::bail!("{why}"),
@@ -226,10 +227,11 @@ async fn apply_valid(
             report,
             landed,
             lock_lost,
+            ..
         } => {
             if lock_lost {
                 eprintln!(
-                    "warning: another holder took the cluster's lock over during the apply (it could not be renewed in time); the applied revision was not recorded. Run `gkq plan` to see the state."
+                    "warning: the cluster's lock was no longer this apply's when it ended (another holder took it over); the applied revision was not recorded. Run `gkq plan` to see the state."
                 );
             }
             if let Some(landed) = landed {
@@ -240,25 +242,38 @@ async fn apply_valid(
     }
 }
 
+/// How the front shows the plan once it is made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shown {
+    /// The plan's text (or its summary when it changes nothing) on stdout.
+    Text,
+    /// The plan as the first JSON line (`-o json`).
+    JsonLine,
+    /// Only the summary of a plan without changes (a saved plan, already reviewed).
+    SummaryIfUnchanged,
+}
+
 /// The terminal (or JSON lines) front of an apply.
-struct Front {
-    json: bool,
-    auto_approve: bool,
+pub struct Front {
+    pub json: bool,
+    pub shown: Shown,
+    pub auto_approve: bool,
     /// What the flags consent to.
-    consent: Consent,
-    sink: Box<dyn Sink>,
+    pub consent: Consent,
+    pub sink: Box<dyn Sink>,
 }
 
 #[async_trait::async_trait(?Send)]
 impl ApplyFront for Front {
-    async fn planned(&self, planned: &Planned) -> anyhow::Result<()> {
-        let plan = &planned.plan;
-        if self.json {
-            print_plan_line(plan)
-        } else if plan.has_changes() {
-            render_plan(plan, PlanFormat::Text)
-        } else {
-            super::output::print_stdout(&format!("{}\n", plan.summary))
+    async fn planned(&self, ready: &Ready<'_>) -> anyhow::Result<()> {
+        let plan = ready.plan();
+        match self.shown {
+            Shown::JsonLine => print_plan_line(plan),
+            Shown::Text if plan.has_changes() => render_plan(plan, PlanFormat::Text),
+            Shown::Text | Shown::SummaryIfUnchanged if !plan.has_changes() => {
+                super::output::print_stdout(&format!("{}\n", plan.summary))
+            }
+            _ => Ok(()),
         }
     }
 

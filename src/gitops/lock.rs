@@ -203,6 +203,31 @@ impl ApplyLock {
         }
     }
 
+    /// Whether this process still holds the lock, read now: a Lease is read again (another
+    /// holder may have taken it over since the last renewal); a file lock and no lock hold until
+    /// released. A Lease that cannot be read counts as lost: nothing is recorded on a guess.
+    pub async fn still_held(&self) -> bool {
+        match &self.handle {
+            Handle::Lease(held) => {
+                if held.lost.load(Ordering::SeqCst) {
+                    return false;
+                }
+                match held.api.get_opt(&held.name).await {
+                    Ok(Some(lease)) => holder_of(&lease).identity == held.holder,
+                    Ok(None) => false,
+                    Err(e) => {
+                        tracing::warn!(
+                            "could not read Lease {LOCK_NAMESPACE}/{} ({e}); it counts as lost",
+                            held.name
+                        );
+                        false
+                    }
+                }
+            }
+            Handle::Unlocked { .. } | Handle::File { .. } => true,
+        }
+    }
+
     /// Gives the lock up: deletes the Lease if this process still holds it, unlocks the file.
     pub async fn release(mut self) {
         let handle = std::mem::replace(

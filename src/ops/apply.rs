@@ -49,10 +49,19 @@ impl Planned {
 
     /// Records this plan's spec revision as applied (see [`record_revision`]).
     pub async fn record_applied(&self) {
+        self.apply_target().record_applied().await;
+    }
+}
+
+impl ApplyTarget<'_> {
+    /// Records the plan's spec revision as applied (see [`record_revision`]); a plan without
+    /// provenance records nothing.
+    pub async fn record_applied(&self) {
         if let Some(provenance) = &self.plan.provenance {
+            let kube = self.kube();
             record_revision(
-                &self.session,
-                self.kube().api(),
+                self.session,
+                kube.api(),
                 &self.plan.cluster,
                 &provenance.spec,
             )
@@ -90,6 +99,7 @@ pub async fn execute_on(
     target: &ApplyTarget<'_>,
     sink: &dyn Sink,
     consent: &Consent,
+    interrupt: &Interrupt,
 ) -> Result<ApplyReport, VerifyError> {
     let force_conflicts = consent.force_conflicts;
     let session = target.session;
@@ -110,10 +120,9 @@ pub async fn execute_on(
         };
         a
     });
-    let interrupt = Interrupt::new();
     let mut executor = Executor::new(session.gke.as_ref(), sink)
         .with_options(options)
-        .with_interrupt(&interrupt);
+        .with_interrupt(interrupt);
     if let Some(adapter) = &adapter {
         executor = executor.with_kube(adapter);
     }

@@ -1,24 +1,40 @@
-//! Applying a spec as one library call, for `gkq apply`, `gkq destroy` and the agent: lock the
-//! local target's state, plan, refuse what needs consent that was not given, ask the front end,
-//! take the cluster's Lease, execute exactly the plan the front end saw, record the applied
-//! revision, let the local target's simulated cluster react, and release everything in order.
-//! The front end (terminal, JSON lines, the agent) decides how the plan is shown, what is
-//! consented to and whether it is approved.
+//! The one apply sequence, for every front end: `gkq apply` (a fresh plan of the spec),
+//! `gkq apply PLANFILE` (a saved plan checked against the spec and live state), `gkq destroy`,
+//! `gkq watch --apply` and the agent. Each step is written here once:
+//!
+//! 1. lock the local target's state (it is read when the session connects);
+//! 2. make the plan (or check the saved one), and show it to the front end;
+//! 3. refuse what the rules refuse under the front end's consent, and ask it;
+//! 4. take the cluster's Lease, execute exactly the plan shown;
+//! 5. record the applied revision only if it all succeeded and the Lease is still ours;
+//! 6. let the local target's simulated cluster react, read where the jobs landed;
+//! 7. release the Lease, write the local target's state back, and only then unlock it.
+//!
+//! The front end (terminal, JSON lines, watch, the agent) decides how the plan is shown, what
+//! is consented to and whether it is approved.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
-use super::apply::{Consent, destroy_refusals, disruption_refusal, execute_on, settle};
+use super::apply::{
+    ApplyTarget, Consent, destroy_refusals, disruption_refusal, execute_on, settle,
+};
 use super::load::SpecSource;
-use super::lock::{acquire_lock, lock_local_state};
+use super::lock::{acquire_lock, lock_local_state, lock_state_dir};
 use super::plan::{Planned, plan_valid};
-use super::session::TargetOptions;
+use super::saved::{SpecCheck, connect_for_plan};
+use super::session::{Session, TargetOptions};
 use super::status::landed_jobs;
 use crate::apply::{ApplyReport, Sink, VerifyError};
 use crate::gitops::lock::ApplyLock;
+use crate::interrupt::Interrupt;
+use crate::kube::client::RealKube;
 use crate::model::DesiredState;
+use crate::plan::provenance::Provenance;
 use crate::plan::{Plan, PlanOptions};
 use crate::report::status::LiveReport;
 use crate::spec::Loaded;
+use crate::spec::types::Target;
 
 /// What the person (or process) applying decided up front.
 #[derive(Debug, Clone)]
@@ -30,6 +46,99 @@ pub struct ApplyChoices {
     /// Record the applied revision also when the plan changes nothing (the commands: always,
     /// the cluster now runs this spec; the agent: once per commit, not at every interval).
     pub record_unchanged: bool,
+    /// Stops the walk between actions (Ctrl-C sets it too while an apply runs).
+    pub interrupt: Interrupt,
+}
+
+/// Where the plan an apply executes comes from.
+// Made once per apply and moved once: boxing the spec would buy nothing.
+#[allow(clippy::large_enum_variant)]
+pub enum PlanSource<'a> {
+    /// Plan this valid spec now, against live state.
+    Spec {
+        spec: &'a SpecSource,
+        loaded: Loaded,
+        desired: DesiredState,
+        opts: PlanOptions,
+    },
+    /// Exactly a plan `gkq plan --out` saved (its integrity and target already checked).
+    Saved(SavedPlan<'a>),
+}
+
+/// A saved plan and what its spec says now.
+pub struct SavedPlan<'a> {
+    /// The plan file, as the user named it.
+    pub file: &'a std::path::Path,
+    pub plan: &'a Plan,
+    pub provenance: &'a Provenance,
+    /// Where the spec the plan names is read (the working tree, or the plan's `--git-ref`).
+    pub source: &'a SpecSource,
+    /// The spec as it is now: unchanged (plan again and compare), or absent (check live state
+    /// against the plan's fingerprints only). An invalid spec is the caller's to report.
+    pub spec: SpecCheck,
+    /// The local target's state directory the plan was made with.
+    pub state_dir: PathBuf,
+}
+
+/// A plan ready to be executed, with the session it acts in.
+// One per apply: the size of the larger variant costs nothing.
+#[allow(clippy::large_enum_variant)]
+pub enum Ready<'a> {
+    /// Made now (from the spec, or a saved plan's spec planned again and found equal).
+    Planned(Box<Planned>),
+    /// A saved plan applied as it is, its spec being absent.
+    Saved {
+        plan: &'a Plan,
+        session: Session,
+        kube_client: Option<RealKube>,
+    },
+}
+
+impl Ready<'_> {
+    pub fn plan(&self) -> &Plan {
+        match self {
+            Ready::Planned(planned) => &planned.plan,
+            Ready::Saved { plan, .. } => plan,
+        }
+    }
+
+    /// The whole planning result, when the plan was made now.
+    pub fn planned(&self) -> Option<&Planned> {
+        match self {
+            Ready::Planned(planned) => Some(planned),
+            Ready::Saved { .. } => None,
+        }
+    }
+
+    pub fn session(&self) -> &Session {
+        match self {
+            Ready::Planned(planned) => &planned.session,
+            Ready::Saved { session, .. } => session,
+        }
+    }
+
+    fn apply_target(&self) -> ApplyTarget<'_> {
+        match self {
+            Ready::Planned(planned) => planned.apply_target(),
+            Ready::Saved {
+                plan,
+                session,
+                kube_client,
+            } => ApplyTarget {
+                session,
+                plan,
+                kube_client: kube_client.as_ref(),
+                // The Kueue settings are the spec's; a plan that installs Kueue is not applied
+                // without it (see `cli::apply_saved`).
+                kueue: None,
+            },
+        }
+    }
+
+    /// A saved plan's "nothing to do" may be stale: it is verified like any other.
+    fn verifies_when_unchanged(&self) -> bool {
+        matches!(self, Ready::Saved { .. })
+    }
 }
 
 /// How an apply is shown, consented to and approved. The futures need not be `Send`: an apply
@@ -37,7 +146,7 @@ pub struct ApplyChoices {
 #[async_trait::async_trait(?Send)]
 pub trait ApplyFront {
     /// The plan, once made (with or without changes): shown, or recorded.
-    async fn planned(&self, planned: &Planned) -> anyhow::Result<()>;
+    async fn planned(&self, ready: &Ready<'_>) -> anyhow::Result<()>;
     /// What is consented to for this plan with changes. The refusal rules are checked against it
     /// before [`ApplyFront::approve`] is asked, and the executor acts within it.
     fn consent(&self, plan: &Plan) -> Consent;
@@ -60,9 +169,11 @@ pub enum Applied {
         report: Result<ApplyReport, VerifyError>,
         /// Where the submitted jobs landed, when asked for and readable.
         landed: Option<Box<LiveReport>>,
-        /// Another holder took the cluster's Lease over during the apply (it was not renewed
-        /// in time): the revision was not recorded.
+        /// The cluster's Lease was no longer this apply's when it ended (another holder took
+        /// it over): the revision was not recorded.
         lock_lost: bool,
+        /// The applied revision was recorded.
+        recorded: bool,
     },
 }
 
@@ -83,35 +194,114 @@ pub enum ConvergeError {
     Front(anyhow::Error),
 }
 
-/// Plans the valid spec `loaded` describes and converges live state to it (`opts.destroy`:
-/// deletes what gkq made). Refuses, changing nothing, a destroy of a protected cluster and a plan
-/// that stops running work without the front end's consent to disruption.
+/// Converges live state to the plan `source` gives (`opts.destroy`: deletes what gkq made).
+/// Refuses, changing nothing, a destroy of a protected cluster, a plan that stops running work
+/// without the front end's consent to disruption, and a saved plan that differs from the plan
+/// its unchanged spec gives now.
 pub async fn apply(
-    spec: &SpecSource,
-    loaded: Loaded,
-    desired: DesiredState,
+    source: PlanSource<'_>,
     target: &TargetOptions,
-    opts: PlanOptions,
     choices: &ApplyChoices,
     front: &dyn ApplyFront,
 ) -> Result<Applied, ConvergeError> {
-    let local_state = lock_local_state(&loaded, target, choices.lock_timeout)
+    let local_state = lock_local(&source, target, choices.lock_timeout)
         .await
         .map_err(ConvergeError::StateLock)?;
-    let outcome = match plan_valid(spec, loaded, desired, target, opts).await {
-        Ok(planned) => {
-            let outcome = converge(&planned, choices, front).await;
-            // The local world is written back (when the session goes) before its lock is
-            // released.
-            drop(planned);
+    let outcome = match prepare(source, target).await {
+        Ok(Ok(ready)) => {
+            let outcome = converge(&ready, choices, front).await;
+            // The local world is written back when its session goes: before the lock does.
+            drop(ready);
             outcome
         }
+        Ok(Err(refused)) => Ok(Applied::Refused(refused)),
         Err(e) => Err(ConvergeError::Plan(e)),
     };
     if let Some(lock) = local_state {
         lock.release().await;
     }
     outcome
+}
+
+/// The local target's state lock, when the plan acts on the local target.
+async fn lock_local(
+    source: &PlanSource<'_>,
+    target: &TargetOptions,
+    timeout: Duration,
+) -> anyhow::Result<Option<ApplyLock>> {
+    match source {
+        PlanSource::Spec { loaded, .. } => lock_local_state(loaded, target, timeout).await,
+        PlanSource::Saved(saved) => match saved.provenance.target {
+            Target::Local => lock_state_dir(&saved.state_dir, timeout).await.map(Some),
+            Target::Gcp => Ok(None),
+        },
+    }
+}
+
+/// The plan to execute and its session; `Ok(Err(why))` when a saved plan is not the plan its
+/// spec gives now.
+async fn prepare<'a>(
+    source: PlanSource<'a>,
+    target: &TargetOptions,
+) -> anyhow::Result<Result<Ready<'a>, String>> {
+    match source {
+        PlanSource::Spec {
+            spec,
+            loaded,
+            desired,
+            opts,
+        } => {
+            let planned = plan_valid(spec, loaded, desired, target, opts).await?;
+            Ok(Ok(Ready::Planned(Box::new(planned))))
+        }
+        PlanSource::Saved(saved) => {
+            let mut target = target.clone();
+            target.state_dir = Some(saved.state_dir.clone());
+            target.target = Some(saved.provenance.target);
+            match saved.spec {
+                SpecCheck::Unchanged(spec) => {
+                    let (loaded, desired) = *spec;
+                    let planned = plan_valid(
+                        saved.source,
+                        loaded,
+                        desired,
+                        &target,
+                        saved.plan.options.clone(),
+                    )
+                    .await?;
+                    let differences = crate::gitops::saved::differences(saved.plan, &planned.plan);
+                    if !differences.is_empty() {
+                        return Ok(Err(format!(
+                            "{} is not the plan gkq makes now from the same spec, so nothing was applied:\n  - {}\nhint: if live state changed, run `gkq plan --out FILE` again and review the new plan; a plan file is applied only as `gkq plan --out` wrote it",
+                            saved.file.display(),
+                            differences.join("\n  - ")
+                        )));
+                    }
+                    // The plan made now: equal to the file, and it holds the sensitive values a
+                    // file never does.
+                    Ok(Ok(Ready::Planned(Box::new(planned))))
+                }
+                SpecCheck::Invalid(_) => Ok(Err(format!(
+                    "the spec {} no longer validates; nothing was applied",
+                    saved.source.spec.display()
+                ))),
+                SpecCheck::Absent => {
+                    let (session, kube_client) = connect_for_plan(
+                        &target,
+                        saved.plan,
+                        saved.provenance,
+                        saved.state_dir.clone(),
+                    )
+                    .await?;
+                    Ok(Ok(Ready::Saved {
+                        plan: saved.plan,
+                        session,
+                        kube_client,
+                    }))
+                }
+            }
+        }
+    }
 }
 
 /// Why the rules refuse `plan` under `consent`, if they do.
@@ -133,11 +323,12 @@ fn refusal(plan: &Plan, consent: &Consent) -> Option<String> {
     None
 }
 
-async fn lock(planned: &Planned, choices: &ApplyChoices) -> Result<ApplyLock, ConvergeError> {
+async fn lock(ready: &Ready<'_>, choices: &ApplyChoices) -> Result<ApplyLock, ConvergeError> {
+    let target = ready.apply_target();
     acquire_lock(
-        &planned.session,
-        planned.kube_client.as_ref(),
-        &planned.plan.cluster.cluster,
+        target.session,
+        target.kube_client,
+        &target.plan.cluster.cluster,
         choices.lock_timeout,
     )
     .await
@@ -145,18 +336,20 @@ async fn lock(planned: &Planned, choices: &ApplyChoices) -> Result<ApplyLock, Co
 }
 
 async fn converge(
-    planned: &Planned,
+    ready: &Ready<'_>,
     choices: &ApplyChoices,
     front: &dyn ApplyFront,
 ) -> Result<Applied, ConvergeError> {
-    let plan = &planned.plan;
+    let plan = ready.plan();
     let destroy = plan.options.destroy;
-    front.planned(planned).await.map_err(ConvergeError::Front)?;
-    if !plan.has_changes() {
+    front.planned(ready).await.map_err(ConvergeError::Front)?;
+    if !plan.has_changes() && !ready.verifies_when_unchanged() {
         // Nothing to change, but the cluster now runs this revision of the spec.
         if !destroy && choices.record_unchanged {
-            let held = lock(planned, choices).await?;
-            planned.record_applied().await;
+            let held = lock(ready, choices).await?;
+            if held.still_held().await {
+                ready.apply_target().record_applied().await;
+            }
             held.release().await;
         }
         return Ok(Applied::NoChanges);
@@ -165,27 +358,37 @@ async fn converge(
     if let Some(why) = refusal(plan, &consent) {
         return Ok(Applied::Refused(why));
     }
-    if !front.approve(plan).await.map_err(ConvergeError::Front)? {
+    if plan.has_changes() && !front.approve(plan).await.map_err(ConvergeError::Front)? {
         return Ok(Applied::Cancelled);
     }
-    let held = lock(planned, choices).await?;
+    let held = lock(ready, choices).await?;
     // Exactly the plan the front end was shown and approved.
-    let report = execute_on(&planned.apply_target(), front.sink(), &consent).await;
-    let lock_lost = held.lost();
+    let report = execute_on(
+        &ready.apply_target(),
+        front.sink(),
+        &consent,
+        &choices.interrupt,
+    )
+    .await;
     let succeeded = matches!(&report, Ok(report) if report.is_success());
-    if succeeded && !destroy && !lock_lost {
-        planned.record_applied().await;
+    // Read again now, not only the renewal's last word: a takeover since then counts too.
+    let lock_lost = !held.still_held().await;
+    let recorded = succeeded && !destroy && !lock_lost;
+    if recorded {
+        ready.apply_target().record_applied().await;
     }
-    settle(&planned.session).await;
-    let landed = if succeeded && !destroy && choices.follow_jobs {
-        landed_jobs(planned).await.map(Box::new)
-    } else {
-        None
+    settle(ready.session()).await;
+    let landed = match ready.planned() {
+        Some(planned) if succeeded && !destroy && choices.follow_jobs => {
+            landed_jobs(planned).await.map(Box::new)
+        }
+        _ => None,
     };
     held.release().await;
     Ok(Applied::Executed {
         report,
         landed,
         lock_lost,
+        recorded,
     })
 }

@@ -20,9 +20,9 @@ use notify_debouncer_full::{DebounceEventResult, Debouncer, RecommendedCache, ne
 use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
-use super::apply::{Consent, execute_on};
+use super::apply::Consent;
+use super::converge::{self, Applied, ApplyChoices, ApplyFront, ConvergeError, PlanSource, Ready};
 use super::load::{SpecSource, load_valid};
-use super::lock::{acquire_lock, lock_local_state};
 use super::plan::{Planned, plan_valid};
 use super::session::TargetOptions;
 use crate::apply::Sink;
@@ -150,6 +150,44 @@ pub trait WatchSink: Send + Sync {
     fn event(&self, event: WatchEvent<'_>);
     /// Where an apply's own progress goes.
     fn apply_sink(&self) -> &dyn Sink;
+}
+
+/// Watch's side of `ops::converge::apply`: it applies only what [`auto_apply`] allows (judged
+/// again on the plan made under the locks) and never asks anyone.
+struct WatchFront<'a> {
+    sink: &'a dyn WatchSink,
+    apply: &'a AutoApplyOptions,
+}
+
+#[async_trait::async_trait(?Send)]
+impl ApplyFront for WatchFront<'_> {
+    async fn planned(&self, _ready: &Ready<'_>) -> anyhow::Result<()> {
+        Ok(())
+    }
+
+    fn consent(&self, _plan: &Plan) -> Consent {
+        Consent {
+            force_conflicts: self.apply.force_conflicts,
+            allow_disruption: self.apply.allow_disruption,
+        }
+    }
+
+    async fn approve(&self, plan: &Plan) -> anyhow::Result<bool> {
+        let allowed = auto_apply(
+            plan,
+            self.apply.allow_destructive,
+            self.apply.allow_disruption,
+        ) == AutoApply::Apply;
+        if allowed {
+            self.sink
+                .event(WatchEvent::Applying(plan.summary.to_string()));
+        }
+        Ok(allowed)
+    }
+
+    fn sink(&self) -> &dyn Sink {
+        self.sink.apply_sink()
+    }
 }
 
 /// Watches until `stop` turns true.
@@ -451,60 +489,53 @@ impl Watcher<'_> {
         None
     }
 
-    /// Locks, plans again from fresh state (the local target reads its world when it connects),
-    /// and applies if the plan is still one watch may apply.
+    /// Plans again from fresh state under the locks and applies if the plan is still one watch
+    /// may apply: `ops::converge::apply`, with [`WatchFront`].
     async fn apply_now(&mut self, apply: &AutoApplyOptions) {
         let spec = self.spec_source();
         let options = self.options;
         let Some((loaded, desired)) = load_valid(&spec).valid else {
             return;
         };
-        let local = match lock_local_state(&loaded, &options.target, options.lock_timeout).await {
-            Ok(lock) => lock,
-            Err(e) => return self.failure(format!("not applying: {e:#}")),
+        let choices = ApplyChoices {
+            lock_timeout: options.lock_timeout,
+            // Watch follows the jobs itself, after the apply.
+            follow_jobs: false,
+            // Only plans with changes come here; a fresh plan without any records nothing.
+            record_unchanged: false,
+            interrupt: Default::default(),
         };
-        let Some(planned) = self.plan(&spec, loaded, desired).await else {
-            return;
+        let front = WatchFront {
+            sink: self.sink,
+            apply,
         };
-        if auto_apply(
-            &planned.plan,
-            apply.allow_destructive,
-            apply.allow_disruption,
-        ) != AutoApply::Apply
-        {
-            return;
-        }
-        let held = match acquire_lock(
-            &planned.session,
-            planned.kube_client.as_ref(),
-            &planned.plan.cluster.cluster,
-            options.lock_timeout,
-        )
-        .await
-        {
-            Ok(held) => held,
-            Err(e) => return self.failure(format!("not applying: {e:#}")),
+        let source = PlanSource::Spec {
+            spec: &spec,
+            loaded,
+            desired,
+            opts: options.plan.clone(),
         };
-        self.sink
-            .event(WatchEvent::Applying(planned.plan.summary.to_string()));
-        let target = planned.apply_target();
-        let consent = Consent {
-            force_conflicts: apply.force_conflicts,
-            allow_disruption: apply.allow_disruption,
-        };
-        match execute_on(&target, self.sink.apply_sink(), &consent).await {
-            Ok(report) if report.is_success() => {
-                planned.record_applied().await;
-                self.sink.event(WatchEvent::Applied);
-            }
-            Ok(report) => self
-                .sink
-                .event(WatchEvent::ApplyIncomplete(report.failures().count())),
-            Err(stale) => self.sink.event(WatchEvent::NotApplied(stale.to_string())),
-        }
-        held.release().await;
-        if let Some(local) = local {
-            local.release().await;
+        match converge::apply(source, &options.target, &choices, &front).await {
+            Ok(Applied::Executed {
+                report,
+                lock_lost,
+                ..
+            }) => match report {
+                Ok(report) if report.is_success() && lock_lost => self.failure(
+                    "applied, but the cluster's lock was taken over before the end; the applied revision was not recorded".to_string(),
+                ),
+                Ok(report) if report.is_success() => self.sink.event(WatchEvent::Applied),
+                Ok(report) => self
+                    .sink
+                    .event(WatchEvent::ApplyIncomplete(report.failures().count())),
+                Err(stale) => self.sink.event(WatchEvent::NotApplied(stale.to_string())),
+            },
+            // The plan made under the locks is not one watch applies (any more): the next plan
+            // tells why.
+            Ok(Applied::NoChanges | Applied::Cancelled) => {}
+            Ok(Applied::Refused(why)) => self.sink.event(WatchEvent::Held(why)),
+            Err(ConvergeError::Plan(e)) => self.failure(format!("planning failed: {e:#}")),
+            Err(e) => self.failure(format!("not applying: {e:#}")),
         }
     }
 

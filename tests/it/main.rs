@@ -12,6 +12,7 @@ mod support;
 mod agent;
 mod architecture;
 mod cli;
+mod converge;
 mod engine;
 mod faults_gke;
 mod faults_interrupt;
