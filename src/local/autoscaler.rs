@@ -14,9 +14,9 @@ use super::nodes::{
 };
 use super::store::{Key, Store, set_condition};
 use super::workload::{SIMULATED_ANNOTATION, SIMULATED_VALUE};
-use crate::placement::Quantity;
 use crate::placement::capacity::machine_type;
 use crate::vocab::labels::NODE_POOL_LABEL;
+use crate::vocab::quantity::Quantity;
 
 fn node_object(ctx: &Ctx<'_>, pool: &PoolInfo, seq: u64) -> Value {
     let hash = super::store::uid(&format!("{}/{}", ctx.cluster, pool.name));

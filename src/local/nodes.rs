@@ -12,9 +12,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::store::{Key, Store};
-use crate::placement::Quantity;
 use crate::placement::capacity::machine_type;
 use crate::vocab::labels::NODE_POOL_LABEL;
+use crate::vocab::quantity::Quantity;
 
 /// A node pool as the simulation needs it, read from `clusters.get`.
 #[derive(Debug, Clone, PartialEq)]

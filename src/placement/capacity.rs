@@ -19,8 +19,8 @@ use serde_json::Value;
 
 use super::amount::{Amount, CPU, MEMORY, format_amount};
 use super::objects::{Cluster, ResourceFlavor};
-use super::quantity::Quantity;
 use crate::vocab::labels::{GPU_RESOURCE, NODE_POOL_LABEL, TPU_RESOURCE};
+use crate::vocab::quantity::Quantity;
 
 /// Per-node shape of a machine type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -66,7 +66,6 @@ pub mod objects;
 mod outcome;
 pub mod podsets;
 mod preempt;
-pub mod quantity;
 mod queues;
 mod quota;
 mod reader;
@@ -83,7 +82,6 @@ pub use outcome::{
     Prediction, observed_placement,
 };
 pub use podsets::{PendingWorkload, PodSet};
-pub use quantity::{Quantity, QuantityError};
 pub use reader::{ParseError, ParseErrors};
 
 use amount::{quantity_of, request_value};

@@ -28,9 +28,9 @@ use serde_json::Value;
 use super::provisioning::{ProvisioningRequestState, RequestState, workload_request};
 pub use crate::placement::capacity::flavor_pools;
 use crate::placement::capacity::machine_type;
-use crate::placement::quantity::Quantity;
 use crate::vocab::duration::human;
 use crate::vocab::object::{condition, condition_true, owner_name};
+use crate::vocab::quantity::Quantity;
 
 /// Kueue's default `waitForPodsReady.timeout` (v1beta2 Configuration).
 pub const PODS_READY_TIMEOUT: Duration = Duration::from_secs(30 * 60);

@@ -16,10 +16,10 @@ mod unmodelled;
 
 use crate::model::gke::{topology_chips, tpu_chips_per_vm, tpu_hosts};
 use crate::model::kueue::{self, DEFAULT_ACCELERATOR_RESOURCE, DWS_CHECK};
-use crate::placement::quantity::{Format, Quantity};
 use crate::spec::types::{Quantity as SpecQuantity, Spec, Taint, Toleration};
 use crate::spec::{Diagnostic, Diagnostics, Loaded, Path, suggest};
 use crate::vocab::duration::parse_whole_seconds;
+use crate::vocab::quantity::{Format, Quantity};
 
 /// DWS flex-start capacity lives at most seven days.
 pub const DWS_MAX_SECONDS: u64 = 7 * 24 * 3600;
