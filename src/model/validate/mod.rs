@@ -309,7 +309,7 @@ pub(super) fn flavor_quotas(
 
 pub fn check_rendered(loaded: &Loaded, desired: &super::DesiredState) -> Diagnostics {
     use crate::placement::podsets::MAX_POD_SETS;
-    use crate::placement::{Cluster, PendingWorkload, capacity, fits_ever};
+    use crate::placement::{Cluster, PendingWorkload, fits_ever};
     let mut c = Checker {
         loaded,
         diags: Diagnostics::default(),
@@ -388,12 +388,7 @@ pub fn check_rendered(loaded: &Loaded, desired: &super::DesiredState) -> Diagnos
         else {
             continue;
         };
-        let Some(max_nodes) = pool
-            .autoscaling
-            .as_ref()
-            .map(|a| a.max)
-            .or(pool.initial_nodes)
-        else {
+        let Some(max_nodes) = capacity::max_nodes(pool) else {
             continue;
         };
         let capacity = capacity::NodePoolCapacity {
