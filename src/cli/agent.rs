@@ -145,7 +145,7 @@ pub async fn run(args: &AgentArgs) -> anyhow::Result<Exit> {
         identity: args
             .identity
             .clone()
-            .unwrap_or_else(crate::gitops::lock::holder_identity),
+            .unwrap_or_else(crate::ops::lock::holder_identity),
     };
     crate::agent::run(options, shutdown(), |addr| {
         println!("gkq agent: serving http://{addr}");

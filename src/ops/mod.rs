@@ -31,6 +31,10 @@ pub mod session;
 pub mod status;
 pub mod watch;
 
+/// What the pipeline's callers see of the executor: the events an apply tells as it goes, and
+/// the sink a caller passes to hear them.
+pub use crate::apply::{ApplyEvent, Sink};
+
 /// The `tracing` target of the pipeline's notices to the person running it (see above). Events
 /// at INFO are told as they are, WARN ones as warnings; a `hint` field says what to do.
 pub const NOTICE: &str = "gkq::notice";
