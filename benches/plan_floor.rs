@@ -15,11 +15,12 @@ use std::collections::BTreeSet;
 use std::time::Instant;
 
 use futures::StreamExt;
+use gkq::kube::PER_OBJECT_CONCURRENCY;
 use gkq::kube::client::RealKube;
 use gkq::kube::{ApplyOptions, KubeApi, owned_selector, type_of};
 use gkq::model::kueue_install::{KUEUE_NAMESPACE, MANAGER_DEPLOYMENT};
 use gkq::observe::cluster::KUEUE_WORLD_KINDS;
-use gkq::observe::kube::{OBSERVE_CONCURRENCY, managed_kinds};
+use gkq::observe::kube::managed_kinds;
 use gkq::plan::revision::{REVISION_NAMESPACE, configmap_name};
 use serde_json::Value;
 
@@ -38,7 +39,7 @@ fn args() -> Args {
         kubeconfig: String::new(),
         stack: String::new(),
         dry_run: true,
-        concurrency: OBSERVE_CONCURRENCY,
+        concurrency: PER_OBJECT_CONCURRENCY,
     };
     while let Some(a) = it.next() {
         let mut value = || it.next().expect("a value after the flag");

@@ -18,7 +18,7 @@ use super::source;
 use super::source_check;
 use super::store::{Severity, StackStore};
 use crate::addr::ClusterRef;
-use crate::apply::{ApplyEvent, Sink};
+use crate::ops::{ApplyEvent, Sink};
 use crate::ops::apply::Consent;
 use crate::ops::converge::{
     self, Applied, ApplyChoices, ApplyFront, ConvergeError, PlanSource, Ready,

@@ -16,7 +16,7 @@ use crate::kube::{
 };
 use crate::model::KueueInstall;
 use crate::model::kueue_install::{self, INSTALLATION_KIND, KUEUE_NAMESPACE, MANAGER_DEPLOYMENT};
-use crate::vocab::object::condition_true;
+use crate::vocab::object::{condition, condition_true};
 
 pub struct KubeAdapter<'a> {
     api: &'a dyn KubeApi,
@@ -145,10 +145,7 @@ impl KubeAdapter<'_> {
             .await
             .ok()
             .flatten()?;
-        let active = check
-            .pointer("/status/conditions")
-            .and_then(Value::as_array)
-            .and_then(|cs| cs.iter().find(|c| c["type"] == "Active"));
+        let active = condition(&check, "Active");
         Some(match active {
             Some(c) => format!(
                 "Kueue reports the check inactive ({}: {}); until it is Active the ClusterQueues that use it admit nothing. Check spec.parameters names an existing ProvisioningRequestConfig",

@@ -23,7 +23,7 @@ use crate::plan::{Action, ActionKind, Plan, Step};
 
 /// Reads in flight for the targets the lists cannot answer (objects gkq's labels no longer
 /// select): as many as observing live state for the plan used.
-const READ_CONCURRENCY: usize = crate::observe::kube::OBSERVE_CONCURRENCY;
+const READ_CONCURRENCY: usize = crate::kube::PER_OBJECT_CONCURRENCY;
 
 /// Why a plan cannot be applied as it is.
 #[derive(Debug, thiserror::Error)]

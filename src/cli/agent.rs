@@ -149,7 +149,7 @@ pub async fn run(args: &AgentArgs) -> anyhow::Result<Exit> {
         identity: args
             .identity
             .clone()
-            .unwrap_or_else(crate::gitops::lock::holder_identity),
+            .unwrap_or_else(crate::ops::lock::holder_identity),
         allow_file_urls: args.allow_file_urls
             || args.target.target == Some(super::target::TargetFlag::Local),
     };

@@ -189,7 +189,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Render(a) => render::run(&a),
         Command::Plan(a) => runtime()?.block_on(plan::run(&a)),
         // `gkq apply FILE` applies a plan saved by `gkq plan --out FILE`.
-        Command::Apply(a) if crate::gitops::saved::is_plan_file(&a.spec.spec) => {
+        Command::Apply(a) if crate::ops::saved::is_plan_file(&a.spec.spec) => {
             runtime()?.block_on(apply_saved::run(&a))
         }
         Command::Apply(a) => runtime()?.block_on(apply::run(&a)),

@@ -13,7 +13,7 @@ use super::output::stderr_color;
 use super::plan::{PlanFlags, options};
 use super::target::TargetArgs;
 use super::{Exit, SpecArgs};
-use crate::apply::Sink;
+use crate::ops::Sink;
 use crate::ops::watch::{AutoApplyOptions, FollowBranch, WatchEvent, WatchOptions, WatchSink};
 use crate::render::apply::TerminalSink;
 use crate::vocab::duration;

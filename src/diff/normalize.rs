@@ -538,7 +538,7 @@ pub fn version_satisfied(desired: &str, live: &str) -> bool {
 
 /// A Kubernetes quantity in nano-units (`1` = 1_000_000_000), exact for the sizes that occur.
 pub fn parse_quantity(text: &str) -> Option<i128> {
-    crate::placement::quantity::Quantity::parse(text.trim())
+    crate::vocab::quantity::Quantity::parse(text.trim())
         .ok()
         .map(|q| q.nanos())
 }

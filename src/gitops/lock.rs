@@ -573,6 +573,13 @@ pub fn file_held_by(text: &str, holder: &str) -> bool {
     file_holder(text).is_some_and(|recorded| recorded == holder)
 }
 
+/// Whether the lock file's record names this process ([`holder_identity`]) as its holder: the
+/// local target writes its state while another lock blocks it only then
+/// (`local::LocalKube::open`).
+pub fn file_held_by_this_process(text: &str) -> bool {
+    file_held_by(text, &holder_identity())
+}
+
 fn describe_file_holder(text: &str, now: Timestamp) -> String {
     let record: serde_json::Value = serde_json::from_str(text).unwrap_or_default();
     let holder = Holder {

@@ -12,6 +12,11 @@ use serde_json::Value;
 use crate::model::{FIELD_MANAGER, MANAGED_BY_LABEL, MANAGED_BY_VALUE, STACK_LABEL};
 use crate::vocab::object::label_of;
 
+/// Most per-object requests (dry runs, GETs) gkq has in flight at once against one API server:
+/// its in-flight limits and the client's connections are finite, and a spec may hold thousands
+/// of objects. Planning's observation and apply's verification both read this many at a time.
+pub const PER_OBJECT_CONCURRENCY: usize = 32;
+
 /// What discovery says about a kind: its plural and scope.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ResourceInfo {

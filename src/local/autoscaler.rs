@@ -14,9 +14,9 @@ use super::nodes::{
 };
 use super::store::{Key, Store, set_condition};
 use super::workload::{SIMULATED_ANNOTATION, SIMULATED_VALUE};
-use crate::placement::Quantity;
-use crate::placement::capacity::machine_type;
+use crate::model::gke_facts::machine_shape;
 use crate::vocab::labels::NODE_POOL_LABEL;
+use crate::vocab::quantity::Quantity;
 
 fn node_object(ctx: &Ctx<'_>, pool: &PoolInfo, seq: u64) -> Value {
     let hash = super::store::uid(&format!("{}/{}", ctx.cluster, pool.name));
@@ -30,7 +30,7 @@ fn node_object(ctx: &Ctx<'_>, pool: &PoolInfo, seq: u64) -> Value {
     });
     let mut taints = Vec::new();
     let mut capacity = json!({"pods": "110"});
-    if let Some(machine) = machine_type(&pool.machine_type) {
+    if let Some(machine) = machine_shape(&pool.machine_type) {
         capacity["cpu"] = json!(machine.vcpus.to_string());
         capacity["memory"] = json!(format!("{}Gi", machine.memory_gib));
         if let Some((resource, chips)) = machine.accelerator {
@@ -111,8 +111,8 @@ pub fn autoscale(ctx: &mut Ctx<'_>, demand: &Demand) -> Outcome {
             .filter(|(_, p, _)| *p == pool.name)
             .map(|(_, _, n)| n)
             .sum();
-        let target = if pool.autoscaling.is_none() {
-            pool.fixed_nodes * pool.zones
+        let target = if !pool.limits.autoscaled {
+            pool.limits.max
         } else if pool.queued_provisioning {
             // Grows only through ProvisioningRequests.
             0
@@ -122,7 +122,7 @@ pub fn autoscale(ctx: &mut Ctx<'_>, demand: &Demand) -> Outcome {
             let rounded = (wanted + slice - 1) / slice * slice;
             rounded.min(pool.max_nodes())
         };
-        if pool.autoscaling.is_none() {
+        if !pool.limits.autoscaled {
             if ready < target {
                 changed |= add_nodes(ctx, pool, target - ready);
             } else if ready > target {

@@ -354,7 +354,13 @@ pub struct LocalKube {
     last_save: Mutex<Option<(std::time::Instant, std::time::Duration)>>,
     /// The running cluster last read from GKE, and when (see [`LocalKube::cluster`]).
     last_cluster: Mutex<Option<(std::time::Instant, Value)>>,
+    /// Whether the text of a held `apply.lock` names this process as its holder. The lock and
+    /// its record are the caller's (`ops::lock` takes it), so the caller says how to read them.
+    is_own_lock: OwnLockCheck,
 }
+
+/// Tells whether a state lock file's text names this process as the lock's holder.
+pub type OwnLockCheck = fn(&str) -> bool;
 
 /// How long a running cluster read from GKE is used again: short enough that a change made
 /// through GKE (a node pool created, the cluster deleted) is seen at once by people and tests,
@@ -371,13 +377,15 @@ const SAVE_SHARE: u32 = 50;
 impl LocalKube {
     /// Opens the state in `dir` for `cluster`, reached through `gke` (the in-process emulator's
     /// endpoint). `emulator`, when given, is told node-pool sizes as the simulated autoscaler
-    /// changes them.
+    /// changes them. `is_own_lock` reads the state directory's `apply.lock` when another
+    /// holder's lock blocks this process: the state is written only if the holder is this process.
     pub fn open(
         dir: &Path,
         gke: Box<dyn GkeApi>,
         cluster: ClusterRef,
         emulator: Option<Emulator>,
         settings: Settings,
+        is_own_lock: OwnLockCheck,
     ) -> anyhow::Result<LocalKube> {
         let cluster_dir = cluster_state_dir(dir, &cluster)?;
         let world = World::load(&cluster_dir)?;
@@ -393,6 +401,7 @@ impl LocalKube {
             dirty: AtomicBool::new(false),
             last_save: Mutex::new(None),
             last_cluster: Mutex::new(None),
+            is_own_lock,
         })
     }
 
@@ -632,8 +641,7 @@ impl LocalKube {
                 use std::io::Read;
                 let mut holder = String::new();
                 let _ = file.read_to_string(&mut holder);
-                let me = crate::gitops::lock::holder_identity();
-                crate::gitops::lock::file_held_by(&holder, &me).then_some(None)
+                (self.is_own_lock)(&holder).then_some(None)
             }
             Err(std::fs::TryLockError::Error(_)) => Some(None),
         }
@@ -827,6 +835,7 @@ mod tests {
             },
             None,
             Settings::default(),
+            crate::gitops::lock::file_held_by_this_process,
         )
         .unwrap()
     }

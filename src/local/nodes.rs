@@ -12,32 +12,23 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::store::{Key, Store};
-use crate::placement::Quantity;
-use crate::placement::capacity::machine_type;
+use crate::model::gke::{NodeLimits, node_pool_limits};
+use crate::model::gke_facts::machine_shape;
 use crate::vocab::labels::NODE_POOL_LABEL;
+use crate::vocab::quantity::Quantity;
 
 /// A node pool as the simulation needs it, read from `clusters.get`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PoolInfo {
     pub name: String,
     pub machine_type: String,
-    /// `(min, max)` nodes per zone when autoscaling is on.
-    pub autoscaling: Option<(i64, i64)>,
-    /// Nodes of a pool without autoscaling.
-    pub fixed_nodes: i64,
+    /// The fewest and most nodes over all zones, by the one rule (`model::gke::node_pool_limits`).
+    pub limits: NodeLimits,
     pub queued_provisioning: bool,
     pub flex_start: bool,
     pub tpu_topology: Option<String>,
     pub zones: i64,
     pub spot: bool,
-}
-
-fn number(v: Option<&Value>) -> Option<i64> {
-    match v? {
-        Value::Number(n) => n.as_i64(),
-        Value::String(s) => s.parse().ok(),
-        _ => None,
-    }
 }
 
 impl PoolInfo {
@@ -46,42 +37,31 @@ impl PoolInfo {
             .as_array()
             .into_iter()
             .flatten()
-            .map(|p| {
-                let autoscaling =
-                    (p.pointer("/autoscaling/enabled") == Some(&json!(true))).then(|| {
-                        (
-                            number(p.pointer("/autoscaling/minNodeCount")).unwrap_or(0),
-                            number(p.pointer("/autoscaling/maxNodeCount")).unwrap_or(0),
-                        )
-                    });
-                PoolInfo {
-                    name: p["name"].as_str().unwrap_or_default().to_string(),
-                    machine_type: p
-                        .pointer("/config/machineType")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_string(),
-                    autoscaling,
-                    fixed_nodes: number(p.get("initialNodeCount")).unwrap_or(0),
-                    queued_provisioning: p.pointer("/queuedProvisioning/enabled")
-                        == Some(&json!(true)),
-                    flex_start: p.pointer("/config/flexStart") == Some(&json!(true)),
-                    tpu_topology: p
-                        .pointer("/placementPolicy/tpuTopology")
-                        .and_then(Value::as_str)
-                        .map(str::to_string),
-                    zones: p["locations"]
-                        .as_array()
-                        .map_or(1, |l| l.len().max(1) as i64),
-                    spot: p.pointer("/config/spot") == Some(&json!(true)),
-                }
+            .map(|p| PoolInfo {
+                name: p["name"].as_str().unwrap_or_default().to_string(),
+                machine_type: p
+                    .pointer("/config/machineType")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string(),
+                limits: node_pool_limits(p),
+                queued_provisioning: p.pointer("/queuedProvisioning/enabled") == Some(&json!(true)),
+                flex_start: p.pointer("/config/flexStart") == Some(&json!(true)),
+                tpu_topology: p
+                    .pointer("/placementPolicy/tpuTopology")
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
+                zones: p["locations"]
+                    .as_array()
+                    .map_or(1, |l| l.len().max(1) as i64),
+                spot: p.pointer("/config/spot") == Some(&json!(true)),
             })
             .collect()
     }
 
     /// Nodes per TPU slice (`4x4` of 4-chip VMs is 4 nodes); 1 for other pools.
     pub fn slice_nodes(&self) -> i64 {
-        let chips_per_vm = machine_type(&self.machine_type)
+        let chips_per_vm = machine_shape(&self.machine_type)
             .and_then(|m| m.accelerator)
             .map_or(1, |(_, c)| i64::from(c));
         let chips: i64 = self
@@ -98,22 +78,17 @@ impl PoolInfo {
 
     /// The most nodes the pool may have (all zones).
     pub fn max_nodes(&self) -> i64 {
-        match self.autoscaling {
-            Some((_, max)) => max * self.zones,
-            None => self.fixed_nodes * self.zones,
-        }
+        self.limits.max
     }
 
+    /// The fewest nodes the pool keeps (all zones).
     pub fn min_nodes(&self) -> i64 {
-        match self.autoscaling {
-            Some((min, _)) => min * self.zones,
-            None => self.fixed_nodes * self.zones,
-        }
+        self.limits.min
     }
 
     /// Nodes needed for pods with these per-pod requests (approximate bin packing).
     pub fn nodes_for(&self, pods: &[(i64, BTreeMap<String, Quantity>)]) -> i64 {
-        let Some(machine) = machine_type(&self.machine_type) else {
+        let Some(machine) = machine_shape(&self.machine_type) else {
             // Unknown shape: one pod per node.
             return pods.iter().map(|(n, _)| *n).sum();
         };

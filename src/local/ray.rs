@@ -15,7 +15,7 @@ use super::nodes::{Demand, node_keys};
 use super::store::{Key, timestamp};
 use super::workload::{SIMULATED_ANNOTATION, SIMULATED_VALUE};
 use crate::placement::PendingWorkload;
-use crate::placement::capacity::flavor_pools;
+use crate::placement::pools::flavor_pools;
 use crate::vocab::labels::{MAX_RUN_DURATION_ANNOTATION, NODE_POOL_LABEL};
 use crate::vocab::object::uid_of;
 
@@ -208,7 +208,12 @@ pub fn demand(ctx: &Ctx<'_>) -> Demand {
         .collect();
     runs.sort_by_key(|(u, r)| (r.scheduled_ms.is_none(), r.admitted_ms, (*u).clone()));
     let mut out = Demand::new();
-    let owned = super::workload::by_owner(ctx.store.of_kind("kueue.x-k8s.io", "Workload"));
+    let jobs: Vec<&Value> = runs
+        .iter()
+        .filter_map(|(_, run)| ctx.store.get(&run.job_key()))
+        .collect();
+    let owned =
+        super::workload::current_runs(ctx.store.of_kind("kueue.x-k8s.io", "Workload"), jobs);
     let flavor_pools = flavor_pools(ctx.store.of_kind("kueue.x-k8s.io", "ResourceFlavor"));
     for (job_uid, run) in runs {
         let Some(job) = ctx.store.get(&run.job_key()) else {

@@ -4,12 +4,16 @@
 //! (and KubeRay's defaults in a RayJob's) are placement's ([`pod_set_templates`]), the same ones
 //! `plan` predicts with.
 
+use std::collections::HashMap;
+
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::store::Key;
+use crate::placement::job_workload::JobWorkloads;
 use crate::placement::podsets::pod_set_templates;
 use crate::vocab::labels::{ELASTIC_JOB_ANNOTATION, QUEUE_NAME_LABEL};
+use crate::vocab::object::uid_of;
 
 pub const KUEUE_FINALIZER: &str = "kueue.x-k8s.io/resource-in-use";
 pub const JOB_UID_LABEL: &str = "kueue.x-k8s.io/job-uid";
@@ -63,42 +67,28 @@ pub fn for_job(job: &Value, priority: i32) -> Value {
     })
 }
 
-/// The key of the Workload owned by the object with `uid`, among `workloads`.
-/// The Workload of each owner uid (the first, in key order), for looking many up at once.
-pub fn by_owner<'a>(
-    workloads: impl Iterator<Item = &'a Value>,
-) -> std::collections::HashMap<String, Key> {
-    let mut out = std::collections::HashMap::new();
-    for w in workloads {
-        for r in w
-            .pointer("/metadata/ownerReferences")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            if let Some(uid) = r["uid"].as_str() {
-                out.entry(uid.to_string()).or_insert_with(|| Key::of(w));
-            }
-        }
-    }
-    out
-}
-
-pub fn owned_by<'a>(workloads: impl Iterator<Item = &'a Value>, uid: &str) -> Option<Key> {
-    workloads
-        .filter(|w| {
-            w.pointer("/metadata/ownerReferences")
-                .and_then(Value::as_array)
-                .is_some_and(|refs| refs.iter().any(|r| r["uid"] == uid))
+/// The Workload of the current run of each of `jobs` that has one, by job uid: the job's
+/// Workload by the one rule (`placement::job_workload`, as status, watch and explain find it),
+/// when it is the current run's. A job submitted again under the name of an earlier one gets a
+/// Workload of its own, as Kueue makes one for a job with none that matches.
+pub fn current_runs<'a>(
+    workloads: impl IntoIterator<Item = &'a Value>,
+    jobs: impl IntoIterator<Item = &'a Value>,
+) -> HashMap<String, Key> {
+    let job_workloads = JobWorkloads::new(workloads);
+    jobs.into_iter()
+        .filter_map(|job| {
+            let found = job_workloads.of(job).filter(|w| w.current_run)?;
+            Some((uid_of(job).to_string(), Key::of(found.workload)))
         })
-        .map(Key::of)
-        .next()
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::placement::PendingWorkload;
+    use crate::vocab::object::name_of;
 
     fn job() -> Value {
         json!({"apiVersion": "ray.io/v1", "kind": "RayJob",
@@ -140,5 +130,50 @@ mod tests {
                 .unwrap()
                 .starts_with("rayjob-j-")
         );
+    }
+
+    /// The simulated Kueue asks the one rule for a job's Workload and keeps it only when it is
+    /// the current run's: an earlier run's finished Workload does not stop the job from getting
+    /// its own; a RayJob's Workload owned through its RayCluster counts.
+    #[test]
+    fn current_runs_follow_the_one_rule() {
+        let mut earlier = job();
+        earlier["metadata"]["uid"] = json!("u-0");
+        let mut old = for_job(&earlier, 0);
+        old["metadata"]["creationTimestamp"] = json!("2026-01-02T00:00:00Z");
+        old["status"] = json!({"conditions": [{"type": "Finished", "status": "True"}]});
+        let mut new = for_job(&job(), 0);
+        new["metadata"]["creationTimestamp"] = json!("2026-01-01T00:00:00Z");
+        let key_name = |k: &Key| k.name.clone();
+
+        let runs = current_runs([&old, &new], [&job()]);
+        assert_eq!(
+            runs.get("u-1").map(key_name),
+            Some(name_of(&new).to_string())
+        );
+        assert!(current_runs([&old], [&job()]).is_empty());
+
+        let mut through_cluster = new.clone();
+        through_cluster["metadata"]["name"] = json!("raycluster-j-x7k2p-1a2b3");
+        through_cluster["metadata"]["ownerReferences"] =
+            json!([{"kind": "RayCluster", "name": "j-x7k2p", "uid": "c-1"}]);
+        let mut running = job();
+        running["status"] = json!({"rayClusterName": "j-x7k2p"});
+        let runs = current_runs([&old, &through_cluster], [&running]);
+        assert_eq!(
+            runs.get("u-1").map(key_name).as_deref(),
+            Some("raycluster-j-x7k2p-1a2b3")
+        );
+    }
+
+    /// The same cases status, watch and explain are tested with: the simulated Kueue finds the
+    /// Workload the one rule names.
+    #[test]
+    fn current_runs_name_the_workload_status_watch_and_explain_name() {
+        use crate::placement::job_workload::scenario;
+        for (job, workloads, expected) in scenario::cases() {
+            let runs = current_runs(&workloads, [&job]);
+            assert_eq!(runs.get("u-2").map(|k| k.name.as_str()), Some(expected));
+        }
     }
 }

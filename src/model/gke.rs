@@ -216,3 +216,109 @@ pub fn tpu_hosts(pool: &NodePool) -> Option<u32> {
     let per_vm = tpu_chips_per_vm(&pool.machine_type)?;
     (chips % per_vm == 0).then_some(chips / per_vm)
 }
+
+/// The fewest and most nodes a node pool may have, over all its zones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NodeLimits {
+    pub min: i64,
+    pub max: i64,
+    /// The cluster autoscaler sizes the pool between `min` and `max`; otherwise both are its
+    /// fixed size.
+    pub autoscaled: bool,
+}
+
+/// A GKE `NodePool` body's node limits (as `clusters.get` returns it or gkq renders it): the one
+/// rule `gkq status`, `gkq watch` and the local target's simulated autoscaler share.
+///
+/// `autoscaling.minNodeCount`/`maxNodeCount` and `initialNodeCount` are per zone, so they count
+/// once per zone in `locations` (one when it names none); `totalMinNodeCount`/`totalMaxNodeCount`
+/// are the whole pool's and exclude the per-zone ones (docs/gke.md a.3, REST
+/// `NodePoolAutoscaling`). The pool is autoscaled when `autoscaling.enabled` is true, or when the
+/// body leaves `enabled` out but gives a maximum (a client's JSON leaves out false and zero values,
+/// docs/gke.md g).
+pub fn node_pool_limits(pool: &Value) -> NodeLimits {
+    fn count(value: Option<&Value>) -> Option<i64> {
+        match value? {
+            Value::Number(n) => n.as_i64(),
+            Value::String(s) => s.parse().ok(),
+            _ => None,
+        }
+    }
+    let zones = pool
+        .get("locations")
+        .and_then(Value::as_array)
+        .map_or(1, |l| l.len().max(1) as i64);
+    let autoscaling = pool.get("autoscaling");
+    let field = |name: &str| count(autoscaling.and_then(|a| a.get(name)));
+    let total_max = field("totalMaxNodeCount");
+    let zonal_max = field("maxNodeCount");
+    let autoscaled = match autoscaling.and_then(|a| a.get("enabled")) {
+        Some(enabled) => enabled == &Value::Bool(true),
+        None => total_max.or(zonal_max).is_some(),
+    };
+    if !autoscaled {
+        let fixed = count(pool.get("initialNodeCount")).unwrap_or(0) * zones;
+        return NodeLimits {
+            min: fixed,
+            max: fixed,
+            autoscaled,
+        };
+    }
+    let per_zone = |n: Option<i64>| n.unwrap_or(0) * zones;
+    let (min, max) = if total_max.is_some() || field("totalMinNodeCount").is_some() {
+        (
+            field("totalMinNodeCount").unwrap_or(0),
+            total_max.unwrap_or(0),
+        )
+    } else {
+        (per_zone(field("minNodeCount")), per_zone(zonal_max))
+    };
+    NodeLimits {
+        min,
+        max,
+        autoscaled,
+    }
+}
+
+#[cfg(test)]
+mod node_limits_tests {
+    use super::*;
+
+    fn limits(pool: Value) -> (i64, i64, bool) {
+        let l = node_pool_limits(&pool);
+        (l.min, l.max, l.autoscaled)
+    }
+
+    /// Per-zone counts count once per zone the pool names; total counts are the whole pool's;
+    /// a pool without autoscaling is its fixed size in every zone.
+    #[test]
+    fn limits_count_every_zone_and_honour_the_totals() {
+        let zones = json!(["us-east5-a", "us-east5-b"]);
+        assert_eq!(
+            limits(json!({"autoscaling": {"enabled": true, "minNodeCount": 1, "maxNodeCount": 4}})),
+            (1, 4, true)
+        );
+        assert_eq!(
+            limits(json!({"locations": zones, "autoscaling": {"enabled": true,
+                "minNodeCount": 1, "maxNodeCount": "4"}})),
+            (2, 8, true)
+        );
+        assert_eq!(
+            limits(json!({"locations": zones, "autoscaling": {"enabled": true,
+                "totalMinNodeCount": 1, "totalMaxNodeCount": 5}})),
+            (1, 5, true)
+        );
+        assert_eq!(
+            limits(json!({"locations": zones, "autoscaling": {"maxNodeCount": 3}})),
+            (0, 6, true),
+            "a maximum given without `enabled`"
+        );
+        assert_eq!(
+            limits(json!({"locations": zones, "initialNodeCount": 3,
+                "autoscaling": {"enabled": false, "maxNodeCount": 9}})),
+            (6, 6, false)
+        );
+        assert_eq!(limits(json!({"initialNodeCount": 2})), (2, 2, false));
+        assert_eq!(limits(json!({})), (0, 0, false));
+    }
+}

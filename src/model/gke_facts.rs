@@ -7,6 +7,8 @@
 //! table does not know but that has the right shape is only "not known as of [`CHECKED_ON`]"
 //! (a warning); a value that breaks a rule Google documents is impossible (an error).
 
+use crate::vocab::labels::TPU_RESOURCE;
+
 /// The day these tables were last compared with their sources.
 pub const CHECKED_ON: &str = "2026-11-30";
 
@@ -79,7 +81,8 @@ pub struct TpuGeneration {
     pub min_gke: Option<GkeVersion>,
 }
 
-/// A table row; `vcpus` and `memory_gb` only where a Google page states them.
+/// A table row; `vcpus` and `memory_gb` only where a Google page states them (docs/gke-facts.md,
+/// "Machine types").
 const fn machine(
     name: &'static str,
     chips: u32,
@@ -124,22 +127,22 @@ pub const TPU_GENERATIONS: &[TpuGeneration] = &[
             machine(
                 "ct6e-standard-1t",
                 1,
-                None,
-                None,
+                Some(44),
+                Some(176),
                 Topologies::Listed(ONE_CHIP_2D),
             ),
             machine(
                 "ct6e-standard-4t",
                 4,
-                None,
-                None,
+                Some(180),
+                Some(720),
                 Topologies::Listed(FOUR_CHIP_2D),
             ),
             machine(
                 "ct6e-standard-8t",
                 8,
-                None,
-                None,
+                Some(180),
+                Some(1440),
                 Topologies::Listed(EIGHT_CHIP_2D),
             ),
         ],
@@ -268,6 +271,56 @@ pub const TPU_ZONE_LISTS_COVER: &[&str] = &["us-"];
 pub const FLEX_START_TPU_MIN_GKE: GkeVersion = (1, 33, 0, 1_712_000);
 /// Flex-start for GPUs (and so for any non-TPU pool) needs this GKE version or later (same page).
 pub const FLEX_START_MIN_GKE: GkeVersion = (1, 32, 2, 1_652_000);
+
+/// vCPUs and memory (GB) of the non-TPU machine types gkq sizes nodes for (docs/gke-facts.md,
+/// "Machine types"; <https://cloud.google.com/compute/docs/general-purpose-machines>, N2: 4 GB
+/// per vCPU for `standard`).
+pub const GENERAL_MACHINE_TYPES: &[(&str, u32, u32)] = &[
+    ("n2-standard-8", 8, 32),
+    ("n2-standard-16", 16, 64),
+    ("n2-standard-32", 32, 128),
+];
+
+/// One node's shape: what the quota-against-capacity check, the job timeline's warnings and
+/// the local target's simulated nodes size with. Read from the one table
+/// ([`TPU_GENERATIONS`], [`GENERAL_MACHINE_TYPES`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MachineShape {
+    pub name: &'static str,
+    pub vcpus: u32,
+    /// Google's tables state memory in GB; gkq counts those as GiB (2^30 bytes)
+    /// (docs/gke-facts.md, "Machine types").
+    pub memory_gib: u32,
+    /// Extended resource and chips per node, for TPU machines.
+    pub accelerator: Option<(&'static str, u32)>,
+    /// `cloud.google.com/gke-tpu-accelerator` value, for TPU machines.
+    pub tpu_accelerator: Option<&'static str>,
+}
+
+/// The shape of a machine type the table knows with its vCPUs and memory; `None` for one it
+/// does not know, or whose vCPUs and memory no source read states (`ct4p-hightpu-4t`).
+pub fn machine_shape(name: &str) -> Option<MachineShape> {
+    let tpu = TPU_GENERATIONS.iter().find_map(|generation| {
+        let machine = generation.machine_types.iter().find(|m| m.name == name)?;
+        Some(MachineShape {
+            name: machine.name,
+            vcpus: machine.vcpus?,
+            memory_gib: machine.memory_gb?,
+            accelerator: Some((TPU_RESOURCE, machine.chips)),
+            tpu_accelerator: generation.accelerators.first().copied(),
+        })
+    });
+    tpu.or_else(|| {
+        let &(name, vcpus, memory_gib) = GENERAL_MACHINE_TYPES.iter().find(|m| m.0 == name)?;
+        Some(MachineShape {
+            name,
+            vcpus,
+            memory_gib,
+            accelerator: None,
+            tpu_accelerator: None,
+        })
+    })
+}
 
 /// Compute Engine machine series a GKE node pool may use besides TPUs: general purpose, compute,
 /// memory and accelerator optimized (docs/gke-facts.md, "Other machine series";

@@ -61,7 +61,7 @@ pub const STATUS_KINDS: [KindRef; 15] = [
 ];
 
 /// The kinds of jobs gkq submits.
-const JOB_KINDS: [KindRef; 3] = [RAYJOB, JOBSET, JOB];
+pub const JOB_KINDS: [KindRef; 3] = [RAYJOB, JOBSET, JOB];
 
 /// What a job's admission timeline needs (`report::timeline`).
 pub const JOB_TIMELINE_KINDS: [KindRef; 6] =

@@ -9,7 +9,7 @@
 //! costs one request per object. A plan made without dry runs ([`Preview::Lists`], an apply
 //! nobody reviews first) compares each object as listed and tells new objects from unowned ones
 //! by one list of names per kind. Per-object requests run concurrently, at most
-//! [`OBSERVE_CONCURRENCY`] at a time: the API server's in-flight limits and the client's
+//! [`PER_OBJECT_CONCURRENCY`] at a time: the API server's in-flight limits and the client's
 //! connections are finite, and a spec may hold thousands of objects.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -24,17 +24,14 @@ use crate::addr::ResourceAddr;
 use crate::diff::ResourceDiff;
 use crate::diff::kube::diff_object;
 use crate::kube::{
-    ApplyOptions, KubeApi, KubeResult, ObjectName, ResourceInfo, install, is_owned_by_stack,
-    owned_selector,
+    ApplyOptions, KubeApi, KubeResult, ObjectName, PER_OBJECT_CONCURRENCY, ResourceInfo, install,
+    is_owned_by_stack, owned_selector,
 };
 use crate::model::DesiredState;
 use crate::model::kueue_install;
 use crate::model::live::{KubeLive, KubeObject, KubeSnapshot};
 use crate::placement::objects::KUEUE_KINDS;
 use crate::plan::{Action, ActionKind, Judge, Preview};
-
-/// Most per-object requests (dry runs, GETs) a plan has in flight at once.
-pub const OBSERVE_CONCURRENCY: usize = 32;
 
 /// Kinds gkq may have created, listed even when the spec no longer has any (for prune).
 pub fn managed_kinds() -> impl Iterator<Item = (&'static str, &'static str)> {
@@ -226,7 +223,7 @@ pub async fn observe_kube(
         }
     });
     let probed: Vec<_> = futures::stream::iter(probes)
-        .buffer_unordered(OBSERVE_CONCURRENCY)
+        .buffer_unordered(PER_OBJECT_CONCURRENCY)
         .collect()
         .await;
     let mut objects: BTreeMap<ResourceAddr, KubeObject> = BTreeMap::new();
@@ -733,7 +730,7 @@ mod tests {
         assert!(o.live.is_none() && o.predicted.is_some());
         let max = api.max_in_flight.load(Ordering::SeqCst);
         assert!(
-            max <= OBSERVE_CONCURRENCY,
+            max <= PER_OBJECT_CONCURRENCY,
             "{max} requests in flight at once"
         );
     }

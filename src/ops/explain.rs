@@ -6,13 +6,14 @@ use super::load::SpecSource;
 use super::plan::plan_valid;
 use super::session::TargetOptions;
 use crate::model::DesiredState;
-use crate::observe::cluster::{PROVISIONING_REQUEST, read_kinds};
+use crate::observe::cluster::{JOB_KINDS, KindRef, PROVISIONING_REQUEST, read_kinds};
+use crate::placement::job_workload::JobWorkloads;
 use crate::placement::unmodelled;
 use crate::placement::{Cluster, PendingWorkload, Placement, observed_placement, predict};
 use crate::plan::PlanOptions;
 use crate::report::explain::{ExplainInputs, Explanation, SpecLocations, explain as explain_job};
 use crate::spec::{Loaded, Path};
-use crate::vocab::object::{name_of, namespace_of, owners};
+use crate::vocab::object::{name_of, namespace_of};
 
 /// Why the job or Workload `what` (`namespace/name`) is where it is.
 pub async fn explain(
@@ -36,10 +37,20 @@ pub async fn explain(
             "the cluster's Kubernetes API could not be read (the cluster does not exist yet, or has no endpoint): there is no Workload to explain"
         );
     };
-    let workload = world.kind("Workload").iter().find(|w| {
-        namespace_of(w) == Some(namespace)
-            && (name_of(w) == name || owners(w).any(|o| o["name"] == name))
-    });
+    // The jobs (to find a job's Workload by the one rule) and the ProvisioningRequests, in one
+    // concurrent read.
+    let kinds: Vec<KindRef> = JOB_KINDS
+        .into_iter()
+        .chain([PROVISIONING_REQUEST])
+        .collect();
+    let read = read_kinds(api, &kinds, Default::default())
+        .await
+        .map_err(|e| anyhow::anyhow!("reading jobs and ProvisioningRequests: {e}"))?;
+    let jobs: Vec<&serde_json::Value> = JOB_KINDS
+        .iter()
+        .flat_map(|(_, kind)| read.kind(kind))
+        .collect();
+    let workload = named_workload(world.kind("Workload"), &jobs, namespace, name);
     let spec_job = locations
         .jobs
         .iter()
@@ -72,7 +83,7 @@ pub async fn explain(
                 .cloned()
                 .ok_or_else(|| {
                     anyhow::anyhow!(
-                        "no Workload in namespace {namespace} is named {name} or owned by a job named {name}, and the spec submits no job {what}"
+                        "no Workload in namespace {namespace} is named {name} or belongs to a job named {name}, and the spec submits no job {what}"
                     )
                 })?;
             (
@@ -82,21 +93,36 @@ pub async fn explain(
             )
         }
     };
-    let requests = match workload {
-        Some(_) => read_kinds(api, &[PROVISIONING_REQUEST], Default::default())
-            .await
-            .map_err(|e| anyhow::anyhow!("reading ProvisioningRequests: {e}"))?,
-        None => Default::default(),
-    };
     Ok(explain_job(ExplainInputs {
         job,
         workload,
         observed,
         predicted,
-        provisioning_requests: requests.kind(PROVISIONING_REQUEST.1),
+        provisioning_requests: read.kind(PROVISIONING_REQUEST.1),
         spec: &locations,
         spec_job,
     }))
+}
+
+/// The Workload `namespace/name` names: the Workload of that name, else the Workload of the job
+/// of that name among `jobs` (of any kind; the first kind that has one), by the one rule
+/// (`placement::job_workload`) status and watch use too.
+pub fn named_workload<'a>(
+    workloads: &'a [serde_json::Value],
+    jobs: &[&serde_json::Value],
+    namespace: &str,
+    name: &str,
+) -> Option<&'a serde_json::Value> {
+    let by_name = workloads
+        .iter()
+        .find(|w| namespace_of(w) == Some(namespace) && name_of(w) == name);
+    by_name.or_else(|| {
+        let job_workloads = JobWorkloads::new(workloads);
+        jobs.iter()
+            .filter(|job| namespace_of(job) == Some(namespace) && name_of(job) == name)
+            .find_map(|job| job_workloads.of(job))
+            .map(|w| w.workload)
+    })
 }
 
 /// gkq's reproduction for a live Workload still waiting: predicted with every other live
@@ -152,4 +178,26 @@ fn spec_locations(loaded: &Loaded) -> SpecLocations {
             .insert(job.name.clone(), at(&Path::root().key("jobs").index(i)));
     }
     locations
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::placement::job_workload::scenario;
+
+    /// `gkq explain ml/train` names the Workload the one rule names (`placement::job_workload`),
+    /// as status and watch do; a Workload named directly is that Workload.
+    #[test]
+    fn a_jobs_workload_is_the_one_the_rule_names() {
+        for (job, workloads, expected) in scenario::cases() {
+            let jobs = [&job];
+            let named = |namespace, name| named_workload(&workloads, &jobs, namespace, name);
+            assert_eq!(named("ml", "train").map(name_of), Some(expected));
+            assert_eq!(
+                named("ml", "rayjob-train-0a1b2").map(name_of),
+                Some("rayjob-train-0a1b2")
+            );
+            assert_eq!(named("other", "train"), None);
+        }
+    }
 }

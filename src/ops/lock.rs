@@ -8,6 +8,9 @@ use crate::gitops::lock::{self, ApplyLock, LockOptions};
 use crate::kube::client::RealKube;
 use crate::spec::Loaded;
 
+/// This process as a lock holder, for callers that name themselves (the agent's identity).
+pub use crate::gitops::lock::holder_identity;
+
 fn lock_options(timeout: Duration) -> LockOptions {
     LockOptions {
         timeout,

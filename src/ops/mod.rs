@@ -8,8 +8,9 @@
 //! plan     observe GKE and Kubernetes, plan, predict placements, notices, provenance -> Planned
 //! lock     the local target's state lock and the cluster's Lease
 //! apply    verify against live state and running work, execute, record the revision
-//! converge apply and destroy as one call: lock, plan, refuse, approve, execute, record
-//! saved    a saved plan: what its spec says now, the session it is applied in
+//! converge the only apply (apply, apply PLANFILE, destroy, watch --apply, the agent): lock,
+//!          plan or check the saved plan, refuse, approve, execute, record, settle, unlock
+//! saved    a saved plan: read, what its spec says now, the session it is applied in
 //! status   plan, the applied revision and the checkout -> the status report; where jobs landed
 //! explain  why one job or Workload is where it is: Kueue's word, gkq's reproduction, fixes
 //! watch    re-plan on file changes, drift and new commits, apply when allowed, follow the jobs
@@ -30,6 +31,10 @@ pub mod saved;
 pub mod session;
 pub mod status;
 pub mod watch;
+
+/// What the pipeline's callers see of the executor: the events an apply tells as it goes, and
+/// the sink a caller passes to hear them.
+pub use crate::apply::{ApplyEvent, ApplyReport, Outcome, Sink};
 
 /// The `tracing` target of the pipeline's notices to the person running it (see above). Events
 /// at INFO are told as they are, WARN ones as warnings; a `hint` field says what to do.

@@ -15,6 +15,9 @@ use crate::plan::Plan;
 use crate::plan::provenance::Provenance;
 use crate::spec::Loaded;
 
+/// Whether a path names a saved plan rather than a spec (`gkq apply PLAN`).
+pub use crate::gitops::saved::is_plan_file;
+
 /// What the spec a saved plan names says now.
 pub enum SpecCheck {
     /// It is there and has the plan's digest.

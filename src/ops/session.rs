@@ -154,6 +154,7 @@ pub async fn connect_to(
                         cluster.clone(),
                         in_process.then(|| handle.emulator().clone()),
                         settings,
+                        crate::gitops::lock::file_held_by_this_process,
                     )?;
                     KubeSource::Local(Box::new(local))
                 }

@@ -12,7 +12,6 @@ use super::session::{Session, TargetOptions};
 use crate::gitops::git::{self, LocalHead};
 use crate::gitops::revision::read_configmap;
 use crate::kube::KubeApi;
-use crate::local::nodes::PoolInfo;
 use crate::model::DesiredState;
 use crate::model::live::KubeSnapshot;
 use crate::observe::cluster::{read_kubernetes, read_stack_jobs};
@@ -131,19 +130,7 @@ pub async fn live_report_of(
         ),
         None => None,
     };
-    let pools: Vec<GkeNodePool> = cluster
-        .map(PoolInfo::from_cluster)
-        .unwrap_or_default()
-        .into_iter()
-        .map(|p| GkeNodePool {
-            name: p.name,
-            machine_type: p.machine_type,
-            autoscaling: p.autoscaling,
-            zones: p.zones,
-            flex_start: p.flex_start,
-            queued_provisioning: p.queued_provisioning,
-        })
-        .collect();
+    let pools: Vec<GkeNodePool> = cluster.map(GkeNodePool::from_cluster).unwrap_or_default();
     Ok(live_report(
         desired,
         cluster,

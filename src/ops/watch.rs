@@ -28,6 +28,7 @@ use super::session::TargetOptions;
 use crate::apply::Sink;
 use crate::gitops::git;
 use crate::gitops::watch::{AutoApply, PlanTracker, auto_apply, is_relevant};
+use crate::model::gke::node_pool_limits;
 use crate::model::live::KubeSnapshot;
 use crate::observe::cluster::{JOB_TIMELINE_KINDS, read_kinds, workloads_only};
 use crate::plan::digest::FileDigest;
@@ -610,26 +611,18 @@ impl Watcher<'_> {
 }
 
 /// Each node pool's autoscaling maximum and machine type (from the spec) and current node count
-/// (from the Kubernetes Nodes labelled with it). The maximum is for the whole pool: GKE's
-/// `maxNodeCount` is per zone, so it counts once per zone the pool names.
+/// (from the Kubernetes Nodes labelled with it). The maximum is the whole pool's autoscaling
+/// maximum, by the one rule (`model::gke::node_pool_limits`).
 fn pool_sizes(pools: &[Value], nodes: &[Value]) -> BTreeMap<String, PoolSize> {
     let mut sizes: BTreeMap<String, PoolSize> = pools
         .iter()
         .filter_map(|pool| {
             let name = pool.get("name")?.as_str()?.to_string();
-            let zones = pool
-                .get("locations")
-                .and_then(Value::as_array)
-                .map_or(1, |l| l.len().max(1));
-            let max = pool
-                .pointer("/autoscaling/totalMaxNodeCount")
-                .and_then(Value::as_u64)
-                .or_else(|| {
-                    pool.pointer("/autoscaling/maxNodeCount")
-                        .and_then(Value::as_u64)
-                        .map(|m| m.saturating_mul(zones as u64))
-                })
-                .and_then(|m| usize::try_from(m).ok());
+            let limits = node_pool_limits(pool);
+            let max = limits
+                .autoscaled
+                .then(|| usize::try_from(limits.max).ok())
+                .flatten();
             let machine_type = pool
                 .pointer("/config/machineType")
                 .and_then(Value::as_str)

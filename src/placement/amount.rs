@@ -8,7 +8,7 @@
 
 use std::fmt;
 
-use super::quantity::{Format, Quantity};
+use crate::vocab::quantity::{Format, Quantity};
 
 /// The Kubernetes CPU resource name; the only resource Kueue counts in thousandths.
 pub const CPU: &str = "cpu";

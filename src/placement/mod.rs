@@ -4,7 +4,7 @@
 //! to submit ([`PendingWorkload`]), [`predict`] tells where Kueue v0.19.2 puts each podset and
 //! whether the job runs, waits for an admission check (the DWS ProvisioningRequest) or stays
 //! pending, with Kueue's own messages. [`fits_ever`] answers whether a job could ever be
-//! admitted by its queue; [`capacity`] compares quotas with what node pools can hold; [`dws`]
+//! admitted by its queue; [`pools`] says which node pool a flavor stands for; [`dws`]
 //! checks run durations against flex-start's 7-day limit.
 //!
 //! Everything here is pure: no I/O, no clock, deterministic output.
@@ -59,14 +59,15 @@
 pub mod active;
 pub mod amount;
 mod assign;
-pub mod capacity;
 pub mod dws;
+pub mod job_workload;
 mod model;
 pub mod objects;
 mod outcome;
 pub mod podsets;
+pub mod pools;
 mod preempt;
-pub mod quantity;
+pub mod provisioning;
 mod queues;
 mod quota;
 mod reader;
@@ -83,7 +84,6 @@ pub use outcome::{
     Prediction, observed_placement,
 };
 pub use podsets::{PendingWorkload, PodSet};
-pub use quantity::{Quantity, QuantityError};
 pub use reader::{ParseError, ParseErrors};
 
 use amount::{quantity_of, request_value};

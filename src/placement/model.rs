@@ -460,7 +460,7 @@ impl<'c> Model<'c> {
 
     fn add_live_usage(&mut self) {
         let cluster = self.cluster;
-        let mut entries: Vec<(&str, &str, &str, super::quantity::Quantity)> = Vec::new();
+        let mut entries: Vec<(&str, &str, &str, crate::vocab::quantity::Quantity)> = Vec::new();
         if cluster.workloads_observed {
             for workload in &cluster.reserving_workloads {
                 for (flavor, resource, quantity) in &workload.usage {

@@ -12,10 +12,10 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::podsets::{PendingWorkload, read_requirement, read_toleration};
-use super::quantity::Quantity;
 use super::reader::{Context, Field, ParseErrors, describe};
 use super::selectors::{LabelSelector, Taint, Toleration};
 use super::time::Timestamp;
+use crate::vocab::quantity::Quantity;
 
 /// The controller name of Kueue's ProvisioningRequest (DWS) admission checks.
 pub const PROVISIONING_REQUEST_CONTROLLER: &str = "kueue.x-k8s.io/provisioning-request";

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::quantity::Quantity;
 use super::reader::{Context, ParseErrors, describe};
+use crate::vocab::quantity::Quantity;
 
 /// A job's state in Kueue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]

@@ -17,13 +17,13 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
-use super::quantity::{Format, Quantity};
 use super::reader::{Context, Field, ParseErrors, describe};
 use super::selectors::{NodeSelectorTerm, Operator, Requirement, Toleration};
 use super::time::Timestamp;
 use crate::vocab::labels::{
     ELASTIC_JOB_ANNOTATION, PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL, RAY_FT_ENABLED_ANNOTATION,
 };
+use crate::vocab::quantity::{Format, Quantity};
 
 /// Kueue's maximum number of podsets in a Workload (`jobframework.MaxPodSets`).
 pub const MAX_POD_SETS: usize = 18;

@@ -10,7 +10,7 @@ use std::fmt;
 
 use serde_json::Value;
 
-use super::quantity::Quantity;
+use crate::vocab::quantity::Quantity;
 
 /// One problem in one object, e.g. `ClusterQueue cluster-queue:
 /// spec.resourceGroups[0].flavors[1].resources[1].nominalQuota: invalid quantity "20Gii": ...`.

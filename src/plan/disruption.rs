@@ -128,7 +128,7 @@ pub fn find<'a>(
     live: &dyn Fn(&ResourceAddr) -> Option<&'a Value>,
     flavors: impl Iterator<Item = &'a Value>,
 ) -> Vec<Disruption> {
-    let pools = crate::placement::capacity::flavor_pools(flavors);
+    let pools = crate::placement::pools::flavor_pools(flavors);
     let active: Vec<&Value> = workloads.iter().filter(|w| holds_quota(w)).collect();
     let mut out = Vec::new();
     for action in plan

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::provisioning::{ProvisioningRequestState, workload_request};
+use crate::placement::provisioning::{ProvisioningRequestState, workload_request};
 use crate::placement::{AttemptProblem, Placement, PlacementState, PodSetPlacement};
 use crate::vocab::object::conditions;
 

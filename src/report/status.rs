@@ -12,13 +12,15 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use super::provisioning::{ProvisioningRequestState, workload_request};
 use crate::model::DesiredState;
+use crate::model::gke::node_pool_limits;
 use crate::model::live::KubeSnapshot;
+use crate::placement::job_workload::JobWorkloads;
+use crate::placement::provisioning::{ProvisioningRequestState, workload_request};
 use crate::placement::{
     Cluster, PendingWorkload, Placement, PlacementState, observed_placement, predict,
 };
-use crate::vocab::object::{condition, condition_true, owned_by_uid};
+use crate::vocab::object::{condition, condition_true, conditions};
 
 /// The live part of `gkq status -o json` (flattened into it).
 #[derive(Debug, Clone, Serialize)]
@@ -151,14 +153,9 @@ impl JobProgress {
             "Starting"
         };
         // The newest condition says most about where the job is.
-        let message = job
-            .pointer("/status/conditions")
-            .and_then(Value::as_array)
-            .and_then(|cs| {
-                cs.iter()
-                    .filter(|c| c["status"] == "True" || c["type"] == "Suspended")
-                    .max_by_key(|c| c["lastTransitionTime"].as_str().unwrap_or_default())
-            })
+        let message = conditions(job)
+            .filter(|c| c["status"] == "True" || c["type"] == "Suspended")
+            .max_by_key(|c| c["lastTransitionTime"].as_str().unwrap_or_default())
             .and_then(|c| c["message"].as_str())
             .filter(|m| !m.is_empty())
             .map(str::to_string);
@@ -225,11 +222,34 @@ pub struct QueueStatus {
 pub struct GkeNodePool {
     pub name: String,
     pub machine_type: String,
-    /// `(min, max)` nodes per zone when autoscaling is on.
+    /// `(min, max)` nodes over all zones when autoscaling is on (`model::gke::node_pool_limits`).
     pub autoscaling: Option<(i64, i64)>,
-    pub zones: i64,
     pub flex_start: bool,
     pub queued_provisioning: bool,
+}
+
+impl GkeNodePool {
+    /// The node pools of a cluster as `clusters.get` returns it.
+    pub fn from_cluster(cluster: &Value) -> Vec<GkeNodePool> {
+        cluster["nodePools"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|p| {
+                let limits = node_pool_limits(p);
+                GkeNodePool {
+                    name: str_at(p, "/name").unwrap_or_default().to_string(),
+                    machine_type: str_at(p, "/config/machineType")
+                        .unwrap_or_default()
+                        .to_string(),
+                    autoscaling: limits.autoscaled.then_some((limits.min, limits.max)),
+                    flex_start: p.pointer("/config/flexStart") == Some(&Value::Bool(true)),
+                    queued_provisioning: p.pointer("/queuedProvisioning/enabled")
+                        == Some(&Value::Bool(true)),
+                }
+            })
+            .collect()
+    }
 }
 
 fn str_at<'a>(v: &'a Value, pointer: &str) -> Option<&'a str> {
@@ -275,7 +295,7 @@ pub fn job_objects(desired: &DesiredState) -> Vec<&Value> {
 fn predictions(
     desired: &DesiredState,
     observed: &KubeSnapshot,
-    spec_uids: &[String],
+    spec_jobs: &[&Value],
 ) -> Vec<Placement> {
     let queue_kinds = crate::placement::objects::KUEUE_KINDS;
     let live_queues = !observed.kind("ClusterQueue").is_empty();
@@ -299,8 +319,14 @@ fn predictions(
     // Live usage comes from the Workloads read (not the queues' status, which counts the
     // spec's own jobs too).
     cluster.workloads_observed = observed.by_kind.contains_key("Workload");
+    let job_workloads = JobWorkloads::new(observed.kind("Workload"));
+    let spec_workloads: Vec<&Value> = spec_jobs
+        .iter()
+        .flat_map(|job| job_workloads.all_of(job))
+        .map(|w| w.workload)
+        .collect();
     for w in observed.kind("Workload") {
-        if !spec_uids.iter().any(|u| owned_by_uid(w, u)) {
+        if !spec_workloads.iter().any(|s| std::ptr::eq(*s, w)) {
             let _ = cluster.add_object(w);
         }
     }
@@ -357,9 +383,7 @@ pub fn live_report(
                 name: p.name.clone(),
                 machine_type: p.machine_type.clone(),
                 nodes,
-                autoscaling: p
-                    .autoscaling
-                    .map(|(min, max)| (min * p.zones, max * p.zones)),
+                autoscaling: p.autoscaling,
                 flex_start: p.flex_start,
                 queued_provisioning: p.queued_provisioning,
             }
@@ -377,19 +401,16 @@ pub fn live_report(
         });
         live_jobs.push(found);
     }
-    let spec_uids: Vec<String> = live_jobs
-        .iter()
-        .flatten()
-        .filter_map(|j| str_at(j, "/metadata/uid").map(str::to_string))
-        .collect();
-    let predicted = predictions(desired, kube, &spec_uids);
+    let spec_jobs: Vec<&Value> = live_jobs.iter().flatten().copied().collect();
+    let predicted = predictions(desired, kube, &spec_jobs);
+    let job_workloads = JobWorkloads::new(kube.kind("Workload"));
 
     let mut jobs = Vec::new();
     for (i, job) in job_objects(desired).into_iter().enumerate() {
         let live = live_jobs[i];
-        let uid = live.and_then(|j| str_at(j, "/metadata/uid")).unwrap_or("");
-        let workload =
-            live.and_then(|_| kube.kind("Workload").iter().find(|w| owned_by_uid(w, uid)));
+        let workload = live
+            .and_then(|job| job_workloads.of(job))
+            .map(|w| w.workload);
         let observed_placement = workload.and_then(|w| observed_placement(w).ok());
         let predicted_placement = predicted.get(i).cloned();
         let evicted = workload
@@ -561,7 +582,7 @@ impl JobStatus {
 mod tests {
     use super::*;
     use crate::model::desired_for_tests as desired;
-    use crate::report::provisioning::RequestState;
+    use crate::placement::provisioning::RequestState;
     use serde_json::json;
 
     fn rayjob() -> Value {
@@ -571,15 +592,14 @@ mod tests {
             "spec": {}})
     }
 
+    /// A flex-start pool in two zones, autoscaling up to 2 nodes in each.
     fn pool() -> GkeNodePool {
-        GkeNodePool {
-            name: "dws-pool".into(),
-            machine_type: "ct6e-standard-4t".into(),
-            autoscaling: Some((0, 2)),
-            zones: 2,
-            flex_start: true,
-            queued_provisioning: true,
-        }
+        let cluster = json!({"nodePools": [{"name": "dws-pool",
+            "config": {"machineType": "ct6e-standard-4t", "flexStart": true},
+            "locations": ["us-east5-a", "us-east5-b"],
+            "autoscaling": {"enabled": true, "maxNodeCount": 2},
+            "queuedProvisioning": {"enabled": true}}]});
+        GkeNodePool::from_cluster(&cluster).remove(0)
     }
 
     /// The report is a function of the snapshot: the job's Workload (found by the live job's
@@ -706,5 +726,27 @@ mod tests {
             ("Completed", "0 active, 0 ready, 2 succeeded")
         );
         assert_eq!(JobProgress::of(&json!({"kind": "RayJob"})), None);
+    }
+
+    /// An earlier run's finished Workload beside the current run's, and a Workload owned through
+    /// the job's RayCluster: the report names the Workload the one rule names
+    /// (`placement::job_workload`), as watch and explain do.
+    #[test]
+    fn the_report_names_the_workload_the_one_rule_names() {
+        use crate::placement::job_workload::scenario;
+        for (job, workloads, expected) in scenario::cases() {
+            let snapshot = KubeSnapshot {
+                by_kind: [("RayJob", vec![job]), ("Workload", workloads)].into(),
+            };
+            let cluster = json!({"name": "c", "status": "RUNNING"});
+            let report = live_report(
+                &desired(vec![rayjob()]),
+                Some(&cluster),
+                &[],
+                Some(&snapshot),
+                None,
+            );
+            assert_eq!(report.jobs[0].workload.as_deref(), Some(expected));
+        }
     }
 }

@@ -25,12 +25,13 @@ use std::time::Duration;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
-use super::provisioning::{ProvisioningRequestState, RequestState, workload_request};
-pub use crate::placement::capacity::flavor_pools;
-use crate::placement::capacity::machine_type;
-use crate::placement::quantity::Quantity;
+use crate::model::gke_facts::machine_shape;
+use crate::placement::job_workload::JobWorkloads;
+pub use crate::placement::pools::flavor_pools;
+use crate::placement::provisioning::{ProvisioningRequestState, RequestState, workload_request};
 use crate::vocab::duration::human;
-use crate::vocab::object::{condition, condition_true, owner_name};
+use crate::vocab::object::{condition, condition_true};
+use crate::vocab::quantity::Quantity;
 
 /// Kueue's default `waitForPodsReady.timeout` (v1beta2 Configuration).
 pub const PODS_READY_TIMEOUT: Duration = Duration::from_secs(30 * 60);
@@ -374,7 +375,7 @@ struct NodeDemand {
 /// pods pack, and a node's allocatable share is below its capacity), so a job needing more than
 /// the pool's maximum surely cannot run there.
 fn node_demand(usage: &BTreeMap<String, Quantity>, machine: &str) -> Option<NodeDemand> {
-    let shape = machine_type(machine)?;
+    let shape = machine_shape(machine)?;
     usage
         .iter()
         .filter_map(|(resource, amount)| {
@@ -524,19 +525,11 @@ pub fn job_states(
     capacity: &Capacity,
     now: Timestamp,
 ) -> Vec<JobState> {
+    let job_workloads = JobWorkloads::new(workloads);
     let mut states: Vec<JobState> = jobs
         .iter()
         .map(|job| {
-            let namespace = str_at(job, "/metadata/namespace");
-            let name = str_at(job, "/metadata/name");
-            // A job's newest Workload is its current attempt.
-            let workload = workloads
-                .iter()
-                .filter(|w| {
-                    str_at(w, "/metadata/namespace") == namespace
-                        && owner_name(w, str_at(job, "/kind")) == Some(name)
-                })
-                .max_by_key(|w| str_at(w, "/metadata/creationTimestamp").to_string());
+            let workload = job_workloads.of(job).map(|w| w.workload);
             let (stage, since) = stage_of(job, workload, provisioning_requests);
             let age = since.map(|s| {
                 Duration::from_millis(
@@ -910,5 +903,22 @@ mod tests {
             "spec": {"nodeLabels": {"cloud.google.com/gke-nodepool": "dws-pool"}}}),
         ];
         assert_eq!(flavor_pools(&flavors)["dws"], "dws-pool");
+    }
+
+    /// An earlier run's finished Workload beside the current run's, and a Workload owned through
+    /// the job's RayCluster: the job's stage is read from the Workload the one rule names
+    /// (`placement::job_workload`), as status and explain name it.
+    #[test]
+    fn a_jobs_stage_is_read_from_the_workload_the_one_rule_names() {
+        use crate::placement::job_workload::scenario;
+        for (job, workloads, expected) in scenario::cases() {
+            let chosen = workloads
+                .iter()
+                .find(|w| crate::vocab::object::name_of(w) == expected)
+                .unwrap();
+            let flavors = podset_flavors(chosen);
+            let state = one(job, workloads.clone(), vec![], &Capacity::default());
+            assert_eq!(state.stage, Stage::Admitted { flavors }, "{expected}");
+        }
     }
 }

@@ -43,9 +43,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result, bail, ensure};
 use gkq::placement::time::Timestamp;
 use gkq::placement::{
-    Cluster, FlavorUsage, PendingWorkload, Placement, PlacementState, Prediction, Quantity,
+    Cluster, FlavorUsage, PendingWorkload, Placement, PlacementState, Prediction,
     observed_placement, predict,
 };
+use gkq::vocab::quantity::Quantity;
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use serde_json::{Value, json};

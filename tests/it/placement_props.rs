@@ -2,7 +2,8 @@
 //! usage never exceeds quota when nothing can be borrowed, whatever fits a busy queue also fits
 //! an empty one, and no input (however malformed) makes the readers panic.
 
-use gkq::placement::{Cluster, PendingWorkload, PlacementState, Quantity, fits_ever, predict};
+use gkq::placement::{Cluster, PendingWorkload, PlacementState, fits_ever, predict};
+use gkq::vocab::quantity::Quantity;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 

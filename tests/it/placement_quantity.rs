@@ -5,7 +5,7 @@
 //! `ok <canonical String()> <MilliValue()> <Value()>`. Milli/unit values are compared only
 //! where they fit in an int64, because Go's accessors silently overflow beyond that.
 
-use gkq::placement::quantity::{Quantity, QuantityError};
+use gkq::vocab::quantity::{Quantity, QuantityError};
 
 const ORACLE: &str = r#""500m"	ok	500m	500	1
 "4Gi"	ok	4Gi	4294967296000	4294967296

@@ -9,7 +9,8 @@ use serde_json::{Value, json};
 use super::super::controller::Ctx;
 use super::super::store::{Key, Store, set_condition};
 use super::{KUEUE, MANAGER, condition_true, deleting, finished, reserving, sum};
-use crate::placement::{Cluster, Quantity, active};
+use crate::placement::{Cluster, active};
+use crate::vocab::quantity::Quantity;
 
 /// What every queue's status reads besides the queue: the Workloads, and the flavors, checks and
 /// configs the queues name, read as placement reads them.

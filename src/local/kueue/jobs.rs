@@ -69,7 +69,7 @@ pub(super) fn jobs_to_workloads(ctx: &mut Ctx<'_>) -> bool {
         .flat_map(|(group, kind)| ctx.store.of_kind(group, kind))
         .cloned()
         .collect();
-    let owned = super::super::workload::by_owner(ctx.store.of_kind(KUEUE, "Workload"));
+    let owned = super::super::workload::current_runs(ctx.store.of_kind(KUEUE, "Workload"), &jobs);
     for job in jobs {
         if deleting(&job)
             || job

@@ -36,8 +36,8 @@ use serde_json::Value;
 
 use super::controller::{Ctx, Outcome};
 use super::store::{Changes, Key, Store};
-use crate::placement::Quantity;
 use crate::vocab::object::condition_true;
+use crate::vocab::quantity::Quantity;
 use clusterqueue::QueueInputs;
 pub use webhooks::webhooks;
 

@@ -5,7 +5,7 @@
 //! with Kueue's backoff (60 s doubling, `retryStrategy`) and the check rejected after
 //! `backoffLimitCount` retries, which deactivates the Workload.
 
-use crate::report::provisioning::RequestState;
+use crate::placement::provisioning::RequestState;
 use serde_json::{Value, json};
 
 use super::super::controller::Ctx;
@@ -18,7 +18,7 @@ use super::{
     condition_true, deleting, reserving, workload_keys,
 };
 use crate::placement::{Cluster, PendingWorkload, active};
-use crate::vocab::object::{name_of, uid_of};
+use crate::vocab::object::{condition, name_of, uid_of};
 
 /// The provisioning controller's AdmissionCheck status: active when its parameters resolve
 /// (`admissioncheck_reconciler.go`).
@@ -129,17 +129,15 @@ pub(super) fn provisioning_checks(ctx: &mut Ctx<'_>) -> bool {
                 .unwrap_or_default()
                 .to_string();
             let message_of = |kind: &str| {
-                pr.pointer("/status/conditions")
-                    .and_then(Value::as_array)
-                    .and_then(|cs| cs.iter().find(|c| c["type"] == kind))
+                condition(&pr, kind)
                     .and_then(|c| c["message"].as_str())
                     .unwrap_or_default()
                     .to_string()
             };
-            // The one rule for which condition wins (report::provisioning), as status and watch
+            // The one rule for which condition wins (placement::provisioning), as status and watch
             // read it.
             let admitted = condition_true(&w, "Admitted");
-            let pr_state = crate::report::provisioning::request_state(&pr, admitted).state;
+            let pr_state = crate::placement::provisioning::request_state(&pr, admitted).state;
             if pr_state == RequestState::Provisioned {
                 let updates: Vec<Value> = pr["spec"]["podSets"]
                     .as_array()

@@ -8,8 +8,9 @@ use serde_json::{Value, json};
 use super::super::store::{Store, child_map, finalizers};
 use super::super::workload::KUEUE_FINALIZER;
 use super::{KUEUE, cq_flavors};
-use crate::placement::{PendingWorkload, Quantity};
+use crate::placement::PendingWorkload;
 use crate::vocab::labels::QUEUE_NAME_LABEL;
+use crate::vocab::quantity::Quantity;
 
 /// Kueue's mutating and validating webhooks (only while Kueue runs).
 pub fn webhooks(

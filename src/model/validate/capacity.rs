@@ -6,11 +6,18 @@
 use std::collections::BTreeMap;
 
 use super::Checker;
+use crate::model::gke_facts::machine_shape;
+use crate::placement::Cluster;
+use crate::placement::amount::{Amount, CPU, MEMORY, format_amount};
 use crate::spec::Path;
 use crate::spec::types::{NodePool, Provisioning, Spec};
+use crate::vocab::labels::{GPU_RESOURCE, TPU_RESOURCE};
+use crate::vocab::quantity::Quantity;
 
-/// The most nodes a pool can ever have: its autoscaling maximum, else its fixed size.
-fn max_nodes(pool: &NodePool) -> Option<u32> {
+/// The most nodes a spec's pool can ever have: its autoscaling maximum, else its fixed size.
+/// The spec's pools name no `locations`, so the per-zone counts they render are the whole
+/// pool's by the one rule for GKE's bodies (`model::gke::node_pool_limits`).
+pub(super) fn max_nodes(pool: &NodePool) -> Option<u32> {
     pool.autoscaling
         .as_ref()
         .map(|a| a.max)
@@ -183,5 +190,238 @@ fn check_job_reach(c: &mut Checker, spec: &Spec) {
                 }
             }
         }
+    }
+}
+
+// Quota against node-pool capacity, node shapes from GKE's machine types (`model::gke_facts`).
+//
+// Kueue falls back to Plan B only when Plan A's *quota* is used up, not when Google has no
+// machines. A flavor whose quota exceeds what its node pool can ever hold admits jobs to nodes
+// that can never exist (they stay unschedulable); a quota below the pool's capacity leaves
+// accelerators no queued job can use. `check_quota_against_capacity` names the numbers.
+// Capacity is raw machine capacity: the allocatable share is lower (kubelet and system
+// reservations), so a quota equal to raw capacity is already slightly optimistic.
+
+/// A node pool's ceiling: `max_nodes` of `machine_type`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodePoolCapacity {
+    pub pool: String,
+    pub machine_type: String,
+    pub max_nodes: u32,
+    /// Queued provisioning (DWS): a ProvisioningRequest gates admission, so quota above
+    /// capacity is intentional there (the seed's "infinite" DWS quota) and not reported.
+    pub queued_provisioning: bool,
+}
+
+/// A flavor's nominal quotas in one ClusterQueue.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FlavorQuota {
+    pub cluster_queue: String,
+    pub flavor: String,
+    pub quotas: Vec<(String, Quantity)>,
+}
+
+/// Every flavor's nominal quotas, per ClusterQueue, in spec order.
+pub fn flavor_quotas(cluster: &Cluster) -> Vec<FlavorQuota> {
+    cluster
+        .cluster_queues
+        .iter()
+        .flat_map(|cq| {
+            cq.resource_groups.iter().flat_map(move |group| {
+                group.flavors.iter().map(move |flavor| FlavorQuota {
+                    cluster_queue: cq.name.clone(),
+                    flavor: flavor.flavor.clone(),
+                    quotas: flavor
+                        .resources
+                        .iter()
+                        .map(|r| (r.resource.clone(), r.nominal))
+                        .collect(),
+                })
+            })
+        })
+        .collect()
+}
+
+/// What a comparison found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CapacityWarningKind {
+    /// Quota above what the pool can ever hold.
+    QuotaExceedsCapacity,
+    /// Accelerator capacity no queued job can use.
+    CapacityUnused,
+    /// The machine type's shape is not in gkq's table (`model::gke_facts`); nothing was
+    /// compared.
+    UnknownMachineType,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CapacityWarning {
+    pub kind: CapacityWarningKind,
+    pub cluster_queue: String,
+    pub flavor: String,
+    pub pool: String,
+    pub resource: Option<String>,
+    pub message: String,
+}
+
+/// Compares one flavor's quota with the node pool behind it.
+///
+/// Quota above capacity is reported for every resource (except on queued-provisioning pools).
+/// Quota below capacity is reported for accelerators only: CPU and memory quotas on
+/// accelerator flavors are sized to the pods, not to the hosts, and leaving host CPU unused is
+/// normal.
+pub fn check_quota_against_capacity(
+    quota: &FlavorQuota,
+    pool: &NodePoolCapacity,
+) -> Vec<CapacityWarning> {
+    let warning = |kind, resource: Option<&str>, message: String| CapacityWarning {
+        kind,
+        cluster_queue: quota.cluster_queue.clone(),
+        flavor: quota.flavor.clone(),
+        pool: pool.pool.clone(),
+        resource: resource.map(str::to_string),
+        message,
+    };
+    let subject = format!(
+        "ClusterQueue {}, flavor {}",
+        quota.cluster_queue, quota.flavor
+    );
+    let Some(machine) = machine_shape(&pool.machine_type) else {
+        return vec![warning(
+            CapacityWarningKind::UnknownMachineType,
+            None,
+            format!(
+                "{subject}: machine type {} of node pool {} is not in gkq's table; quota was not compared with capacity",
+                pool.machine_type, pool.pool
+            ),
+        )];
+    };
+    let nodes = i64::from(pool.max_nodes);
+    let mut warnings = Vec::new();
+    for (resource, nominal) in &quota.quotas {
+        let (per_node, unit): (i64, &str) = match resource.as_str() {
+            CPU => (i64::from(machine.vcpus) * 1000, "vCPUs"),
+            MEMORY => (i64::from(machine.memory_gib) << 30, "memory"),
+            other => match machine.accelerator {
+                Some((accelerator, chips)) if accelerator == other => (i64::from(chips), "chips"),
+                _ if other == TPU_RESOURCE || other == GPU_RESOURCE => (0, "chips"),
+                _ => continue,
+            },
+        };
+        let nominal_amount = Amount::from_quota(resource, *nominal);
+        let capacity = Amount::new(per_node.saturating_mul(nodes));
+        let show = |amount| format_amount(resource, amount);
+        let per_node_text = show(Amount::new(per_node));
+        let accelerator = resource == TPU_RESOURCE || resource == GPU_RESOURCE;
+        let arithmetic = format!(
+            "{nodes} nodes × {per_node_text} {unit} of {} = {}",
+            machine.name,
+            show(capacity)
+        );
+        if nominal_amount > capacity && !pool.queued_provisioning {
+            warnings.push(warning(
+                CapacityWarningKind::QuotaExceedsCapacity,
+                Some(resource),
+                format!(
+                    "{subject}: nominal quota {resource} {} exceeds what node pool {} can ever hold ({arithmetic}); Kueue would admit jobs to nodes that can never exist",
+                    show(nominal_amount),
+                    pool.pool
+                ),
+            ));
+        } else if accelerator && nominal_amount < capacity {
+            warnings.push(warning(
+                CapacityWarningKind::CapacityUnused,
+                Some(resource),
+                format!(
+                    "{subject}: nominal quota {resource} {} is below node pool {}'s capacity ({arithmetic}); {} {unit} can never be used by queued jobs",
+                    show(nominal_amount),
+                    pool.pool,
+                    show(capacity.minus(nominal_amount))
+                ),
+            ));
+        }
+    }
+    warnings
+}
+
+#[cfg(test)]
+mod quota_tests {
+    use super::*;
+
+    fn q(s: &str) -> Quantity {
+        Quantity::parse(s).unwrap()
+    }
+
+    fn seed_pool(max_nodes: u32) -> NodePoolCapacity {
+        NodePoolCapacity {
+            pool: "on-demand-pool".into(),
+            machine_type: "ct6e-standard-4t".into(),
+            max_nodes,
+            queued_provisioning: false,
+        }
+    }
+
+    fn on_demand(tpu: &str) -> FlavorQuota {
+        FlavorQuota {
+            cluster_queue: "cluster-queue".into(),
+            flavor: "on-demand".into(),
+            quotas: vec![
+                ("cpu".into(), q("40")),
+                ("memory".into(), q("75Gi")),
+                ("google.com/tpu".into(), q(tpu)),
+            ],
+        }
+    }
+
+    #[test]
+    fn the_seed_quota_matches_its_pool() {
+        assert!(check_quota_against_capacity(&on_demand("16"), &seed_pool(4)).is_empty());
+    }
+
+    #[test]
+    fn names_the_numbers_when_quota_exceeds_capacity() {
+        let warnings = check_quota_against_capacity(&on_demand("32"), &seed_pool(4));
+        assert_eq!(warnings.len(), 1);
+        assert_eq!(
+            warnings[0].message,
+            "ClusterQueue cluster-queue, flavor on-demand: nominal quota google.com/tpu 32 exceeds what node pool on-demand-pool can ever hold (4 nodes × 4 chips of ct6e-standard-4t = 16); Kueue would admit jobs to nodes that can never exist"
+        );
+    }
+
+    #[test]
+    fn reports_unused_accelerators() {
+        let warnings = check_quota_against_capacity(&on_demand("16"), &seed_pool(8));
+        assert_eq!(warnings.len(), 1);
+        assert_eq!(warnings[0].kind, CapacityWarningKind::CapacityUnused);
+        assert!(
+            warnings[0]
+                .message
+                .contains("(8 nodes × 4 chips of ct6e-standard-4t = 32)")
+        );
+        assert!(warnings[0].message.contains("16 chips can never be used"));
+    }
+
+    #[test]
+    fn queued_provisioning_pools_accept_unbounded_quota() {
+        let dws = FlavorQuota {
+            cluster_queue: "cluster-queue".into(),
+            flavor: "dws".into(),
+            quotas: vec![
+                ("cpu".into(), q("1000000000")),
+                ("memory".into(), q("1000000000Gi")),
+                ("google.com/tpu".into(), q("1000000000")),
+            ],
+        };
+        let pool = NodePoolCapacity {
+            pool: "dws-pool".into(),
+            queued_provisioning: true,
+            ..seed_pool(4)
+        };
+        assert!(check_quota_against_capacity(&dws, &pool).is_empty());
+        assert_eq!(
+            machine_shape("ct6e-standard-4t").map(|m| m.vcpus),
+            Some(180)
+        );
+        assert!(machine_shape("ct9-imaginary").is_none());
     }
 }

@@ -16,10 +16,10 @@ mod unmodelled;
 
 use crate::model::gke::{topology_chips, tpu_chips_per_vm, tpu_hosts};
 use crate::model::kueue::{self, DEFAULT_ACCELERATOR_RESOURCE, DWS_CHECK};
-use crate::placement::quantity::{Format, Quantity};
 use crate::spec::types::{Quantity as SpecQuantity, Spec, Taint, Toleration};
 use crate::spec::{Diagnostic, Diagnostics, Loaded, Path, suggest};
 use crate::vocab::duration::parse_whole_seconds;
+use crate::vocab::quantity::{Format, Quantity};
 
 /// DWS flex-start capacity lives at most seven days.
 pub const DWS_MAX_SECONDS: u64 = 7 * 24 * 3600;
@@ -309,7 +309,7 @@ pub(super) fn flavor_quotas(
 
 pub fn check_rendered(loaded: &Loaded, desired: &super::DesiredState) -> Diagnostics {
     use crate::placement::podsets::MAX_POD_SETS;
-    use crate::placement::{Cluster, PendingWorkload, capacity, fits_ever};
+    use crate::placement::{Cluster, PendingWorkload, fits_ever};
     let mut c = Checker {
         loaded,
         diags: Diagnostics::default(),
@@ -388,12 +388,7 @@ pub fn check_rendered(loaded: &Loaded, desired: &super::DesiredState) -> Diagnos
         else {
             continue;
         };
-        let Some(max_nodes) = pool
-            .autoscaling
-            .as_ref()
-            .map(|a| a.max)
-            .or(pool.initial_nodes)
-        else {
+        let Some(max_nodes) = capacity::max_nodes(pool) else {
             continue;
         };
         let capacity = capacity::NodePoolCapacity {

@@ -2,7 +2,8 @@
 //! ProvisioningRequest admission check reads them (`pkg/controller/admissionchecks/provisioning/`:
 //! `controller.go` `activeOrLastPRForChecks` and `syncCheckStates`, `provisioning.go`
 //! `matchesWorkloadAndCheck`, `getAttempt`, `isFailed`...; docs/kueue.md 1a.8). `gkq status` and
-//! `gkq watch` both use it, so they say the same thing about the same request.
+//! `gkq watch` and the local target's simulated Kueue use it, so they say the same thing about the
+//! same request.
 //!
 //! - Which request: Kueue lists the requests in the Workload's namespace whose owner reference
 //!   names the Workload (`indexRequestsOwner`), keeps those named `<workload>-<check>-<attempt>`

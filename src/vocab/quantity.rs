@@ -12,8 +12,8 @@
 //! quantities) are rejected with [`QuantityError::TooLarge`] instead of being carried in
 //! arbitrary precision.
 //!
-//! Other modules (spec validation, diff normalisation) use this type to compare quantities by
-//! value: `"1000m" == "1"`, `"0.5" == "500m"`.
+//! It is vocabulary, not placement's: placement, spec validation, diff normalisation and the
+//! local simulator all compare quantities by value with it (`"1000m" == "1"`, `"0.5" == "500m"`).
 
 use std::cmp::Ordering;
 use std::fmt;
