@@ -61,6 +61,13 @@ pub struct GkqStackSpec {
     /// Stop reconciling this stack (nothing is fetched, planned or applied).
     #[serde(default)]
     pub suspend: bool,
+    /// The ServiceAccount, in the stack's namespace, that every Kubernetes read and write of
+    /// this stack acts as (impersonation; the agent's `--default-service-account` when unset).
+    /// The cluster's RBAC then decides what the stack may do, and its `secretRef` is read as
+    /// this ServiceAccount too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = NAME_PATTERN), length(min = 1, max = 253))]
+    pub service_account_name: Option<String>,
     /// A Secret in the stack's namespace with the git credentials: `token` (and optionally
     /// `username`) for HTTPS, or `identity` (an SSH private key) and optionally `known_hosts`;
     /// `webhookSecret` verifies push webhooks.
@@ -72,6 +79,9 @@ pub struct GkqStackSpec {
 /// leading `-`, control characters and white space. The agent checks every field again, and
 /// more strictly (`agent::source_check`), since a stack may predate this schema.
 const URL_PATTERN: &str = r"^(https://[^\s\x00-\x1f\x7f/-][^\s\x00-\x1f\x7f]*|ssh://[^\s\x00-\x1f\x7f/-][^\s\x00-\x1f\x7f]*|file:///[^\s\x00-\x1f\x7f]*|[A-Za-z0-9._][A-Za-z0-9._-]*@[A-Za-z0-9.\[][^\s\x00-\x1f\x7f/]*?:[^\s\x00-\x1f\x7f-][^\s\x00-\x1f\x7f]*)$";
+
+/// A ServiceAccount's name: a DNS-1123 subdomain.
+const NAME_PATTERN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
 
 /// A branch or tag: no leading `-`, none of the characters git refuses in a ref name.
 const REF_PATTERN: &str = r"^[^-\s\x00-\x1f\x7f~^:?*\[\\][^\s\x00-\x1f\x7f~^:?*\[\\]*$";

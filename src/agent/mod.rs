@@ -82,6 +82,9 @@ pub struct AgentOptions {
     pub identity: String,
     /// Whether stacks may follow `file://` repositories (the agent's own disk).
     pub allow_file_urls: bool,
+    /// The ServiceAccount (in each stack's namespace) a stack acts as when it names none;
+    /// `None`: such a stack acts with the agent's own rights (a single-team install).
+    pub default_service_account: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -103,6 +106,15 @@ pub enum AgentError {
 pub async fn management_client(
     kubeconfig: Option<&std::path::Path>,
 ) -> Result<kube::Client, AgentError> {
+    let config = management_config(kubeconfig).await?;
+    kube::Client::try_from(config).map_err(|e| AgentError::Connect(e.to_string()))
+}
+
+/// The management cluster's configuration (see [`management_client`]); the agent derives the
+/// clients that act as a stack's ServiceAccount from it.
+pub async fn management_config(
+    kubeconfig: Option<&std::path::Path>,
+) -> Result<kube::Config, AgentError> {
     crate::gke::install_tls_provider();
     let connect = |e: &dyn std::fmt::Display| AgentError::Connect(e.to_string());
     let config = match kubeconfig {
@@ -114,7 +126,7 @@ pub async fn management_client(
         }
         None => kube::Config::infer().await.map_err(|e| connect(&e))?,
     };
-    kube::Client::try_from(config).map_err(|e| connect(&e))
+    Ok(config)
 }
 
 /// Runs the agent until `stop` resolves. `on_listen` is told the address the endpoints serve on.
@@ -157,12 +169,13 @@ pub async fn run(
             lease_namespace,
             lease_name,
         } => {
-            let client = management_client(kubeconfig.as_deref()).await?;
-            let store = Arc::new(KubeStore::new(
-                client.clone(),
-                watch_namespace.clone(),
-                &options.identity,
-            ));
+            let config = management_config(kubeconfig.as_deref()).await?;
+            let client = kube::Client::try_from(config.clone())
+                .map_err(|e| AgentError::Connect(e.to_string()))?;
+            let store = Arc::new(
+                KubeStore::new(client.clone(), watch_namespace.clone(), &options.identity)
+                    .acting_as_stacks(config, options.default_service_account.clone()),
+            );
             let _ = endpoints.store.set(store.clone());
             endpoints.ready.store(true, Ordering::SeqCst);
             let leadership = leader::lead(
@@ -250,6 +263,7 @@ fn context(
         leadership,
     );
     ctx.allow_file_urls = options.allow_file_urls;
+    ctx.default_service_account = options.default_service_account.clone();
     Arc::new(ctx)
 }
 

@@ -18,7 +18,6 @@ use super::source;
 use super::source_check;
 use super::store::{Severity, StackStore};
 use crate::addr::ClusterRef;
-use crate::ops::{ApplyEvent, Sink};
 use crate::ops::apply::Consent;
 use crate::ops::converge::{
     self, Applied, ApplyChoices, ApplyFront, ConvergeError, PlanSource, Ready,
@@ -26,6 +25,7 @@ use crate::ops::converge::{
 use crate::ops::load::{SpecSource, load_valid};
 use crate::ops::plan::Planned;
 use crate::ops::session::TargetOptions;
+use crate::ops::{ApplyEvent, Sink};
 use crate::plan::{ActionKind, Plan, PlanOptions};
 
 /// Whether this replica may act: it holds the leader Lease (or the local state lock).
@@ -47,6 +47,9 @@ pub struct Context {
     pub lock_timeout: Duration,
     /// Whether stacks may follow `file://` repositories (`--target local`, `--allow-file-urls`).
     pub allow_file_urls: bool,
+    /// The ServiceAccount a stack without `serviceAccountName` acts as (`None`: the agent's own
+    /// rights, a single-team install).
+    pub default_service_account: Option<String>,
     pub stacks: Mutex<BTreeMap<String, StackState>>,
     started: Instant,
 }
@@ -92,6 +95,7 @@ impl Context {
             leadership,
             lock_timeout: Duration::from_secs(120),
             allow_file_urls: false,
+            default_service_account: None,
             stacks: Mutex::new(BTreeMap::new()),
             started: Instant::now(),
         }
@@ -298,7 +302,11 @@ async fn run_stack(stack: &GkqStack, ctx: &Context, approval: Option<&str>) -> G
     };
     run.status.observed_generation = stack.metadata.generation;
     // Before anything else runs with the stack's values (its Secret is not even read).
-    let checked = match source_check::check(&stack.spec, ctx.allow_file_urls) {
+    let checked = match source_check::check(
+        stack,
+        ctx.allow_file_urls,
+        ctx.default_service_account.as_deref(),
+    ) {
         Ok(checked) => checked,
         Err(e) => {
             let message = e.to_string();
@@ -307,6 +315,9 @@ async fn run_stack(stack: &GkqStack, ctx: &Context, approval: Option<&str>) -> G
             return run.status;
         }
     };
+    // Whom the stack acts as: its ServiceAccount, so that the cluster's RBAC (and not the
+    // agent's own rights) decides what it may read and write. Checked with the source.
+    let acting_as = checked.acting_as.clone();
     let credentials = match ctx.store.credentials(stack).await {
         Ok(c) => c,
         Err(e) => {
@@ -413,7 +424,11 @@ async fn run_stack(stack: &GkqStack, ctx: &Context, approval: Option<&str>) -> G
         desired,
         opts: options,
     };
-    let outcome = converge::apply(plan_source, &ctx.target, &choices, &front).await;
+    let target = TargetOptions {
+        impersonate: acting_as,
+        ..ctx.target.clone()
+    };
+    let outcome = converge::apply(plan_source, &target, &choices, &front).await;
     let AgentFront {
         run,
         decision,

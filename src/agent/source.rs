@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use super::decide::redact;
-use super::source_check::Source;
+use super::source_check::{GitRef, Source};
 use crate::gitops::git;
 
 /// The git credentials and webhook secret of a stack's Secret.
@@ -58,13 +58,6 @@ impl Credentials {
         }
         out
     }
-}
-
-/// The ref a stack follows.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum GitRef {
-    Branch(String),
-    Tag(String),
 }
 
 #[derive(Debug, thiserror::Error)]

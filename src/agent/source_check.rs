@@ -12,8 +12,14 @@
 //! `--` before the URL and limits git's transports with `GIT_ALLOW_PROTOCOL`, so a form this
 //! module missed still could not run a command.
 
-use super::crd::GkqStackSpec;
-use super::source::GitRef;
+use super::crd::GkqStack;
+
+/// The ref a stack follows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GitRef {
+    Branch(String),
+    Tag(String),
+}
 
 /// A checked source: the only input [`super::source::fetch`] takes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,6 +28,9 @@ pub struct Source {
     pub reference: GitRef,
     /// Whether this source is a `file://` URL (then git's `file` transport is allowed for it).
     pub file: bool,
+    /// The user every Kubernetes request of the stack impersonates
+    /// (`system:serviceaccount:NAMESPACE:NAME`), see [`identity`].
+    pub acting_as: Option<String>,
 }
 
 /// Why a stack's source is refused; `field` names the stack's field (`spec.url`).
@@ -39,8 +48,14 @@ const URL_HELP: &str = "Use https://HOST/PATH, ssh://[USER@]HOST[:PORT]/PATH or 
 /// make the agent carry into messages.
 const MAX_LEN: usize = 2048;
 
-/// Checks a stack's `url`, `branch`/`tag`, `path` and `env`. `allow_file` permits `file://`.
-pub fn check(spec: &GkqStackSpec, allow_file: bool) -> Result<Source, InvalidSource> {
+/// Checks a stack's `url`, `branch`/`tag`, `path`, `env` and ServiceAccount. `allow_file`
+/// permits `file://`; `default_service_account` is the agent's `--default-service-account`.
+pub fn check(
+    stack: &GkqStack,
+    allow_file: bool,
+    default_service_account: Option<&str>,
+) -> Result<Source, InvalidSource> {
+    let spec = &stack.spec;
     let file = check_url(&spec.url, allow_file)?;
     let reference = match (&spec.tag, &spec.branch) {
         (Some(tag), _) => GitRef::Tag(check_ref("spec.tag", tag)?),
@@ -55,6 +70,7 @@ pub fn check(spec: &GkqStackSpec, allow_file: bool) -> Result<Source, InvalidSou
         url: spec.url.clone(),
         reference,
         file,
+        acting_as: identity(stack, default_service_account)?,
     })
 }
 
@@ -253,12 +269,64 @@ fn check_env(env: &str) -> Result<(), InvalidSource> {
     Ok(())
 }
 
+/// The Kubernetes user a stack acts as: its `serviceAccountName`, else the agent's default,
+/// in the stack's own namespace (never another: a stack cannot borrow another namespace's
+/// identity); `None` when neither is set (a single-team install: the agent's own rights). An
+/// invalid name is an error, never a fall-back to the agent's rights.
+pub fn identity(
+    stack: &GkqStack,
+    default_service_account: Option<&str>,
+) -> Result<Option<String>, InvalidSource> {
+    let Some(name) = stack
+        .spec
+        .service_account_name
+        .as_deref()
+        .or(default_service_account)
+    else {
+        return Ok(None);
+    };
+    check_service_account(name)?;
+    let namespace = stack.metadata.namespace.as_deref().unwrap_or("default");
+    Ok(Some(format!("system:serviceaccount:{namespace}:{name}")))
+}
+
+/// A ServiceAccount's name: a DNS-1123 subdomain (what the API server accepts).
+fn check_service_account(name: &str) -> Result<(), InvalidSource> {
+    const FIELD: &str = "spec.serviceAccountName";
+    let help = "Name a ServiceAccount in the stack's namespace, such as `gkq-stack`";
+    plain_text(FIELD, name, help)?;
+    let label_ok = |label: &str| {
+        !label.is_empty()
+            && label.len() <= 63
+            && label
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            && !label.starts_with('-')
+            && !label.ends_with('-')
+    };
+    if name.len() > 253 || !name.split('.').all(label_ok) {
+        return Err(invalid(
+            FIELD,
+            format!("{} is not a ServiceAccount name", quoted(name)),
+            help,
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::agent::crd::GkqStackSpec;
 
     fn spec(url: &str) -> GkqStackSpec {
         serde_json::from_value(serde_json::json!({ "url": url })).unwrap()
+    }
+
+    fn check(spec: &GkqStackSpec, allow_file: bool) -> Result<Source, InvalidSource> {
+        let mut stack = GkqStack::new("s", spec.clone());
+        stack.metadata.namespace = Some("team-a".into());
+        super::check(&stack, allow_file, None)
     }
 
     fn url_ok(url: &str, allow_file: bool) -> bool {

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use super::crd::{APPROVE_ANNOTATION, GkqStack, GkqStackStatus, REQUESTED_ANNOTATION};
 use super::source::Credentials;
+use super::source_check::identity;
 
 /// The field manager the agent writes status and annotations with.
 pub const AGENT_MANAGER: &str = "gkq-agent";
@@ -26,6 +27,8 @@ pub enum StoreError {
     Kube(#[from] kube::Error),
     #[error("the local stack store {path}: {message}")]
     Local { path: String, message: String },
+    #[error("{0}")]
+    Other(String),
     #[error("refusing to approve digest {given} for stack {stack}: {why}")]
     Stale {
         stack: String,
@@ -48,7 +51,9 @@ pub trait StackStore: Send + Sync {
     /// Replaces the stack's status.
     async fn set_status(&self, stack: &GkqStack, status: &GkqStackStatus)
     -> Result<(), StoreError>;
-    /// The credentials of the stack's `secretRef` (empty without one).
+    /// The credentials of the stack's `secretRef` (empty without one), read as the stack's
+    /// identity ([`source_check::identity`]): a stack reads only Secrets its own
+    /// ServiceAccount may read.
     async fn credentials(&self, stack: &GkqStack) -> Result<Credentials, StoreError>;
     /// Records an Event about the stack; failures are logged, not returned.
     async fn event(&self, stack: &GkqStack, severity: Severity, reason: &str, note: &str);
@@ -128,6 +133,10 @@ fn merge_patch_of(status: &GkqStackStatus) -> serde_json::Value {
 /// Stacks in a Kubernetes API server.
 pub struct KubeStore {
     client: kube::Client,
+    /// The configuration clients acting as a stack's ServiceAccount are made from.
+    base: Option<kube::Config>,
+    /// The agent's `--default-service-account`.
+    default_service_account: Option<String>,
     /// `None`: every namespace.
     namespace: Option<String>,
     reporter: Reporter,
@@ -141,9 +150,39 @@ impl KubeStore {
         };
         KubeStore {
             client,
+            base: None,
+            default_service_account: None,
             namespace,
             reporter,
         }
+    }
+
+    /// Lets this store read a stack's Secret as the stack's ServiceAccount (or
+    /// `default_service_account`), with clients made from `config` (the management cluster's)
+    /// that impersonate it.
+    pub fn acting_as_stacks(
+        mut self,
+        config: kube::Config,
+        default_service_account: Option<String>,
+    ) -> Self {
+        self.base = Some(config);
+        self.default_service_account = default_service_account;
+        self
+    }
+
+    /// A client acting as `user`, or the agent's own.
+    fn client_as(&self, user: Option<&str>) -> Result<kube::Client, StoreError> {
+        let Some(user) = user else {
+            return Ok(self.client.clone());
+        };
+        let Some(base) = &self.base else {
+            return Err(StoreError::Other(format!(
+                "this store cannot act as {user}: it was made without a configuration to impersonate from"
+            )));
+        };
+        let mut config = base.clone();
+        config.auth_info.impersonate = Some(user.to_string());
+        kube::Client::try_from(config).map_err(|e| StoreError::Other(e.to_string()))
     }
 
     pub fn api(&self) -> Api<GkqStack> {
@@ -184,8 +223,12 @@ impl StackStore for KubeStore {
         let Some(secret) = &stack.spec.secret_ref else {
             return Ok(Credentials::default());
         };
-        let secrets: Api<Secret> =
-            Api::namespaced(self.client.clone(), &stack.namespace().unwrap_or_default());
+        let acting_as = identity(stack, self.default_service_account.as_deref())
+            .map_err(|e| StoreError::Other(e.to_string()))?;
+        let secrets: Api<Secret> = Api::namespaced(
+            self.client_as(acting_as.as_deref())?,
+            &stack.namespace().unwrap_or_default(),
+        );
         let found = secrets.get(&secret.name).await?;
         let data = found
             .data
@@ -428,6 +471,12 @@ impl StackStore for LocalStore {
         let Some(secret) = &stack.spec.secret_ref else {
             return Ok(Credentials::default());
         };
+        // The local store knows no default ServiceAccount: only the stack's own can be named.
+        if let Some(user) = identity(stack, None).map_err(|e| StoreError::Other(e.to_string()))? {
+            return Err(StoreError::Other(format!(
+                "the local target's stack store has no RBAC, so it cannot read Secrets as {user}"
+            )));
+        }
         let namespace = stack.namespace();
         self.with_state(|state| {
             let found = state

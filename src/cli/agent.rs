@@ -58,6 +58,11 @@ pub struct AgentArgs {
     /// This replica's name in the Lease and in Events (default: `user@host pid N`).
     #[arg(long, value_name = "NAME", env = "POD_NAME")]
     pub identity: Option<String>,
+    /// The ServiceAccount (in the stack's own namespace) a stack without
+    /// `spec.serviceAccountName` acts as. Without it such a stack acts with the agent's own
+    /// rights: fine for one team, not for several (see README "The agent").
+    #[arg(long, value_name = "NAME")]
+    pub default_service_account: Option<String>,
     /// Let stacks follow `file://` repositories on the agent's own disk (implied by `--target
     /// local`). Otherwise a stack's `url` must be https://, ssh:// or USER@HOST:PATH.
     #[arg(long)]
@@ -152,6 +157,7 @@ pub async fn run(args: &AgentArgs) -> anyhow::Result<Exit> {
             .unwrap_or_else(crate::ops::lock::holder_identity),
         allow_file_urls: args.allow_file_urls
             || args.target.target == Some(super::target::TargetFlag::Local),
+        default_service_account: args.default_service_account.clone(),
     };
     crate::agent::run(options, shutdown(), |addr| {
         println!("gkq agent: serving http://{addr}");

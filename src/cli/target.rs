@@ -47,6 +47,7 @@ impl TargetArgs {
             gke_endpoint: self.gke_endpoint.clone(),
             kubeconfig: self.kubeconfig.clone(),
             context: self.context.clone(),
+            impersonate: None,
         }
     }
 }

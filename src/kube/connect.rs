@@ -12,15 +12,29 @@ use super::{ApplyOptions, KubeApi, KubeError, KubeResult, ResourceInfo, Version}
 use crate::addr::ClusterRef;
 use crate::gke::{GkeApi, TokenSource, kube_config_from_cluster};
 
+/// How gkq authenticates to a cluster GKE describes: a Google access token, and whom it acts as.
+#[derive(Clone)]
+pub struct ClusterCredentials {
+    pub tokens: Arc<dyn TokenSource>,
+    /// `Impersonate-User` on every request (the agent's per-stack ServiceAccount), so that the
+    /// cluster's RBAC decides what the request may do, not the caller's own rights.
+    pub impersonate: Option<String>,
+}
+
 /// A client for a cluster as `clusters.get` returned it.
-pub async fn from_cluster(cluster: &Value, tokens: &dyn TokenSource) -> KubeResult<RealKube> {
-    let token = tokens
+pub async fn from_cluster(
+    cluster: &Value,
+    credentials: &ClusterCredentials,
+) -> KubeResult<RealKube> {
+    let token = credentials
+        .tokens
         .token()
         .await
         .map_err(|e| KubeError::Transport(format!("Kubernetes credentials: {e}")))?;
-    let config = kube_config_from_cluster(cluster, token).map_err(|e| {
+    let mut config = kube_config_from_cluster(cluster, token).map_err(|e| {
         KubeError::Transport(format!("Kubernetes credentials from the cluster: {e}"))
     })?;
+    config.auth_info.impersonate = credentials.impersonate.clone();
     super::client::require_verified_tls(&config)?;
     let client = kube::Client::try_from(config).map_err(|e| KubeError::Transport(e.to_string()))?;
     Ok(RealKube::new(client))
@@ -30,16 +44,16 @@ pub async fn from_cluster(cluster: &Value, tokens: &dyn TokenSource) -> KubeResu
 pub struct LazyKube<'a> {
     gke: &'a dyn GkeApi,
     cluster: ClusterRef,
-    tokens: Arc<dyn TokenSource>,
+    credentials: ClusterCredentials,
     client: OnceCell<RealKube>,
 }
 
 impl<'a> LazyKube<'a> {
-    pub fn new(gke: &'a dyn GkeApi, cluster: ClusterRef, tokens: Arc<dyn TokenSource>) -> Self {
+    pub fn new(gke: &'a dyn GkeApi, cluster: ClusterRef, credentials: ClusterCredentials) -> Self {
         Self {
             gke,
             cluster,
-            tokens,
+            credentials,
             client: OnceCell::new(),
         }
     }
@@ -62,7 +76,7 @@ impl<'a> LazyKube<'a> {
                             self.cluster.name()
                         ))
                     })?;
-                from_cluster(&cluster, self.tokens.as_ref()).await
+                from_cluster(&cluster, &self.credentials).await
             })
             .await
     }

@@ -88,8 +88,8 @@ pub async fn plan_valid(
             .and_then(|e| e.as_str())
             .is_some_and(|e| !e.is_empty())
     });
-    if let (KubeSource::FromCluster(tokens), Some(cluster)) = (&session.kube, serving) {
-        kube_client = Some(from_cluster(cluster, tokens.as_ref()).await.map_err(read)?);
+    if let (KubeSource::FromCluster(credentials), Some(cluster)) = (&session.kube, serving) {
+        kube_client = Some(from_cluster(cluster, credentials).await.map_err(read)?);
     }
     let api: Option<&dyn crate::kube::KubeApi> = match &session.kube {
         KubeSource::Kubeconfig(k) => Some(k),

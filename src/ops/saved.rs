@@ -55,7 +55,7 @@ pub async fn connect_for_plan(
 ) -> anyhow::Result<(Session, Option<RealKube>)> {
     let session = connect_to(target, provenance.target, state_dir, &plan.cluster).await?;
     let mut kube_client = None;
-    if let KubeSource::FromCluster(tokens) = &session.kube
+    if let KubeSource::FromCluster(credentials) = &session.kube
         && let Some(cluster) = session
             .gke
             .get_cluster(&plan.cluster)
@@ -67,7 +67,7 @@ pub async fn connect_for_plan(
             .is_some_and(|e| !e.is_empty())
     {
         kube_client = Some(
-            from_cluster(&cluster, tokens.as_ref())
+            from_cluster(&cluster, credentials)
                 .await
                 .map_err(|e| anyhow::anyhow!("connecting to Kubernetes: {e}"))?,
         );

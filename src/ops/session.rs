@@ -10,7 +10,7 @@ use crate::emulator::{Emulator, EmulatorConfig, EmulatorHandle};
 use crate::gke::{AdcTokenSource, AnonymousTokenSource, GkeApi, RestGke, TokenSource};
 use crate::kube::KubeApi;
 use crate::kube::client::RealKube;
-use crate::kube::connect::LazyKube;
+use crate::kube::connect::{ClusterCredentials, LazyKube};
 use crate::spec::Loaded;
 use crate::spec::types::Target;
 
@@ -27,6 +27,10 @@ pub struct TargetOptions {
     pub kubeconfig: Option<PathBuf>,
     /// Kubeconfig context (implies a kubeconfig: the file, $KUBECONFIG or ~/.kube/config).
     pub context: Option<String>,
+    /// Act in Kubernetes as this user (`Impersonate-User` on every request): the agent's
+    /// per-stack ServiceAccount, `system:serviceaccount:NAMESPACE:NAME`. The cluster's RBAC then
+    /// decides what the stack may read and write. Needs a real API server.
+    pub impersonate: Option<String>,
 }
 
 /// How a session reaches Kubernetes.
@@ -34,7 +38,7 @@ pub enum KubeSource {
     /// A kubeconfig context the user named.
     Kubeconfig(RealKube),
     /// Endpoint, CA and token derived from the GKE cluster, with these credentials.
-    FromCluster(Arc<dyn TokenSource>),
+    FromCluster(ClusterCredentials),
     /// The local target's object store and simulated cluster.
     Local(Box<crate::local::LocalKube>),
     /// Not reachable from this target (yet).
@@ -95,6 +99,8 @@ async fn kubeconfig(args: &TargetOptions) -> anyhow::Result<Option<RealKube>> {
         None => kube::Config::from_kubeconfig(&options).await?,
     };
     crate::kube::client::require_verified_tls(&config)?;
+    let mut config = config;
+    config.auth_info.impersonate = args.impersonate.clone();
     Ok(Some(RealKube::new(kube::Client::try_from(config)?)))
 }
 
@@ -145,6 +151,10 @@ pub async fn connect_to(
             let tokens: Arc<dyn TokenSource> = Arc::new(AnonymousTokenSource);
             let kube = match explicit_kube {
                 Some(k) => KubeSource::Kubeconfig(k),
+                None if args.impersonate.is_some() => anyhow::bail!(
+                    "the local target's simulated Kubernetes has no RBAC, so it cannot act as {}\nhint: give the agent a real API server (--kubeconfig), or leave the stack without a ServiceAccount",
+                    args.impersonate.as_deref().unwrap_or_default()
+                ),
                 None => {
                     let settings =
                         crate::local::Settings::from_env().map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -172,7 +182,10 @@ pub async fn connect_to(
                 Some(k) => KubeSource::Kubeconfig(k),
                 None if args.gke_endpoint.is_some() => KubeSource::Unavailable,
                 None => match AdcTokenSource::for_kubernetes() {
-                    Ok(t) => KubeSource::FromCluster(Arc::new(t)),
+                    Ok(t) => KubeSource::FromCluster(ClusterCredentials {
+                        tokens: Arc::new(t),
+                        impersonate: args.impersonate.clone(),
+                    }),
                     Err(_) => KubeSource::Unavailable,
                 },
             };
@@ -221,11 +234,9 @@ impl<'a> KubeHandle<'a> {
             (KubeSource::Kubeconfig(k), _) => KubeHandle::Real(k),
             (KubeSource::Local(k), _) => KubeHandle::Local(k),
             (_, Some(k)) => KubeHandle::Real(k),
-            (KubeSource::FromCluster(tokens), None) => KubeHandle::Lazy(Box::new(LazyKube::new(
-                session.gke.as_ref(),
-                cluster.clone(),
-                tokens.clone(),
-            ))),
+            (KubeSource::FromCluster(credentials), None) => KubeHandle::Lazy(Box::new(
+                LazyKube::new(session.gke.as_ref(), cluster.clone(), credentials.clone()),
+            )),
             (KubeSource::Unavailable, None) => KubeHandle::None,
         }
     }

@@ -7,6 +7,7 @@
 
 mod sources;
 mod ssh;
+mod tenancy;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -369,7 +370,13 @@ async fn the_deploy_manifests_pass_a_server_side_dry_run() {
         .await
         .unwrap();
     let mut checked = Vec::new();
-    for file in ["namespace.yaml", "rbac.yaml", "deployment.yaml", "crd.yaml"] {
+    for file in [
+        "namespace.yaml",
+        "rbac.yaml",
+        "single-team-rbac.yaml",
+        "deployment.yaml",
+        "crd.yaml",
+    ] {
         let text = std::fs::read_to_string(repo_root().join("deploy").join(file)).unwrap();
         let documents: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
         for doc in documents.into_iter().filter(|d| !d.is_null()) {
