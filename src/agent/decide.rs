@@ -24,6 +24,9 @@ pub enum Decision {
     },
     /// Never applied, whatever is approved.
     Refuse(String),
+    /// Objects of this plan belong to other stacks: nothing is applied until the stacks agree
+    /// (one removes the objects, or the objects move). Says which stack owns which object.
+    Conflict(String),
 }
 
 /// Decides on `plan`: plans that only create and update are applied; replaces, deletes and
@@ -43,6 +46,23 @@ pub fn decide(plan: &Plan, approval: Option<&str>, own_cluster: Option<&ClusterR
                 .find(|a| a.addr.kind == ResourceKind::GkeCluster)
                 .map_or("destroy", |a| a.kind.verb()),
             own.cluster
+        ));
+    }
+    let mut conflicts: Vec<String> = plan
+        .changes()
+        .filter_map(|a| {
+            let owner = a
+                .blocked
+                .as_deref()
+                .and_then(crate::plan::conflicting_owner)?;
+            Some(format!("{} is owned by GkqStack {owner}", a.addr))
+        })
+        .collect();
+    if !conflicts.is_empty() {
+        conflicts.sort();
+        return Decision::Conflict(format!(
+            "{}; nothing was applied: remove these from this stack's spec, or from the other stack's",
+            conflicts.join(", ")
         ));
     }
     match auto_apply(plan, false, false) {

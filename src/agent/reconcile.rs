@@ -401,6 +401,8 @@ async fn run_stack(stack: &GkqStack, ctx: &Context, approval: Option<&str>) -> G
     let options = PlanOptions {
         // Deleting a resource from the repository deletes it (deletes are held for approval).
         prune: true,
+        // What this stack applies is this stack's: no other stack changes or deletes it.
+        owner: Some(key.clone()),
         ..PlanOptions::default()
     };
     let choices = ApplyChoices {
@@ -683,6 +685,10 @@ async fn conclude(run: &mut Run<'_>, commit: &str, ended: Ended, outcome: Applie
                 stale,
             }),
         ) => held(run, &short, digest, &reason, stale).await,
+        (Applied::Refused(_) | Applied::Cancelled, Some(Decision::Conflict(why))) => {
+            run.failed("OwnershipConflict", &format!("commit {short}: {why}"))
+                .await;
+        }
         (Applied::Refused(_) | Applied::Cancelled, Some(Decision::Refuse(why))) => {
             run.condition(
                 "Stalled",

@@ -34,6 +34,9 @@ pub const GKE_STACK_LABEL: &str = "gkq-stack";
 /// value of a variable declared sensitive. It travels with the object into the cluster, so that
 /// the old value is hidden too when the secret changes.
 pub const SENSITIVE_FIELDS_ANNOTATION: &str = "gkq.dev/sensitive-fields";
+/// Annotation naming the GkqStack (`namespace/name`) that owns a Kubernetes object the agent
+/// applied: another stack (or a command run by hand) does not change or delete it.
+pub const OWNER_ANNOTATION: &str = "gkq.dev/owner";
 /// The field manager gkq uses for server-side apply.
 pub const FIELD_MANAGER: &str = "gkq";
 
@@ -54,6 +57,28 @@ pub struct DesiredState {
 }
 
 impl DesiredState {
+    /// The desired state of stack `owner` (`namespace/name` of a GkqStack): every Kubernetes
+    /// object carries [`OWNER_ANNOTATION`] (not the pseudo-object of Kueue's installation, which
+    /// is no object in the cluster).
+    pub fn owned_by(mut self, owner: &str) -> Self {
+        for object in &mut self.kubernetes {
+            if object.get("kind").and_then(Value::as_str) == Some(kueue_install::INSTALLATION_KIND)
+            {
+                continue;
+            }
+            let object = Arc::make_mut(object);
+            if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+                let annotations = metadata
+                    .entry("annotations")
+                    .or_insert_with(|| Value::Object(Default::default()));
+                if let Some(annotations) = annotations.as_object_mut() {
+                    annotations.insert(OWNER_ANNOTATION.into(), Value::String(owner.into()));
+                }
+            }
+        }
+        self
+    }
+
     /// The Kubernetes objects, borrowed.
     pub fn kube_objects(&self) -> impl Iterator<Item = &Value> + Clone {
         self.kubernetes.iter().map(|object| &**object)

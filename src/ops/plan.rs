@@ -62,6 +62,11 @@ pub async fn plan_valid(
     target: &TargetOptions,
     options: PlanOptions,
 ) -> anyhow::Result<Planned> {
+    // A stack's objects say so (see `plan::ownership`).
+    let desired = match &options.owner {
+        Some(owner) => desired.owned_by(owner),
+        None => desired,
+    };
     // The revision reads the variables the document tree declares: take it before the tree goes.
     let revision = spec_revision(spec, &loaded);
     loaded.release_documents();

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use super::graph::{CycleError, DependencyGraph};
-use super::ownership::{gke_owned, kube_owned};
+use super::ownership::{gke_owned, is_owner_only, kube_owned, kube_owner, owner_conflict};
 use super::sealed::{Sealed, seal};
 use super::{
     Action, ActionKind, Notice, PLAN_FORMAT_VERSION, Plan, PlanOptions, ReplaceStrategy, Step,
@@ -98,6 +98,8 @@ const NOT_OWNED: &str = "it lacks gkq's ownership labels, and gkq does not chang
 pub struct Judge {
     /// The stack whose ownership labels mark what gkq may change.
     stack: Option<String>,
+    /// The GkqStack the plan is for (`PlanOptions::owner`).
+    owner: Option<String>,
     adopt: bool,
     redactor: Redactor,
 }
@@ -120,6 +122,7 @@ impl Judge {
             .map(str::to_string);
         Judge {
             stack,
+            owner: options.owner.clone(),
             adopt: options.adopt,
             redactor: Redactor::new(desired.sensitive.values().to_vec()),
         }
@@ -209,11 +212,21 @@ impl Judge {
         predicted: Option<&Value>,
     ) -> Action {
         let owned = kube_owned(live, self.stack.as_deref()) || self.adopt;
-        let diff = diff_object(addr, object, live, predicted);
+        let conflict = owner_conflict(live, self.owner.as_deref());
+        let mut diff = diff_object(addr, object, live, predicted);
+        if self.owner.is_none() && conflict.is_some() {
+            // The stack's annotation is the stack's, not a difference from this spec.
+            diff.changes.retain(|change| !is_owner_only(change));
+        }
         let fingerprint = live_basis(addr, Some(object), live);
         let reasons = diff.replace_reasons();
         if reasons.is_empty() {
-            self.update_or_noop(addr, diff, object.clone(), live, owned, fingerprint)
+            let mut action =
+                self.update_or_noop(addr, diff, object.clone(), live, owned, fingerprint);
+            if action.kind != ActionKind::NoOp && conflict.is_some() {
+                action.blocked = conflict;
+            }
+            action
         } else {
             let object = object.clone();
             let (changes, diff) = self.shown_parts(diff);
@@ -225,7 +238,9 @@ impl Judge {
                     reasons.join("; ")
                 ),
                 replace_strategy: Some(ReplaceStrategy::DeleteThenCreate),
-                blocked: (!owned).then(|| format!("it would be recreated, but {NOT_OWNED}")),
+                blocked: conflict.or_else(|| {
+                    (!owned).then(|| format!("it would be recreated, but {NOT_OWNED}"))
+                }),
                 diff,
                 changes,
                 steps: vec![
@@ -724,7 +739,10 @@ impl<'a> Planner<'a> {
             if (seen.contains(addr) && !self.options.destroy) || cluster_goes {
                 continue;
             }
-            if !kube_owned(live, self.judge.stack.as_deref()) {
+            // Only this plan's own: not what another stack (or, for a stack, no stack) owns.
+            if !kube_owned(live, self.judge.stack.as_deref())
+                || kube_owner(live) != self.judge.owner.as_deref()
+            {
                 continue;
             }
             if !(self.options.prune || self.options.destroy) {

@@ -38,7 +38,7 @@ use crate::addr::ResourceAddr;
 use crate::diff::FieldChange;
 
 pub use build::{Judge, PlanError, plan, plan_judged};
-pub use ownership::{gke_owned, kube_owned};
+pub use ownership::{conflicting_owner, gke_owned, kube_owned, kube_owner, owner_conflict};
 
 /// Bumped when the JSON shape changes incompatibly.
 pub const PLAN_FORMAT_VERSION: u32 = 1;
@@ -58,6 +58,11 @@ pub struct PlanOptions {
     /// Take over resources that match the spec's names but lack gkq's ownership labels (they get
     /// the labels on the next apply). Without it gkq does not change what it does not own.
     pub adopt: bool,
+    /// The GkqStack (`namespace/name`) this plan is made for (the agent's plans): its objects
+    /// carry it, and objects another stack owns are neither changed nor deleted. `None` (a
+    /// command): objects any stack owns are left alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
     /// How the plan learns what each new or changed Kubernetes object would become. Not part of
     /// the plan: the actions say what they know ("server defaults known after apply").
     #[serde(skip)]
