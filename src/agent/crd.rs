@@ -12,6 +12,10 @@ use serde::{Deserialize, Serialize};
 /// The annotation that approves a held plan: its value is the plan digest the agent showed.
 pub const APPROVE_ANNOTATION: &str = "gkq.dev/approve";
 
+/// The finalizer the agent puts on every stack, so that deleting a stack first deletes what it
+/// owns (`spec.prune: true`) or gives its ownership up.
+pub const FINALIZER: &str = "gkq.dev/finalizer";
+
 /// The annotation a push webhook sets (to the time it arrived) when the replica that received it
 /// does not lead: the leader's watch sees the change and fetches at once.
 pub const REQUESTED_ANNOTATION: &str = "gkq.dev/reconcile-requested-at";
@@ -61,6 +65,11 @@ pub struct GkqStackSpec {
     /// Stop reconciling this stack (nothing is fetched, planned or applied).
     #[serde(default)]
     pub suspend: bool,
+    /// When the stack is deleted, delete the Kubernetes objects it owns first (a plan that
+    /// stops running jobs is held for approval, as any other). Without it, deleting the stack
+    /// gives its objects up: they stay, and no longer name it as their owner.
+    #[serde(default)]
+    pub prune: bool,
     /// The ServiceAccount, in the stack's namespace, that every Kubernetes read and write of
     /// this stack acts as (impersonation; the agent's `--default-service-account` when unset).
     /// The cluster's RBAC then decides what the stack may do, and its `secretRef` is read as

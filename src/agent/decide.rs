@@ -33,6 +33,26 @@ pub enum Decision {
 /// disruptions are held until `approval` names the plan's digest ([`Plan::fingerprint`]); a plan
 /// that deletes or replaces `own_cluster` (the cluster the agent runs in) is refused.
 pub fn decide(plan: &Plan, approval: Option<&str>, own_cluster: Option<&ClusterRef>) -> Decision {
+    decide_with(plan, approval, own_cluster, false)
+}
+
+/// [`decide`] for the plan of a stack deleted with `spec.prune: true`: deleting the stack
+/// consents to deleting what it owns, so deletes are applied; stopping running jobs still waits
+/// for an approved digest.
+pub fn decide_deletion(
+    plan: &Plan,
+    approval: Option<&str>,
+    own_cluster: Option<&ClusterRef>,
+) -> Decision {
+    decide_with(plan, approval, own_cluster, true)
+}
+
+fn decide_with(
+    plan: &Plan,
+    approval: Option<&str>,
+    own_cluster: Option<&ClusterRef>,
+    deletes_consented: bool,
+) -> Decision {
     if let Some(own) = own_cluster
         && *own == plan.cluster
         && plan.changes().any(|a| {
@@ -65,7 +85,7 @@ pub fn decide(plan: &Plan, approval: Option<&str>, own_cluster: Option<&ClusterR
             conflicts.join(", ")
         ));
     }
-    match auto_apply(plan, false, false) {
+    match auto_apply(plan, deletes_consented, false) {
         AutoApply::UpToDate => Decision::UpToDate,
         AutoApply::Apply => Decision::Apply { approved: false },
         AutoApply::Hold(reason) => {
@@ -146,6 +166,20 @@ mod tests {
 
     fn plan(actions: &[(ResourceAddr, ActionKind)]) -> Plan {
         crate::plan::plan_for_tests(actions.iter().cloned())
+    }
+
+    #[test]
+    fn a_pruning_deletion_applies_deletes_but_holds_disruptions() {
+        let queue = ResourceAddr::gke_node_pool("pool");
+        let deleting = plan(&[(queue, ActionKind::Delete)]);
+        assert_eq!(
+            decide_deletion(&deleting, None, None),
+            Decision::Apply { approved: false }
+        );
+        assert!(matches!(
+            decide(&deleting, None, None),
+            Decision::Hold { .. }
+        ));
     }
 
     #[test]

@@ -59,6 +59,12 @@ impl Metrics {
         update(state.stacks.entry(stack.to_string()).or_default());
     }
 
+    /// Forgets `stack` (it was deleted): its series are no longer exported.
+    pub fn forget(&self, stack: &str) {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.stacks.remove(stack);
+    }
+
     /// The text exposition format.
     pub fn render(&self) -> String {
         let state = self.state.lock().unwrap_or_else(|e| e.into_inner());

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 
-use super::crd::{APPROVE_ANNOTATION, GkqStack, GkqStackStatus, REQUESTED_ANNOTATION};
-use super::decide::{Decision, decide, due, redact, set_condition};
+use super::crd::{APPROVE_ANNOTATION, FINALIZER, GkqStack, GkqStackStatus, REQUESTED_ANNOTATION};
+use super::decide::{Decision, decide, decide_deletion, due, redact, set_condition};
 use super::metrics::Metrics;
 use super::source;
 use super::source_check;
@@ -128,6 +128,23 @@ fn now_text() -> String {
 /// asked, its spec or approval changed) and asks to be called again at its next interval.
 pub async fn reconcile(stack: Arc<GkqStack>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
     let key = key(&stack);
+    let finalized = stack.finalizers().iter().any(|f| f == FINALIZER);
+    let deleting = stack.metadata.deletion_timestamp.is_some();
+    if deleting && !finalized {
+        // Gone as far as the agent is concerned; the API server removes it.
+        return Ok(Action::await_change());
+    }
+    if !deleting && !finalized && ctx.leadership.is_leading() {
+        // Before anything is applied: a stack that owns objects is deleted through the agent.
+        if let Err(e) = ctx.store.set_finalizer(&stack, true).await {
+            tracing::warn!(stack = %key, "adding the finalizer: {e}");
+        }
+        return Ok(Action::requeue(Duration::from_millis(100)));
+    }
+    if deleting && stack.spec.suspend {
+        // A suspended stack acts on nothing, also when it is deleted.
+        return finish_deletion(&stack, &ctx, "Released", "the stack was suspended: nothing was deleted and its objects keep their owner annotation").await;
+    }
     let interval = match crate::vocab::duration::parse(&stack.spec.interval) {
         Ok(d) if !d.is_zero() => d,
         _ => {
@@ -213,8 +230,59 @@ pub async fn reconcile(stack: Arc<GkqStack>, ctx: Arc<Context>) -> Result<Action
     })?;
     ctx.metrics
         .observe_reconcile(started.elapsed().as_secs_f64());
+    if deleting
+        && status
+            .condition("Ready")
+            .is_some_and(|c| c.status == "True")
+    {
+        let note = if stack.spec.prune {
+            "the stack was deleted with spec.prune: the objects it owned were deleted"
+        } else {
+            "the stack was deleted: its objects stay, and no longer name it as their owner"
+        };
+        let reason = if stack.spec.prune {
+            "Pruned"
+        } else {
+            "Released"
+        };
+        return finish_deletion(&stack, &ctx, reason, note).await;
+    }
     write_status(&ctx, &stack, &status).await?;
     Ok(Action::requeue(interval))
+}
+
+/// The last step of a stack's deletion: its checkout and metrics go, an Event says what became
+/// of its objects, and the finalizer is removed so the API server deletes the stack.
+async fn finish_deletion(
+    stack: &GkqStack,
+    ctx: &Context,
+    reason: &str,
+    note: &str,
+) -> Result<Action, ReconcileError> {
+    let key = key(stack);
+    let dir = ctx
+        .work_dir
+        .join(stack.namespace().unwrap_or_default())
+        .join(stack.name_any());
+    if let Err(e) = std::fs::remove_dir_all(&dir)
+        && e.kind() != std::io::ErrorKind::NotFound
+    {
+        tracing::warn!(stack = %key, "removing the checkout {}: {e}", dir.display());
+    }
+    ctx.metrics.forget(&key);
+    ctx.stacks
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&key);
+    ctx.store.event(stack, Severity::Normal, reason, note).await;
+    ctx.store
+        .set_finalizer(stack, false)
+        .await
+        .map_err(|e| ReconcileError::Status {
+            stack: key,
+            message: format!("removing the finalizer: {e}"),
+        })?;
+    Ok(Action::await_change())
 }
 
 /// Requeues a stack whose status could not be written.
@@ -398,18 +466,44 @@ async fn run_stack(stack: &GkqStack, ctx: &Context, approval: Option<&str>) -> G
         "Valid",
         &format!("commit {short} validates"),
     );
-    let options = PlanOptions {
-        // Deleting a resource from the repository deletes it (deletes are held for approval).
-        prune: true,
-        // What this stack applies is this stack's: no other stack changes or deletes it.
-        owner: Some(key.clone()),
-        ..PlanOptions::default()
+    let deleting = stack.metadata.deletion_timestamp.is_some();
+    let (options, desired) = match (deleting, stack.spec.prune) {
+        // Deleted with prune: a plan of no objects deletes every object the stack owns (a
+        // plan that stops running jobs is held, as any other).
+        (true, true) => (
+            PlanOptions {
+                prune: true,
+                owner: Some(key.clone()),
+                ..PlanOptions::default()
+            },
+            desired.without_objects(),
+        ),
+        // Deleted without prune: the objects are applied without the owner annotation.
+        (true, false) => (
+            PlanOptions {
+                release_from: Some(key.clone()),
+                ..PlanOptions::default()
+            },
+            desired,
+        ),
+        (false, _) => (
+            PlanOptions {
+                // Deleting a resource from the repository deletes it (deletes are held for
+                // approval).
+                prune: true,
+                // What this stack applies is this stack's: no other stack changes or deletes it.
+                owner: Some(key.clone()),
+                ..PlanOptions::default()
+            },
+            desired,
+        ),
     };
     let choices = ApplyChoices {
         lock_timeout: ctx.lock_timeout,
         follow_jobs: false,
-        // Once per commit, not at every interval.
-        record_unchanged: run.status.last_applied_revision.as_deref() != Some(commit.as_str()),
+        // Once per commit, not at every interval; never for a deletion.
+        record_unchanged: !deleting
+            && run.status.last_applied_revision.as_deref() != Some(commit.as_str()),
         interrupt: Default::default(),
     };
     let front = AgentFront {
@@ -418,6 +512,7 @@ async fn run_stack(stack: &GkqStack, ctx: &Context, approval: Option<&str>) -> G
         approval,
         decision: RefCell::new(None),
         not_leading: Cell::new(false),
+        pruning_deletion: deleting && stack.spec.prune,
         sink: LogSink { stack: key },
     };
     let plan_source = PlanSource::Spec {
@@ -468,6 +563,8 @@ struct AgentFront<'a> {
     decision: RefCell<Option<Decision>>,
     /// This replica lost its leadership before applying.
     not_leading: Cell<bool>,
+    /// The stack was deleted with `spec.prune: true`: its deletes are consented to.
+    pruning_deletion: bool,
     sink: LogSink,
 }
 
@@ -479,7 +576,12 @@ impl ApplyFront for AgentFront<'_> {
         };
         let mut run = self.run.lock().await;
         record_plan(&mut run, planned, self.commit).await;
-        let decision = decide(&planned.plan, self.approval, run.ctx.own_cluster.as_ref());
+        let own = run.ctx.own_cluster.as_ref();
+        let decision = if self.pruning_deletion {
+            decide_deletion(&planned.plan, self.approval, own)
+        } else {
+            decide(&planned.plan, self.approval, own)
+        };
         let held = matches!(decision, Decision::Hold { .. });
         run.ctx.metrics.stack(&run.key, |m| m.held = held);
         if !held {

@@ -12,7 +12,7 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Resource, ResourceExt};
 use serde::{Deserialize, Serialize};
 
-use super::crd::{APPROVE_ANNOTATION, GkqStack, GkqStackStatus, REQUESTED_ANNOTATION};
+use super::crd::{APPROVE_ANNOTATION, FINALIZER, GkqStack, GkqStackStatus, REQUESTED_ANNOTATION};
 use super::source::Credentials;
 use super::source_check::identity;
 
@@ -55,6 +55,8 @@ pub trait StackStore: Send + Sync {
     /// identity ([`source_check::identity`]): a stack reads only Secrets its own
     /// ServiceAccount may read.
     async fn credentials(&self, stack: &GkqStack) -> Result<Credentials, StoreError>;
+    /// Adds (`present`) or removes the agent's finalizer ([`crate::agent::crd::FINALIZER`]).
+    async fn set_finalizer(&self, stack: &GkqStack, present: bool) -> Result<(), StoreError>;
     /// Records an Event about the stack; failures are logged, not returned.
     async fn event(&self, stack: &GkqStack, severity: Severity, reason: &str, note: &str);
     /// Approves the held plan with `digest`: refused unless the stack holds exactly that plan.
@@ -237,6 +239,27 @@ impl StackStore for KubeStore {
             .map(|(k, v)| (k, v.0))
             .collect();
         Ok(credentials_of(&data))
+    }
+
+    async fn set_finalizer(&self, stack: &GkqStack, present: bool) -> Result<(), StoreError> {
+        let mut finalizers: Vec<String> = stack.finalizers().to_vec();
+        finalizers.retain(|f| f != FINALIZER);
+        if present {
+            finalizers.push(FINALIZER.to_string());
+        }
+        // Conditional on the version read: another writer's finalizer is never dropped.
+        let body = serde_json::json!({"metadata": {
+            "finalizers": finalizers,
+            "resourceVersion": stack.resource_version(),
+        }});
+        self.api_in(&stack.namespace().unwrap_or_default())
+            .patch(
+                &stack.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&body),
+            )
+            .await?;
+        Ok(())
     }
 
     async fn event(&self, stack: &GkqStack, severity: Severity, reason: &str, note: &str) {
@@ -499,6 +522,12 @@ impl StackStore for LocalStore {
             }
             Ok((credentials_of(&data), false))
         })
+    }
+
+    /// The local store's stacks come from manifest files: removing one from them is its
+    /// deletion, with nothing to hold it.
+    async fn set_finalizer(&self, _stack: &GkqStack, _present: bool) -> Result<(), StoreError> {
+        Ok(())
     }
 
     async fn event(&self, stack: &GkqStack, severity: Severity, reason: &str, note: &str) {

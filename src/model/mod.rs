@@ -79,6 +79,15 @@ impl DesiredState {
         self
     }
 
+    /// This desired state without its Kubernetes objects (Kueue's installation stays as it
+    /// is): with prune, a plan of it deletes what the stack owns and leaves GKE alone.
+    pub fn without_objects(mut self) -> Self {
+        self.kubernetes.retain(|object| {
+            object.get("kind").and_then(Value::as_str) == Some(kueue_install::INSTALLATION_KIND)
+        });
+        self
+    }
+
     /// The Kubernetes objects, borrowed.
     pub fn kube_objects(&self) -> impl Iterator<Item = &Value> + Clone {
         self.kubernetes.iter().map(|object| &**object)

@@ -100,6 +100,8 @@ pub struct Judge {
     stack: Option<String>,
     /// The GkqStack the plan is for (`PlanOptions::owner`).
     owner: Option<String>,
+    /// The stack whose objects this plan takes back (`PlanOptions::release_from`).
+    release_from: Option<String>,
     adopt: bool,
     redactor: Redactor,
 }
@@ -123,6 +125,7 @@ impl Judge {
         Judge {
             stack,
             owner: options.owner.clone(),
+            release_from: options.release_from.clone(),
             adopt: options.adopt,
             redactor: Redactor::new(desired.sensitive.values().to_vec()),
         }
@@ -212,7 +215,9 @@ impl Judge {
         predicted: Option<&Value>,
     ) -> Action {
         let owned = kube_owned(live, self.stack.as_deref()) || self.adopt;
-        let conflict = owner_conflict(live, self.owner.as_deref());
+        let released =
+            self.release_from.is_some() && kube_owner(live) == self.release_from.as_deref();
+        let conflict = owner_conflict(live, self.owner.as_deref()).filter(|_| !released);
         let mut diff = diff_object(addr, object, live, predicted);
         if self.owner.is_none() && conflict.is_some() {
             // The stack's annotation is the stack's, not a difference from this spec.

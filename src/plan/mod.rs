@@ -63,6 +63,10 @@ pub struct PlanOptions {
     /// command): objects any stack owns are left alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
+    /// A plan that gives up stack `release_from`'s ownership (the stack was deleted without
+    /// prune): its objects are this plan's, and are applied without the owner annotation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release_from: Option<String>,
     /// How the plan learns what each new or changed Kubernetes object would become. Not part of
     /// the plan: the actions say what they know ("server defaults known after apply").
     #[serde(skip)]
