@@ -25,6 +25,8 @@
 //! apply     the executor: walks a Plan, re-checks fingerprints, waits operations, emits events
 //! gitops    the spec's files (working tree or commit), git, saved plans, the applied revision,
 //!           the apply lock, watch-mode decisions
+//! owner_only files and directories only their owner may read: the local target's state, locks,
+//!           the agent's store and checkouts, plan files
 //! local     the local target: an object store behind KubeApi and the simulated cluster
 //!           (Kueue, KubeRay, DWS, autoscaler) on a clock
 //! render    plan text/JSON/markdown; terminal and JSON-lines apply progress; status text
@@ -50,6 +52,7 @@ pub mod local;
 pub mod model;
 pub mod observe;
 pub mod ops;
+pub mod owner_only;
 pub mod placement;
 pub mod plan;
 pub mod render;

@@ -92,7 +92,8 @@ pub async fn fetch(
         dir: dir.display().to_string(),
         message,
     };
-    std::fs::create_dir_all(dir).map_err(|e| checkout(e.to_string()))?;
+    // Owner-only: a checkout holds the spec, and the SSH identity while it fetches.
+    crate::owner_only::create_dir_all(dir).map_err(|e| checkout(e.to_string()))?;
     let git = Git {
         dir,
         url,
@@ -165,27 +166,14 @@ impl SshFiles {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
             _ => {}
         }
-        let mut builder = std::fs::DirBuilder::new();
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::DirBuilderExt;
-            builder.mode(0o700);
-        }
-        builder.create(&dir)?;
+        crate::owner_only::create_dir_all(&dir)?;
         let mut files = SshFiles {
             key: dir.join("identity"),
             known_hosts: None,
             dir,
         };
-        let mut options = std::fs::OpenOptions::new();
-        options.write(true).create_new(true);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::OpenOptionsExt;
-            options.mode(0o600);
-        }
         use std::io::Write;
-        let mut file = options.open(&files.key)?;
+        let mut file = crate::owner_only::create_new(&files.key)?;
         file.write_all(identity.as_bytes())?;
         // OpenSSH refuses a key whose last line is not terminated.
         if !identity.ends_with('\n') {

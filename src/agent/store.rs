@@ -352,15 +352,9 @@ impl LocalStore {
         change: impl FnOnce(&mut LocalState) -> Result<(T, bool), StoreError>,
     ) -> Result<T, StoreError> {
         if let Some(dir) = self.path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| self.error(e))?;
+            crate::owner_only::create_dir_all(dir).map_err(|e| self.error(e))?;
         }
-        let mut file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&self.path)
-            .map_err(|e| self.error(e))?;
+        let mut file = crate::owner_only::open_read_write(&self.path).map_err(|e| self.error(e))?;
         file.lock().map_err(|e| self.error(e))?;
         let mut text = String::new();
         file.read_to_string(&mut text).map_err(|e| self.error(e))?;

@@ -80,7 +80,7 @@ pub async fn run(args: &ApplyArgs) -> anyhow::Result<Exit> {
         .state_dir
         .clone()
         .or_else(|| provenance.state_dir.as_ref().map(PathBuf::from))
-        .unwrap_or_else(|| PathBuf::from(".gkq/local"));
+        .unwrap_or_else(|| PathBuf::from(crate::ops::session::STATE_ROOT).join("local"));
     describe(path, &plan, &provenance);
     let json = args.output == ApplyFormat::Json;
     // Like `terraform apply PLANFILE`: no prompt, reviewing the saved plan was the point.

@@ -23,29 +23,16 @@ use std::sync::OnceLock;
 use base64::Engine as _;
 use serde_json::{Map, Value};
 
+use crate::spec::SensitiveValues;
+use crate::vocab::object::{SECRET_MAPS, secret_maps};
+
 pub use crate::model::SENSITIVE_FIELDS_ANNOTATION;
-
-/// Placeholder for a sensitive value whose marker is not wanted (inside longer strings).
-pub const REDACTED: &str = "(sensitive value)";
-
-/// Kinds whose top-level maps hold sensitive values, by `apiVersion` and `kind`.
-const SENSITIVE_MAPS: &[(&str, &str, &[&str])] = &[("v1", "Secret", &["data", "stringData"])];
-
-/// The top-level maps of `object` whose values are sensitive (empty for most kinds).
-pub fn sensitive_maps(object: &Value) -> &'static [&'static str] {
-    let api_version = object.get("apiVersion").and_then(Value::as_str);
-    let kind = object.get("kind").and_then(Value::as_str);
-    SENSITIVE_MAPS
-        .iter()
-        .find(|(v, k, _)| Some(*v) == api_version && Some(*k) == kind)
-        .map(|(_, _, maps)| *maps)
-        .unwrap_or(&[])
-}
+pub use crate::spec::REDACTED;
 
 /// Whether a field of an object of `kind` (lowercase, as in addresses: `secret`) at the dotted
 /// `path` holds sensitive values.
 pub fn is_sensitive_path(kind: &str, path: &str) -> bool {
-    SENSITIVE_MAPS
+    SECRET_MAPS
         .iter()
         .filter(|(_, k, _)| k.eq_ignore_ascii_case(kind))
         .flat_map(|(_, _, maps)| maps.iter())
@@ -65,7 +52,7 @@ fn within(path: &str, field: &str) -> bool {
 pub fn sensitive_pointers(object: &Value) -> Vec<String> {
     let escape = |key: &str| key.replace('~', "~0").replace('/', "~1");
     let mut out = Vec::new();
-    for map in sensitive_maps(object) {
+    for map in secret_maps(object) {
         if let Some(entries) = object.get(*map).and_then(Value::as_object) {
             out.extend(entries.keys().map(|k| format!("/{map}/{}", escape(k))));
         }
@@ -112,7 +99,7 @@ fn sensitive_path_texts(object: &Value) -> Vec<String> {
 /// Secret and a live one compare key by key.
 pub fn as_stored(object: &Value) -> Value {
     let mut object = object.clone();
-    if sensitive_maps(&object).is_empty() {
+    if secret_maps(&object).is_empty() {
         return object;
     }
     let Some(map) = object.as_object_mut() else {
@@ -149,14 +136,17 @@ pub fn mask_for_fingerprint(desired: &Value, live: &mut Value) {
 /// Hides sensitive values in what gkq shows and saves.
 #[derive(Clone, Default)]
 pub struct Redactor {
-    /// Values of variables declared sensitive, longest first (so that a value containing another
-    /// is replaced whole).
-    strings: Vec<String>,
+    /// Values of variables declared sensitive.
+    strings: SensitiveValues,
 }
 
 impl std::fmt::Debug for Redactor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Redactor({} sensitive value(s))", self.strings.len())
+        write!(
+            f,
+            "Redactor({} sensitive value(s))",
+            self.strings.values().len()
+        )
     }
 }
 
@@ -193,11 +183,10 @@ pub fn is_marker(value: &Value) -> bool {
 }
 
 impl Redactor {
-    pub fn new(mut strings: Vec<String>) -> Self {
-        strings.retain(|s| !s.is_empty());
-        strings.sort_by_key(|s| std::cmp::Reverse(s.len()));
-        strings.dedup();
-        Redactor { strings }
+    pub fn new(strings: Vec<String>) -> Self {
+        Redactor {
+            strings: SensitiveValues::new(strings),
+        }
     }
 
     /// Whether there is anything to hide besides Secrets.
@@ -207,34 +196,24 @@ impl Redactor {
 
     /// `text` with every sensitive variable value replaced.
     pub fn text(&self, text: &str) -> String {
-        let mut out = text.to_string();
-        for secret in &self.strings {
-            if out.contains(secret.as_str()) {
-                out = out.replace(secret.as_str(), REDACTED);
-            }
-        }
-        out
+        self.strings.redact(text)
     }
 
     /// Replaces sensitive variable values in every string (and map key) of `value`.
     pub fn strings_in(&self, value: &mut Value) {
-        if self.strings.is_empty() {
+        let strings = self.strings.values();
+        if strings.is_empty() {
             return;
         }
         match value {
-            Value::String(s)
-                if self
-                    .strings
-                    .iter()
-                    .any(|secret| s.contains(secret.as_str())) =>
-            {
+            Value::String(s) if strings.iter().any(|secret| s.contains(secret.as_str())) => {
                 *s = self.text(s);
             }
             Value::Array(items) => items.iter_mut().for_each(|v| self.strings_in(v)),
             Value::Object(map) => {
                 let needs_key_change = map
                     .keys()
-                    .any(|k| self.strings.iter().any(|s| k.contains(s.as_str())));
+                    .any(|k| strings.iter().any(|s| k.contains(s.as_str())));
                 if needs_key_change {
                     let old = std::mem::take(map);
                     for (k, v) in old {
@@ -287,7 +266,7 @@ impl Redactor {
     /// Whether showing `object` would reveal something: it has sensitive maps with values, or
     /// holds a sensitive variable value.
     pub fn hides_something_in(&self, object: &Value) -> bool {
-        sensitive_maps(object).iter().any(|map| {
+        secret_maps(object).iter().any(|map| {
             object
                 .get(*map)
                 .and_then(Value::as_object)

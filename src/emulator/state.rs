@@ -471,21 +471,17 @@ impl State {
         }
     }
 
-    /// Writes the state atomically (temporary file in the same directory, then rename).
+    /// Writes the state atomically (temporary file in the same directory, then rename),
+    /// owner-only like the rest of a local target's state.
     pub fn save(&self, dir: &Path) -> anyhow::Result<()> {
-        use std::io::Write;
-        std::fs::create_dir_all(dir)?;
-        let path = dir.join(STATE_FILE);
-        let tmp = dir.join(format!(".{STATE_FILE}.{}.tmp", std::process::id()));
         let mut s = self.clone();
         s.version = STATE_VERSION;
         let bytes = serde_json::to_vec_pretty(&s)?;
-        {
-            let mut f = std::fs::File::create(&tmp)?;
-            f.write_all(&bytes)?;
-            f.sync_all()?;
-        }
-        std::fs::rename(&tmp, &path)?;
+        crate::owner_only::write_atomically(
+            &dir.join(STATE_FILE),
+            &bytes,
+            crate::owner_only::Durability::Sync,
+        )?;
         Ok(())
     }
 }

@@ -500,13 +500,7 @@ pub async fn file(
         lock: lock.clone(),
         message: e.to_string(),
     };
-    let mut file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&path)
-        .map_err(unavailable)?;
+    let mut file = crate::owner_only::open_read_write(&path).map_err(unavailable)?;
     let started = Instant::now();
     let mut announced = false;
     loop {

@@ -235,12 +235,9 @@ impl World {
         }
     }
 
-    /// Writes atomically: a temporary file in the same directory, then a rename.
+    /// Writes atomically (a temporary file in the same directory, then a rename), owner-only:
+    /// the state holds Secret values in clear.
     pub fn save(&self, dir: &Path) -> anyhow::Result<()> {
-        use std::io::Write;
-        std::fs::create_dir_all(dir)?;
-        let path = dir.join(STATE_FILE);
-        let tmp = dir.join(format!(".{STATE_FILE}.{}.tmp", std::process::id()));
         // Serialised where it is: a copy of thousands of objects per save was most of its cost.
         #[derive(Serialize)]
         #[serde(rename_all = "camelCase")]
@@ -258,11 +255,11 @@ impl World {
             store: &self.store,
             sim: &self.sim,
         })?;
-        {
-            let mut f = std::fs::File::create(&tmp)?;
-            f.write_all(&bytes)?;
-        }
-        std::fs::rename(&tmp, &path)?;
+        crate::owner_only::write_atomically(
+            &dir.join(STATE_FILE),
+            &bytes,
+            crate::owner_only::Durability::Rename,
+        )?;
         Ok(())
     }
 
@@ -626,13 +623,7 @@ impl LocalKube {
     /// applies.
     fn write_guard(&self) -> Option<Option<std::fs::File>> {
         let path = self.dir.join("apply.lock");
-        let Ok(mut file) = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-        else {
+        let Ok(mut file) = crate::owner_only::open_read_write(&path) else {
             return Some(None);
         };
         match file.try_lock() {

@@ -57,12 +57,7 @@ pub async fn lock_local_state(
 
 /// The local target's state lock for a known state directory (saved plans name theirs).
 pub async fn lock_state_dir(dir: &std::path::Path, timeout: Duration) -> anyhow::Result<ApplyLock> {
-    std::fs::create_dir_all(dir).map_err(|e| {
-        anyhow::anyhow!(
-            "cannot create the local state directory {}: {e}",
-            dir.display()
-        )
-    })?;
+    super::session::ensure_state_dir(dir)?;
     let options = lock_options(timeout);
     let mut on_wait = announce_wait(options.timeout);
     lock::file(dir, &lock::holder_identity(), &options, &mut on_wait)

@@ -194,22 +194,8 @@ fn stamp(plan: &mut Plan, revision: SpecRevision, session: &Session) {
 /// ([`crate::gitops::saved::write_file`]). Sensitive values are never in it.
 pub fn write_plan_file(path: &std::path::Path, plan: &Plan) -> anyhow::Result<()> {
     let key = plan_key();
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
-    let file = options
-        .open(path)
+    let file = crate::owner_only::create_truncated(path)
         .map_err(|e| anyhow::anyhow!("cannot write the plan to {}: {e}", path.display()))?;
-    // `mode` applies only to a new file; an existing one is narrowed before anything is written.
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-    }
     let mut out = std::io::BufWriter::new(file);
     crate::gitops::saved::write_file(plan, key.as_deref(), &mut out)?;
     out.flush()?;

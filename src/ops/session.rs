@@ -2,7 +2,8 @@
 //! target, its GKE client, and how Kubernetes is reached. Which Kubernetes client a command uses
 //! is decided here, once ([`KubeHandle`]).
 
-use std::path::PathBuf;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::addr::ClusterRef;
@@ -76,10 +77,44 @@ pub fn resolve_target(args: &TargetOptions, loaded: &Loaded) -> Target {
     args.target.unwrap_or(loaded.spec.target)
 }
 
+/// The directory next to a spec that holds what gkq keeps for it (`.gkq/local`, the local
+/// target's default state directory).
+pub const STATE_ROOT: &str = ".gkq";
+
+/// What the `.gitignore` gkq writes in a [`STATE_ROOT`] holds: everything in it, itself
+/// included, stays out of git (the local target's state holds Secret values in clear).
+pub const STATE_ROOT_GITIGNORE: &str = "*\n";
+
 pub fn state_dir(args: &TargetOptions, loaded: &Loaded) -> PathBuf {
     args.state_dir
         .clone()
-        .unwrap_or_else(|| loaded.dir.join(".gkq").join("local"))
+        .unwrap_or_else(|| loaded.dir.join(STATE_ROOT).join("local"))
+}
+
+/// Creates the local target's state directory `dir` (owner-only, as everything gkq writes in
+/// it), and gives the [`STATE_ROOT`] it is in a `.gitignore` of everything, unless it has one.
+pub fn ensure_state_dir(dir: &Path) -> anyhow::Result<()> {
+    crate::owner_only::create_dir_all(dir).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot create the local state directory {}: {e}",
+            dir.display()
+        )
+    })?;
+    let Some(root) = dir
+        .ancestors()
+        .find(|a| a.file_name().is_some_and(|n| n == STATE_ROOT))
+    else {
+        return Ok(());
+    };
+    let path = root.join(".gitignore");
+    // `create_new`: a .gitignore the user wrote (or an earlier run did) is never replaced.
+    match crate::owner_only::create_new(&path) {
+        Ok(mut file) => file
+            .write_all(STATE_ROOT_GITIGNORE.as_bytes())
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(anyhow::anyhow!("cannot write {}: {e}", path.display())),
+    }
 }
 
 async fn kubeconfig(args: &TargetOptions) -> anyhow::Result<Option<RealKube>> {
@@ -133,12 +168,7 @@ pub async fn connect_to(
     match target {
         Target::Local => {
             let dir = local_state_dir;
-            std::fs::create_dir_all(&dir).map_err(|e| {
-                anyhow::anyhow!(
-                    "cannot create the local state directory {}: {e}",
-                    dir.display()
-                )
-            })?;
+            ensure_state_dir(&dir)?;
             let config = EmulatorConfig {
                 state_dir: Some(dir.join("gke")),
                 pending_ms: 100,

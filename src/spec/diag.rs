@@ -5,6 +5,7 @@ use std::fmt;
 
 use serde::Serialize;
 
+use super::SensitiveValues;
 use super::limits::MAX_DIAGNOSTICS;
 use super::source::{SourceMap, Span};
 
@@ -83,11 +84,19 @@ impl Diagnostic {
 /// diagnostic says how many were left out (an error if any of them was), so that a machine-made
 /// file with a million bad values neither takes quadratic time to collect them nor prints a
 /// million source snippets.
+///
+/// Diagnostics quote the values they are about, and those may be secret: once told what is
+/// sensitive ([`Diagnostics::hide`]), every diagnostic held, and every one added later (from
+/// other `Diagnostics` too), shows [`super::REDACTED`] in its place. The spec loader tells them
+/// as soon as it has resolved the variables, so whatever is said of the spec after that, by
+/// loading or by validation, cannot show a sensitive value.
 #[derive(Debug, Clone, Default)]
 pub struct Diagnostics {
     items: Vec<Diagnostic>,
     /// What was left out past the limit, when anything was.
     overflow: Option<Overflow>,
+    /// Values no diagnostic may show.
+    hidden: SensitiveValues,
 }
 
 #[derive(Debug, Clone)]
@@ -98,7 +107,31 @@ struct Overflow {
 }
 
 impl Diagnostics {
+    /// From now on, shows none of `values`: in what is held already and in what is added.
+    pub fn hide(&mut self, values: &SensitiveValues) {
+        if values.is_empty() {
+            return;
+        }
+        self.hidden = self.hidden.union(values);
+        let items = std::mem::take(&mut self.items);
+        for d in items {
+            self.push(d);
+        }
+    }
+
+    /// `d` as it may be shown.
+    fn redacted(&self, mut d: Diagnostic) -> Diagnostic {
+        if self.hidden.is_empty() {
+            return d;
+        }
+        d.message = self.hidden.redact_quoting(&d.message);
+        d.help = d.help.map(|h| self.hidden.redact_quoting(&h));
+        d.path = d.path.map(|p| self.hidden.redact(&p));
+        d
+    }
+
     pub fn push(&mut self, d: Diagnostic) {
+        let d = self.redacted(d);
         if self.items.len() < MAX_DIAGNOSTICS {
             if !self.items.contains(&d) {
                 self.items.push(d);
@@ -132,6 +165,7 @@ impl Diagnostics {
     }
 
     pub fn extend(&mut self, other: Diagnostics) {
+        self.hide(&other.hidden);
         if let Some(o) = other.overflow {
             self.omit(o.omitted, o.summary.is_error());
         }

@@ -13,6 +13,7 @@ pub mod limits;
 pub mod node;
 pub mod overlay;
 mod required;
+pub mod sensitive;
 pub mod source;
 pub mod types;
 pub mod vars;
@@ -23,6 +24,7 @@ use std::path::{Path as FsPath, PathBuf};
 pub use diag::{Diagnostic, Diagnostics, Severity};
 pub use fs::SpecFs;
 pub use node::{Node, NodeKind, Path, Seg};
+pub use sensitive::{REDACTED, SensitiveValues};
 pub use source::{FileId, SourceMap, Span};
 pub use types::Spec;
 
@@ -85,22 +87,6 @@ impl Loaded {
             span: self.root.span,
         };
         self.spec.manifests = Vec::new();
-    }
-}
-
-/// Values of variables declared `sensitive`: kept out of every output, `Debug` included.
-#[derive(Clone, Default, PartialEq, Eq)]
-pub struct SensitiveValues(pub Vec<String>);
-
-impl SensitiveValues {
-    pub fn values(&self) -> &[String] {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for SensitiveValues {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "SensitiveValues({} hidden)", self.0.len())
     }
 }
 
@@ -400,6 +386,10 @@ pub fn load(fs: &dyn SpecFs, spec_arg: &FsPath, opts: &LoadOptions) -> Result<Lo
             &mut diags,
         )
     };
+    // From here on, no diagnostic shows a sensitive value (a wrong type or an invalid quantity
+    // quotes what the variable put there).
+    let sensitive = vars::sensitive_values(&values);
+    diags.hide(&sensitive);
     let substituted = vars::values_of(&values);
     // Each part may grow by what is left of the text budget: bounded either way.
     let text_left = limits::MAX_TEXT_BYTES.saturating_sub(budget.text());
@@ -413,6 +403,7 @@ pub fn load(fs: &dyn SpecFs, spec_arg: &FsPath, opts: &LoadOptions) -> Result<Lo
     let Some(Decoded { spec, undecoded }) = decoded else {
         return Err(fail(sources, diags));
     };
+    diags.hide(&sensitive::secret_values(&spec.manifests));
     // Nothing may be generated from a spec that would generate too much.
     let too_much = generated::check_generated(&spec, &root);
     if !too_much.is_empty() {
@@ -421,13 +412,6 @@ pub fn load(fs: &dyn SpecFs, spec_arg: &FsPath, opts: &LoadOptions) -> Result<Lo
     }
 
     let files = read_referenced_files(fs, &dir, &spec, &root, &mut diags);
-    let sensitive = SensitiveValues(
-        spec.variables
-            .iter()
-            .filter(|(_, declared)| declared.sensitive)
-            .filter_map(|(name, _)| values.get(name).and_then(|v| v.value.clone()))
-            .collect(),
-    );
 
     // Errors found so far (unknown keys, unreadable scripts) travel with the spec, so that
     // validation can still report every other problem in the same run.

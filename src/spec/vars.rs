@@ -51,6 +51,8 @@ pub struct ResolvedVar {
     pub value: Option<String>,
     /// `None` when the value is the spec's default (or there is none).
     pub from: Option<ValueSource>,
+    /// Declared `sensitive`: the value is never shown.
+    pub sensitive: bool,
 }
 
 /// Values are left out: a variable may carry a token.
@@ -59,6 +61,7 @@ impl std::fmt::Debug for ResolvedVar {
         f.debug_struct("ResolvedVar")
             .field("value", &self.value.as_ref().map(|_| "<set>"))
             .field("from", &self.from)
+            .field("sensitive", &self.sensitive)
             .finish()
     }
 }
@@ -84,16 +87,23 @@ pub fn resolve_values(
                 NodeKind::Bool(b) => Some(b.to_string()),
                 _ => None,
             });
+            // Anything but an absent or `false` flag hides the value: a flag of the wrong type
+            // is reported when the spec is decoded, and its value is not shown meanwhile.
+            let sensitive = decl
+                .get("sensitive")
+                .is_some_and(|flag| !matches!(flag.kind, NodeKind::Bool(false) | NodeKind::Null));
             let prefixed = env_name(&key.name);
             let resolved = if let Some(value) = sources.cli.get(&key.name) {
                 ResolvedVar {
                     value: Some(value.clone()),
                     from: Some(ValueSource::Cli),
+                    sensitive,
                 }
             } else if let Some(value) = (sources.env)(&prefixed) {
                 ResolvedVar {
                     value: Some(value),
                     from: Some(ValueSource::Environment),
+                    sensitive,
                 }
             } else {
                 if (sources.env)(&key.name).is_some() {
@@ -118,6 +128,7 @@ pub fn resolve_values(
                 ResolvedVar {
                     value: default,
                     from: None,
+                    sensitive,
                 }
             };
             values.insert(key.name.clone(), resolved);
@@ -133,6 +144,16 @@ pub fn resolve_values(
         }
     }
     values
+}
+
+/// The values of the variables declared `sensitive`.
+pub fn sensitive_values(values: &BTreeMap<String, ResolvedVar>) -> super::SensitiveValues {
+    super::SensitiveValues::new(
+        values
+            .values()
+            .filter(|v| v.sensitive)
+            .filter_map(|v| v.value.clone()),
+    )
 }
 
 /// The names `${NAME}` references in `text` (`$${` escapes are not references).

@@ -3,6 +3,21 @@
 
 use serde_json::Value;
 
+/// Kinds whose top-level maps hold secret values, by `apiVersion` and `kind`: a Secret's `data`
+/// and `stringData`, key by key (the keys themselves are not secret).
+pub const SECRET_MAPS: &[(&str, &str, &[&str])] = &[("v1", "Secret", &["data", "stringData"])];
+
+/// The top-level maps of `object` whose values are secret (empty for most kinds).
+pub fn secret_maps(object: &Value) -> &'static [&'static str] {
+    let api_version = object.get("apiVersion").and_then(Value::as_str);
+    let kind = object.get("kind").and_then(Value::as_str);
+    SECRET_MAPS
+        .iter()
+        .find(|(v, k, _)| Some(*v) == api_version && Some(*k) == kind)
+        .map(|(_, _, maps)| *maps)
+        .unwrap_or(&[])
+}
+
 /// `metadata.name`, empty when missing.
 pub fn name_of(object: &Value) -> &str {
     object

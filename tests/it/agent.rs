@@ -905,6 +905,31 @@ fn the_local_target_agent_applies_a_commit_that_gkq_status_then_shows() {
         "{stacks:#}"
     );
     assert_eq!(stacks["events"][0]["reason"], "Applied", "{stacks:#}");
+
+    // The stack store (it holds status and Events) and each stack's checkout are the agent's
+    // own: a checkout holds the spec, and the SSH key while it fetches.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&state.path().join("agent/stacks.json")), 0o600);
+        let checkouts = state.path().join("agent/checkouts");
+        let subdirs = |dir: &std::path::Path| -> Vec<std::path::PathBuf> {
+            std::fs::read_dir(dir)
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .collect()
+        };
+        let namespaces = subdirs(&checkouts);
+        let stacks: Vec<_> = namespaces.iter().flat_map(|ns| subdirs(ns)).collect();
+        assert!(!stacks.is_empty(), "no checkout in {}", checkouts.display());
+        for dir in std::iter::once(&checkouts)
+            .chain(&namespaces)
+            .chain(&stacks)
+        {
+            assert_eq!(mode(dir), 0o700, "{}", dir.display());
+        }
+    }
 }
 
 /// Reads `agent`'s stderr into `logs` until a line of it contains `needle`.

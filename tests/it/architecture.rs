@@ -24,7 +24,7 @@ const CORE: &[&str] = &[
 /// What `gkq status`, `watch` and `explain` report, and how plans and reports look: pure
 /// functions of what the shell read.
 const VIEWS: &[&str] = &["report", "render"];
-/// The imperative shell: clients, observers, the executor, git and locks.
+/// The imperative shell: clients, observers, the executor, git, locks and owner-only files.
 const SHELL: &[&str] = &[
     "interrupt",
     "emulator",
@@ -33,6 +33,7 @@ const SHELL: &[&str] = &[
     "observe",
     "apply",
     "gitops",
+    "owner_only",
 ];
 /// The local target: Kubernetes as an object store with simulated controllers.
 const SIMULATOR: &[&str] = &["local"];

@@ -87,6 +87,48 @@ fn validate_json_lists_diagnostics() {
     assert!(d["line"].as_u64().unwrap() > 0);
 }
 
+/// A sensitive variable set with `--var` (so the value is in no file a snippet could show) in an
+/// invalid quantity and an invalid label value: neither the text nor the JSON diagnostics say
+/// it, or the suffix the quantity parser read from it; both say where the problem is.
+#[test]
+fn validate_never_prints_a_sensitive_value() {
+    for (spec, var, value, part) in [
+        (
+            "tests/bad-specs/sensitive-variable-in-quantity.yaml",
+            "MEMORY_QUOTA",
+            "9876Gii",
+            "Gii",
+        ),
+        (
+            "tests/bad-specs/sensitive-variable-in-label.yaml",
+            "TEAM",
+            "Opal-Wombat-42",
+            "Opal-Wombat-42",
+        ),
+    ] {
+        for format in ["text", "json"] {
+            let out = gkq()
+                .args(["validate", spec, "-o", format, "--var"])
+                .arg(format!("{var}={value}"))
+                .current_dir(repo_root())
+                .output()
+                .unwrap();
+            let said = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert_eq!(out.status.code(), Some(1), "{said}");
+            assert!(said.contains("(sensitive value)"), "{said}");
+            assert!(said.contains(spec), "{said}");
+            assert!(
+                !said.contains(value) && !said.contains(part),
+                "{spec} -o {format} says the value:\n{said}"
+            );
+        }
+    }
+}
+
 #[test]
 fn var_flag_overrides_and_undeclared_var_fails() {
     let out = gkq()

@@ -682,3 +682,116 @@ fn a_single_file_local_state_is_migrated_to_its_cluster() {
     assert!(own.is_file(), "{stderr}");
     assert!(!legacy.exists(), "{stderr}");
 }
+
+/// Every directory and file under `root` (itself included) with its permission bits.
+#[cfg(unix)]
+fn modes_under(root: &Path) -> Vec<(std::path::PathBuf, bool, u32)> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut out = Vec::new();
+    let mut todo = vec![root.to_path_buf()];
+    while let Some(path) = todo.pop() {
+        let meta = std::fs::symlink_metadata(&path).unwrap();
+        if meta.is_dir() {
+            todo.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
+        }
+        out.push((path, meta.is_dir(), meta.permissions().mode() & 0o777));
+    }
+    out.sort();
+    out
+}
+
+/// Paths under `root` that anyone but their owner may read, write or enter.
+#[cfg(unix)]
+fn not_owner_only(root: &Path) -> Vec<String> {
+    modes_under(root)
+        .into_iter()
+        .filter(|(_, is_dir, mode)| *mode != if *is_dir { 0o700 } else { 0o600 })
+        .map(|(path, _, mode)| format!("{} {mode:o}", path.display()))
+        .collect()
+}
+
+/// The local target's state holds Secret values in clear: what an apply writes in the default
+/// state directory (`.gkq/local` next to the spec) is owner-only, and `.gkq` keeps itself out of
+/// git.
+#[cfg(unix)]
+#[test]
+fn the_local_state_is_owner_only_and_kept_out_of_git() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("stack");
+    std::fs::create_dir(&spec).unwrap();
+    for file in ["gkq.yaml", "train.py"] {
+        std::fs::copy(
+            repo_root().join("examples/tpu-dws").join(file),
+            spec.join(file),
+        )
+        .unwrap();
+    }
+    let out = support::gkq()
+        .args(["apply", "--target", "local", "--auto-approve"])
+        .arg(&spec)
+        .output()
+        .unwrap();
+    ok(out);
+
+    let root = spec.join(".gkq");
+    let state = root.join("local");
+    let kubernetes = "clusters/my-project/us-east5-b/tpu-cluster/kubernetes.json";
+    for written in [kubernetes, "gke/gke-emulator-state.json", "apply.lock"] {
+        assert!(state.join(written).is_file(), "{written} was not written");
+    }
+    assert_eq!(not_owner_only(&root), Vec::<String>::new());
+    assert_eq!(
+        std::fs::read_to_string(root.join(".gitignore")).unwrap(),
+        "*\n"
+    );
+    let repo = git2::Repository::init(&spec).unwrap();
+    for path in [
+        format!(".gkq/local/{kubernetes}"),
+        ".gkq/.gitignore".to_string(),
+    ] {
+        assert!(
+            repo.is_path_ignored(Path::new(&path)).unwrap(),
+            "{path} is not ignored"
+        );
+    }
+    assert!(!repo.is_path_ignored(Path::new("gkq.yaml")).unwrap());
+}
+
+/// A state written by an older gkq (world-readable files) is narrowed as gkq writes it again;
+/// a `.gitignore` the user wrote in `.gkq` is theirs.
+#[cfg(unix)]
+#[test]
+fn loose_state_files_are_narrowed_and_a_users_gitignore_is_kept() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join(".gkq");
+    let state = root.join("local");
+    std::fs::create_dir(&root).unwrap();
+    let users = "local/\n!notes.md\n";
+    std::fs::write(root.join(".gitignore"), users).unwrap();
+    ok(gkq(&state, &[], &["apply", "--auto-approve"]));
+    let loosened: Vec<_> = modes_under(&state)
+        .into_iter()
+        .filter(|(_, is_dir, _)| !is_dir)
+        .map(|(path, _, _)| path)
+        .collect();
+    assert!(loosened.len() >= 3, "{loosened:?}");
+    for path in &loosened {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+
+    // Destroy writes every file again: the cluster goes from GKE and its objects with it.
+    ok(gkq(
+        &state,
+        &[],
+        &["destroy", "--confirm", "tpu-cluster", "--allow-disruption"],
+    ));
+    for path in &loosened {
+        let mode = std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{}", path.display());
+    }
+    assert_eq!(
+        std::fs::read_to_string(root.join(".gitignore")).unwrap(),
+        users
+    );
+}

@@ -281,6 +281,20 @@ fn every_bad_spec_fails_with_its_message_at_its_location() {
             Ok(loaded) => model::build(&loaded).1,
         };
         assert!(diags.has_errors(), "{} was accepted", file.display());
+        // `# never: TEXT`: no diagnostic says TEXT (a sensitive value, or a part of one).
+        for never in text.lines().filter_map(|l| l.strip_prefix("# never: ")) {
+            let saying: Vec<String> = diags
+                .iter()
+                .map(|d| format!("{} / {:?} / {:?}", d.message, d.help, d.path))
+                .filter(|said| said.contains(never))
+                .collect();
+            if !saying.is_empty() {
+                failures.push(format!(
+                    "{}: says `{never}`: {saying:#?}",
+                    file.file_name().unwrap().to_string_lossy()
+                ));
+            }
+        }
         for e in expected {
             let found = diags.errors().any(|d| {
                 let span = d.span.unwrap_or_default();
