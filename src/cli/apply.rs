@@ -9,9 +9,9 @@ use super::SpecArgs;
 use super::gitops::LockArgs;
 use super::plan::{PlanFlags, PlanFormat, options, render_plan};
 use super::target::TargetArgs;
-use crate::ops::{ApplyReport, Outcome, Sink};
 use crate::ops::apply::{Consent, stale_error};
 use crate::ops::converge::{Applied, ApplyChoices, ApplyFront, PlanSource, Ready};
+use crate::ops::{ApplyReport, Outcome, Sink};
 use crate::plan::{Plan, PlanOptions, Preview};
 use crate::render::apply::{JsonLinesSink, TerminalSink};
 
@@ -214,6 +214,7 @@ pub async fn converge_with(
         follow_jobs: !front.json,
         record_unchanged: true,
         interrupt: Default::default(),
+        lock_holder: None,
     };
     let applied = crate::ops::converge::apply(source, target, &apply_choices, front).await?;
     match applied {
