@@ -1,4 +1,4 @@
-//! The `GkqStack` custom resource (`stacks.gkq.dev`, `gkq.dev/v1alpha1`): which repository, ref
+//! The `GkqStack` custom resource (`gkqstacks.gkq.dev`, `gkq.dev/v1alpha1`): which repository, ref
 //! and spec one stack follows, and what the agent last did with it. The CRD in `deploy/crd.yaml`
 //! is generated from these types ([`crd_yaml`]); a test keeps the two equal.
 
@@ -26,8 +26,8 @@ pub const REQUESTED_ANNOTATION: &str = "gkq.dev/reconcile-requested-at";
     group = "gkq.dev",
     version = "v1alpha1",
     kind = "GkqStack",
-    plural = "stacks",
-    singular = "stack",
+    plural = "gkqstacks",
+    singular = "gkqstack",
     shortname = "gkqs",
     namespaced,
     status = "GkqStackStatus",
@@ -59,8 +59,10 @@ pub struct GkqStackSpec {
     /// Values of the spec's declared variables.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub variables: BTreeMap<String, String>,
-    /// How often the repository is fetched and live state re-planned (`30s`, `1m`).
+    /// How often the repository is fetched and live state re-planned (`30s`, `1m`, `1h30m`); at
+    /// least the agent's minimum (10s unless its `--min-interval` says otherwise).
     #[serde(default = "default_interval")]
+    #[schemars(regex(pattern = INTERVAL_PATTERN), length(min = 1, max = 64))]
     pub interval: String,
     /// Stop reconciling this stack (nothing is fetched, planned or applied).
     #[serde(default)]
@@ -91,6 +93,10 @@ const URL_PATTERN: &str = r"^(https://[^\s\x00-\x1f\x7f/-][^\s\x00-\x1f\x7f]*|ss
 
 /// A ServiceAccount's name: a DNS-1123 subdomain.
 const NAME_PATTERN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
+/// A duration of gkq's one grammar (`vocab::duration`): `<number><unit>` parts, units `ms`, `s`,
+/// `m`, `h`, `d`, optionally separated by spaces. The agent parses it again and enforces its
+/// minimum.
+const INTERVAL_PATTERN: &str = r"^ *([0-9]+(\.[0-9]+)? *(ms|s|m|h|d) *)+$";
 
 /// A branch or tag: no leading `-`, none of the characters git refuses in a ref name.
 const REF_PATTERN: &str = r"^[^-\s\x00-\x1f\x7f~^:?*\[\\][^\s\x00-\x1f\x7f~^:?*\[\\]*$";
@@ -176,7 +182,7 @@ mod tests {
     #[test]
     fn the_crd_names_the_api() {
         let crd = GkqStack::crd();
-        assert_eq!(crd.metadata.name.as_deref(), Some("stacks.gkq.dev"));
+        assert_eq!(crd.metadata.name.as_deref(), Some("gkqstacks.gkq.dev"));
         let text = crd_yaml();
         assert!(text.contains("gkq.dev"), "{text}");
         let spec: GkqStackSpec =

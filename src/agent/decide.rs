@@ -6,7 +6,7 @@ use crate::addr::{ClusterRef, ResourceKind};
 use crate::gitops::watch::{AutoApply, auto_apply};
 use crate::plan::{ActionKind, Plan};
 
-use super::crd::StackCondition;
+use super::crd::{GkqStackStatus, StackCondition};
 
 /// What the agent does with a plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -154,6 +154,80 @@ pub fn redact(text: &str, secrets: &[String]) -> String {
     out
 }
 
+/// The identity under which a replica holds a cluster's apply Lease for one stack: its own
+/// identity and the stack, so that two stacks on one cluster exclude each other.
+pub fn apply_lock_holder(identity: &str, stack: &str) -> String {
+    format!("{identity} (stack {stack})")
+}
+
+/// The replica's identity in an apply Lease holder written by [`apply_lock_holder`] (a stack's
+/// `namespace/name` never holds ` (stack `, so the last one separates them).
+pub fn replica_of(holder: &str) -> Option<&str> {
+    let (replica, rest) = holder.strip_suffix(')')?.rsplit_once(" (stack ")?;
+    (!replica.is_empty() && !rest.is_empty()).then_some(replica)
+}
+
+/// Why a stack's `spec.interval` is not run: a condition reason and its message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IntervalRefused {
+    pub reason: &'static str,
+    pub message: String,
+}
+
+/// The interval a stack is reconciled at: its `spec.interval` (the one duration grammar), which
+/// may not be shorter than the agent's `minimum` (`--min-interval`): a stack asking for less is
+/// refused, not run more often than the agent allows.
+pub fn interval(
+    text: &str,
+    minimum: std::time::Duration,
+) -> Result<std::time::Duration, IntervalRefused> {
+    match crate::vocab::duration::parse(text) {
+        Ok(d) if d.is_zero() || d < minimum => Err(IntervalRefused {
+            reason: "IntervalTooShort",
+            message: format!(
+                "spec.interval `{text}` is shorter than this agent's minimum of {} (--min-interval); nothing is fetched until it is at least that",
+                if minimum < std::time::Duration::from_secs(1) {
+                    format!("{}ms", minimum.as_millis())
+                } else {
+                    crate::vocab::duration::human(minimum)
+                }
+            ),
+        }),
+        Ok(d) => Ok(d),
+        Err(_) => Err(IntervalRefused {
+            reason: "InvalidInterval",
+            message: format!("spec.interval `{text}` is not a duration such as 30s or 5m"),
+        }),
+    }
+}
+
+/// The conditions kstatus reads (and so Flux, `kubectl wait` and `kstatus`-based tools): each of
+/// them is always present.
+const KSTATUS_CONDITIONS: [(&str, &str, &str); 3] = [
+    ("Ready", "Unknown", "Progressing"),
+    ("Reconciling", "False", "Idle"),
+    ("Stalled", "False", "NotStalled"),
+];
+
+/// Completes a status the agent writes so that kstatus can read it: `observedGeneration` is the
+/// generation it acted on (also for a suspended or refused stack), and Ready, Reconciling and
+/// Stalled are all there (one not yet decided is added as it stands: Ready Unknown, the others
+/// False).
+pub fn kstatus(status: &mut GkqStackStatus, generation: Option<i64>, now: &str) {
+    status.observed_generation = generation;
+    for (type_, state, reason) in KSTATUS_CONDITIONS {
+        if status.condition(type_).is_none() {
+            status.conditions.push(StackCondition {
+                type_: type_.to_string(),
+                status: state.to_string(),
+                reason: reason.to_string(),
+                message: String::new(),
+                last_transition_time: Some(now.to_string()),
+            });
+        }
+    }
+}
+
 /// Whether the interval has passed since `last` (milliseconds since some epoch), at `now`.
 pub fn due(last: Option<u64>, interval_ms: u64, now: u64) -> bool {
     last.is_none_or(|last| now.saturating_sub(last) >= interval_ms)
@@ -245,6 +319,77 @@ mod tests {
         set_condition(&mut conditions, "Ready", true, "C", "c", "t3");
         assert_eq!(conditions[0].last_transition_time.as_deref(), Some("t3"));
         assert_eq!(conditions[0].status, "True");
+    }
+
+    #[test]
+    fn an_apply_lock_holder_names_exactly_its_replica() {
+        let holder = apply_lock_holder("gkq-agent-7d9f-x2k (stack one)", "ml/train");
+        assert_eq!(replica_of(&holder), Some("gkq-agent-7d9f-x2k (stack one)"));
+        assert_eq!(
+            replica_of(&apply_lock_holder("alice@host pid 12", "ns/s")),
+            Some("alice@host pid 12")
+        );
+        // What a command holds the Lease as is no replica's.
+        assert_eq!(replica_of("alice@host pid 12"), None);
+        assert_eq!(replica_of(" (stack ns/s)"), None);
+    }
+
+    #[test]
+    fn an_interval_below_the_minimum_is_refused_and_named() {
+        let minimum = std::time::Duration::from_secs(10);
+        assert_eq!(
+            interval("1m", minimum),
+            Ok(std::time::Duration::from_secs(60))
+        );
+        assert_eq!(interval("10s", minimum), Ok(minimum));
+        let short = interval("1ms", minimum).unwrap_err();
+        assert_eq!(short.reason, "IntervalTooShort");
+        assert!(short.message.contains("`1ms`"), "{}", short.message);
+        assert!(
+            short.message.contains("minimum of 10s"),
+            "{}",
+            short.message
+        );
+        assert_eq!(
+            interval("0s", minimum).unwrap_err().reason,
+            "IntervalTooShort"
+        );
+        assert_eq!(
+            interval("soon", minimum).unwrap_err().reason,
+            "InvalidInterval"
+        );
+        // A lower minimum (tests) admits shorter intervals, never zero.
+        let fast = std::time::Duration::from_millis(100);
+        assert_eq!(interval("100ms", fast), Ok(fast));
+        assert!(interval("0s", std::time::Duration::ZERO).is_err());
+        let refused = interval("50ms", fast).unwrap_err();
+        assert!(
+            refused.message.contains("minimum of 100ms"),
+            "{}",
+            refused.message
+        );
+    }
+
+    #[test]
+    fn every_status_has_the_kstatus_conditions_and_its_generation() {
+        let mut status = GkqStackStatus::default();
+        set_condition(
+            &mut status.conditions,
+            "Reconciling",
+            false,
+            "Suspended",
+            "",
+            "t1",
+        );
+        kstatus(&mut status, Some(7), "t2");
+        assert_eq!(status.observed_generation, Some(7));
+        assert_eq!(status.condition("Reconciling").unwrap().reason, "Suspended");
+        assert_eq!(status.condition("Ready").unwrap().status, "Unknown");
+        assert_eq!(status.condition("Stalled").unwrap().status, "False");
+        assert_eq!(status.conditions.len(), 3);
+        let again = status.clone();
+        kstatus(&mut status, Some(7), "t3");
+        assert_eq!(status, again, "completing twice changes nothing");
     }
 
     #[test]

@@ -10,9 +10,17 @@
 //!   (fail-stop), so a leader that lost its Lease never acts again. A replica acts only while its
 //!   last renewal is younger than the renew deadline, which is shorter than the time any other
 //!   candidate must wait: two replicas never act at once.
+//! - On SIGTERM the leader stops acting, then releases the Lease (an empty holder, as client-go's
+//!   `ReleaseOnCancel` does), so a standby takes over at its next attempt instead of a lease
+//!   duration later.
+//! - A replica that leads supersedes every holder it saw lead before it: those have stopped
+//!   acting, so the cluster apply Leases they hold (named by `decide::apply_lock_holder`) are
+//!   taken over at once, not after they expire.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -21,6 +29,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::api::PostParams;
 
+use super::decide::replica_of;
 use super::reconcile::Leadership;
 
 #[derive(Debug, Clone)]
@@ -42,21 +51,85 @@ impl LeaderOptions {
         self.lease_duration * 2 / 3
     }
 
+    /// How often a standby reads the Lease: often enough that a released Lease is taken within
+    /// two seconds whatever the duration.
     fn retry(&self) -> Duration {
-        (self.lease_duration / 5).max(Duration::from_millis(200))
+        (self.lease_duration / 8).clamp(Duration::from_millis(200), Duration::from_secs(2))
     }
 }
 
-/// The held Lease: leading while the last renewal is younger than the renew deadline.
+/// The held Lease: leading while the last renewal is younger than the renew deadline, and until
+/// released.
 pub struct LeaseLeadership {
+    api: Api<Lease>,
+    options: LeaderOptions,
     renewed: Arc<Mutex<Instant>>,
-    deadline: Duration,
+    renewal: tokio::task::JoinHandle<()>,
+    released: AtomicBool,
+    /// The other identities this replica saw hold the Lease before it led.
+    earlier: BTreeSet<String>,
 }
 
 impl Leadership for LeaseLeadership {
     fn is_leading(&self) -> bool {
         let renewed = *self.renewed.lock().unwrap_or_else(|e| e.into_inner());
-        renewed.elapsed() < self.deadline
+        !self.released.load(Ordering::SeqCst) && renewed.elapsed() < self.options.renew_deadline()
+    }
+
+    fn supersedes(&self, apply_lock_holder: &str) -> bool {
+        self.is_leading()
+            && replica_of(apply_lock_holder).is_some_and(|replica| self.earlier.contains(replica))
+    }
+}
+
+impl LeaseLeadership {
+    /// Stops renewing and gives the Lease up if this replica still holds it: its holder is
+    /// emptied (conditioned on the version read), so a standby takes it at its next read.
+    /// Called once this replica has stopped acting.
+    pub async fn release(&self) {
+        self.released.store(true, Ordering::SeqCst);
+        self.renewal.abort();
+        let (namespace, name) = (&self.options.namespace, &self.options.name);
+        // A renewal that was being written when the task was aborted makes the first replace
+        // conflict: read again.
+        for _ in 0..3 {
+            let lease = match self.api.get_opt(name).await {
+                Ok(Some(lease)) => lease,
+                Ok(None) => return,
+                Err(e) => {
+                    tracing::warn!("could not release Lease {namespace}/{name}: {e}");
+                    return;
+                }
+            };
+            let spec = lease.spec.clone().unwrap_or_default();
+            if spec.holder_identity.as_deref() != Some(self.options.identity.as_str()) {
+                return;
+            }
+            let mut released = lease.clone();
+            released.spec = Some(LeaseSpec {
+                holder_identity: None,
+                lease_duration_seconds: Some(1),
+                renew_time: Some(MicroTime(Timestamp::now())),
+                ..spec
+            });
+            match self
+                .api
+                .replace(name, &PostParams::default(), &released)
+                .await
+            {
+                Ok(_) => {
+                    tracing::info!("released Lease {namespace}/{name}");
+                    return;
+                }
+                Err(kube::Error::Api(status)) if status.code == 409 => continue,
+                Err(e) => {
+                    tracing::warn!(
+                        "could not release Lease {namespace}/{name}: {e}; it expires by itself"
+                    );
+                    return;
+                }
+            }
+        }
     }
 }
 
@@ -109,6 +182,7 @@ pub async fn lead(
 ) -> Result<LeaseLeadership, kube::Error> {
     let api: Api<Lease> = Api::namespaced(client, &options.namespace);
     let mut observed: Option<(Record, Instant)> = None;
+    let mut earlier = BTreeSet::new();
     let mut told = false;
     loop {
         let current = api.get_opt(&options.name).await?;
@@ -123,6 +197,9 @@ pub async fn lead(
             Some(lease) => {
                 let seen = record(lease);
                 let mine = seen.0.as_deref() == Some(options.identity.as_str());
+                if let Some(holder) = seen.0.as_deref().filter(|h| !h.is_empty() && !mine) {
+                    earlier.insert(holder.to_string());
+                }
                 let since = match &observed {
                     Some((r, at)) if *r == seen => *at,
                     _ => {
@@ -191,10 +268,14 @@ pub async fn lead(
         options.identity
     );
     let renewed = Arc::new(Mutex::new(Instant::now()));
-    tokio::spawn(renew(api, options.clone(), renewed.clone()));
+    let renewal = tokio::spawn(renew(api.clone(), options.clone(), renewed.clone()));
     Ok(LeaseLeadership {
+        api,
+        options,
         renewed,
-        deadline: options.renew_deadline(),
+        renewal,
+        released: AtomicBool::new(false),
+        earlier,
     })
 }
 
@@ -243,5 +324,24 @@ async fn renew(api: Api<Lease>, options: LeaderOptions, renewed: Arc<Mutex<Insta
                 );
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_standby_reads_the_lease_within_two_seconds_whatever_its_duration() {
+        let options = |secs| LeaderOptions {
+            namespace: "ns".into(),
+            name: "gkq-agent".into(),
+            identity: "me".into(),
+            lease_duration: Duration::from_secs(secs),
+        };
+        assert_eq!(options(4).retry(), Duration::from_millis(500));
+        assert_eq!(options(15).retry(), Duration::from_millis(1875));
+        assert_eq!(options(60).retry(), Duration::from_secs(2));
+        assert!(options(60).renew_deadline() < options(60).lease_duration);
     }
 }

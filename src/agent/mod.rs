@@ -8,16 +8,18 @@
 //! decide     apply, hold or refuse; conditions; redaction of secrets           [pure]
 //! source     fetching a stack's repository with its credentials (git)
 //! store      GkqStacks, Secrets and Events: the API server, or a file for the local target
+//! events     Events aggregated into series, as client-go's recorder does
 //! reconcile  one stack's reconcile, through the ops calls
 //! leader     leader election with a coordination.k8s.io Lease, fail-stop
 //! webhook    GitHub and GitLab push signatures                                 [pure]
 //! metrics    Prometheus text
 //! own        which cluster the agent runs in (the GKE metadata server)
-//! http       /healthz, /readyz, /metrics, /hooks/{namespace}/{name}
+//! http       /hooks/{namespace}/{name} and /metrics on listeners of their own; probes on both
 //! ```
 
 pub mod crd;
 pub mod decide;
+pub mod events;
 pub mod http;
 pub mod leader;
 pub mod metrics;
@@ -41,6 +43,7 @@ use tokio::sync::mpsc;
 
 use crate::addr::ClusterRef;
 use crate::ops::session::TargetOptions;
+use crate::spec::types::Target;
 use crd::GkqStack;
 use http::Endpoints;
 use metrics::Metrics;
@@ -72,7 +75,10 @@ pub struct AgentOptions {
     pub management: Management,
     /// Where the stacks' plans act (their spec's target unless given).
     pub target: TargetOptions,
-    pub listen: SocketAddr,
+    /// Where push webhooks and the probes are served.
+    pub webhook_listen: SocketAddr,
+    /// Where /metrics (and the probes) are served: loopback unless told otherwise.
+    pub metrics_listen: SocketAddr,
     /// Where repositories are checked out.
     pub work_dir: PathBuf,
     pub lease_duration: Duration,
@@ -85,6 +91,18 @@ pub struct AgentOptions {
     /// The ServiceAccount (in each stack's namespace) a stack acts as when it names none;
     /// `None`: such a stack acts with the agent's own rights (a single-team install).
     pub default_service_account: Option<String>,
+    /// The shortest `spec.interval` the agent runs; a stack asking for less is refused.
+    pub min_interval: Duration,
+    /// How many stacks are reconciled at once (on a real cluster; one at a time where stacks
+    /// share the local target's state directory).
+    pub concurrency: u16,
+}
+
+/// The addresses the agent serves on.
+#[derive(Debug, Clone, Copy)]
+pub struct Listening {
+    pub webhook: SocketAddr,
+    pub metrics: SocketAddr,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -129,11 +147,14 @@ pub async fn management_config(
     Ok(config)
 }
 
-/// Runs the agent until `stop` resolves. `on_listen` is told the address the endpoints serve on.
+/// Runs the agent until `stop` resolves. `on_listen` is told the addresses the endpoints serve
+/// on. Once `stop` resolves, running applies are interrupted (they stop between actions and
+/// release their locks), the controller waits for its reconciles to end, and only then is the
+/// leader Lease released.
 pub async fn run(
     options: AgentOptions,
     stop: impl std::future::Future<Output = ()> + Send + Sync + 'static,
-    on_listen: impl FnOnce(SocketAddr),
+    on_listen: impl FnOnce(Listening),
 ) -> Result<(), AgentError> {
     let metrics = Arc::new(Metrics::default());
     let endpoints = Arc::new(Endpoints {
@@ -142,23 +163,28 @@ pub async fn run(
         store: Default::default(),
         controller: Default::default(),
     });
-    let listener = tokio::net::TcpListener::bind(options.listen)
-        .await
-        .map_err(|e| AgentError::Serve {
-            addr: options.listen.to_string(),
-            message: e.to_string(),
-        })?;
-    let addr = listener.local_addr().map_err(|e| AgentError::Serve {
-        addr: options.listen.to_string(),
-        message: e.to_string(),
-    })?;
-    on_listen(addr);
-    let app = http::router(endpoints.clone());
-    tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, app).await {
-            tracing::error!("the HTTP endpoints stopped: {e}");
+    let listening = Listening {
+        webhook: serve(
+            options.webhook_listen,
+            http::webhook_router(endpoints.clone()),
+        )
+        .await?,
+        metrics: serve(
+            options.metrics_listen,
+            http::metrics_router(endpoints.clone()),
+        )
+        .await?,
+    };
+    on_listen(listening);
+    let interrupt = crate::interrupt::Interrupt::new();
+    let stop = {
+        let interrupt = interrupt.clone();
+        async move {
+            stop.await;
+            tracing::info!("stopping: running applies stop between actions");
+            interrupt.trigger();
         }
-    });
+    };
 
     let (trigger, triggers) = mpsc::unbounded_channel();
     let webhook = tokio_stream_of(triggers);
@@ -191,16 +217,24 @@ pub async fn run(
             .await
             .map_err(AgentError::Leader)?;
             let api = store.api();
-            let ctx = context(&options, store, metrics, Arc::new(leadership));
+            let leadership = Arc::new(leadership);
+            let ctx = context(&options, store, metrics, leadership.clone(), &interrupt);
             let _ = endpoints.controller.set((ctx.clone(), trigger));
             endpoints.ready.store(true, Ordering::SeqCst);
+            let concurrency = if options.target.target == Some(Target::Local) {
+                1
+            } else {
+                options.concurrency
+            };
             drive(
                 Controller::new(api, watcher::Config::default()),
+                concurrency,
                 webhook,
                 stop,
                 ctx,
             )
             .await;
+            leadership.release().await;
         }
         Management::Local { state_dir, stacks } => {
             let lock = crate::ops::lock::lock_state_dir(
@@ -221,26 +255,51 @@ pub async fn run(
             let (reader, writer) = reflector::store();
             let stream = reflector::reflector(writer, poll_local(store.clone())).applied_objects();
             let _ = endpoints.store.set(store.clone());
-            let ctx = context(&options, store, metrics, Arc::new(leader::Alone));
+            let ctx = context(
+                &options,
+                store,
+                metrics,
+                Arc::new(leader::Alone),
+                &interrupt,
+            );
             let _ = endpoints.controller.set((ctx.clone(), trigger));
             endpoints.ready.store(true, Ordering::SeqCst);
-            drive(Controller::for_stream(stream, reader), webhook, stop, ctx).await;
+            // Stacks on one local target share its state directory: one at a time.
+            let controller = Controller::for_stream(stream, reader);
+            drive(controller, 1, webhook, stop, ctx).await;
             lock.release().await;
         }
     }
     Ok(())
 }
 
-/// Runs the controller, one reconcile at a time (plans of stacks on one local target share its
-/// state directory; one at a time also keeps an idle agent small), until `stop`.
+/// Binds `addr` and serves `app` on it in the background; returns the address bound.
+async fn serve(addr: SocketAddr, app: axum::Router) -> Result<SocketAddr, AgentError> {
+    let failed = |e: std::io::Error| AgentError::Serve {
+        addr: addr.to_string(),
+        message: e.to_string(),
+    };
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(failed)?;
+    let bound = listener.local_addr().map_err(failed)?;
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app).await {
+            tracing::error!("the HTTP endpoints on {bound} stopped: {e}");
+        }
+    });
+    Ok(bound)
+}
+
+/// Runs the controller, `concurrency` reconciles at a time (one where plans of stacks on one
+/// local target share its state directory), until `stop`; then waits for the running ones.
 async fn drive(
     controller: Controller<GkqStack>,
+    concurrency: u16,
     webhook: impl futures::Stream<Item = kube::runtime::reflector::ObjectRef<GkqStack>> + Send + 'static,
     stop: impl std::future::Future<Output = ()> + Send + Sync + 'static,
     ctx: Arc<Context>,
 ) {
     controller
-        .with_config(Config::default().concurrency(1))
+        .with_config(Config::default().concurrency(concurrency.max(1)))
         .reconcile_on(webhook)
         .graceful_shutdown_on(stop)
         .run(reconcile::reconcile, reconcile::error_policy, ctx)
@@ -253,6 +312,7 @@ fn context(
     store: Arc<dyn StackStore>,
     metrics: Arc<Metrics>,
     leadership: Arc<dyn Leadership>,
+    interrupt: &crate::interrupt::Interrupt,
 ) -> Arc<Context> {
     let mut ctx = Context::new(
         store,
@@ -264,6 +324,9 @@ fn context(
     );
     ctx.allow_file_urls = options.allow_file_urls;
     ctx.default_service_account = options.default_service_account.clone();
+    ctx.min_interval = options.min_interval;
+    ctx.identity = options.identity.clone();
+    ctx.interrupt = interrupt.clone();
     Arc::new(ctx)
 }
 

@@ -12,7 +12,9 @@ use kube::ResourceExt;
 use kube::runtime::controller::Action;
 
 use super::crd::{APPROVE_ANNOTATION, FINALIZER, GkqStack, GkqStackStatus, REQUESTED_ANNOTATION};
-use super::decide::{Decision, decide, decide_deletion, due, redact, set_condition};
+use super::decide::{
+    Decision, apply_lock_holder, decide, decide_deletion, due, kstatus, redact, set_condition,
+};
 use super::metrics::Metrics;
 use super::source;
 use super::source_check;
@@ -23,6 +25,7 @@ use crate::ops::converge::{
     self, Applied, ApplyChoices, ApplyFront, ConvergeError, PlanSource, Ready,
 };
 use crate::ops::load::{SpecSource, load_valid};
+use crate::ops::lock::{LockHolder, Superseded};
 use crate::ops::plan::Planned;
 use crate::ops::session::TargetOptions;
 use crate::ops::{ApplyEvent, Sink};
@@ -31,6 +34,11 @@ use crate::plan::{ActionKind, Plan, PlanOptions};
 /// Whether this replica may act: it holds the leader Lease (or the local state lock).
 pub trait Leadership: Send + Sync {
     fn is_leading(&self) -> bool;
+    /// Whether this replica leads and the replica that holds a cluster's apply Lease as
+    /// `apply_lock_holder` led before it (so it has stopped acting).
+    fn supersedes(&self, _apply_lock_holder: &str) -> bool {
+        false
+    }
 }
 
 /// What every reconcile shares.
@@ -50,6 +58,12 @@ pub struct Context {
     /// The ServiceAccount a stack without `serviceAccountName` acts as (`None`: the agent's own
     /// rights, a single-team install).
     pub default_service_account: Option<String>,
+    /// The shortest `spec.interval` run (`--min-interval`).
+    pub min_interval: Duration,
+    /// This replica's name: it holds clusters' apply Leases as [`apply_lock_holder`] of it.
+    pub identity: String,
+    /// Set when the agent stops: running applies stop between actions and release their locks.
+    pub interrupt: crate::interrupt::Interrupt,
     pub stacks: Mutex<BTreeMap<String, StackState>>,
     started: Instant,
 }
@@ -96,6 +110,9 @@ impl Context {
             lock_timeout: Duration::from_secs(120),
             allow_file_urls: false,
             default_service_account: None,
+            min_interval: DEFAULT_MIN_INTERVAL,
+            identity: crate::ops::lock::holder_identity(),
+            interrupt: Default::default(),
             stacks: Mutex::new(BTreeMap::new()),
             started: Instant::now(),
         }
@@ -103,6 +120,18 @@ impl Context {
 
     fn now_ms(&self) -> u64 {
         u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Who holds a cluster's apply Lease for the stack `key`: this replica, taking over at once
+    /// the Leases of replicas that led before it.
+    fn lock_holder(&self, key: &str) -> LockHolder {
+        let leadership = self.leadership.clone();
+        LockHolder {
+            identity: apply_lock_holder(&self.identity, key),
+            superseded: Some(Superseded(Arc::new(move |holder: &str| {
+                leadership.supersedes(holder)
+            }))),
+        }
     }
 
     /// Marks a stack to be fetched at its next reconcile (a webhook push).
@@ -123,6 +152,9 @@ pub fn key(stack: &GkqStack) -> String {
 fn now_text() -> String {
     crate::vocab::time::format_seconds(k8s_openapi::jiff::Timestamp::now())
 }
+
+/// The shortest interval a stack may ask for unless `--min-interval` lowers it.
+pub const DEFAULT_MIN_INTERVAL: Duration = Duration::from_secs(10);
 
 /// The controller's reconcile: runs the stack when it is due (its interval has passed, a webhook
 /// asked, its spec or approval changed) and asks to be called again at its next interval.
@@ -145,23 +177,16 @@ pub async fn reconcile(stack: Arc<GkqStack>, ctx: Arc<Context>) -> Result<Action
         // A suspended stack acts on nothing, also when it is deleted.
         return finish_deletion(&stack, &ctx, "Released", "the stack was suspended: nothing was deleted and its objects keep their owner annotation").await;
     }
-    let interval = match crate::vocab::duration::parse(&stack.spec.interval) {
-        Ok(d) if !d.is_zero() => d,
-        _ => {
+    let interval = match super::decide::interval(&stack.spec.interval, ctx.min_interval) {
+        Ok(d) => d,
+        Err(refused) => {
             let mut status = stack.status.clone().unwrap_or_default();
-            let message = format!(
-                "spec.interval `{}` is not a duration such as 30s or 5m",
-                stack.spec.interval
-            );
-            set_condition(
-                &mut status.conditions,
-                "Stalled",
-                true,
-                "InvalidInterval",
-                &message,
-                &now_text(),
-            );
-            write_status(&ctx, &stack, &status).await?;
+            let now = now_text();
+            for (type_, state) in [("Stalled", true), ("Ready", false), ("Reconciling", false)] {
+                let (reason, message) = (refused.reason, &refused.message);
+                set_condition(&mut status.conditions, type_, state, reason, message, &now);
+            }
+            write_changed_status(&ctx, &stack, status).await?;
             return Ok(Action::await_change());
         }
     };
@@ -175,15 +200,7 @@ pub async fn reconcile(stack: Arc<GkqStack>, ctx: Arc<Context>) -> Result<Action
             "spec.suspend is true",
             &now_text(),
         );
-        if status.condition("Reconciling").map(|c| c.reason.as_str())
-            != stack
-                .status
-                .as_ref()
-                .and_then(|s| s.condition("Reconciling"))
-                .map(|c| c.reason.as_str())
-        {
-            write_status(&ctx, &stack, &status).await?;
-        }
+        write_changed_status(&ctx, &stack, status).await?;
         return Ok(Action::requeue(interval));
     }
     let interval_ms = u64::try_from(interval.as_millis()).unwrap_or(u64::MAX);
@@ -285,19 +302,36 @@ async fn finish_deletion(
     Ok(Action::await_change())
 }
 
+/// [`write_status`] when the completed status differs from the stack's (a suspended or refused
+/// stack is not written at every call).
+async fn write_changed_status(
+    ctx: &Context,
+    stack: &GkqStack,
+    mut status: GkqStackStatus,
+) -> Result<(), ReconcileError> {
+    kstatus(&mut status, stack.metadata.generation, &now_text());
+    if stack.status.as_ref() == Some(&status) {
+        return Ok(());
+    }
+    write_status(ctx, stack, &status).await
+}
+
 /// Requeues a stack whose status could not be written.
 pub fn error_policy(_stack: Arc<GkqStack>, error: &ReconcileError, _ctx: Arc<Context>) -> Action {
     tracing::warn!("{error}");
     Action::requeue(Duration::from_secs(5))
 }
 
+/// Writes the stack's status, completed for kstatus (its generation, every kstatus condition).
 async fn write_status(
     ctx: &Context,
     stack: &GkqStack,
     status: &GkqStackStatus,
 ) -> Result<(), ReconcileError> {
+    let mut status = status.clone();
+    kstatus(&mut status, stack.metadata.generation, &now_text());
     ctx.store
-        .set_status(stack, status)
+        .set_status(stack, &status)
         .await
         .map_err(|e| ReconcileError::Status {
             stack: key(stack),
@@ -504,7 +538,8 @@ async fn run_stack(stack: &GkqStack, ctx: &Context, approval: Option<&str>) -> G
         // Once per commit, not at every interval; never for a deletion.
         record_unchanged: !deleting
             && run.status.last_applied_revision.as_deref() != Some(commit.as_str()),
-        interrupt: Default::default(),
+        interrupt: ctx.interrupt.clone(),
+        lock_holder: Some(ctx.lock_holder(&key)),
     };
     let front = AgentFront {
         run: tokio::sync::Mutex::new(run),

@@ -8,11 +8,12 @@ use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Resource, ResourceExt};
 use serde::{Deserialize, Serialize};
 
 use super::crd::{APPROVE_ANNOTATION, FINALIZER, GkqStack, GkqStackStatus, REQUESTED_ANNOTATION};
+pub use super::events::Severity;
+use super::events::{Recorder, continues_series};
 use super::source::Credentials;
 use super::source_check::identity;
 
@@ -37,17 +38,12 @@ pub enum StoreError {
     },
 }
 
-/// `Normal` or `Warning`, as Kubernetes Events have it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Severity {
-    Normal,
-    Warning,
-}
-
 #[async_trait::async_trait]
 pub trait StackStore: Send + Sync {
     /// Every stack the agent manages.
     async fn list(&self) -> Result<Vec<GkqStack>, StoreError>;
+    /// The stack `namespace/name`, if the agent manages it (one keyed read, not a list).
+    async fn get(&self, namespace: &str, name: &str) -> Result<Option<GkqStack>, StoreError>;
     /// Replaces the stack's status.
     async fn set_status(&self, stack: &GkqStack, status: &GkqStackStatus)
     -> Result<(), StoreError>;
@@ -57,7 +53,8 @@ pub trait StackStore: Send + Sync {
     async fn credentials(&self, stack: &GkqStack) -> Result<Credentials, StoreError>;
     /// Adds (`present`) or removes the agent's finalizer ([`crate::agent::crd::FINALIZER`]).
     async fn set_finalizer(&self, stack: &GkqStack, present: bool) -> Result<(), StoreError>;
-    /// Records an Event about the stack; failures are logged, not returned.
+    /// Records an Event about the stack, or one more of the same Event recorded lately
+    /// ([`super::events`]); failures are logged, not returned.
     async fn event(&self, stack: &GkqStack, severity: Severity, reason: &str, note: &str);
     /// Approves the held plan with `digest`: refused unless the stack holds exactly that plan.
     async fn approve(&self, namespace: &str, name: &str, digest: &str) -> Result<(), StoreError>;
@@ -141,21 +138,18 @@ pub struct KubeStore {
     default_service_account: Option<String>,
     /// `None`: every namespace.
     namespace: Option<String>,
-    reporter: Reporter,
+    events: Recorder,
 }
 
 impl KubeStore {
     pub fn new(client: kube::Client, namespace: Option<String>, instance: &str) -> Self {
-        let reporter = Reporter {
-            controller: AGENT_MANAGER.to_string(),
-            instance: Some(instance.to_string()),
-        };
+        let events = Recorder::new(client.clone(), AGENT_MANAGER, instance);
         KubeStore {
             client,
             base: None,
             default_service_account: None,
             namespace,
-            reporter,
+            events,
         }
     }
 
@@ -203,6 +197,13 @@ impl KubeStore {
 impl StackStore for KubeStore {
     async fn list(&self) -> Result<Vec<GkqStack>, StoreError> {
         Ok(self.api().list(&Default::default()).await?.items)
+    }
+
+    async fn get(&self, namespace: &str, name: &str) -> Result<Option<GkqStack>, StoreError> {
+        if self.namespace.as_deref().is_some_and(|ns| ns != namespace) {
+            return Ok(None);
+        }
+        Ok(self.api_in(namespace).get_opt(name).await?)
     }
 
     async fn set_status(
@@ -263,20 +264,13 @@ impl StackStore for KubeStore {
     }
 
     async fn event(&self, stack: &GkqStack, severity: Severity, reason: &str, note: &str) {
-        let event = Event {
-            type_: match severity {
-                Severity::Normal => EventType::Normal,
-                Severity::Warning => EventType::Warning,
-            },
-            reason: reason.to_string(),
-            note: Some(note.chars().take(1000).collect()),
-            action: "Reconcile".to_string(),
-            secondary: None,
-        };
-        // A recorder of its own per Event: a shared one folds Events of the same reason into a
-        // series that keeps the first note, and each apply names its own commit.
-        let recorder = Recorder::new(self.client.clone(), self.reporter.clone());
-        if let Err(e) = recorder.publish(&event, &stack.object_ref(&())).await {
+        let note: String = note.chars().take(1000).collect();
+        let regarding = stack.object_ref(&());
+        if let Err(e) = self
+            .events
+            .publish(&regarding, severity, reason, &note)
+            .await
+        {
             tracing::warn!("could not record event {reason}: {e}");
         }
     }
@@ -319,7 +313,8 @@ struct LocalState {
     events: Vec<LocalEvent>,
 }
 
-/// An Event as the local store keeps it (the newest 1000).
+/// An Event as the local store keeps it (the newest 1000), aggregated as in the API server:
+/// `count` times, the last at `time`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LocalEvent {
     pub stack: String,
@@ -327,6 +322,12 @@ pub struct LocalEvent {
     pub reason: String,
     pub note: String,
     pub time: String,
+    #[serde(default = "one")]
+    pub count: u32,
+}
+
+fn one() -> u32 {
+    1
 }
 
 const LOCAL_EVENTS_KEPT: usize = 1000;
@@ -467,6 +468,14 @@ impl StackStore for LocalStore {
         self.with_state(|state| Ok((state.stacks.clone(), false)))
     }
 
+    async fn get(&self, namespace: &str, name: &str) -> Result<Option<GkqStack>, StoreError> {
+        let wanted = format!("{namespace}/{name}");
+        self.with_state(|state| {
+            let found = state.stacks.iter().find(|s| key_of(s) == wanted).cloned();
+            Ok((found, false))
+        })
+    }
+
     async fn set_status(
         &self,
         stack: &GkqStack,
@@ -525,14 +534,26 @@ impl StackStore for LocalStore {
     }
 
     async fn event(&self, stack: &GkqStack, severity: Severity, reason: &str, note: &str) {
+        let now = k8s_openapi::jiff::Timestamp::now();
         let event = LocalEvent {
             stack: key_of(stack),
             severity,
             reason: reason.to_string(),
             note: note.to_string(),
-            time: crate::vocab::time::format_seconds(k8s_openapi::jiff::Timestamp::now()),
+            time: crate::vocab::time::format_seconds(now),
+            count: 1,
         };
         let recorded = self.with_state(|state| {
+            let earlier = state.events.iter_mut().rev().find(|e| {
+                (&e.stack, e.severity, &e.reason, &e.note)
+                    == (&event.stack, event.severity, &event.reason, &event.note)
+                    && e.time.parse().is_ok_and(|last| continues_series(last, now))
+            });
+            if let Some(earlier) = earlier {
+                earlier.count += 1;
+                earlier.time = event.time;
+                return Ok(((), true));
+            }
             state.events.push(event);
             let excess = state.events.len().saturating_sub(LOCAL_EVENTS_KEPT);
             state.events.drain(..excess);
@@ -568,6 +589,27 @@ mod tests {
         assert_eq!(patch["lastAppliedRevision"], "abc");
         assert!(patch["heldDigest"].is_null() && patch.get("heldDigest").is_some());
         assert!(patch.get("diagnostics").is_some());
+    }
+
+    #[tokio::test]
+    async fn the_local_store_counts_a_repeated_event_instead_of_adding_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalStore::new(dir.path());
+        let manifest = "apiVersion: gkq.dev/v1alpha1\nkind: GkqStack\nmetadata: {name: s}\nspec: {url: file:///r}\n";
+        store.load_manifests(manifest, "m").unwrap();
+        let stack = store.get("default", "s").await.unwrap().unwrap();
+        assert!(store.get("default", "t").await.unwrap().is_none());
+        for _ in 0..3 {
+            store
+                .event(&stack, Severity::Warning, "FetchFailed", "no repository")
+                .await;
+        }
+        store
+            .event(&stack, Severity::Warning, "FetchFailed", "another reason")
+            .await;
+        let events = store.events().unwrap();
+        let counts: Vec<(&str, u32)> = events.iter().map(|e| (e.note.as_str(), e.count)).collect();
+        assert_eq!(counts, [("no repository", 3), ("another reason", 1)]);
     }
 
     #[tokio::test]

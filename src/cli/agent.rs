@@ -44,9 +44,21 @@ pub struct AgentArgs {
     /// after the leader stops renewing.
     #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = crate::vocab::duration::parse_flag)]
     pub lease_duration: Duration,
-    /// Where /healthz, /readyz, /metrics and /hooks/{namespace}/{name} are served.
-    #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:8080")]
-    pub listen: SocketAddr,
+    /// Where push webhooks (POST /hooks/{namespace}/{name}) and the probes (/healthz, /readyz)
+    /// are served.
+    #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:8081")]
+    pub webhook_listen: SocketAddr,
+    /// Where /metrics (and the probes) are served; loopback by default.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
+    pub metrics_listen: SocketAddr,
+    /// The shortest `spec.interval` a stack may ask for; a stack asking for less is refused
+    /// (condition Stalled, reason IntervalTooShort).
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = crate::vocab::duration::parse_flag)]
+    pub min_interval: Duration,
+    /// How many stacks are reconciled at once (one at a time with `--target local`, whose
+    /// stacks share the state directory).
+    #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
+    pub concurrency: u16,
     /// Where repositories are checked out (default: <state dir>/agent/checkouts on the local
     /// target, a directory of this process under the temporary directory otherwise).
     #[arg(long, value_name = "DIR")]
@@ -147,7 +159,10 @@ pub async fn run(args: &AgentArgs) -> anyhow::Result<Exit> {
     let options = AgentOptions {
         management,
         target,
-        listen: args.listen,
+        webhook_listen: args.webhook_listen,
+        metrics_listen: args.metrics_listen,
+        min_interval: args.min_interval,
+        concurrency: args.concurrency,
         work_dir,
         lease_duration: args.lease_duration,
         own_cluster: own_cluster(args.own_cluster.as_deref()).await?,
@@ -159,8 +174,11 @@ pub async fn run(args: &AgentArgs) -> anyhow::Result<Exit> {
             || args.target.target == Some(super::target::TargetFlag::Local),
         default_service_account: args.default_service_account.clone(),
     };
-    crate::agent::run(options, shutdown(), |addr| {
-        println!("gkq agent: serving http://{addr}");
+    crate::agent::run(options, shutdown(), |at| {
+        println!(
+            "gkq agent: webhooks and probes on http://{}, metrics on http://{}",
+            at.webhook, at.metrics
+        );
     })
     .await?;
     Ok(Exit::Ok)

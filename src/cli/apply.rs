@@ -214,6 +214,7 @@ pub async fn converge_with(
         follow_jobs: !front.json,
         record_unchanged: true,
         interrupt: Default::default(),
+        lock_holder: None,
     };
     let applied = crate::ops::converge::apply(source, target, &apply_choices, front).await?;
     match applied {

@@ -52,6 +52,9 @@ pub struct LockOptions {
     pub lease_duration: Duration,
     /// Pause between attempts while waiting.
     pub retry: Duration,
+    /// Holders known to have stopped acting, whose Lease is taken at once instead of after it
+    /// expires.
+    pub superseded: Option<Superseded>,
 }
 
 impl Default for LockOptions {
@@ -60,8 +63,42 @@ impl Default for LockOptions {
             timeout: Duration::ZERO,
             lease_duration: Duration::from_secs(60),
             retry: Duration::from_secs(2),
+            superseded: None,
         }
     }
+}
+
+/// Says whether the holder of this identity is known to have stopped acting (the agent: a
+/// replica that led before the replica that leads now, which has fail-stopped), so that its
+/// Lease may be taken over before it expires. Asked again at every attempt.
+#[derive(Clone)]
+pub struct Superseded(pub Arc<dyn Fn(&str) -> bool + Send + Sync>);
+
+impl Superseded {
+    fn holds(&self, identity: &str) -> bool {
+        (self.0)(identity)
+    }
+}
+
+impl std::fmt::Debug for Superseded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Superseded(..)")
+    }
+}
+
+impl PartialEq for Superseded {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+/// Who takes the cluster's Lease for an apply when it is not this process as
+/// [`holder_identity`] names it: the agent's replica (per stack), and which earlier holders it
+/// supersedes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LockHolder {
+    pub identity: String,
+    pub superseded: Option<Superseded>,
 }
 
 /// Who holds a lock, as read from it.
@@ -365,9 +402,16 @@ pub async fn lease(
                 .map(|_| ()),
             Some(lease) => {
                 let current_holder = holder_of(lease);
+                let superseded = !current_holder.identity.is_empty()
+                    && current_holder.identity != holder
+                    && options
+                        .superseded
+                        .as_ref()
+                        .is_some_and(|s| s.holds(&current_holder.identity));
                 let free = current_holder.identity.is_empty()
                     || current_holder.identity == holder
-                    || current_holder.expired(now);
+                    || current_holder.expired(now)
+                    || superseded;
                 if free {
                     let transitions = lease
                         .spec
@@ -378,7 +422,12 @@ pub async fn lease(
                         lease_object(&name, holder, options.lease_duration, transitions + 1);
                     // The replace succeeds only if nobody wrote the Lease since it was read.
                     taken.metadata.resource_version = lease.metadata.resource_version.clone();
-                    if current_holder.expired(now) {
+                    if superseded {
+                        tracing::warn!(
+                            "taking over {lock} from {}: that holder no longer acts",
+                            current_holder.describe(now)
+                        );
+                    } else if current_holder.expired(now) {
                         tracing::warn!(
                             "taking over expired {lock} from {}",
                             current_holder.describe(now)

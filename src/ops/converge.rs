@@ -26,7 +26,7 @@ use super::saved::{SpecCheck, connect_for_plan};
 use super::session::{Session, TargetOptions};
 use super::status::landed_jobs;
 use crate::apply::{ApplyReport, Sink, VerifyError};
-use crate::gitops::lock::ApplyLock;
+use crate::gitops::lock::{ApplyLock, LockHolder};
 use crate::interrupt::Interrupt;
 use crate::kube::client::RealKube;
 use crate::model::DesiredState;
@@ -48,6 +48,8 @@ pub struct ApplyChoices {
     pub record_unchanged: bool,
     /// Stops the walk between actions (Ctrl-C sets it too while an apply runs).
     pub interrupt: Interrupt,
+    /// Who holds the cluster's Lease (default: this process, `holder_identity`).
+    pub lock_holder: Option<LockHolder>,
 }
 
 /// Where the plan an apply executes comes from.
@@ -330,6 +332,7 @@ async fn lock(ready: &Ready<'_>, choices: &ApplyChoices) -> Result<ApplyLock, Co
         target.kube_client,
         &target.plan.cluster.cluster,
         choices.lock_timeout,
+        choices.lock_holder.as_ref(),
     )
     .await
     .map_err(ConvergeError::ClusterLock)

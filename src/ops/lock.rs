@@ -8,8 +8,9 @@ use crate::gitops::lock::{self, ApplyLock, LockOptions};
 use crate::kube::client::RealKube;
 use crate::spec::Loaded;
 
-/// This process as a lock holder, for callers that name themselves (the agent's identity).
-pub use crate::gitops::lock::holder_identity;
+/// This process as a lock holder, for callers that name themselves (the agent's identity), and
+/// a holder other than this process (an agent's replica).
+pub use crate::gitops::lock::{LockHolder, Superseded, holder_identity};
 
 fn lock_options(timeout: Duration) -> LockOptions {
     LockOptions {
@@ -65,7 +66,8 @@ pub async fn lock_state_dir(dir: &std::path::Path, timeout: Duration) -> anyhow:
         .map_err(lock_error)
 }
 
-/// Takes the cluster's Lease when Kubernetes is reachable now. Before the cluster exists there is
+/// Takes the cluster's Lease when Kubernetes is reachable now, as `holder` (default: this
+/// process). Before the cluster exists there is
 /// nothing to hold it in: GKE runs one operation per cluster at a time and refuses a second
 /// create. (The local target's own state is locked by [`lock_local_state`].)
 pub async fn acquire_lock(
@@ -73,6 +75,7 @@ pub async fn acquire_lock(
     kube_client: Option<&RealKube>,
     stack: &str,
     timeout: Duration,
+    holder: Option<&LockHolder>,
 ) -> anyhow::Result<ApplyLock> {
     let real = match (&session.kube, kube_client) {
         (KubeSource::Kubeconfig(k), _) => Some(k),
@@ -86,12 +89,16 @@ pub async fn acquire_lock(
             "Kubernetes is not reachable yet; GKE runs one operation per cluster at a time"
         }));
     };
-    let options = lock_options(timeout);
+    let options = LockOptions {
+        superseded: holder.and_then(|h| h.superseded.clone()),
+        ..lock_options(timeout)
+    };
+    let identity = holder.map_or_else(lock::holder_identity, |h| h.identity.clone());
     let mut on_wait = announce_wait(options.timeout);
     let held = lock::lease(
         kube.client().clone(),
         stack,
-        &lock::holder_identity(),
+        &identity,
         &options,
         &mut on_wait,
     )

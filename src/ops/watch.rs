@@ -505,6 +505,7 @@ impl Watcher<'_> {
             // Only plans with changes come here; a fresh plan without any records nothing.
             record_unchanged: false,
             interrupt: Default::default(),
+            lock_holder: None,
         };
         let front = WatchFront {
             sink: self.sink,

@@ -5,7 +5,9 @@
 //! the git token kept out of everything the agent writes. Also the local target's agent, and the
 //! deploy/ manifests (CRD generated from the Rust types; server-side dry run).
 
+mod bounded;
 mod deletion;
+mod handover;
 mod ownership;
 mod sources;
 mod ssh;
@@ -29,7 +31,7 @@ const GROUP: &str = "gkq.dev";
 fn stack_resource() -> kube::api::ApiResource {
     kube::api::ApiResource::from_gvk_with_plural(
         &kube::api::GroupVersionKind::gvk(GROUP, "v1alpha1", "GkqStack"),
-        "stacks",
+        "gkqstacks",
     )
 }
 
@@ -43,7 +45,7 @@ async fn install_crd(client: &kube::Client) {
         k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
     > = Api::all(client.clone());
     api.patch(
-        "stacks.gkq.dev",
+        "gkqstacks.gkq.dev",
         &PatchParams::apply("gkq-test").force(),
         &Patch::Apply(&crd),
     )
@@ -53,7 +55,7 @@ async fn install_crd(client: &kube::Client) {
         "the GkqStack CRD to be established",
         Duration::from_secs(30),
         || async {
-            let crd = api.get("stacks.gkq.dev").await?;
+            let crd = api.get("gkqstacks.gkq.dev").await?;
             let established = crd
                 .status
                 .and_then(|s| s.conditions)
@@ -130,7 +132,8 @@ impl Fixture {
         management: &std::path::Path,
     ) -> std::process::Command {
         let mut c = gkq();
-        c.args(["agent", "--target", "local", "--listen", "127.0.0.1:0"])
+        c.args(["agent", "--target", "local"])
+            .args(TEST_AGENT_ARGS)
             .arg("--state-dir")
             .arg(self.state.path().join("state"))
             .arg("--kubeconfig")
@@ -331,16 +334,41 @@ fn condition<'a>(stack: &'a Value, type_: &str) -> &'a Value {
         .unwrap_or(&Value::Null)
 }
 
-/// The agent's endpoint, from its first line of output.
-fn endpoint(agent: &mut Running) -> String {
-    let (line, _) = agent.wait_for("the agent's address", Duration::from_secs(30), |out| {
-        out.contains("serving http://")
+/// What every test agent is given: listeners on free loopback ports, and a minimum interval
+/// low enough for the tests' 2s intervals (and the Event test's 100ms).
+const TEST_AGENT_ARGS: [&str; 6] = [
+    "--webhook-listen",
+    "127.0.0.1:0",
+    "--metrics-listen",
+    "127.0.0.1:0",
+    "--min-interval",
+    "100ms",
+];
+
+/// Where an agent serves: webhooks and probes, and metrics.
+struct Urls {
+    hooks: String,
+    metrics: String,
+}
+
+/// The agent's endpoints, from its first line of output (`gkq agent: webhooks and probes on
+/// http://A, metrics on http://B`).
+fn endpoint(agent: &mut Running) -> Urls {
+    let (line, _) = agent.wait_for("the agent's addresses", Duration::from_secs(30), |out| {
+        out.contains("metrics on http://")
     });
-    line.lines()
-        .find_map(|l| l.split("serving ").nth(1))
-        .unwrap()
-        .trim()
-        .to_string()
+    let after = |marker: &str| {
+        line.lines()
+            .find_map(|l| l.split(marker).nth(1))
+            .and_then(|rest| rest.split([',', ' ', '\n']).next())
+            .unwrap()
+            .trim()
+            .to_string()
+    };
+    Urls {
+        hooks: after("webhooks and probes on "),
+        metrics: after("metrics on "),
+    }
 }
 
 fn http() -> reqwest::Client {
@@ -417,7 +445,7 @@ async fn the_deploy_manifests_pass_a_server_side_dry_run() {
         }
     }
     for expected in [
-        "CustomResourceDefinition/stacks.gkq.dev",
+        "CustomResourceDefinition/gkqstacks.gkq.dev",
         "Deployment/gkq-agent",
         "ClusterRole/gkq-agent",
         "ServiceAccount/gkq-agent",
@@ -430,6 +458,30 @@ async fn the_deploy_manifests_pass_a_server_side_dry_run() {
     }
     let deployment = std::fs::read_to_string(repo_root().join("deploy/deployment.yaml")).unwrap();
     assert!(deployment.contains("replicas: 2"));
+    // The kubelet probes the pod's address: the probes' port is the webhook listener's, on every
+    // address; metrics stay on loopback.
+    let documents: Vec<Value> = serde_saphyr::from_multiple(&deployment).unwrap();
+    let container = &documents[0]["spec"]["template"]["spec"]["containers"][0];
+    let args: Vec<&str> = container["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    let port = container["ports"][0]["containerPort"].as_u64().unwrap();
+    assert_eq!(container["ports"][0]["name"], "http");
+    assert!(
+        args.contains(&format!("--webhook-listen=0.0.0.0:{port}").as_str()),
+        "{args:?}"
+    );
+    assert!(
+        args.iter()
+            .any(|a| a.starts_with("--metrics-listen=127.0.0.1:")),
+        "{args:?}"
+    );
+    for probe in ["livenessProbe", "readinessProbe"] {
+        assert_eq!(container[probe]["httpGet"]["port"], "http", "{probe}");
+    }
     let dockerfile = std::fs::read_to_string(repo_root().join("deploy/Dockerfile")).unwrap();
     assert!(dockerfile.matches("FROM ").count() >= 2, "multi-stage");
     assert!(dockerfile.contains("USER 65532"), "non-root");
@@ -457,13 +509,21 @@ async fn commits_are_applied_by_polling_and_by_webhook_and_status_shows_them() {
     assert_eq!(status["applied"]["commit"], second.as_str(), "{status:#}");
     assert_eq!(status["drift"]["changes"], false, "{status:#}");
 
-    // The health endpoints.
+    // The health endpoints, on both listeners; metrics on their own.
     let client = http();
-    for path in ["/healthz", "/readyz"] {
-        let r = client.get(format!("{url}{path}")).send().await.unwrap();
-        assert_eq!(r.status(), 200, "{path}");
+    for base in [&url.hooks, &url.metrics] {
+        for path in ["/healthz", "/readyz"] {
+            let r = client.get(format!("{base}{path}")).send().await.unwrap();
+            assert_eq!(r.status(), 200, "{base}{path}");
+        }
     }
-    let metrics = metrics_of(&url).await;
+    let on_hooks = client.get(format!("{}/metrics", url.hooks)).send().await;
+    assert_eq!(
+        on_hooks.unwrap().status(),
+        404,
+        "no metrics on the webhook listener"
+    );
+    let metrics = metrics_of(&url.metrics).await;
     let key = format!("{}/polled", f.env.namespace);
     assert!(
         metrics.contains(&format!(
@@ -497,10 +557,14 @@ async fn commits_are_applied_by_polling_and_by_webhook_and_status_shows_them() {
         async move { request.send().await.unwrap().status() }
     };
     let sign = |secret: &[u8]| gkq::agent::webhook::github_signature(secret, &body);
-    let forged = push(hook(&url), vec![("X-Hub-Signature-256", sign(b"wrong"))]).await;
+    let forged = push(
+        hook(&url.hooks),
+        vec![("X-Hub-Signature-256", sign(b"wrong"))],
+    )
+    .await;
     assert_eq!(forged, 401, "a wrongly signed push is refused");
     let pushed = push(
-        hook(&url),
+        hook(&url.hooks),
         vec![
             ("X-GitHub-Event", "push".into()),
             ("X-Hub-Signature-256", sign(b"hook-secret-1")),
@@ -514,7 +578,7 @@ async fn commits_are_applied_by_polling_and_by_webhook_and_status_shows_them() {
     // GitLab's token header works the same way, also sent to a replica that does not lead: it
     // passes the push to the leader.
     let mut standby = f.agent("b", "4s");
-    let standby_url = endpoint(&mut standby);
+    let standby_url = endpoint(&mut standby).hooks;
     let fourth = f.commit_quota(32, 16);
     let pushed = push(
         hook(&standby_url),
@@ -809,7 +873,7 @@ async fn the_git_token_never_appears_in_status_events_metrics_or_trace_logs() {
     )
     .await;
     let written = f
-        .everything_written(&["secret", "missing"], &url, agent)
+        .everything_written(&["secret", "missing"], &url.metrics, agent)
         .await;
     use base64::Engine;
     let forms = vec![
@@ -845,7 +909,8 @@ fn local_agent(ws: &Workspace, state: &std::path::Path) -> std::process::Command
     )
     .unwrap();
     let mut c = gkq();
-    c.args(["agent", "--target", "local", "--listen", "127.0.0.1:0"])
+    c.args(["agent", "--target", "local"])
+        .args(TEST_AGENT_ARGS)
         .arg("--state-dir")
         .arg(state)
         .arg("--stack")

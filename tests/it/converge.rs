@@ -77,6 +77,7 @@ fn choices() -> ApplyChoices {
         follow_jobs: false,
         record_unchanged: true,
         interrupt: Interrupt::new(),
+        lock_holder: None,
     }
 }
 

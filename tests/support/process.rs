@@ -103,9 +103,19 @@ impl Running {
     }
 
     /// Sends SIGINT (what Ctrl-C sends) and waits for the exit; returns the exit code and stderr.
-    pub fn interrupt(mut self) -> (Option<i32>, String) {
+    pub fn interrupt(self) -> (Option<i32>, String) {
+        self.stop_with("-INT")
+    }
+
+    /// Sends SIGTERM (what Kubernetes sends a pod it stops) and waits for the exit; returns the
+    /// exit code and stderr.
+    pub fn terminate(self) -> (Option<i32>, String) {
+        self.stop_with("-TERM")
+    }
+
+    fn stop_with(mut self, signal: &str) -> (Option<i32>, String) {
         let status = Command::new("kill")
-            .args(["-INT", &self.child.id().to_string()])
+            .args([signal, &self.child.id().to_string()])
             .status()
             .expect("running kill");
         assert!(status.success());
@@ -116,7 +126,7 @@ impl Running {
             }
             if start.elapsed() > Duration::from_secs(20) {
                 let _ = self.child.kill();
-                panic!("did not stop within 20s of SIGINT");
+                panic!("did not stop within 20s of kill {signal}");
             }
             std::thread::sleep(Duration::from_millis(50));
         };

@@ -132,7 +132,8 @@ fn the_agent_refuses_every_hostile_source_and_runs_nothing() {
     let file = state.path().join("stacks.yaml");
     std::fs::write(&file, manifest).unwrap();
     let mut c = gkq();
-    c.args(["agent", "--target", "local", "--listen", "127.0.0.1:0"])
+    c.args(["agent", "--target", "local"])
+        .args(super::TEST_AGENT_ARGS)
         .arg("--state-dir")
         .arg(state.path().join("state"))
         .arg("--stack")
@@ -242,7 +243,8 @@ async fn hostile_sources_are_refused_by_the_schema_or_the_agent_on_a_real_api_se
 
     let work = f.state.path().join("work");
     let mut c = gkq();
-    c.args(["agent", "--target", "gcp", "--listen", "127.0.0.1:0"])
+    c.args(["agent", "--target", "gcp"])
+        .args(super::TEST_AGENT_ARGS)
         .args(["--gke-endpoint", "http://127.0.0.1:9"])
         .arg("--kubeconfig")
         .arg(f.kubeconfig())

@@ -126,7 +126,7 @@ async fn an_ssh_key_fetches_from_a_real_sshd_a_wrong_key_is_refused_and_the_key_
     );
 
     let written = f
-        .everything_written(&["ssh", "denied", "impostor"], &endpoint_url, agent)
+        .everything_written(&["ssh", "denied", "impostor"], &endpoint_url.metrics, agent)
         .await;
     // The lines of the key's body that are its own (the first is the same in every ed25519 key).
     let body: Vec<&str> = key
