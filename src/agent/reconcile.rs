@@ -946,6 +946,10 @@ mod tests {
             .load_manifests(&STACK.replace("SUSPEND", "true"), "m")
             .unwrap();
         let stack = store.list().await.unwrap().remove(0);
+        // The first call puts the finalizer on; the next is the stack's reconcile.
+        reconcile(Arc::new(stack), ctx.clone()).await.unwrap();
+        let stack = store.list().await.unwrap().remove(0);
+        assert_eq!(stack.finalizers(), [FINALIZER.to_string()]);
         let action = reconcile(Arc::new(stack), ctx).await.unwrap();
         assert_eq!(action, Action::requeue(Duration::from_secs(300)));
         let status = store.list().await.unwrap().remove(0).status.unwrap();

@@ -527,10 +527,23 @@ impl StackStore for LocalStore {
         })
     }
 
-    /// The local store's stacks come from manifest files: removing one from them is its
-    /// deletion, with nothing to hold it.
-    async fn set_finalizer(&self, _stack: &GkqStack, _present: bool) -> Result<(), StoreError> {
-        Ok(())
+    /// Kept on the stored stack, as the API server keeps it. (The local store's stacks come
+    /// from manifest files: removing one from them deletes it with nothing to hold it.)
+    async fn set_finalizer(&self, stack: &GkqStack, present: bool) -> Result<(), StoreError> {
+        let key = key_of(stack);
+        self.with_state(|state| {
+            let found = state
+                .stacks
+                .iter_mut()
+                .find(|s| key_of(s) == key)
+                .ok_or_else(|| StoreError::NotFound(key.clone()))?;
+            let finalizers = found.metadata.finalizers.get_or_insert_with(Vec::new);
+            finalizers.retain(|f| f != FINALIZER);
+            if present {
+                finalizers.push(FINALIZER.to_string());
+            }
+            Ok(((), true))
+        })
     }
 
     async fn event(&self, stack: &GkqStack, severity: Severity, reason: &str, note: &str) {

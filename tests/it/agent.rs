@@ -5,6 +5,7 @@
 //! the git token kept out of everything the agent writes. Also the local target's agent, and the
 //! deploy/ manifests (CRD generated from the Rust types; server-side dry run).
 
+mod audit;
 mod bounded;
 mod deletion;
 mod handover;
