@@ -28,6 +28,9 @@ pub struct KubeAdapter<'a> {
     /// How long to wait for CRDs, Kueue's manager and deletions.
     pub timeout: Duration,
     pub poll: Duration,
+    /// How long to wait, after submitting a job to Kueue, for Kueue to decide on it (reserve
+    /// quota, or record why it cannot) before the next job is submitted.
+    pub submit_wait: Duration,
 }
 
 impl<'a> KubeAdapter<'a> {
@@ -39,6 +42,7 @@ impl<'a> KubeAdapter<'a> {
             stack: stack.into(),
             timeout: Duration::from_secs(300),
             poll: Duration::from_millis(500),
+            submit_wait: Duration::from_secs(30),
         }
     }
 }
@@ -188,16 +192,53 @@ impl KubeAdapter<'_> {
         Ok(())
     }
 
-    /// Server-side apply of `object`, conditional on `version` when given.
+    /// After a job is submitted: waits (at most `submit_wait`) until Kueue has decided on its
+    /// Workload (quota reserved, or a scheduling attempt's reason recorded), so that the next
+    /// job reaches Kueue after this one, as the plan predicted. A Kueue that does not decide in
+    /// time is told, not an error: the job is submitted.
+    async fn wait_for_decision(&self, job: &Value) -> Result<(), KubeApplyError> {
+        let Some(uid) = job.pointer("/metadata/uid").and_then(Value::as_str) else {
+            return Ok(());
+        };
+        let Ok(info) = self.info("kueue.x-k8s.io/v1beta2", "Workload").await else {
+            return Ok(());
+        };
+        let selector = format!("{}={uid}", crate::vocab::labels::JOB_UID_LABEL);
+        let start = Instant::now();
+        loop {
+            let workloads = self
+                .api
+                .list(&info, &selector)
+                .await
+                .map_err(to_apply_error)?;
+            if workloads.iter().any(|w| {
+                condition(w, "QuotaReserved").is_some() || condition(w, "Admitted").is_some()
+            }) {
+                return Ok(());
+            }
+            if start.elapsed() >= self.submit_wait {
+                tracing::warn!(
+                    "Kueue decided nothing about {} within {}s; the next job is submitted anyway, and the plan's prediction for it may not hold",
+                    describe(job),
+                    self.submit_wait.as_secs()
+                );
+                return Ok(());
+            }
+            tokio::time::sleep(self.poll.min(Duration::from_millis(100))).await;
+        }
+    }
+
+    /// Server-side apply of `object`, conditional on `version` when given; the object as stored.
     async fn apply_object(
         &self,
         object: &Value,
         version: Option<&Version>,
-    ) -> Result<(), KubeApplyError> {
+    ) -> Result<Value, KubeApplyError> {
         let (api_version, kind) = type_of(object);
         let info = self.info(api_version, kind).await?;
         let conditional = version.map(|v| v.condition(object));
-        self.api
+        let stored = self
+            .api
             .apply(
                 &info,
                 conditional.as_ref().unwrap_or(object),
@@ -223,7 +264,7 @@ impl KubeAdapter<'_> {
             })
             .await?;
         }
-        Ok(())
+        Ok(stored)
     }
 
     async fn install_kueue(&self) -> Result<(), KubeApplyError> {
@@ -366,7 +407,11 @@ impl KubeApplier for KubeAdapter<'_> {
         if object["kind"] == INSTALLATION_KIND {
             return self.install_kueue().await;
         }
-        self.apply_object(object, version).await
+        let stored = self.apply_object(object, version).await?;
+        if crate::model::jobs::queued_by_kueue(object) {
+            self.wait_for_decision(&stored).await?;
+        }
+        Ok(())
     }
 
     async fn delete(

@@ -588,11 +588,8 @@ fn millis(duration: Duration) -> u64 {
 /// A job creation Kueue will queue: its order among the others decides who gets Plan A.
 fn submits_to_kueue(action: &Action) -> bool {
     matches!(action.kind, ActionKind::Create | ActionKind::Replace)
-        && action.addr.kind == crate::addr::ResourceKind::RayJob
         && action
             .desired
-            .as_ref()
-            .and_then(|job| job.pointer("/metadata/labels"))
-            .and_then(|labels| labels.get(crate::vocab::labels::QUEUE_NAME_LABEL))
-            .is_some()
+            .as_deref()
+            .is_some_and(crate::model::jobs::queued_by_kueue)
 }

@@ -16,7 +16,7 @@ use crate::vocab::labels::{ELASTIC_JOB_ANNOTATION, QUEUE_NAME_LABEL};
 use crate::vocab::object::uid_of;
 
 pub const KUEUE_FINALIZER: &str = "kueue.x-k8s.io/resource-in-use";
-pub const JOB_UID_LABEL: &str = "kueue.x-k8s.io/job-uid";
+pub use crate::vocab::labels::JOB_UID_LABEL;
 /// Marks what the local target's simulation made (Workloads, ProvisioningRequests, Nodes, ...).
 pub const SIMULATED_ANNOTATION: &str = "gkq.dev/simulated";
 pub const SIMULATED_VALUE: &str =

@@ -631,6 +631,18 @@ fn ray_job(run: &Run<'_>) -> Value {
     })
 }
 
+/// Whether `object` is a job Kueue queues: a RayJob, JobSet or batch Job with a queue label.
+/// Such jobs are submitted one after another in the spec's order, each after Kueue decided on
+/// the one before (`plan` orders and predicts them so, `apply` waits so); Kueue gives the
+/// earlier one Plan A.
+pub fn queued_by_kueue(object: &Value) -> bool {
+    crate::addr::ResourceAddr::from_object(object).is_ok_and(|addr| addr.kind.is_run())
+        && object
+            .pointer("/metadata/labels")
+            .and_then(|labels| labels.get(crate::vocab::labels::QUEUE_NAME_LABEL))
+            .is_some()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -96,8 +96,27 @@ use quota::Fr;
 /// Predicts Kueue's decision for every job, in the order given, together with the live
 /// Workloads still waiting in `cluster` (jobs created earlier queue first; the given jobs, not
 /// created yet, queue after them in the order given) and the live Workloads holding quota that
-/// preemption evicts.
+/// preemption evicts. The given jobs reach Kueue together (a batch released at once, say by a
+/// ClusterQueue's `stopPolicy: Hold` let go); [`predict_in_order`] is for jobs submitted one
+/// after another.
 pub fn predict(cluster: &Cluster, jobs: &[PendingWorkload]) -> Prediction {
+    predict_arriving(cluster, jobs, Arrival::Together)
+}
+
+/// [`predict`] for jobs that reach Kueue one after another, in the order given, each once
+/// Kueue has decided on everything before it: how `gkq apply` submits a plan's jobs.
+pub fn predict_in_order(cluster: &Cluster, jobs: &[PendingWorkload]) -> Prediction {
+    predict_arriving(cluster, jobs, Arrival::InOrder)
+}
+
+/// How the given jobs reach Kueue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Arrival {
+    Together,
+    InOrder,
+}
+
+fn predict_arriving(cluster: &Cluster, jobs: &[PendingWorkload], arrival: Arrival) -> Prediction {
     let mut model = Model::compile(cluster);
     // A live Workload owned by one of the given jobs is that job; keep only the job.
     let queued: Vec<&PendingWorkload> = cluster
@@ -118,11 +137,20 @@ pub fn predict(cluster: &Cluster, jobs: &[PendingWorkload]) -> Prediction {
         .chain(jobs.iter())
         .chain(holding.iter().map(|(_, _, workload)| *workload))
         .collect();
-    let compiled: Vec<WorkloadModel> = all
+    let mut compiled: Vec<WorkloadModel> = all
         .iter()
         .enumerate()
         .map(|(seq, workload)| model.compile_workload(workload, seq))
         .collect();
+    for (i, job) in compiled[queued.len()..queued.len() + jobs.len()]
+        .iter_mut()
+        .enumerate()
+    {
+        job.arrival = match arrival {
+            Arrival::Together => 0,
+            Arrival::InOrder => i + 1,
+        };
+    }
     let first_live = queued.len() + jobs.len();
     let live: Vec<Live> = holding
         .iter()

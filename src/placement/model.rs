@@ -152,8 +152,13 @@ pub(crate) struct WorkloadModel {
     pub blocked: Option<Blocked>,
     pub priority: i32,
     pub created: Option<Timestamp>,
+    /// The Workload's uid, when it exists: the tie-break within one creation second.
+    pub uid: Option<String>,
     /// Position in the input: the FIFO tie-breaker for jobs not created yet.
     pub seq: usize,
+    /// When it reaches Kueue: 0 for what is already there; the plan's jobs `1..` in submission
+    /// order, each after Kueue decided on everything that came before (as `apply` submits them).
+    pub arrival: usize,
     pub pod_sets: Vec<PodSetModel>,
     /// Kueue's `ValidateAdmissibility` failure, checked when the workload is nominated.
     pub inadmissible: Option<Inadmissible>,
@@ -527,7 +532,9 @@ impl<'c> Model<'c> {
             blocked: None,
             priority: 0,
             created: workload.created,
+            uid: workload.uid.clone(),
             seq,
+            arrival: 0,
             pod_sets: Vec::with_capacity(workload.pod_sets.len()),
             inadmissible: None,
             check_needed: Vec::new(),

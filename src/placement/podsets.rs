@@ -85,6 +85,8 @@ pub struct PendingWorkload {
     /// `metadata.creationTimestamp`; `None` for jobs not created yet (they queue last, in the
     /// order given).
     pub created: Option<Timestamp>,
+    /// `metadata.uid`: Kueue's last tie-break between Workloads created in the same second.
+    pub uid: Option<String>,
     pub pod_sets: Vec<PodSet>,
     /// Why Kueue's admission webhook would refuse to create this job, if it would.
     pub rejected: Option<String>,
@@ -135,6 +137,7 @@ struct Metadata {
     labels: BTreeMap<String, String>,
     annotations: BTreeMap<String, String>,
     created: Option<Timestamp>,
+    uid: Option<String>,
 }
 
 fn read_metadata(root: &Field<'_, '_>) -> Metadata {
@@ -160,6 +163,7 @@ fn read_metadata(root: &Field<'_, '_>) -> Metadata {
         labels: metadata.get("labels").string_map(),
         annotations: metadata.get("annotations").string_map(),
         created,
+        uid: metadata.get("uid").string(),
     }
 }
 
@@ -580,6 +584,7 @@ fn from_workload(root: &Field<'_, '_>) -> PendingWorkload {
         queue_name,
         priority,
         created: meta.created,
+        uid: meta.uid,
         pod_sets,
         rejected: None,
         owner,
@@ -606,6 +611,7 @@ fn finish(
         queue_name,
         priority,
         created: meta.created,
+        uid: meta.uid,
         pod_sets,
         rejected: if rejected.is_empty() {
             None

@@ -145,12 +145,14 @@ struct Entry {
     targets: Vec<Target>,
 }
 
-/// Heap order inside a queue: higher priority, then older, then input order.
+/// Heap order inside a queue: higher priority, then older (creation timestamps have a
+/// resolution of one second), then the Workload's uid, then input order.
 fn queue_key(workload: &WorkloadModel) -> impl Ord + use<> {
     (
         Reverse(workload.priority),
         workload.created.is_none(),
         workload.created,
+        workload.uid.clone(),
         workload.seq,
     )
 }
@@ -184,45 +186,66 @@ pub(crate) fn simulate(
         state.outcomes[holding.workload] = Some(Outcome::Holding);
         state.hold(holding.workload, holding.cq, holding.usage.clone());
     }
-    for (index, workload) in workloads.iter().enumerate() {
-        if state.outcomes[index].is_some() {
-            continue;
-        }
-        match (&workload.blocked, workload.cq) {
-            (Some(blocked), _) => state.outcomes[index] = Some(Outcome::Blocked(blocked.clone())),
-            (None, Some(cq)) => state.queues[cq].push(index),
-            (None, None) => {
-                state.outcomes[index] = Some(Outcome::Pending(Failure::Text(
-                    "no ClusterQueue".to_string(),
-                )));
-            }
-        }
-    }
-    for queue in &mut state.queues {
-        queue.sort_by_key(|&w| queue_key(&workloads[w]));
-    }
-
     let idle_limit = idle_cycle_limit(model, workloads);
-    let mut idle_cycles = 0;
-    loop {
-        let heads: Vec<(usize, usize)> = (0..model.cqs.len())
-            .filter(|&cq| state.cursors[cq] < state.queues[cq].len())
-            .map(|cq| (cq, state.queues[cq][state.cursors[cq]]))
-            .collect();
-        if heads.is_empty() {
-            break;
-        }
-        let progressed = state.cycle(&heads);
-        if progressed {
-            idle_cycles = 0;
-        } else {
-            idle_cycles += 1;
-            if idle_cycles > idle_limit {
-                break;
-            }
-        }
+    let last_arrival = workloads.iter().map(|w| w.arrival).max().unwrap_or(0);
+    // Each arrival joins the queues once Kueue has decided on everything before it.
+    for arrival in 0..=last_arrival {
+        state.arrive(arrival);
+        state.run(idle_limit);
     }
     state.finish()
+}
+
+impl State<'_, '_> {
+    /// Queues the workloads of `arrival` behind each queue's current head, in queue order.
+    fn arrive(&mut self, arrival: usize) {
+        let workloads = self.workloads;
+        for (index, workload) in workloads.iter().enumerate() {
+            if workload.arrival != arrival || self.outcomes[index].is_some() {
+                continue;
+            }
+            match (&workload.blocked, workload.cq) {
+                (Some(blocked), _) => {
+                    self.outcomes[index] = Some(Outcome::Blocked(blocked.clone()))
+                }
+                (None, Some(cq)) => self.queues[cq].push(index),
+                (None, None) => {
+                    self.outcomes[index] = Some(Outcome::Pending(Failure::Text(
+                        "no ClusterQueue".to_string(),
+                    )));
+                }
+            }
+        }
+        for (cq, queue) in self.queues.iter_mut().enumerate() {
+            let cursor = self.cursors[cq];
+            queue[cursor..].sort_by_key(|&w| queue_key(&workloads[w]));
+        }
+    }
+
+    /// Scheduling cycles until no queue has a head, or nothing progresses any more.
+    fn run(&mut self, idle_limit: usize) {
+        let model = self.model;
+        let state = self;
+        let mut idle_cycles = 0;
+        loop {
+            let heads: Vec<(usize, usize)> = (0..model.cqs.len())
+                .filter(|&cq| state.cursors[cq] < state.queues[cq].len())
+                .map(|cq| (cq, state.queues[cq][state.cursors[cq]]))
+                .collect();
+            if heads.is_empty() {
+                break;
+            }
+            let progressed = state.cycle(&heads);
+            if progressed {
+                idle_cycles = 0;
+            } else {
+                idle_cycles += 1;
+                if idle_cycles > idle_limit {
+                    break;
+                }
+            }
+        }
+    }
 }
 
 /// How many cycles without any admission or final verdict end the simulation. Resumed scans

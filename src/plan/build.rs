@@ -792,7 +792,24 @@ impl<'a> Planner<'a> {
             sealed,
             ..
         } = self;
-        let graph = DependencyGraph::for_resources(drafts.iter().map(|(a, d)| (a, d.graph_object)));
+        let mut graph =
+            DependencyGraph::for_resources(drafts.iter().map(|(a, d)| (a, d.graph_object)));
+        // The jobs a plan submits reach Kueue one after another in the spec's order (`jobs:`,
+        // then job manifests in file order), each after Kueue decided on the one before: the
+        // order `plan::placements` predicts.
+        let submitted: Vec<ResourceAddr> = desired
+            .kube_objects()
+            .filter(|o| crate::model::jobs::queued_by_kueue(o))
+            .filter_map(|o| ResourceAddr::from_object(o).ok())
+            .filter(|addr| {
+                drafts.get(addr).is_some_and(|d| {
+                    matches!(d.action.kind, ActionKind::Create | ActionKind::Replace)
+                })
+            })
+            .collect();
+        for pair in submitted.windows(2) {
+            graph.add_edge(&pair[1], &pair[0]);
+        }
         let order = graph.topo_order()?;
         let is_action = |addr: &ResourceAddr| drafts.contains_key(addr);
         let mut dependents: BTreeMap<&ResourceAddr, BTreeSet<&ResourceAddr>> = BTreeMap::new();

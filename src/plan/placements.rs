@@ -14,7 +14,7 @@ use crate::model::live::KubeSnapshot;
 use crate::placement::dws::{self, Reclaim};
 use crate::placement::unmodelled;
 use crate::placement::{
-    Cluster, FlavorUsage, PendingWorkload, Placement, PlacementState, Prediction, predict,
+    Cluster, FlavorUsage, PendingWorkload, Placement, PlacementState, Prediction, predict_in_order,
 };
 use crate::vocab::labels::{MAX_RUN_DURATION_ANNOTATION, NODE_POOL_LABEL};
 
@@ -47,14 +47,21 @@ fn placements_of(
     (placements, prediction.usage.clone())
 }
 
-/// The jobs the plan submits (creates, or replaces with a new run), as Kueue will see them.
-fn submitted_jobs(plan: &Plan) -> Vec<PendingWorkload> {
-    plan.actions
+/// The jobs the plan submits (creates, or replaces with a new run), as Kueue will see them, in
+/// the order `apply` submits them: the spec's order (`jobs:` in order, then job manifests in
+/// file order), each after Kueue decided on the one before.
+fn submitted_jobs(plan: &Plan, desired: &crate::model::DesiredState) -> Vec<PendingWorkload> {
+    let submitted: BTreeSet<&ResourceAddr> = plan
+        .actions
         .iter()
         .filter(|a| {
             a.addr.kind.is_run() && matches!(a.kind, ActionKind::Create | ActionKind::Replace)
         })
-        .filter_map(|a| a.desired.as_ref())
+        .map(|a| &a.addr)
+        .collect();
+    desired
+        .kube_objects()
+        .filter(|o| ResourceAddr::from_object(o).is_ok_and(|addr| submitted.contains(&addr)))
         .filter_map(|o| PendingWorkload::from_object(o).ok())
         .collect()
 }
@@ -132,7 +139,7 @@ pub fn annotate(
             .filter(|o| ResourceAddr::from_object(o).is_ok_and(|addr| !addr.kind.is_run())),
         &deleted,
     );
-    let jobs = submitted_jobs(plan);
+    let jobs = submitted_jobs(plan, desired);
     let touches_kueue = plan
         .actions
         .iter()
@@ -145,7 +152,8 @@ pub fn annotate(
     } else {
         // One prediction of the world after the plan: for the plan's own jobs and for the work
         // already there.
-        let prediction = predict(&Cluster::from_objects_lenient(after.iter().copied()), &jobs);
+        let prediction =
+            predict_in_order(&Cluster::from_objects_lenient(after.iter().copied()), &jobs);
         let submitted: Vec<&Value> = plan
             .actions
             .iter()

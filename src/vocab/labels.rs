@@ -19,6 +19,8 @@ pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
 
 /// The label that puts a job in a LocalQueue.
 pub const QUEUE_NAME_LABEL: &str = "kueue.x-k8s.io/queue-name";
+/// Kueue's label on a Workload naming the uid of the job it was made for.
+pub const JOB_UID_LABEL: &str = "kueue.x-k8s.io/job-uid";
 /// The label naming a WorkloadPriorityClass.
 pub const PRIORITY_CLASS_LABEL: &str = "kueue.x-k8s.io/priority-class";
 /// The annotation that makes a job elastic (required for Ray in-tree autoscaling).

@@ -795,3 +795,105 @@ fn loose_state_files_are_narrowed_and_a_users_gitignore_is_kept() {
         users
     );
 }
+
+/// A plan's jobs are submitted in the spec's order, each after Kueue's decision on the one
+/// before, and the plan predicts exactly that sequence: a RayJob listed before a JobSet takes
+/// on-demand first although the JobSet's kind and name sort first (the order the plan used to
+/// assume), and the local target's Kueue places both as the plan said.
+#[test]
+fn jobs_are_submitted_and_predicted_in_spec_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let stack = dir.path().join("stack");
+    std::fs::create_dir_all(&stack).unwrap();
+    for file in ["gkq.yaml", "train.py"] {
+        std::fs::copy(
+            repo_root().join("examples/tpu-dws").join(file),
+            stack.join(file),
+        )
+        .unwrap();
+    }
+    let spec = std::fs::read_to_string(stack.join("gkq.yaml"))
+        .unwrap()
+        .replace(
+            "    count: 2                      # submits rayjob-tpu-v6e-dws-1 and rayjob-tpu-v6e-dws-2",
+            "    count: 1",
+        );
+    let jobset = r#"  - name: aa-jobset
+    kind: jobset
+    count: 1
+    queue: user-queue
+    script: train.py
+    configMap: jax-train-script
+    image: rayproject/ray:2.53.0-py311
+    entrypoint: python /app/train.py
+    replicatedJobs:
+      - name: slice
+        replicas: 1
+        hosts: 4
+        pods:
+          cpu: 8
+          memory: 16Gi
+          accelerator: {type: tpu-v6e-slice, topology: 4x4, chips: 4}
+"#;
+    std::fs::write(stack.join("gkq.yaml"), format!("{spec}{jobset}")).unwrap();
+    let state = dir.path().join("state");
+    let run = |args: &[&str]| {
+        let mut c = support::gkq();
+        c.args(args)
+            .arg(&stack)
+            .args(["--target", "local", "--state-dir"])
+            .arg(&state);
+        ok(c.output().unwrap())
+    };
+    let plan: Value = serde_json::from_str(&run(&["plan", "-o", "json"])).unwrap();
+    let placed = |job: &str, podset: &str| -> String {
+        let p = plan["placements"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["job"] == job)
+            .unwrap_or_else(|| panic!("no placement for {job}: {plan:#}"));
+        podset_flavor(p, podset).as_str().unwrap().to_string()
+    };
+    assert_eq!(placed("rayjob-tpu-v6e-dws-1", "tpu-group"), "on-demand");
+    assert_eq!(placed("aa-jobset-1", "slice"), "dws");
+    // The JobSet is submitted after the RayJob, as the plan orders it.
+    let jobset_action = plan["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| {
+            a["addr"]
+                .as_str()
+                .is_some_and(|a| a.ends_with("/aa-jobset-1"))
+        })
+        .unwrap_or_else(|| panic!("no JobSet action: {plan:#}"));
+    assert!(
+        jobset_action["dependsOn"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d
+                .as_str()
+                .is_some_and(|d| d.ends_with("/rayjob-tpu-v6e-dws-1"))),
+        "{jobset_action:#}"
+    );
+
+    run(&["apply", "--auto-approve"]);
+    let mut c = support::gkq();
+    c.args(["status", "-o", "json"])
+        .arg(&stack)
+        .args(["--target", "local", "--state-dir"])
+        .arg(&state);
+    let report: Value = serde_json::from_str(&ok(c.output().unwrap())).unwrap();
+    let ray = job(&report, "rayjob-tpu-v6e-dws-1");
+    assert_eq!(
+        podset_flavor(&ray["observed"], "tpu-group"),
+        "on-demand",
+        "{ray:#}"
+    );
+    let set = job(&report, "aa-jobset-1");
+    assert_eq!(podset_flavor(&set["observed"], "slice"), "dws", "{set:#}");
+    assert_eq!(ray["agrees"], true, "{ray:#}");
+    assert_eq!(set["agrees"], true, "{set:#}");
+}
