@@ -232,14 +232,16 @@ async fn plan_and_apply_request_counts_do_not_grow_per_object_beyond_one_write()
         ("list workloadpriorityclasses", 1),
         ("list workloads", 1),
     ]);
-    // What an apply adds to its plan: the cluster's Lease, discovery for the executor's client,
+    // What an apply adds to its plan: the cluster's Lease (taken, read once more right before
+    // the revision is recorded, so a takeover is noticed, and released), discovery for the
+    // executor's client,
     // the freshness check (one list of gkq's objects per kind of the plan, none per object), the
     // revision ConfigMap written, and the report of where the spec's jobs landed (Kueue's world
     // again, as the writes changed it, with nodes and provisioning requests, and only the
     // spec's own jobs).
     let apply_adds = counts(&[
         ("create leases", 1),
-        ("get leases", 2),
+        ("get leases", 3),
         ("delete leases", 1),
         ("discovery", 2),
         ("list selected clusterqueues", 1),
