@@ -9,7 +9,9 @@ use crate::plan::digest::short_digest;
 use crate::plan::provenance::short_commit;
 use crate::plan::revision::RecordOrigin;
 use crate::report::stack::StackStatus;
-use crate::report::status::{ComparedWith, JobStatus, LiveReport, headline_flavor};
+use crate::report::status::{
+    ComparedWith, JobStatus, LiveReport, PlacedComparison, headline_flavor,
+};
 use crate::spec::types::Target;
 
 /// `tpu-group -> on-demand; head, submitter -> default-cpu`.
@@ -39,6 +41,21 @@ fn recorded_by(origin: &RecordOrigin) -> String {
         "recorded by the apply of {revision} at {}",
         origin.applied_at
     )
+}
+
+/// What `gkq watch` says of a job Kueue has placed: `placed as predicted (recorded by ...)`.
+pub fn comparison_text(comparison: &PlacedComparison) -> String {
+    match &comparison.compared_with {
+        ComparedWith::Record { origin, .. } if comparison.differences.is_empty() => {
+            format!("placed as predicted ({})", recorded_by(origin))
+        }
+        ComparedWith::Record { origin, .. } => format!(
+            "placed differently from the prediction {}: {}",
+            recorded_by(origin),
+            comparison.differences.join("; ")
+        ),
+        _ => "placed; no record: gkq did not submit this run of the job, so there is no prediction to compare with".to_string(),
+    }
 }
 
 fn state_text(job: &JobStatus) -> String {

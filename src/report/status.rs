@@ -306,6 +306,62 @@ fn differences(predicted: &Placement, observed: &Placement) -> Vec<String> {
         .collect()
 }
 
+/// What a job Kueue has placed is compared with: the prediction recorded for its run, if any.
+fn recorded_for(
+    live: Option<&Value>,
+    records: &PlacementRecords,
+) -> (ComparedWith, Option<Placement>) {
+    match live.and_then(|job| records.of_run(job)) {
+        Some(record) => (
+            ComparedWith::Record {
+                uid: record.uid.clone(),
+                origin: record.origin.clone(),
+            },
+            Some(record.placement()),
+        ),
+        None => (ComparedWith::NoRecord, None),
+    }
+}
+
+/// How a job Kueue has placed compares with the prediction recorded for its run (what
+/// `gkq watch` tells once per job and verdict).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlacedComparison {
+    /// `namespace/name`.
+    pub job: String,
+    pub compared_with: ComparedWith,
+    /// Where Kueue's placement differs from the record; empty when it agrees or there is none.
+    pub differences: Vec<String>,
+}
+
+/// How each of `jobs` (live jobs) that Kueue has placed compares with its record, by the rule
+/// `gkq status` follows.
+pub fn placed_comparisons(
+    jobs: &[Value],
+    workloads: &[Value],
+    records: &PlacementRecords,
+) -> Vec<PlacedComparison> {
+    let job_workloads = JobWorkloads::new(workloads);
+    jobs.iter()
+        .filter_map(|job| {
+            let workload = job_workloads.of(job)?.workload;
+            let observed = observed_placement(workload).ok().filter(placed)?;
+            let (compared_with, predicted) = recorded_for(Some(job), records);
+            Some(PlacedComparison {
+                job: format!(
+                    "{}/{}",
+                    str_at(job, "/metadata/namespace").unwrap_or("default"),
+                    str_at(job, "/metadata/name").unwrap_or_default()
+                ),
+                compared_with,
+                differences: predicted
+                    .map(|p| differences(&p, &observed))
+                    .unwrap_or_default(),
+            })
+        })
+        .collect()
+}
+
 /// Whether Kueue has placed the job (reserved quota for it, now or before it finished): its
 /// placement is then compared with the prediction recorded for it, not predicted again.
 fn placed(observed: &Placement) -> bool {
@@ -480,16 +536,7 @@ pub fn live_report(
         let workload = workloads[i];
         let observed_placement = observed_placements[i].clone();
         let (compared_with, predicted_placement) = match &observed_placement {
-            Some(observed) if placed(observed) => match live.and_then(|j| records.of_run(j)) {
-                Some(record) => (
-                    ComparedWith::Record {
-                        uid: record.uid.clone(),
-                        origin: record.origin.clone(),
-                    },
-                    Some(record.placement()),
-                ),
-                None => (ComparedWith::NoRecord, None),
-            },
+            Some(observed) if placed(observed) => recorded_for(live, records),
             _ => (ComparedWith::Prediction, predicted_now.next().flatten()),
         };
         let evicted = workload
