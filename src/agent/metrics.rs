@@ -32,7 +32,8 @@ pub struct StackMetrics {
     pub drifted: usize,
     /// The last plan's actions by kind (`create`, `update`, `replace`, `delete`).
     pub actions: BTreeMap<&'static str, usize>,
-    /// Jobs whose predicted placement disagrees with Kueue's.
+    /// Jobs Kueue placed elsewhere than the prediction recorded when gkq submitted them (as
+    /// `gkq status` compares them).
     pub disagreements: usize,
 }
 
@@ -144,7 +145,7 @@ impl Metrics {
         series(
             &mut out,
             "gkq_stack_placement_disagreements",
-            "Jobs whose predicted placement disagrees with where Kueue put them.",
+            "Jobs Kueue placed elsewhere than the prediction recorded when gkq submitted them.",
             "gauge",
         );
         for (stack, m) in &state.stacks {

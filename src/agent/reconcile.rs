@@ -716,12 +716,16 @@ async fn record_plan(run: &mut Run<'_>, planned: &Planned, commit: &str) {
     let applied = run.status.last_applied_revision.as_deref() == Some(commit);
     let drifted = if applied { plan.changes().count() } else { 0 };
     let kube = planned.kube();
+    // Jobs Kueue placed are compared with the prediction recorded when they were submitted.
+    let records =
+        crate::ops::status::recorded_placements(kube.api(), &planned.plan.cluster.cluster).await;
     let disagreements = match crate::ops::status::live_report_of(
         &planned.session,
         &planned.desired,
         planned.live.gke.cluster.as_ref(),
         kube.api(),
         planned.world.clone().unwrap_or_default(),
+        &records,
     )
     .await
     {

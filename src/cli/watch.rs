@@ -176,6 +176,12 @@ impl WatchSink for Terminal {
             WatchEvent::JobStuck { job, warning } => {
                 emit(&format!("[{}] job {job}: stuck? {warning}\n", now()))
             }
+            WatchEvent::JobPlaced(comparison) => emit(&format!(
+                "[{}] job {}: {}\n",
+                now(),
+                comparison.job,
+                crate::render::status::comparison_text(comparison)
+            )),
         }
     }
 

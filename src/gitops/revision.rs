@@ -11,7 +11,7 @@ use crate::gke::{GkeApi, GkeError, PollConfig, wait_operation_with};
 use crate::kube::{ApplyOptions, KubeApi, KubeError};
 use crate::plan::provenance::SpecRevision;
 use crate::plan::revision::{
-    AppliedRevision, GKE_COMMIT_LABEL, REVISION_NAMESPACE, configmap_name,
+    AppliedRevision, GKE_COMMIT_LABEL, PlacementRecords, REVISION_NAMESPACE, configmap_name,
 };
 
 /// The revision an apply of `spec` records now, by whoever runs gkq.
@@ -48,11 +48,20 @@ impl RevisionError {
     }
 }
 
+/// What the revision ConfigMap holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recorded {
+    pub revision: AppliedRevision,
+    /// Empty when the apply that wrote it recorded no placements (a gkq from before they were).
+    pub placements: PlacementRecords,
+}
+
 /// Writes the revision ConfigMap with server-side apply (gkq owns every field of it).
 pub async fn write_configmap(
     kube: &dyn KubeApi,
     stack: &str,
     revision: &AppliedRevision,
+    placements: &PlacementRecords,
 ) -> Result<(), RevisionError> {
     let name = configmap_name(stack);
     let error = |source| RevisionError::Kube {
@@ -73,7 +82,7 @@ pub async fn write_configmap(
         dry_run: false,
         force: true,
     };
-    kube.apply(&info, &revision.to_configmap(stack), options)
+    kube.apply(&info, &revision.to_configmap(stack, placements), options)
         .await
         .map_err(error)?;
     Ok(())
@@ -83,14 +92,22 @@ pub async fn write_configmap(
 pub async fn read_configmap(
     kube: &dyn KubeApi,
     stack: &str,
-) -> Result<Option<AppliedRevision>, KubeError> {
+) -> Result<Option<Recorded>, KubeError> {
     let Some(info) = kube.resource("v1", "ConfigMap").await? else {
         return Ok(None);
     };
-    let configmap = kube
+    let Some(configmap) = kube
         .get(&info, Some(REVISION_NAMESPACE), &configmap_name(stack))
-        .await?;
-    Ok(configmap.as_ref().and_then(AppliedRevision::from_configmap))
+        .await?
+    else {
+        return Ok(None);
+    };
+    Ok(
+        AppliedRevision::from_configmap(&configmap).map(|revision| Recorded {
+            revision,
+            placements: PlacementRecords::from_configmap(&configmap).unwrap_or_default(),
+        }),
+    )
 }
 
 /// Sets the revision labels on the cluster when they differ, keeping every other label. Returns

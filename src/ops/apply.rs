@@ -15,9 +15,14 @@ use crate::gke::PollConfig;
 use crate::kube::KubeApi;
 use crate::kube::client::RealKube;
 use crate::model::KueueInstall;
+use crate::model::live::KubeSnapshot;
+use crate::observe::cluster::{JOB_KINDS, read_stack_jobs};
+use crate::placement::Placement;
 use crate::plan::Plan;
 use crate::plan::provenance::SpecRevision;
-use crate::plan::revision::{REVISION_NAMESPACE, configmap_name};
+use crate::plan::revision::{
+    AppliedRevision, PLACEMENTS_MAX_BYTES, PlacementRecords, REVISION_NAMESPACE, configmap_name,
+};
 
 /// What an apply acts on, whether its plan was just made or read from a file.
 pub struct ApplyTarget<'a> {
@@ -64,6 +69,7 @@ impl ApplyTarget<'_> {
                 kube.api(),
                 &self.plan.cluster,
                 &provenance.spec,
+                &self.plan.placements,
             )
             .await;
         }
@@ -213,18 +219,70 @@ fn label_poll(session: &Session) -> PollConfig {
     poll
 }
 
-/// Records what was applied: the revision ConfigMap (when Kubernetes is reachable) and the
+/// What the revision ConfigMap records of the stack's jobs after this apply: the plan's
+/// predictions for the runs it submitted, and the earlier records of runs still alive
+/// ([`PlacementRecords::after_apply`]). When the jobs cannot be read, the earlier records are
+/// kept as they are: without a run's uid a prediction cannot be tied to it.
+async fn placement_records(
+    kube: &dyn KubeApi,
+    stack: &str,
+    revision: &AppliedRevision,
+    predicted: &[Placement],
+) -> PlacementRecords {
+    let earlier = match revision::read_configmap(kube, stack).await {
+        Ok(found) => found.map(|r| r.placements),
+        Err(e) => {
+            tracing::warn!(target: NOTICE, "cannot read the earlier predicted placements: {e}");
+            None
+        }
+    };
+    match read_stack_jobs(kube, stack, KubeSnapshot::default()).await {
+        Ok(jobs) => {
+            let live: Vec<&serde_json::Value> = JOB_KINDS
+                .iter()
+                .flat_map(|(_, kind)| jobs.kind(kind))
+                .collect();
+            PlacementRecords::after_apply(
+                &revision.origin(),
+                predicted,
+                earlier.as_ref(),
+                &live,
+                PLACEMENTS_MAX_BYTES,
+            )
+        }
+        Err(e) => {
+            tracing::warn!(
+                target: NOTICE,
+                "the predicted placements of this apply's jobs were not recorded: reading the stack's jobs: {e}"
+            );
+            earlier.unwrap_or_default()
+        }
+    }
+}
+
+/// Records what was applied: the revision ConfigMap (when Kubernetes is reachable), with where
+/// the plan predicted its jobs would land (`predicted`, see [`placement_records`]), and the
 /// cluster's revision labels. Failures are warnings: the apply itself has succeeded.
 pub async fn record_revision(
     session: &Session,
     kube: Option<&dyn KubeApi>,
     cluster: &ClusterRef,
     spec: &SpecRevision,
+    predicted: &[Placement],
 ) {
     let revision = revision::applied_now(spec);
     let mut recorded = Vec::new();
     if let Some(kube) = kube {
-        match revision::write_configmap(kube, &cluster.cluster, &revision).await {
+        let placements = placement_records(kube, &cluster.cluster, &revision, predicted).await;
+        if placements.omitted > 0 {
+            tracing::warn!(
+                target: NOTICE,
+                "the predicted placements of {} job run(s) were not recorded: the revision ConfigMap holds at most {} KiB of them; `gkq status` says \"no record\" for those runs",
+                placements.omitted,
+                PLACEMENTS_MAX_BYTES / 1024
+            );
+        }
+        match revision::write_configmap(kube, &cluster.cluster, &revision, &placements).await {
             Ok(()) => recorded.push(format!(
                 "ConfigMap {}/{}",
                 REVISION_NAMESPACE,

@@ -6,18 +6,19 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use super::NOTICE;
 use super::load::SpecSource;
 use super::plan::{Planned, plan_valid};
 use super::session::{Session, TargetOptions};
 use crate::gitops::git::{self, LocalHead};
-use crate::gitops::revision::read_configmap;
+use crate::gitops::revision::{Recorded, read_configmap};
 use crate::kube::KubeApi;
 use crate::model::DesiredState;
 use crate::model::live::KubeSnapshot;
 use crate::observe::cluster::{read_kubernetes, read_stack_jobs};
 use crate::placement::PlacementState;
 use crate::plan::PlanOptions;
-use crate::plan::revision::LabelRevision;
+use crate::plan::revision::{LabelRevision, PlacementRecords};
 use crate::report::stack::{Checkout, StackStatus, StatusInputs, stack_status};
 use crate::report::status::{GkeNodePool, LiveReport, Simulated, job_objects, live_report};
 use crate::spec::Loaded;
@@ -51,7 +52,7 @@ pub async fn status(
     let live_cluster = planned.live.gke.cluster.as_ref();
     let applied_labels = live_cluster.and_then(LabelRevision::from_cluster);
     let kube = planned.kube();
-    let applied = match (live_cluster, kube.api()) {
+    let recorded = match (live_cluster, kube.api()) {
         (Some(_), Some(api)) => match read_configmap(api, &planned.plan.cluster.cluster).await {
             Ok(found) => found,
             Err(e) => {
@@ -60,6 +61,13 @@ pub async fn status(
             }
         },
         _ => None,
+    };
+    let (applied, records) = match recorded {
+        Some(Recorded {
+            revision,
+            placements,
+        }) => (Some(revision), placements),
+        None => (None, PlacementRecords::default()),
     };
     let checkout = checkout(
         head.as_ref(),
@@ -73,6 +81,7 @@ pub async fn status(
         live_cluster,
         kube.api(),
         planned.world.clone().unwrap_or_default(),
+        &records,
     )
     .await?;
     let status = stack_status(StatusInputs {
@@ -103,15 +112,33 @@ fn checkout(head: Option<&LocalHead>, applied_commit: Option<&str>, spec: &str) 
     }
 }
 
+/// The predicted placements the applied revision records for `stack` (none when no apply
+/// recorded any, or Kubernetes cannot be reached). A ConfigMap that cannot be read is a
+/// warning, not a failure: the jobs Kueue placed are then reported without a record.
+pub async fn recorded_placements(api: Option<&dyn KubeApi>, stack: &str) -> PlacementRecords {
+    let Some(api) = api else {
+        return PlacementRecords::default();
+    };
+    match read_configmap(api, stack).await {
+        Ok(found) => found.map(|r| r.placements).unwrap_or_default(),
+        Err(e) => {
+            tracing::warn!(target: NOTICE, "cannot read the recorded placements in the revision ConfigMap: {e}");
+            PlacementRecords::default()
+        }
+    }
+}
+
 /// The live report for a connected session from an observed cluster (`None`: it does not exist)
 /// and the session's Kubernetes (read only when the cluster exists and has an endpoint).
-/// `known`: what planning has just read (Kueue's world), so it is not read again.
+/// `known`: what planning has just read (Kueue's world), so it is not read again. `records`:
+/// the placements the applied revision records, which jobs Kueue has placed are compared with.
 pub async fn live_report_of(
     session: &Session,
     desired: &DesiredState,
     cluster: Option<&Value>,
     api: Option<&dyn KubeApi>,
     known: KubeSnapshot,
+    records: &PlacementRecords,
 ) -> anyhow::Result<LiveReport> {
     let has_endpoint = cluster
         .and_then(|c| c.get("endpoint"))
@@ -136,6 +163,7 @@ pub async fn live_report_of(
         cluster,
         &pools,
         observed.as_ref(),
+        records,
         simulated,
     ))
 }
@@ -154,6 +182,8 @@ pub async fn landed_jobs(planned: &Planned) -> Option<LiveReport> {
     } else {
         10
     };
+    // What this apply has just recorded: the jobs Kueue placed are compared with it.
+    let records = recorded_placements(kube.api(), &planned.plan.cluster.cluster).await;
     let mut last = None;
     for attempt in 0..attempts {
         let read = async {
@@ -172,7 +202,15 @@ pub async fn landed_jobs(planned: &Planned) -> Option<LiveReport> {
                 }
                 None => KubeSnapshot::default(),
             };
-            live_report_of(session, desired, cluster.as_ref(), kube.api(), jobs).await
+            live_report_of(
+                session,
+                desired,
+                cluster.as_ref(),
+                kube.api(),
+                jobs,
+                &records,
+            )
+            .await
         };
         match read.await {
             Ok(r) => {

@@ -25,6 +25,7 @@ use super::converge::{self, Applied, ApplyChoices, ApplyFront, ConvergeError, Pl
 use super::load::{SpecSource, load_valid};
 use super::plan::{Planned, plan_valid};
 use super::session::TargetOptions;
+use super::status::recorded_placements;
 use crate::apply::Sink;
 use crate::gitops::git;
 use crate::gitops::watch::{AutoApply, PlanTracker, auto_apply, is_relevant};
@@ -32,7 +33,9 @@ use crate::model::gke::node_pool_limits;
 use crate::model::live::KubeSnapshot;
 use crate::observe::cluster::{JOB_TIMELINE_KINDS, read_kinds, workloads_only};
 use crate::plan::digest::FileDigest;
+use crate::plan::revision::PlacementRecords;
 use crate::plan::{Plan, PlanOptions};
+use crate::report::status::{PlacedComparison, placed_comparisons};
 use crate::report::timeline::{self, Capacity, JobState, PoolSize};
 use crate::spec::{Diagnostics, SourceMap};
 
@@ -144,6 +147,9 @@ pub enum WatchEvent<'a> {
         job: &'a str,
         warning: &'a str,
     },
+    /// Kueue placed a job: how that compares with the prediction recorded when gkq submitted
+    /// this run. Told once per job and verdict.
+    JobPlaced(&'a PlacedComparison),
 }
 
 /// Where a watch's events go.
@@ -215,6 +221,8 @@ pub async fn watch(
         last: None,
         job_lines: BTreeMap::new(),
         warned: BTreeSet::new(),
+        records: PlacementRecords::default(),
+        placed: BTreeMap::new(),
         jobs_in_flight: false,
         spec_files: None,
     };
@@ -345,6 +353,10 @@ struct Watcher<'a> {
     last: Option<Planned>,
     job_lines: BTreeMap<String, String>,
     warned: BTreeSet<(String, String)>,
+    /// The predicted placements the applied revision records, read after each plan.
+    records: PlacementRecords,
+    /// Each placed job's comparison with its record, as last told.
+    placed: BTreeMap<String, PlacedComparison>,
     jobs_in_flight: bool,
     /// The spec's files (path and hash) the last plan was made from.
     spec_files: Option<Vec<FileDigest>>,
@@ -481,6 +493,7 @@ impl Watcher<'_> {
                     drop(planned);
                     self.apply_now(apply).await;
                     self.job_lines.clear();
+                    self.placed.clear();
                     return Some(Trigger::Applied);
                 }
             }
@@ -545,13 +558,25 @@ impl Watcher<'_> {
     /// stuck state once. `just_planned`: the last plan was made just now, so the Workloads it read
     /// are current and are not read again; between plans they are read afresh.
     async fn refresh_jobs(&mut self, just_planned: bool) {
-        let states = match self.job_states(just_planned).await {
-            Some(states) => states,
+        if just_planned && let Some(planned) = &self.last {
+            // Records change only when an apply ends, and every apply is followed by a plan.
+            self.records =
+                recorded_placements(planned.kube().api(), &planned.plan.cluster.cluster).await;
+        }
+        let (states, comparisons) = match self.job_states(just_planned).await {
+            Some(read) => read,
             None => {
                 self.jobs_in_flight = false;
                 return;
             }
         };
+        for comparison in &comparisons {
+            if self.placed.get(&comparison.job) != Some(comparison) {
+                self.placed
+                    .insert(comparison.job.clone(), comparison.clone());
+                self.sink.event(WatchEvent::JobPlaced(comparison));
+            }
+        }
         for state in &states {
             let stage = state.stage.to_string();
             if self.job_lines.get(&state.job) != Some(&stage) {
@@ -573,8 +598,12 @@ impl Watcher<'_> {
         self.jobs_in_flight = states.iter().any(|s| !s.stage.is_finished());
     }
 
-    /// Each of the stack's jobs' admission timeline; `None` when Kubernetes cannot be read.
-    async fn job_states(&self, just_planned: bool) -> Option<Vec<JobState>> {
+    /// Each of the stack's jobs' admission timeline, and how each job Kueue placed compares
+    /// with its record; `None` when Kubernetes cannot be read.
+    async fn job_states(
+        &self,
+        just_planned: bool,
+    ) -> Option<(Vec<JobState>, Vec<PlacedComparison>)> {
         let planned = self.last.as_ref()?;
         let kube = planned.kube();
         let api = kube.api()?;
@@ -601,13 +630,15 @@ impl Watcher<'_> {
             flavor_pools: timeline::flavor_pools(planned.desired.kube_objects()),
             pools: pool_sizes(&planned.desired.gke.node_pools, snapshot.kind("Node")),
         };
-        Some(timeline::job_states(
+        let states = timeline::job_states(
             &jobs,
             snapshot.kind("Workload"),
             snapshot.kind("ProvisioningRequest"),
             &capacity,
             k8s_openapi::jiff::Timestamp::now(),
-        ))
+        );
+        let comparisons = placed_comparisons(&jobs, snapshot.kind("Workload"), &self.records);
+        Some((states, comparisons))
     }
 }
 

@@ -16,6 +16,11 @@
 //!   commit is known, `gkq-commit: <12 hex of the commit>` (label values are lowercase and at most
 //!   63 characters, so both are short forms). They are listed with GKE's own labels in
 //!   `diff::normalize`, so they never show as drift and label updates keep them.
+//!
+//! The ConfigMap also holds, under `placements.json`, where the apply predicted each run of the
+//! stack's jobs would land ([`PlacementRecords`]): `gkq status`, `gkq watch` and the agent compare
+//! a job that holds quota with the prediction made when it was submitted, not with one made now
+//! over queues that have changed since.
 
 use std::collections::BTreeMap;
 
@@ -26,6 +31,7 @@ use serde_json::{Value, json};
 use super::digest::short_digest;
 use super::provenance::{GKQ_VERSION, SpecRevision, short_commit};
 use crate::model::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
+use crate::placement::{Placement, PlacementState, PodSetPlacement};
 
 pub const REVISION_NAMESPACE: &str = "kube-system";
 /// Label naming the stack a revision ConfigMap belongs to (deliberately not `gkq.dev/stack`).
@@ -42,6 +48,13 @@ const ANNOTATION_ENV: &str = "gkq.dev/env";
 const ANNOTATION_APPLIED_AT: &str = "gkq.dev/applied-at";
 const ANNOTATION_APPLIED_BY: &str = "gkq.dev/applied-by";
 const ANNOTATION_VERSION: &str = "gkq.dev/gkq-version";
+/// The ConfigMap key holding [`PlacementRecords`] as JSON.
+const PLACEMENTS_KEY: &str = "placements.json";
+/// The most bytes of predicted placements the ConfigMap holds: Kubernetes refuses a ConfigMap
+/// over 1 MiB, and the annotations and README need a little of that. About 2,000 jobs fit;
+/// beyond that the newest predictions are kept and the rest counted in
+/// [`PlacementRecords::omitted`].
+pub const PLACEMENTS_MAX_BYTES: usize = 900 * 1024;
 
 /// The ConfigMap's name for a stack.
 pub fn configmap_name(stack: &str) -> String {
@@ -74,8 +87,9 @@ impl AppliedRevision {
         self.spec_digest == other.spec_digest && self.commit == other.commit
     }
 
-    /// The ConfigMap that records this revision for `stack`.
-    pub fn to_configmap(&self, stack: &str) -> Value {
+    /// The ConfigMap that records this revision for `stack`, with the predicted placements of
+    /// the stack's jobs.
+    pub fn to_configmap(&self, stack: &str, placements: &PlacementRecords) -> Value {
         let mut annotations = serde_json::Map::new();
         let mut put = |key: &str, value: &str| {
             annotations.insert(key.to_string(), Value::String(value.to_string()));
@@ -101,7 +115,8 @@ impl AppliedRevision {
                 "annotations": annotations,
             },
             "data": {
-                "README": "Written by gkq after each apply: the annotations say which spec revision the cluster runs. `gkq status` reads them.",
+                "README": "Written by gkq after each apply: the annotations say which spec revision the cluster runs, placements.json where gkq predicted each run of the stack's jobs would land. `gkq status` reads them.",
+                PLACEMENTS_KEY: serde_json::to_string(placements).unwrap_or_default(),
             },
         })
     }
@@ -140,6 +155,234 @@ impl AppliedRevision {
             );
         }
         labels
+    }
+}
+
+/// Which apply predicted a placement: its time and the revision it applied.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RecordOrigin {
+    /// RFC 3339, UTC: when the apply recorded it.
+    pub applied_at: String,
+    pub spec_digest: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
+}
+
+impl AppliedRevision {
+    /// This revision as the origin of the predictions its apply records.
+    pub fn origin(&self) -> RecordOrigin {
+        RecordOrigin {
+            applied_at: self.applied_at.clone(),
+            spec_digest: self.spec_digest.clone(),
+            commit: self.commit.clone(),
+        }
+    }
+}
+
+/// One podset of a recorded prediction: its flavor per resource.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RecordedPodSet {
+    pub name: String,
+    pub count: i32,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub flavors: BTreeMap<String, String>,
+}
+
+/// Where an apply predicted one run of a job would land.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RecordedPlacement {
+    pub kind: String,
+    pub namespace: String,
+    pub job: String,
+    /// The run's `metadata.uid` when the apply ended. A job deleted and submitted again (by gkq
+    /// or by anyone) is another run, which this prediction does not speak for.
+    pub uid: String,
+    #[serde(flatten)]
+    pub origin: RecordOrigin,
+    pub state: PlacementState,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_queue: Option<String>,
+    pub podsets: Vec<RecordedPodSet>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub admission_checks: Vec<String>,
+}
+
+impl RecordedPlacement {
+    /// The prediction as a [`Placement`], to compare with what Kueue did.
+    pub fn placement(&self) -> Placement {
+        Placement {
+            job: self.job.clone(),
+            namespace: self.namespace.clone(),
+            kind: self.kind.clone(),
+            cluster_queue: self.cluster_queue.clone(),
+            podsets: self
+                .podsets
+                .iter()
+                .map(|p| PodSetPlacement::new(p.name.clone(), p.count, p.flavors.clone()))
+                .collect(),
+            state: self.state,
+            reason: None,
+            admission_checks: self.admission_checks.clone(),
+            reclaim: None,
+            preempts: Vec::new(),
+            preempted_by: None,
+            not_predicted: None,
+            attempts: Vec::new(),
+        }
+    }
+
+    fn of(placement: &Placement, uid: &str, origin: &RecordOrigin) -> Self {
+        RecordedPlacement {
+            kind: placement.kind.clone(),
+            namespace: placement.namespace.clone(),
+            job: placement.job.clone(),
+            uid: uid.to_string(),
+            origin: origin.clone(),
+            state: placement.state,
+            cluster_queue: placement.cluster_queue.clone(),
+            podsets: placement
+                .podsets
+                .iter()
+                .map(|p| RecordedPodSet {
+                    name: p.name.clone(),
+                    count: p.count,
+                    flavors: p.flavors.clone(),
+                })
+                .collect(),
+            admission_checks: placement.admission_checks.clone(),
+        }
+    }
+}
+
+/// The predicted placements the revision ConfigMap holds: one per run of the stack's jobs that
+/// an apply submitted (or whose placement it changed by preempting it), as long as that run
+/// lives.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PlacementRecords {
+    pub jobs: Vec<RecordedPlacement>,
+    /// Runs whose prediction was left out to keep the ConfigMap under its size limit
+    /// ([`PLACEMENTS_MAX_BYTES`]); status says "no record" for them.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub omitted: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+impl PlacementRecords {
+    /// The records in a revision ConfigMap; `None` when it holds none (written by a gkq from
+    /// before placements were recorded) or they do not parse.
+    pub fn from_configmap(configmap: &Value) -> Option<Self> {
+        let text = configmap.pointer("/data")?.get(PLACEMENTS_KEY)?.as_str()?;
+        serde_json::from_str(text).ok()
+    }
+
+    /// The record of this run of a live job: same kind, namespace, name and uid.
+    pub fn of_run(&self, job: &Value) -> Option<&RecordedPlacement> {
+        let run = Run::of(job)?;
+        self.jobs.iter().find(|r| run.is(r))
+    }
+
+    /// What an apply records once it has succeeded: its own predictions (`predicted`, the plan's
+    /// placements) for the runs of `live_jobs` (the stack's jobs as they are after the apply),
+    /// then the earlier records of runs it did not touch, as long as the same run still lives.
+    /// Kept newest first within `max_bytes` of JSON; the rest are counted as omitted.
+    pub fn after_apply(
+        origin: &RecordOrigin,
+        predicted: &[Placement],
+        earlier: Option<&PlacementRecords>,
+        live_jobs: &[&Value],
+        max_bytes: usize,
+    ) -> Self {
+        let runs: Vec<Run<'_>> = live_jobs.iter().filter_map(|j| Run::of(j)).collect();
+        let mut records = Vec::new();
+        for placement in predicted {
+            if matches!(
+                placement.state,
+                PlacementState::Unmanaged | PlacementState::Rejected
+            ) {
+                continue;
+            }
+            let run = runs.iter().find(|run| {
+                run.kind == placement.kind
+                    && run.namespace == placement.namespace
+                    && run.name == placement.job
+            });
+            if let Some(run) = run
+                && !records.iter().any(|r| run.is(r))
+            {
+                records.push(RecordedPlacement::of(placement, run.uid, origin));
+            }
+        }
+        for record in earlier.into_iter().flat_map(|e| &e.jobs) {
+            let lives = runs.iter().any(|run| run.is(record));
+            let replaced = records.iter().any(|r: &RecordedPlacement| {
+                (r.kind.as_str(), r.namespace.as_str(), r.job.as_str())
+                    == (
+                        record.kind.as_str(),
+                        record.namespace.as_str(),
+                        record.job.as_str(),
+                    )
+            });
+            if lives && !replaced {
+                records.push(record.clone());
+            }
+        }
+        // `{"jobs":[` and `]}`, then each record and its comma.
+        let mut size: usize = 10;
+        let mut kept = Vec::new();
+        let mut omitted = 0;
+        for record in records {
+            let bytes = serde_json::to_string(&record).map_or(usize::MAX, |s| s.len() + 1);
+            if omitted == 0 && size.saturating_add(bytes) <= max_bytes {
+                size += bytes;
+                kept.push(record);
+            } else {
+                omitted += 1;
+            }
+        }
+        PlacementRecords {
+            jobs: kept,
+            omitted,
+        }
+    }
+}
+
+/// One run of a live job: its kind, namespace, name and uid.
+struct Run<'a> {
+    kind: &'a str,
+    namespace: &'a str,
+    name: &'a str,
+    uid: &'a str,
+}
+
+impl<'a> Run<'a> {
+    fn of(job: &'a Value) -> Option<Self> {
+        let metadata = job.get("metadata")?;
+        Some(Run {
+            kind: job.get("kind")?.as_str()?,
+            namespace: metadata
+                .get("namespace")
+                .and_then(Value::as_str)
+                .unwrap_or("default"),
+            name: metadata.get("name")?.as_str()?,
+            uid: metadata.get("uid")?.as_str()?,
+        })
+    }
+
+    fn is(&self, record: &RecordedPlacement) -> bool {
+        (self.kind, self.namespace, self.name, self.uid)
+            == (
+                record.kind.as_str(),
+                record.namespace.as_str(),
+                record.job.as_str(),
+                record.uid.as_str(),
+            )
     }
 }
 
@@ -210,8 +453,13 @@ mod tests {
     #[test]
     fn configmap_round_trips_and_is_not_prunable() {
         let rev = revision(Some("89abcdef0123456789abcdef0123456789abcdef"));
-        let cm = rev.to_configmap("tpu-cluster");
+        let placements = PlacementRecords {
+            jobs: vec![recorded("train", "uid-1", "on-demand")],
+            omitted: 2,
+        };
+        let cm = rev.to_configmap("tpu-cluster", &placements);
         assert_eq!(AppliedRevision::from_configmap(&cm), Some(rev.clone()));
+        assert_eq!(PlacementRecords::from_configmap(&cm), Some(placements));
         assert_eq!(cm["metadata"]["name"], "gkq-revision-tpu-cluster");
         assert_eq!(cm["metadata"]["namespace"], "kube-system");
         // The stack label would make the planner list it as an owned object to prune.
@@ -219,9 +467,139 @@ mod tests {
         assert_eq!(cm["metadata"]["labels"][MANAGED_BY_LABEL], MANAGED_BY_VALUE);
         let without_commit = revision(None);
         assert_eq!(
-            AppliedRevision::from_configmap(&without_commit.to_configmap("s")),
+            AppliedRevision::from_configmap(
+                &without_commit.to_configmap("s", &PlacementRecords::default())
+            ),
             Some(without_commit)
         );
+        // A ConfigMap an earlier gkq wrote holds no placements.
+        assert_eq!(
+            PlacementRecords::from_configmap(&json!({"data": {"README": "..."}})),
+            None
+        );
+    }
+
+    fn origin(at: &str) -> RecordOrigin {
+        RecordOrigin {
+            applied_at: at.into(),
+            spec_digest: "sha256:0123".into(),
+            commit: None,
+        }
+    }
+
+    fn recorded(job: &str, uid: &str, flavor: &str) -> RecordedPlacement {
+        RecordedPlacement::of(&placement(job, flavor), uid, &origin("earlier"))
+    }
+
+    fn placement(job: &str, flavor: &str) -> Placement {
+        Placement {
+            job: job.into(),
+            namespace: "ml".into(),
+            kind: "RayJob".into(),
+            cluster_queue: Some("cq".into()),
+            podsets: vec![PodSetPlacement::new(
+                "workers".into(),
+                4,
+                [("google.com/tpu".to_string(), flavor.to_string())].into(),
+            )],
+            state: PlacementState::Admitted,
+            reason: None,
+            admission_checks: vec![],
+            reclaim: None,
+            preempts: vec![],
+            preempted_by: None,
+            not_predicted: None,
+            attempts: vec![],
+        }
+    }
+
+    fn live(job: &str, uid: &str) -> Value {
+        json!({"kind": "RayJob", "metadata": {"namespace": "ml", "name": job, "uid": uid}})
+    }
+
+    /// An apply records its predictions for the runs it submitted, keeps the earlier records of
+    /// runs still alive, and drops those of runs gone or submitted again.
+    #[test]
+    fn an_apply_records_its_runs_and_keeps_the_earlier_records_of_live_runs() {
+        let earlier = PlacementRecords {
+            jobs: vec![
+                recorded("kept", "k-1", "dws"),
+                recorded("rerun", "r-1", "dws"),
+                recorded("gone", "g-1", "dws"),
+                recorded("resubmitted", "s-1", "dws"),
+            ],
+            omitted: 0,
+        };
+        let jobs = [
+            live("kept", "k-1"),
+            live("rerun", "r-2"),
+            live("resubmitted", "s-2"),
+            live("new", "n-1"),
+        ];
+        let jobs: Vec<&Value> = jobs.iter().collect();
+        let now = origin("now");
+        let predicted = [
+            placement("rerun", "on-demand"),
+            placement("new", "on-demand"),
+            // Not live after the apply (the webhook refused it, say): nothing to tie it to.
+            placement("refused", "on-demand"),
+        ];
+        let records = PlacementRecords::after_apply(
+            &now,
+            &predicted,
+            Some(&earlier),
+            &jobs,
+            PLACEMENTS_MAX_BYTES,
+        );
+        let summary: Vec<(&str, &str, &str, Option<String>)> = records
+            .jobs
+            .iter()
+            .map(|r| {
+                (
+                    r.job.as_str(),
+                    r.uid.as_str(),
+                    r.origin.applied_at.as_str(),
+                    r.placement().podsets[0].flavor.clone(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                ("rerun", "r-2", "now", Some("on-demand".into())),
+                ("new", "n-1", "now", Some("on-demand".into())),
+                ("kept", "k-1", "earlier", Some("dws".into())),
+            ]
+        );
+        assert_eq!(records.omitted, 0);
+        assert_eq!(
+            records.of_run(&live("kept", "k-1")).map(|r| r.uid.as_str()),
+            Some("k-1")
+        );
+        assert_eq!(records.of_run(&live("resubmitted", "s-2")), None);
+    }
+
+    /// Beyond the size limit the newest predictions are kept and the rest counted.
+    #[test]
+    fn records_beyond_the_size_limit_are_counted_not_kept() {
+        let jobs: Vec<Value> = (0..10).map(|i| live(&format!("j{i}"), "u")).collect();
+        let jobs: Vec<&Value> = jobs.iter().collect();
+        let predicted: Vec<Placement> = (0..10)
+            .map(|i| placement(&format!("j{i}"), "dws"))
+            .collect();
+        let one = serde_json::to_string(&RecordedPlacement::of(&predicted[0], "u", &origin("now")))
+            .unwrap()
+            .len();
+        let records = PlacementRecords::after_apply(
+            &origin("now"),
+            &predicted,
+            None,
+            &jobs,
+            10 + 3 * (one + 1),
+        );
+        assert_eq!((records.jobs.len(), records.omitted), (3, 7));
+        let text = serde_json::to_string(&records).unwrap();
+        assert!(text.len() <= 10 + 3 * (one + 1) + "\"omitted\":7,".len());
     }
 
     #[test]

@@ -7,8 +7,11 @@ use std::fmt::Write as _;
 use crate::placement::{Placement, PlacementState};
 use crate::plan::digest::short_digest;
 use crate::plan::provenance::short_commit;
+use crate::plan::revision::RecordOrigin;
 use crate::report::stack::StackStatus;
-use crate::report::status::{JobStatus, LiveReport, headline_flavor};
+use crate::report::status::{
+    ComparedWith, JobStatus, LiveReport, PlacedComparison, headline_flavor,
+};
 use crate::spec::types::Target;
 
 /// `tpu-group -> on-demand; head, submitter -> default-cpu`.
@@ -26,6 +29,33 @@ fn podsets_text(placement: &Placement) -> String {
         .map(|(f, names)| format!("{} -> {f}", names.join(", ")))
         .collect::<Vec<_>>()
         .join("; ")
+}
+
+/// `recorded by the apply of commit 0123456789ab at 2026-11-30T12:00:00Z`.
+fn recorded_by(origin: &RecordOrigin) -> String {
+    let revision = match &origin.commit {
+        Some(commit) => format!("commit {}", short_commit(commit)),
+        None => format!("spec {}", short_digest(&origin.spec_digest)),
+    };
+    format!(
+        "recorded by the apply of {revision} at {}",
+        origin.applied_at
+    )
+}
+
+/// What `gkq watch` says of a job Kueue has placed: `placed as predicted (recorded by ...)`.
+pub fn comparison_text(comparison: &PlacedComparison) -> String {
+    match &comparison.compared_with {
+        ComparedWith::Record { origin, .. } if comparison.differences.is_empty() => {
+            format!("placed as predicted ({})", recorded_by(origin))
+        }
+        ComparedWith::Record { origin, .. } => format!(
+            "placed differently from the prediction {}: {}",
+            recorded_by(origin),
+            comparison.differences.join("; ")
+        ),
+        _ => "placed; no record: gkq did not submit this run of the job, so there is no prediction to compare with".to_string(),
+    }
 }
 
 fn state_text(job: &JobStatus) -> String {
@@ -91,8 +121,14 @@ pub fn summary_lines(report: &LiveReport) -> Vec<String> {
             lines.push(line);
         }
         if job.agrees == Some(false) {
+            let prediction = match &job.compared_with {
+                ComparedWith::Record { origin, .. } => {
+                    format!("the prediction {}", recorded_by(origin))
+                }
+                _ => "gkq's prediction".to_string(),
+            };
             lines.push(format!(
-                "    differs from gkq's prediction: {}",
+                "    differs from {prediction}: {}",
                 job.differences.join("; ")
             ));
         }
@@ -155,7 +191,7 @@ pub fn to_text(report: &LiveReport) -> String {
     if !report.jobs.is_empty() {
         let _ = writeln!(
             out,
-            "\nJobs (observed from Kueue's Workloads; predicted by gkq)"
+            "\nJobs (observed from Kueue's Workloads; predicted by gkq when applied for the jobs Kueue placed, now for the others)"
         );
         for job in &report.jobs {
             let flavor = job
@@ -237,12 +273,20 @@ pub fn to_text(report: &LiveReport) -> String {
                         .unwrap_or_default()
                 );
             }
-            if let Some(p) = &job.predicted {
-                let verdict = match job.agrees {
+            if job.compared_with == ComparedWith::NoRecord {
+                let _ = writeln!(
+                    out,
+                    "      predicted:  no record: gkq did not submit this run of the job, so there is no prediction to compare with"
+                );
+            } else if let Some(p) = &job.predicted {
+                let mut verdict = match job.agrees {
                     Some(true) => "agrees".to_string(),
                     Some(false) => format!("DIFFERS: {}", job.differences.join("; ")),
                     None => "nothing observed yet".to_string(),
                 };
+                if let ComparedWith::Record { origin, .. } = &job.compared_with {
+                    let _ = write!(verdict, " ({})", recorded_by(origin));
+                }
                 let _ = writeln!(
                     out,
                     "      predicted:  {} ({}) — {verdict}",

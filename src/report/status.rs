@@ -3,9 +3,12 @@
 //!
 //! For each job: the placement Kueue made, read from its Workload (flavor per podset,
 //! `QuotaReserved`/`Admitted`, admission checks, the ProvisioningRequest's state by
-//! [`super::provisioning`]), the job's own state (KubeRay), and gkq's prediction for the spec's
-//! jobs over the live queues (other tenants' Workloads count; the spec's own do not), with any
-//! disagreement spelled out. Then the node pools (GKE's autoscaling limits, nodes counted from
+//! [`super::provisioning`]), the job's own state (KubeRay), and gkq's prediction, with any
+//! disagreement spelled out ([`ComparedWith`]). A job Kueue has placed is compared with the
+//! prediction the apply that submitted this run recorded (`plan::revision::PlacementRecords`):
+//! predicting it again over today's queues would compare Kueue's decision with a question it was
+//! never asked (after a quota raise, say). A job not placed yet is predicted now, over the live
+//! queues (every Workload that holds quota counts, the spec's own included). Then the node pools (GKE's autoscaling limits, nodes counted from
 //! Kubernetes `Node` objects) and each ClusterQueue's usage. The reading is
 //! `observe::cluster`; the text is `render::status`.
 
@@ -20,6 +23,7 @@ use crate::placement::provisioning::{ProvisioningRequestState, workload_request}
 use crate::placement::{
     Cluster, PendingWorkload, Placement, PlacementState, observed_placement, predict,
 };
+use crate::plan::revision::{PlacementRecords, RecordOrigin};
 use crate::vocab::object::{condition, condition_true, conditions};
 
 /// The live part of `gkq status -o json` (flattened into it).
@@ -178,9 +182,12 @@ pub struct JobStatus {
     pub workload: Option<String>,
     /// What Kueue did (from the Workload).
     pub observed: Option<Placement>,
-    /// What gkq predicts for the spec's jobs over the live queues.
+    /// What gkq predicted: as recorded when this run was submitted, for a job Kueue has placed;
+    /// predicted now over the live queues otherwise (see `comparedWith`).
     pub predicted: Option<Placement>,
-    /// `None` until there is a Workload to compare with.
+    /// Where `predicted` comes from.
+    pub compared_with: ComparedWith,
+    /// `None` until there are a Workload and a prediction to compare.
     pub agrees: Option<bool>,
     pub differences: Vec<String>,
     pub admission_checks: Vec<CheckStatus>,
@@ -194,6 +201,24 @@ pub struct JobStatus {
     pub evicted: Option<String>,
     /// The Workload is deactivated (`spec.active: false`): Kueue will not admit it again.
     pub deactivated: bool,
+}
+
+/// What a job's placement is compared with (`comparedWith.source` in JSON).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "source", rename_all = "kebab-case")]
+pub enum ComparedWith {
+    /// Kueue has placed the job: the prediction recorded by the apply that submitted this run
+    /// (the run's uid, and that apply's time and revision).
+    Record {
+        uid: String,
+        #[serde(flatten)]
+        origin: RecordOrigin,
+    },
+    /// Kueue has placed the job, and no apply recorded a prediction for this run: gkq did not
+    /// submit it (or the record was left out for size), so there is nothing to compare with.
+    NoRecord,
+    /// Not placed yet (or not submitted): predicted now, over the live queues.
+    Prediction,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -257,22 +282,95 @@ fn str_at<'a>(v: &'a Value, pointer: &str) -> Option<&'a str> {
 }
 
 /// Whether an observed state is what the predicted one becomes with time: a job waiting for
-/// its checks is later admitted, an admitted one later finishes.
+/// its checks is later admitted, an admitted one later finishes, and a job predicted to wait for
+/// quota is placed once quota frees up (compared with a record made when it was submitted).
 fn compatible(predicted: PlacementState, observed: PlacementState) -> bool {
     use PlacementState::*;
     predicted == observed
         || matches!(
             (predicted, observed),
-            (WaitingForAdmissionChecks, Admitted | Finished) | (Admitted, Finished)
+            (WaitingForAdmissionChecks, Admitted | Finished)
+                | (Admitted, Finished)
+                | (Pending, WaitingForAdmissionChecks | Admitted | Finished)
         )
 }
 
 fn differences(predicted: &Placement, observed: &Placement) -> Vec<String> {
+    // A prediction that the job waits names no flavor: there is none to compare.
+    let flavors_predicted = predicted.state != PlacementState::Pending;
     predicted
         .differences(observed)
         .into_iter()
         .filter(|d| !(d.starts_with("state:") && compatible(predicted.state, observed.state)))
+        .filter(|d| flavors_predicted || !d.starts_with("podset "))
         .collect()
+}
+
+/// What a job Kueue has placed is compared with: the prediction recorded for its run, if any.
+fn recorded_for(
+    live: Option<&Value>,
+    records: &PlacementRecords,
+) -> (ComparedWith, Option<Placement>) {
+    match live.and_then(|job| records.of_run(job)) {
+        Some(record) => (
+            ComparedWith::Record {
+                uid: record.uid.clone(),
+                origin: record.origin.clone(),
+            },
+            Some(record.placement()),
+        ),
+        None => (ComparedWith::NoRecord, None),
+    }
+}
+
+/// How a job Kueue has placed compares with the prediction recorded for its run (what
+/// `gkq watch` tells once per job and verdict).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlacedComparison {
+    /// `namespace/name`.
+    pub job: String,
+    pub compared_with: ComparedWith,
+    /// Where Kueue's placement differs from the record; empty when it agrees or there is none.
+    pub differences: Vec<String>,
+}
+
+/// How each of `jobs` (live jobs) that Kueue has placed compares with its record, by the rule
+/// `gkq status` follows.
+pub fn placed_comparisons(
+    jobs: &[Value],
+    workloads: &[Value],
+    records: &PlacementRecords,
+) -> Vec<PlacedComparison> {
+    let job_workloads = JobWorkloads::new(workloads);
+    jobs.iter()
+        .filter_map(|job| {
+            let workload = job_workloads.of(job)?.workload;
+            let observed = observed_placement(workload).ok().filter(placed)?;
+            let (compared_with, predicted) = recorded_for(Some(job), records);
+            Some(PlacedComparison {
+                job: format!(
+                    "{}/{}",
+                    str_at(job, "/metadata/namespace").unwrap_or("default"),
+                    str_at(job, "/metadata/name").unwrap_or_default()
+                ),
+                compared_with,
+                differences: predicted
+                    .map(|p| differences(&p, &observed))
+                    .unwrap_or_default(),
+            })
+        })
+        .collect()
+}
+
+/// Whether Kueue has placed the job (reserved quota for it, now or before it finished): its
+/// placement is then compared with the prediction recorded for it, not predicted again.
+fn placed(observed: &Placement) -> bool {
+    matches!(
+        observed.state,
+        PlacementState::Admitted
+            | PlacementState::WaitingForAdmissionChecks
+            | PlacementState::Finished
+    )
 }
 
 /// The spec's jobs (RayJobs, JobSets and batch Jobs), in the spec's order.
@@ -290,13 +388,15 @@ pub fn job_objects(desired: &DesiredState) -> Vec<&Value> {
         .collect()
 }
 
-/// gkq's prediction for the spec's jobs: live queues (or the spec's, before they exist) and
-/// the Workloads of everything else.
+/// gkq's prediction now for `waiting`, the spec's jobs Kueue has not placed (each with its live
+/// job, if submitted): over the live queues (or the spec's, before they exist) and every other
+/// Workload, the spec's placed jobs' included. One per job, in order (`None`: the job cannot be
+/// read as a workload).
 fn predictions(
     desired: &DesiredState,
     observed: &KubeSnapshot,
-    spec_jobs: &[&Value],
-) -> Vec<Placement> {
+    waiting: &[(&Value, Option<&Value>)],
+) -> Vec<Option<Placement>> {
     let queue_kinds = crate::placement::objects::KUEUE_KINDS;
     let live_queues = !observed.kind("ClusterQueue").is_empty();
     let mut cluster = Cluster::default();
@@ -317,33 +417,40 @@ fn predictions(
         let _ = cluster.add_object(o);
     }
     // Live usage comes from the Workloads read (not the queues' status, which counts the
-    // spec's own jobs too).
+    // waiting jobs too).
     cluster.workloads_observed = observed.by_kind.contains_key("Workload");
     let job_workloads = JobWorkloads::new(observed.kind("Workload"));
-    let spec_workloads: Vec<&Value> = spec_jobs
+    let predicted_workloads: Vec<&Value> = waiting
         .iter()
+        .filter_map(|(_, live)| *live)
         .flat_map(|job| job_workloads.all_of(job))
         .map(|w| w.workload)
         .collect();
     for w in observed.kind("Workload") {
-        if !spec_workloads.iter().any(|s| std::ptr::eq(*s, w)) {
+        if !predicted_workloads.iter().any(|s| std::ptr::eq(*s, w)) {
             let _ = cluster.add_object(w);
         }
     }
-    let jobs: Vec<PendingWorkload> = job_objects(desired)
-        .into_iter()
-        .filter_map(|o| PendingWorkload::from_object(o).ok())
+    let jobs: Vec<Option<PendingWorkload>> = waiting
+        .iter()
+        .map(|(job, _)| PendingWorkload::from_object(job).ok())
         .collect();
-    predict(&cluster, &jobs).placements
+    let readable: Vec<PendingWorkload> = jobs.iter().flatten().cloned().collect();
+    let mut placements = predict(&cluster, &readable).placements.into_iter();
+    jobs.iter()
+        .map(|job| job.as_ref().and_then(|_| placements.next()))
+        .collect()
 }
 
-/// The report from the cluster GKE returned (`None`: it does not exist), its node pools, and
-/// what was read from Kubernetes (`None`: it could not be read).
+/// The report from the cluster GKE returned (`None`: it does not exist), its node pools, what
+/// was read from Kubernetes (`None`: it could not be read) and the predicted placements the
+/// applied revision records.
 pub fn live_report(
     desired: &DesiredState,
     cluster: Option<&Value>,
     pools: &[GkeNodePool],
     observed: Option<&KubeSnapshot>,
+    records: &PlacementRecords,
     simulated: Option<Simulated>,
 ) -> LiveReport {
     let cluster_ref = &desired.gke.cluster_ref;
@@ -401,18 +508,37 @@ pub fn live_report(
         });
         live_jobs.push(found);
     }
-    let spec_jobs: Vec<&Value> = live_jobs.iter().flatten().copied().collect();
-    let predicted = predictions(desired, kube, &spec_jobs);
     let job_workloads = JobWorkloads::new(kube.kind("Workload"));
+    let workloads: Vec<Option<&Value>> = live_jobs
+        .iter()
+        .map(|live| {
+            live.and_then(|job| job_workloads.of(job))
+                .map(|w| w.workload)
+        })
+        .collect();
+    let observed_placements: Vec<Option<Placement>> = workloads
+        .iter()
+        .map(|w| w.and_then(|w| observed_placement(w).ok()))
+        .collect();
+    let spec_jobs = job_objects(desired);
+    let waiting: Vec<(&Value, Option<&Value>)> = spec_jobs
+        .iter()
+        .zip(&live_jobs)
+        .zip(&observed_placements)
+        .filter(|(_, observed)| !observed.as_ref().is_some_and(placed))
+        .map(|((job, live), _)| (*job, *live))
+        .collect();
+    let mut predicted_now = predictions(desired, kube, &waiting).into_iter();
 
     let mut jobs = Vec::new();
-    for (i, job) in job_objects(desired).into_iter().enumerate() {
+    for (i, job) in spec_jobs.into_iter().enumerate() {
         let live = live_jobs[i];
-        let workload = live
-            .and_then(|job| job_workloads.of(job))
-            .map(|w| w.workload);
-        let observed_placement = workload.and_then(|w| observed_placement(w).ok());
-        let predicted_placement = predicted.get(i).cloned();
+        let workload = workloads[i];
+        let observed_placement = observed_placements[i].clone();
+        let (compared_with, predicted_placement) = match &observed_placement {
+            Some(observed) if placed(observed) => recorded_for(live, records),
+            _ => (ComparedWith::Prediction, predicted_now.next().flatten()),
+        };
         let evicted = workload
             .and_then(|w| condition(w, "Evicted"))
             .filter(|c| c["status"] == "True")
@@ -464,6 +590,7 @@ pub fn live_report(
             workload: workload.and_then(|w| str_at(w, "/metadata/name").map(str::to_string)),
             observed: observed_placement,
             predicted: predicted_placement,
+            compared_with,
             agrees,
             differences: diffs,
             admission_checks,
@@ -637,6 +764,7 @@ mod tests {
             Some(&cluster),
             &[pool()],
             Some(&snapshot),
+            &PlacementRecords::default(),
             None,
         );
         let job = &report.jobs[0];
@@ -660,20 +788,22 @@ mod tests {
     #[test]
     fn what_could_not_be_read_is_noted() {
         let desired = desired(vec![rayjob()]);
-        let missing = live_report(&desired, None, &[], None, None);
+        let none = PlacementRecords::default();
+        let missing = live_report(&desired, None, &[], None, &none, None);
         assert_eq!(
             missing.notes,
             ["the cluster c does not exist; `gkq apply` creates it"]
         );
         assert!(!missing.jobs[0].submitted);
         let cluster = json!({"name": "c"});
-        let unreachable = live_report(&desired, Some(&cluster), &[], None, None);
+        let unreachable = live_report(&desired, Some(&cluster), &[], None, &none, None);
         assert!(unreachable.notes[0].starts_with("Kubernetes could not be reached"));
         let no_kueue = live_report(
             &desired,
             Some(&cluster),
             &[],
             Some(&KubeSnapshot::default()),
+            &none,
             None,
         );
         assert_eq!(
@@ -744,9 +874,212 @@ mod tests {
                 Some(&cluster),
                 &[],
                 Some(&snapshot),
+                &PlacementRecords::default(),
                 None,
             );
             assert_eq!(report.jobs[0].workload.as_deref(), Some(expected));
+        }
+    }
+
+    mod against_the_record {
+        use super::*;
+        use crate::plan::revision::{RecordOrigin, RecordedPlacement, RecordedPodSet};
+
+        fn job(name: &str) -> Value {
+            json!({"apiVersion": "batch/v1", "kind": "Job",
+                "metadata": {"namespace": "ml", "name": name,
+                    "labels": {"kueue.x-k8s.io/queue-name": "user-queue"}},
+                "spec": {"parallelism": 1, "completions": 1, "template": {"spec": {
+                    "containers": [{"name": "c", "resources": {"requests": {"cpu": "4"}}}]}}}})
+        }
+
+        fn run(name: &str, uid: &str) -> Value {
+            let mut live = job(name);
+            live["metadata"]["uid"] = json!(uid);
+            live
+        }
+
+        /// The Workload of run `uid` of job `name`: holding 4 cpu of `flavor`, or waiting.
+        fn workload(name: &str, uid: &str, flavor: Option<&str>) -> Value {
+            let mut w = json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+                "metadata": {"namespace": "ml", "name": format!("job-{name}-{uid}"),
+                    "ownerReferences": [{"kind": "Job", "name": name, "uid": uid}]},
+                "spec": {"queueName": "user-queue", "podSets": [{"name": "main", "count": 1,
+                    "template": {"spec": {"containers": [{"name": "c",
+                        "resources": {"requests": {"cpu": "4"}}}]}}}]}});
+            w["status"] = match flavor {
+                Some(flavor) => json!({"conditions": [
+                        {"type": "QuotaReserved", "status": "True"},
+                        {"type": "Admitted", "status": "True"}],
+                    "admission": {"clusterQueue": "cq", "podSetAssignments": [{"name": "main",
+                        "count": 1, "flavors": {"cpu": flavor}, "resourceUsage": {"cpu": "4"}}]}}),
+                None => json!({"conditions": [{"type": "QuotaReserved", "status": "False",
+                    "message": "waiting"}]}),
+            };
+            w
+        }
+
+        fn record(name: &str, uid: &str, flavor: &str) -> RecordedPlacement {
+            RecordedPlacement {
+                kind: "Job".into(),
+                namespace: "ml".into(),
+                job: name.into(),
+                uid: uid.into(),
+                origin: RecordOrigin {
+                    applied_at: "2026-11-30T12:00:00Z".into(),
+                    spec_digest: "sha256:0123".into(),
+                    commit: Some("89abcdef0123456789abcdef0123456789abcdef".into()),
+                },
+                state: PlacementState::Admitted,
+                cluster_queue: Some("cq".into()),
+                podsets: vec![RecordedPodSet {
+                    name: "main".into(),
+                    count: 1,
+                    flavors: [("cpu".to_string(), flavor.to_string())].into(),
+                }],
+                admission_checks: vec![],
+            }
+        }
+
+        /// After a quota raise: on-demand now holds 4 cpu (it held none when `a` and `b` were
+        /// submitted, so both went to dws); `b` has been deleted and submitted again since; `c`
+        /// waits.
+        fn snapshot() -> KubeSnapshot {
+            let flavor = |name: &str| {
+                json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+                    "metadata": {"name": name}, "spec": {}})
+            };
+            let cq = json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+                "metadata": {"name": "cq"}, "spec": {"namespaceSelector": {},
+                "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
+                    {"name": "on-demand", "resources": [{"name": "cpu", "nominalQuota": "4"}]},
+                    {"name": "dws", "resources": [{"name": "cpu", "nominalQuota": "100"}]}]}]}});
+            let lq = json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+                "metadata": {"namespace": "ml", "name": "user-queue"},
+                "spec": {"clusterQueue": "cq"}});
+            KubeSnapshot {
+                by_kind: [
+                    ("ResourceFlavor", vec![flavor("on-demand"), flavor("dws")]),
+                    ("ClusterQueue", vec![cq]),
+                    ("LocalQueue", vec![lq]),
+                    (
+                        "Job",
+                        vec![run("a", "a-1"), run("b", "b-2"), run("c", "c-1")],
+                    ),
+                    (
+                        "Workload",
+                        vec![
+                            workload("a", "a-1", Some("dws")),
+                            workload("b", "b-2", Some("dws")),
+                            workload("c", "c-1", None),
+                        ],
+                    ),
+                ]
+                .into(),
+            }
+        }
+
+        fn report(records: &PlacementRecords) -> LiveReport {
+            let cluster = json!({"name": "c", "status": "RUNNING"});
+            live_report(
+                &desired(vec![job("a"), job("b"), job("c")]),
+                Some(&cluster),
+                &[],
+                Some(&snapshot()),
+                records,
+                None,
+            )
+        }
+
+        /// A job Kueue placed is compared with the prediction recorded for its run, which
+        /// agrees though the quota raised since would now put it elsewhere; a run gkq did not
+        /// submit (a record of an earlier run is not its) has no record; a waiting job is
+        /// predicted now, with the placed jobs' quota counted.
+        #[test]
+        fn placed_jobs_are_compared_with_their_record_and_waiting_ones_predicted_now() {
+            let records = PlacementRecords {
+                jobs: vec![record("a", "a-1", "dws"), record("b", "b-1", "dws")],
+                omitted: 0,
+            };
+            let report = report(&records);
+            let [a, b, c] = &report.jobs[..] else {
+                panic!("{:#?}", report.jobs)
+            };
+            assert_eq!(
+                a.compared_with,
+                ComparedWith::Record {
+                    uid: "a-1".into(),
+                    origin: records.jobs[0].origin.clone()
+                }
+            );
+            assert_eq!(a.agrees, Some(true), "{:?}", a.differences);
+            assert_eq!(
+                a.predicted.as_ref().and_then(headline_flavor).as_deref(),
+                Some("dws")
+            );
+
+            assert_eq!(b.compared_with, ComparedWith::NoRecord);
+            assert_eq!((b.agrees, b.predicted.is_none()), (None, true));
+
+            assert_eq!(c.compared_with, ComparedWith::Prediction);
+            let predicted = c.predicted.as_ref().unwrap();
+            // Predicted now: on-demand, which the placed jobs (on dws) leave free.
+            assert_eq!(predicted.state, PlacementState::Admitted);
+            assert_eq!(headline_flavor(predicted).as_deref(), Some("on-demand"));
+
+            let json = serde_json::to_value(a).unwrap();
+            assert_eq!(json["comparedWith"]["source"], "record");
+            assert_eq!(json["comparedWith"]["uid"], "a-1");
+            assert_eq!(json["comparedWith"]["appliedAt"], "2026-11-30T12:00:00Z");
+            assert_eq!(
+                serde_json::to_value(b).unwrap()["comparedWith"],
+                json!({"source": "no-record"})
+            );
+        }
+
+        /// Without the record a placed job is not predicted again as if it were new (which
+        /// would now say on-demand, where Kueue did not put it): there is nothing to compare.
+        #[test]
+        fn without_a_record_a_placed_job_is_not_predicted_again() {
+            let report = report(&PlacementRecords::default());
+            assert_eq!(report.jobs[0].compared_with, ComparedWith::NoRecord);
+            assert_eq!(report.jobs[0].agrees, None);
+            assert!(
+                report
+                    .jobs
+                    .iter()
+                    .all(|j| j.agrees != Some(false) || j.job == "c")
+            );
+        }
+
+        /// A record that says where Kueue did not put the run: the difference is named.
+        #[test]
+        fn a_record_that_kueue_did_not_follow_differs() {
+            let records = PlacementRecords {
+                jobs: vec![record("a", "a-1", "on-demand")],
+                omitted: 0,
+            };
+            let a = &report(&records).jobs[0];
+            assert_eq!(a.agrees, Some(false));
+            assert_eq!(
+                a.differences,
+                ["podset main: predicted on-demand, observed dws"]
+            );
+        }
+
+        /// A job predicted to wait for quota and placed once quota freed up is what the
+        /// prediction becomes with time; the prediction named no flavor to compare.
+        #[test]
+        fn a_job_recorded_as_waiting_and_placed_later_agrees() {
+            let mut waiting = record("a", "a-1", "dws");
+            waiting.state = PlacementState::Pending;
+            waiting.podsets[0].flavors.clear();
+            let records = PlacementRecords {
+                jobs: vec![waiting],
+                omitted: 0,
+            };
+            let a = &report(&records).jobs[0];
+            assert_eq!(a.agrees, Some(true), "{:?}", a.differences);
         }
     }
 }

@@ -496,6 +496,136 @@ fn apply_records_the_revision_and_status_compares_it_with_head() {
     );
 }
 
+/// Issue 28: after a quota raise that moves nothing, status compares each job Kueue placed with
+/// the prediction recorded when it was submitted (job 2 went to dws because on-demand was full;
+/// predicted again now it would go to on-demand, and status cried wolf). A job is re-predicted
+/// only while it waits; a run no apply recorded has no record to compare with.
+#[test]
+fn status_compares_placed_jobs_with_the_prediction_recorded_at_apply() {
+    let ws = Workspace::example();
+    let first = ws.commit_all("first");
+    let apply = |ws: &Workspace| {
+        let out = run(ws, &["apply", "infra", "--env", "local", "--auto-approve"]);
+        assert!(out.status.success(), "{}", explain(&out));
+    };
+    let status = |ws: &Workspace| {
+        let out = run(ws, &["status", "infra", "--env", "local", "-o", "json"]);
+        assert!(out.status.success(), "{}", explain(&out));
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    let job = |status: &Value, n: usize| -> Value {
+        status["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|j| j["job"] == format!("rayjob-tpu-v6e-dws-{n}"))
+            .cloned()
+            .unwrap_or_else(|| panic!("no job {n}: {status:#}"))
+    };
+    let tpu_flavor = |placement: &Value| -> Value {
+        placement["podsets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == "tpu-group")
+            .map(|p| p["flavor"].clone())
+            .unwrap_or_else(|| panic!("no tpu-group in {placement:#}"))
+    };
+    apply(&ws);
+    let applied = status(&ws);
+    for (n, flavor) in [(1, "on-demand"), (2, "dws")] {
+        let job = job(&applied, n);
+        assert_eq!(tpu_flavor(&job["observed"]), flavor, "{job:#}");
+        assert_eq!(job["comparedWith"]["source"], "record", "{job:#}");
+        assert_eq!(job["comparedWith"]["commit"], first.as_str(), "{job:#}");
+        assert_eq!(
+            job["comparedWith"]["appliedAt"], applied["applied"]["appliedAt"],
+            "{job:#}"
+        );
+        assert_eq!(tpu_flavor(&job["predicted"]), flavor, "{job:#}");
+        assert_eq!(job["agrees"], true, "{job:#}");
+    }
+
+    // On-demand now holds both jobs; the raise moves neither.
+    ws.edit(
+        "quota: {cpu: 40, memory: 75Gi, google.com/tpu: 16}",
+        "quota: {cpu: 80, memory: 150Gi, google.com/tpu: 32}",
+    );
+    let second = ws.commit_all("raise the on-demand TPU quota");
+    apply(&ws);
+    let raised = status(&ws);
+    assert_eq!(raised["applied"]["commit"], second.as_str(), "{raised:#}");
+    assert_eq!(raised["drift"]["changes"], false, "{raised:#}");
+    let job2 = job(&raised, 2);
+    assert_eq!(tpu_flavor(&job2["observed"]), "dws", "{job2:#}");
+    assert_eq!(tpu_flavor(&job2["predicted"]), "dws", "{job2:#}");
+    assert_eq!(job2["agrees"], true, "{job2:#}");
+    // The record is the first apply's, kept for the run it predicted.
+    assert_eq!(job2["comparedWith"]["commit"], first.as_str(), "{job2:#}");
+    let out = run(&ws, &["status", "infra", "--env", "local"]);
+    let shown = text(&out.stdout);
+    assert!(!shown.contains("DIFFERS"), "{shown}");
+    assert!(
+        shown.contains(&format!(
+            "— agrees (recorded by the apply of commit {}",
+            &first[..12]
+        )),
+        "{shown}"
+    );
+
+    // The revision ConfigMap as an earlier gkq wrote it, without placements: the placed jobs
+    // have no record, and are not predicted again as if they were new.
+    forget_recorded_placements(&ws);
+    let forgotten = status(&ws);
+    for n in [1, 2] {
+        let job = job(&forgotten, n);
+        assert_eq!(job["comparedWith"]["source"], "no-record", "{job:#}");
+        assert_eq!(job["agrees"], Value::Null, "{job:#}");
+        assert_eq!(job["predicted"], Value::Null, "{job:#}");
+    }
+    let out = run(&ws, &["status", "infra", "--env", "local"]);
+    let shown = text(&out.stdout);
+    assert!(
+        shown.contains("predicted:  no record: gkq did not submit this run of the job"),
+        "{shown}"
+    );
+    assert!(!shown.contains("DIFFERS"), "{shown}");
+
+    // A third run, not yet submitted: predicted now, over the live queues (on-demand has room
+    // for it beside job 1).
+    ws.edit("count: 2 ", "count: 3 ");
+    let planned = status(&ws);
+    let job3 = job(&planned, 3);
+    assert_eq!(job3["comparedWith"]["source"], "prediction", "{job3:#}");
+    assert_eq!(job3["submitted"], false, "{job3:#}");
+    assert_eq!(tpu_flavor(&job3["predicted"]), "on-demand", "{job3:#}");
+}
+
+/// Removes `placements.json` from the revision ConfigMap in the local target's Kubernetes, as a
+/// gkq from before placements were recorded would have left it.
+fn forget_recorded_placements(ws: &Workspace) {
+    let path = ws
+        .path()
+        .join("state/clusters/local-project/us-east5-b/tpu-cluster/kubernetes.json");
+    let mut world = read_json(&path);
+    let configmap = world["store"]["objects"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .map(|entry| {
+            if entry.get("object").is_some() {
+                &mut entry["object"]
+            } else {
+                entry
+            }
+        })
+        .find(|o| o["metadata"]["name"] == "gkq-revision-tpu-cluster")
+        .expect("the revision ConfigMap");
+    let data = configmap["data"].as_object_mut().unwrap();
+    assert!(data.remove("placements.json").is_some(), "{data:#?}");
+    std::fs::write(&path, serde_json::to_string(&world).unwrap()).unwrap();
+}
+
 #[test]
 fn a_second_apply_on_the_local_target_is_refused_while_the_lock_is_held() {
     let ws = Workspace::example();

@@ -423,11 +423,19 @@ async fn watch_follows_job_admission_and_replans_on_kubernetes_drift() {
             && out
                 .lines()
                 .any(|l| l.contains(&second_job) && l.contains("ProvisioningRequest"))
+            && out.matches("placed as predicted").count() >= 2
     });
     assert!(
         shown.contains("initial plan · No changes. Live state matches the spec."),
         "{shown}"
     );
+    // Each placed job is compared with the prediction recorded by the apply.
+    for n in 1..=2 {
+        let placed = format!(
+            "job {ns}/rayjob-tpu-v6e-dws-{n}: placed as predicted (recorded by the apply of"
+        );
+        assert!(shown.contains(&placed), "{shown}");
+    }
     let line = shown.lines().rfind(|l| l.contains(&second_job)).unwrap();
     assert!(
         line.contains(&format!("admission checks: {} Pending", var("CHECK"))),
@@ -631,6 +639,105 @@ async fn a_changed_running_job_is_refused_without_consent_on_the_real_kueue() {
     assert!(text(&out.stderr).contains("stops running work"));
     let out = s.run(&["apply", "--auto-approve", "--allow-disruption"]);
     assert!(out.status.success(), "{}", explain(&out));
+}
+
+/// Issue 28 on the real Kueue: after a quota raise that moves nothing, `gkq status` compares
+/// each job Kueue placed with the prediction recorded when gkq submitted it (job 2 went to DWS
+/// while on-demand was full; predicted again now it would go to on-demand). The same job
+/// deleted and submitted again by someone else is another run: predicted now while it waits,
+/// and without a record once Kueue places it.
+#[tokio::test]
+async fn status_compares_placed_jobs_with_the_recorded_prediction_on_the_real_kueue() {
+    let s = Stack::new("status-record").await;
+    let ns = s.namespace.clone();
+    let job2 = "rayjob-tpu-v6e-dws-2";
+    let out = s.run(&["apply", "--auto-approve"]);
+    assert!(out.status.success(), "{}", explain(&out));
+    wait_for_admissions(&ns, 2).await;
+
+    // On-demand now has room for both jobs.
+    let spec = s.path().join("infra/gkq.yaml");
+    let before = std::fs::read_to_string(&spec).unwrap();
+    let quota = r#"quota: {cpu: 40, memory: 75Gi, google.com/tpu: "${TPU_QUOTA}"}"#;
+    assert!(before.contains(quota), "{before}");
+    std::fs::write(
+        &spec,
+        before.replace(quota, "quota: {cpu: 80, memory: 150Gi, google.com/tpu: 32}"),
+    )
+    .unwrap();
+    let out = s.run(&["apply", "--auto-approve"]);
+    assert!(out.status.success(), "{}", explain(&out));
+    let status = || -> Value {
+        let out = s.run(&["status", "-o", "json"]);
+        assert!(out.status.success(), "{}", explain(&out));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let job_of = |status: &Value, name: &str| -> Value {
+        status["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|j| j["job"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {name}: {status:#}"))
+    };
+    let raised = status();
+    let second = job_of(&raised, job2);
+    assert_eq!(second["comparedWith"]["source"], "record", "{second:#}");
+    assert_eq!(second["agrees"], true, "{second:#}");
+    let observed_uid = second["comparedWith"]["uid"].clone();
+    let shown = text(&s.run(&["status"]).stdout);
+    assert!(!shown.contains("DIFFERS"), "{shown}");
+    assert!(
+        shown.contains("— agrees (recorded by the apply of"),
+        "{shown}"
+    );
+
+    // Someone deletes job 2 and submits it again while the queue is held.
+    hold_queue(&s.vars["CQ"], true).await;
+    let client = client().await;
+    let rayjobs = support::control_plane::dynamic_api(&client, "ray.io/v1", "RayJob", &ns).unwrap();
+    let live = rayjobs.get(job2).await.unwrap();
+    assert_eq!(live.metadata.uid.as_deref(), observed_uid.as_str());
+    let mut again = serde_json::to_value(&live).unwrap();
+    again.as_object_mut().unwrap().remove("status");
+    let metadata = again["metadata"].as_object_mut().unwrap();
+    metadata.retain(|k, _| matches!(k.as_str(), "name" | "namespace" | "labels" | "annotations"));
+    rayjobs
+        .delete(job2, &kube::api::DeleteParams::default())
+        .await
+        .unwrap();
+    crate::placement_kueue::apply(&client, &ns, &again)
+        .await
+        .unwrap();
+    let until = |what: &str, done: &dyn Fn(&Value) -> bool| -> Value {
+        let started = std::time::Instant::now();
+        loop {
+            let job = job_of(&status(), job2);
+            if done(&job) {
+                return job;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(90),
+                "{what} never came: {job:#}"
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    };
+    // Waiting: predicted now, over the live queues.
+    let waiting = until("the new run waiting", &|job| {
+        job["comparedWith"]["source"] == "prediction" && job["observed"]["state"] == "pending"
+    });
+    assert!(waiting["predicted"].is_object(), "{waiting:#}");
+    // Placed: the run gkq did not submit has no record.
+    hold_queue(&s.vars["CQ"], false).await;
+    let placed = until("the new run placed", &|job| {
+        job["comparedWith"]["source"] == "no-record"
+    });
+    assert_eq!(placed["agrees"], Value::Null, "{placed:#}");
+    let shown = text(&s.run(&["status"]).stdout);
+    assert!(!shown.contains("DIFFERS"), "{shown}");
+    assert!(shown.contains("predicted:  no record"), "{shown}");
 }
 
 /// Holds or releases the stack's ClusterQueue (Kueue's `stopPolicy`), as an operator would.
