@@ -269,7 +269,10 @@ impl ApplyFront for Front {
         let plan = ready.plan();
         match self.shown {
             Shown::JsonLine => print_plan_line(plan),
-            Shown::Text if plan.has_changes() => render_plan(plan, PlanFormat::Text),
+            // Orphans are shown with what they hold even when nothing changes.
+            Shown::Text if plan.has_changes() || !plan.orphans.is_empty() => {
+                render_plan(plan, PlanFormat::Text)
+            }
             Shown::Text | Shown::SummaryIfUnchanged if !plan.has_changes() => {
                 super::output::print_stdout(&format!("{}\n", plan.summary))
             }

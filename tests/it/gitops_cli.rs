@@ -378,6 +378,65 @@ fn markdown_for_pull_requests_matches_its_snapshot() {
     );
 }
 
+/// What validation says of the spec reaches the reviewer: a warning (a quota above what the pool
+/// can ever hold) and the spec's note are in `-o json`'s notices and in the markdown comment,
+/// not only on stderr.
+#[test]
+fn spec_warnings_and_notes_are_in_the_plans_json_and_markdown() {
+    let ws = Workspace::example();
+    // The on-demand pool holds at most 4 nodes x 4 chips.
+    ws.edit(
+        "quota: {cpu: 40, memory: 75Gi, google.com/tpu: 16}",
+        "quota: {cpu: 40, memory: 75Gi, google.com/tpu: 32}",
+    );
+    let warning =
+        "nominal quota google.com/tpu 32 exceeds what node pool on-demand-pool can ever hold";
+    let out = run(&ws, &["plan", "infra", "--env", "local", "-o", "json"]);
+    assert!(out.status.success(), "{}", explain(&out));
+    // Validation still prints it on stderr, with its source.
+    assert!(text(&out.stderr).contains(warning), "{}", explain(&out));
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let notices = plan["notices"].as_array().unwrap();
+    let found = notices
+        .iter()
+        .find(|n| n["message"].as_str().unwrap().contains(warning))
+        .unwrap_or_else(|| panic!("no quota warning in {notices:#?}"));
+    assert_eq!(found["severity"], "warning");
+    assert!(
+        found["at"].as_str().unwrap().starts_with("infra/gkq.yaml:"),
+        "{found:#}"
+    );
+    assert_eq!(
+        found["path"],
+        "kueue.clusterQueues[0].resourceGroups[0].flavors[1].quota.\"google.com/tpu\""
+    );
+    assert!(
+        found["help"].as_str().unwrap().contains("max nodes"),
+        "{found:#}"
+    );
+    assert!(
+        notices
+            .iter()
+            .any(|n| n["severity"] == "note"
+                && n["message"].as_str().unwrap().contains("gke-queued")),
+        "{notices:#?}"
+    );
+
+    let out = run(&ws, &["plan", "infra", "--env", "local", "-o", "markdown"]);
+    assert!(out.status.success(), "{}", explain(&out));
+    let markdown = text(&out.stdout);
+    assert!(
+        markdown
+            .contains("> [!WARNING]\n> The spec has warnings:\n> - **warning**: `infra/gkq.yaml:"),
+        "{markdown}"
+    );
+    assert!(markdown.contains(warning), "{markdown}");
+    assert!(
+        markdown.contains("- **note**: `infra/gkq.yaml:") && markdown.contains("gke-queued"),
+        "{markdown}"
+    );
+}
+
 fn read_digest(markdown: &str) -> String {
     let start = markdown.find("digest `").expect("a provenance line") + "digest `".len();
     markdown[start..start + 12].to_string()
