@@ -1,6 +1,7 @@
 //! `gkq apply`: plan, confirm, and converge.
 
 use std::io::{BufRead, IsTerminal};
+use std::path::PathBuf;
 
 use clap::Args;
 
@@ -16,11 +17,23 @@ use crate::plan::{Plan, PlanOptions, Preview};
 use crate::render::apply::{JsonLinesSink, TerminalSink};
 
 /// `SPEC` may also be a plan file written by `gkq plan --out FILE`: then exactly that plan is
-/// applied, or refused if the spec or live state changed since.
+/// applied, or refused if the spec or live state changed since. The plan names its spec relative
+/// to the directory it was made in; elsewhere, `--spec PATH` names it, or `--no-spec-check`
+/// applies the plan checking only live state.
 #[derive(Debug, Args)]
 pub struct ApplyArgs {
     #[command(flatten)]
     pub spec: SpecArgs,
+    /// With a plan file: the spec it was made from, when it is not at the path the plan names
+    /// (relative to where `gkq plan --out` ran). It must still be the spec planned: gkq plans
+    /// again from it and refuses any difference.
+    #[arg(long = "spec", value_name = "PATH", conflicts_with = "no_spec_check")]
+    pub plan_spec: Option<PathBuf>,
+    /// With a plan file: apply it without reading its spec, checking only that live state is
+    /// what the plan was made against (the output says so). A plan that writes sensitive values
+    /// or installs Kueue still needs its spec.
+    #[arg(long)]
+    pub no_spec_check: bool,
     #[command(flatten)]
     pub target: TargetArgs,
     #[command(flatten)]
@@ -120,6 +133,12 @@ pub fn summarize_failure(report: &ApplyReport, next: &str) {
 }
 
 pub async fn run(args: &ApplyArgs) -> anyhow::Result<Exit> {
+    if args.plan_spec.is_some() || args.no_spec_check {
+        anyhow::bail!(
+            "--spec and --no-spec-check are for applying a plan file (`gkq apply PLANFILE`), and {} is a spec",
+            args.spec.spec.display()
+        );
+    }
     run_with(
         &args.spec,
         &args.target,
@@ -270,7 +289,10 @@ impl ApplyFront for Front {
         let plan = ready.plan();
         match self.shown {
             Shown::JsonLine => print_plan_line(plan),
-            Shown::Text if plan.has_changes() => render_plan(plan, PlanFormat::Text),
+            // Orphans are shown with what they hold even when nothing changes.
+            Shown::Text if plan.has_changes() || !plan.orphans.is_empty() => {
+                render_plan(plan, PlanFormat::Text)
+            }
             Shown::Text | Shown::SummaryIfUnchanged if !plan.has_changes() => {
                 super::output::print_stdout(&format!("{}\n", plan.summary))
             }

@@ -7,9 +7,12 @@
 //! the working tree, or from the plan's `--git-ref` resolved again, so a branch that moved is
 //! noticed), and gkq plans again from it and from live state with the plan's options: any
 //! difference from the file is refused, naming it, and otherwise the plan made now is applied
-//! (it holds the sensitive values a file never does). Without the spec, every target of the plan
-//! is read again and must still have the fingerprint the plan recorded. Either way, the jobs the
-//! plan would stop are read again right before it acts. Like `terraform apply PLANFILE`, a saved
+//! (it holds the sensitive values a file never does). The plan names its spec relative to the
+//! directory it was made in: run elsewhere, the spec is named with `--spec PATH`, or the apply is
+//! refused, unless `--no-spec-check` says to apply without it: then every target of the plan is
+//! read again and must still have the fingerprint the plan recorded, and the output says that
+//! only live state was checked. Either way, the jobs the plan would stop are read again right
+//! before it acts. Like `terraform apply PLANFILE`, a saved
 //! plan is applied without a confirmation prompt: reviewing it was the point of saving it.
 
 use std::path::{Path, PathBuf};
@@ -54,8 +57,15 @@ pub async fn run(args: &ApplyArgs) -> anyhow::Result<Exit> {
             requested,
         }));
     }
-    let source = SpecSource::for_saved_plan(&provenance.spec, &args.spec.source());
-    let spec = check_spec(&source, &provenance).map_err(with_hint)?;
+    let mut source = SpecSource::for_saved_plan(&provenance.spec, &args.spec.source());
+    if let Some(spec) = &args.plan_spec {
+        source.spec = spec.clone();
+    }
+    let spec = if args.no_spec_check {
+        SpecCheck::Unread
+    } else {
+        check_spec(&source, &provenance).map_err(with_hint)?
+    };
     match &spec {
         SpecCheck::Invalid(validated) => {
             print_diagnostics(&validated.diagnostics, &validated.sources);
@@ -65,10 +75,10 @@ pub async fn run(args: &ApplyArgs) -> anyhow::Result<Exit> {
             );
             return Ok(Exit::Failed);
         }
-        SpecCheck::Absent => {
+        SpecCheck::Unread => {
             eprintln!(
-                "note: the spec {} is not here, so only live state is checked against the plan.",
-                source.spec.display()
+                "note: --no-spec-check: the spec the plan was made from ({}) is not read, so only live state is checked against the plan.",
+                provenance.spec.path
             );
             if let Some(refusal) = needs_spec(&plan, &provenance, path) {
                 anyhow::bail!("{refusal}");
@@ -109,11 +119,11 @@ pub async fn run(args: &ApplyArgs) -> anyhow::Result<Exit> {
     converge_with(PlanSource::Saved(saved), &target, &args.lock, &front).await
 }
 
-/// Why a plan cannot be applied without its spec, if it cannot.
+/// Why a plan cannot be applied without reading its spec (`--no-spec-check`), if it cannot.
 fn needs_spec(plan: &Plan, provenance: &Provenance, path: &Path) -> Option<String> {
     if let Some(sensitive) = plan.changes().find(|a| a.sensitive) {
         return Some(format!(
-            "{} writes sensitive values, which a plan file never holds, and the spec they come from is not at {}; nothing was applied\nhint: run `gkq apply {}` from the directory the plan was made in, with the same --var values and GKQ_VAR_ environment",
+            "{} writes sensitive values, which a plan file never holds, and they come from the spec ({}), which --no-spec-check leaves unread; nothing was applied\nhint: run `gkq apply {}` from the directory the plan was made in, or name the spec with --spec PATH, with the same --var values and GKQ_VAR_ environment",
             sensitive.addr,
             provenance.spec.path,
             path.display()
@@ -124,7 +134,7 @@ fn needs_spec(plan: &Plan, provenance: &Provenance, path: &Path) -> Option<Strin
         .any(|a| a.addr.kind == crate::addr::ResourceKind::KueueInstall)
     {
         return Some(format!(
-            "the plan installs Kueue, and the settings for that (where the manifests come from) are in the spec, which is not at {}\nhint: run gkq from the directory the plan was made in, or plan again",
+            "the plan installs Kueue, and the settings for that (where the manifests come from) are in the spec ({}), which --no-spec-check leaves unread; nothing was applied\nhint: run gkq from the directory the plan was made in, name the spec with --spec PATH, or plan again",
             provenance.spec.path
         ));
     }

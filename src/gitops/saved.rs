@@ -54,6 +54,10 @@ pub enum SavedPlanError {
         now: String,
         changes: Vec<String>,
     },
+    #[error(
+        "the spec the plan was made from is not at {path} (a plan names its spec relative to the directory `gkq plan --out` ran in), so it cannot be checked and nothing was applied"
+    )]
+    SpecNotHere { path: String },
 }
 
 impl SavedPlanError {
@@ -76,6 +80,9 @@ impl SavedPlanError {
             }
             SavedPlanError::TargetMismatch { .. } => {
                 "Apply the plan to the target it was made for, or make a plan for this target."
+            }
+            SavedPlanError::SpecNotHere { .. } => {
+                "Run `gkq apply PLANFILE` from the directory the plan was made in, name the spec with `--spec PATH`, or pass `--no-spec-check` to apply the plan checking only that live state is what it was planned against."
             }
             SavedPlanError::SpecChanged { .. } => {
                 "Nothing was applied. Plan again from the current spec (`gkq plan --out FILE`), review it, and apply that plan. If only variables differ, pass the same --var values and environment as when planning."

@@ -75,7 +75,7 @@ pub struct SavedPlan<'a> {
     pub provenance: &'a Provenance,
     /// Where the spec the plan names is read (the working tree, or the plan's `--git-ref`).
     pub source: &'a SpecSource,
-    /// The spec as it is now: unchanged (plan again and compare), or absent (check live state
+    /// The spec as it is now: unchanged (plan again and compare), or not read (check live state
     /// against the plan's fingerprints only). An invalid spec is the caller's to report.
     pub spec: SpecCheck,
     /// The local target's state directory the plan was made with.
@@ -88,7 +88,7 @@ pub struct SavedPlan<'a> {
 pub enum Ready<'a> {
     /// Made now (from the spec, or a saved plan's spec planned again and found equal).
     Planned(Box<Planned>),
-    /// A saved plan applied as it is, its spec being absent.
+    /// A saved plan applied as it is, without its spec (`--no-spec-check`).
     Saved {
         plan: &'a Plan,
         session: Session,
@@ -287,7 +287,7 @@ async fn prepare<'a>(
                     "the spec {} no longer validates; nothing was applied",
                     saved.source.spec.display()
                 ))),
-                SpecCheck::Absent => {
+                SpecCheck::Unread => {
                     let (session, kube_client) = connect_for_plan(
                         &target,
                         saved.plan,

@@ -81,8 +81,11 @@ pub fn load_valid(source: &SpecSource) -> Validated {
             diagnostics: f.diagnostics,
             sources: f.sources,
         },
-        Ok(loaded) => {
+        Ok(mut loaded) => {
             let (desired, diagnostics) = crate::model::build(&loaded);
+            // The spec keeps what validation said of it: a plan made from it shows its warnings
+            // and notes (`ops::plan::plan_valid`).
+            loaded.diagnostics = diagnostics.clone();
             let sources = loaded.sources.clone();
             Validated {
                 valid: desired.map(|d| (loaded, d)),

@@ -15,7 +15,7 @@ use crate::observe::cluster::read_kueue_world;
 use crate::observe::kube::{Observed, nothing_yet, observe_kube};
 use crate::observe::observe_gke;
 use crate::plan::provenance::SpecRevision;
-use crate::plan::{Judge, Plan, PlanOptions, Preview, plan_judged};
+use crate::plan::{Judge, Notice, Plan, PlanOptions, Preview, plan_judged};
 use crate::spec::Loaded;
 
 /// Everything a command needs after planning.
@@ -69,6 +69,8 @@ pub async fn plan_valid(
     };
     // The revision reads the variables the document tree declares: take it before the tree goes.
     let revision = spec_revision(spec, &loaded);
+    // What validation said of the spec is part of what a reviewer reads with the plan.
+    let spec_notices = Notice::of_spec(&loaded.diagnostics, &loaded.sources);
     loaded.release_documents();
     let session = connect(target, &loaded).await?;
     if session.simulated() {
@@ -115,6 +117,7 @@ pub async fn plan_valid(
         None => nothing_yet(),
     };
     let mut plan = plan_judged(&desired, &live, judged, &options)?;
+    plan.notices.splice(0..0, spec_notices);
     crate::plan::placements::annotate(&mut plan, &desired, &live, world.as_ref());
     if desired.kueue.mode == crate::spec::types::InstallMode::External {
         let api: Option<&dyn crate::kube::KubeApi> = match (&session.kube, &kube_client) {
@@ -126,11 +129,11 @@ pub async fn plan_valid(
             let notes = crate::kube::install::check_external(api, &desired.kueue)
                 .await
                 .map_err(|e| anyhow::anyhow!(e))?;
-            plan.notices
-                .extend(notes.into_iter().map(|message| crate::plan::Notice {
-                    addr: None,
-                    message,
-                }));
+            plan.notices.extend(
+                notes
+                    .into_iter()
+                    .map(|message| crate::plan::Notice::new(None, message)),
+            );
         }
     }
     stamp(&mut plan, revision, &session);

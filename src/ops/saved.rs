@@ -22,19 +22,23 @@ pub use crate::gitops::saved::is_plan_file;
 pub enum SpecCheck {
     /// It is there and has the plan's digest.
     Unchanged(Box<(Loaded, DesiredState)>),
-    /// It is not at the path the plan names: only live state can be checked.
-    Absent,
+    /// Not read: the person applying chose to apply the plan without its spec
+    /// (`--no-spec-check`), so only live state is checked against the plan.
+    Unread,
     /// It no longer validates.
     Invalid(Box<Validated>),
 }
 
-/// Loads the spec the plan names, when it is there; a changed digest is an error.
+/// Loads the spec `source` names (the plan's, or the one the person applying named); a spec
+/// that is not there, or whose digest changed, is an error.
 pub fn check_spec(
     source: &SpecSource,
     provenance: &Provenance,
 ) -> Result<SpecCheck, SavedPlanError> {
     if source.git_ref.is_none() && !source.spec.exists() {
-        return Ok(SpecCheck::Absent);
+        return Err(SavedPlanError::SpecNotHere {
+            path: source.spec.display().to_string(),
+        });
     }
     let mut validated = load_valid(source);
     let Some((loaded, desired)) = validated.valid.take() else {

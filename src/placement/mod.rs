@@ -60,6 +60,7 @@ pub mod active;
 pub mod amount;
 mod assign;
 pub mod dws;
+pub mod held;
 pub mod job_workload;
 mod model;
 pub mod objects;

@@ -10,8 +10,8 @@ use super::graph::{CycleError, DependencyGraph};
 use super::ownership::{gke_owned, is_owner_only, kube_owned, kube_owner, owner_conflict};
 use super::sealed::{Sealed, seal};
 use super::{
-    Action, ActionKind, Notice, PLAN_FORMAT_VERSION, Plan, PlanOptions, ReplaceStrategy, Step,
-    Summary,
+    Action, ActionKind, Notice, Orphan, PLAN_FORMAT_VERSION, Plan, PlanOptions, ReplaceStrategy,
+    Step, Summary,
 };
 use crate::addr::{AddrError, ResourceAddr};
 use crate::diff::fingerprint::fingerprint_with_fields;
@@ -84,6 +84,8 @@ struct Planner<'a> {
     /// Actions an observer decided already (see [`plan_judged`]).
     judged: BTreeMap<ResourceAddr, Action>,
     drafts: BTreeMap<ResourceAddr, Draft<'a>>,
+    /// What gkq owns outside the spec and leaves in place (no `prune`).
+    orphans: Vec<Orphan>,
     notices: Vec<Notice>,
     sealed: Sealed,
 }
@@ -324,15 +326,26 @@ impl<'a> Planner<'a> {
             judge: Judge::new(desired, options),
             judged: BTreeMap::new(),
             drafts: BTreeMap::new(),
+            orphans: Vec::new(),
             notices: Vec::new(),
             sealed: Sealed::default(),
         }
     }
 
     fn notice(&mut self, addr: Option<&ResourceAddr>, message: impl Into<String>) {
-        self.notices.push(Notice {
-            addr: addr.cloned(),
-            message: message.into(),
+        self.notices.push(Notice::new(addr.cloned(), message));
+    }
+
+    /// Records a resource gkq owns that the spec no longer names and that this plan leaves in
+    /// place; what it holds is added once Kueue's Workloads are read
+    /// ([`super::placements::annotate`]).
+    fn orphan(&mut self, addr: &ResourceAddr, kind: &str) {
+        self.orphans.push(Orphan {
+            address: addr.clone(),
+            kind: kind.to_string(),
+            namespace: addr.namespace.clone(),
+            name: addr.name.clone(),
+            holds: Vec::new(),
         });
     }
 
@@ -661,10 +674,7 @@ impl<'a> Planner<'a> {
             return;
         }
         if !self.options.prune {
-            self.notice(
-                Some(&addr),
-                "managed by gkq but no longer in the spec: `gkq apply --prune` deletes it",
-            );
+            self.orphan(&addr, "NodePool");
             return;
         }
         let (live_fingerprint, live_fields) = live_basis(&addr, None, live);
@@ -751,10 +761,8 @@ impl<'a> Planner<'a> {
                 continue;
             }
             if !(self.options.prune || self.options.destroy) {
-                self.notice(
-                    Some(addr),
-                    "managed by gkq but no longer in the spec: `gkq apply --prune` deletes it",
-                );
+                let kind = live.get("kind").and_then(Value::as_str).unwrap_or_default();
+                self.orphan(addr, kind);
                 continue;
             }
             let (live_fingerprint, live_fields) = live_basis(addr, None, live);
@@ -788,6 +796,7 @@ impl<'a> Planner<'a> {
             desired,
             options,
             drafts,
+            orphans,
             notices,
             sealed,
             ..
@@ -863,12 +872,16 @@ impl<'a> Planner<'a> {
                 actions.push(action);
             }
         }
-        let summary = Summary::of(&actions);
+        let summary = Summary {
+            orphans: orphans.len(),
+            ..Summary::of(&actions)
+        };
         Ok(Plan {
             format_version: PLAN_FORMAT_VERSION,
             cluster: desired.gke.cluster_ref.clone(),
             actions,
             summary,
+            orphans,
             notices,
             disruptions: Vec::new(),
             placements: Vec::new(),
@@ -1161,6 +1174,10 @@ mod tests {
         );
         live_objects.push(json!({"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": "someone-elses", "namespace": "default"}}));
+        // gkq's, but another GkqStack's: not this plan's to list or prune.
+        live_objects.push(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "another-stacks", "namespace": "default", "labels": owned_labels(),
+                         "annotations": {"gkq.dev/owner": "team/other"}}}));
         let live = LiveState {
             gke: GkeLive {
                 cluster: Some(live_cluster()),
@@ -1169,11 +1186,49 @@ mod tests {
         };
         let without_prune = plan(&desired(), &live, &PlanOptions::default()).unwrap();
         assert!(!without_prune.has_changes());
+        // Listed as orphans (not someone else's ConfigMap), and the summary does not claim that
+        // live state matches the spec.
+        let orphans: Vec<(String, &str, Option<&str>, &str)> = without_prune
+            .orphans
+            .iter()
+            .map(|o| {
+                (
+                    o.address.to_string(),
+                    o.kind.as_str(),
+                    o.namespace.as_deref(),
+                    o.name.as_str(),
+                )
+            })
+            .collect();
         assert_eq!(
-            without_prune.notices.len(),
-            2,
+            orphans,
+            [
+                (
+                    "kueue.clusterqueue/old-cq".to_string(),
+                    "ClusterQueue",
+                    None,
+                    "old-cq"
+                ),
+                (
+                    "kueue.localqueue/default/old-lq".to_string(),
+                    "LocalQueue",
+                    Some("default"),
+                    "old-lq"
+                ),
+            ]
+        );
+        assert!(
+            without_prune.notices.is_empty(),
             "{:?}",
             without_prune.notices
+        );
+        assert_eq!(
+            without_prune.summary.to_string(),
+            "No changes to apply. 2 resources gkq manages are no longer in the spec and are left in place."
+        );
+        assert_eq!(
+            without_prune.prune_command().as_deref(),
+            Some("gkq apply --prune")
         );
 
         let pruning = PlanOptions {
@@ -1188,6 +1243,7 @@ mod tests {
                 "- kueue.clusterqueue/old-cq"
             ]
         );
+        assert!(plan.orphans.is_empty());
         let cq = plan
             .action(&"kueue.clusterqueue/old-cq".parse().unwrap())
             .unwrap();

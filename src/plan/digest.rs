@@ -116,10 +116,12 @@ fn relative_to(path: &Path, dir: &Path) -> String {
             .collect()
     };
     let (to, from) = (parts(&path), parts(&dir));
-    if path.is_absolute() != dir.is_absolute() || from.iter().any(|c| c == "..") {
+    let common = to.iter().zip(&from).take_while(|(a, b)| a == b).count();
+    // A `..` the two share (a spec named `../infra`) cancels out; one left in `dir` names a
+    // directory whose name only the working directory knows.
+    if path.is_absolute() != dir.is_absolute() || from[common..].iter().any(|c| c == "..") {
         return to.join("/");
     }
-    let common = to.iter().zip(&from).take_while(|(a, b)| a == b).count();
     std::iter::repeat_n("..".to_string(), from.len() - common)
         .chain(to[common..].iter().cloned())
         .collect::<Vec<_>>()
@@ -214,6 +216,11 @@ mod tests {
         assert_eq!(
             digest_of("/a/infra", SPEC, &[]),
             digest_of("/b/elsewhere/infra", SPEC, &[])
+        );
+        // Named from a sibling directory (`gkq apply plan.json --spec ../infra`).
+        assert_eq!(
+            digest_of("infra", SPEC, &[]),
+            digest_of("../infra", SPEC, &[])
         );
     }
 

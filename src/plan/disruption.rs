@@ -15,6 +15,7 @@ use serde_json::Value;
 
 use super::{ActionKind, Plan};
 use crate::addr::{ResourceAddr, ResourceKind};
+use crate::placement::held::holds_quota;
 use crate::vocab::object::{condition_true, owners};
 
 /// One resource change that stops running work.
@@ -25,11 +26,6 @@ pub struct Disruption {
     pub addr: ResourceAddr,
     /// The jobs it would stop, as `Kind namespace/name`, with their state.
     pub jobs: Vec<String>,
-}
-
-/// A Workload that holds quota and has not finished: the work a change would stop.
-fn holds_quota(w: &Value) -> bool {
-    condition_true(w, "QuotaReserved") && !condition_true(w, "Finished")
 }
 
 /// Whether a live job object is running by its own status, for jobs Kueue does not manage (no
@@ -129,6 +125,7 @@ pub fn find<'a>(
     flavors: impl Iterator<Item = &'a Value>,
 ) -> Vec<Disruption> {
     let pools = crate::placement::pools::flavor_pools(flavors);
+    // A Workload that holds quota is the work a change would stop.
     let active: Vec<&Value> = workloads.iter().filter(|w| holds_quota(w)).collect();
     let mut out = Vec::new();
     for action in plan

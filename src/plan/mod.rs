@@ -48,7 +48,7 @@ pub const PLAN_FORMAT_VERSION: u32 = 1;
 #[serde(rename_all = "camelCase")]
 pub struct PlanOptions {
     /// Plan deletes of resources gkq owns that the spec no longer has (`--prune`). Without it they
-    /// are reported as notices.
+    /// are listed as the plan's `orphans`.
     pub prune: bool,
     /// Consent to delete or recreate the cluster; also needs `deletion_protection: false` in the
     /// spec.
@@ -99,8 +99,12 @@ pub struct Plan {
     /// Every resource gkq considered, no-ops included, in execution order.
     pub actions: Vec<Action>,
     pub summary: Summary,
-    /// Things reported but not acted on (unowned resources, removals without `prune`, parts not
-    /// observed).
+    /// Resources gkq owns that the spec no longer names, left in place because the plan does not
+    /// prune: with what they hold, which still counts against quotas.
+    #[serde(default)]
+    pub orphans: Vec<Orphan>,
+    /// Things reported but not acted on: the spec's warnings and notes (`severity` set), then
+    /// the plan's own (unowned resources, parts not observed, GKE operations in progress).
     #[serde(default)]
     pub notices: Vec<Notice>,
     /// Admitted or running jobs that a delete or replace in this plan would stop. `apply`
@@ -348,9 +352,13 @@ pub struct Summary {
     pub no_op: usize,
     /// Actions apply will refuse (their `blocked` is set).
     pub blocked: usize,
+    /// Resources gkq owns that the spec no longer names, left in place (the plan's `orphans`).
+    #[serde(default)]
+    pub orphans: usize,
 }
 
 impl Summary {
+    /// The counts of `actions` (no orphans: the planner counts those).
     pub fn of(actions: &[Action]) -> Self {
         let mut summary = Summary::default();
         for action in actions {
@@ -375,15 +383,44 @@ impl Summary {
 
 impl fmt::Display for Summary {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if !self.has_changes() {
-            return f.write_str("No changes. Live state matches the spec.");
+        // Live state matches the spec only when nothing gkq owns is left outside it either.
+        match (self.has_changes(), self.orphans) {
+            (false, 0) => return f.write_str("No changes. Live state matches the spec."),
+            (false, _) => f.write_str("No changes to apply.")?,
+            (true, _) => write!(
+                f,
+                "Plan: {} to create, {} to update, {} to replace, {} to delete.",
+                self.create, self.update, self.replace, self.delete
+            )?,
         }
-        write!(
-            f,
-            "Plan: {} to create, {} to update, {} to replace, {} to delete.",
-            self.create, self.update, self.replace, self.delete
-        )
+        match self.orphans {
+            0 => Ok(()),
+            1 => f.write_str(
+                " 1 resource gkq manages is no longer in the spec and is left in place.",
+            ),
+            n => write!(
+                f,
+                " {n} resources gkq manages are no longer in the spec and are left in place."
+            ),
+        }
     }
+}
+
+/// A resource gkq owns that the spec no longer names, left in place because the plan does not
+/// prune it: it keeps running and keeps what it holds until `gkq apply --prune` deletes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Orphan {
+    pub address: ResourceAddr,
+    /// The kind as its API names it (`RayJob`, `ClusterQueue`), `NodePool` for a GKE node pool.
+    pub kind: String,
+    /// `null` for cluster-scoped objects and node pools.
+    pub namespace: Option<String>,
+    pub name: String,
+    /// The quota it holds: a job's, from its Kueue Workload's admission while the Workload holds
+    /// a reservation (`placement::job_workload` names the Workload); empty otherwise.
+    #[serde(default)]
+    pub holds: Vec<crate::placement::held::HeldQuota>,
 }
 
 /// Something the plan reports without acting on it.
@@ -393,6 +430,69 @@ pub struct Notice {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub addr: Option<ResourceAddr>,
     pub message: String,
+    /// Set for what validating the spec said (as `gkq validate` says it); absent for the plan's
+    /// own notices.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub severity: Option<NoticeSeverity>,
+    /// Where in the spec, `file:line:column`, when the spec's notice has a place.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<String>,
+    /// The spec path of the value it is about, e.g. `kueue.clusterQueues[0]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// How to act on it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub help: Option<String>,
+}
+
+/// How much a notice from the spec's validation matters (errors make a spec invalid, so a plan
+/// never has one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum NoticeSeverity {
+    Warning,
+    Note,
+}
+
+impl Notice {
+    /// A notice of the plan's own.
+    pub fn new(addr: Option<ResourceAddr>, message: impl Into<String>) -> Self {
+        Notice {
+            addr,
+            message: message.into(),
+            severity: None,
+            at: None,
+            path: None,
+            help: None,
+        }
+    }
+
+    /// The notices of a valid spec's warnings and notes, in their order (its errors, which a
+    /// valid spec has none of, are left out).
+    pub fn of_spec(
+        diagnostics: &crate::spec::Diagnostics,
+        sources: &crate::spec::SourceMap,
+    ) -> Vec<Notice> {
+        use crate::spec::Severity;
+        diagnostics
+            .iter()
+            .filter_map(|d| {
+                let severity = match d.severity {
+                    Severity::Error => return None,
+                    Severity::Warning => NoticeSeverity::Warning,
+                    Severity::Note => NoticeSeverity::Note,
+                };
+                Some(Notice {
+                    addr: None,
+                    message: d.message.clone(),
+                    severity: Some(severity),
+                    at: d.span.map(|span| sources.location(span)),
+                    path: d.path.clone(),
+                    help: d.help.clone(),
+                })
+            })
+            .collect()
+    }
 }
 
 impl Plan {
@@ -415,6 +515,34 @@ impl Plan {
             .any(|a| matches!(a.kind, ActionKind::Replace | ActionKind::Delete))
     }
 
+    /// `gkq apply SPEC --prune` as the spec this plan was made from is named (path, `--env`,
+    /// `--git-ref`, the names of `--var`s given): the command that deletes the plan's orphans.
+    /// `None` when the plan has none.
+    pub fn prune_command(&self) -> Option<String> {
+        if self.orphans.is_empty() {
+            return None;
+        }
+        let mut words = vec!["gkq".to_string(), "apply".to_string()];
+        if let Some(provenance) = &self.provenance {
+            let spec = &provenance.spec;
+            words.push(shell_word(&spec.path));
+            if let Some(env) = &spec.env {
+                words.extend(["--env".to_string(), shell_word(env)]);
+            }
+            if let Some(git_ref) = &spec.git_ref {
+                words.extend(["--git-ref".to_string(), shell_word(git_ref)]);
+            }
+            for variable in &spec.variable_sources {
+                if variable.source == crate::spec::vars::ValueSource::Cli {
+                    // Names only: a plan never holds a value.
+                    words.extend(["--var".to_string(), format!("{}=...", variable.name)]);
+                }
+            }
+        }
+        words.push("--prune".to_string());
+        Some(words.join(" "))
+    }
+
     /// A short hash of the actions, to tell whether two plans would do the same thing
     /// (`gkq watch` prints only when it changes).
     pub fn fingerprint(&self) -> String {
@@ -429,6 +557,20 @@ impl Plan {
     /// The JSON Schema of the plan's JSON form (checked in as `schemas/plan.schema.json`).
     pub fn json_schema() -> Value {
         serde_json::to_value(schemars::schema_for!(Plan)).unwrap_or(Value::Null)
+    }
+}
+
+/// `word` as one shell word: as it is when it has nothing a shell reads specially, else in
+/// single quotes.
+fn shell_word(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:@%+=,".contains(c));
+    if plain {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
     }
 }
 
@@ -465,6 +607,7 @@ pub(crate) fn plan_for_tests(
         },
         summary: Summary::of(&actions),
         actions,
+        orphans: vec![],
         notices: vec![],
         disruptions: vec![],
         placements: vec![],

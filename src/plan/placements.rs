@@ -12,6 +12,8 @@ use super::{ActionKind, Plan};
 use crate::addr::{ResourceAddr, ResourceKind};
 use crate::model::live::KubeSnapshot;
 use crate::placement::dws::{self, Reclaim};
+use crate::placement::held::held_quota;
+use crate::placement::job_workload::JobWorkloads;
 use crate::placement::unmodelled;
 use crate::placement::{
     Cluster, FlavorUsage, PendingWorkload, Placement, PlacementState, Prediction, predict_in_order,
@@ -116,8 +118,8 @@ fn reclaim_of(
 }
 
 /// Adds what a plan means for running and queued work: the predicted placements of the jobs it
-/// submits, the quota they use, what its queue changes do to the live Workloads, and the
-/// admitted jobs its deletes or replaces would stop. `world` is Kueue's world as planning read
+/// submits, the quota they use, what its queue changes do to the live Workloads, the
+/// admitted jobs its deletes or replaces would stop, and the quota its orphans hold. `world` is Kueue's world as planning read
 /// it (`None`: Kubernetes was not read, so there is no live work).
 pub fn annotate(
     plan: &mut Plan,
@@ -212,4 +214,11 @@ pub fn annotate(
             .chain(live_objects)
             .chain(world_flavors),
     );
+    // What each orphan holds: a job's quota, through the Workload Kueue made for it.
+    let job_workloads = JobWorkloads::new(workloads);
+    for orphan in &mut plan.orphans {
+        if let Some(found) = live_at(&orphan.address).and_then(|job| job_workloads.of(job)) {
+            orphan.holds = held_quota(found.workload);
+        }
+    }
 }

@@ -6,8 +6,9 @@ use serde_json::Value;
 
 use super::{BOLD, CYAN, DIM, GREEN, RED, YELLOW, kind_style};
 use crate::diff::{ChangeEffect, FieldChange};
+use crate::placement::held::HeldQuota;
 use crate::plan::workload_changes::{WorkloadChange, WorkloadState};
-use crate::plan::{Action, ActionKind, Plan, ReplaceStrategy};
+use crate::plan::{Action, ActionKind, Notice, NoticeSeverity, Orphan, Plan, ReplaceStrategy};
 
 /// Writes the plan for people: one block per change with its glyph, reason, field changes,
 /// API calls and unified diff; notices; the summary line. A plan without changes is the one
@@ -34,6 +35,7 @@ pub fn write_text(plan: &Plan, out: &mut dyn Write) -> io::Result<()> {
             plan.summary.blocked
         )?;
     }
+    write_orphans(plan, out)?;
     write_placements(plan, out)?;
     if !plan.workload_changes.is_empty() {
         writeln!(
@@ -56,11 +58,64 @@ pub fn write_text(plan: &Plan, out: &mut dyn Write) -> io::Result<()> {
             }
         }
     }
-    for notice in &plan.notices {
+    // The spec's warnings and notes were printed on stderr, with their source, when it was
+    // loaded: the text shows the plan's own notices.
+    for notice in plan.notices.iter().filter(|n| n.severity.is_none()) {
         match &notice.addr {
             Some(addr) => writeln!(out, "{DIM}Note: {addr}: {}{DIM:#}", notice.message)?,
             None => writeln!(out, "{DIM}Note: {}{DIM:#}", notice.message)?,
         }
+    }
+    Ok(())
+}
+
+/// What the orphans hold, per ClusterQueue and flavor: `16 google.com/tpu, 32 cpu on
+/// cluster-queue/dws`; `None` when they hold nothing.
+pub fn holds_text(holds: &[HeldQuota]) -> Option<String> {
+    let mut by_place: Vec<(String, Vec<String>)> = Vec::new();
+    for held in holds {
+        let place = format!("{}/{}", held.cluster_queue, held.flavor);
+        let amount = format!("{} {}", held.amount, held.resource);
+        match by_place.iter_mut().find(|(p, _)| *p == place) {
+            Some((_, amounts)) => amounts.push(amount),
+            None => by_place.push((place, vec![amount])),
+        }
+    }
+    (!by_place.is_empty()).then(|| {
+        by_place
+            .into_iter()
+            .map(|(place, amounts)| format!("{} on {place}", amounts.join(", ")))
+            .collect::<Vec<_>>()
+            .join("; ")
+    })
+}
+
+/// One orphan for people: `ray.rayjob/default/train-2 (RayJob): holds 16 google.com/tpu on
+/// cluster-queue/dws`.
+pub fn orphan_text(orphan: &Orphan) -> String {
+    match holds_text(&orphan.holds) {
+        Some(holds) => format!("{} ({}): holds {holds}", orphan.address, orphan.kind),
+        None => format!("{} ({})", orphan.address, orphan.kind),
+    }
+}
+
+/// The heading of the orphans, with the command that deletes them.
+pub fn orphans_heading(command: &str, code: &dyn Fn(&str) -> String) -> String {
+    format!(
+        "Left in place: gkq manages these, but the spec no longer names them; {} deletes them",
+        code(command)
+    )
+}
+
+/// The resources gkq owns outside the spec that the plan leaves in place, with what they hold.
+fn write_orphans(plan: &Plan, out: &mut dyn Write) -> io::Result<()> {
+    let Some(command) = plan.prune_command() else {
+        return Ok(());
+    };
+    let heading = orphans_heading(&command, &|c| format!("`{c}`"));
+    writeln!(out, "\n{YELLOW}{heading}:{YELLOW:#}")?;
+    for orphan in &plan.orphans {
+        writeln!(out, "  {YELLOW}-{YELLOW:#} {}", orphan_text(orphan))?;
     }
     Ok(())
 }
@@ -376,7 +431,9 @@ pub fn to_markdown(plan: &Plan) -> String {
         md.push_str(&format!("{line}\n\n"));
     }
     md.push_str(&format!("**{}**\n\n", plan.summary));
+    append_spec_warnings(plan, &mut md);
     if !plan.has_changes() {
+        append_orphans(plan, &mut md);
         append_notices(plan, &mut md);
         append_provenance(plan, &mut md);
         return md;
@@ -437,6 +494,7 @@ pub fn to_markdown(plan: &Plan) -> String {
         ));
     }
     md.push('\n');
+    append_orphans(plan, &mut md);
     append_placements(plan, &mut md);
     if !plan.workload_changes.is_empty() {
         md.push_str("#### Live workloads (predicted before and after this plan)\n\n");
@@ -590,16 +648,84 @@ fn target_name(target: crate::spec::types::Target) -> &'static str {
     }
 }
 
+/// The spec's warnings, where a reviewer looks first: the validation a local run prints on
+/// stderr, which a pull request's comment would otherwise leave out.
+fn append_spec_warnings(plan: &Plan, md: &mut String) {
+    let warnings: Vec<&Notice> = plan
+        .notices
+        .iter()
+        .filter(|n| n.severity == Some(NoticeSeverity::Warning))
+        .collect();
+    if warnings.is_empty() {
+        return;
+    }
+    md.push_str("> [!WARNING]\n> The spec has warnings:\n");
+    for warning in warnings {
+        md.push_str(&format!("> - {}\n", notice_markdown(warning)));
+    }
+    md.push('\n');
+}
+
+/// The orphans: what each holds, and the command that deletes them.
+fn append_orphans(plan: &Plan, md: &mut String) {
+    let Some(command) = plan.prune_command() else {
+        return;
+    };
+    md.push_str(&format!(
+        "#### {}\n\n",
+        orphans_heading(&command, &|c| format!("`{c}`"))
+    ));
+    md.push_str("| Resource | Kind | Holds |\n|---|---|---|\n");
+    for orphan in &plan.orphans {
+        md.push_str(&format!(
+            "| `{}` | {} | {} |\n",
+            orphan.address,
+            orphan.kind,
+            holds_text(&orphan.holds)
+                .map(|h| table_cell(&h))
+                .unwrap_or_else(|| "-".to_string())
+        ));
+    }
+    md.push('\n');
+}
+
+/// One notice as a markdown list item's text: the spec's with its severity, place and help.
+fn notice_markdown(notice: &Notice) -> String {
+    let mut text = String::new();
+    match notice.severity {
+        Some(NoticeSeverity::Warning) => text.push_str("**warning**: "),
+        Some(NoticeSeverity::Note) => text.push_str("**note**: "),
+        None => {}
+    }
+    if let Some(at) = &notice.at {
+        text.push_str(&format!("`{at}`: "));
+    }
+    if let Some(addr) = &notice.addr {
+        text.push_str(&format!("`{addr}`: "));
+    }
+    text.push_str(&one_line(&notice.message));
+    if let Some(path) = &notice.path {
+        text.push_str(&format!(" (at `{path}`)"));
+    }
+    if let Some(help) = &notice.help {
+        text.push_str(&format!(" Help: {}", one_line(help)));
+    }
+    text
+}
+
+/// The notes: the spec's notes and the plan's own notices (the spec's warnings are above).
 fn append_notices(plan: &Plan, md: &mut String) {
-    if plan.notices.is_empty() {
+    let notes: Vec<&Notice> = plan
+        .notices
+        .iter()
+        .filter(|n| n.severity != Some(NoticeSeverity::Warning))
+        .collect();
+    if notes.is_empty() {
         return;
     }
     md.push_str("Notes:\n");
-    for notice in &plan.notices {
-        match &notice.addr {
-            Some(addr) => md.push_str(&format!("- `{addr}`: {}\n", notice.message)),
-            None => md.push_str(&format!("- {}\n", notice.message)),
-        }
+    for notice in notes {
+        md.push_str(&format!("- {}\n", notice_markdown(notice)));
     }
 }
 

@@ -4,6 +4,7 @@
 
 use std::fmt::Write as _;
 
+use super::plan::{orphan_text, orphans_heading};
 use crate::placement::{Placement, PlacementState};
 use crate::plan::digest::short_digest;
 use crate::plan::provenance::short_commit;
@@ -440,10 +441,21 @@ pub fn stack_to_text(status: &StackStatus) -> String {
     out.push_str(&format!("         {relation}\n"));
     let drift = if status.drift.changes {
         format!("{} Run `gkq plan` to see them.", status.drift.summary)
+    } else if !status.orphans.is_empty() {
+        status.drift.summary.clone()
     } else {
         "none: live state matches the spec".to_string()
     };
     out.push_str(&format!("Drift    {drift}\n"));
+    if let Some(command) = &status.prune_command {
+        out.push_str(&format!(
+            "\n{}:\n",
+            orphans_heading(command, &|c| format!("`{c}`"))
+        ));
+        for orphan in &status.orphans {
+            out.push_str(&format!("  - {}\n", orphan_text(orphan)));
+        }
+    }
     out.push_str(&to_text(&status.live));
     out
 }

@@ -6,10 +6,10 @@
 use serde::Serialize;
 
 use super::status::LiveReport;
-use crate::plan::Plan;
 use crate::plan::digest::short_digest;
 use crate::plan::provenance::SpecRevision;
 use crate::plan::revision::{AppliedRevision, LabelRevision};
+use crate::plan::{Orphan, Plan};
 use crate::spec::types::Target;
 
 /// `gkq status -o json` (format version 1).
@@ -29,6 +29,13 @@ pub struct StackStatus {
     /// when no applied revision is known.
     pub spec_matches_applied: Option<bool>,
     pub drift: Drift,
+    /// What gkq owns that the spec no longer names and a plan without `--prune` leaves in place,
+    /// with what each holds (a job's quota): work that status's jobs, which are the spec's, do
+    /// not list.
+    pub orphans: Vec<Orphan>,
+    /// The command that deletes the orphans; absent when there are none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prune_command: Option<String>,
     /// Jobs, node pools and queues as they live (see [`super::status`]).
     #[serde(flatten)]
     pub live: LiveReport,
@@ -52,9 +59,9 @@ pub struct Local {
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Drift {
-    /// Whether a plan would change anything.
+    /// Whether a plan would change anything (orphans are left in place, not changed).
     pub changes: bool,
-    /// The plan's summary line.
+    /// The plan's summary line (which counts the orphans).
     pub summary: String,
 }
 
@@ -114,6 +121,8 @@ pub fn stack_status(inputs: StatusInputs<'_>) -> StackStatus {
             changes: plan.has_changes(),
             summary: plan.summary.to_string(),
         },
+        orphans: plan.orphans.clone(),
+        prune_command: plan.prune_command(),
         live,
     }
 }

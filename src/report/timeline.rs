@@ -326,38 +326,15 @@ fn stage_of(
     )
 }
 
-/// What a Workload's admission uses on each flavor: its podsets' `resourceUsage`, added up per
-/// flavor and resource (each resource of a podset names its flavor).
+/// What a Workload's admission uses on each flavor, by resource
+/// ([`crate::placement::held::admission_usage`]).
 fn flavor_usage(workload: &Value) -> BTreeMap<String, BTreeMap<String, Quantity>> {
     let mut usage: BTreeMap<String, BTreeMap<String, Quantity>> = BTreeMap::new();
-    let assignments = workload
-        .pointer("/status/admission/podSetAssignments")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten();
-    for assignment in assignments {
-        let Some(used) = assignment.get("resourceUsage").and_then(Value::as_object) else {
-            continue;
-        };
-        for (resource, amount) in used {
-            let (Some(flavor), Ok(amount)) = (
-                assignment
-                    .pointer(&format!(
-                        "/flavors/{}",
-                        resource.replace('~', "~0").replace('/', "~1")
-                    ))
-                    .and_then(Value::as_str),
-                Quantity::from_json(amount),
-            ) else {
-                continue;
-            };
-            usage
-                .entry(flavor.to_string())
-                .or_default()
-                .entry(resource.clone())
-                .and_modify(|total| *total = total.saturating_add(amount))
-                .or_insert(amount);
-        }
+    for held in crate::placement::held::admission_usage(workload) {
+        usage
+            .entry(held.flavor)
+            .or_default()
+            .insert(held.resource, held.amount);
     }
     usage
 }

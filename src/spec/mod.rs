@@ -63,9 +63,10 @@ pub struct Loaded {
     /// Every declared variable's value and where it came from, as interpolation used them: the
     /// spec digest hashes these values, and plans name the variables set from outside the spec.
     pub variables: BTreeMap<String, vars::ResolvedVar>,
-    /// Problems found while loading. May hold errors: a spec that decoded despite them (unknown
-    /// keys are skipped) is still validated so that every problem is reported at once, but
-    /// `model::build` refuses it.
+    /// Problems found while loading (and, once `ops::load::load_valid` has validated the spec,
+    /// everything validation said of it). May hold errors: a spec that decoded despite them
+    /// (unknown keys are skipped) is still validated so that every problem is reported at once,
+    /// but `model::build` refuses it.
     pub diagnostics: Diagnostics,
     /// Paths of values removed because they had the wrong type (reported in `diagnostics`):
     /// validation of the rest goes on, but says nothing about what sits at or under them.

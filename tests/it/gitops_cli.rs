@@ -23,13 +23,21 @@ fn run(ws: &Workspace, args: &[&str]) -> Output {
     gkq().args(&all).current_dir(ws.path()).output().unwrap()
 }
 
-/// `gkq apply plan.json` with the plan file alone, in a directory without the spec.
+/// `gkq apply plan.json --no-spec-check` with the plan file alone, in a directory without the
+/// spec.
 fn apply_alone(ws: &Workspace) -> Output {
+    apply_elsewhere(ws, &["--no-spec-check"])
+}
+
+/// `gkq apply plan.json` and `extra`, run in `<workspace>/elsewhere` with a copy of the plan
+/// file: the spec it names (`infra/gkq.yaml`) is not there, it is at `../infra`.
+fn apply_elsewhere(ws: &Workspace, extra: &[&str]) -> Output {
     let elsewhere = ws.path().join("elsewhere");
     std::fs::create_dir_all(&elsewhere).unwrap();
     std::fs::copy(ws.path().join("plan.json"), elsewhere.join("plan.json")).unwrap();
     gkq()
         .args(["apply", "plan.json"])
+        .args(extra)
         .current_dir(&elsewhere)
         .output()
         .unwrap()
@@ -229,6 +237,104 @@ fn saved_plan_is_refused_when_live_state_moved() {
     assert_eq!(change["before"], 12, "{plan:#}");
 }
 
+/// A saved plan applied away from the directory it was made in does not silently skip the spec
+/// check: it is refused, unless `--spec` names the spec (checked as from the repository root) or
+/// `--no-spec-check` says to check live state only, which the output then says.
+#[test]
+fn a_saved_plan_applied_elsewhere_needs_its_spec_named_or_no_spec_check() {
+    let ws = Workspace::example();
+    let out = run(&ws, &["apply", "infra", "--env", "local", "--auto-approve"]);
+    assert!(out.status.success(), "{}", explain(&out));
+    let plan_max = |ws: &Workspace, from: u32, to: u32| {
+        ws.edit(
+            &format!("autoscaling: {{min: 0, max: {from}}}"),
+            &format!("autoscaling: {{min: 0, max: {to}}}"),
+        );
+        let out = run(
+            ws,
+            &["plan", "infra", "--env", "local", "--out", "plan.json"],
+        );
+        assert!(out.status.success(), "{}", explain(&out));
+    };
+    plan_max(&ws, 4, 8);
+
+    // Neither: refused, naming where the spec was looked for and the ways out.
+    let out = apply_elsewhere(&ws, &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", explain(&out));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("the spec the plan was made from is not at infra/gkq.yaml"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("nothing was applied"), "{stderr}");
+    assert!(
+        stderr.contains("--spec PATH") && stderr.contains("--no-spec-check"),
+        "{stderr}"
+    );
+    assert_eq!(summary(&ws)["update"], 1, "nothing was applied");
+    // A --spec that names nothing is refused the same way.
+    let out = apply_elsewhere(&ws, &["--spec", "../nowhere"]);
+    assert_eq!(out.status.code(), Some(1), "{}", explain(&out));
+    assert!(
+        text(&out.stderr).contains("is not at ../nowhere"),
+        "{}",
+        explain(&out)
+    );
+    // The flags are for plan files only.
+    let out = run(
+        &ws,
+        &["apply", "infra", "--env", "local", "--no-spec-check"],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", explain(&out));
+    assert!(
+        text(&out.stderr).contains("are for applying a plan file"),
+        "{}",
+        explain(&out)
+    );
+
+    // --spec names it: checked (a changed spec is refused), then applied.
+    std::fs::write(
+        ws.path().join("infra/train.py"),
+        "print('changed')
+",
+    )
+    .unwrap();
+    let out = apply_elsewhere(&ws, &["--spec", "../infra"]);
+    assert_eq!(out.status.code(), Some(1), "{}", explain(&out));
+    assert!(
+        text(&out.stderr).contains("the spec changed since the plan was made (train.py changed)"),
+        "{}",
+        explain(&out)
+    );
+    std::fs::copy(
+        repo_root().join("examples/tpu-dws/train.py"),
+        ws.path().join("infra/train.py"),
+    )
+    .unwrap();
+    let out = apply_elsewhere(&ws, &["--spec", "../infra"]);
+    assert!(out.status.success(), "{}", explain(&out));
+    assert!(
+        !text(&out.stderr).contains("only live state"),
+        "{}",
+        explain(&out)
+    );
+    assert_eq!(summary(&ws)["update"], 0);
+
+    // --no-spec-check: applied, and the output says the spec was not checked.
+    plan_max(&ws, 8, 12);
+    let out = apply_elsewhere(&ws, &["--no-spec-check"]);
+    assert!(out.status.success(), "{}", explain(&out));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(
+            "--no-spec-check: the spec the plan was made from (infra/gkq.yaml) is not read, so only live state is checked against the plan"
+        ),
+        "{stderr}"
+    );
+    assert!(stderr.contains("Modifications complete"), "{stderr}");
+    assert_eq!(summary(&ws)["update"], 0);
+}
+
 #[test]
 fn plan_files_hold_no_variable_values_or_environment_secrets() {
     let ws = Workspace::example();
@@ -375,6 +481,65 @@ fn markdown_for_pull_requests_matches_its_snapshot() {
     assert!(
         markdown.contains("not from a commit"),
         "an edited tree is not a commit"
+    );
+}
+
+/// What validation says of the spec reaches the reviewer: a warning (a quota above what the pool
+/// can ever hold) and the spec's note are in `-o json`'s notices and in the markdown comment,
+/// not only on stderr.
+#[test]
+fn spec_warnings_and_notes_are_in_the_plans_json_and_markdown() {
+    let ws = Workspace::example();
+    // The on-demand pool holds at most 4 nodes x 4 chips.
+    ws.edit(
+        "quota: {cpu: 40, memory: 75Gi, google.com/tpu: 16}",
+        "quota: {cpu: 40, memory: 75Gi, google.com/tpu: 32}",
+    );
+    let warning =
+        "nominal quota google.com/tpu 32 exceeds what node pool on-demand-pool can ever hold";
+    let out = run(&ws, &["plan", "infra", "--env", "local", "-o", "json"]);
+    assert!(out.status.success(), "{}", explain(&out));
+    // Validation still prints it on stderr, with its source.
+    assert!(text(&out.stderr).contains(warning), "{}", explain(&out));
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let notices = plan["notices"].as_array().unwrap();
+    let found = notices
+        .iter()
+        .find(|n| n["message"].as_str().unwrap().contains(warning))
+        .unwrap_or_else(|| panic!("no quota warning in {notices:#?}"));
+    assert_eq!(found["severity"], "warning");
+    assert!(
+        found["at"].as_str().unwrap().starts_with("infra/gkq.yaml:"),
+        "{found:#}"
+    );
+    assert_eq!(
+        found["path"],
+        "kueue.clusterQueues[0].resourceGroups[0].flavors[1].quota.\"google.com/tpu\""
+    );
+    assert!(
+        found["help"].as_str().unwrap().contains("max nodes"),
+        "{found:#}"
+    );
+    assert!(
+        notices
+            .iter()
+            .any(|n| n["severity"] == "note"
+                && n["message"].as_str().unwrap().contains("gke-queued")),
+        "{notices:#?}"
+    );
+
+    let out = run(&ws, &["plan", "infra", "--env", "local", "-o", "markdown"]);
+    assert!(out.status.success(), "{}", explain(&out));
+    let markdown = text(&out.stdout);
+    assert!(
+        markdown
+            .contains("> [!WARNING]\n> The spec has warnings:\n> - **warning**: `infra/gkq.yaml:"),
+        "{markdown}"
+    );
+    assert!(markdown.contains(warning), "{markdown}");
+    assert!(
+        markdown.contains("- **note**: `infra/gkq.yaml:") && markdown.contains("gke-queued"),
+        "{markdown}"
     );
 }
 

@@ -897,3 +897,151 @@ fn jobs_are_submitted_and_predicted_in_spec_order() {
     assert_eq!(ray["agrees"], true, "{ray:#}");
     assert_eq!(set["agrees"], true, "{set:#}");
 }
+
+/// `count: 2 -> 1` without `--prune`: the second job is no longer in the spec, but it still runs
+/// and holds its quota. Plan and status list it (never "Live state matches the spec"), with the
+/// quota its Workload's admission holds and the command that deletes it; `--prune` does.
+#[test]
+fn a_job_dropped_from_the_spec_is_listed_with_the_quota_it_holds() {
+    let ws = support::Workspace::example();
+    let state = ws.path().join("state");
+    // Job 2 waits for DWS capacity with its quota reserved; jobs run long.
+    let run = |args: &[&str]| {
+        let mut c = support::gkq();
+        c.current_dir(ws.path())
+            .env("GKQ_LOCAL_PROVISIONING", "after:30m")
+            .env("GKQ_LOCAL_RUN", "100h")
+            .args(args)
+            .args(["infra", "--env", "local", "--state-dir"])
+            .arg(&state);
+        c.output().unwrap()
+    };
+    ok(run(&["apply", "--auto-approve"]));
+    ws.edit("count: 2 ", "count: 1 ");
+
+    let out = run(&["plan", "--detailed-exitcode"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "nothing to apply: {stdout}\n{stderr}"
+    );
+    assert!(!stdout.contains("Live state matches the spec"), "{stdout}");
+    assert!(
+        stdout.contains(
+            "No changes to apply. 1 resource gkq manages is no longer in the spec and is left in place."
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("`gkq apply infra/gkq.yaml --env local --prune` deletes them"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!(
+            "ray.rayjob/default/{JOB2} (RayJob): holds 3 cpu, 4808Mi memory on cluster-queue/default-cpu; 32 cpu, 16 google.com/tpu, 64Gi memory on cluster-queue/dws"
+        )),
+        "{stdout}"
+    );
+
+    let plan: Value = serde_json::from_str(&ok(run(&["plan", "-o", "json"]))).unwrap();
+    assert_eq!(plan["summary"]["orphans"], 1, "{:#}", plan["summary"]);
+    let orphans = plan["orphans"].as_array().unwrap();
+    assert_eq!(orphans.len(), 1, "{orphans:#?}");
+    let orphan = &orphans[0];
+    assert_eq!(orphan["address"], format!("ray.rayjob/default/{JOB2}"));
+    assert_eq!(orphan["kind"], "RayJob");
+    assert_eq!(orphan["namespace"], "default");
+    assert_eq!(orphan["name"], JOB2);
+    let tpu = serde_json::json!({"clusterQueue": "cluster-queue", "flavor": "dws",
+        "resource": "google.com/tpu", "amount": "16"});
+    assert!(
+        orphan["holds"].as_array().unwrap().contains(&tpu),
+        "{orphan:#}"
+    );
+    // Listed once: as an orphan, not also as a notice.
+    assert!(
+        !plan["notices"].to_string().contains(JOB2),
+        "{:#}",
+        plan["notices"]
+    );
+
+    // Status: the spec's jobs are job 1 alone, and the orphan is listed beside them with its
+    // quota, which the ClusterQueue's two reserving Workloads account for.
+    let report = status_in(&ws, &state);
+    assert_eq!(report["jobs"].as_array().unwrap().len(), 1, "{report:#}");
+    assert_eq!(report["orphans"][0]["address"], orphan["address"]);
+    assert!(
+        report["orphans"][0]["holds"]
+            .as_array()
+            .unwrap()
+            .contains(&tpu),
+        "{report:#}"
+    );
+    assert_eq!(
+        report["pruneCommand"],
+        "gkq apply infra/gkq.yaml --env local --prune"
+    );
+    assert_eq!(report["drift"]["changes"], false);
+    assert_eq!(report["clusterQueues"][0]["reservingWorkloads"], 2);
+    let shown = ok(run(&["status"]));
+    assert!(
+        shown.contains(
+            "Drift    No changes to apply. 1 resource gkq manages is no longer in the spec"
+        ),
+        "{shown}"
+    );
+    assert!(
+        shown.contains(&format!(
+            "  - ray.rayjob/default/{JOB2} (RayJob): holds 3 cpu, 4808Mi memory on cluster-queue/default-cpu; 32 cpu, 16 google.com/tpu, 64Gi memory on cluster-queue/dws"
+        )),
+        "{shown}"
+    );
+
+    // The command shown deletes it: a job that holds quota is running work, so only with
+    // consent to stop it. Then live state matches the spec.
+    let out = run(&["apply", "--prune", "--auto-approve"]);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("refusing to apply: this plan stops running work"),
+        "{stderr}"
+    );
+    ok(run(&[
+        "apply",
+        "--prune",
+        "--auto-approve",
+        "--allow-disruption",
+    ]));
+    let stdout = ok(run(&["plan"]));
+    assert!(
+        stdout.contains("No changes. Live state matches the spec."),
+        "{stdout}"
+    );
+    assert!(
+        status_in(&ws, &state)["orphans"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+}
+
+/// `gkq status -o json` on a workspace's spec (`infra`) with the local overlay.
+fn status_in(ws: &support::Workspace, state: &Path) -> Value {
+    let mut c = support::gkq();
+    c.current_dir(ws.path())
+        .env("GKQ_LOCAL_PROVISIONING", "after:30m")
+        .env("GKQ_LOCAL_RUN", "100h")
+        .args([
+            "status",
+            "-o",
+            "json",
+            "infra",
+            "--env",
+            "local",
+            "--state-dir",
+        ])
+        .arg(state);
+    let stdout = ok(c.output().unwrap());
+    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+}
