@@ -251,6 +251,40 @@ fn check_batch_job(c: &mut Checker, p: &Path, job: &Job) {
             "set completions to 1 or more, or remove it (it defaults to parallelism)",
         );
     }
+    check_batch_job_on_one_host(c, p, job);
+}
+
+/// A batch Job runs on single-host slices only. The VMs of a multi-host slice run one program
+/// together: each pod needs its index and its peers' stable hostnames, which GKE's example gets
+/// from an Indexed Job and a headless Service. gkq writes neither for a `kind: job`; a JobSet
+/// has both by default (its Jobs are Indexed, and it makes the headless Service), so gkq points
+/// there instead (docs/kueue.md, "Multi-host TPU jobs").
+fn check_batch_job_on_one_host(c: &mut Checker, p: &Path, job: &Job) {
+    let Some(a) = job.pods.as_ref().and_then(|pods| pods.accelerator.as_ref()) else {
+        return;
+    };
+    let Some(topology) = a
+        .topology
+        .as_deref()
+        .filter(|_| crate::model::jobs::is_tpu(a))
+    else {
+        return;
+    };
+    let Some(slice_chips) = topology_chips(topology) else {
+        return;
+    };
+    let hosts = slice_chips / a.chips.max(1);
+    if hosts > 1 {
+        c.error(
+            &p.key("kind"),
+            format!(
+                "a batch Job cannot run a {topology} TPU slice: its {hosts} hosts need an index and each other's hostnames (an Indexed Job and a headless Service), which gkq does not write for `kind: job`"
+            ),
+            format!(
+                "use `kind: jobset` with `replicatedJobs: [{{name: slice, replicas: 1, hosts: {hosts}, pods: ...}}]`: JobSet makes its Jobs Indexed and gives their pods a headless Service"
+            ),
+        );
+    }
 }
 
 /// Fields that only mean something for another kind are errors, not silently ignored.
