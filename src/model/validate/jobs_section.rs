@@ -21,6 +21,12 @@ pub(super) fn check_jobs(c: &mut Checker, spec: &Spec) {
             JobKind::Job => check_batch_job(c, &p, job),
         }
         check_fields_of_other_kinds(c, &p, job);
+        check_k8s_labels(c, &p.key("labels"), "label", &job.labels);
+        check_annotation_keys(c, &p.key("annotations"), &job.annotations);
+        if let Some(class) = &job.priority_class {
+            // gkq writes it as the value of Kueue's priority-class label.
+            check_label_value(c, &p.key("priorityClass"), "priorityClass", class);
+        }
         for group in pod_groups(job) {
             check_pod_group(c, spec, &p, &group, cq);
         }
@@ -368,6 +374,12 @@ fn check_pod_group(
         group.required_node_affinity,
     );
     check_tolerations(c, &gp.key("tolerations"), group.tolerations);
+    check_k8s_labels(
+        c,
+        &gp.key("nodeSelector"),
+        "node selector",
+        group.node_selector,
+    );
 }
 
 fn check_node_pool_ref(c: &mut Checker, spec: &Spec, path: &Path, pool: &str) {
@@ -480,6 +492,8 @@ fn check_node_affinity(
                 "a node affinity key is empty",
                 "name a node label, such as cloud.google.com/gke-nodepool",
             );
+        } else {
+            check_label_key(c, &rp.key("key"), "node affinity key", &r.key);
         }
         let op = r.operator.as_str();
         if !NODE_SELECTOR_OPERATORS.contains(&op) {

@@ -148,6 +148,7 @@ pub(super) fn check_node_pools(c: &mut Checker, spec: &Spec) {
                 "write a duration such as 86400s, 24h or 7d",
             );
         }
+        check_k8s_labels(c, &p.key("labels"), "node label", &pool.labels);
         check_taints(c, &p.key("taints"), &pool.taints);
         check_gke_labels(c, &p.key("resourceLabels"), &pool.resource_labels);
     }
