@@ -711,6 +711,37 @@ pub fn flex_start_unsupported(generation: &TpuGeneration) -> bool {
     generation.flex_start_zones == Some(&[])
 }
 
+/// The node counts GKE accepts for a node pool whose one TPU slice spans `slice_hosts` VMs.
+///
+/// A multi-host slice (more than one VM) is one atomic unit: GKE creates, repairs and scales all
+/// of its VMs together, nodes cannot be added to the pool, and another slice needs a node pool
+/// of its own. Its pool therefore holds zero nodes or the whole slice, and an autoscaled pool's
+/// maximum is exactly the slice, with or without flex-start and queued provisioning
+/// (docs/gke-facts.md, "Multi-host slice node pools"). A single-host slice (one VM) is an
+/// ordinary node, and a pool of them may hold any number.
+pub fn multi_host_pool_nodes(slice_hosts: u32) -> Option<MultiHostPoolNodes> {
+    (slice_hosts > 1).then_some(MultiHostPoolNodes { slice_hosts })
+}
+
+/// What a multi-host TPU slice node pool may be sized to (see [`multi_host_pool_nodes`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MultiHostPoolNodes {
+    /// VMs (nodes) of the one slice.
+    pub slice_hosts: u32,
+}
+
+impl MultiHostPoolNodes {
+    /// A node count the pool may have, or start or bottom out at: none, or the whole slice.
+    pub fn accepts_count(self, nodes: u32) -> bool {
+        nodes == 0 || nodes == self.slice_hosts
+    }
+
+    /// The autoscaling maximum GKE accepts: the slice, no more and no less.
+    pub fn accepts_max(self, max: u32) -> bool {
+        max == self.slice_hosts
+    }
+}
+
 /// How a spec's `cluster.version` compares with a floor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum VersionVsFloor {
@@ -955,6 +986,24 @@ mod tests {
             let at = parse_location(location).unwrap();
             assert_eq!(offering(v6e(), &at), want, "{location}");
         }
+    }
+
+    #[test]
+    fn a_multi_host_pool_holds_none_or_its_one_slice() {
+        assert_eq!(
+            multi_host_pool_nodes(1),
+            None,
+            "a single-host slice is an ordinary node"
+        );
+        let pool = multi_host_pool_nodes(4).expect("4 VMs are a multi-host slice");
+        assert!(pool.accepts_count(0) && pool.accepts_count(4));
+        assert!(!pool.accepts_count(2) && !pool.accepts_count(8));
+        assert!(pool.accepts_max(4));
+        assert!(
+            !pool.accepts_max(8),
+            "a second slice needs a node pool of its own"
+        );
+        assert!(!pool.accepts_max(2));
     }
 
     #[test]

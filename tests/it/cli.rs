@@ -299,15 +299,15 @@ fn git_ref_reads_the_spec_from_a_commit() {
     let dir = Workspace::example();
     let spec_dir = dir.spec_dir();
     let first = dir.commit_all("first");
-    // The working tree moves on: a bigger on-demand pool.
+    // The working tree moves on: the on-demand pool's autoscaler may use any zone.
     let text = std::fs::read_to_string(spec_dir.join("gkq.yaml")).unwrap();
     std::fs::write(
         spec_dir.join("gkq.yaml"),
-        text.replacen("max: 4}", "max: 8}", 1),
+        text.replacen("max: 4}", "max: 4, locationPolicy: ANY}", 1),
     )
     .unwrap();
 
-    let max_nodes = |extra: &[&str]| {
+    let location_policies = |extra: &[&str]| {
         let mut args = vec!["render", "infra", "-o", "json", "--env", "prod"];
         args.extend_from_slice(extra);
         let out = gkq().args(&args).current_dir(dir.path()).output().unwrap();
@@ -318,29 +318,31 @@ fn git_ref_reads_the_spec_from_a_commit() {
         );
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         (
-            v["gke"]["nodePools"][0]["autoscaling"]["maxNodeCount"].clone(),
-            v["gke"]["nodePools"][1]["autoscaling"]["maxNodeCount"].clone(),
+            v["gke"]["nodePools"][0]["autoscaling"]["locationPolicy"].clone(),
+            v["gke"]["nodePools"][1]["autoscaling"]["locationPolicy"].clone(),
         )
     };
-    // prod overlays pool 0 to 8 in both; pool 1 differs: 4 in the commit, 8 in the working tree.
+    let any = || serde_json::json!("ANY");
+    let unset = || serde_json::Value::Null;
+    // The commit leaves both pools to GKE's default; the working tree sets pool 0's.
     assert_eq!(
-        max_nodes(&["--git-ref", &first]),
-        (serde_json::json!(8), serde_json::json!(4))
+        location_policies(&["--git-ref", &first]),
+        (unset(), unset())
     );
-    assert_eq!(max_nodes(&[]), (serde_json::json!(8), serde_json::json!(4)));
+    assert_eq!(location_policies(&[]), (any(), unset()));
     let text = std::fs::read_to_string(spec_dir.join("gkq.yaml")).unwrap();
     std::fs::write(
         spec_dir.join("gkq.yaml"),
-        text.replace("max: 4}\n    flexStart", "max: 12}\n    flexStart"),
+        text.replace(
+            "max: 4}\n    flexStart",
+            "max: 4, locationPolicy: ANY}\n    flexStart",
+        ),
     )
     .unwrap();
+    assert_eq!(location_policies(&[]), (any(), any()));
     assert_eq!(
-        max_nodes(&[]),
-        (serde_json::json!(8), serde_json::json!(12))
-    );
-    assert_eq!(
-        max_nodes(&["--git-ref", "HEAD"]),
-        (serde_json::json!(8), serde_json::json!(4))
+        location_policies(&["--git-ref", "HEAD"]),
+        (unset(), unset())
     );
     gkq()
         .args(["validate", "infra", "--git-ref", "no-such-branch"])
@@ -423,7 +425,7 @@ fn local_target_apply_converges_and_second_plan_is_empty() {
         spec.as_path().join("gkq.yaml"),
         text.replacen(
             "autoscaling: {min: 0, max: 4}",
-            "autoscaling: {min: 0, max: 8}",
+            "autoscaling: {min: 0, max: 4}\n    resourceLabels: {size: large}",
             1,
         ),
     )

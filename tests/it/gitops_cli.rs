@@ -158,7 +158,7 @@ fn saved_plan_is_refused_when_live_state_moved() {
     );
     ws.edit(
         "autoscaling: {min: 0, max: 4}",
-        "autoscaling: {min: 0, max: 8}",
+        "autoscaling: {min: 0, max: 4}\n    resourceLabels: {size: large}",
     );
     let out = run(
         &ws,
@@ -174,7 +174,7 @@ fn saved_plan_is_refused_when_live_state_moved() {
     let other = Workspace::example();
     other.edit(
         "autoscaling: {min: 0, max: 4}",
-        "autoscaling: {min: 0, max: 12}",
+        "autoscaling: {min: 0, max: 4}\n    resourceLabels: {size: huge}",
     );
     let state = ws.path().join("state");
     let out = run(
@@ -202,7 +202,7 @@ fn saved_plan_is_refused_when_live_state_moved() {
     );
     // The refusal names the resource, the field and both values.
     assert!(
-        stderr.contains("gke.nodepool/on-demand-pool: autoscaling.maxNodeCount was 4 when the plan was made and is 12 now"),
+        stderr.contains("gke.nodepool/on-demand-pool: config.resourceLabels.size was (absent) when the plan was made and is \"huge\" now"),
         "{stderr}"
     );
     // Without the spec (the plan file alone, elsewhere), every target is read again instead,
@@ -220,7 +220,7 @@ fn saved_plan_is_refused_when_live_state_moved() {
     );
     assert!(
         stderr.contains(
-            "gke.nodepool/on-demand-pool: autoscaling.maxNodeCount changed since the plan was made"
+            "gke.nodepool/on-demand-pool: config.resourceLabels changed since the plan was made"
         ),
         "{stderr}"
     );
@@ -234,7 +234,7 @@ fn saved_plan_is_refused_when_live_state_moved() {
         .iter()
         .find(|a| a["addr"] == "gke.nodepool/on-demand-pool")
         .unwrap()["changes"][0];
-    assert_eq!(change["before"], 12, "{plan:#}");
+    assert_eq!(change["before"], "huge", "{plan:#}");
 }
 
 /// A saved plan applied away from the directory it was made in does not silently skip the spec
@@ -564,7 +564,7 @@ fn plans_record_the_commit_they_were_made_from() {
 
     ws.edit(
         "autoscaling: {min: 0, max: 4}",
-        "autoscaling: {min: 0, max: 8}",
+        "autoscaling: {min: 0, max: 4}\n    resourceLabels: {size: large}",
     );
     let dirty = plan_at(&[]);
     assert!(dirty["provenance"]["spec"].get("commit").is_none());
@@ -576,19 +576,19 @@ fn plans_record_the_commit_they_were_made_from() {
         committed["provenance"]["spec"]["digest"]
     );
     // The working tree's plan has the edit; the commit's does not.
-    let max_of = |plan: &Value| {
+    let size_label_of = |plan: &Value| {
         plan["actions"]
             .as_array()
             .unwrap()
             .iter()
             .find(|a| a["addr"] == "gke.nodepool/on-demand-pool")
-            .unwrap()["desired"]["autoscaling"]["maxNodeCount"]
+            .unwrap()["desired"]["config"]["resourceLabels"]["size"]
             .clone()
     };
-    assert_eq!(max_of(&dirty), 8);
-    assert_eq!(max_of(&committed), 4);
+    assert_eq!(size_label_of(&dirty), "large");
+    assert_eq!(size_label_of(&committed), Value::Null);
 
-    let second = ws.commit_all("max 8");
+    let second = ws.commit_all("size label");
     assert_eq!(
         plan_at(&[])["provenance"]["spec"]["commit"],
         second.as_str()
@@ -642,7 +642,7 @@ fn apply_records_the_revision_and_status_compares_it_with_head() {
     // A new commit that changes the spec: status says so before it is applied.
     ws.edit(
         "autoscaling: {min: 0, max: 4}",
-        "autoscaling: {min: 0, max: 8}",
+        "autoscaling: {min: 0, max: 4}\n    resourceLabels: {size: large}",
     );
     let second = ws.commit_all("second");
     let moved = status(&ws);
@@ -897,7 +897,7 @@ mod watch {
         save_by_rename(
             &ws,
             "autoscaling: {min: 0, max: 4}",
-            "autoscaling: {min: 0, max: 8}",
+            "autoscaling: {min: 0, max: 4}\n    resourceLabels: {size: large}",
         );
         let (shown, took) = w.wait_for("the edit's plan", WAIT, |out| {
             // The plan's own summary line ends its text.
@@ -906,7 +906,7 @@ mod watch {
         assert!(shown.contains("spec changed (gkq.yaml)"), "{shown}");
         assert!(shown.contains("gke.nodepool/on-demand-pool"), "{shown}");
         assert!(
-            shown.contains("autoscaling.maxNodeCount: 4 -> 8"),
+            shown.contains("config.resourceLabels.size: (absent) -> \"large\""),
             "{shown}"
         );
         eprintln!("save -> plan printed: {took:?}");
@@ -918,7 +918,7 @@ mod watch {
         let other = Workspace::example();
         other.edit(
             "autoscaling: {min: 0, max: 4}",
-            "autoscaling: {min: 0, max: 12}",
+            "autoscaling: {min: 0, max: 4}\n    resourceLabels: {size: huge}",
         );
         let state = ws.path().join("state");
         // The watcher's drift checks save the simulation under the state directory's lock;
@@ -944,7 +944,7 @@ mod watch {
             out.contains("\nPlan: 0 to create, 1 to update")
         });
         assert!(
-            shown.contains("autoscaling.maxNodeCount: 12 -> 8"),
+            shown.contains("config.resourceLabels.size: \"huge\" -> \"large\""),
             "{shown}"
         );
         assert_eq!(
@@ -1038,7 +1038,7 @@ mod watch {
         // Edits in the working tree do not count: watch follows origin/main.
         ws.edit(
             "autoscaling: {min: 0, max: 4}",
-            "autoscaling: {min: 0, max: 12}",
+            "autoscaling: {min: 0, max: 4}\n    resourceLabels: {size: huge}",
         );
 
         let author = tempfile::tempdir().unwrap();
@@ -1049,14 +1049,14 @@ mod watch {
             &spec,
             text_before.replacen(
                 "autoscaling: {min: 0, max: 4}",
-                "autoscaling: {min: 0, max: 8}",
+                "autoscaling: {min: 0, max: 4}\n    resourceLabels: {size: large}",
                 1,
             ),
         )
         .unwrap();
         git(
             author.path(),
-            &["commit", "-q", "-am", "bigger on-demand pool"],
+            &["commit", "-q", "-am", "label the on-demand pool"],
         );
         git(author.path(), &["push", "-q", "origin", "main"]);
         let pushed = git(author.path(), &["rev-parse", "HEAD"]);
@@ -1064,12 +1064,12 @@ mod watch {
         let (shown, _) = w.wait_for("the new commit's plan", WAIT, |out| {
             out.contains("\nPlan: 14 to create")
         });
-        assert!(shown.contains("maxNodeCount: 8"), "{shown}");
+        assert!(shown.contains("size: large"), "{shown}");
         assert!(
             shown.contains(&format!("new commit {}", &pushed[..12])),
             "{shown}"
         );
-        assert!(!shown.contains("maxNodeCount: 12"), "{shown}");
+        assert!(!shown.contains("size: huge"), "{shown}");
         let (code, _) = w.interrupt();
         assert_eq!(code, Some(0));
     }

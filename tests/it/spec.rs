@@ -163,13 +163,25 @@ fn toml_example_renders_byte_identical_json() {
 fn overlays_merge_by_name() {
     let prod = desired(&root().join("examples/tpu-dws"), Some("prod"));
     assert_eq!(prod.gke.cluster["name"], "tpu-cluster-prod");
-    assert_eq!(prod.gke.node_pools[0]["autoscaling"]["maxNodeCount"], 8);
-    assert_eq!(prod.gke.node_pools[1]["autoscaling"]["maxNodeCount"], 4);
-    let cq = find(&prod.kubernetes, "ClusterQueue", "cluster-queue");
+    // A pool of a new name is appended; the named pools keep the base's one slice each.
+    let pools: Vec<(&Value, &Value)> = prod
+        .gke
+        .node_pools
+        .iter()
+        .map(|p| (&p["name"], &p["autoscaling"]["maxNodeCount"]))
+        .collect();
     assert_eq!(
-        cq["spec"]["resourceGroups"][0]["flavors"][1]["resources"][2]["nominalQuota"],
-        32
+        pools,
+        [
+            (&json!("on-demand-pool"), &json!(4)),
+            (&json!("dws-pool"), &json!(4)),
+            (&json!("on-demand-pool-2"), &json!(4)),
+        ]
     );
+    let cq = find(&prod.kubernetes, "ClusterQueue", "cluster-queue");
+    let flavors = &cq["spec"]["resourceGroups"][0]["flavors"];
+    assert_eq!(flavors[2]["name"], "on-demand-2");
+    assert_eq!(flavors[2]["resources"][2]["nominalQuota"], 16);
     let dev = desired(&root().join("examples/tpu-dws"), Some("dev"));
     let runs: Vec<_> = dev
         .kubernetes
@@ -355,7 +367,7 @@ fn several_problems_are_reported_in_one_run() {
     assert!(
         messages
             .iter()
-            .any(|m| m.contains("not a whole number of 4x4 slices")),
+            .any(|m| m.contains("max 6 nodes is more than one 4x4 slice")),
         "{messages:?}"
     );
     assert!(messages.iter().any(|m| m.contains("Gii")), "{messages:?}");
@@ -387,7 +399,7 @@ fn a_wrong_type_does_not_hide_later_problems() {
         // The number as typed, not the float it rounds to.
         "found the number `1.50000000000000001`",
         "unknown value `dwss`",
-        "not a whole number of 4x4 slices",
+        "max 6 nodes is more than one 4x4 slice",
         "`user-queu` is not defined",
     ] {
         assert!(

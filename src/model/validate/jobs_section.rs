@@ -21,6 +21,12 @@ pub(super) fn check_jobs(c: &mut Checker, spec: &Spec) {
             JobKind::Job => check_batch_job(c, &p, job),
         }
         check_fields_of_other_kinds(c, &p, job);
+        check_k8s_labels(c, &p.key("labels"), "label", &job.labels);
+        check_annotation_keys(c, &p.key("annotations"), &job.annotations);
+        if let Some(class) = &job.priority_class {
+            // gkq writes it as the value of Kueue's priority-class label.
+            check_label_value(c, &p.key("priorityClass"), "priorityClass", class);
+        }
         for group in pod_groups(job) {
             check_pod_group(c, spec, &p, &group, cq);
         }
@@ -251,6 +257,40 @@ fn check_batch_job(c: &mut Checker, p: &Path, job: &Job) {
             "set completions to 1 or more, or remove it (it defaults to parallelism)",
         );
     }
+    check_batch_job_on_one_host(c, p, job);
+}
+
+/// A batch Job runs on single-host slices only. The VMs of a multi-host slice run one program
+/// together: each pod needs its index and its peers' stable hostnames, which GKE's example gets
+/// from an Indexed Job and a headless Service. gkq writes neither for a `kind: job`; a JobSet
+/// has both by default (its Jobs are Indexed, and it makes the headless Service), so gkq points
+/// there instead (docs/kueue.md, "Multi-host TPU jobs").
+fn check_batch_job_on_one_host(c: &mut Checker, p: &Path, job: &Job) {
+    let Some(a) = job.pods.as_ref().and_then(|pods| pods.accelerator.as_ref()) else {
+        return;
+    };
+    let Some(topology) = a
+        .topology
+        .as_deref()
+        .filter(|_| crate::model::jobs::is_tpu(a))
+    else {
+        return;
+    };
+    let Some(slice_chips) = topology_chips(topology) else {
+        return;
+    };
+    let hosts = slice_chips / a.chips.max(1);
+    if hosts > 1 {
+        c.error(
+            &p.key("kind"),
+            format!(
+                "a batch Job cannot run a {topology} TPU slice: its {hosts} hosts need an index and each other's hostnames (an Indexed Job and a headless Service), which gkq does not write for `kind: job`"
+            ),
+            format!(
+                "use `kind: jobset` with `replicatedJobs: [{{name: slice, replicas: 1, hosts: {hosts}, pods: ...}}]`: JobSet makes its Jobs Indexed and gives their pods a headless Service"
+            ),
+        );
+    }
 }
 
 /// Fields that only mean something for another kind are errors, not silently ignored.
@@ -334,6 +374,12 @@ fn check_pod_group(
         group.required_node_affinity,
     );
     check_tolerations(c, &gp.key("tolerations"), group.tolerations);
+    check_k8s_labels(
+        c,
+        &gp.key("nodeSelector"),
+        "node selector",
+        group.node_selector,
+    );
 }
 
 fn check_node_pool_ref(c: &mut Checker, spec: &Spec, path: &Path, pool: &str) {
@@ -446,6 +492,8 @@ fn check_node_affinity(
                 "a node affinity key is empty",
                 "name a node label, such as cloud.google.com/gke-nodepool",
             );
+        } else {
+            check_label_key(c, &rp.key("key"), "node affinity key", &r.key);
         }
         let op = r.operator.as_str();
         if !NODE_SELECTOR_OPERATORS.contains(&op) {

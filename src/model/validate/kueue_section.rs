@@ -75,6 +75,7 @@ fn check_flavors(c: &mut Checker, spec: &Spec, k: &Path) {
                 "set `nodePool:` or `nodeLabels:` so Kueue's choice of flavor decides where pods run",
             );
         }
+        check_k8s_labels(c, &p.key("nodeLabels"), "node label", &f.node_labels);
         check_taints(c, &p.key("nodeTaints"), &f.node_taints);
         check_tolerations(c, &p.key("tolerations"), &f.tolerations);
     }

@@ -19,6 +19,9 @@ use crate::model::kueue::{self, DEFAULT_ACCELERATOR_RESOURCE, DWS_CHECK};
 use crate::spec::types::{Quantity as SpecQuantity, Spec, Taint, Toleration};
 use crate::spec::{Diagnostic, Diagnostics, Loaded, Path, suggest};
 use crate::vocab::duration::parse_whole_seconds;
+use crate::vocab::label_syntax::{
+    KEY_RULE, LABEL_VALUE_RULE, is_dns_label, is_dns_subdomain, key_problem, label_value_problem,
+};
 use crate::vocab::quantity::{Format, Quantity};
 
 /// DWS flex-start capacity lives at most seven days.
@@ -138,20 +141,6 @@ impl Checker<'_> {
     }
 }
 
-fn is_dns_label(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 63
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !name.starts_with('-')
-        && !name.ends_with('-')
-}
-
-fn is_dns_subdomain(name: &str) -> bool {
-    !name.is_empty() && name.len() <= 253 && name.split('.').all(is_dns_label)
-}
-
 const TAINT_EFFECTS: [&str; 3] = ["NoSchedule", "PreferNoSchedule", "NoExecute"];
 
 pub fn validate(loaded: &Loaded) -> Diagnostics {
@@ -226,8 +215,61 @@ fn check_gke_labels(c: &mut Checker, path: &Path, labels: &BTreeMap<String, Stri
     }
 }
 
+/// Kubernetes labels (node labels, job labels, node selectors, a flavor's node labels): every
+/// key and value as the API server checks them (`vocab::label_syntax`).
+fn check_k8s_labels(c: &mut Checker, path: &Path, what: &str, labels: &BTreeMap<String, String>) {
+    for (k, v) in labels {
+        if let Some(problem) = key_problem(k) {
+            c.error_at_key(
+                &path.key(k.clone()),
+                format!("{what} key `{k}` is not valid: {problem}"),
+                KEY_RULE,
+            );
+        }
+        check_label_value(c, &path.key(k.clone()), &format!("{what} `{k}`"), v);
+    }
+}
+
+/// Annotation keys: the label key rule, which the API server applies to the lowercased key.
+fn check_annotation_keys(c: &mut Checker, path: &Path, annotations: &BTreeMap<String, String>) {
+    for k in annotations.keys() {
+        if let Some(problem) = key_problem(&k.to_lowercase()) {
+            c.error_at_key(
+                &path.key(k.clone()),
+                format!("annotation key `{k}` is not valid: {problem}"),
+                KEY_RULE,
+            );
+        }
+    }
+}
+
+fn check_label_key(c: &mut Checker, path: &Path, what: &str, key: &str) {
+    if let Some(problem) = key_problem(key) {
+        c.error(
+            path,
+            format!("{what} `{key}` is not valid: {problem}"),
+            KEY_RULE,
+        );
+    }
+}
+
+/// A value gkq writes as a Kubernetes label value (or a taint's or toleration's value).
+fn check_label_value(c: &mut Checker, path: &Path, what: &str, value: &str) {
+    if let Some(problem) = label_value_problem(value) {
+        c.error(
+            path,
+            format!("{what}: `{value}` is not a Kubernetes label value: {problem}"),
+            LABEL_VALUE_RULE,
+        );
+    }
+}
+
 fn check_taints(c: &mut Checker, path: &Path, taints: &[Taint]) {
     for (i, t) in taints.iter().enumerate() {
+        check_label_key(c, &path.index(i).key("key"), "taint key", &t.key);
+        if let Some(v) = &t.value {
+            check_label_value(c, &path.index(i).key("value"), "taint value", v);
+        }
         if !TAINT_EFFECTS.contains(&t.effect.as_str()) {
             let help = suggest(&t.effect, TAINT_EFFECTS)
                 .map(|s| format!("did you mean `{s}`?"))
@@ -243,6 +285,13 @@ fn check_taints(c: &mut Checker, path: &Path, taints: &[Taint]) {
 
 fn check_tolerations(c: &mut Checker, path: &Path, tolerations: &[Toleration]) {
     for (i, t) in tolerations.iter().enumerate() {
+        // An empty key with `Exists` tolerates every taint.
+        if !t.key.is_empty() {
+            check_label_key(c, &path.index(i).key("key"), "toleration key", &t.key);
+        }
+        if let Some(v) = &t.value {
+            check_label_value(c, &path.index(i).key("value"), "toleration value", v);
+        }
         if let Some(op) = &t.operator {
             if op != "Exists" && op != "Equal" {
                 c.error(

@@ -1,6 +1,8 @@
 //! The `nodePools` section: machine types, TPU topologies, autoscaling, flex-start and queued provisioning, taints.
 
 use super::*;
+use crate::model::gke_facts::{MultiHostPoolNodes, multi_host_pool_nodes};
+use crate::spec::types::NodePool;
 
 pub(super) fn check_node_pools(c: &mut Checker, spec: &Spec) {
     let gke_minor = spec.cluster.version.as_deref().and_then(parse_minor);
@@ -8,40 +10,8 @@ pub(super) fn check_node_pools(c: &mut Checker, spec: &Spec) {
         let p = Path::root().key("nodePools").index(i);
         let chips_per_vm = tpu_chips_per_vm(&pool.machine_type);
         let hosts = tpu_hosts(pool);
-        if let (Some(hosts), Some(a)) = (hosts, &pool.autoscaling) {
-            let topo = pool.tpu_topology.clone().unwrap_or_default();
-            if a.max < hosts {
-                c.error(
-                    &p.key("autoscaling").key("max"),
-                    format!(
-                        "max {} nodes cannot hold one {topo} slice: {topo} is {} chips = {hosts} nodes of {} ({} chips each)",
-                        a.max,
-                        hosts * chips_per_vm.unwrap_or(1),
-                        pool.machine_type,
-                        chips_per_vm.unwrap_or(1)
-                    ),
-                    format!("set max to {hosts} (one slice) or a multiple of it"),
-                );
-            } else if a.max % hosts != 0 {
-                c.error(
-                    &p.key("autoscaling").key("max"),
-                    format!(
-                        "max {} nodes is not a whole number of {topo} slices ({hosts} nodes each)",
-                        a.max
-                    ),
-                    format!("multi-host TPU slices scale as a unit: use a multiple of {hosts}"),
-                );
-            }
-            if a.min % hosts != 0 {
-                c.error(
-                    &p.key("autoscaling").key("min"),
-                    format!(
-                        "min {} nodes is not a whole number of {topo} slices ({hosts} nodes each)",
-                        a.min
-                    ),
-                    format!("use 0 or a multiple of {hosts}"),
-                );
-            }
+        if let Some(slice) = hosts.and_then(multi_host_pool_nodes) {
+            check_multi_host_pool_size(c, &p, pool, slice, chips_per_vm.unwrap_or(1));
         }
         if let Some(a) = &pool.autoscaling {
             if a.min > a.max {
@@ -178,7 +148,69 @@ pub(super) fn check_node_pools(c: &mut Checker, spec: &Spec) {
                 "write a duration such as 86400s, 24h or 7d",
             );
         }
+        check_k8s_labels(c, &p.key("labels"), "node label", &pool.labels);
         check_taints(c, &p.key("taints"), &pool.taints);
         check_gke_labels(c, &p.key("resourceLabels"), &pool.resource_labels);
+    }
+}
+
+/// A multi-host TPU slice pool holds one slice, atomically: autoscaling's max is the slice, and
+/// its min and initial size are zero or the slice (`model::gke_facts::multi_host_pool_nodes`).
+fn check_multi_host_pool_size(
+    c: &mut Checker,
+    p: &Path,
+    pool: &NodePool,
+    slice: MultiHostPoolNodes,
+    chips_per_vm: u32,
+) {
+    let hosts = slice.slice_hosts;
+    let topo = pool.tpu_topology.as_deref().unwrap_or_default();
+    let slice_is = format!(
+        "a {topo} slice is {} chips = {hosts} nodes of {} ({chips_per_vm} chips each)",
+        hosts * chips_per_vm,
+        pool.machine_type
+    );
+    if let Some(a) = &pool.autoscaling {
+        if !slice.accepts_max(a.max) {
+            let (what, fix) = if a.max < hosts {
+                (
+                    format!("max {} nodes cannot hold one {topo} slice", a.max),
+                    format!("set max to {hosts}"),
+                )
+            } else {
+                (
+                    format!("max {} nodes is more than one {topo} slice", a.max),
+                    format!(
+                        "set max to {hosts}; for more slices add a node pool per slice (GKE adds no nodes to a multi-host slice pool)"
+                    ),
+                )
+            };
+            c.error(
+                &p.key("autoscaling").key("max"),
+                format!("{what}: {slice_is}, and GKE scales a multi-host pool as that one slice"),
+                fix,
+            );
+        }
+        if !slice.accepts_count(a.min) {
+            c.error(
+                &p.key("autoscaling").key("min"),
+                format!(
+                    "min {} nodes is part of a {topo} slice ({hosts} nodes), which GKE creates whole or not at all",
+                    a.min
+                ),
+                format!("set min to 0 or {hosts}"),
+            );
+        }
+    }
+    if let Some(n) = pool.initial_nodes
+        && !slice.accepts_count(n)
+    {
+        c.error(
+            &p.key("initialNodes"),
+            format!(
+                "initialNodes {n} is not a whole {topo} slice ({hosts} nodes): a multi-host pool holds one slice"
+            ),
+            format!("set initialNodes to 0 or {hosts}"),
+        );
     }
 }

@@ -112,7 +112,7 @@ async fn the_apply_lock_of_a_leader_killed_mid_apply_is_taken_over_as_soon_as_it
     );
     f.ws.edit(
         "autoscaling: {min: 0, max: 4}",
-        "autoscaling: {min: 0, max: 8}",
+        "autoscaling: {min: 0, max: 4, locationPolicy: ANY}",
     );
     let second = f.commit_quota(16, 24);
     let locks: Api<Lease> = Api::namespaced(f.env.client.clone(), "kube-system");
