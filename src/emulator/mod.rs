@@ -66,6 +66,9 @@ pub use defaults::GKE_DEFAULT_SCOPES;
 pub use faults::{Fault, FaultRule};
 pub use iam::IamTable;
 pub use rpc::ApiError;
+/// The project number the emulator gives a project id (in links, and in the principals of
+/// GKE's built-in workload identity pool).
+pub use util::project_number;
 
 use state::State;
 
