@@ -93,6 +93,9 @@ pub struct AgentOptions {
     pub default_service_account: Option<String>,
     /// The shortest `spec.interval` the agent runs; a stack asking for less is refused.
     pub min_interval: Duration,
+    /// The STS audience stacks' ServiceAccount tokens are exchanged for (default: GKE's built-in
+    /// pool of `own_cluster`).
+    pub workload_identity_audience: Option<String>,
     /// How many stacks are reconciled at once (on a real cluster; one at a time where stacks
     /// share the local target's state directory).
     pub concurrency: u16,
@@ -204,6 +207,8 @@ pub async fn run(
             );
             let _ = endpoints.store.set(store.clone());
             endpoints.ready.store(true, Ordering::SeqCst);
+            // The agent's own client requests the stacks' ServiceAccount tokens.
+            let token_requests = client.clone();
             let leadership = leader::lead(
                 client,
                 leader::LeaderOptions {
@@ -218,7 +223,14 @@ pub async fn run(
             .map_err(AgentError::Leader)?;
             let api = store.api();
             let leadership = Arc::new(leadership);
-            let ctx = context(&options, store, metrics, leadership.clone(), &interrupt);
+            let ctx = context(
+                &options,
+                store,
+                metrics,
+                leadership.clone(),
+                &interrupt,
+                Some(token_requests),
+            );
             let _ = endpoints.controller.set((ctx.clone(), trigger));
             endpoints.ready.store(true, Ordering::SeqCst);
             let concurrency = if options.target.target == Some(Target::Local) {
@@ -261,6 +273,7 @@ pub async fn run(
                 metrics,
                 Arc::new(leader::Alone),
                 &interrupt,
+                None,
             );
             let _ = endpoints.controller.set((ctx.clone(), trigger));
             endpoints.ready.store(true, Ordering::SeqCst);
@@ -313,6 +326,7 @@ fn context(
     metrics: Arc<Metrics>,
     leadership: Arc<dyn Leadership>,
     interrupt: &crate::interrupt::Interrupt,
+    token_requests: Option<kube::Client>,
 ) -> Arc<Context> {
     let mut ctx = Context::new(
         store,
@@ -325,6 +339,8 @@ fn context(
     ctx.allow_file_urls = options.allow_file_urls;
     ctx.default_service_account = options.default_service_account.clone();
     ctx.min_interval = options.min_interval;
+    ctx.workload_identity_audience = options.workload_identity_audience.clone();
+    ctx.token_requests = token_requests;
     ctx.identity = options.identity.clone();
     ctx.interrupt = interrupt.clone();
     Arc::new(ctx)

@@ -20,6 +20,9 @@ use super::source;
 use super::source_check;
 use super::store::{Severity, StackStore};
 use crate::addr::ClusterRef;
+use crate::gke::WorkloadIdentity;
+use crate::kube::token_request::ServiceAccountTokens;
+use crate::model::workload_identity::{gke_builtin_audience, parse_service_account_user};
 use crate::ops::apply::Consent;
 use crate::ops::converge::{
     self, Applied, ApplyChoices, ApplyFront, ConvergeError, PlanSource, Ready,
@@ -60,6 +63,14 @@ pub struct Context {
     pub default_service_account: Option<String>,
     /// The shortest `spec.interval` run (`--min-interval`).
     pub min_interval: Duration,
+    /// The management cluster's client, which requests the tokens of stacks' ServiceAccounts
+    /// (TokenRequest) for their Google identity; `None` where stacks are not kept in one.
+    pub token_requests: Option<kube::Client>,
+    /// The STS audience those tokens are exchanged for (`--workload-identity-audience`, else
+    /// GKE's built-in pool of the agent's own cluster).
+    pub workload_identity_audience: Option<String>,
+    /// Each ServiceAccount's Google identity, kept between reconciles with its cached token.
+    identities: Mutex<BTreeMap<String, Arc<WorkloadIdentity>>>,
     /// This replica's name: it holds clusters' apply Leases as [`apply_lock_holder`] of it.
     pub identity: String,
     /// Set when the agent stops: running applies stop between actions and release their locks.
@@ -111,6 +122,9 @@ impl Context {
             allow_file_urls: false,
             default_service_account: None,
             min_interval: DEFAULT_MIN_INTERVAL,
+            token_requests: None,
+            workload_identity_audience: None,
+            identities: Mutex::new(BTreeMap::new()),
             identity: crate::ops::lock::holder_identity(),
             interrupt: Default::default(),
             stacks: Mutex::new(BTreeMap::new()),
@@ -132,6 +146,37 @@ impl Context {
                 leadership.supersedes(holder)
             }))),
         }
+    }
+
+    /// The Google identity of the ServiceAccount `user` (`system:serviceaccount:NS:NAME`): its
+    /// TokenRequest tokens exchanged at the Security Token Service. Never the agent's own: when
+    /// it cannot be had, the stack makes no Google call.
+    fn workload_identity(&self, user: &str) -> Result<Arc<WorkloadIdentity>, String> {
+        let mut identities = self.identities.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(identity) = identities.get(user) {
+            return Ok(identity.clone());
+        }
+        let cannot = |why: &str| format!("the stack acts as {user}, whose Google identity {why}");
+        let Some(client) = &self.token_requests else {
+            return Err(cannot(
+                "comes from a TokenRequest in the management cluster, and the agent keeps its stacks elsewhere",
+            ));
+        };
+        let audience = self
+            .workload_identity_audience
+            .clone()
+            .or_else(|| self.own_cluster.as_ref().map(gke_builtin_audience))
+            .ok_or_else(|| {
+                cannot("needs a workload identity audience: set --workload-identity-audience, or --own-cluster for GKE's built-in pool")
+            })?;
+        let (namespace, name) = parse_service_account_user(user)
+            .ok_or_else(|| cannot("cannot be had: it is not a ServiceAccount"))?;
+        let subject = Arc::new(ServiceAccountTokens::new(client.clone(), namespace, name));
+        let identity = Arc::new(
+            WorkloadIdentity::new(subject, &audience).map_err(|e| cannot(&e.to_string()))?,
+        );
+        identities.insert(user.to_string(), identity.clone());
+        Ok(identity)
     }
 
     /// Marks a stack to be fetched at its next reconcile (a webhook push).
@@ -420,6 +465,15 @@ async fn run_stack(stack: &GkqStack, ctx: &Context, approval: Option<&str>) -> G
     // Whom the stack acts as: its ServiceAccount, so that the cluster's RBAC (and not the
     // agent's own rights) decides what it may read and write. Checked with the source.
     let acting_as = checked.acting_as.clone();
+    // Its Google calls too: the ServiceAccount's Google identity, never the agent's.
+    let workload_identity = match acting_as.as_deref().map(|user| ctx.workload_identity(user)) {
+        None => None,
+        Some(Ok(identity)) => Some(identity),
+        Some(Err(message)) => {
+            run.failed("CredentialsUnavailable", &message).await;
+            return run.status;
+        }
+    };
     let credentials = match ctx.store.credentials(stack).await {
         Ok(c) => c,
         Err(e) => {
@@ -558,6 +612,7 @@ async fn run_stack(stack: &GkqStack, ctx: &Context, approval: Option<&str>) -> G
     };
     let target = TargetOptions {
         impersonate: acting_as,
+        workload_identity,
         ..ctx.target.clone()
     };
     let outcome = converge::apply(plan_source, &target, &choices, &front).await;

@@ -75,6 +75,17 @@ pub struct AgentArgs {
     /// rights: fine for one team, not for several (see README "The agent").
     #[arg(long, value_name = "NAME")]
     pub default_service_account: Option<String>,
+    /// The Security Token Service where a stack's ServiceAccount token is exchanged for its
+    /// Google identity (default: Google's, https://sts.googleapis.com/; with `--target local`,
+    /// the GKE emulator's).
+    #[arg(long, value_name = "URL")]
+    pub sts_endpoint: Option<String>,
+    /// The audience stacks' ServiceAccount tokens are exchanged for at the Security Token
+    /// Service: `//iam.googleapis.com/projects/NUMBER/locations/global/workloadIdentityPools/POOL/providers/PROVIDER`,
+    /// or `identitynamespace:PROJECT.svc.id.goog:https://container.googleapis.com/v1/projects/PROJECT/locations/LOCATION/clusters/CLUSTER`
+    /// for GKE's built-in pool (the default, for the agent's own cluster).
+    #[arg(long, value_name = "AUDIENCE")]
+    pub workload_identity_audience: Option<String>,
     /// Let stacks follow `file://` repositories on the agent's own disk (implied by `--target
     /// local`). Otherwise a stack's `url` must be https://, ssh:// or USER@HOST:PATH.
     #[arg(long)]
@@ -130,7 +141,8 @@ pub async fn run(args: &AgentArgs) -> anyhow::Result<Exit> {
         super::output::print_stdout(&crate::agent::crd::crd_yaml())?;
         return Ok(Exit::Ok);
     }
-    let target = args.target.options();
+    let mut target = args.target.options();
+    target.sts_endpoint = args.sts_endpoint.clone();
     let management = if args.stacks.is_empty() {
         Management::Kube {
             kubeconfig: args.management_kubeconfig.clone(),
@@ -173,6 +185,7 @@ pub async fn run(args: &AgentArgs) -> anyhow::Result<Exit> {
         allow_file_urls: args.allow_file_urls
             || args.target.target == Some(super::target::TargetFlag::Local),
         default_service_account: args.default_service_account.clone(),
+        workload_identity_audience: args.workload_identity_audience.clone(),
     };
     crate::agent::run(options, shutdown(), |at| {
         println!(

@@ -47,7 +47,10 @@ impl TargetArgs {
             gke_endpoint: self.gke_endpoint.clone(),
             kubeconfig: self.kubeconfig.clone(),
             context: self.context.clone(),
+            // Set per stack by the agent only.
             impersonate: None,
+            workload_identity: None,
+            sts_endpoint: None,
         }
     }
 }

@@ -24,9 +24,16 @@
 //! and CA). Faults are injected per call ([`faults`]). Errors are google.rpc JSON bodies; bad
 //! requests never panic.
 //!
+//! Google's Security Token Service is served too, at `POST /v1/token` ([`sts`]): it exchanges a
+//! Kubernetes ServiceAccount token for an access token of the ServiceAccount's IAM principal, and
+//! the GKE methods answer such a caller 403 PERMISSION_DENIED where the IAM table
+//! ([`EmulatorConfig::iam`], [`iam`]) gives it no role that grants the call's permission.
+//!
 //! Admin routes (not part of the GKE API): `GET|POST|DELETE /emulator/faults` (list, add a
 //! [`FaultRule`] as JSON, clear), `GET|DELETE /emulator/requests` (the request log),
-//! `GET /emulator/state` (everything stored), `POST /emulator/reset` (forget everything).
+//! `GET /emulator/state` (everything stored), `POST /emulator/reset` (forget everything),
+//! `GET|PUT /emulator/iam` (the IAM table), `PUT /emulator/sts/jwks` (the keys STS verifies
+//! subject tokens with; `null` for none).
 //!
 //! Start it in process with [`Emulator::start_in_process`], or as a process with [`serve`]
 //! (`gkq emulator serve`, or the `gke-emulator` binary, which prints
@@ -35,8 +42,10 @@
 mod api;
 mod defaults;
 pub mod faults;
+mod iam;
 mod rpc;
 mod state;
+mod sts;
 mod util;
 pub mod wire;
 
@@ -55,7 +64,11 @@ use serde_json::{Value, json};
 
 pub use defaults::GKE_DEFAULT_SCOPES;
 pub use faults::{Fault, FaultRule};
+pub use iam::IamTable;
 pub use rpc::ApiError;
+/// The project number the emulator gives a project id (in links, and in the principals of
+/// GKE's built-in workload identity pool).
+pub use util::project_number;
 
 use state::State;
 
@@ -103,6 +116,12 @@ pub struct EmulatorConfig {
     pub reject_tpu_flex_start_queued: bool,
     /// Fault rules active from the start.
     pub faults: Vec<FaultRule>,
+    /// The roles of principals from the emulator's STS, per project: a principal listed here
+    /// may make only the calls its roles grant; one not listed is not checked.
+    pub iam: IamTable,
+    /// The JWKS (`{"keys": [...]}`) STS verifies subject tokens' signatures with, such as a
+    /// Kubernetes API server's `/openid/v1/jwks`; `None`: the signature is not checked.
+    pub sts_jwks: Option<Value>,
 }
 
 impl Default for EmulatorConfig {
@@ -124,6 +143,8 @@ impl Default for EmulatorConfig {
             default_channel: "REGULAR".into(),
             reject_tpu_flex_start_queued: false,
             faults: vec![],
+            iam: IamTable::new(),
+            sts_jwks: None,
         }
     }
 }
@@ -162,6 +183,9 @@ struct Inner {
     state: Mutex<State>,
     faults: Mutex<Vec<FaultRule>>,
     requests: Mutex<Vec<RecordedRequest>>,
+    iam: Mutex<IamTable>,
+    sts_jwks: Mutex<Option<Value>>,
+    token_key: sts::TokenKey,
 }
 
 /// The emulator: state, faults and request log. Cheap to clone (shared).
@@ -192,6 +216,9 @@ impl Emulator {
         Ok(Self {
             inner: Arc::new(Inner {
                 faults: Mutex::new(config.faults.clone()),
+                iam: Mutex::new(config.iam.clone()),
+                sts_jwks: Mutex::new(config.sts_jwks.clone()),
+                token_key: sts::TokenKey::generate(),
                 config,
                 state: Mutex::new(state),
                 requests: Mutex::new(vec![]),
@@ -206,6 +233,20 @@ impl Emulator {
     /// Adds a fault rule (after the existing ones; the first live matching rule fires).
     pub fn add_fault(&self, rule: FaultRule) {
         lock(&self.inner.faults).push(rule);
+    }
+
+    /// Replaces the IAM table ([`EmulatorConfig::iam`]).
+    pub fn set_iam(&self, table: IamTable) {
+        *lock(&self.inner.iam) = table;
+    }
+
+    pub fn iam(&self) -> IamTable {
+        lock(&self.inner.iam).clone()
+    }
+
+    /// Sets the keys STS verifies subject tokens with ([`EmulatorConfig::sts_jwks`]).
+    pub fn set_sts_jwks(&self, jwks: Option<Value>) {
+        *lock(&self.inner.sts_jwks) = jwks;
     }
 
     pub fn clear_faults(&self) {
@@ -282,6 +323,9 @@ impl Emulator {
                 get(admin_requests).delete(admin_clear_requests),
             )
             .route("/emulator/state", get(admin_state))
+            .route("/emulator/iam", get(admin_iam).put(admin_set_iam))
+            .route("/emulator/sts/jwks", axum::routing::put(admin_set_jwks))
+            .route("/v1/token", post(sts_token))
             .route("/emulator/reset", post(admin_reset))
             .fallback(dispatch)
             .with_state(self.clone())
@@ -324,6 +368,7 @@ impl Emulator {
         method: &str,
         path: &str,
         query: &str,
+        authorization: Option<&str>,
         body: &Bytes,
     ) -> (Response, u16, Option<u64>) {
         let enum_ints = wants_enum_ints(query);
@@ -338,6 +383,18 @@ impl Emulator {
                 format!("The requested URL {path} was not found on this server."),
             ));
         };
+        // Authentication and IAM come before anything else, as at Google's front end.
+        let now_secs = util::now_ms() / 1000;
+        let allowed = self
+            .inner
+            .token_key
+            .principal(authorization, now_secs)
+            .and_then(|principal| {
+                iam::check(&lock(&self.inner.iam), principal.as_deref(), method, &route)
+            });
+        if let Err(e) = allowed {
+            return reply(e);
+        }
         let fault = faults::take(&mut lock(&self.inner.faults), method, path);
         let mut hang = None;
         let mut stockout = None;
@@ -416,7 +473,10 @@ async fn dispatch(
 ) -> Response {
     let path = uri.path().to_string();
     let query = uri.query().unwrap_or("").to_string();
-    let (resp, status, hang) = emu.process(method.as_str(), &path, &query, &body);
+    let authorization = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    let (resp, status, hang) = emu.process(method.as_str(), &path, &query, authorization, &body);
     let recorded_body = if body.iter().all(u8::is_ascii_whitespace) {
         None
     } else {
@@ -441,6 +501,54 @@ async fn dispatch(
         tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
     }
     resp
+}
+
+/// `POST /v1/token`: Google's Security Token Service ([`sts`]). Recorded without its body, which
+/// holds the subject token.
+async fn sts_token(AxState(emu): AxState<Emulator>, uri: Uri, body: Bytes) -> Response {
+    let jwks = lock(&emu.inner.sts_jwks).clone();
+    let now_secs = util::now_ms() / 1000;
+    let (status, answer) = match sts::exchange(&emu.inner.token_key, jwks.as_ref(), &body, now_secs)
+    {
+        Ok(answer) => (200, answer),
+        Err(e) => (e.http, e.body()),
+    };
+    lock(&emu.inner.requests).push(RecordedRequest {
+        method: "POST".into(),
+        path: uri.path().to_string(),
+        query: uri.query().unwrap_or("").to_string(),
+        body: None,
+        authorized: false,
+        user_project: None,
+        status,
+    });
+    let code = axum::http::StatusCode::from_u16(status)
+        .unwrap_or(axum::http::StatusCode::INTERNAL_SERVER_ERROR);
+    (code, rpc::json_body(&answer)).into_response()
+}
+
+async fn admin_iam(AxState(emu): AxState<Emulator>) -> Response {
+    rpc::json_body(&serde_json::to_value(emu.iam()).unwrap_or_default()).into_response()
+}
+
+async fn admin_set_iam(AxState(emu): AxState<Emulator>, body: Bytes) -> Response {
+    match serde_json::from_slice::<IamTable>(&body) {
+        Ok(table) => {
+            emu.set_iam(table);
+            admin_iam(AxState(emu)).await
+        }
+        Err(e) => ApiError::invalid(format!("Invalid IAM table: {e}")).into_response(),
+    }
+}
+
+async fn admin_set_jwks(AxState(emu): AxState<Emulator>, body: Bytes) -> Response {
+    match serde_json::from_slice::<Option<Value>>(&body) {
+        Ok(jwks) => {
+            emu.set_sts_jwks(jwks);
+            rpc::json_body(&json!({})).into_response()
+        }
+        Err(e) => ApiError::invalid(format!("Invalid JWKS: {e}")).into_response(),
+    }
 }
 
 async fn admin_list_faults(AxState(emu): AxState<Emulator>) -> Response {

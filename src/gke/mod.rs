@@ -33,6 +33,7 @@ use serde_json::Value;
 
 pub mod auth;
 pub mod errors;
+pub mod federation;
 pub mod kubeconfig;
 pub mod operations;
 pub mod rest;
@@ -41,6 +42,7 @@ pub use auth::{
     AdcTokenSource, AnonymousTokenSource, CLOUD_PLATFORM_SCOPE, StaticTokenSource, TokenSource,
     USERINFO_EMAIL_SCOPE, install_tls_provider,
 };
+pub use federation::{DEFAULT_STS_ENDPOINT, SubjectTokenSource, WorkloadIdentity};
 pub use kubeconfig::{
     EndpointChoice, KubeConfigError, TOKEN_REBUILD_INTERVAL, kube_config_from_cluster,
     kube_config_from_cluster_with,

@@ -11,6 +11,7 @@ pub mod kueue;
 pub mod kueue_install;
 pub mod live;
 pub mod validate;
+pub mod workload_identity;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -8,7 +8,10 @@ use std::sync::Arc;
 
 use crate::addr::ClusterRef;
 use crate::emulator::{Emulator, EmulatorConfig, EmulatorHandle};
-use crate::gke::{AdcTokenSource, AnonymousTokenSource, GkeApi, RestGke, TokenSource};
+use crate::gke::{
+    AdcTokenSource, AnonymousTokenSource, DEFAULT_STS_ENDPOINT, GkeApi, RestGke, TokenSource,
+    WorkloadIdentity,
+};
 use crate::kube::KubeApi;
 use crate::kube::client::RealKube;
 use crate::kube::connect::{ClusterCredentials, LazyKube};
@@ -32,6 +35,30 @@ pub struct TargetOptions {
     /// per-stack ServiceAccount, `system:serviceaccount:NAMESPACE:NAME`. The cluster's RBAC then
     /// decides what the stack may read and write. Needs a real API server.
     pub impersonate: Option<String>,
+    /// Make GKE calls with this Google identity (the agent's per-stack ServiceAccount, its token
+    /// exchanged at the Security Token Service) instead of Application Default Credentials
+    /// (`gcp`) or no credentials (`local`).
+    pub workload_identity: Option<Arc<WorkloadIdentity>>,
+    /// Where that Security Token Service is: Google's (`gcp`) or the GKE endpoint's, the
+    /// emulator's (`local`) unless given.
+    pub sts_endpoint: Option<String>,
+}
+
+impl TargetOptions {
+    /// The credentials of the session's GKE calls: the workload identity's, exchanged at
+    /// `sts_endpoint` (else `default_sts`), or `otherwise`.
+    fn gke_tokens(
+        &self,
+        default_sts: &str,
+        otherwise: impl FnOnce() -> anyhow::Result<Arc<dyn TokenSource>>,
+    ) -> anyhow::Result<Arc<dyn TokenSource>> {
+        match &self.workload_identity {
+            Some(identity) => {
+                Ok(identity.tokens_at(self.sts_endpoint.as_deref().unwrap_or(default_sts)))
+            }
+            None => otherwise(),
+        }
+    }
 }
 
 /// How a session reaches Kubernetes.
@@ -178,7 +205,8 @@ pub async fn connect_to(
             let (url, handle) = Emulator::start_in_process(config).await?;
             let in_process = args.gke_endpoint.is_none();
             let endpoint = args.gke_endpoint.clone().unwrap_or(url);
-            let tokens: Arc<dyn TokenSource> = Arc::new(AnonymousTokenSource);
+            let anonymous: Arc<dyn TokenSource> = Arc::new(AnonymousTokenSource);
+            let tokens = args.gke_tokens(&endpoint, || Ok(anonymous.clone()))?;
             let kube = match explicit_kube {
                 Some(k) => KubeSource::Kubeconfig(k),
                 None if args.impersonate.is_some() => anyhow::bail!(
@@ -190,7 +218,8 @@ pub async fn connect_to(
                         crate::local::Settings::from_env().map_err(|e| anyhow::anyhow!("{e}"))?;
                     let local = crate::local::LocalKube::open(
                         &dir,
-                        Box::new(RestGke::with_endpoint(&endpoint, tokens.clone())?),
+                        // The simulation's own reads, not a stack's calls.
+                        Box::new(RestGke::with_endpoint(&endpoint, anonymous)?),
                         cluster.clone(),
                         in_process.then(|| handle.emulator().clone()),
                         settings,
@@ -220,16 +249,19 @@ pub async fn connect_to(
                 },
             };
             let gke: Box<dyn GkeApi> = match &args.gke_endpoint {
-                Some(endpoint) => Box::new(RestGke::with_endpoint(
-                    endpoint,
-                    Arc::new(AnonymousTokenSource),
-                )?),
+                Some(endpoint) => {
+                    let tokens = args
+                        .gke_tokens(DEFAULT_STS_ENDPOINT, || Ok(Arc::new(AnonymousTokenSource)))?;
+                    Box::new(RestGke::with_endpoint(endpoint, tokens)?)
+                }
                 None => {
-                    let tokens: Arc<dyn TokenSource> = Arc::new(AdcTokenSource::new().map_err(|e| {
-                        anyhow::anyhow!(
-                            "{e}\nhint: run `gcloud auth application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS; use `--target local` to try gkq without Google Cloud"
-                        )
-                    })?);
+                    let tokens = args.gke_tokens(DEFAULT_STS_ENDPOINT, || {
+                        Ok(Arc::new(AdcTokenSource::new().map_err(|e| {
+                            anyhow::anyhow!(
+                                "{e}\nhint: run `gcloud auth application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS; use `--target local` to try gkq without Google Cloud"
+                            )
+                        })?))
+                    })?;
                     Box::new(RestGke::new(tokens)?)
                 }
             };

@@ -62,6 +62,18 @@ pub enum Route {
 }
 
 impl Route {
+    /// The project the call is made in.
+    pub fn project(&self) -> &str {
+        match self {
+            Route::Clusters { p, .. }
+            | Route::Cluster { p, .. }
+            | Route::NodePools { p, .. }
+            | Route::NodePool { p, .. }
+            | Route::Operations { p, .. }
+            | Route::Operation { p, .. } => p,
+        }
+    }
+
     pub fn cluster_name(&self) -> Option<&str> {
         match self {
             Route::Cluster { c, .. } | Route::NodePools { c, .. } | Route::NodePool { c, .. } => {

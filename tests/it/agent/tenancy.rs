@@ -2,7 +2,9 @@
 //! `--default-service-account`): every Kubernetes read and write of its plan and apply, and the
 //! read of its `secretRef`, impersonate `system:serviceaccount:<namespace>:<name>`, so the
 //! cluster's RBAC decides what a tenant may do. The agent itself runs with the deployed
-//! least-privilege role (deploy/rbac.yaml), which grants no Secrets.
+//! least-privilege role (deploy/rbac.yaml), which grants no Secrets. Its Google calls carry the
+//! ServiceAccount's Google identity: a TokenRequest token exchanged at the Security Token
+//! Service (the GKE emulator's), whose principal the emulator's IAM table checks.
 
 use std::time::Duration;
 
@@ -12,8 +14,13 @@ use kube::Api;
 use kube::api::{DynamicObject, PostParams};
 use serde_json::json;
 
-use super::{Fixture, condition, endpoint, install_rbac};
+use super::{Fixture, TEST_AGENT_ARGS, condition, endpoint, install_rbac};
+use crate::support::gkq;
 use crate::support::process::Running;
+
+/// The STS audience the agents of these tests exchange ServiceAccount tokens for: GKE's
+/// built-in pool of a management cluster `hub` in project `mgmt-project`.
+const AUDIENCE: &str = "identitynamespace:mgmt-project.svc.id.goog:https://container.googleapis.com/v1/projects/mgmt-project/locations/us-east5/clusters/hub";
 
 /// What a tenant's ServiceAccount may do: everything the fixture's spec needs, and no more
 /// than reading RBAC objects (RBAC also refuses to let it bind a role it does not hold).
@@ -104,11 +111,21 @@ async fn agent_kubeconfig(f: &Fixture) -> std::path::PathBuf {
 }
 
 async fn create_stack_as(f: &Fixture, name: &str, account: &str, secret: Option<&str>) {
+    create_stack_with(f, name, account, secret, &f.vars).await;
+}
+
+async fn create_stack_with(
+    f: &Fixture,
+    name: &str,
+    account: &str,
+    secret: Option<&str>,
+    variables: &std::collections::BTreeMap<String, String>,
+) {
     let mut spec = json!({
         "url": f.url(),
         "branch": "main",
         "path": "infra",
-        "variables": f.vars,
+        "variables": variables,
         "interval": "2s",
         "serviceAccountName": account,
     });
@@ -161,7 +178,8 @@ async fn a_tenant_stack_acts_only_as_its_service_account() {
     create_stack_as(&f, "escalating", "tenant", Some("git")).await;
     create_stack_as(&f, "secretless", "nobody", Some("git")).await;
 
-    let c = f.agent_command_as("a", "4s", &kubeconfig);
+    let mut c = f.agent_command_as("a", "4s", &kubeconfig);
+    c.args(["--workload-identity-audience", AUDIENCE]);
     let mut agent = Running::spawn(c);
     endpoint(&mut agent);
 
@@ -207,4 +225,155 @@ async fn a_tenant_stack_acts_only_as_its_service_account() {
         "the tenant's stack bound cluster-admin"
     );
     assert!(!logs.contains("t0ken"), "the token was logged");
+}
+
+/// A tenant whose ServiceAccount's principal manages clusters in `project-a` and may only view
+/// `project-b`: its stack in `project-b` is refused the cluster's creation by GKE, for that
+/// principal; moved to `project-a`, the same stack applies. The agent runs on `--target gcp`
+/// against the GKE emulator served on loopback: its STS verifies the ServiceAccount tokens with
+/// the test API server's own keys, so only a real TokenRequest token is exchanged. Multi-threaded:
+/// the emulator serves from this test's runtime while the test waits for the agent to stop.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tenant_stack_makes_google_calls_as_its_service_accounts_principal() {
+    let f = Fixture::new("agent-tenant-gcp").await;
+    let ns = f.env.namespace.clone();
+    f.ws.edit("project: test-project", "project: ${PROJECT}");
+    f.ws.edit(
+        "  TPU_QUOTA: {default: \"16\"}",
+        "  TPU_QUOTA: {default: \"16\"}\n  PROJECT: {default: test-project}",
+    );
+    let commit = f.ws.commit_all("the project is a variable");
+    let kubeconfig = agent_kubeconfig(&f).await;
+    tenant(&f, "cloud-tenant", true).await;
+
+    let (gke, emulator) =
+        gkq::emulator::Emulator::start_in_process(gkq::emulator::EmulatorConfig {
+            pending_ms: 50,
+            running_ms: 50,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let jwks = f
+        .env
+        .client
+        .request_text(
+            http::Request::get("/openid/v1/jwks")
+                .body(Vec::new())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    emulator.set_sts_jwks(Some(serde_json::from_str(&jwks).unwrap()));
+    let principal = gkq::model::workload_identity::Audience::parse(AUDIENCE)
+        .unwrap()
+        .principal(&ns, "cloud-tenant", gkq::emulator::project_number);
+    assert!(
+        principal.ends_with(&format!(
+            "mgmt-project.svc.id.goog/subject/ns/{ns}/sa/cloud-tenant"
+        )),
+        "{principal}"
+    );
+    emulator.set_iam(
+        serde_json::from_value(json!({principal.clone(): {
+            "project-a": ["roles/container.clusterAdmin"],
+            "project-b": ["roles/container.viewer"],
+        }}))
+        .unwrap(),
+    );
+
+    let mut variables = f.vars.clone();
+    variables.insert("PROJECT".into(), "project-b".into());
+    create_stack_with(&f, "cloud", "cloud-tenant", None, &variables).await;
+    let mut c = gkq();
+    c.args(["agent", "--target", "gcp", "--gke-endpoint", &gke])
+        .args(TEST_AGENT_ARGS)
+        .arg("--kubeconfig")
+        .arg(f.kubeconfig())
+        .arg("--management-kubeconfig")
+        .arg(&kubeconfig)
+        .args(["--watch-namespace", &ns, "--namespace", &ns])
+        .args([
+            "--lease-duration",
+            "4s",
+            "--identity",
+            "a",
+            "--allow-file-urls",
+        ])
+        .arg("--work-dir")
+        .arg(f.state.path().join("a"))
+        .args([
+            "--sts-endpoint",
+            &gke,
+            "--workload-identity-audience",
+            AUDIENCE,
+        ]);
+    let mut agent = Running::spawn(c);
+    endpoint(&mut agent);
+
+    let refused = f
+        .wait(
+            "cloud",
+            "the cluster's creation refused",
+            Duration::from_secs(120),
+            |s| {
+                condition(s, "Ready")["status"] == "False"
+                    && condition(s, "Ready")["message"]
+                        .as_str()
+                        .is_some_and(|m| m.contains("container.clusters.create"))
+            },
+        )
+        .await;
+    let message = condition(&refused, "Ready")["message"].as_str().unwrap();
+    assert!(
+        message.contains(
+            "Required \"container.clusters.create\" permission(s) for \"projects/project-b\"."
+        ),
+        "{message}"
+    );
+
+    // The same stack in the project its principal manages applies.
+    let patch = json!({"spec": {"variables": {"PROJECT": "project-a"}}});
+    f.stacks()
+        .patch(
+            "cloud",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await
+        .unwrap();
+    let applied = f
+        .wait_applied("cloud", &commit, Duration::from_secs(120))
+        .await;
+    assert_eq!(
+        condition(&applied, "Ready")["status"],
+        "True",
+        "{applied:#}"
+    );
+    let (code, logs) = agent.interrupt();
+    assert_eq!(code, Some(0), "{logs}");
+
+    let requests = emulator.requests();
+    let exchanges = requests
+        .iter()
+        .filter(|r| r.path == "/v1/token" && r.status == 200);
+    assert!(
+        exchanges.count() >= 1,
+        "no token was exchanged: {requests:#?}"
+    );
+    let gke_calls: Vec<_> = requests.iter().filter(|r| r.path != "/v1/token").collect();
+    assert!(
+        gke_calls.iter().all(|r| r.authorized),
+        "a GKE call went without the exchanged token: {gke_calls:#?}"
+    );
+    let created = |project: &str, status: u16| {
+        gke_calls.iter().any(|r| {
+            r.method == "POST"
+                && r.path == format!("/v1/projects/{project}/locations/us-east5-b/clusters")
+                && r.status == status
+        })
+    };
+    assert!(created("project-b", 403), "{gke_calls:#?}");
+    assert!(!created("project-b", 200), "{gke_calls:#?}");
+    assert!(created("project-a", 200), "{gke_calls:#?}");
 }
