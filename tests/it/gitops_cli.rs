@@ -245,10 +245,12 @@ fn a_saved_plan_applied_elsewhere_needs_its_spec_named_or_no_spec_check() {
     let ws = Workspace::example();
     let out = run(&ws, &["apply", "infra", "--env", "local", "--auto-approve"]);
     assert!(out.status.success(), "{}", explain(&out));
-    let plan_max = |ws: &Workspace, from: u32, to: u32| {
+    // An in-place update of the first pool: its resource labels (a multi-host slice pool's
+    // max is the slice, so it is no knob).
+    let plan_max = |ws: &Workspace, from: &str, to: &str| {
         ws.edit(
-            &format!("autoscaling: {{min: 0, max: {from}}}"),
-            &format!("autoscaling: {{min: 0, max: {to}}}"),
+            &format!("autoscaling: {{min: 0, max: 4}}{from}"),
+            &format!("autoscaling: {{min: 0, max: 4}}\n    resourceLabels: {{size: {to}}}"),
         );
         let out = run(
             ws,
@@ -256,7 +258,7 @@ fn a_saved_plan_applied_elsewhere_needs_its_spec_named_or_no_spec_check() {
         );
         assert!(out.status.success(), "{}", explain(&out));
     };
-    plan_max(&ws, 4, 8);
+    plan_max(&ws, "", "large");
 
     // Neither: refused, naming where the spec was looked for and the ways out.
     let out = apply_elsewhere(&ws, &[]);
@@ -321,7 +323,7 @@ fn a_saved_plan_applied_elsewhere_needs_its_spec_named_or_no_spec_check() {
     assert_eq!(summary(&ws)["update"], 0);
 
     // --no-spec-check: applied, and the output says the spec was not checked.
-    plan_max(&ws, 8, 12);
+    plan_max(&ws, "\n    resourceLabels: {size: large}", "huge");
     let out = apply_elsewhere(&ws, &["--no-spec-check"]);
     assert!(out.status.success(), "{}", explain(&out));
     let stderr = text(&out.stderr);

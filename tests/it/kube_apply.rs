@@ -201,12 +201,9 @@ async fn seed_kubernetes_half_applies_then_plans_empty_then_plans_exact_edits() 
     let notices = s.plan(&without_lq, PlanOptions::default()).await;
     assert!(!notices.has_changes());
     assert!(
-        notices
-            .notices
-            .iter()
-            .any(|n| n.message.contains("`gkq apply --prune` deletes it")),
+        notices.orphans.iter().any(|o| o.kind == "LocalQueue"),
         "{:#?}",
-        notices.notices
+        notices.orphans
     );
     let prune = s
         .plan(

@@ -243,6 +243,13 @@ async fn plan_and_apply_request_counts_do_not_grow_per_object_beyond_one_write()
         ("create leases", 1),
         ("get leases", 3),
         ("delete leases", 1),
+        // The predicted placements recorded with the revision: the stack's jobs listed once
+        // more (the uids of the runs the apply made) and the revision ConfigMap read for the
+        // records of earlier runs.
+        ("get configmaps", 2),
+        ("list selected jobs", 1),
+        ("list selected jobsets", 1),
+        ("list selected rayjobs", 1),
         ("discovery", 2),
         ("list selected clusterqueues", 1),
         ("list selected configmaps", 1),

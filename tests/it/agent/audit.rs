@@ -2,7 +2,7 @@
 //! credentials are a token of the deployed ServiceAccount (deploy/rbac.yaml only) runs the
 //! paths its role exists for (leading, reconciling a stack that acts as its own ServiceAccount
 //! and reads its Secret, a push webhook, a refused stack whose Event repeats, a deletion, a
-//! SIGTERM), on a control plane of its own with an audit log. Every request the agent made as
+//! SIGTERM; the stack's Google identity from a TokenRequest), on a control plane of its own with an audit log. Every request the agent made as
 //! itself is read back from that log: each must be granted by the role, and each grant of the
 //! role must have been used.
 
@@ -206,6 +206,12 @@ async fn the_agents_role_is_exactly_what_it_uses() {
         .arg(&agent_kubeconfig)
         .args(["--watch-namespace", ns, "--namespace", ns])
         .args(["--lease-duration", "4s", "--identity", "audited"])
+        // The stack's Google calls use its ServiceAccount's principal (a TokenRequest the agent
+        // makes, exchanged at the local target's STS).
+        .args([
+            "--workload-identity-audience",
+            "identitynamespace:audit-project.svc.id.goog:https://container.googleapis.com/v1/projects/audit-project/locations/us-east5/clusters/hub",
+        ])
         .arg("--work-dir")
         .arg(work.path().join("checkouts"))
         .env("GKQ_AGENT_CLUSTER", "");
