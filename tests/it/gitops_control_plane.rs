@@ -1203,3 +1203,95 @@ async fn wait_for_quota_reserved_condition(namespace: &str, job: &str) {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+/// One plan's jobs on the real Kueue: a RayJob listed before a JobSet whose kind and name sort
+/// first. The plan predicts them in the spec's order (the RayJob on on-demand, the JobSet on
+/// dws), apply submits them so (each after Kueue decided on the one before), and Kueue's
+/// Workloads say exactly that.
+#[tokio::test]
+async fn jobs_of_one_plan_land_as_predicted_in_spec_order_on_the_real_kueue() {
+    let s = Stack::new("spec-order").await;
+    let ns = s.namespace.clone();
+    let spec = s.path().join("infra/gkq.yaml");
+    let text_before = std::fs::read_to_string(&spec).unwrap();
+    assert!(text_before.contains("    count: 2\n"), "{text_before}");
+    let jobset = r#"  - name: aa-jobset
+    kind: jobset
+    namespace: ${NS}
+    count: 1
+    queue: user-queue
+    script: train.py
+    configMap: jax-train-script
+    image: rayproject/ray:2.53.0-py311
+    entrypoint: python /app/train.py
+    replicatedJobs:
+      - name: slice
+        replicas: 1
+        hosts: 4
+        pods:
+          cpu: 8
+          memory: 16Gi
+          accelerator: {type: tpu-v6e-slice, topology: 4x4, chips: 4}
+"#;
+    std::fs::write(
+        &spec,
+        format!(
+            "{}{jobset}",
+            text_before.replace("    count: 2\n", "    count: 1\n")
+        ),
+    )
+    .unwrap();
+    let out = s.run(&["plan", "-o", "json"]);
+    assert!(out.status.success(), "{}", explain(&out));
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let predicted = |job: &str| -> Value {
+        plan["placements"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["job"] == job)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {job}: {plan:#}"))
+    };
+    let flavor_of = |placement: &Value, podset: &str| -> Value {
+        placement["podsets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == podset)
+            .map(|p| p["flavor"].clone())
+            .unwrap_or_else(|| panic!("no podset {podset}: {placement:#}"))
+    };
+    let ray = "rayjob-tpu-v6e-dws-1";
+    let set = "aa-jobset-1";
+    let on_demand = s.vars["ONDEMAND"].clone();
+    let dws = s.vars["DWS"].clone();
+    assert_eq!(flavor_of(&predicted(ray), "tpu-group"), on_demand.as_str());
+    assert_eq!(flavor_of(&predicted(set), "slice"), dws.as_str());
+
+    let out = s.run(&["apply", "--auto-approve"]);
+    assert!(out.status.success(), "{}", explain(&out));
+    wait_for_admissions(&ns, 2).await;
+    let out = s.run(&["status", "-o", "json"]);
+    assert!(out.status.success(), "{}", explain(&out));
+    let status: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let observed = |job: &str| -> Value {
+        status["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|j| j["job"] == job)
+            .map(|j| j["observed"].clone())
+            .unwrap_or_else(|| panic!("no {job}: {status:#}"))
+    };
+    assert_eq!(
+        flavor_of(&observed(ray), "tpu-group"),
+        on_demand.as_str(),
+        "{status:#}"
+    );
+    assert_eq!(
+        flavor_of(&observed(set), "slice"),
+        dws.as_str(),
+        "{status:#}"
+    );
+}
