@@ -200,7 +200,11 @@ async fn apply_valid(
             force_conflicts: choices.force_conflicts,
             allow_disruption: choices.allow_disruption,
         },
-        sink: sink(json),
+        sink: if opts.destroy && !json {
+            Box::new(TerminalSink::stderr().destroying())
+        } else {
+            sink(json)
+        },
     };
     let source = spec.source();
     let plan_source = PlanSource::Spec {

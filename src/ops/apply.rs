@@ -85,14 +85,23 @@ pub struct Consent {
     pub allow_disruption: bool,
 }
 
-/// The refusal of a plan that stops running work, naming each job and what stops it.
-pub fn disruption_refusal(disruptions: &[crate::plan::disruption::Disruption]) -> String {
+/// The refusal of a plan that stops running work, naming each job and what stops it; a
+/// destroy's says so.
+pub fn disruption_refusal(
+    plan: &Plan,
+    disruptions: &[crate::plan::disruption::Disruption],
+) -> String {
     let jobs: Vec<String> = disruptions
         .iter()
         .flat_map(|d| d.jobs.iter().map(move |j| format!("{} -> {j}", d.addr)))
         .collect();
+    let verb = if plan.options.destroy {
+        "destroy"
+    } else {
+        "apply"
+    };
     format!(
-        "refusing to apply: this plan stops running work:\n  {}\nWait for the jobs to finish, or pass --allow-disruption; nothing was changed",
+        "refusing to {verb}: this plan stops running work:\n  {}\nWait for the jobs to finish, or pass --allow-disruption; nothing was changed",
         jobs.join("\n  ")
     )
 }
@@ -149,7 +158,10 @@ pub async fn execute_on(
                     VerifyError::Read(format!("reading the jobs the plan would stop: {e}"))
                 })?;
         if !disruptions.is_empty() {
-            return Err(VerifyError::Disrupts(disruption_refusal(&disruptions)));
+            return Err(VerifyError::Disrupts(disruption_refusal(
+                target.plan,
+                &disruptions,
+            )));
         }
     }
     if !target.plan.has_changes() {

@@ -320,7 +320,7 @@ fn refusal(plan: &Plan, consent: &Consent) -> Option<String> {
         ));
     }
     if !plan.disruptions.is_empty() && !consent.allow_disruption {
-        return Some(disruption_refusal(&plan.disruptions));
+        return Some(disruption_refusal(plan, &plan.disruptions));
     }
     None
 }

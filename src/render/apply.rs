@@ -15,6 +15,8 @@ use crate::plan::ActionKind;
 /// writer (use `anstream::stderr()` to honour `NO_COLOR`).
 pub struct TerminalSink {
     state: Mutex<TerminalState>,
+    /// The walk destroys (`gkq destroy`): its last line says so.
+    destroying: bool,
 }
 
 struct TerminalState {
@@ -24,6 +26,12 @@ struct TerminalState {
 }
 
 impl TerminalSink {
+    /// The same sink for `gkq destroy`: it speaks of destroying.
+    pub fn destroying(mut self) -> Self {
+        self.destroying = true;
+        self
+    }
+
     /// Lines to `anstream::stderr()` and a spinner on the terminal.
     pub fn stderr() -> Self {
         Self::new(Box::new(anstream::stderr()), ProgressDrawTarget::stderr)
@@ -33,6 +41,7 @@ impl TerminalSink {
     /// none).
     pub fn new(out: Box<dyn Write + Send>, spinner_target: fn() -> ProgressDrawTarget) -> Self {
         TerminalSink {
+            destroying: false,
             state: Mutex::new(TerminalState {
                 out,
                 spinner_target,
@@ -171,13 +180,18 @@ impl Sink for TerminalSink {
             } => {
                 state.stop();
                 let elapsed = format_elapsed(*elapsed_ms);
+                let (what, done) = if self.destroying {
+                    ("Destroy", "destroyed")
+                } else {
+                    ("Apply", "changed")
+                };
                 if *failed == 0 && *skipped == 0 {
                     state.line(format!(
-                        "\n{GREEN}{BOLD}Apply complete!{BOLD:#}{GREEN} {succeeded} changed in {elapsed}.{GREEN:#}"
+                        "\n{GREEN}{BOLD}{what} complete!{BOLD:#}{GREEN} {succeeded} {done} in {elapsed}.{GREEN:#}"
                     ));
                 } else {
                     state.line(format!(
-                        "\n{RED}{BOLD}Apply incomplete:{BOLD:#}{RED} {succeeded} changed, {failed} failed, {skipped} skipped ({elapsed}).{RED:#}"
+                        "\n{RED}{BOLD}{what} incomplete:{BOLD:#}{RED} {succeeded} {done}, {failed} failed, {skipped} skipped ({elapsed}).{RED:#}"
                     ));
                 }
             }

@@ -253,7 +253,7 @@ fn seed_walkthrough_on_the_local_target() {
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
     assert!(
-        stderr.contains("this plan stops running work")
+        stderr.contains("refusing to destroy: this plan stops running work")
             && stderr.contains("gke.cluster/tpu-cluster -> RayJob default/rayjob-tpu-v6e-dws-")
             && stderr.contains("--allow-disruption; nothing was changed"),
         "{stderr}"
@@ -272,6 +272,9 @@ fn seed_walkthrough_on_the_local_target() {
     );
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stdout}\n{stderr}");
+    // A destroy speaks of destroying.
+    assert!(stderr.contains("Destroy complete! "), "{stderr}");
+    assert!(!stderr.contains("Apply complete!"), "{stderr}");
     let world: Value =
         serde_json::from_str(&std::fs::read_to_string(state.join(SEED_STATE)).unwrap()).unwrap();
     assert_eq!(
