@@ -378,6 +378,24 @@ impl LocalStore {
 
     /// Creates or replaces the objects of a `--stack` file (GkqStacks and Secrets; a stack keeps
     /// its status). Returns how many stacks it held.
+    /// Changes the stored copy of `stack` and writes the store.
+    fn update_stack(
+        &self,
+        stack: &GkqStack,
+        change: impl FnOnce(&mut GkqStack),
+    ) -> Result<(), StoreError> {
+        let key = key_of(stack);
+        self.with_state(|state| {
+            let found = state
+                .stacks
+                .iter_mut()
+                .find(|s| key_of(s) == key)
+                .ok_or_else(|| StoreError::NotFound(key.clone()))?;
+            change(found);
+            Ok(((), true))
+        })
+    }
+
     pub fn load_manifests(&self, text: &str, origin: &str) -> Result<usize, StoreError> {
         let documents: Vec<serde_json::Value> =
             serde_saphyr::from_multiple(text).map_err(|e| self.error(format!("{origin}: {e}")))?;
@@ -481,16 +499,7 @@ impl StackStore for LocalStore {
         stack: &GkqStack,
         status: &GkqStackStatus,
     ) -> Result<(), StoreError> {
-        let key = key_of(stack);
-        self.with_state(|state| {
-            let found = state
-                .stacks
-                .iter_mut()
-                .find(|s| key_of(s) == key)
-                .ok_or_else(|| StoreError::NotFound(key.clone()))?;
-            found.status = Some(status.clone());
-            Ok(((), true))
-        })
+        self.update_stack(stack, |found| found.status = Some(status.clone()))
     }
 
     async fn credentials(&self, stack: &GkqStack) -> Result<Credentials, StoreError> {
@@ -530,19 +539,12 @@ impl StackStore for LocalStore {
     /// Kept on the stored stack, as the API server keeps it. (The local store's stacks come
     /// from manifest files: removing one from them deletes it with nothing to hold it.)
     async fn set_finalizer(&self, stack: &GkqStack, present: bool) -> Result<(), StoreError> {
-        let key = key_of(stack);
-        self.with_state(|state| {
-            let found = state
-                .stacks
-                .iter_mut()
-                .find(|s| key_of(s) == key)
-                .ok_or_else(|| StoreError::NotFound(key.clone()))?;
+        self.update_stack(stack, |found| {
             let finalizers = found.metadata.finalizers.get_or_insert_with(Vec::new);
             finalizers.retain(|f| f != FINALIZER);
             if present {
                 finalizers.push(FINALIZER.to_string());
             }
-            Ok(((), true))
         })
     }
 

@@ -231,15 +231,6 @@ impl ApplyLock {
         }
     }
 
-    /// Whether another holder took a Lease over while this one was held (it was not renewed in
-    /// time, for example because the network was down for longer than the lease duration).
-    pub fn lost(&self) -> bool {
-        match &self.handle {
-            Handle::Lease(held) => held.lost.load(Ordering::SeqCst),
-            _ => false,
-        }
-    }
-
     /// Whether this process still holds the lock, read now: a Lease is read again (another
     /// holder may have taken it over since the last renewal); a file lock and no lock hold until
     /// released. A Lease that cannot be read counts as lost: nothing is recorded on a guess.

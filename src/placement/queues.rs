@@ -147,12 +147,12 @@ struct Entry {
 
 /// Heap order inside a queue: higher priority, then older (creation timestamps have a
 /// resolution of one second), then the Workload's uid, then input order.
-fn queue_key(workload: &WorkloadModel) -> impl Ord + use<> {
+fn queue_key(workload: &WorkloadModel) -> impl Ord + '_ {
     (
         Reverse(workload.priority),
         workload.created.is_none(),
         workload.created,
-        workload.uid.clone(),
+        workload.uid.as_deref(),
         workload.seq,
     )
 }

@@ -1122,13 +1122,16 @@ async fn install_rbac(client: &kube::Client, namespace: &str) {
     }
 }
 
-#[tokio::test]
-async fn the_agent_needs_no_more_than_the_deployed_rbac() {
-    let f = Fixture::new("agent-rbac").await;
-    install_rbac(&f.env.client, &f.env.namespace).await;
-    // A token of the agent's ServiceAccount, in a kubeconfig of its own.
+/// Writes to `out` the kubeconfig `admin` with the token replaced by one of the `gkq-agent`
+/// ServiceAccount in `namespace` (from the TokenRequest API), and returns `out`.
+async fn agent_token_kubeconfig(
+    client: &kube::Client,
+    namespace: &str,
+    admin: &std::path::Path,
+    out: &std::path::Path,
+) -> PathBuf {
     let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> =
-        Api::namespaced(f.env.client.clone(), &f.env.namespace);
+        Api::namespaced(client.clone(), namespace);
     let request: k8s_openapi::api::authentication::v1::TokenRequest =
         serde_json::from_value(json!({"spec": {"audiences": [], "expirationSeconds": 3600}}))
             .unwrap();
@@ -1139,16 +1142,30 @@ async fn the_agent_needs_no_more_than_the_deployed_rbac() {
         .status
         .unwrap()
         .token;
-    let admin = std::fs::read_to_string(f.kubeconfig()).unwrap();
-    let as_agent: String = admin
+    let as_agent: String = std::fs::read_to_string(admin)
+        .unwrap()
         .lines()
         .map(|l| match l.split_once("token:") {
             Some((indent, _)) => format!("{indent}token: {token}\n"),
             None => format!("{l}\n"),
         })
         .collect();
-    let kubeconfig = f.state.path().join("agent-kubeconfig");
-    std::fs::write(&kubeconfig, as_agent).unwrap();
+    std::fs::write(out, as_agent).unwrap();
+    out.to_path_buf()
+}
+
+#[tokio::test]
+async fn the_agent_needs_no_more_than_the_deployed_rbac() {
+    let f = Fixture::new("agent-rbac").await;
+    install_rbac(&f.env.client, &f.env.namespace).await;
+    // A token of the agent's ServiceAccount, in a kubeconfig of its own.
+    let kubeconfig = agent_token_kubeconfig(
+        &f.env.client,
+        &f.env.namespace,
+        &f.kubeconfig(),
+        &f.state.path().join("agent-kubeconfig"),
+    )
+    .await;
     // The ServiceAccount cannot do more than the ClusterRole says (it may not list Secrets).
     let restricted = crate::support::control_plane::client_for(&kubeconfig)
         .await

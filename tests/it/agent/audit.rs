@@ -15,7 +15,9 @@ use kube::Api;
 use kube::api::{DeleteParams, DynamicObject, PostParams};
 use serde_json::{Value, json};
 
-use super::{TEST_AGENT_ARGS, endpoint, install_crd, install_rbac, stack_resource};
+use super::{
+    TEST_AGENT_ARGS, agent_token_kubeconfig, endpoint, install_crd, install_rbac, stack_resource,
+};
 use crate::support::control_plane::{PrivateControlPlane, client_for, eventually};
 use crate::support::process::Running;
 use crate::support::workspace::git;
@@ -105,30 +107,17 @@ async fn the_agents_role_is_exactly_what_it_uses() {
     install_rbac(&admin, ns).await;
 
     // The agent's own ServiceAccount, as a kubeconfig.
-    let request: k8s_openapi::api::authentication::v1::TokenRequest =
-        serde_json::from_value(json!({"spec": {"audiences": [], "expirationSeconds": 3600}}))
-            .unwrap();
-    let accounts: Api<ServiceAccount> = Api::namespaced(admin.clone(), ns);
-    let token = accounts
-        .create_token_request("gkq-agent", &PostParams::default(), &request)
-        .await
-        .unwrap()
-        .status
-        .unwrap()
-        .token;
     let work = tempfile::tempdir().unwrap();
-    let as_agent: String = std::fs::read_to_string(cp.kubeconfig())
-        .unwrap()
-        .lines()
-        .map(|l| match l.split_once("token:") {
-            Some((indent, _)) => format!("{indent}token: {token}\n"),
-            None => format!("{l}\n"),
-        })
-        .collect();
-    let agent_kubeconfig = work.path().join("agent-kubeconfig");
-    std::fs::write(&agent_kubeconfig, as_agent).unwrap();
+    let agent_kubeconfig = agent_token_kubeconfig(
+        &admin,
+        ns,
+        &cp.kubeconfig(),
+        &work.path().join("agent-kubeconfig"),
+    )
+    .await;
 
     // The stacks' ServiceAccount may do what their spec needs (not under test here).
+    let accounts: Api<ServiceAccount> = Api::namespaced(admin.clone(), ns);
     accounts
         .create(
             &PostParams::default(),

@@ -14,7 +14,7 @@ use kube::Api;
 use kube::api::{DynamicObject, PostParams};
 use serde_json::json;
 
-use super::{Fixture, TEST_AGENT_ARGS, condition, endpoint, install_rbac};
+use super::{Fixture, TEST_AGENT_ARGS, agent_token_kubeconfig, condition, endpoint, install_rbac};
 use crate::support::gkq;
 use crate::support::process::Running;
 
@@ -86,28 +86,13 @@ async fn tenant(f: &Fixture, name: &str, spec_rights: bool) -> String {
 /// The management kubeconfig of the agent's own ServiceAccount with deploy/rbac.yaml's role.
 async fn agent_kubeconfig(f: &Fixture) -> std::path::PathBuf {
     install_rbac(&f.env.client, &f.env.namespace).await;
-    let accounts: Api<ServiceAccount> = Api::namespaced(f.env.client.clone(), &f.env.namespace);
-    let request: k8s_openapi::api::authentication::v1::TokenRequest =
-        serde_json::from_value(json!({"spec": {"audiences": [], "expirationSeconds": 3600}}))
-            .unwrap();
-    let token = accounts
-        .create_token_request("gkq-agent", &PostParams::default(), &request)
-        .await
-        .unwrap()
-        .status
-        .unwrap()
-        .token;
-    let admin = std::fs::read_to_string(f.kubeconfig()).unwrap();
-    let as_agent: String = admin
-        .lines()
-        .map(|l| match l.split_once("token:") {
-            Some((indent, _)) => format!("{indent}token: {token}\n"),
-            None => format!("{l}\n"),
-        })
-        .collect();
-    let kubeconfig = f.state.path().join("agent-kubeconfig");
-    std::fs::write(&kubeconfig, as_agent).unwrap();
-    kubeconfig
+    agent_token_kubeconfig(
+        &f.env.client,
+        &f.env.namespace,
+        &f.kubeconfig(),
+        &f.state.path().join("agent-kubeconfig"),
+    )
+    .await
 }
 
 async fn create_stack_as(f: &Fixture, name: &str, account: &str, secret: Option<&str>) {
