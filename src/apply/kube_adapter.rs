@@ -50,7 +50,7 @@ impl<'a> KubeAdapter<'a> {
 fn to_apply_error(e: KubeError) -> KubeApplyError {
     let hint = match &e {
         KubeError::Conflict { conflicts, .. } => Some(format!(
-            "another field manager ({}) changed these fields; re-run with --force-conflicts to take them over, or change the spec to match",
+            "another field manager ({}) owns these fields now, with other values than the plan found; plan again: the plan shows each conflict, whether gkq leaves the field to its manager, and what --force-conflicts would take",
             conflicts
                 .iter()
                 .map(|c| c.manager.as_str())

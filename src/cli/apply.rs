@@ -192,6 +192,8 @@ async fn apply_valid(
     if choices.auto_approve {
         opts.preview = Preview::Lists;
     }
+    // Forcing is planned, so that the plan shows what it takes (and whom it stops).
+    opts.force_conflicts = choices.force_conflicts;
     let front = Front {
         json,
         shown: if json { Shown::JsonLine } else { Shown::Text },

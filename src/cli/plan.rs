@@ -46,6 +46,10 @@ pub struct PlanArgs {
     /// Exit 0 with no changes, 2 with changes, 3 with changes that stop running jobs, 1 on errors.
     #[arg(long)]
     pub detailed_exitcode: bool,
+    /// Plan taking the fields other field managers own (as `gkq apply --force-conflicts`
+    /// does), including what Kueue wrote into jobs it admitted.
+    #[arg(long)]
+    pub force_conflicts: bool,
 }
 
 /// Loads the spec, connects to its target, observes and plans. `Ok(None)` when the spec is
@@ -105,7 +109,11 @@ pub fn exit_code(plan: &Plan, detailed: bool) -> Exit {
 }
 
 pub async fn run(args: &PlanArgs) -> anyhow::Result<Exit> {
-    let Some(planned) = make_plan(&args.spec, &args.target, options(&args.flags)).await? else {
+    let options = PlanOptions {
+        force_conflicts: args.force_conflicts,
+        ..options(&args.flags)
+    };
+    let Some(planned) = make_plan(&args.spec, &args.target, options).await? else {
         return Ok(Exit::Failed);
     };
     if planned.session.simulated() && args.output == PlanFormat::Text {

@@ -15,6 +15,7 @@ use super::target::TargetArgs;
 use super::{Exit, SpecArgs};
 use crate::ops::Sink;
 use crate::ops::watch::{AutoApplyOptions, FollowBranch, WatchEvent, WatchOptions, WatchSink};
+use crate::plan::PlanOptions;
 use crate::render::apply::TerminalSink;
 use crate::vocab::duration;
 
@@ -83,7 +84,11 @@ fn watch_options(args: &WatchArgs) -> WatchOptions {
     WatchOptions {
         spec: args.spec.source(),
         target: args.target.options(),
-        plan: options(&args.flags),
+        plan: PlanOptions {
+            // The plan of an apply that forces shows what forcing takes.
+            force_conflicts: args.apply && args.force_conflicts,
+            ..options(&args.flags)
+        },
         interval: args.interval,
         apply: args.apply.then_some(AutoApplyOptions {
             allow_destructive: args.allow_destructive,

@@ -24,13 +24,14 @@ use crate::addr::ResourceAddr;
 use crate::diff::ResourceDiff;
 use crate::diff::kube::diff_object;
 use crate::kube::{
-    ApplyOptions, KubeApi, KubeResult, ObjectName, PER_OBJECT_CONCURRENCY, ResourceInfo, install,
-    is_owned_by_stack, owned_selector,
+    ApplyOptions, KubeApi, KubeError, KubeResult, ObjectName, PER_OBJECT_CONCURRENCY, ResourceInfo,
+    install, is_owned_by_stack, owned_selector,
 };
 use crate::model::DesiredState;
 use crate::model::kueue_install;
 use crate::model::live::{KubeLive, KubeObject, KubeSnapshot};
 use crate::placement::objects::KUEUE_KINDS;
+use crate::plan::conflicts::{Found, Resolved, resolve};
 use crate::plan::{Action, ActionKind, Judge, Preview};
 
 /// Kinds gkq may have created, listed even when the spec no longer has any (for prune).
@@ -191,7 +192,8 @@ pub async fn observe_kube(
                 .and_then(|mut read| read.remove(&addr))
                 .map(|kept| kept.value());
             let owned_live = taken.as_ref().or_else(|| from_world.get(&addr).copied());
-            let answer = probe(api, served, object, &addr, owned_live, names_taken).await?;
+            let force = judge.is_some_and(Judge::forces_conflicts);
+            let answer = probe(api, served, object, &addr, owned_live, names_taken, force).await?;
             let outcome = match judge {
                 None => {
                     let live = match answer.read {
@@ -210,7 +212,13 @@ pub async fn observe_kube(
                     };
                     let action = match (answer.unchanged, live) {
                         (Some(diff), Some(live)) => judge.kube_unchanged(&addr, object, live, diff),
-                        _ => judge.kube_action(&addr, object, live, answer.predicted.as_ref()),
+                        _ => judge.kube_action(
+                            &addr,
+                            object,
+                            live,
+                            answer.predicted.as_ref(),
+                            answer.conflicts.as_ref(),
+                        ),
                     };
                     // A replace stops the live job: the disruption check reads it.
                     let keep = (action.kind == ActionKind::Replace)
@@ -343,6 +351,11 @@ struct Answer {
     /// The (empty) comparison of the object with its listed live state, when that showed it
     /// unchanged and so nothing was sent.
     unchanged: Option<ResourceDiff>,
+    /// The fields another manager owns that the last dry run named (`predicted` is then the
+    /// answer with force), until [`probe`] resolves them into `conflicts`.
+    found: Vec<Found>,
+    /// What the plan does about those fields (`predicted` is then what apply makes).
+    conflicts: Option<Resolved>,
 }
 
 enum Outcome {
@@ -362,6 +375,7 @@ async fn probe(
     addr: &ResourceAddr,
     owned_live: Option<&Value>,
     taken: Option<&TakenNames>,
+    force: bool,
 ) -> KubeResult<Answer> {
     if kind_key(object).is_some_and(|k| k.1 == kueue_install::INSTALLATION_KIND) {
         return Ok(Answer {
@@ -383,16 +397,20 @@ async fn probe(
             .map(|live| live.map(without_bookkeeping))
     };
     let unchanged = |live: &Value| diff_object(addr, object, live, None).changes.is_empty();
-    if let Some(diff) = owned_live
-        .map(|live| diff_object(addr, object, live, None))
-        .filter(ResourceDiff::is_empty)
-    {
+    let listed = owned_live.map(|live| diff_object(addr, object, live, None));
+    // A job changed in place (its labels, say) is dry-run even without review: Kueue writes
+    // into admitted jobs, and only the server knows which of gkq's fields it now owns.
+    let job_in_place = addr.kind.is_run()
+        && listed
+            .as_ref()
+            .is_some_and(|diff| diff.replace_reasons().is_empty());
+    if let Some(diff) = listed.filter(ResourceDiff::is_empty) {
         return Ok(Answer {
             unchanged: Some(diff),
             ..Default::default()
         });
     }
-    if let Some(taken) = taken {
+    if let Some(taken) = taken.filter(|_| !job_in_place) {
         // Without a dry run: a changed object is compared as listed, a new one is created from
         // the spec, and one whose name is taken is read, for ownership and the diff.
         let name_taken = kind_key(object)
@@ -407,22 +425,10 @@ async fn probe(
             ..Default::default()
         });
     }
-    let dry_run = || async {
-        api.apply(
-            info,
-            object,
-            ApplyOptions {
-                dry_run: true,
-                force: true,
-            },
-        )
-        .await
-        .map(without_bookkeeping)
-        .map(without_status)
-    };
-    Ok(match (owned_live, dry_run().await) {
-        (Some(listed), Ok(p)) if same_version(listed, &p) => Answer {
+    let answer = match (owned_live, preview(api, info, object).await) {
+        (Some(listed), Ok((p, found))) if same_version(listed, &p) => Answer {
             predicted: Some(p),
+            found,
             ..Default::default()
         },
         // It changed between the list and the dry run (Kueue admitting a job, say), and the dry
@@ -433,27 +439,31 @@ async fn probe(
             let mut live = get().await?;
             for _ in 0..MOVED_RETRIES {
                 match (&live, &predicted) {
-                    (Some(now), Some(p)) if !same_version(now, p) => {
-                        predicted = dry_run().await.ok();
+                    (Some(now), Some((p, _))) if !same_version(now, p) => {
+                        predicted = preview(api, info, object).await.ok();
                         live = get().await?;
                     }
                     _ => break,
                 }
             }
+            let (predicted, found) = predicted
+                .filter(|_| live.is_some())
+                .map_or((None, Vec::new()), |(p, found)| (Some(p), found));
             Answer {
-                predicted: predicted.filter(|_| live.is_some()),
+                predicted,
+                found,
                 read: Some(live),
                 ..Default::default()
             }
         }
         // A new object: the server's answer has no resourceVersion.
-        (None, Ok(p)) if !exists(&p) => Answer {
+        (None, Ok((p, _))) if !exists(&p) => Answer {
             read: Some(None),
             predicted: Some(p),
             ..Default::default()
         },
         // It exists without gkq's labels: read it, for ownership and the diff.
-        (None, Ok(p)) => {
+        (None, Ok((p, _))) => {
             let live = get().await?;
             let same = live.as_ref().is_some_and(unchanged);
             Answer {
@@ -474,7 +484,84 @@ async fn probe(
                 },
             }
         }
-    })
+    };
+    resolve_conflicts(api, info, addr, object, owned_live, answer, force).await
+}
+
+/// A server-side dry run of `object` that does not force: the server's answer, and no
+/// conflicts; or, when another field manager owns fields `object` sets with other values, the
+/// answer with force (what forcing would make of the object) and those fields.
+async fn preview(
+    api: &dyn KubeApi,
+    info: &ResourceInfo,
+    object: &Value,
+) -> KubeResult<(Value, Vec<Found>)> {
+    let dry_run = |force: bool| async move {
+        api.apply(
+            info,
+            object,
+            ApplyOptions {
+                dry_run: true,
+                force,
+            },
+        )
+        .await
+        .map(without_bookkeeping)
+        .map(without_status)
+    };
+    match dry_run(false).await {
+        Err(KubeError::Conflict { conflicts, .. }) => {
+            let found = conflicts
+                .into_iter()
+                .map(|c| Found {
+                    field: c.field,
+                    manager: c.manager,
+                })
+                .collect();
+            Ok((dry_run(true).await?, found))
+        }
+        answer => answer.map(|p| (p, Vec::new())),
+    }
+}
+
+/// Decides the conflicts the dry run found (`plan::conflicts::resolve`) against the live object
+/// it applied to; when some fields are left to their managers, the object without them is
+/// dry-run (without force) for what apply will make of it.
+async fn resolve_conflicts(
+    api: &dyn KubeApi,
+    info: &ResourceInfo,
+    addr: &ResourceAddr,
+    object: &Value,
+    owned_live: Option<&Value>,
+    mut answer: Answer,
+    force: bool,
+) -> KubeResult<Answer> {
+    let found = std::mem::take(&mut answer.found);
+    let live = match &answer.read {
+        Some(read) => read.as_ref(),
+        None => owned_live,
+    };
+    let (Some(live), Some(forced), false) = (live, &answer.predicted, found.is_empty()) else {
+        return Ok(answer);
+    };
+    let mut resolved = resolve(addr, object, live, forced, &found, force);
+    if let Some(applied) = &resolved.applied {
+        match preview(api, info, applied).await {
+            Ok((predicted, still)) if still.is_empty() => answer.predicted = Some(predicted),
+            // Leaving the fields out did not settle it: everything is forced, as planned with
+            // force.
+            other => {
+                tracing::debug!(
+                    "{}: leaving fields to their managers still conflicts ({:?})",
+                    crate::kube::describe(object),
+                    other.map(|(_, still)| still)
+                );
+                resolved = resolve(addr, object, live, forced, &found, true);
+            }
+        }
+    }
+    answer.conflicts = Some(resolved);
+    Ok(answer)
 }
 
 /// Where `object` is within its kind, as the server will name it: a namespaced object without
@@ -549,10 +636,10 @@ pub async fn observe_disruptions<'j>(
 ) -> KubeResult<Vec<crate::plan::disruption::Disruption>> {
     use crate::plan::ActionKind;
     use crate::plan::disruption::find;
-    if !plan
-        .changes()
-        .any(|a| matches!(a.kind, ActionKind::Replace | ActionKind::Delete))
-    {
+    if !plan.changes().any(|a| {
+        matches!(a.kind, ActionKind::Replace | ActionKind::Delete)
+            || crate::plan::disruption::forces_admission(a)
+    }) {
         return Ok(Vec::new());
     }
     let workloads = observe_workloads(api).await?.unwrap_or_default();

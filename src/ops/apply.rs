@@ -106,6 +106,22 @@ pub fn disruption_refusal(
     )
 }
 
+/// The refusal of a plan that takes fields other field managers own, without
+/// `--force-conflicts`: each field, its manager and what forcing would do. `None` when the plan
+/// forces nothing.
+pub fn conflict_refusal(plan: &Plan) -> Option<String> {
+    let forced: Vec<String> = plan
+        .forced_conflicts()
+        .map(|(action, c)| format!("{}: {}", action.addr, c.text()))
+        .collect();
+    (!forced.is_empty()).then(|| {
+        format!(
+            "refusing to apply: this plan takes fields another field manager owns:\n  {}\nChange the spec to match, or pass --force-conflicts to take them; nothing was changed",
+            forced.join("\n  ")
+        )
+    })
+}
+
 /// Checks the whole plan against live state ([`Executor::verify`]: one list per kind) and the
 /// running work it would stop now, then applies it, each write conditional on what was checked. Nothing is applied when any target moved since the plan was made,
 /// or when it would stop a job without `consent.allow_disruption` (a plan without changes is
@@ -148,7 +164,7 @@ pub async fn execute_on(
             matches!(
                 a.kind,
                 crate::plan::ActionKind::Replace | crate::plan::ActionKind::Delete
-            )
+            ) || crate::plan::disruption::forces_admission(a)
         })
     {
         let disruptions =

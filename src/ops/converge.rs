@@ -17,7 +17,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::apply::{
-    ApplyTarget, Consent, destroy_refusals, disruption_refusal, execute_on, settle,
+    ApplyTarget, Consent, conflict_refusal, destroy_refusals, disruption_refusal, execute_on,
+    settle,
 };
 use super::load::SpecSource;
 use super::lock::{acquire_lock, lock_local_state, lock_state_dir};
@@ -321,6 +322,9 @@ fn refusal(plan: &Plan, consent: &Consent) -> Option<String> {
     }
     if !plan.disruptions.is_empty() && !consent.allow_disruption {
         return Some(disruption_refusal(plan, &plan.disruptions));
+    }
+    if !consent.force_conflicts {
+        return conflict_refusal(plan);
     }
     None
 }

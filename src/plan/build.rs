@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+use super::conflicts::Resolved;
 use super::graph::{CycleError, DependencyGraph};
 use super::ownership::{gke_owned, is_owner_only, kube_owned, kube_owner, owner_conflict};
 use super::sealed::{Sealed, seal};
@@ -105,6 +106,8 @@ pub struct Judge {
     /// The stack whose objects this plan takes back (`PlanOptions::release_from`).
     release_from: Option<String>,
     adopt: bool,
+    /// `PlanOptions::force_conflicts`: fields another manager owns are taken, not left to it.
+    force_conflicts: bool,
     redactor: Redactor,
 }
 
@@ -129,22 +132,40 @@ impl Judge {
             owner: options.owner.clone(),
             release_from: options.release_from.clone(),
             adopt: options.adopt,
+            force_conflicts: options.force_conflicts,
             redactor: Redactor::new(desired.sensitive.values().to_vec()),
         }
     }
 
+    /// Whether fields other managers own are taken by force (`PlanOptions::force_conflicts`):
+    /// the observer resolves the server's conflicts with it ([`super::conflicts::resolve`]).
+    pub fn forces_conflicts(&self) -> bool {
+        self.force_conflicts
+    }
+
     /// The action for desired Kubernetes object `object` at `addr`: `live` as read (`None`: it
-    /// does not exist), `predicted` the server's dry-run answer for it, when there is one.
+    /// does not exist), `predicted` the server's dry-run answer for it, when there is one, and
+    /// what was decided about the fields other managers own (`resolved`, when the server
+    /// reported any).
     pub fn kube_action(
         &self,
         addr: &ResourceAddr,
         object: &Arc<Value>,
         live: Option<&Value>,
         predicted: Option<&Value>,
+        resolved: Option<&Resolved>,
     ) -> Action {
         match live {
             None => self.kube_create(addr, object, predicted),
-            Some(live) => self.kube_change(addr, object, live, predicted),
+            Some(live) => {
+                let mut action = self.kube_change(addr, object, live, predicted);
+                if action.kind == ActionKind::Update
+                    && let Some(resolved) = resolved
+                {
+                    with_conflicts(&mut action, resolved);
+                }
+                action
+            }
         }
     }
 
@@ -261,6 +282,7 @@ impl Judge {
                 live_fields: fingerprint.1,
                 sensitive: false,
                 depends_on: Vec::new(),
+                conflicts: Vec::new(),
             }
         }
     }
@@ -290,6 +312,7 @@ impl Judge {
                 live_fields,
                 sensitive: false,
                 depends_on: Vec::new(),
+                conflicts: Vec::new(),
             };
         }
         let steps: Vec<Step> = diff
@@ -313,6 +336,7 @@ impl Judge {
             live_fields,
             sensitive: false,
             depends_on: Vec::new(),
+            conflicts: Vec::new(),
         }
     }
 }
@@ -551,6 +575,7 @@ impl<'a> Planner<'a> {
                 live_fields: fingerprint.1,
                 sensitive: false,
                 depends_on: Vec::new(),
+                conflicts: Vec::new(),
             };
             self.add(action, None);
             return true;
@@ -594,6 +619,7 @@ impl<'a> Planner<'a> {
             live_fields,
             sensitive: false,
             depends_on: Vec::new(),
+            conflicts: Vec::new(),
         };
         self.add(action, None);
     }
@@ -660,6 +686,7 @@ impl<'a> Planner<'a> {
             live_fields: fingerprint.1,
             sensitive: false,
             depends_on: Vec::new(),
+            conflicts: Vec::new(),
         };
         self.add(action, None);
     }
@@ -696,6 +723,7 @@ impl<'a> Planner<'a> {
             live_fields,
             sensitive: false,
             depends_on: Vec::new(),
+            conflicts: Vec::new(),
         };
         self.add(action, None);
     }
@@ -741,7 +769,9 @@ impl<'a> Planner<'a> {
                         let observed = objects.get(addr);
                         let live = observed.and_then(|o| o.live.as_ref());
                         let predicted = observed.and_then(|o| o.predicted.as_ref());
-                        self.judge.kube_action(addr, object, live, predicted)
+                        // Without a judge's observer nothing was resolved: conflicts come to
+                        // light only from dry runs made for a judge.
+                        self.judge.kube_action(addr, object, live, predicted, None)
                     }
                 };
                 self.add(action, Some(object));
@@ -784,6 +814,7 @@ impl<'a> Planner<'a> {
                 live_fields,
                 sensitive: false,
                 depends_on: Vec::new(),
+                conflicts: Vec::new(),
             };
             self.add(action, Some(live));
         }
@@ -942,6 +973,21 @@ fn create_action(addr: &ResourceAddr, reason: String, step: Step, desired: Arc<V
         live_fields: BTreeMap::new(),
         sensitive: false,
         depends_on: Vec::new(),
+        conflicts: Vec::new(),
+    }
+}
+
+/// An in-place update with the server's conflicts: listed with what the plan does about each,
+/// and the object apply sends without the fields left to their managers.
+fn with_conflicts(action: &mut Action, resolved: &Resolved) {
+    action.conflicts = resolved.conflicts.clone();
+    if let Some(applied) = &resolved.applied {
+        let applied = Arc::new(applied.clone());
+        for step in &mut action.steps {
+            if let Step::KubeApply { object } = step {
+                *object = applied.clone();
+            }
+        }
     }
 }
 

@@ -185,7 +185,40 @@ pub fn find<'a>(
             });
         }
     }
+    // An update that forces fields Kueue wrote into a job it admitted takes the job's
+    // admission away (docs/kueue.md, "What admission writes into a job").
+    for action in plan
+        .changes()
+        .filter(|a| a.kind == ActionKind::Update && forces_admission(a))
+    {
+        let mut jobs: Vec<String> = active
+            .iter()
+            .filter(|w| belongs_to(w, &action.addr))
+            .map(|w| {
+                format!(
+                    "{}: forcing takes out of its pod templates what Kueue wrote when it admitted the job, so pods made from them from then on are no longer held to the admitted flavor's nodes",
+                    job_of(w)
+                )
+            })
+            .collect();
+        jobs.sort();
+        jobs.dedup();
+        if !jobs.is_empty() {
+            out.push(Disruption {
+                addr: action.addr.clone(),
+                jobs,
+            });
+        }
+    }
     out
+}
+
+/// Whether `action` takes by force a field Kueue wrote into the job when it admitted it.
+pub fn forces_admission(action: &super::Action) -> bool {
+    action
+        .conflicts
+        .iter()
+        .any(|c| c.admission && c.resolution == super::conflicts::Resolution::Force)
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@
 //! Otherwise such an action is still shown, marked `blocked`, and the executor refuses it.
 
 mod build;
+pub mod conflicts;
 pub mod digest;
 pub mod disruption;
 pub mod graph;
@@ -67,6 +68,11 @@ pub struct PlanOptions {
     /// prune): its objects are this plan's, and are applied without the owner annotation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub release_from: Option<String>,
+    /// Take every field another field manager owns (`--force-conflicts`), including those
+    /// Kueue wrote into a job it admitted, which stops that job (a disruption). Without it such
+    /// fields are left to Kueue and any other conflict needs `--force-conflicts` at apply.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub force_conflicts: bool,
     /// How the plan learns what each new or changed Kubernetes object would become. Not part of
     /// the plan: the actions say what they know ("server defaults known after apply").
     #[serde(skip)]
@@ -195,6 +201,11 @@ pub struct Action {
     /// Actions that must succeed before this one runs.
     #[serde(default)]
     pub depends_on: Vec<ResourceAddr>,
+    /// Fields of the object another field manager owns with another value, as the server's
+    /// dry run (which does not force) named them, and what the plan does about each: left to
+    /// the manager (the applied object leaves them out) or forced (`--force-conflicts`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conflicts: Vec<conflicts::Conflict>,
 }
 
 #[derive(
@@ -509,6 +520,17 @@ impl Plan {
         self.actions.iter().find(|a| &a.addr == addr)
     }
 
+    /// The conflicts apply takes by force (it needs `--force-conflicts` for them), with their
+    /// actions.
+    pub fn forced_conflicts(&self) -> impl Iterator<Item = (&Action, &conflicts::Conflict)> {
+        self.changes().flat_map(|a| {
+            a.conflicts
+                .iter()
+                .filter(|c| c.resolution == conflicts::Resolution::Force)
+                .map(move |c| (a, c))
+        })
+    }
+
     /// Whether the plan deletes or recreates something (CI may want a human for these).
     pub fn is_destructive(&self) -> bool {
         self.changes()
@@ -596,6 +618,7 @@ pub(crate) fn plan_for_tests(
             live_fields: BTreeMap::new(),
             sensitive: false,
             depends_on: vec![],
+            conflicts: Vec::new(),
         })
         .collect();
     Plan {

@@ -168,6 +168,7 @@ mod tests {
             live_fields: BTreeMap::new(),
             sensitive: false,
             depends_on: vec![],
+            conflicts: Vec::new(),
         }
     }
 

@@ -7,6 +7,7 @@ use serde_json::Value;
 use super::{BOLD, CYAN, DIM, GREEN, RED, YELLOW, kind_style};
 use crate::diff::{ChangeEffect, FieldChange};
 use crate::placement::held::HeldQuota;
+use crate::plan::conflicts::Resolution;
 use crate::plan::workload_changes::{WorkloadChange, WorkloadState};
 use crate::plan::{Action, ActionKind, Notice, NoticeSeverity, Orphan, Plan, ReplaceStrategy};
 
@@ -33,6 +34,13 @@ pub fn write_text(plan: &Plan, out: &mut dyn Write) -> io::Result<()> {
             out,
             "{RED}{} action(s) are blocked and will be refused by apply (see \"blocked\" above).{RED:#}",
             plan.summary.blocked
+        )?;
+    }
+    let forced = plan.forced_conflicts().count();
+    if forced > 0 {
+        writeln!(
+            out,
+            "{RED}{forced} field(s) another field manager owns would be taken: apply refuses without --force-conflicts (see \"conflict\" above).{RED:#}"
         )?;
     }
     write_orphans(plan, out)?;
@@ -330,6 +338,17 @@ fn write_action(action: &Action, out: &mut dyn Write) -> io::Result<()> {
     if let Some(blocked) = &action.blocked {
         writeln!(out, "        {RED}! blocked: {blocked}{RED:#}")?;
     }
+    for conflict in &action.conflicts {
+        let style = match conflict.resolution {
+            Resolution::Left => YELLOW,
+            Resolution::Force => RED,
+        };
+        writeln!(
+            out,
+            "        {style}! conflict: {}{style:#}",
+            conflict.text()
+        )?;
+    }
     for change in &action.changes {
         write_change(change, out)?;
     }
@@ -471,6 +490,7 @@ pub fn to_markdown(plan: &Plan) -> String {
         }
         md.push('\n');
     }
+    append_conflicts(plan, &mut md);
     let blocked: Vec<&Action> = plan.changes().filter(|a| a.blocked.is_some()).collect();
     if !blocked.is_empty() {
         md.push_str("> [!CAUTION]\n> Blocked: apply will refuse these actions:\n");
@@ -521,6 +541,33 @@ pub fn to_markdown(plan: &Plan) -> String {
     append_notices(plan, &mut md);
     append_provenance(plan, &mut md);
     md
+}
+
+/// Fields other field managers own: those apply takes (it needs `--force-conflicts`) called
+/// out, those left to their managers listed.
+fn append_conflicts(plan: &Plan, md: &mut String) {
+    for (resolution, heading) in [
+        (
+            Resolution::Force,
+            "> [!CAUTION]\n> Field-manager conflicts this plan takes by force (apply needs `--force-conflicts`):\n",
+        ),
+        (
+            Resolution::Left,
+            "> [!NOTE]\n> Field-manager conflicts this plan leaves to their managers (apply does not set these fields):\n",
+        ),
+    ] {
+        let lines: Vec<String> = plan
+            .changes()
+            .flat_map(|a| a.conflicts.iter().map(move |c| (a, c)))
+            .filter(|(_, c)| c.resolution == resolution)
+            .map(|(a, c)| format!("> - `{}`: {}\n", a.addr, one_line(&c.text())))
+            .collect();
+        if !lines.is_empty() {
+            md.push_str(heading);
+            md.extend(lines);
+            md.push('\n');
+        }
+    }
 }
 
 /// Where Kueue will put each job the plan submits: one row per podset, then the quota each

@@ -1204,18 +1204,9 @@ async fn wait_for_quota_reserved_condition(namespace: &str, job: &str) {
     }
 }
 
-/// One plan's jobs on the real Kueue: a RayJob listed before a JobSet whose kind and name sort
-/// first. The plan predicts them in the spec's order (the RayJob on on-demand, the JobSet on
-/// dws), apply submits them so (each after Kueue decided on the one before), and Kueue's
-/// Workloads say exactly that.
-#[tokio::test]
-async fn jobs_of_one_plan_land_as_predicted_in_spec_order_on_the_real_kueue() {
-    let s = Stack::new("spec-order").await;
-    let ns = s.namespace.clone();
-    let spec = s.path().join("infra/gkq.yaml");
-    let text_before = std::fs::read_to_string(&spec).unwrap();
-    assert!(text_before.contains("    count: 2\n"), "{text_before}");
-    let jobset = r#"  - name: aa-jobset
+/// A spec's `jobs:` entry for a JobSet of one 4x4 v6e slice (4 hosts), one run.
+fn one_slice_jobset(name: &str) -> String {
+    let entry = r#"  - name: NAME
     kind: jobset
     namespace: ${NS}
     count: 1
@@ -1233,6 +1224,21 @@ async fn jobs_of_one_plan_land_as_predicted_in_spec_order_on_the_real_kueue() {
           memory: 16Gi
           accelerator: {type: tpu-v6e-slice, topology: 4x4, chips: 4}
 "#;
+    entry.replace("NAME", name)
+}
+
+/// One plan's jobs on the real Kueue: a RayJob listed before a JobSet whose kind and name sort
+/// first. The plan predicts them in the spec's order (the RayJob on on-demand, the JobSet on
+/// dws), apply submits them so (each after Kueue decided on the one before), and Kueue's
+/// Workloads say exactly that.
+#[tokio::test]
+async fn jobs_of_one_plan_land_as_predicted_in_spec_order_on_the_real_kueue() {
+    let s = Stack::new("spec-order").await;
+    let ns = s.namespace.clone();
+    let spec = s.path().join("infra/gkq.yaml");
+    let text_before = std::fs::read_to_string(&spec).unwrap();
+    assert!(text_before.contains("    count: 2\n"), "{text_before}");
+    let jobset = one_slice_jobset("aa-jobset");
     std::fs::write(
         &spec,
         format!(
@@ -1294,4 +1300,217 @@ async fn jobs_of_one_plan_land_as_predicted_in_spec_order_on_the_real_kueue() {
         dws.as_str(),
         "{status:#}"
     );
+}
+
+/// Issue 28 point 3 on the real Kueue: a label change on admitted jobs (a RayJob and a JobSet).
+/// Kueue wrote each job's placement into its pod templates with its own field manager when it
+/// admitted it, so gkq's apply of the unchanged templates would conflict there. The plan's dry
+/// runs do not force: the plan names each conflict, leaves Kueue's fields to Kueue and changes
+/// the label; apply does exactly that, and Kueue's Workloads keep their admission. Taking the
+/// fields by force is planned as a disruption and refused without `--allow-disruption`.
+#[tokio::test]
+async fn a_label_change_on_admitted_jobs_leaves_kueues_fields_to_kueue() {
+    let s = Stack::new("label-admitted").await;
+    let ns = s.namespace.clone();
+    let spec = s.path().join("infra/gkq.yaml");
+    let before_spec = std::fs::read_to_string(&spec).unwrap();
+    assert!(before_spec.contains("    count: 2\n"), "{before_spec}");
+    let jobset = one_slice_jobset("trainer");
+    // Room on on-demand for both jobs: each is admitted there (no admission check) and started.
+    let quota = r#"quota: {cpu: 40, memory: 75Gi, google.com/tpu: "${TPU_QUOTA}"}"#;
+    assert!(before_spec.contains(quota), "{before_spec}");
+    let two_jobs = format!(
+        "{}{jobset}",
+        before_spec
+            .replace("    count: 2\n", "    count: 1\n")
+            .replace(quota, "quota: {cpu: 80, memory: 150Gi, google.com/tpu: 32}")
+    );
+    std::fs::write(&spec, &two_jobs).unwrap();
+    let out = s.run(&["apply", "--auto-approve"]);
+    assert!(out.status.success(), "{}", explain(&out));
+    wait_for_admissions(&ns, 2).await;
+    let client = client().await;
+    let ray = "rayjob-tpu-v6e-dws-1";
+    let set = "trainer-1";
+    let rayjobs = support::control_plane::dynamic_api(&client, "ray.io/v1", "RayJob", &ns).unwrap();
+    let jobsets =
+        support::control_plane::dynamic_api(&client, "jobset.x-k8s.io/v1alpha2", "JobSet", &ns)
+            .unwrap();
+    let workloads =
+        support::control_plane::dynamic_api(&client, "kueue.x-k8s.io/v1beta2", "Workload", &ns)
+            .unwrap();
+    // Kueue started both jobs with the on-demand flavor's node pool in their pod templates.
+    let pool = |job: &Value| -> Vec<Value> {
+        let templates = match job["kind"].as_str() {
+            Some("RayJob") => job["spec"]["rayClusterSpec"]["workerGroupSpecs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|g| g["template"].clone())
+                .collect::<Vec<_>>(),
+            _ => job["spec"]["replicatedJobs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| r["template"]["spec"]["template"].clone())
+                .collect(),
+        };
+        templates
+            .iter()
+            .map(|t| t["spec"]["nodeSelector"]["cloud.google.com/gke-nodepool"].clone())
+            .collect()
+    };
+    let started = std::time::Instant::now();
+    let (ray_before, set_before) = loop {
+        let r = serde_json::to_value(rayjobs.get(ray).await.unwrap()).unwrap();
+        let j = serde_json::to_value(jobsets.get(set).await.unwrap()).unwrap();
+        if pool(&r) == [Value::from("on-demand-pool")]
+            && pool(&j) == [Value::from("on-demand-pool")]
+        {
+            break (r, j);
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "Kueue never started both jobs on on-demand:\n{r:#}\n{j:#}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let admitted = || async {
+        let list = workloads
+            .list(&kube::api::ListParams::default())
+            .await
+            .unwrap();
+        let mut held: Vec<(String, String)> = list
+            .items
+            .iter()
+            .filter(|w| {
+                w.data["status"]["conditions"].as_array().is_some_and(|cs| {
+                    cs.iter()
+                        .any(|c| c["type"] == "Admitted" && c["status"] == "True")
+                })
+            })
+            .map(|w| {
+                (
+                    w.metadata.name.clone().unwrap_or_default(),
+                    w.metadata.uid.clone().unwrap_or_default(),
+                )
+            })
+            .collect();
+        held.sort();
+        held
+    };
+    let before = admitted().await;
+    assert_eq!(before.len(), 2, "{before:?}");
+
+    // A label on both jobs.
+    let labelled = two_jobs.replace(
+        "    queue: user-queue\n",
+        "    queue: user-queue\n    labels: {team: research}\n",
+    );
+    assert_eq!(labelled.matches("team: research").count(), 2, "{labelled}");
+    std::fs::write(&spec, &labelled).unwrap();
+    let out = s.run(&["plan", "--detailed-exitcode", "-o", "json"]);
+    assert_eq!(out.status.code(), Some(2), "{}", explain(&out));
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let changed: Vec<&Value> = plan["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["kind"] != "no-op")
+        .collect();
+    assert_eq!(changed.len(), 2, "{plan:#}");
+    for action in &changed {
+        assert_eq!(action["kind"], "update", "{action:#}");
+        let paths: Vec<&str> = action["changes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|c| c["path"].as_str())
+            .collect();
+        assert_eq!(paths, ["metadata.labels.team"], "{action:#}");
+        let conflicts = action["conflicts"].as_array().unwrap();
+        assert!(!conflicts.is_empty(), "{action:#}");
+        for c in conflicts {
+            assert_eq!(c["manager"], "kueue", "{action:#}");
+            assert_eq!(c["resolution"], "left", "{action:#}");
+            assert_eq!(c["admission"], true, "{action:#}");
+            assert!(
+                c["forcing"]
+                    .as_str()
+                    .unwrap()
+                    .contains(r#""on-demand-pool" -> (unset)"#),
+                "{action:#}"
+            );
+        }
+    }
+    assert!(plan.get("disruptions").is_none(), "{plan:#}");
+    let shown = text_of(&s.run(&["plan"]).stdout);
+    assert!(shown.contains("! conflict: "), "{shown}");
+    assert!(
+        shown.contains("is owned by \"kueue\": left to it (gkq's apply does not set it)"),
+        "{shown}"
+    );
+    let md = text_of(&s.run(&["plan", "-o", "markdown"]).stdout);
+    assert!(
+        md.contains("Field-manager conflicts this plan leaves to their managers"),
+        "{md}"
+    );
+
+    // Apply does what the plan said: the labels, nothing of Kueue's, no failure halfway.
+    let out = s.run(&["apply", "--auto-approve"]);
+    assert!(out.status.success(), "{}", explain(&out));
+    let ray_after = serde_json::to_value(rayjobs.get(ray).await.unwrap()).unwrap();
+    let set_after = serde_json::to_value(jobsets.get(set).await.unwrap()).unwrap();
+    for (before, after) in [(&ray_before, &ray_after), (&set_before, &set_after)] {
+        assert_eq!(after["metadata"]["labels"]["team"], "research", "{after:#}");
+        assert_eq!(
+            after["spec"], before["spec"],
+            "the spec is as Kueue left it"
+        );
+    }
+    assert_eq!(
+        admitted().await,
+        before,
+        "the Workloads keep their admission"
+    );
+    let out = s.run(&["plan", "--detailed-exitcode"]);
+    assert_eq!(out.status.code(), Some(0), "{}", explain(&out));
+
+    // Another label, planned with force: Kueue's fields are taken, which is a disruption of
+    // both admitted jobs, refused without --allow-disruption.
+    std::fs::write(&spec, labelled.replace("team: research", "team: infra")).unwrap();
+    let out = s.run(&[
+        "plan",
+        "--force-conflicts",
+        "--detailed-exitcode",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(out.status.code(), Some(3), "{}", explain(&out));
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let stopped: Vec<&str> = plan["disruptions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|d| d["addr"].as_str())
+        .collect();
+    assert_eq!(
+        stopped,
+        [
+            format!("k8s.jobset/{ns}/{set}"),
+            format!("ray.rayjob/{ns}/{ray}")
+        ],
+        "{plan:#}"
+    );
+    let out = s.run(&["apply", "--auto-approve", "--force-conflicts"]);
+    assert_eq!(out.status.code(), Some(1), "{}", explain(&out));
+    let err = text(&out.stderr);
+    assert!(err.contains("stops running work"), "{err}");
+    assert!(
+        err.contains("no longer held to the admitted flavor's nodes"),
+        "{err}"
+    );
+    assert_eq!(admitted().await, before, "nothing was changed");
+    let r = serde_json::to_value(rayjobs.get(ray).await.unwrap()).unwrap();
+    assert_eq!(r["metadata"]["labels"]["team"], "research");
 }

@@ -325,6 +325,22 @@ async fn another_field_manager_is_a_conflict_naming_fields_and_manager() {
     let drift = s.plan(&d, PlanOptions::default()).await;
     let actions: Vec<_> = drift.changes().collect();
     assert_eq!(actions.len(), 1, "{:#?}", changed(&drift));
+    // The plan's dry run does not force: the conflict is in the plan, with the field, its
+    // manager and what forcing would do, and apply refuses the plan before writing anything.
+    let [conflict] = actions[0].conflicts.as_slice() else {
+        panic!("{:#?}", actions[0])
+    };
+    assert_eq!(conflict.manager, "kubectl-edit");
+    assert!(conflict.field.contains("resourceGroups"), "{conflict:?}");
+    assert_eq!(conflict.resolution, gkq::plan::conflicts::Resolution::Force);
+    assert!(
+        conflict.forcing.contains("nominalQuota: 99 -> "),
+        "{conflict:?}"
+    );
+    let refusal = gkq::ops::apply::conflict_refusal(&drift).expect("refused without force");
+    assert!(refusal.contains("--force-conflicts"), "{refusal}");
+    // Applied anyway (the executor alone, as a write that meets a conflict after the plan): the
+    // write fails and names the fields and manager.
     let report = s.apply(&d, &drift, false).await;
     assert!(!report.is_success());
     let (_, error) = report.failures().next().unwrap();
