@@ -267,6 +267,29 @@ impl KubeAdapter<'_> {
         Ok(stored)
     }
 
+    /// A ClusterQueue being deleted stays until its admitted jobs finish (Kueue's finalizer),
+    /// which may take days: rather than wait for that, says which jobs it waits for.
+    async fn refuse_to_wait_for_admitted(&self, cluster_queue: &str) -> Result<(), KubeApplyError> {
+        let Ok(info) = self.info("kueue.x-k8s.io/v1beta2", "Workload").await else {
+            return Ok(());
+        };
+        let workloads = self.api.list(&info, "").await.map_err(to_apply_error)?;
+        let jobs = crate::plan::disruption::admitted_in(cluster_queue, &workloads);
+        if jobs.is_empty() {
+            return Ok(());
+        }
+        Err(KubeApplyError::new(
+            format!(
+                "ClusterQueue {cluster_queue} is being deleted, and Kueue's finalizer keeps it until its admitted jobs finish: {}",
+                jobs.join(", ")
+            ),
+            Some(
+                "nothing else is needed: Kueue removes the ClusterQueue once those jobs finish; run gkq apply again then for what waits on it (or delete the jobs to stop them now)"
+                    .to_string(),
+            ),
+        ))
+    }
+
     async fn install_kueue(&self) -> Result<(), KubeApplyError> {
         let Some(install) = &self.kueue else {
             return Err(KubeApplyError {
@@ -438,6 +461,9 @@ impl KubeApplier for KubeAdapter<'_> {
             .map_err(to_apply_error)?;
         if deletion != Deletion::Pending {
             return Ok(());
+        }
+        if kind == "ClusterQueue" {
+            self.refuse_to_wait_for_admitted(name).await?;
         }
         // Kueue's finalizers hold flavors, queues and checks while something still uses them.
         self.wait_for(Wait::Gone {

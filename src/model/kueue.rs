@@ -253,6 +253,9 @@ pub fn cluster_queue(spec: &Spec, cq: &ClusterQueue) -> Value {
         }
         s.insert("flavorFungibility".into(), Value::Object(f));
     }
+    if let Some(stop) = cq.stop_policy {
+        s.insert("stopPolicy".into(), json!(stop.as_str()));
+    }
     let checks = queue_admission_checks(spec, cq);
     if !checks.is_empty() {
         let list: Vec<Value> = checks
@@ -279,11 +282,15 @@ pub fn cluster_queue(spec: &Spec, cq: &ClusterQueue) -> Value {
 }
 
 pub fn local_queue(spec: &Spec, lq: &crate::spec::types::LocalQueue) -> Value {
+    let mut s = json!({"clusterQueue": lq.cluster_queue});
+    if let Some(stop) = lq.stop_policy {
+        s["stopPolicy"] = json!(stop.as_str());
+    }
     json!({
         "apiVersion": KUEUE_API,
         "kind": "LocalQueue",
         "metadata": k8s_meta(spec, &lq.name, Some(&lq.namespace)),
-        "spec": {"clusterQueue": lq.cluster_queue},
+        "spec": s,
     })
 }
 

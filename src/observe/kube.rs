@@ -634,12 +634,8 @@ pub async fn observe_disruptions<'j>(
     plan: &crate::plan::Plan,
     live: &dyn Fn(&ResourceAddr) -> Option<&'j Value>,
 ) -> KubeResult<Vec<crate::plan::disruption::Disruption>> {
-    use crate::plan::ActionKind;
-    use crate::plan::disruption::find;
-    if !plan.changes().any(|a| {
-        matches!(a.kind, ActionKind::Replace | ActionKind::Delete)
-            || crate::plan::disruption::forces_admission(a)
-    }) {
+    use crate::plan::disruption::{find, may_disrupt};
+    if !plan.changes().any(may_disrupt) {
         return Ok(Vec::new());
     }
     let workloads = observe_workloads(api).await?.unwrap_or_default();

@@ -160,12 +160,10 @@ pub async fn execute_on(
     let checked = executor.verify(target.plan).await?;
     if !consent.allow_disruption
         && let Some(api) = kube.api()
-        && target.plan.changes().any(|a| {
-            matches!(
-                a.kind,
-                crate::plan::ActionKind::Replace | crate::plan::ActionKind::Delete
-            ) || crate::plan::disruption::forces_admission(a)
-        })
+        && target
+            .plan
+            .changes()
+            .any(crate::plan::disruption::may_disrupt)
     {
         let disruptions =
             crate::observe::kube::observe_disruptions(api, target.plan, &|addr| checked.live(addr))

@@ -4,7 +4,10 @@
 //! (`inactiveReason`) and `pkg/controller/admissionchecks/provisioning/admissioncheck_reconciler.go`;
 //! docs/kueue.md 1a.
 
-use super::objects::{AdmissionCheck, Cluster, ClusterQueue, PROVISIONING_REQUEST_CONTROLLER};
+use super::objects::{
+    AdmissionCheck, Cluster, ClusterQueue, PROVISIONING_REQUEST_CONTROLLER, ReservingWorkload,
+};
+use super::podsets::StoppedQueue;
 
 /// One reason a ClusterQueue is inactive: the reason of Kueue's `Active` condition and the
 /// message part that says why.
@@ -41,10 +44,17 @@ pub fn admission_check_active(cluster: &Cluster, ac: &AdmissionCheck) -> bool {
         .unwrap_or_else(|| parameters_resolve(cluster, ac))
 }
 
-/// Why Kueue keeps a ClusterQueue inactive, in Kueue's order (none: active): stopped, missing
-/// ResourceFlavors, missing AdmissionChecks, inactive AdmissionChecks. A cohort cycle, which
+/// Why Kueue keeps a ClusterQueue inactive, in Kueue's order (none: active): terminating
+/// (alone), else stopped, missing ResourceFlavors, missing AdmissionChecks, inactive
+/// AdmissionChecks. A cohort cycle, which
 /// only the whole cohort tree shows, is the model's to add.
 pub fn cluster_queue_inactive(cluster: &Cluster, cq: &ClusterQueue) -> Vec<Inactive> {
+    if cq.terminating {
+        return vec![Inactive {
+            reason: "Terminating",
+            message: "is terminating".to_string(),
+        }];
+    }
     let mut missing_flavors: Vec<String> = Vec::new();
     for flavor in cq.resource_groups.iter().flat_map(|g| &g.flavors) {
         let known = cluster
@@ -71,7 +81,7 @@ pub fn cluster_queue_inactive(cluster: &Cluster, cq: &ClusterQueue) -> Vec<Inact
         }
     }
     let mut reasons = Vec::new();
-    if cq.stop_policy != "None" && !cq.stop_policy.is_empty() {
+    if stopped(&cq.stop_policy) {
         reasons.push(Inactive {
             reason: "Stopped",
             message: "is stopped".to_string(),
@@ -102,4 +112,105 @@ pub fn cluster_queue_inactive(cluster: &Cluster, cq: &ClusterQueue) -> Vec<Inact
         }
     }
     reasons
+}
+
+/// What Kueue does at once to a Workload holding quota whose queues stop or go away, when it
+/// does something: the rule of Kueue v0.19.2's workload controller
+/// (`pkg/controller/core/workload_controller.go`, `reconcileOnLocalQueueActiveState` then
+/// `reconcileOnClusterQueueActiveState`; docs/kueue.md 1g).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Release {
+    /// Admitted, and its LocalQueue or ClusterQueue has `stopPolicy: HoldAndDrain`: evicted
+    /// (its job is stopped), and queued again once that queue runs again.
+    Evicted(StoppedQueue),
+    /// Holding quota while its admission checks are pending, and its LocalQueue or ClusterQueue
+    /// is stopped (`Hold` or `HoldAndDrain`), deleted or missing: the reservation is taken
+    /// back, with Kueue's message.
+    Unreserved(String),
+}
+
+impl Release {
+    /// What happens to the Workload, in the words of a plan.
+    pub fn text(&self) -> String {
+        match self {
+            Release::Evicted(StoppedQueue::ClusterQueue) => {
+                "would be evicted: its ClusterQueue's stopPolicy is HoldAndDrain".to_string()
+            }
+            Release::Evicted(StoppedQueue::LocalQueue) => {
+                "would be evicted: its LocalQueue's stopPolicy is HoldAndDrain".to_string()
+            }
+            Release::Unreserved(message) => format!("loses its quota reservation: {message}"),
+        }
+    }
+}
+
+fn stopped(policy: &str) -> bool {
+    !policy.is_empty() && policy != "None"
+}
+
+/// A queue as the release rule reads it: its name, and its `stopPolicy` (`None`: the queue is
+/// gone or being deleted).
+#[derive(Debug, Clone, Copy)]
+pub struct QueueState<'a> {
+    pub name: &'a str,
+    pub stop_policy: Option<&'a str>,
+}
+
+/// Whether (and how) Kueue releases the quota of a Workload holding it (`admitted`, or only
+/// reserved while its admission checks are pending) given its LocalQueue and ClusterQueue. An
+/// admitted Workload keeps its quota unless a queue drains it: a deleted queue does not stop it.
+pub fn release(
+    admitted: bool,
+    local_queue: QueueState<'_>,
+    cluster_queue: QueueState<'_>,
+) -> Option<Release> {
+    if admitted {
+        if local_queue.stop_policy == Some("HoldAndDrain") {
+            return Some(Release::Evicted(StoppedQueue::LocalQueue));
+        }
+        if cluster_queue.stop_policy == Some("HoldAndDrain") {
+            return Some(Release::Evicted(StoppedQueue::ClusterQueue));
+        }
+        return None;
+    }
+    let why = |queue: &str, name: &str, policy: Option<&str>| match policy {
+        None => Some(format!("{queue} {name} is terminating or missing")),
+        Some(policy) if stopped(policy) => Some(format!("{queue} {name} is stopped")),
+        Some(_) => None,
+    };
+    why("LocalQueue", local_queue.name, local_queue.stop_policy)
+        .or_else(|| {
+            why(
+                "ClusterQueue",
+                cluster_queue.name,
+                cluster_queue.stop_policy,
+            )
+        })
+        .map(Release::Unreserved)
+}
+
+/// [`release`] for a Workload of `cluster`, with its queues as they are there.
+pub fn released(cluster: &Cluster, workload: &ReservingWorkload) -> Option<Release> {
+    let queue = workload.queue_name.as_deref().unwrap_or_default();
+    let local_queue = cluster
+        .local_queues
+        .iter()
+        .find(|lq| lq.namespace == workload.namespace && lq.name == queue);
+    let cluster_queue = cluster
+        .cluster_queues
+        .iter()
+        .find(|cq| cq.name == workload.cluster_queue);
+    release(
+        workload.admitted,
+        QueueState {
+            name: queue,
+            stop_policy: local_queue.map(|lq| lq.stop_policy.as_str()),
+        },
+        QueueState {
+            name: &workload.cluster_queue,
+            stop_policy: cluster_queue
+                .filter(|cq| !cq.terminating)
+                .map(|cq| cq.stop_policy.as_str()),
+        },
+    )
 }

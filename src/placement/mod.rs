@@ -119,18 +119,29 @@ enum Arrival {
 
 fn predict_arriving(cluster: &Cluster, jobs: &[PendingWorkload], arrival: Arrival) -> Prediction {
     let mut model = Model::compile(cluster);
-    // A live Workload owned by one of the given jobs is that job; keep only the job.
-    let queued: Vec<&PendingWorkload> = cluster
+    // A live Workload owned by one of the given jobs is that job; keep only the job. Workloads
+    // whose quota Kueue takes back (a stopped or missing queue) queue again, after the waiting
+    // ones.
+    let released = cluster
+        .reserving_workloads
+        .iter()
+        .zip(&model.released)
+        .filter_map(|(reserving, released)| {
+            Some((reserving.workload.as_ref()?, released.clone()?))
+        });
+    let (queued, releases): (Vec<&PendingWorkload>, Vec<Option<active::Release>>) = cluster
         .pending_workloads
         .iter()
-        .filter(|live| {
+        .map(|w| (w, None))
+        .chain(released.map(|(w, release)| (w, Some(release))))
+        .filter(|(live, _)| {
             !jobs.iter().any(|job| {
                 live.owner.as_ref().is_some_and(|(kind, name)| {
                     *kind == job.kind && *name == job.name && live.namespace == job.namespace
                 })
             })
         })
-        .collect();
+        .unzip();
     let holding = holding_workloads(&model, cluster);
     let all: Vec<&PendingWorkload> = queued
         .iter()
@@ -143,13 +154,18 @@ fn predict_arriving(cluster: &Cluster, jobs: &[PendingWorkload], arrival: Arriva
         .enumerate()
         .map(|(seq, workload)| model.compile_workload(workload, seq))
         .collect();
+    let first_arrival = 1 + compiled[..queued.len()]
+        .iter()
+        .map(|w| w.arrival)
+        .max()
+        .unwrap_or(0);
     for (i, job) in compiled[queued.len()..queued.len() + jobs.len()]
         .iter_mut()
         .enumerate()
     {
         job.arrival = match arrival {
             Arrival::Together => 0,
-            Arrival::InOrder => i + 1,
+            Arrival::InOrder => first_arrival + i,
         };
     }
     let first_live = queued.len() + jobs.len();
@@ -172,6 +188,12 @@ fn predict_arriving(cluster: &Cluster, jobs: &[PendingWorkload], arrival: Arriva
         .map(|(index, ((workload, compiled), outcome))| {
             let mut placement = placement_of(&model, &all, workload, compiled, outcome);
             add_preemptions(&mut placement, index, &all, &simulation);
+            if let Some(Some(release)) = releases.get(index) {
+                placement.reason = Some(match &placement.reason {
+                    Some(reason) => format!("{}; then: {reason}", release.text()),
+                    None => release.text(),
+                });
+            }
             placement
         })
         .collect();
@@ -205,7 +227,9 @@ fn holding_workloads<'c>(
     let mut holding: Vec<_> = cluster
         .reserving_workloads
         .iter()
-        .filter_map(|r| {
+        .zip(&model.released)
+        .filter(|(_, released)| released.is_none())
+        .filter_map(|(r, _)| {
             let cq = *model.cq_index.get(&r.cluster_queue)?;
             Some((cq, r, r.workload.as_ref()?))
         })

@@ -15,6 +15,10 @@ use super::quota::{Fr, Quota, QuotaTree, Usage};
 use super::selectors::{LabelSelector, NodeSelectorTerm, Toleration};
 use super::time::Timestamp;
 
+/// The arrival of Workloads a stopped queue evicted, once it runs again: after the Workloads
+/// already waiting (arrival 0), before jobs submitted later.
+pub(crate) const REQUEUED_AFTER_A_STOP: usize = 1;
+
 pub(crate) type FlavorId = usize;
 pub(crate) type ResId = usize;
 
@@ -205,6 +209,10 @@ pub(crate) struct Model<'c> {
     shape_index: HashMap<u64, Vec<usize>>,
     /// Whether a namespace matches each ClusterQueue's selector, by namespace then queue.
     namespace_matches: HashMap<String, Vec<Option<bool>>>,
+    /// Per Workload of `cluster.reserving_workloads`: whether Kueue takes its quota back
+    /// because its queues stopped or went away ([`active::released`]); such a Workload holds
+    /// nothing and queues again.
+    pub released: Vec<Option<active::Release>>,
 }
 
 impl<'c> Model<'c> {
@@ -257,6 +265,11 @@ impl<'c> Model<'c> {
             shapes: Vec::new(),
             shape_index: HashMap::new(),
             namespace_matches: HashMap::new(),
+            released: cluster
+                .reserving_workloads
+                .iter()
+                .map(|w| active::released(cluster, w))
+                .collect(),
         };
         model.tree = QuotaTree::new(model.flavors.len() * quota_resources);
         model.build_tree();
@@ -467,7 +480,10 @@ impl<'c> Model<'c> {
         let cluster = self.cluster;
         let mut entries: Vec<(&str, &str, &str, crate::vocab::quantity::Quantity)> = Vec::new();
         if cluster.workloads_observed {
-            for workload in &cluster.reserving_workloads {
+            for (workload, released) in cluster.reserving_workloads.iter().zip(&self.released) {
+                if released.is_some() {
+                    continue;
+                }
                 for (flavor, resource, quantity) in &workload.usage {
                     entries.push((&workload.cluster_queue, flavor, resource, *quantity));
                 }
@@ -591,6 +607,11 @@ impl<'c> Model<'c> {
             )));
             return compiled;
         }
+        if workload.stopped_by.is_some() {
+            // Evicted by a queue's stop, and its queues run again: Kueue sets `Requeued=True`
+            // and queues it again only then, after the Workloads already waiting (1g).
+            compiled.arrival = REQUEUED_AFTER_A_STOP;
+        }
 
         let known = self
             .namespace_matches
@@ -673,6 +694,11 @@ impl<'c> Model<'c> {
         let cluster = self.cluster;
         match &workload.priority {
             PrioritySource::Value(value) => Ok(*value),
+            PrioritySource::WorkloadPriorityClassOr { class, value } => Ok(cluster
+                .workload_priority_classes
+                .get(class)
+                .copied()
+                .unwrap_or(*value)),
             PrioritySource::WorkloadPriorityClass(name) => cluster
                 .workload_priority_classes
                 .get(name)

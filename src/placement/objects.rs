@@ -149,6 +149,9 @@ pub struct ClusterQueue {
     pub admission_checks: Vec<AdmissionCheckRule>,
     /// `None`, `Hold` or `HoldAndDrain`.
     pub stop_policy: String,
+    /// Being deleted (`metadata.deletionTimestamp`): Kueue's finalizer keeps it while admitted
+    /// Workloads hold quota in it, and it admits nothing.
+    pub terminating: bool,
     /// `status.flavorsReservation`, used for live usage only when no Workload objects are known.
     pub status_reservation: Vec<(String, String, Quantity)>,
 }
@@ -194,6 +197,11 @@ pub struct ReservingWorkload {
     pub namespace: String,
     pub name: String,
     pub cluster_queue: String,
+    /// `spec.queueName`: the LocalQueue, in the Workload's namespace.
+    pub queue_name: Option<String>,
+    /// Whether it is admitted (`Admitted=True`), not only holding quota while its admission
+    /// checks are pending.
+    pub admitted: bool,
     pub usage: Vec<(String, String, Quantity)>,
     /// The Workload read as a job (priority, creation time, podsets, owner), so that it can be
     /// judged as a preemption victim and queue again once evicted. `None` when unreadable: such
@@ -421,6 +429,12 @@ impl Cluster {
                     .unwrap_or_else(|| "default".to_string()),
                 name: metadata.get("name").string().unwrap_or_default(),
                 cluster_queue: admission.get("clusterQueue").string().unwrap_or_default(),
+                queue_name: root
+                    .get("spec")
+                    .get("queueName")
+                    .string()
+                    .filter(|q| !q.is_empty()),
+                admitted: condition(root, "Admitted") == Some(true),
                 usage,
                 workload: PendingWorkload::from_object(object).ok(),
                 reserved_at,
@@ -633,6 +647,7 @@ fn read_cluster_queue(root: &Field<'_, '_>, name: String) -> ClusterQueue {
             .get("stopPolicy")
             .string()
             .unwrap_or_else(|| "None".to_string()),
+        terminating: root.get("metadata").get("deletionTimestamp").is_present(),
         status_reservation,
     }
 }

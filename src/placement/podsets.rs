@@ -68,6 +68,10 @@ pub enum PrioritySource {
     WorkloadPriorityClass(String),
     /// Already resolved (a Workload's `spec.priority`).
     Value(i32),
+    /// A Workload's `spec.priority` (`value`) taken from the WorkloadPriorityClass its
+    /// `spec.priorityClassRef` names: Kueue rewrites the value when the class's value changes,
+    /// and keeps it when the class is gone (`workloadpriorityclass_controller.go`).
+    WorkloadPriorityClassOr { class: String, value: i32 },
     /// The first podset `priorityClassName`, else the cluster's default PriorityClass, else 0.
     PodSets,
 }
@@ -92,6 +96,37 @@ pub struct PendingWorkload {
     pub rejected: Option<String>,
     /// For a Workload: the `(kind, name)` of the job that owns it.
     pub owner: Option<(String, String)>,
+    /// For a Workload evicted because a queue was stopped (`Requeued=False`, reason
+    /// `ClusterQueueStopped` or `LocalQueueStopped`): which queue. Kueue keeps it out of the
+    /// queue until that queue runs again, and then requeues it (docs/kueue.md 1g).
+    pub stopped_by: Option<StoppedQueue>,
+}
+
+/// The kind of queue whose stop evicted a Workload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoppedQueue {
+    ClusterQueue,
+    LocalQueue,
+}
+
+impl StoppedQueue {
+    /// From a Workload's `Requeued` condition: `False` with reason `ClusterQueueStopped` or
+    /// `LocalQueueStopped` (Kueue v0.19.2 `pkg/controller/jobframework/reconciler.go` sets it
+    /// so when the job of an evicted Workload has stopped).
+    fn of_requeued(status: &Field<'_, '_>) -> Option<StoppedQueue> {
+        let items = status.get("conditions").items();
+        let requeued = items
+            .iter()
+            .find(|c| c.get("type").str() == Some("Requeued"))?;
+        if requeued.get("status").str() != Some("False") {
+            return None;
+        }
+        match requeued.get("reason").str() {
+            Some("ClusterQueueStopped") => Some(StoppedQueue::ClusterQueue),
+            Some("LocalQueueStopped") => Some(StoppedQueue::LocalQueue),
+            _ => None,
+        }
+    }
 }
 
 impl PendingWorkload {
@@ -567,9 +602,11 @@ fn from_workload(root: &Field<'_, '_>) -> PendingWorkload {
         .collect();
     // Kueue v1beta1 spelled the queue `queueName` too; both versions are read the same way.
     let queue_name = spec.get("queueName").string().filter(|q| !q.is_empty());
-    let priority = match spec.get("priority").i32() {
-        Some(value) => PrioritySource::Value(value),
-        None => priority_from_labels(&meta.labels),
+    let priority = match (spec.get("priority").i32(), priority_class_ref(&spec)) {
+        (Some(value), Some(class)) => PrioritySource::WorkloadPriorityClassOr { class, value },
+        (Some(value), None) => PrioritySource::Value(value),
+        (None, Some(class)) => PrioritySource::WorkloadPriorityClass(class),
+        (None, None) => priority_from_labels(&meta.labels),
     };
     let owner = root
         .get("metadata")
@@ -588,7 +625,22 @@ fn from_workload(root: &Field<'_, '_>) -> PendingWorkload {
         pod_sets,
         rejected: None,
         owner,
+        stopped_by: StoppedQueue::of_requeued(&root.get("status")),
     }
+}
+
+/// The WorkloadPriorityClass a Workload's spec names: v1beta2's `priorityClassRef` of kind
+/// WorkloadPriorityClass, or v1beta1's `priorityClassName` with that `priorityClassSource`.
+fn priority_class_ref(spec: &Field<'_, '_>) -> Option<String> {
+    let reference = spec.get("priorityClassRef");
+    if reference.is_present() {
+        return (reference.get("kind").str() == Some("WorkloadPriorityClass"))
+            .then(|| reference.get("name").string())
+            .flatten();
+    }
+    (spec.get("priorityClassSource").str() == Some("kueue.x-k8s.io/workloadpriorityclass"))
+        .then(|| spec.get("priorityClassName").string())
+        .flatten()
 }
 
 fn finish(
@@ -619,6 +671,7 @@ fn finish(
             Some(rejected.join("; "))
         },
         owner: None,
+        stopped_by: None,
     }
 }
 

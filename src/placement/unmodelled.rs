@@ -258,6 +258,13 @@ fn workload_features(workload: &Value, local_queues: &LocalQueues) -> Vec<Unmode
             &cq,
         ));
     }
+    if let Some(reason) = held_back(workload) {
+        found.push(Unmodelled::on(
+            "a workload held back from its queue",
+            format!("{key} has Requeued=False ({reason}): Kueue queues it again later"),
+            &cq,
+        ));
+    }
     let pod_sets = workload
         .pointer("/spec/podSets")
         .and_then(Value::as_array)
@@ -292,6 +299,25 @@ fn workload_features(workload: &Value, local_queues: &LocalQueues) -> Vec<Unmode
         ));
     }
     found
+}
+
+/// The reason of a waiting Workload's `Requeued=False` condition: Kueue keeps it out of its
+/// queue until a backoff ends or something changes (Kueue v0.19.2
+/// `pkg/cache/queue/cluster_queue.go`, `backoffWaitingTimeExpired`). Those a stopped queue
+/// evicted are modelled: they queue again once the queue runs (docs/kueue.md 1g).
+fn held_back(workload: &Value) -> Option<&str> {
+    if condition_true(workload, "QuotaReserved") || condition_true(workload, "Finished") {
+        return None;
+    }
+    let requeued = workload
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)?
+        .iter()
+        .find(|c| c["type"] == "Requeued")?;
+    let reason = requeued["reason"].as_str().unwrap_or("no reason");
+    (requeued["status"] == "False"
+        && !matches!(reason, "ClusterQueueStopped" | "LocalQueueStopped"))
+    .then_some(reason)
 }
 
 /// Features a job about to be submitted asks for, on every queue (its queue is only known once

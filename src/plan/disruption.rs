@@ -1,7 +1,10 @@
 //! Which running work a plan would stop. Before a plan deletes or replaces a node pool, a
-//! ResourceFlavor, a ClusterQueue, a LocalQueue or a job itself, the jobs whose Kueue Workloads
-//! hold quota there (or that run outside Kueue) are listed; `apply` refuses such a plan unless
-//! the user allows the disruption.
+//! ResourceFlavor, a ClusterQueue, a LocalQueue or a job itself, or stops a queue
+//! (`stopPolicy: Hold` or `HoldAndDrain`), the jobs whose Kueue Workloads hold quota there (or
+//! that run outside Kueue) are listed; `apply` refuses such a plan unless the user allows the
+//! disruption. For a queue, each job says what Kueue does to it: an admitted job keeps running
+//! when its queue is deleted (and cannot be re-admitted) and is evicted by `HoldAndDrain`; a job
+//! holding quota while its admission checks are pending loses the reservation.
 //!
 //! A job is a run: a changed RayJob, Job or JobSet is submitted again as a new run, which stops
 //! the old one. Replacing a job that has finished stops nothing; replacing one that holds quota,
@@ -13,8 +16,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{ActionKind, Plan};
+use super::{Action, ActionKind, Plan};
 use crate::addr::{ResourceAddr, ResourceKind};
+use crate::placement::active::{QueueState, release};
 use crate::placement::held::holds_quota;
 use crate::vocab::object::{condition_true, owners};
 
@@ -76,12 +80,13 @@ fn kind_of(addr: &ResourceAddr) -> String {
     }
 }
 
-fn job_of(w: &Value) -> String {
+/// `Kind namespace/name` of the job a Workload stands for (the Workload itself without an owner).
+fn owner_of(w: &Value) -> String {
     let ns = w
         .pointer("/metadata/namespace")
         .and_then(Value::as_str)
         .unwrap_or("");
-    let owner = owners(w)
+    owners(w)
         .next()
         .map(|o| {
             format!(
@@ -97,13 +102,123 @@ fn job_of(w: &Value) -> String {
                     .and_then(Value::as_str)
                     .unwrap_or("")
             )
-        });
-    let state = if condition_true(w, "Admitted") {
+        })
+}
+
+fn state_of(w: &Value) -> &'static str {
+    if condition_true(w, "Admitted") {
         "admitted"
     } else {
         "quota reserved"
+    }
+}
+
+fn job_of(w: &Value) -> String {
+    format!("{} ({})", owner_of(w), state_of(w))
+}
+
+/// The jobs whose admitted Workloads hold quota in ClusterQueue `cluster_queue`, sorted: what
+/// Kueue's finalizer waits for before a deleted ClusterQueue goes. Kueue takes back the quota of
+/// the Workloads that are only reserved at once (docs/kueue.md 1g).
+pub fn admitted_in(cluster_queue: &str, workloads: &[Value]) -> Vec<String> {
+    let mut jobs: Vec<String> = workloads
+        .iter()
+        .filter(|w| holds_quota(w) && condition_true(w, "Admitted"))
+        .filter(|w| {
+            w.pointer("/status/admission/clusterQueue")
+                .and_then(Value::as_str)
+                == Some(cluster_queue)
+        })
+        .map(owner_of)
+        .collect();
+    jobs.sort();
+    jobs.dedup();
+    jobs
+}
+
+/// The `stopPolicy` an update gives a ClusterQueue or LocalQueue (`None` when it sets none).
+fn stop_policy_set(action: &Action) -> Option<&str> {
+    if !matches!(
+        action.addr.kind,
+        ResourceKind::ClusterQueue | ResourceKind::LocalQueue
+    ) {
+        return None;
+    }
+    action
+        .desired
+        .as_deref()?
+        .pointer("/spec/stopPolicy")?
+        .as_str()
+}
+
+/// Whether `action` may stop or hold running work: a delete or a replace, an update that
+/// stops a ClusterQueue or LocalQueue (`stopPolicy: Hold` or `HoldAndDrain`), or an update
+/// that forces fields Kueue wrote into an admitted job ([`forces_admission`]).
+pub fn may_disrupt(action: &Action) -> bool {
+    stops_or_holds(action) || forces_admission(action)
+}
+
+/// A delete, a replace, or an update that stops a queue.
+fn stops_or_holds(action: &Action) -> bool {
+    match action.kind {
+        ActionKind::Delete | ActionKind::Replace => true,
+        ActionKind::Update => stop_policy_set(action).is_some_and(|p| p != "None"),
+        _ => false,
+    }
+}
+
+/// What a queue's delete, replace or stop does to Workload `w` holding quota, in Kueue's terms
+/// ([`release`], docs/kueue.md 1g): `None` when it does nothing to it.
+fn queue_effect(action: &Action, w: &Value) -> Option<String> {
+    let addr = &action.addr;
+    let text = |p: &str| w.pointer(p).and_then(Value::as_str).unwrap_or_default();
+    let (namespace, queue, cluster_queue) = (
+        text("/metadata/namespace"),
+        text("/spec/queueName"),
+        text("/status/admission/clusterQueue"),
+    );
+    let is_cluster_queue = addr.kind == ResourceKind::ClusterQueue;
+    let its_queue = if is_cluster_queue {
+        cluster_queue == addr.name
+    } else {
+        Some(namespace) == addr.namespace.as_deref() && queue == addr.name
     };
-    format!("{owner} ({state})")
+    if !its_queue {
+        return None;
+    }
+    let removed = matches!(action.kind, ActionKind::Delete | ActionKind::Replace);
+    let changed = QueueState {
+        name: &addr.name,
+        stop_policy: if removed {
+            None
+        } else {
+            Some(stop_policy_set(action).unwrap_or("None"))
+        },
+    };
+    let (local_queue, cluster_queue) = if is_cluster_queue {
+        let local = QueueState {
+            name: queue,
+            stop_policy: Some("None"),
+        };
+        (local, changed)
+    } else {
+        let cluster = QueueState {
+            name: cluster_queue,
+            stop_policy: Some("None"),
+        };
+        (changed, cluster)
+    };
+    let effect = match release(condition_true(w, "Admitted"), local_queue, cluster_queue) {
+        Some(release) => release.text(),
+        None if action.kind == ActionKind::Delete && is_cluster_queue => {
+            "keeps running, cannot be re-admitted; Kueue holds the ClusterQueue's deletion until it finishes".to_string()
+        }
+        None if action.kind == ActionKind::Delete => {
+            "keeps running, cannot be re-admitted".to_string()
+        }
+        None => return None,
+    };
+    Some(format!("{} ({}: {effect})", owner_of(w), state_of(w)))
 }
 
 fn flavors_of(w: &Value) -> BTreeSet<String> {
@@ -128,12 +243,26 @@ pub fn find<'a>(
     // A Workload that holds quota is the work a change would stop.
     let active: Vec<&Value> = workloads.iter().filter(|w| holds_quota(w)).collect();
     let mut out = Vec::new();
-    for action in plan
-        .actions
-        .iter()
-        .filter(|a| matches!(a.kind, ActionKind::Delete | ActionKind::Replace))
-    {
+    for action in plan.actions.iter().filter(|a| stops_or_holds(a)) {
         let addr = &action.addr;
+        if matches!(
+            addr.kind,
+            ResourceKind::ClusterQueue | ResourceKind::LocalQueue
+        ) {
+            let mut jobs: Vec<String> = active
+                .iter()
+                .filter_map(|w| queue_effect(action, w))
+                .collect();
+            jobs.sort();
+            jobs.dedup();
+            if !jobs.is_empty() {
+                out.push(Disruption {
+                    addr: addr.clone(),
+                    jobs,
+                });
+            }
+            continue;
+        }
         let hit = |w: &Value| -> bool {
             match &addr.kind {
                 ResourceKind::GkeNodePool => flavors_of(w)
@@ -141,17 +270,6 @@ pub fn find<'a>(
                     .any(|f| pools.get(f).is_some_and(|p| *p == addr.name)),
                 ResourceKind::GkeCluster => true,
                 ResourceKind::ResourceFlavor => flavors_of(w).contains(&addr.name),
-                ResourceKind::ClusterQueue => {
-                    w.pointer("/status/admission/clusterQueue")
-                        .and_then(Value::as_str)
-                        == Some(addr.name.as_str())
-                }
-                ResourceKind::LocalQueue => {
-                    w.pointer("/metadata/namespace").and_then(Value::as_str)
-                        == addr.namespace.as_deref()
-                        && w.pointer("/spec/queueName").and_then(Value::as_str)
-                            == Some(addr.name.as_str())
-                }
                 _ if addr.kind.is_run() => belongs_to(w, addr),
                 _ => false,
             }
@@ -304,10 +422,66 @@ mod tests {
         assert_eq!(
             d[0].jobs,
             [
-                "RayJob default/job-1 (admitted)",
-                "RayJob default/job-2 (quota reserved)"
+                "RayJob default/job-1 (admitted: keeps running, cannot be re-admitted; Kueue holds the ClusterQueue's deletion until it finishes)",
+                "RayJob default/job-2 (quota reserved: loses its quota reservation: ClusterQueue cq is terminating or missing)"
             ]
         );
+    }
+
+    fn stop(plan: &mut Plan, policy: &str) {
+        let addr = plan.actions[0].addr.clone();
+        let spec = match addr.namespace {
+            Some(_) => json!({"clusterQueue": "cq", "stopPolicy": policy}),
+            None => json!({"stopPolicy": policy}),
+        };
+        plan.actions[0].desired = Some(std::sync::Arc::new(json!({"spec": spec})));
+    }
+
+    /// Kueue v0.19.2: `Hold` leaves admitted work running and takes back quota reserved for
+    /// work still waiting for its admission checks; `HoldAndDrain` evicts admitted work too.
+    #[test]
+    fn stopping_a_queue_evicts_with_hold_and_drain_and_unreserves_with_hold() {
+        let w = vec![
+            workload("ml", "job-1", "cq", "team", "on-demand", true, false),
+            workload("ml", "job-2", "cq", "team", "dws", false, false),
+            workload("ml", "job-3", "cq2", "other", "dws", true, false),
+        ];
+        for (addr, queue) in [
+            ("kueue.clusterqueue/cq", "ClusterQueue cq"),
+            ("kueue.localqueue/ml/team", "LocalQueue team"),
+        ] {
+            let mut hold = plan_with(ActionKind::Update, addr);
+            stop(&mut hold, "Hold");
+            assert!(may_disrupt(&hold.actions[0]));
+            let d = find_in(&hold, &w, flavors().iter());
+            assert_eq!(
+                d[0].jobs,
+                [format!(
+                    "RayJob ml/job-2 (quota reserved: loses its quota reservation: {queue} is stopped)"
+                )],
+                "{addr}"
+            );
+            let mut drain = plan_with(ActionKind::Update, addr);
+            stop(&mut drain, "HoldAndDrain");
+            let d = find_in(&drain, &w, flavors().iter());
+            let kind = queue.split(' ').next().unwrap();
+            assert_eq!(
+                d[0].jobs,
+                [
+                    format!(
+                        "RayJob ml/job-1 (admitted: would be evicted: its {kind}'s stopPolicy is HoldAndDrain)"
+                    ),
+                    format!(
+                        "RayJob ml/job-2 (quota reserved: loses its quota reservation: {queue} is stopped)"
+                    ),
+                ],
+                "{addr}"
+            );
+            let mut run = plan_with(ActionKind::Update, addr);
+            stop(&mut run, "None");
+            assert!(!may_disrupt(&run.actions[0]));
+            assert!(find_in(&run, &w, flavors().iter()).is_empty());
+        }
     }
 
     #[test]
@@ -354,9 +528,9 @@ mod tests {
                 &plan_with(ActionKind::Delete, "kueue.localqueue/ml/team"),
                 &w,
                 flavors().iter()
-            )
-            .len(),
-            1
+            )[0]
+            .jobs,
+            ["RayJob ml/job-1 (admitted: keeps running, cannot be re-admitted)"]
         );
         assert!(
             find_in(

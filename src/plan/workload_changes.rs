@@ -135,7 +135,10 @@ fn workload_placement_key(workload: &PendingWorkload) -> (String, String, String
 
 /// Every live Workload whose prediction differs between the two worlds, in the order Kueue
 /// queues them (pending first, then admitted), with `jobs` (the plan's own submissions)
-/// competing in the world after.
+/// competing in the world after. A Workload holding quota changes when it is preempted, when a
+/// stopped or deleted queue releases its quota ([`crate::placement::active::release`]), or
+/// when what it runs in is not modelled; else it keeps its quota (noted when over a lowered
+/// quota).
 pub fn workload_changes(
     worlds: &Worlds<'_>,
     jobs: &[PendingWorkload],
@@ -204,8 +207,9 @@ pub fn changes_from(
             continue;
         }
         let before_state = WorkloadState::of(observed);
-        if let Some(preempted) = after_preempted.get(&key) {
-            let after_state = WorkloadState::of(preempted);
+        // Preempted, or released by a stopped or deleted queue (then it queues again).
+        if let Some(after) = after_preempted.get(&key).or_else(|| after_queued.get(&key)) {
+            let after_state = WorkloadState::of(after);
             changes.push(change(workload, before_state, after_state, None));
             continue;
         }

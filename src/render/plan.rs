@@ -60,7 +60,7 @@ pub fn write_text(plan: &Plan, out: &mut dyn Write) -> io::Result<()> {
             "\n{RED}This plan stops running work; apply refuses it without --allow-disruption:{RED:#}"
         )?;
         for d in &plan.disruptions {
-            writeln!(out, "  {RED}{}{RED:#} would stop:", d.addr)?;
+            writeln!(out, "  {RED}{}{RED:#} {}:", d.addr, disruption_verb(d))?;
             for job in &d.jobs {
                 writeln!(out, "    - {job}")?;
             }
@@ -483,8 +483,9 @@ pub fn to_markdown(plan: &Plan) -> String {
         );
         for d in &plan.disruptions {
             md.push_str(&format!(
-                "> - `{}` would stop: {}\n",
+                "> - `{}` {}: {}\n",
                 d.addr,
+                disruption_verb(d),
                 d.jobs.join(", ")
             ));
         }
@@ -791,6 +792,16 @@ fn fence_safe(diff: &str) -> String {
         text.push('\n');
     }
     text
+}
+
+/// What a disruption does to its jobs: a queue's delete or stop says per job what Kueue does
+/// (an admitted job may keep running); anything else stops them.
+fn disruption_verb(d: &crate::plan::disruption::Disruption) -> &'static str {
+    use crate::addr::ResourceKind;
+    match d.addr.kind {
+        ResourceKind::ClusterQueue | ResourceKind::LocalQueue => "affects",
+        _ => "would stop",
+    }
 }
 
 #[cfg(test)]

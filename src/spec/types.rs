@@ -297,6 +297,33 @@ pub struct ClusterQueue {
     /// are added automatically.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub admission_checks: Vec<AdmissionCheckRef>,
+    /// Stop the queue: `Hold` admits nothing new and takes back quota reserved for jobs that
+    /// are still waiting for an admission check; `HoldAndDrain` also evicts admitted jobs.
+    /// `None` (the default) runs it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_policy: Option<StopPolicy>,
+}
+
+/// Kueue's `spec.stopPolicy` of a ClusterQueue or a LocalQueue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum StopPolicy {
+    /// The queue runs.
+    None,
+    /// Nothing new is admitted; admitted jobs keep running.
+    Hold,
+    /// Nothing new is admitted, and admitted jobs are evicted.
+    HoldAndDrain,
+}
+
+impl StopPolicy {
+    /// Kueue's spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopPolicy::None => "None",
+            StopPolicy::Hold => "Hold",
+            StopPolicy::HoldAndDrain => "HoldAndDrain",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
@@ -408,6 +435,9 @@ pub struct LocalQueue {
     #[serde(default = "default_namespace")]
     pub namespace: String,
     pub cluster_queue: String,
+    /// Stop the queue for its namespace's jobs: `Hold` or `HoldAndDrain`, as on a ClusterQueue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_policy: Option<StopPolicy>,
 }
 
 /// An AdmissionCheck backed by Kueue's ProvisioningRequest controller.

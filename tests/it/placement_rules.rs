@@ -1569,3 +1569,202 @@ fn borrow_within_cohort_preempts_only_below_its_threshold_while_borrowing() {
     assert_eq!(prediction.placements[0].state, PlacementState::Pending);
     assert!(prediction.preempted.is_empty());
 }
+
+// ---------------------------------------------------------------- stopped and deleted queues (1g)
+
+/// A Workload of job `job` in LocalQueue `queue` asking for 3 cpu, with `conditions` and, when
+/// it holds quota, an admission to `cq` on flavor `only`.
+fn live_workload(job: &str, queue: &str, created: &str, conditions: Value) -> Value {
+    let holds = conditions
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| c["type"] == "QuotaReserved" && c["status"] == "True");
+    let mut w = json!({
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+        "metadata": {"namespace": "default", "name": format!("job-{job}-abc12"), "creationTimestamp": created,
+                     "ownerReferences": [{"kind": "Job", "name": job, "apiVersion": "batch/v1", "uid": job}]},
+        "spec": {"queueName": queue, "priority": 0, "podSets": [{"name": "main", "count": 1, "template": {"spec": {
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "3"}}}]}}}]},
+        "status": {"conditions": conditions}
+    });
+    if holds {
+        w["status"]["admission"] = json!({"clusterQueue": "cq", "podSetAssignments": [
+            {"name": "main", "count": 1, "flavors": {"cpu": "only"}, "resourceUsage": {"cpu": "3"}}]});
+    }
+    w
+}
+
+fn admitted() -> Value {
+    json!([{"type": "QuotaReserved", "status": "True"}, {"type": "Admitted", "status": "True"}])
+}
+
+fn reserved() -> Value {
+    json!([{"type": "QuotaReserved", "status": "True"}, {"type": "Admitted", "status": "False"}])
+}
+
+fn stopped_local_queue(policy: &str) -> Value {
+    let mut lq = local_queue("default", "lq", "cq");
+    lq["spec"]["stopPolicy"] = json!(policy);
+    lq
+}
+
+#[test]
+fn a_stopped_local_queue_takes_back_reserved_quota_and_keeps_admitted_work() {
+    let mut objects = single_slot();
+    objects[2] = stopped_local_queue("Hold");
+    objects.push(local_queue("default", "other", "cq"));
+    let waiting = live_workload("waiting", "lq", "2026-01-01T00:00:00Z", reserved());
+    objects.push(waiting);
+    let prediction = run(
+        &objects,
+        &[batch_job("default", "next", "other", 1, &[("cpu", "3")])],
+    );
+    // The reservation is taken back: the next job of another LocalQueue gets the quota.
+    assert_eq!(prediction.placements[0].state, PlacementState::Admitted);
+    assert_eq!(prediction.queued[0].job, "waiting");
+    assert_eq!(prediction.queued[0].state, PlacementState::Pending);
+    assert_eq!(
+        reason(&prediction.queued[0]),
+        "loses its quota reservation: LocalQueue lq is stopped; then: LocalQueue lq is inactive"
+    );
+
+    // Admitted work keeps its quota under Hold...
+    let last = objects.len() - 1;
+    objects[last] = live_workload("running", "lq", "2026-01-01T00:00:00Z", admitted());
+    let held = run(
+        &objects,
+        &[batch_job("default", "next", "other", 1, &[("cpu", "3")])],
+    );
+    assert!(held.queued.is_empty());
+    assert_eq!(held.placements[0].state, PlacementState::Pending);
+    // ...and is evicted by HoldAndDrain.
+    objects[2] = stopped_local_queue("HoldAndDrain");
+    let drained = run(
+        &objects,
+        &[batch_job("default", "next", "other", 1, &[("cpu", "3")])],
+    );
+    assert_eq!(drained.placements[0].state, PlacementState::Admitted);
+    assert_eq!(
+        reason(&drained.queued[0]),
+        "would be evicted: its LocalQueue's stopPolicy is HoldAndDrain; then: LocalQueue lq is inactive"
+    );
+}
+
+#[test]
+fn a_missing_local_queue_or_a_deleted_cluster_queue_leaves_admitted_work_alone() {
+    let mut objects = single_slot();
+    objects.remove(2);
+    objects.push(local_queue("default", "other", "cq"));
+    objects.push(live_workload(
+        "running",
+        "lq",
+        "2026-01-01T00:00:00Z",
+        admitted(),
+    ));
+    let prediction = run(
+        &objects,
+        &[batch_job("default", "next", "other", 1, &[("cpu", "3")])],
+    );
+    assert!(prediction.queued.is_empty());
+    assert_eq!(prediction.placements[0].state, PlacementState::Pending);
+
+    let last = objects.len() - 1;
+    objects[last] = live_workload("waiting", "lq", "2026-01-01T00:00:00Z", reserved());
+    let prediction = run(
+        &objects,
+        &[batch_job("default", "next", "other", 1, &[("cpu", "3")])],
+    );
+    assert_eq!(
+        reason(&prediction.queued[0]),
+        "loses its quota reservation: LocalQueue lq is terminating or missing; then: LocalQueue lq doesn't exist"
+    );
+    assert_eq!(prediction.placements[0].state, PlacementState::Admitted);
+
+    // A ClusterQueue being deleted admits nothing, and takes back reserved quota.
+    let mut terminating = single_slot();
+    terminating[1]["metadata"]["deletionTimestamp"] = json!("2026-01-02T00:00:00Z");
+    terminating.push(live_workload(
+        "waiting",
+        "lq",
+        "2026-01-01T00:00:00Z",
+        reserved(),
+    ));
+    let prediction = run(
+        &terminating,
+        &[batch_job("default", "next", "lq", 1, &[("cpu", "1")])],
+    );
+    assert_eq!(
+        reason(&prediction.placements[0]),
+        "ClusterQueue cq is inactive (is terminating)"
+    );
+    assert_eq!(
+        reason(&prediction.queued[0]),
+        "loses its quota reservation: ClusterQueue cq is terminating or missing; then: ClusterQueue cq is inactive (is terminating)"
+    );
+}
+
+#[test]
+fn a_drained_workload_queues_again_behind_the_ones_that_waited() {
+    let mut objects = single_slot();
+    let drained = json!([
+        {"type": "QuotaReserved", "status": "False", "reason": "Pending"},
+        {"type": "Evicted", "status": "True", "reason": "ClusterQueueStopped"},
+        {"type": "Requeued", "status": "False", "reason": "ClusterQueueStopped"}]);
+    let waiting = json!([{"type": "QuotaReserved", "status": "False", "reason": "Pending"}]);
+    objects.push(live_workload(
+        "drained",
+        "lq",
+        "2026-01-01T00:00:00Z",
+        drained,
+    ));
+    objects.push(live_workload(
+        "waited",
+        "lq",
+        "2026-01-01T00:05:00Z",
+        waiting,
+    ));
+    let prediction = predict(&cluster(&objects), &[]);
+    let states: Vec<(&str, PlacementState)> = prediction
+        .queued
+        .iter()
+        .map(|p| (p.job.as_str(), p.state))
+        .collect();
+    assert_eq!(
+        states,
+        [
+            ("drained", PlacementState::Pending),
+            ("waited", PlacementState::Admitted)
+        ]
+    );
+    // A job submitted after the resume comes after both.
+    let prediction = gkq::placement::predict_in_order(
+        &cluster(&objects[..objects.len() - 1]),
+        &jobs(&[batch_job("default", "later", "lq", 1, &[("cpu", "3")])]),
+    );
+    assert_eq!(prediction.queued[0].state, PlacementState::Admitted);
+    assert_eq!(prediction.placements[0].state, PlacementState::Pending);
+}
+
+#[test]
+fn a_workload_takes_its_priority_from_the_class_it_names() {
+    let mut objects = single_slot();
+    let waiting = || json!([{"type": "QuotaReserved", "status": "False", "reason": "Pending"}]);
+    let mut old = live_workload("old", "lq", "2026-01-01T00:00:00Z", waiting());
+    old["spec"]["priority"] = json!(500);
+    let mut classed = live_workload("classed", "lq", "2026-01-01T00:05:00Z", waiting());
+    classed["spec"]["priority"] = json!(10);
+    classed["spec"]["priorityClassRef"] =
+        json!({"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass", "name": "urgent"});
+    objects.push(old);
+    objects.push(classed);
+    // `urgent` is worth 1000 now: the classed Workload goes first, whatever its spec says.
+    let prediction = predict(&cluster(&objects), &[]);
+    assert_eq!(prediction.queued[1].job, "classed");
+    assert_eq!(prediction.queued[1].state, PlacementState::Admitted);
+    assert_eq!(prediction.queued[0].state, PlacementState::Pending);
+    // Without the class its recorded priority counts.
+    objects.retain(|o| o["kind"] != "WorkloadPriorityClass");
+    let prediction = predict(&cluster(&objects), &[]);
+    assert_eq!(prediction.queued[0].state, PlacementState::Admitted);
+}

@@ -17,12 +17,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use gkq::addr::ResourceAddr;
 use gkq::placement::{Placement, PlacementState, observed_placement};
 use gkq::plan::workload_changes::{
     WorkloadChange, WorkloadState, Worlds, workload_changes, world_after,
 };
 use serde_json::{Value, json};
-use support::control_plane::{TestEnv, list, test_env, unique_name};
+use support::control_plane::{TestEnv, dynamic_api, list, test_env, unique_name};
 use support::kueue::{
     KUEUE, PRIORITY_LABEL, batch_job, cluster_queue, group, local_queue, pool_flavor, with_label,
     with_pod, workload_priority_class,
@@ -35,8 +36,13 @@ struct WhatIf<'e> {
     env: &'e TestEnv,
     before: Vec<Value>,
     jobs: Vec<Value>,
+    /// Objects applied once Kueue has decided on the jobs, and settled, before the world is
+    /// read (a queue drained before the change resumes it).
+    staged: Vec<Value>,
     /// Objects applied as the change, replacing their namesakes.
     change: Vec<Value>,
+    /// Objects the change deletes.
+    delete: Vec<Value>,
 }
 
 /// `state podset=flavor ...` of a state.
@@ -77,7 +83,11 @@ fn change_line(change: &WorkloadChange) -> String {
     {
         line.push_str(" (reason changed)");
     }
-    if change.note.is_some() {
+    if change
+        .note
+        .as_deref()
+        .is_some_and(|n| n.contains("keeps it admitted"))
+    {
         line.push_str(" (kept over quota)");
     }
     line
@@ -109,11 +119,25 @@ impl WhatIf<'_> {
             let name = job["metadata"]["name"].as_str().context("job name")?;
             wait_for_workload_then_next_second(client, ns, name).await?;
         }
-        let before = self.decided().await?;
+        let mut before = self.decided().await?;
+        if !self.staged.is_empty() {
+            for object in &self.staged {
+                apply(client, ns, object).await?;
+            }
+            before = self.decided().await?;
+        }
 
         let mut world: Vec<Value> = self.before.clone();
         world.extend(list(client, ns, KUEUE, "Workload").await?);
-        let after = world_after(&world, &self.change, &BTreeSet::new());
+        let staged = world_after(&world, &self.staged, &BTreeSet::new());
+        let world: Vec<Value> = staged.into_iter().cloned().collect();
+        let deleted: Vec<ResourceAddr> = self
+            .delete
+            .iter()
+            .map(ResourceAddr::from_object)
+            .collect::<Result<_, _>>()
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let after = world_after(&world, &self.change, &deleted.iter().collect());
         let worlds = Worlds {
             before: world.iter().collect(),
             after,
@@ -140,6 +164,9 @@ impl WhatIf<'_> {
         }
         for object in &self.change {
             apply(client, ns, object).await?;
+        }
+        for object in &self.delete {
+            delete(client, ns, object).await?;
         }
         self.settle(&want).await
     }
@@ -200,6 +227,21 @@ impl WhatIf<'_> {
     }
 }
 
+/// Deletes `object` (in `namespace` unless it names one), as the change does.
+async fn delete(client: &kube::Client, namespace: &str, object: &Value) -> Result<()> {
+    let api_version = object["apiVersion"].as_str().context("apiVersion")?;
+    let kind = object["kind"].as_str().context("kind")?;
+    let name = object["metadata"]["name"].as_str().context("name")?;
+    let ns = object["metadata"]["namespace"]
+        .as_str()
+        .unwrap_or(namespace);
+    dynamic_api(client, api_version, kind, ns)?
+        .delete(name, &Default::default())
+        .await
+        .with_context(|| format!("delete {kind} {name}"))?;
+    Ok(())
+}
+
 fn observed(workloads: &BTreeMap<String, Value>) -> Result<BTreeMap<String, String>> {
     workloads
         .iter()
@@ -237,6 +279,8 @@ async fn a_quota_raise_admits_a_pending_job() {
         ],
         jobs: vec![job("a"), job("b")],
         change: vec![cpu_queue(&cq, &[(&f, "8")], json!({}))],
+        staged: vec![],
+        delete: vec![],
     }
     .expect(&[format!("b: pending -> admitted main={f}")])
     .await;
@@ -263,6 +307,8 @@ async fn a_new_flavor_in_a_cluster_queue_admits_a_pending_job() {
         ],
         jobs: vec![job("a"), job("b")],
         change: vec![cpu_queue(&cq, &[(&f1, "4"), (&f2, "4")], json!({}))],
+        staged: vec![],
+        delete: vec![],
     }
     .expect(&[format!("b: pending -> admitted main={f2}")])
     .await;
@@ -293,6 +339,8 @@ async fn a_cohort_lets_a_queue_borrow_for_a_pending_job() {
             cpu_queue(&busy, &[(&f, "4")], json!({"cohortName": cohort})),
             cpu_queue(&idle, &[(&f, "4")], json!({"cohortName": cohort})),
         ],
+        staged: vec![],
+        delete: vec![],
     }
     .expect(&[format!("b: pending -> admitted main={f}")])
     .await;
@@ -316,6 +364,8 @@ async fn a_lower_quota_leaves_admitted_work_in_place() {
         ],
         jobs: vec![job("a"), job("b"), job("c")],
         change: vec![cpu_queue(&cq, &[(&f, "4")], json!({}))],
+        staged: vec![],
+        delete: vec![],
     }
     .expect(&[
         "c: pending -> pending (reason changed)".to_string(),
@@ -356,6 +406,8 @@ async fn enabling_preemption_lets_a_higher_priority_job_preempt() {
         ],
         jobs: vec![job("running", &low), job("urgent", &high)],
         change: vec![cpu_queue(&cq, &[(&f, "4")], lower)],
+        staged: vec![],
+        delete: vec![],
     }
     .expect(&[
         format!("urgent: pending -> admitted main={f}"),
@@ -392,7 +444,180 @@ async fn a_node_pool_moved_between_flavors_admits_the_job_that_selects_it() {
         ],
         jobs: vec![job("a"), job("b")],
         change: vec![pool_flavor(&f2, "pool-1")],
+        staged: vec![],
+        delete: vec![],
     }
     .expect(&[format!("b: pending -> admitted main={f2}")])
+    .await;
+}
+
+/// A ClusterQueue `cq` with flavors `f1` and `f2` (4 cpu each) where a ProvisioningRequest
+/// check holds every job on `f2` (nothing provisions it here, so such a job keeps its quota
+/// reserved and waits), the check and its config, and `lq` in `ns`.
+fn checked_queue(ns: &str, tag: &str) -> (Vec<Value>, [String; 3]) {
+    let (f1, f2, cq, check, config) = (
+        unique_name(&format!("{tag}-one")),
+        unique_name(&format!("{tag}-two")),
+        unique_name(&format!("{tag}-cq")),
+        unique_name(&format!("{tag}-chk")),
+        unique_name(&format!("{tag}-prc")),
+    );
+    let checks = json!({"admissionChecksStrategy":
+        {"admissionChecks": [{"name": check, "onFlavors": [f2]}]}});
+    let objects = vec![
+        pool_flavor(&f1, "pool-1"),
+        pool_flavor(&f2, "pool-2"),
+        json!({"apiVersion": KUEUE, "kind": "ProvisioningRequestConfig", "metadata": {"name": config},
+               "spec": {"provisioningClassName": "queued-provisioning.gke.io"}}),
+        json!({"apiVersion": KUEUE, "kind": "AdmissionCheck", "metadata": {"name": check},
+               "spec": {"controllerName": "kueue.x-k8s.io/provisioning-request",
+                        "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig", "name": config}}}),
+        cpu_queue(&cq, &[(&f1, "4"), (&f2, "4")], checks),
+        local_queue(ns, "lq", &cq),
+    ];
+    (objects, [f1, f2, cq])
+}
+
+/// `stopPolicy: Hold` on a ClusterQueue: the admitted job keeps running, the job whose quota
+/// is reserved while it waits for its admission check loses the reservation, and the pending
+/// job now waits for the stopped queue.
+#[tokio::test]
+async fn holding_a_cluster_queue_takes_back_reserved_quota_and_keeps_admitted_work() {
+    let env = test_env("wif-hold").await;
+    let ns = env.namespace.as_str();
+    let (before, [_, f2, _]) = checked_queue(ns, "wif-hold");
+    let queue = before[4].clone();
+    let job = |name: &str| batch_job(ns, name, "lq", 1, &[("cpu", "3")]);
+    WhatIf {
+        env: &env,
+        before,
+        jobs: vec![job("a"), job("b"), job("c")],
+        staged: vec![],
+        change: vec![hold(&queue, "Hold")],
+        delete: vec![],
+    }
+    .expect(&[
+        "c: pending -> pending (reason changed)".to_string(),
+        format!("b: waiting main={f2} -> pending"),
+    ])
+    .await;
+}
+
+/// `stopPolicy: HoldAndDrain` evicts the admitted job as well.
+#[tokio::test]
+async fn draining_a_cluster_queue_evicts_admitted_work() {
+    let env = test_env("wif-drain").await;
+    let ns = env.namespace.as_str();
+    let (before, [f1, f2, _]) = checked_queue(ns, "wif-drain");
+    let queue = before[4].clone();
+    let job = |name: &str| batch_job(ns, name, "lq", 1, &[("cpu", "3")]);
+    WhatIf {
+        env: &env,
+        before,
+        jobs: vec![job("a"), job("b"), job("c")],
+        staged: vec![],
+        change: vec![hold(&queue, "HoldAndDrain")],
+        delete: vec![],
+    }
+    .expect(&[
+        "c: pending -> pending (reason changed)".to_string(),
+        format!("a: admitted main={f1} -> pending"),
+        format!("b: waiting main={f2} -> pending"),
+    ])
+    .await;
+}
+
+/// A drained ClusterQueue resumed: the job that waited all along is admitted, the drained one
+/// (older, `Requeued=False` until the queue runs again) queues behind it.
+#[tokio::test]
+async fn a_drained_job_resumes_behind_the_job_that_waited() {
+    let env = test_env("wif-resume").await;
+    let ns = env.namespace.as_str();
+    let (f, cq) = (unique_name("wif-resume-f"), unique_name("wif-resume-cq"));
+    let queue = cpu_queue(&cq, &[(&f, "4")], json!({}));
+    let job = |name: &str| batch_job(ns, name, "lq", 1, &[("cpu", "3")]);
+    WhatIf {
+        env: &env,
+        before: vec![
+            pool_flavor(&f, "pool"),
+            queue.clone(),
+            local_queue(ns, "lq", &cq),
+        ],
+        jobs: vec![job("drained"), job("waited")],
+        staged: vec![hold(&queue, "HoldAndDrain")],
+        change: vec![hold(&queue, "None")],
+        delete: vec![],
+    }
+    .expect(&[
+        "drained: pending -> pending (reason changed)".to_string(),
+        format!("waited: pending -> admitted main={f}"),
+    ])
+    .await;
+}
+
+/// A deleted LocalQueue: the job that waits for its admission check with quota reserved loses
+/// the reservation, and a job of another LocalQueue takes the freed quota; the admitted job of
+/// the deleted queue keeps running.
+#[tokio::test]
+async fn a_deleted_local_queue_frees_the_quota_its_waiting_job_reserved() {
+    let env = test_env("wif-dellq").await;
+    let ns = env.namespace.as_str();
+    let (mut before, [_, f2, cq]) = checked_queue(ns, "wif-dellq");
+    before.push(local_queue(ns, "other", &cq));
+    let doomed = before[5].clone();
+    let job = |name: &str, queue: &str| batch_job(ns, name, queue, 1, &[("cpu", "3")]);
+    WhatIf {
+        env: &env,
+        before,
+        jobs: vec![job("a", "lq"), job("b", "lq"), job("c", "other")],
+        staged: vec![],
+        change: vec![],
+        delete: vec![doomed],
+    }
+    .expect(&[
+        format!("c: pending -> waiting main={f2}"),
+        format!("b: waiting main={f2} -> pending"),
+    ])
+    .await;
+}
+
+/// Lowering a WorkloadPriorityClass's value re-prioritises the admitted job that uses it: the
+/// waiting job of a now higher priority preempts it.
+#[tokio::test]
+async fn a_lower_priority_class_value_lets_the_waiting_job_preempt() {
+    let env = test_env("wif-wpc").await;
+    let ns = env.namespace.as_str();
+    let (f, cq, important, normal) = (
+        unique_name("wif-wpc-f"),
+        unique_name("wif-wpc-cq"),
+        unique_name("wif-wpc-important"),
+        unique_name("wif-wpc-normal"),
+    );
+    let job = |name: &str, class: &str| {
+        with_label(
+            batch_job(ns, name, "lq", 1, &[("cpu", "4")]),
+            PRIORITY_LABEL,
+            class,
+        )
+    };
+    let lower = json!({"preemption": {"withinClusterQueue": "LowerPriority"}});
+    WhatIf {
+        env: &env,
+        before: vec![
+            workload_priority_class(&important, 1000),
+            workload_priority_class(&normal, 100),
+            pool_flavor(&f, "pool"),
+            cpu_queue(&cq, &[(&f, "4")], lower),
+            local_queue(ns, "lq", &cq),
+        ],
+        jobs: vec![job("running", &important), job("waiting", &normal)],
+        staged: vec![],
+        change: vec![workload_priority_class(&important, 10)],
+        delete: vec![],
+    }
+    .expect(&[
+        format!("waiting: pending -> admitted main={f}"),
+        format!("running: admitted main={f} -> pending (preempted by waiting)"),
+    ])
     .await;
 }
