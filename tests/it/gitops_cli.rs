@@ -1613,3 +1613,72 @@ async fn status_reads_the_gke_cluster_once() {
         .collect();
     assert_eq!(cluster_reads.len(), 1, "{cluster_reads:?}");
 }
+
+/// What a reviewer reads (issue 31), on the applied example: a quota change shows both values in
+/// one spelling, a script change shows the script's text diff once with the digest it makes the
+/// jobs carry in one line, a label change names the API method once per object.
+#[test]
+fn plan_text_of_a_quota_a_script_and_a_label_change() {
+    let ws = Workspace::example();
+    let applied = run(&ws, &["apply", "infra", "--env", "local", "--auto-approve"]);
+    assert!(applied.status.success(), "{}", explain(&applied));
+    let plan = |ws: &Workspace| {
+        let out = run(ws, &["plan", "infra", "--env", "local"]);
+        assert!(out.status.success(), "{}", explain(&out));
+        text(&out.stdout)
+    };
+    let original = std::fs::read_to_string(ws.spec_file()).unwrap();
+
+    ws.edit(
+        "quota: {cpu: 40, memory: 75Gi, google.com/tpu: 16}",
+        "quota: {cpu: 80, memory: 100Gi, google.com/tpu: 16}",
+    );
+    let quota = plan(&ws);
+    assert!(quota.contains("nominalQuota: 40 -> 80"), "{quota}");
+    assert!(quota.contains("nominalQuota: 75Gi -> 100Gi"), "{quota}");
+    assert!(!quota.contains("server-side apply)"), "{quota}");
+    insta::assert_snapshot!("plan_text_quota_change", quota);
+    std::fs::write(ws.spec_file(), &original).unwrap();
+
+    let script = ws.spec_dir().join("train.py");
+    let text_before = std::fs::read_to_string(&script).unwrap();
+    std::fs::write(
+        &script,
+        text_before.replacen("import time\n", "import time\nimport os\n", 1),
+    )
+    .unwrap();
+    let changed = plan(&ws);
+    assert_eq!(
+        changed.matches("+    import os\n").count(),
+        1,
+        "the script's diff, once:\n{changed}"
+    );
+    assert!(!changed.contains("\"import time"), "{changed}");
+    assert!(
+        changed.contains(r#"data["train.py"]: text changed, +1 -0 lines"#),
+        "{changed}"
+    );
+    assert!(
+        !changed.contains("gkq.dev/script-sha256: "),
+        "the digest is said in the field line only:\n{changed}"
+    );
+    insta::assert_snapshot!("plan_text_script_change", changed);
+    std::fs::write(&script, &text_before).unwrap();
+
+    ws.edit(
+        "    queue: user-queue\n",
+        "    queue: user-queue\n    labels: {team: ml, cost-center: \"42\"}\n",
+    );
+    let labels = plan(&ws);
+    assert!(
+        labels.contains("+ metadata.labels.team: (absent) -> \"ml\""),
+        "{labels}"
+    );
+    assert!(!labels.contains("server-side apply"), "{labels}");
+    assert_eq!(
+        labels.matches("kubernetes.apply").count(),
+        labels.matches("will be updated in-place").count(),
+        "the API method once per object:\n{labels}"
+    );
+    insta::assert_snapshot!("plan_text_label_change", labels);
+}
