@@ -545,6 +545,83 @@ fn spec_warnings_and_notes_are_in_the_plans_json_and_markdown() {
     );
 }
 
+/// `validate` and `plan` say all the spec's warnings and notes; `apply` says them once, when it
+/// writes something; `status` only the warnings (it writes nothing the notes speak of);
+/// `explain` only what concerns the job explained; `-q` hides the notes everywhere.
+#[test]
+fn each_command_shows_the_spec_notes_that_concern_its_result() {
+    let ws = Workspace::example();
+    ws.edit(
+        "quota: {cpu: 40, memory: 75Gi, google.com/tpu: 16}",
+        "quota: {cpu: 40, memory: 75Gi, google.com/tpu: 32}",
+    );
+    let warning = "nominal quota google.com/tpu 32 exceeds";
+    let note = "note: queue `user-queue` can place this job on a DWS flavor";
+    let stderr = |args: &[&str]| {
+        let out = match args[0] {
+            // `validate` reads no state.
+            "validate" => gkq().args(args).current_dir(ws.path()).output().unwrap(),
+            _ => run(&ws, args),
+        };
+        assert!(out.status.success(), "{args:?}: {}", explain(&out));
+        text(&out.stderr)
+    };
+    let count = |text: &str, what: &str| text.matches(what).count();
+    for command in ["validate", "plan"] {
+        for quiet in [false, true] {
+            let mut args = vec![command, "infra", "--env", "local"];
+            if quiet {
+                args.push("-q");
+            }
+            let said = stderr(&args);
+            let shown = (count(&said, warning), count(&said, note));
+            assert_eq!(shown, (1, usize::from(!quiet)), "{args:?}: {said}");
+        }
+    }
+    let apply = ["apply", "infra", "--env", "local", "--auto-approve"];
+    let said = stderr(&apply);
+    assert_eq!(
+        (count(&said, warning), count(&said, note)),
+        (1, 1),
+        "{said}"
+    );
+    // Nothing to change: nothing they concern.
+    let said = stderr(&apply);
+    assert_eq!(
+        (count(&said, warning), count(&said, note)),
+        (0, 0),
+        "{said}"
+    );
+    for quiet in [false, true] {
+        let mut args = vec!["status", "infra", "--env", "local"];
+        if quiet {
+            args.push("-q");
+        }
+        let said = stderr(&args);
+        assert_eq!(
+            (count(&said, warning), count(&said, note)),
+            (1, 0),
+            "{said}"
+        );
+        let mut args = vec![
+            "explain",
+            "default/rayjob-tpu-v6e-dws-2",
+            "infra",
+            "--env",
+            "local",
+        ];
+        if quiet {
+            args.push("-q");
+        }
+        let said = stderr(&args);
+        assert_eq!(
+            (count(&said, warning), count(&said, note)),
+            (0, usize::from(!quiet)),
+            "{said}"
+        );
+    }
+}
+
 fn read_digest(markdown: &str) -> String {
     let start = markdown.find("digest `").expect("a provenance line") + "digest `".len();
     markdown[start..start + 12].to_string()
