@@ -1,8 +1,6 @@
-use clap::Parser;
-
 fn main() {
     one_malloc_arena();
-    let cli = gkq::cli::Cli::parse();
+    let cli = gkq::cli::Cli::parse_with_help();
     let agent = matches!(cli.command, gkq::cli::Command::Agent(_));
     gkq::cli::output::init_tracing(cli.verbose, agent);
     if agent {

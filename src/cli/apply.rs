@@ -170,11 +170,12 @@ async fn run_with(
     choices: &Choices<'_>,
 ) -> anyhow::Result<Exit> {
     let (ok, diags, sources) = super::load_valid(spec);
-    super::output::print_diagnostics(&diags, &sources);
     let Some((loaded, desired)) = ok else {
+        super::output::print_diagnostics(&diags, &sources);
         return Ok(Exit::Failed);
     };
-    apply_valid(spec, target, (loaded, desired), opts, choices).await
+    let notes = super::output::concerning(&diags, &sources, |_| true);
+    apply_valid(spec, target, (loaded, desired), opts, choices, notes).await
 }
 
 /// Plans a valid spec, shows the plan, asks, and applies it under the locks
@@ -185,6 +186,7 @@ async fn apply_valid(
     (loaded, desired): (crate::spec::Loaded, crate::model::DesiredState),
     mut opts: PlanOptions,
     choices: &Choices<'_>,
+    spec_notes: String,
 ) -> anyhow::Result<Exit> {
     let json = choices.output == ApplyFormat::Json;
     // Nobody reviews the plan before it is applied: each object is written once, not dry-run
@@ -202,6 +204,7 @@ async fn apply_valid(
             force_conflicts: choices.force_conflicts,
             allow_disruption: choices.allow_disruption,
         },
+        spec_notes,
         sink: if opts.destroy && !json {
             Box::new(TerminalSink::stderr().destroying())
         } else {
@@ -286,6 +289,10 @@ pub struct Front {
     pub auto_approve: bool,
     /// What the flags consent to.
     pub consent: Consent,
+    /// The spec's warnings and notes, one line each ([`super::output::concerning`]): printed
+    /// once the plan is made, if it writes something (they say what the writes do and risk); an
+    /// apply that changes nothing, or only deletes, has no result they concern.
+    pub spec_notes: String,
     pub sink: Box<dyn Sink>,
 }
 
@@ -293,6 +300,9 @@ pub struct Front {
 impl ApplyFront for Front {
     async fn planned(&self, ready: &Ready<'_>) -> anyhow::Result<()> {
         let plan = ready.plan();
+        if plan.writes() {
+            eprint!("{}", self.spec_notes);
+        }
         match self.shown {
             Shown::JsonLine => print_plan_line(plan),
             // Orphans are shown with what they hold even when nothing changes.
@@ -321,10 +331,11 @@ impl ApplyFront for Front {
 
 pub async fn destroy(args: &DestroyArgs) -> anyhow::Result<Exit> {
     let (ok, diags, sources) = super::load_valid(&args.spec);
-    super::output::print_diagnostics(&diags, &sources);
     let Some((loaded, desired)) = ok else {
+        super::output::print_diagnostics(&diags, &sources);
         return Ok(Exit::Failed);
     };
+    let notes = super::output::concerning(&diags, &sources, |_| true);
     if args.confirm != loaded.spec.cluster.name {
         anyhow::bail!(
             "--confirm `{}` does not match the cluster `{}`; nothing was changed",
@@ -351,6 +362,7 @@ pub async fn destroy(args: &DestroyArgs) -> anyhow::Result<Exit> {
             output: ApplyFormat::Text,
             lock: &args.lock,
         },
+        notes,
     )
     .await
 }

@@ -106,6 +106,8 @@ pub async fn run(args: &ApplyArgs) -> anyhow::Result<Exit> {
             force_conflicts: args.force_conflicts,
             allow_disruption: args.allow_disruption,
         },
+        // The spec's warnings and notes were shown with the plan when it was made and reviewed.
+        spec_notes: String::new(),
         sink: sink(json),
     };
     let saved = SavedPlan {

@@ -3,10 +3,11 @@
 
 use clap::{Args, ValueEnum};
 
-use super::output::{print_diagnostics, print_stdout};
+use super::output::{print_concerning, print_diagnostics, print_stdout};
 use super::plan::{PlanFlags, options};
 use super::target::TargetArgs;
 use super::{Exit, SpecArgs, load_valid};
+use crate::model::jobs::{job_entry, job_index_of_path};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
 pub enum ExplainFormat {
@@ -32,10 +33,18 @@ pub struct ExplainArgs {
 
 pub async fn run(args: &ExplainArgs) -> anyhow::Result<Exit> {
     let (ok, diags, sources) = load_valid(&args.spec);
-    print_diagnostics(&diags, &sources);
     let Some((loaded, desired)) = ok else {
+        print_diagnostics(&diags, &sources);
         return Ok(Exit::Failed);
     };
+    // What the spec says of the job explained concerns the explanation; the rest does not.
+    let entry = args
+        .what
+        .split_once('/')
+        .and_then(|(namespace, name)| job_entry(&loaded.spec, namespace, name));
+    print_concerning(&diags, &sources, |d| {
+        entry.is_some() && d.path.as_deref().and_then(job_index_of_path) == entry
+    });
     let explanation = crate::ops::explain::explain(
         &args.spec.source(),
         loaded,

@@ -6,6 +6,7 @@ pub mod apply_saved;
 pub mod emulator;
 pub mod explain;
 pub mod gitops;
+pub mod help;
 pub mod output;
 pub mod plan;
 pub mod render;
@@ -17,7 +18,7 @@ pub mod watch;
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
 use crate::ops::{self, load::SpecSource};
 use crate::spec::{Diagnostics, Loaded, SourceMap};
@@ -35,6 +36,25 @@ pub struct Cli {
     /// More log output on stderr (-v info, -vv debug, -vvv trace); RUST_LOG overrides.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
+    /// Hide the spec's notes (what gkq does on your behalf) in every command; its errors and
+    /// warnings still show.
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+}
+
+impl Cli {
+    /// The command line as clap defines it, with each command's argument forms and examples
+    /// ([`help`]).
+    pub fn command_with_help() -> clap::Command {
+        help::with_examples(Cli::command())
+    }
+
+    /// Parses the process's arguments against [`Cli::command_with_help`] (exits with clap's
+    /// message on bad arguments, and after printing help or the version).
+    pub fn parse_with_help() -> Cli {
+        let matches = Cli::command_with_help().get_matches();
+        Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -184,6 +204,7 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<Exit> {
+    output::set_quiet(cli.quiet);
     match cli.command {
         Command::Validate(a) => validate::run(&a),
         Command::Render(a) => render::run(&a),

@@ -1,8 +1,9 @@
 //! Writing results to stdout and diagnostics to stderr, with colour only where the user wants it.
 
 use std::io::{IsTerminal, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::spec::{Diagnostics, SourceMap};
+use crate::spec::{Diagnostic, Diagnostics, Severity, SourceMap};
 
 /// Colour on stderr unless NO_COLOR is set or stderr is not a terminal (CLICOLOR_FORCE forces it).
 pub fn stderr_color() -> bool {
@@ -12,11 +13,56 @@ pub fn stderr_color() -> bool {
     std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stderr().is_terminal()
 }
 
+/// `-q`: the spec's notes are not shown, by any command (its errors and warnings are).
+static QUIET: AtomicBool = AtomicBool::new(false);
+
+/// Set once, by `cli::run`, from `-q`.
+pub fn set_quiet(quiet: bool) {
+    QUIET.store(quiet, Ordering::Relaxed);
+}
+
+/// Whether `-q` was given.
+pub fn quiet() -> bool {
+    QUIET.load(Ordering::Relaxed)
+}
+
+/// Without the notes when `-q` was given.
+fn unless_quiet(diags: Diagnostics) -> Diagnostics {
+    let quiet = quiet();
+    diags.retained(|d| !(quiet && d.severity == Severity::Note))
+}
+
+/// Every diagnostic with its source snippet: what `validate`, `plan` and `render` say of a spec,
+/// and what every command says of a spec that does not validate (notes left out with `-q`).
 pub fn print_diagnostics(diags: &Diagnostics, sources: &SourceMap) {
+    let diags = unless_quiet(diags.clone());
     if diags.is_empty() {
         return;
     }
     let text = diags.report(sources).render(stderr_color());
+    let _ = std::io::stderr().write_all(text.as_bytes());
+}
+
+/// The warnings and notes of a valid spec that `concerns` says concern a command's result, one
+/// line each (file:line:column, severity, message, path, help), for commands whose own output
+/// is the point (`status`, `explain`, `apply`, `watch`); empty when none does (or `-q` hides
+/// them).
+pub fn concerning(
+    diags: &Diagnostics,
+    sources: &SourceMap,
+    concerns: impl Fn(&Diagnostic) -> bool,
+) -> String {
+    let diags = unless_quiet(diags.clone()).retained(concerns);
+    diags.report(sources).to_string()
+}
+
+/// [`concerning`] on stderr.
+pub fn print_concerning(
+    diags: &Diagnostics,
+    sources: &SourceMap,
+    concerns: impl Fn(&Diagnostic) -> bool,
+) {
+    let text = concerning(diags, sources, concerns);
     let _ = std::io::stderr().write_all(text.as_bytes());
 }
 

@@ -3,11 +3,12 @@
 
 use clap::{Args, ValueEnum};
 
-use super::output::{print_diagnostics, print_stdout};
+use super::output::{print_concerning, print_diagnostics, print_stdout};
 use super::plan::{PlanFlags, options};
 use super::target::TargetArgs;
 use super::{Exit, SpecArgs, load_valid};
 use crate::render::status::stack_to_text;
+use crate::spec::Severity;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
 pub enum StatusFormat {
@@ -30,10 +31,13 @@ pub struct StatusArgs {
 
 pub async fn run(args: &StatusArgs) -> anyhow::Result<Exit> {
     let (ok, diags, sources) = load_valid(&args.spec);
-    print_diagnostics(&diags, &sources);
     let Some((loaded, desired)) = ok else {
+        print_diagnostics(&diags, &sources);
         return Ok(Exit::Failed);
     };
+    // Status reads; the spec's notes say what gkq writes, so only its warnings (setups that
+    // strand jobs or capacity, which the report may show) concern it.
+    print_concerning(&diags, &sources, |d| d.severity == Severity::Warning);
     let report = crate::ops::status::status(
         &args.spec.source(),
         loaded,

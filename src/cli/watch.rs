@@ -74,6 +74,7 @@ pub async fn run(args: &WatchArgs) -> anyhow::Result<Exit> {
     eprintln!("{}", banner(args, &spec_dir));
     let sink = Terminal {
         apply: TerminalSink::stderr(),
+        spec_notes: Default::default(),
     };
     crate::ops::watch::watch(&options, &sink, stop).await?;
     eprintln!("Stopped watching.");
@@ -143,6 +144,31 @@ fn emit(text: &str) {
 
 struct Terminal {
     apply: TerminalSink,
+    /// The spec's warnings and notes last printed, so each is printed once, not with every plan.
+    spec_notes: std::sync::Mutex<String>,
+}
+
+impl Terminal {
+    /// The spec's warnings and notes (notes left out with `-q`), once: when a plan that writes
+    /// something carries them and they differ from those printed last.
+    fn spec_notes(&self, plan: &crate::plan::Plan) {
+        if !plan.writes() {
+            return;
+        }
+        let quiet = super::output::quiet();
+        let lines: Vec<String> = plan
+            .notices
+            .iter()
+            .filter(|n| !(quiet && n.severity == Some(crate::plan::NoticeSeverity::Note)))
+            .filter_map(crate::render::plan::spec_notice_line)
+            .collect();
+        let text = lines.join("\n");
+        let mut last = self.spec_notes.lock().unwrap_or_else(|e| e.into_inner());
+        if !text.is_empty() && *last != text {
+            eprintln!("{text}");
+        }
+        *last = text;
+    }
 }
 
 impl WatchSink for Terminal {
@@ -160,6 +186,7 @@ impl WatchSink for Terminal {
             }
             WatchEvent::Problem(text) => eprintln!("[{}] {text}", now()),
             WatchEvent::Planned { trigger, plan } => {
+                self.spec_notes(plan);
                 let mut text = format!("── {} · {trigger} · {}\n", now(), plan.summary);
                 if plan.has_changes() {
                     // anstream drops the colours when stdout is not a terminal or NO_COLOR is set.

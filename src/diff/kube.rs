@@ -15,7 +15,9 @@ use serde_json::Value;
 
 use super::applied::{dropped_fields, with_field};
 use super::compare::{full, owned};
-use super::normalize::{Dialect, keys_of, kube_view, without_kueue_injections};
+use super::normalize::{
+    Dialect, keys_of, kube_view, spell_quantities_alike, without_kueue_injections,
+};
 use super::{ChangeEffect, PathSeg, ResourceDiff, UpdateMethod, field_changes};
 use crate::addr::{ResourceAddr, ResourceKind};
 use crate::model::jobs::SCRIPT_DIGEST_ANNOTATION;
@@ -30,17 +32,19 @@ pub fn diff_object(
     let mut live_view = kube_view(live);
     let (comparison, desired_view) = match predicted {
         Some(predicted) => {
-            let predicted_view = kube_view(predicted);
+            let mut predicted_view = kube_view(predicted);
             if addr.kind.is_run() {
                 without_kueue_injections(&mut live_view, &predicted_view);
             }
+            spell_quantities_alike(&mut predicted_view, &mut live_view);
             (
                 full(&predicted_view, &live_view, Dialect::Kube),
                 predicted_view,
             )
         }
         None => {
-            let desired_view = kube_view(desired);
+            let mut desired_view = kube_view(desired);
+            spell_quantities_alike(&mut desired_view, &mut live_view);
             let mut comparison = owned(&desired_view, &live_view, Dialect::Kube);
             for dropped in dropped_fields(live, &desired_view, &live_view) {
                 comparison
@@ -54,11 +58,40 @@ pub fn diff_object(
             (comparison, desired_view)
         }
     };
+    let mut live_view = comparison.live_view;
+    let mut desired_view = desired_view;
+    let digest = [
+        PathSeg::Key("metadata".into()),
+        PathSeg::Key("annotations".into()),
+        PathSeg::Key(SCRIPT_DIGEST_ANNOTATION.into()),
+    ];
+    if comparison.changes.iter().any(|c| c.path == digest) {
+        // The digest is derived from the script: its field change says it in one line, so the
+        // text diff does not show the two digests again.
+        for view in [&mut live_view, &mut desired_view] {
+            if let Some(annotations) = view
+                .pointer_mut("/metadata/annotations")
+                .and_then(Value::as_object_mut)
+            {
+                annotations.remove(SCRIPT_DIGEST_ANNOTATION);
+            }
+        }
+    }
     ResourceDiff {
         changes: field_changes(comparison.changes, |path| classify(&addr.kind, path)),
-        live_view: comparison.live_view,
+        live_view,
         desired_view,
     }
+}
+
+/// Whether a field change is of the training script's digest annotation, which a job carries so
+/// that a changed script makes a new run (the plan says it in one line).
+pub fn is_script_digest(path: &str) -> bool {
+    path == super::path_text(&[
+        PathSeg::Key("metadata".into()),
+        PathSeg::Key("annotations".into()),
+        PathSeg::Key(SCRIPT_DIGEST_ANNOTATION.into()),
+    ])
 }
 
 /// How a changed field of a Kubernetes object can be made.
@@ -130,6 +163,67 @@ mod tests {
             "spec.resourceGroups[0].flavors[0].resources[0].nominalQuota"
         );
         assert_eq!(diff.methods(), [UpdateMethod::ServerSideApply]);
+    }
+
+    #[test]
+    fn quantities_read_alike_on_both_sides_and_an_encoding_is_no_change() {
+        let addr = ResourceAddr::cluster_queue("cq");
+        let queue = |cpu: Value, memory: Value| {
+            json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+                "metadata": {"name": "cq"},
+                "spec": {"resourceGroups": [{"flavors": [{"name": "on-demand", "resources": [
+                    {"name": "cpu", "nominalQuota": cpu},
+                    {"name": "memory", "nominalQuota": memory}]}]}]}})
+        };
+        // Live as Kueue's webhook stores it, desired as the spec spells it.
+        let live = queue(json!("40"), json!("80530636800"));
+        assert!(diff_object(&addr, &queue(json!(40), json!("75Gi")), &live, None).is_empty());
+        assert!(
+            diff_object(
+                &addr,
+                &queue(json!(40), json!("75Gi")),
+                &live,
+                Some(&queue(json!("40"), json!("75Gi")))
+            )
+            .is_empty()
+        );
+        let diff = diff_object(&addr, &queue(json!(80), json!("100Gi")), &live, None);
+        let shown: Vec<(Option<Value>, Option<Value>)> = diff
+            .changes
+            .iter()
+            .map(|c| (c.before.clone(), c.after.clone()))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                (Some(json!("40")), Some(json!("80"))),
+                (Some(json!("75Gi")), Some(json!("100Gi")))
+            ]
+        );
+        let text = diff.text();
+        assert!(text.contains("-        nominalQuota: \"40\"\n"), "{text}");
+        assert!(text.contains("+        nominalQuota: \"80\"\n"), "{text}");
+        assert!(text.contains("-        nominalQuota: 75Gi\n"), "{text}");
+        assert!(!text.contains("80530636800"), "{text}");
+    }
+
+    #[test]
+    fn a_changed_script_digest_is_left_out_of_the_text_diff() {
+        let addr = ResourceAddr::ray_job("default", "j");
+        let job = |digest: &str, steps: u32| {
+            json!({"apiVersion": "ray.io/v1", "kind": "RayJob",
+                "metadata": {"name": "j", "namespace": "default", "annotations": {SCRIPT_DIGEST_ANNOTATION: digest}},
+                "spec": {"entrypoint": format!("python /app/train.py --steps {steps}")}})
+        };
+        let diff = diff_object(&addr, &job("bbb", 1), &job("aaa", 1), None);
+        assert_eq!(diff.changes.len(), 1);
+        assert!(is_script_digest(&diff.changes[0].path));
+        assert_eq!(diff.text(), "");
+        let both = diff_object(&addr, &job("bbb", 2), &job("aaa", 1), None);
+        assert_eq!(both.changes.len(), 2);
+        let text = both.text();
+        assert!(text.contains("--steps 2"), "{text}");
+        assert!(!text.contains("aaa") && !text.contains("bbb"), "{text}");
     }
 
     #[test]

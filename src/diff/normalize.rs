@@ -566,6 +566,51 @@ fn as_quantity(value: &Value) -> Option<i128> {
     }
 }
 
+/// Spells the quantities of a desired Kubernetes view and its live view alike, for people: at
+/// every quantity path ([`same_leaf`]'s), a value that parses as a quantity becomes Kubernetes'
+/// canonical string (`Quantity.String()`, what the API server stores), the live one in the
+/// desired one's format (live `80530636800` beside desired `100Gi` reads `75Gi`). So a diff shows
+/// `"40"` against `"80"`, never the string `"40"` against the number `80`, and a value the two
+/// sides spell differently but that is equal reads the same on both. Comparison is by value
+/// either way; this only changes how the views read.
+pub fn spell_quantities_alike(desired: &mut Value, live: &mut Value) {
+    respell(desired, Some(live), &mut Vec::new());
+}
+
+fn respell(desired: &mut Value, live: Option<&mut Value>, path: &mut Vec<PathSeg>) {
+    use crate::vocab::quantity::Quantity;
+    match (desired, live) {
+        (Value::Object(d), live) => {
+            let mut live = live.and_then(|l| l.as_object_mut());
+            for (key, child) in d.iter_mut() {
+                path.push(PathSeg::Key(key.clone()));
+                respell(child, live.as_mut().and_then(|l| l.get_mut(key)), path);
+                path.pop();
+            }
+        }
+        (Value::Array(d), live) => {
+            let mut live = live.and_then(|l| l.as_array_mut());
+            for (i, child) in d.iter_mut().enumerate() {
+                path.push(PathSeg::Index(i));
+                respell(child, live.as_mut().and_then(|l| l.get_mut(i)), path);
+                path.pop();
+            }
+        }
+        (leaf, live) if is_quantity_path(path) => {
+            let Ok(wanted) = Quantity::from_json(leaf) else {
+                return;
+            };
+            if let Some(live) = live
+                && let Ok(have) = Quantity::from_json(live)
+            {
+                *live = Value::String(have.in_format(wanted.format()).to_canonical_string());
+            }
+            *leaf = Value::String(wanted.to_canonical_string());
+        }
+        _ => {}
+    }
+}
+
 /// Whether a desired leaf and the live value at the same path are the same value, under the
 /// spelling rules in the module docs. `live` is `None` when the field is absent.
 pub fn same_leaf(

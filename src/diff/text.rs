@@ -3,8 +3,6 @@
 use serde_json::Value;
 use similar::TextDiff;
 
-/// The value with every object's keys sorted, so that text output does not depend on the order a
-/// server or a spec happened to use.
 /// A value on one line for messages: `(absent)` for none, JSON cut to `max` characters.
 pub fn one_line(value: Option<&Value>, max: usize) -> String {
     match value {
@@ -23,6 +21,41 @@ pub fn one_line(value: Option<&Value>, max: usize) -> String {
     }
 }
 
+/// Whether a string is too long to show on one line of [`one_line`]'s width `max`: it spans lines
+/// or is longer than `max` characters once quoted.
+pub fn is_long_text(text: &str, max: usize) -> bool {
+    text.contains('\n') || Value::String(text.to_string()).to_string().chars().count() > max
+}
+
+/// The size of a change of text, for the line that names the field: `+3 -1 lines (40 -> 42
+/// lines)`, or for one line of text `250 -> 262 characters`.
+pub fn text_change_size(before: &str, after: &str) -> String {
+    let lines = |text: &str| text.lines().count();
+    if !before.contains('\n') && !after.contains('\n') {
+        return format!(
+            "{} -> {} characters",
+            before.chars().count(),
+            after.chars().count()
+        );
+    }
+    let diff = TextDiff::from_lines(before, after);
+    let (mut added, mut removed) = (0, 0);
+    for change in diff.iter_all_changes() {
+        match change.tag() {
+            similar::ChangeTag::Insert => added += 1,
+            similar::ChangeTag::Delete => removed += 1,
+            similar::ChangeTag::Equal => {}
+        }
+    }
+    format!(
+        "+{added} -{removed} lines ({} -> {} lines)",
+        lines(before),
+        lines(after)
+    )
+}
+
+/// The value with every object's keys sorted, so that text output does not depend on the order a
+/// server or a spec happened to use.
 pub fn canonical(value: &Value) -> Value {
     let mut sorted = value.clone();
     sort_keys(&mut sorted);
@@ -86,6 +119,18 @@ pub fn unified_diff(before: &str, after: &str) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_text_change_is_sized_in_lines_or_characters() {
+        assert_eq!(
+            text_change_size("a\nb\nc\n", "a\nB\nc\nd\n"),
+            "+2 -1 lines (3 -> 4 lines)"
+        );
+        assert_eq!(text_change_size("abc", "abcd"), "3 -> 4 characters");
+        assert!(is_long_text("one\ntwo", 60));
+        assert!(!is_long_text("short", 60));
+        assert!(is_long_text(&"x".repeat(60), 60));
+    }
 
     #[test]
     fn yaml_is_sorted_and_block_style() {

@@ -44,6 +44,21 @@ pub fn script_key(job: &Job) -> String {
         .unwrap_or_else(|| job.script.clone())
 }
 
+/// The index of the spec's job whose runs include `namespace/name` (a job or its Workload's
+/// owner, as `gkq explain` names it).
+pub fn job_entry(spec: &Spec, namespace: &str, name: &str) -> Option<usize> {
+    spec.jobs
+        .iter()
+        .position(|job| job.namespace == namespace && run_names(job).iter().any(|n| n == name))
+}
+
+/// The index of the job a spec path is in: `jobs[2].queue` is in job 2.
+pub fn job_index_of_path(path: &str) -> Option<usize> {
+    let rest = path.strip_prefix("jobs[")?;
+    let (index, _) = rest.split_once(']')?;
+    index.parse().ok()
+}
+
 /// The names of a job's runs: `<name>-1 .. <name>-N` with `count`, else `<name>`.
 pub fn run_names(job: &Job) -> Vec<String> {
     match job.count {

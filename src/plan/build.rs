@@ -1044,12 +1044,13 @@ fn kube_delete_step(addr: &ResourceAddr, live: &Value) -> Step {
     }
 }
 
-/// `autoscaling.maxNodeCount (nodePools.setAutoscaling), ...`
+/// `changes in place: autoscaling.maxNodeCount, ...`: the fields; the action's steps name the
+/// API calls that make them, each once.
 fn update_reason(changes: &[FieldChange]) -> String {
     let parts: Vec<String> = changes
         .iter()
         .map(|change| match &change.effect {
-            crate::diff::ChangeEffect::InPlace(method) => format!("{} ({method})", change.path),
+            crate::diff::ChangeEffect::InPlace(_) => change.path.clone(),
             crate::diff::ChangeEffect::Replace(reason) => format!("{} ({reason})", change.path),
         })
         .collect();

@@ -531,6 +531,16 @@ impl Plan {
         })
     }
 
+    /// Whether the plan writes an object: creates, updates or replaces one (deletes only remove).
+    pub fn writes(&self) -> bool {
+        self.changes().any(|a| {
+            matches!(
+                a.kind,
+                ActionKind::Create | ActionKind::Update | ActionKind::Replace
+            )
+        })
+    }
+
     /// Whether the plan deletes or recreates something (CI may want a human for these).
     pub fn is_destructive(&self) -> bool {
         self.changes()

@@ -367,10 +367,14 @@ fn write_action(action: &Action, out: &mut dyn Write) -> io::Result<()> {
     writeln!(out)
 }
 
+const SHORT: usize = 60;
+
 fn short(value: &Option<Value>) -> String {
-    crate::diff::text::one_line(value.as_ref(), 60)
+    crate::diff::text::one_line(value.as_ref(), SHORT)
 }
 
+/// One changed field. The API method is not repeated here: the action's `API calls` line names
+/// each call once.
 fn write_change(change: &FieldChange, out: &mut dyn Write) -> io::Result<()> {
     let (glyph, style) = match (&change.before, &change.after) {
         (None, Some(_)) => ("+", GREEN),
@@ -378,42 +382,63 @@ fn write_change(change: &FieldChange, out: &mut dyn Write) -> io::Result<()> {
         _ => ("~", YELLOW),
     };
     let how = match &change.effect {
-        ChangeEffect::InPlace(method) => format!("{DIM}({method}){DIM:#}"),
+        ChangeEffect::InPlace(_) => String::new(),
         // The reason is in the action's own reason line; repeating it per field is noise.
-        ChangeEffect::Replace(_) => format!("{RED}# forces replacement{RED:#}"),
+        ChangeEffect::Replace(_) => format!(" {RED}# forces replacement{RED:#}"),
+    };
+    let mut line = |text: &str| {
+        writeln!(
+            out,
+            "      {style}{glyph}{style:#} {}: {text}{how}",
+            change.path
+        )
     };
     let marked = |v: &Option<Value>| v.as_ref().is_some_and(crate::diff::sensitive::is_marker);
     if marked(&change.before) && marked(&change.after) {
-        return writeln!(
-            out,
-            "      {style}{glyph}{style:#} {}: (sensitive value changed) {how}",
-            change.path
-        );
+        return line("(sensitive value changed)");
     }
-    // A quantity may be spelled as a number on one side and a string on the other (Kueue
-    // keeps `"40"`, the spec says `48`): both are shown as plain text, so only the value differs.
+    let text = |v: &Option<Value>| v.as_ref().and_then(Value::as_str).map(str::to_string);
+    if crate::diff::kube::is_script_digest(&change.path) {
+        let digest = |v: &Option<Value>| {
+            text(v)
+                .map(|d| d.chars().take(12).collect::<String>())
+                .unwrap_or_else(|| "(absent)".into())
+        };
+        return line(&format!(
+            "the training script changed (sha256 {} -> {})",
+            digest(&change.before),
+            digest(&change.after)
+        ));
+    }
+    // The diff spells quantities alike on both sides (`diff::normalize::spell_quantities_alike`):
+    // shown as plain text, as the spec writes them.
     let quantity = |v: &Option<Value>| match v {
         Some(Value::String(s)) => crate::diff::normalize::parse_quantity(s).map(|_| s.clone()),
         Some(Value::Number(n)) => Some(n.to_string()),
         _ => None,
     };
-    if let (Some(before), Some(after)) = (quantity(&change.before), quantity(&change.after))
-        && change.before.as_ref().map(Value::is_string)
-            != change.after.as_ref().map(Value::is_string)
-    {
-        return writeln!(
-            out,
-            "      {style}{glyph}{style:#} {}: {before} -> {after} {how}",
-            change.path
-        );
+    if let (Some(before), Some(after)) = (quantity(&change.before), quantity(&change.after)) {
+        return line(&format!("{before} -> {after}"));
     }
-    writeln!(
-        out,
-        "      {style}{glyph}{style:#} {}: {} -> {} {how}",
-        change.path,
+    // A long text (a training script): its size here, its lines once in the diff below.
+    let long =
+        |v: &Option<Value>| text(v).is_some_and(|t| crate::diff::text::is_long_text(&t, SHORT));
+    let textual = |v: &Option<Value>| v.is_none() || text(v).is_some();
+    if (long(&change.before) || long(&change.after))
+        && textual(&change.before)
+        && textual(&change.after)
+    {
+        let size = crate::diff::text::text_change_size(
+            &text(&change.before).unwrap_or_default(),
+            &text(&change.after).unwrap_or_default(),
+        );
+        return line(&format!("text changed, {size} (diff below)"));
+    }
+    line(&format!(
+        "{} -> {}",
         short(&change.before),
         short(&change.after)
-    )
+    ))
 }
 
 /// Colours a unified diff line by line, with an indent.
@@ -761,6 +786,28 @@ fn notice_markdown(notice: &Notice) -> String {
     text
 }
 
+/// One of the spec's warnings or notes that a plan carries, on one line as diagnostics print
+/// them without their snippet: `gkq.yaml:83:12: note: ... (at jobs[0].queue)`, then its help.
+/// `None` for the plan's own notices.
+pub fn spec_notice_line(notice: &Notice) -> Option<String> {
+    let severity = match notice.severity? {
+        NoticeSeverity::Warning => "warning",
+        NoticeSeverity::Note => "note",
+    };
+    let mut text = String::new();
+    if let Some(at) = &notice.at {
+        text.push_str(&format!("{at}: "));
+    }
+    text.push_str(&format!("{severity}: {}", notice.message));
+    if let Some(path) = &notice.path {
+        text.push_str(&format!(" (at {path})"));
+    }
+    if let Some(help) = &notice.help {
+        text.push_str(&format!("\n  help: {help}"));
+    }
+    Some(text)
+}
+
 /// The notes: the spec's notes and the plan's own notices (the spec's warnings are above).
 fn append_notices(plan: &Plan, md: &mut String) {
     let notes: Vec<&Notice> = plan
@@ -841,18 +888,78 @@ mod tests {
         );
     }
 
+    fn change_line(change: &crate::diff::FieldChange) -> String {
+        let mut out = Vec::new();
+        super::write_change(change, &mut out).unwrap();
+        crate::render::strip(&String::from_utf8(out).unwrap())
+    }
+
+    fn in_place(
+        path: &str,
+        before: serde_json::Value,
+        after: serde_json::Value,
+    ) -> crate::diff::FieldChange {
+        use crate::diff::{ChangeEffect, FieldChange, UpdateMethod};
+        FieldChange {
+            path: path.into(),
+            before: Some(before),
+            after: Some(after),
+            effect: ChangeEffect::InPlace(UpdateMethod::ServerSideApply),
+        }
+    }
+
     #[test]
     fn a_quantity_change_shows_values_in_one_spelling() {
-        use crate::diff::{ChangeEffect, FieldChange, UpdateMethod};
-        let change = FieldChange {
-            path: "spec.resourceGroups[0].flavors[1].resources[0].nominalQuota".into(),
-            before: Some(serde_json::json!("40")),
-            after: Some(serde_json::json!(48)),
-            effect: ChangeEffect::InPlace(UpdateMethod::ServerSideApply),
-        };
-        let mut out = Vec::new();
-        super::write_change(&change, &mut out).unwrap();
-        let text = crate::render::strip(&String::from_utf8(out).unwrap());
-        assert!(text.contains("nominalQuota: 40 -> 48 "), "{text}");
+        let text = change_line(&in_place(
+            "spec.resourceGroups[0].flavors[1].resources[0].nominalQuota",
+            serde_json::json!("40"),
+            serde_json::json!(48),
+        ));
+        assert!(text.contains("nominalQuota: 40 -> 48"), "{text}");
+    }
+
+    #[test]
+    fn field_lines_leave_the_api_method_to_the_api_calls_line() {
+        let text = change_line(&in_place(
+            "metadata.labels.team",
+            serde_json::json!("ml"),
+            serde_json::json!("research"),
+        ));
+        assert_eq!(text.trim(), r#"~ metadata.labels.team: "ml" -> "research""#);
+    }
+
+    #[test]
+    fn a_long_text_is_named_with_its_size_not_cut_twice() {
+        let before = "import time\nimport ray\nfrom ray import train\nfrom ray.train import ScalingConfig\nprint(1)\n";
+        let after = "import time\nimport ray\nfrom ray import train\nfrom ray.train import ScalingConfig\nprint(2)\nprint(3)\n";
+        let text = change_line(&in_place(
+            r#"data["train.py"]"#,
+            serde_json::json!(before),
+            serde_json::json!(after),
+        ));
+        assert_eq!(
+            text.trim(),
+            r#"~ data["train.py"]: text changed, +2 -1 lines (5 -> 6 lines) (diff below)"#
+        );
+        assert!(!text.contains("import"), "{text}");
+    }
+
+    #[test]
+    fn the_script_digest_is_one_line() {
+        use crate::diff::{ChangeEffect, FieldChange};
+        let text = change_line(&FieldChange {
+            path: r#"metadata.annotations["gkq.dev/script-sha256"]"#.into(),
+            before: Some(serde_json::json!("a".repeat(64))),
+            after: Some(serde_json::json!("b".repeat(64))),
+            effect: ChangeEffect::Replace("the training script changed".into()),
+        });
+        assert_eq!(
+            text.trim(),
+            format!(
+                r#"~ metadata.annotations["gkq.dev/script-sha256"]: the training script changed (sha256 {} -> {}) # forces replacement"#,
+                "a".repeat(12),
+                "b".repeat(12)
+            )
+        );
     }
 }

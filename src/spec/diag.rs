@@ -189,6 +189,14 @@ impl Diagnostics {
         self
     }
 
+    /// Only the diagnostics `keep` accepts, and every error (a command shows each of a spec's
+    /// errors; which of its warnings and notes concern it is the command's to say). The count of
+    /// those left out past the limit stays.
+    pub fn retained(mut self, keep: impl Fn(&Diagnostic) -> bool) -> Self {
+        self.items.retain(|d| d.is_error() || keep(d));
+        self
+    }
+
     pub fn has_errors(&self) -> bool {
         self.iter().any(Diagnostic::is_error)
     }

@@ -173,6 +173,11 @@ impl Quantity {
         }
     }
 
+    /// The same value, printed in `format` (`Quantity.Format` set to it).
+    pub fn in_format(self, format: Format) -> Quantity {
+        Quantity { format, ..self }
+    }
+
     /// The canonical Kubernetes string (`Quantity.String()` after canonicalisation).
     pub fn to_canonical_string(&self) -> String {
         canonical_string(self.nanos, self.format)

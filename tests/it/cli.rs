@@ -899,3 +899,68 @@ fn every_missing_required_key_is_named_in_one_run() {
         assert_eq!(stderr.matches(missing).count(), 1, "{missing}: {stderr}");
     }
 }
+
+/// Every command's `--help` lists each form of its arguments on its `Usage:` lines and one
+/// example of each, and `gkq help COMMAND` prints the same; every example parses.
+#[test]
+fn every_commands_help_lists_its_argument_forms_with_an_example_each() {
+    use gkq::cli::help::COMMANDS;
+    let cli = gkq::cli::Cli::command_with_help();
+    let names: Vec<&str> = cli
+        .get_subcommands()
+        .map(|c| c.get_name())
+        .filter(|name| *name != "help")
+        .collect();
+    for name in &names {
+        assert!(
+            COMMANDS.iter().any(|h| h.command == *name),
+            "`gkq {name}` has no entry in cli::help::COMMANDS"
+        );
+    }
+    for help in COMMANDS {
+        let words: Vec<&str> = help.command.split(' ').collect();
+        let long = gkq().args(&words).arg("--help").output().unwrap();
+        assert!(long.status.success(), "gkq {} --help", help.command);
+        let long = String::from_utf8(long.stdout).unwrap();
+        let by_help = gkq().arg("help").args(&words).output().unwrap();
+        assert!(by_help.status.success(), "gkq help {}", help.command);
+        assert_eq!(
+            long,
+            String::from_utf8(by_help.stdout).unwrap(),
+            "`gkq {0} --help` and `gkq help {0}` differ",
+            help.command
+        );
+        assert!(
+            long.contains(&format!("Usage: gkq {}", help.forms[0])),
+            "{long}"
+        );
+        for form in help.forms {
+            assert!(long.contains(&format!("gkq {form}")), "{form}:\n{long}");
+        }
+        assert_eq!(
+            help.examples.len(),
+            help.forms.len(),
+            "one example per form of `gkq {}`",
+            help.command
+        );
+        assert!(long.contains("Examples:"), "{long}");
+        for (line, _) in help.examples {
+            assert!(long.contains(line), "{line}:\n{long}");
+            // The example as the shell would pass it (without a redirection).
+            let argv: Vec<&str> = line
+                .split(" > ")
+                .next()
+                .unwrap()
+                .split_whitespace()
+                .collect();
+            if let Err(e) = gkq::cli::Cli::command_with_help().try_get_matches_from(&argv) {
+                panic!("the example `{line}` does not parse: {e}");
+            }
+        }
+    }
+    // `apply`'s positional argument says both forms.
+    let apply = gkq().args(["apply", "--help"]).output().unwrap();
+    let apply = String::from_utf8(apply.stdout).unwrap();
+    assert!(apply.contains("[SPEC | PLANFILE]"), "{apply}");
+    assert!(apply.contains("gkq apply plan.json"), "{apply}");
+}

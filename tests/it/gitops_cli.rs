@@ -545,6 +545,83 @@ fn spec_warnings_and_notes_are_in_the_plans_json_and_markdown() {
     );
 }
 
+/// `validate` and `plan` say all the spec's warnings and notes; `apply` says them once, when it
+/// writes something; `status` only the warnings (it writes nothing the notes speak of);
+/// `explain` only what concerns the job explained; `-q` hides the notes everywhere.
+#[test]
+fn each_command_shows_the_spec_notes_that_concern_its_result() {
+    let ws = Workspace::example();
+    ws.edit(
+        "quota: {cpu: 40, memory: 75Gi, google.com/tpu: 16}",
+        "quota: {cpu: 40, memory: 75Gi, google.com/tpu: 32}",
+    );
+    let warning = "nominal quota google.com/tpu 32 exceeds";
+    let note = "note: queue `user-queue` can place this job on a DWS flavor";
+    let stderr = |args: &[&str]| {
+        let out = match args[0] {
+            // `validate` reads no state.
+            "validate" => gkq().args(args).current_dir(ws.path()).output().unwrap(),
+            _ => run(&ws, args),
+        };
+        assert!(out.status.success(), "{args:?}: {}", explain(&out));
+        text(&out.stderr)
+    };
+    let count = |text: &str, what: &str| text.matches(what).count();
+    for command in ["validate", "plan"] {
+        for quiet in [false, true] {
+            let mut args = vec![command, "infra", "--env", "local"];
+            if quiet {
+                args.push("-q");
+            }
+            let said = stderr(&args);
+            let shown = (count(&said, warning), count(&said, note));
+            assert_eq!(shown, (1, usize::from(!quiet)), "{args:?}: {said}");
+        }
+    }
+    let apply = ["apply", "infra", "--env", "local", "--auto-approve"];
+    let said = stderr(&apply);
+    assert_eq!(
+        (count(&said, warning), count(&said, note)),
+        (1, 1),
+        "{said}"
+    );
+    // Nothing to change: nothing they concern.
+    let said = stderr(&apply);
+    assert_eq!(
+        (count(&said, warning), count(&said, note)),
+        (0, 0),
+        "{said}"
+    );
+    for quiet in [false, true] {
+        let mut args = vec!["status", "infra", "--env", "local"];
+        if quiet {
+            args.push("-q");
+        }
+        let said = stderr(&args);
+        assert_eq!(
+            (count(&said, warning), count(&said, note)),
+            (1, 0),
+            "{said}"
+        );
+        let mut args = vec![
+            "explain",
+            "default/rayjob-tpu-v6e-dws-2",
+            "infra",
+            "--env",
+            "local",
+        ];
+        if quiet {
+            args.push("-q");
+        }
+        let said = stderr(&args);
+        assert_eq!(
+            (count(&said, warning), count(&said, note)),
+            (0, usize::from(!quiet)),
+            "{said}"
+        );
+    }
+}
+
 fn read_digest(markdown: &str) -> String {
     let start = markdown.find("digest `").expect("a provenance line") + "digest `".len();
     markdown[start..start + 12].to_string()
@@ -1612,4 +1689,73 @@ async fn status_reads_the_gke_cluster_once() {
         .map(|r| r.path)
         .collect();
     assert_eq!(cluster_reads.len(), 1, "{cluster_reads:?}");
+}
+
+/// What a reviewer reads (issue 31), on the applied example: a quota change shows both values in
+/// one spelling, a script change shows the script's text diff once with the digest it makes the
+/// jobs carry in one line, a label change names the API method once per object.
+#[test]
+fn plan_text_of_a_quota_a_script_and_a_label_change() {
+    let ws = Workspace::example();
+    let applied = run(&ws, &["apply", "infra", "--env", "local", "--auto-approve"]);
+    assert!(applied.status.success(), "{}", explain(&applied));
+    let plan = |ws: &Workspace| {
+        let out = run(ws, &["plan", "infra", "--env", "local"]);
+        assert!(out.status.success(), "{}", explain(&out));
+        text(&out.stdout)
+    };
+    let original = std::fs::read_to_string(ws.spec_file()).unwrap();
+
+    ws.edit(
+        "quota: {cpu: 40, memory: 75Gi, google.com/tpu: 16}",
+        "quota: {cpu: 80, memory: 100Gi, google.com/tpu: 16}",
+    );
+    let quota = plan(&ws);
+    assert!(quota.contains("nominalQuota: 40 -> 80"), "{quota}");
+    assert!(quota.contains("nominalQuota: 75Gi -> 100Gi"), "{quota}");
+    assert!(!quota.contains("server-side apply)"), "{quota}");
+    insta::assert_snapshot!("plan_text_quota_change", quota);
+    std::fs::write(ws.spec_file(), &original).unwrap();
+
+    let script = ws.spec_dir().join("train.py");
+    let text_before = std::fs::read_to_string(&script).unwrap();
+    std::fs::write(
+        &script,
+        text_before.replacen("import time\n", "import time\nimport os\n", 1),
+    )
+    .unwrap();
+    let changed = plan(&ws);
+    assert_eq!(
+        changed.matches("+    import os\n").count(),
+        1,
+        "the script's diff, once:\n{changed}"
+    );
+    assert!(!changed.contains("\"import time"), "{changed}");
+    assert!(
+        changed.contains(r#"data["train.py"]: text changed, +1 -0 lines"#),
+        "{changed}"
+    );
+    assert!(
+        !changed.contains("gkq.dev/script-sha256: "),
+        "the digest is said in the field line only:\n{changed}"
+    );
+    insta::assert_snapshot!("plan_text_script_change", changed);
+    std::fs::write(&script, &text_before).unwrap();
+
+    ws.edit(
+        "    queue: user-queue\n",
+        "    queue: user-queue\n    labels: {team: ml, cost-center: \"42\"}\n",
+    );
+    let labels = plan(&ws);
+    assert!(
+        labels.contains("+ metadata.labels.team: (absent) -> \"ml\""),
+        "{labels}"
+    );
+    assert!(!labels.contains("server-side apply"), "{labels}");
+    assert_eq!(
+        labels.matches("kubernetes.apply").count(),
+        labels.matches("will be updated in-place").count(),
+        "the API method once per object:\n{labels}"
+    );
+    insta::assert_snapshot!("plan_text_label_change", labels);
 }

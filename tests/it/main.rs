@@ -30,6 +30,7 @@ mod placement_kueue;
 mod placement_props;
 mod placement_quantity;
 mod placement_rules;
+mod readme;
 mod request_counts;
 mod security;
 mod spec;

@@ -80,7 +80,17 @@ async fn text_is_terraform_like() {
     assert!(text.contains("-/+ gke.nodepool/on-demand-pool\n"), "{text}");
     assert!(text.contains("# gke.nodepool/on-demand-pool must be replaced (destroy, then create)"));
     assert!(
-        text.contains("~ autoscaling.maxNodeCount: 4 -> 8 (nodePools.setAutoscaling)"),
+        text.contains("~ autoscaling.maxNodeCount: 4 -> 8\n"),
+        "{text}"
+    );
+    // The API method once per object: on its `API calls` line.
+    assert_eq!(
+        text.matches("nodePools.setAutoscaling").count(),
+        1,
+        "{text}"
+    );
+    assert!(
+        text.contains("API calls: nodePools.setAutoscaling\n"),
         "{text}"
     );
     assert!(
