@@ -15,22 +15,29 @@ pub(super) fn check_unmodelled(c: &mut Checker, spec: &Spec) {
     // A version that is not a release tag is an error of its own (`kueue_section`).
     if let VersionFit::Other(minor) = version_fit(&spec.kueue.version) {
         let version = &spec.kueue.version;
-        let message = match spec.kueue.install {
-            InstallMode::Managed => format!(
-                "placements will not be predicted: kueue.version installs Kueue {version} ({minor}), and gkq models Kueue {MODELLED_MINOR}"
+        let anyway = format!(
+            "or plan with --predict-anyway to predict with {MODELLED_MINOR}'s rules; see {NEXT_VERSION_DOCS}"
+        );
+        let (message, help) = match spec.kueue.install {
+            InstallMode::Managed => (
+                format!(
+                    "placements will not be predicted: kueue.version installs Kueue {version} ({minor}), and gkq models Kueue {MODELLED_MINOR}"
+                ),
+                format!(
+                    "to get predictions pin kueue.version to a {MODELLED_MINOR} release ({MODELLED_VERSION} is built into gkq), {anyway}"
+                ),
             ),
             // The plan reads the release the cluster runs.
-            InstallMode::External => format!(
-                "placements will not be predicted if the cluster runs Kueue {version}, as kueue.version says: gkq models Kueue {MODELLED_MINOR}"
+            InstallMode::External => (
+                format!(
+                    "placements will not be predicted if the cluster runs Kueue {version}, as kueue.version says: gkq models Kueue {MODELLED_MINOR}"
+                ),
+                format!(
+                    "to get predictions run a {MODELLED_MINOR} release of Kueue (or let gkq install {MODELLED_VERSION}: kueue.install: managed), {anyway}"
+                ),
             ),
         };
-        c.warning(
-            &Path::root().key("kueue").key("version"),
-            message,
-            format!(
-                "to get predictions pin kueue.version to a {MODELLED_MINOR} release ({MODELLED_VERSION} is built into gkq), or plan with --predict-anyway to predict with {MODELLED_MINOR}'s rules; see {NEXT_VERSION_DOCS}"
-            ),
-        );
+        c.warning(&Path::root().key("kueue").key("version"), message, help);
     }
     for (gate, enabled) in spec
         .kueue
