@@ -28,6 +28,10 @@ pub struct PlanFlags {
     /// Take over resources with the spec's names that gkq does not own yet.
     #[arg(long)]
     pub adopt: bool,
+    /// Predict placements with Kueue v0.19's rules even when the cluster runs (or the spec
+    /// installs) another Kueue minor release; without it those placements say "not predicted".
+    #[arg(long)]
+    pub predict_anyway: bool,
 }
 
 #[derive(Debug, Args)]
@@ -79,6 +83,7 @@ pub fn options(flags: &PlanFlags) -> PlanOptions {
     PlanOptions {
         prune: flags.prune,
         adopt: flags.adopt,
+        predict_anyway: flags.predict_anyway,
         ..Default::default()
     }
 }

@@ -75,13 +75,23 @@ pub async fn load_manifests(source: &str) -> anyhow::Result<String> {
         .map_err(|e| anyhow::anyhow!("reading Kueue manifests {source}: {e}"))
 }
 
+/// What `kueue.install: external` finds: the release the manager runs, and what the plan should
+/// say about it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExternalKueue {
+    /// The manager Deployment's release (its image tag); `None` when no manager was found.
+    pub version: Option<String>,
+    /// A version other than the spec's, or a manager gkq could not find.
+    pub notes: Vec<String>,
+}
+
 /// For `kueue.install: external`: checks that someone else's Kueue serves the v1beta2 API gkq
-/// writes and runs the spec's version. `Err` when Kueue's API is missing (nothing gkq writes
-/// would be accepted); the notes describe a version mismatch or a manager gkq could not find.
+/// writes, and reads the release its manager runs. `Err` when Kueue's API is missing (nothing
+/// gkq writes would be accepted).
 pub async fn check_external(
     api: &dyn super::KubeApi,
     install: &KueueInstall,
-) -> Result<Vec<String>, String> {
+) -> Result<ExternalKueue, String> {
     let served = api
         .resource("kueue.x-k8s.io/v1beta2", "ClusterQueue")
         .await
@@ -92,22 +102,29 @@ pub async fn check_external(
             install.version
         ));
     }
-    let mut notes = Vec::new();
+    let mut found = ExternalKueue::default();
     match observe(api).await.map_err(|e| e.to_string())? {
         Some(live) => {
-            let version = live.pointer("/spec/version").and_then(Value::as_str).unwrap_or("unknown");
-            if version != install.version {
-                notes.push(format!(
-                    "Kueue {version} is installed, the spec says {}: placement predictions follow Kueue v0.19 rules",
+            let version = live.pointer("/spec/version").and_then(Value::as_str);
+            match version {
+                Some(version) if version != install.version => found.notes.push(format!(
+                    "Kueue {version} is installed, the spec says {}",
                     install.version
-                ));
+                )),
+                Some(_) => {}
+                None => found.notes.push(format!(
+                    "the {MANAGER_DEPLOYMENT} Deployment in {KUEUE_NAMESPACE} names no image tag; Kueue {} is assumed, as kueue.version says",
+                    install.version
+                )),
             }
+            found.version = version.map(str::to_string);
         }
-        None => notes.push(format!(
-            "Kueue's API is served but no {MANAGER_DEPLOYMENT} Deployment was found in {KUEUE_NAMESPACE}; its version could not be checked"
+        None => found.notes.push(format!(
+            "Kueue's API is served but no {MANAGER_DEPLOYMENT} Deployment was found in {KUEUE_NAMESPACE}; its version could not be checked, Kueue {} is assumed, as kueue.version says",
+            install.version
         )),
     }
-    Ok(notes)
+    Ok(found)
 }
 
 #[cfg(test)]

@@ -137,7 +137,15 @@ pub fn installed_version(deployment: &Value) -> Option<String> {
         .find(|c| c["name"] == MANAGER_CONTAINER)?
         .get("image")?
         .as_str()?;
-    image.rsplit_once(':').map(|(_, tag)| tag.to_string())
+    image_tag(image).map(str::to_string)
+}
+
+/// The tag of an image reference: `registry.k8s.io/kueue/kueue:v0.19.2@sha256:...` has
+/// `v0.19.2`; `localhost:5000/kueue` has none (a colon before the last `/` is a registry's port).
+fn image_tag(image: &str) -> Option<&str> {
+    let name = image.split_once('@').map_or(image, |(name, _digest)| name);
+    let last = name.rsplit('/').next().unwrap_or(name);
+    last.rsplit_once(':').map(|(_, tag)| tag)
 }
 
 /// The pseudo-object that stands for Kueue's installation in plans (`kueue.install/kueue`).
@@ -275,6 +283,22 @@ mod tests {
         );
         assert!(objs.iter().any(|o| o["kind"] == "CustomResourceDefinition"));
         assert_eq!(installed_version(dep).as_deref(), Some("v0.19.2"));
+    }
+
+    #[test]
+    fn the_release_is_the_image_tag_without_registry_port_or_digest() {
+        for (image, tag) in [
+            ("registry.k8s.io/kueue/kueue:v0.20.0", Some("v0.20.0")),
+            (
+                "registry.k8s.io/kueue/kueue:v0.19.7@sha256:0123abcd",
+                Some("v0.19.7"),
+            ),
+            ("localhost:5000/kueue/kueue:v0.19.2", Some("v0.19.2")),
+            ("localhost:5000/kueue/kueue", None),
+            ("registry.k8s.io/kueue/kueue@sha256:0123abcd", None),
+        ] {
+            assert_eq!(image_tag(image), tag, "{image}");
+        }
     }
 
     #[test]

@@ -29,7 +29,6 @@ pub async fn explain(
     })?;
     // The spec's document tree (its line numbers) is released by planning: read it first.
     let locations = spec_locations(&loaded);
-    let gates = desired.kueue.feature_gates.clone();
     let planned = plan_valid(spec, loaded, desired, target, options).await?;
     let kube = planned.kube();
     let (Some(world), Some(api)) = (planned.world.as_ref(), kube.api()) else {
@@ -58,7 +57,7 @@ pub async fn explain(
         .max_by_key(|(job, _)| job.len())
         .map(|(_, at)| at.clone());
     let objects: Vec<&serde_json::Value> = world.by_kind.values().flatten().collect();
-    let found = unmodelled::find(&objects, &gates);
+    let found = unmodelled::find(&objects, &planned.kueue);
     let mark = |mut placement: Placement| {
         unmodelled::mark(std::slice::from_mut(&mut placement), &found, &objects);
         placement

@@ -14,6 +14,7 @@ use crate::model::live::{KubeLive, KubeSnapshot, LiveState};
 use crate::observe::cluster::read_kueue_world;
 use crate::observe::kube::{Observed, nothing_yet, observe_kube};
 use crate::observe::observe_gke;
+use crate::placement::unmodelled::Manager;
 use crate::plan::provenance::SpecRevision;
 use crate::plan::{Judge, Notice, Plan, PlanOptions, Preview, plan_judged};
 use crate::spec::Loaded;
@@ -34,6 +35,8 @@ pub struct Planned {
     /// planning read it for the predicted placements, so that status and watch need not read it
     /// again; `None` when Kubernetes was not read.
     pub world: Option<KubeSnapshot>,
+    /// The Kueue manager whose release and gates the predictions were judged by.
+    pub kueue: Manager,
 }
 
 impl Planned {
@@ -118,7 +121,13 @@ pub async fn plan_valid(
     };
     let mut plan = plan_judged(&desired, &live, judged, &options)?;
     plan.notices.splice(0..0, spec_notices);
-    crate::plan::placements::annotate(&mut plan, &desired, &live, world.as_ref());
+    // The Kueue release whose rules decide: the spec's when gkq installs Kueue, the manager's
+    // own when someone else did (the spec's when no manager is found).
+    let mut kueue = Manager {
+        version: Some(desired.kueue.version.clone()),
+        feature_gates: desired.kueue.feature_gates.clone(),
+        predict_anyway: options.predict_anyway,
+    };
     if desired.kueue.mode == crate::spec::types::InstallMode::External {
         let api: Option<&dyn crate::kube::KubeApi> = match (&session.kube, &kube_client) {
             (KubeSource::Kubeconfig(k), _) => Some(k),
@@ -126,16 +135,21 @@ pub async fn plan_valid(
             _ => None,
         };
         if let Some(api) = api {
-            let notes = crate::kube::install::check_external(api, &desired.kueue)
+            let found = crate::kube::install::check_external(api, &desired.kueue)
                 .await
                 .map_err(|e| anyhow::anyhow!(e))?;
+            if let Some(version) = found.version {
+                kueue.version = Some(version);
+            }
             plan.notices.extend(
-                notes
+                found
+                    .notes
                     .into_iter()
                     .map(|message| crate::plan::Notice::new(None, message)),
             );
         }
     }
+    crate::plan::placements::annotate(&mut plan, &desired, &live, world.as_ref(), &kueue);
     stamp(&mut plan, revision, &session);
     Ok(Planned {
         loaded,
@@ -145,6 +159,7 @@ pub async fn plan_valid(
         kube_client,
         live,
         world,
+        kueue,
     })
 }
 

@@ -15,6 +15,88 @@ use crate::vocab::object::{condition_true, name_of, namespace_of};
 
 /// Where the list of what gkq does and does not model lives.
 pub const DOCS: &str = "docs/kueue.md#what-gkq-models";
+/// Where the changes of the next Kueue minor release that gkq does not model are listed.
+pub const NEXT_VERSION_DOCS: &str = "docs/kueue.md#kueue-v020-what-changes-for-placement";
+
+/// The Kueue release whose rules gkq reproduces. Its patch releases are predicted alike; another
+/// minor release is not ([`version_fit`]).
+pub const MODELLED_VERSION: &str = "v0.19.2";
+/// [`MODELLED_VERSION`]'s minor release, as messages name it.
+pub const MODELLED_MINOR: &str = "v0.19";
+
+/// The feature name of a Kueue release other than the modelled one.
+const OTHER_VERSION: &str = "another Kueue release";
+
+/// Kueue's manager as it runs, or will run once the plan is applied: its release and its feature
+/// gates decide whether gkq's rules are Kueue's.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Manager {
+    /// Its release (`v0.19.2`), or the image tag it runs when that is not a release; `None`:
+    /// the caller states none (only the objects and gates are judged).
+    pub version: Option<String>,
+    pub feature_gates: BTreeMap<String, bool>,
+    /// `--predict-anyway`: predict with [`MODELLED_VERSION`]'s rules whatever release runs.
+    pub predict_anyway: bool,
+}
+
+/// How a Kueue release relates to the one gkq models.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VersionFit {
+    /// The modelled minor release (any patch release of it).
+    Modelled,
+    /// Another minor release, as `vX.Y`.
+    Other(String),
+    /// Not a release gkq can read (a tag such as `latest`, or a digest).
+    Unreadable(String),
+}
+
+/// `v0.19.7` and `0.19.0-rc.1` are of the modelled minor release; `v0.20.0` is `Other("v0.20")`.
+pub fn version_fit(version: &str) -> VersionFit {
+    let bare = version.strip_prefix('v').unwrap_or(version);
+    let core = bare.split(['-', '+']).next().unwrap_or_default();
+    let parts: Vec<&str> = core.split('.').collect();
+    let numbers: Option<Vec<u64>> = parts.iter().map(|p| p.parse().ok()).collect();
+    match numbers.as_deref() {
+        Some([major, minor, ..]) if (2..=3).contains(&parts.len()) => {
+            let minor = format!("v{major}.{minor}");
+            if minor == MODELLED_MINOR {
+                VersionFit::Modelled
+            } else {
+                VersionFit::Other(minor)
+            }
+        }
+        _ => VersionFit::Unreadable(version.to_string()),
+    }
+}
+
+impl Manager {
+    /// What about its release stops predictions: `None` when it is the modelled minor release,
+    /// when no release is stated, or when the user asked to predict anyway.
+    fn unmodelled_version(&self) -> Option<Unmodelled> {
+        let version = self.version.as_deref()?;
+        if self.predict_anyway {
+            return None;
+        }
+        let cause = match version_fit(version) {
+            VersionFit::Modelled => return None,
+            VersionFit::Other(minor) => format!("Kueue {minor} is installed"),
+            VersionFit::Unreadable(tag) => {
+                format!("the installed Kueue's release is unknown (its manager runs `{tag}`)")
+            }
+        };
+        Some(Unmodelled::everywhere(OTHER_VERSION, cause))
+    }
+
+    /// Whether placements are predicted with the modelled rules although another release runs
+    /// (`--predict-anyway`).
+    pub fn predicted_anyway(&self) -> bool {
+        self.predict_anyway
+            && self
+                .version
+                .as_deref()
+                .is_some_and(|v| version_fit(v) != VersionFit::Modelled)
+    }
+}
 
 /// The controller of MultiKueue's admission checks.
 const MULTIKUEUE_CONTROLLER: &str = "kueue.x-k8s.io/multikueue";
@@ -111,8 +193,15 @@ impl Unmodelled {
         }
     }
 
-    /// `not predicted: <feature> is in use (<cause>); see <docs>`.
+    /// `not predicted: <feature> is in use (<cause>); see <docs>`; for another Kueue release,
+    /// `not predicted: Kueue vX.Y is installed; gkq models v0.19; see <docs>`.
     pub fn message(&self) -> String {
+        if self.feature == OTHER_VERSION {
+            return format!(
+                "not predicted: {}; gkq models {MODELLED_MINOR}; see {NEXT_VERSION_DOCS}",
+                self.cause
+            );
+        }
         format!(
             "not predicted: {} is in use ({}), which gkq does not model; see {DOCS}",
             self.feature, self.cause
@@ -120,18 +209,19 @@ impl Unmodelled {
     }
 }
 
-/// What in `objects` (Kueue's world and the jobs about to be submitted) and in the manager's
-/// non-default feature gates uses behaviour gkq does not reproduce.
-pub fn find(objects: &[&Value], feature_gates: &BTreeMap<String, bool>) -> Vec<Unmodelled> {
-    let mut found = Vec::new();
-    for (gate, enabled) in feature_gates
+/// What in `objects` (Kueue's world and the jobs about to be submitted) and in the manager (its
+/// release, its non-default feature gates) uses behaviour gkq does not reproduce.
+pub fn find(objects: &[&Value], manager: &Manager) -> Vec<Unmodelled> {
+    let mut found: Vec<Unmodelled> = manager.unmodelled_version().into_iter().collect();
+    for (gate, enabled) in manager
+        .feature_gates
         .iter()
         .filter(|(gate, enabled)| gate_changes_scheduling(gate, **enabled))
     {
         found.push(Unmodelled::everywhere(
             "a feature gate that changes scheduling",
             format!(
-                "Kueue's manager runs with {gate}={enabled}; gkq models Kueue v0.19.2 with its default gates"
+                "Kueue's manager runs with {gate}={enabled}; gkq models Kueue {MODELLED_VERSION} with its default gates"
             ),
         ));
     }
@@ -468,8 +558,11 @@ mod tests {
 
     fn marked(objects: &[Value], gates: &[(&str, bool)], placements: &[Placement]) -> Vec<bool> {
         let objects: Vec<&Value> = objects.iter().collect();
-        let gates = gates.iter().map(|(g, v)| (g.to_string(), *v)).collect();
-        let found = find(&objects, &gates);
+        let manager = Manager {
+            feature_gates: gates.iter().map(|(g, v)| (g.to_string(), *v)).collect(),
+            ..Manager::default()
+        };
+        let found = find(&objects, &manager);
         let mut placements = placements.to_vec();
         mark(&mut placements, &found, &objects);
         placements
@@ -496,7 +589,7 @@ mod tests {
         ];
         assert_eq!(marked(&objects, &[], &placements), [true, true, false]);
         let objects: Vec<&Value> = objects.iter().collect();
-        let message = find(&objects, &BTreeMap::new())[0].message();
+        let message = find(&objects, &Manager::default())[0].message();
         assert!(
             message.starts_with("not predicted: topology-aware scheduling is in use (ResourceFlavor tas sets spec.topologyName)"),
             "{message}"
@@ -599,5 +692,75 @@ mod tests {
             marked(&objects, &[], &[placement("cq", "x"), placement("cq", "y")]),
             [true, false]
         );
+    }
+
+    fn running(version: &str, predict_anyway: bool) -> Manager {
+        Manager {
+            version: Some(version.into()),
+            feature_gates: BTreeMap::new(),
+            predict_anyway,
+        }
+    }
+
+    #[test]
+    fn releases_are_judged_by_their_minor_version() {
+        for modelled in [
+            "v0.19.2",
+            "v0.19.7",
+            "0.19.0",
+            "v0.19.0-rc.1",
+            "v0.19.3+gke.1",
+        ] {
+            assert_eq!(version_fit(modelled), VersionFit::Modelled, "{modelled}");
+        }
+        assert_eq!(version_fit("v0.20.0"), VersionFit::Other("v0.20".into()));
+        assert_eq!(version_fit("v0.18.6"), VersionFit::Other("v0.18".into()));
+        assert_eq!(version_fit("v1.19.2"), VersionFit::Other("v1.19".into()));
+        for unreadable in ["latest", "main", "sha256:abcd", "v0", "v0.19.2.1", ""] {
+            assert_eq!(
+                version_fit(unreadable),
+                VersionFit::Unreadable(unreadable.into()),
+                "{unreadable}"
+            );
+        }
+    }
+
+    /// Another minor release touches every placement, wherever it is queued; a patch release of
+    /// the modelled one touches none; `--predict-anyway` predicts, and says it did.
+    #[test]
+    fn another_minor_release_touches_every_placement_unless_predicted_anyway() {
+        let objects = [cq("a", None, &["f"], &[]), cq("b", Some("c"), &["f"], &[])];
+        let objects: Vec<&Value> = objects.iter().collect();
+        let placements = [placement("a", "x"), placement("b", "y")];
+        let marked_by = |manager: &Manager| {
+            let found = find(&objects, manager);
+            let mut placements = placements.to_vec();
+            mark(&mut placements, &found, &objects);
+            placements
+                .into_iter()
+                .map(|p| p.not_predicted)
+                .collect::<Vec<_>>()
+        };
+        let other = marked_by(&running("v0.20.0", false));
+        for message in &other {
+            let message = message.as_deref().expect("not predicted");
+            assert!(
+                message.starts_with("not predicted: Kueue v0.20 is installed; gkq models v0.19"),
+                "{message}"
+            );
+        }
+        assert_eq!(marked_by(&running("v0.19.7", false)), [None, None]);
+        assert_eq!(marked_by(&running("v0.20.0", true)), [None, None]);
+        assert!(running("v0.20.0", true).predicted_anyway());
+        assert!(!running("v0.19.7", true).predicted_anyway());
+        assert!(!running("v0.20.0", false).predicted_anyway());
+        let unknown = marked_by(&running("latest", false));
+        assert!(
+            unknown[0]
+                .as_deref()
+                .is_some_and(|m| m.contains("release is unknown (its manager runs `latest`)")),
+            "{unknown:?}"
+        );
+        assert_eq!(marked_by(&Manager::default()), [None, None]);
     }
 }

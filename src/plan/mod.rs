@@ -73,6 +73,11 @@ pub struct PlanOptions {
     /// fields are left to Kueue and any other conflict needs `--force-conflicts` at apply.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub force_conflicts: bool,
+    /// Predict placements with the rules of the Kueue release gkq models even when the cluster
+    /// runs (or the spec installs) another minor release (`--predict-anyway`); the plan says so
+    /// in a notice. Without it such placements say "not predicted".
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub predict_anyway: bool,
     /// How the plan learns what each new or changed Kubernetes object would become. Not part of
     /// the plan: the actions say what they know ("server defaults known after apply").
     #[serde(skip)]

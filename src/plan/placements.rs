@@ -14,10 +14,13 @@ use crate::model::live::KubeSnapshot;
 use crate::placement::dws::{self, Reclaim};
 use crate::placement::held::held_quota;
 use crate::placement::job_workload::JobWorkloads;
-use crate::placement::unmodelled;
+use crate::placement::unmodelled::{
+    self, MODELLED_MINOR, MODELLED_VERSION, Manager, NEXT_VERSION_DOCS, VersionFit,
+};
 use crate::placement::{
     Cluster, FlavorUsage, PendingWorkload, Placement, PlacementState, Prediction, predict_in_order,
 };
+use crate::spec::types::InstallMode;
 use crate::vocab::labels::{MAX_RUN_DURATION_ANNOTATION, NODE_POOL_LABEL};
 
 /// The placements of the jobs (RayJobs, JobSets, batch Jobs) that `plan` creates or replaces,
@@ -120,12 +123,15 @@ fn reclaim_of(
 /// Adds what a plan means for running and queued work: the predicted placements of the jobs it
 /// submits, the quota they use, what its queue changes do to the live Workloads, the
 /// admitted jobs its deletes or replaces would stop, and the quota its orphans hold. `world` is Kueue's world as planning read
-/// it (`None`: Kubernetes was not read, so there is no live work).
+/// it (`None`: Kubernetes was not read, so there is no live work); `kueue` is the manager whose
+/// rules decide (its release and gates: the spec's when gkq installs Kueue, the cluster's when
+/// someone else did).
 pub fn annotate(
     plan: &mut Plan,
     desired: &crate::model::DesiredState,
     live: &crate::model::live::LiveState,
     world: Option<&KubeSnapshot>,
+    kueue: &Manager,
 ) {
     let deleted: BTreeSet<&ResourceAddr> = plan
         .actions
@@ -163,7 +169,7 @@ pub fn annotate(
             .filter_map(|a| a.desired.as_deref())
             .collect();
         let read: Vec<&Value> = after.iter().copied().chain(submitted).collect();
-        let unmodelled = unmodelled::find(&read, &desired.kueue.feature_gates);
+        let unmodelled = unmodelled::find(&read, kueue);
         let workload_changes = if live_work_affected {
             let worlds = Worlds {
                 before: world_objects().collect(),
@@ -184,6 +190,10 @@ pub fn annotate(
             )
         };
         unmodelled::mark(&mut placements, &unmodelled, &read);
+        if !placements.is_empty() || !workload_changes.is_empty() {
+            plan.notices
+                .extend(version_notice(kueue, desired.kueue.mode));
+        }
         plan.placements = placements;
         plan.quota = quota;
         plan.workload_changes = workload_changes;
@@ -221,4 +231,37 @@ pub fn annotate(
             orphan.holds = held_quota(found.workload);
         }
     }
+}
+
+/// What the plan says when the Kueue release that decides is not the one gkq models: how to get
+/// predictions, or, with `--predict-anyway`, that its predictions follow the modelled rules.
+fn version_notice(kueue: &Manager, mode: InstallMode) -> Option<super::Notice> {
+    let version = kueue.version.as_deref()?;
+    let release = match unmodelled::version_fit(version) {
+        VersionFit::Modelled => return None,
+        VersionFit::Other(minor) => minor,
+        VersionFit::Unreadable(_) => "that release".to_string(),
+    };
+    let running = match mode {
+        InstallMode::Managed => format!("Kueue {version} is what kueue.version installs"),
+        InstallMode::External => format!("Kueue's manager runs {version}"),
+    };
+    let message = if kueue.predict_anyway {
+        format!(
+            "placements are predicted with Kueue {MODELLED_MINOR}'s rules although {running} (--predict-anyway): where {release} changed how Kueue places work they may be wrong (see {NEXT_VERSION_DOCS})"
+        )
+    } else {
+        let fix = match mode {
+            InstallMode::Managed => format!(
+                "pin kueue.version to a {MODELLED_MINOR} release ({MODELLED_VERSION} is built into gkq)"
+            ),
+            InstallMode::External => format!(
+                "install a {MODELLED_MINOR} release of Kueue (or let gkq install it: kueue.install: managed with kueue.version: {MODELLED_VERSION})"
+            ),
+        };
+        format!(
+            "placements are not predicted: {running}, and gkq models Kueue {MODELLED_MINOR}; to get predictions {fix}, or plan with --predict-anyway to predict with {MODELLED_MINOR}'s rules (see {NEXT_VERSION_DOCS})"
+        )
+    };
+    Some(super::Notice::new(None, message))
 }

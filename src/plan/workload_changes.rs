@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::addr::ResourceAddr;
-use crate::placement::unmodelled::{self, Unmodelled};
+use crate::placement::unmodelled::{self, Manager, Unmodelled};
 use crate::placement::{
     Cluster, FlavorUsage, PendingWorkload, Placement, PlacementState, PodSetPlacement, Prediction,
     observed_placement, predict,
@@ -142,13 +142,13 @@ fn workload_placement_key(workload: &PendingWorkload) -> (String, String, String
 pub fn workload_changes(
     worlds: &Worlds<'_>,
     jobs: &[PendingWorkload],
-    feature_gates: &BTreeMap<String, bool>,
+    manager: &Manager,
 ) -> Vec<WorkloadChange> {
     let after = predict(
         &Cluster::from_objects_lenient(worlds.after.iter().copied()),
         jobs,
     );
-    let unmodelled = unmodelled::find(&worlds.after, feature_gates);
+    let unmodelled = unmodelled::find(&worlds.after, manager);
     changes_from(worlds, &after, &unmodelled)
 }
 

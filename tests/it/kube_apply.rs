@@ -115,12 +115,16 @@ async fn seed_kubernetes_half_applies_then_plans_empty_then_plans_exact_edits() 
     let first = s.plan(&d, PlanOptions::default()).await;
     assert!(first.has_changes());
     // The control plane's Kueue runs as a process, not a Deployment: served, version unknown.
-    let notes = gkq::kube::install::check_external(&s.kube, &d.kueue)
+    let found = gkq::kube::install::check_external(&s.kube, &d.kueue)
         .await
         .unwrap();
+    assert_eq!(found.version, None);
     assert!(
-        notes.iter().any(|n| n.contains("could not be checked")),
-        "{notes:?}"
+        found
+            .notes
+            .iter()
+            .any(|n| n.contains("could not be checked")),
+        "{found:?}"
     );
     let report = s.apply(&d, &first, false).await;
     assert!(report.is_success(), "{report:#?}");

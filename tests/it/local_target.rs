@@ -42,6 +42,16 @@ fn gkq_on(
     c.output().unwrap()
 }
 
+/// `gkq ARGS STACK --target local --state-dir STATE`, for a stack copied out of an example.
+fn gkq_stack(stack: &Path, state: &Path, args: &[&str]) -> Output {
+    let mut c = support::gkq();
+    c.args(args)
+        .arg(stack)
+        .args(["--target", "local", "--state-dir"])
+        .arg(state);
+    c.output().unwrap()
+}
+
 fn text(out: &Output) -> (String, String) {
     (
         String::from_utf8_lossy(&out.stdout).to_string(),
@@ -840,14 +850,7 @@ fn jobs_are_submitted_and_predicted_in_spec_order() {
 "#;
     std::fs::write(stack.join("gkq.yaml"), format!("{spec}{jobset}")).unwrap();
     let state = dir.path().join("state");
-    let run = |args: &[&str]| {
-        let mut c = support::gkq();
-        c.args(args)
-            .arg(&stack)
-            .args(["--target", "local", "--state-dir"])
-            .arg(&state);
-        ok(c.output().unwrap())
-    };
+    let run = |args: &[&str]| ok(gkq_stack(&stack, &state, args));
     let plan: Value = serde_json::from_str(&run(&["plan", "-o", "json"])).unwrap();
     let placed = |job: &str, podset: &str| -> String {
         let p = plan["placements"]
@@ -883,12 +886,7 @@ fn jobs_are_submitted_and_predicted_in_spec_order() {
     );
 
     run(&["apply", "--auto-approve"]);
-    let mut c = support::gkq();
-    c.args(["status", "-o", "json"])
-        .arg(&stack)
-        .args(["--target", "local", "--state-dir"])
-        .arg(&state);
-    let report: Value = serde_json::from_str(&ok(c.output().unwrap())).unwrap();
+    let report: Value = serde_json::from_str(&run(&["status", "-o", "json"])).unwrap();
     let ray = job(&report, "rayjob-tpu-v6e-dws-1");
     assert_eq!(
         podset_flavor(&ray["observed"], "tpu-group"),
@@ -1047,4 +1045,107 @@ fn status_in(ws: &support::Workspace, state: &Path) -> Value {
         .arg(state);
     let stdout = ok(c.output().unwrap());
     serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+}
+
+/// With `kueue.install: managed` the spec's pinned release decides: pinned to v0.20.0, `validate`
+/// warns at the line and says how to get predictions, every placement of the plan says "not
+/// predicted" and its note says the same, and `--predict-anyway` predicts with v0.19's rules
+/// and says so; a v0.19 patch release is predicted as v0.19.2 is.
+#[test]
+fn the_pinned_kueue_release_decides_whether_the_local_plan_predicts() {
+    let dir = tempfile::tempdir().unwrap();
+    let stack = dir.path().join("stack");
+    std::fs::create_dir_all(&stack).unwrap();
+    std::fs::copy(
+        repo_root().join("examples/tpu-dws/train.py"),
+        stack.join("train.py"),
+    )
+    .unwrap();
+    let example = std::fs::read_to_string(repo_root().join("examples/tpu-dws/gkq.yaml")).unwrap();
+    let pin = |version: &str| {
+        let spec = example.replace(
+            "kueue:\n  version: v0.19.2\n",
+            &format!("kueue:\n  version: {version}\n"),
+        );
+        assert_ne!(spec, example, "the example's kueue.version line moved");
+        std::fs::write(stack.join("gkq.yaml"), spec).unwrap();
+    };
+    let state = dir.path().join("state");
+    let run = |args: &[&str]| gkq_stack(&stack, &state, args);
+    let plan_json = |extra: &[&str]| -> Value {
+        let mut args = vec!["plan", "-o", "json"];
+        args.extend_from_slice(extra);
+        serde_json::from_str(&ok(run(&args))).unwrap()
+    };
+    let own_notes = |plan: &Value| -> Vec<String> {
+        plan["notices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|n| n.get("severity").is_none())
+            .map(|n| n["message"].as_str().unwrap().to_string())
+            .collect()
+    };
+
+    pin("v0.20.0");
+    let line = example
+        .lines()
+        .position(|l| l == "  version: v0.19.2")
+        .unwrap()
+        + 1;
+    let mut validate = support::gkq();
+    let out = validate.arg("validate").arg(&stack).output().unwrap();
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(
+        stderr.contains(&format!("gkq.yaml:{line}:"))
+            && stderr.contains("placements will not be predicted: kueue.version installs Kueue v0.20.0 (v0.20), and gkq models Kueue v0.19")
+            && stderr.contains("pin kueue.version to a v0.19 release"),
+        "{stderr}"
+    );
+    let other = plan_json(&[]);
+    let placements = other["placements"].as_array().unwrap();
+    assert!(!placements.is_empty(), "{other:#}");
+    for placement in placements {
+        assert!(
+            placement["notPredicted"]
+                .as_str()
+                .is_some_and(|why| why
+                    .starts_with("not predicted: Kueue v0.20 is installed; gkq models v0.19")),
+            "{placement:#}"
+        );
+    }
+    let notes = own_notes(&other);
+    assert!(
+        notes.iter().any(|n| n.starts_with(
+            "placements are not predicted: Kueue v0.20.0 is what kueue.version installs"
+        ) && n.contains("pin kueue.version to a v0.19 release")),
+        "{notes:#?}"
+    );
+    let (shown, _) = text(&run(&["plan"]));
+    assert!(shown.contains("not predicted"), "{shown}");
+
+    let anyway = plan_json(&["--predict-anyway"]);
+    assert!(
+        own_notes(&anyway)
+            .iter()
+            .any(|n| n.contains("(--predict-anyway)")),
+        "{anyway:#}"
+    );
+    pin("v0.19.7");
+    let patch = plan_json(&[]);
+    assert!(
+        own_notes(&patch)
+            .iter()
+            .all(|n| !n.starts_with("placements are"))
+    );
+    assert_eq!(anyway["placements"], patch["placements"]);
+    assert!(
+        patch["placements"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|p| p.get("notPredicted").is_none() && p["podsets"][0]["flavor"].is_string()),
+        "{patch:#}"
+    );
 }

@@ -25,6 +25,7 @@ mod gke_emulator;
 mod image;
 mod k8s_proof;
 mod kube_apply;
+mod kueue_version;
 mod local_target;
 mod placement_kueue;
 mod placement_props;

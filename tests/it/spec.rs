@@ -1358,6 +1358,35 @@ fn a_scheduling_feature_gate_is_a_warning_that_placements_are_not_predicted() {
     );
 }
 
+/// A `kueue.version` of another minor release is a warning at the version that placements will
+/// not be predicted (the cluster's release decides when Kueue is external); a patch release of
+/// the modelled one is not.
+#[test]
+fn another_kueue_minor_release_is_a_warning_at_the_version() {
+    let w = example_warnings_with(&[("  version: v0.19.2", "  version: v0.20.0")]);
+    has_warning(
+        &w,
+        53,
+        12,
+        "placements will not be predicted: kueue.version installs Kueue v0.20.0 (v0.20), and gkq models Kueue v0.19",
+    );
+    let w = example_warnings_with(&[(
+        "kueue:\n  version: v0.19.2",
+        "kueue:\n  install: external\n  version: v0.21.3",
+    )]);
+    has_warning(
+        &w,
+        54,
+        12,
+        "placements will not be predicted if the cluster runs Kueue v0.21.3, as kueue.version says",
+    );
+    let w = example_warnings_with(&[("  version: v0.19.2", "  version: v0.19.7")]);
+    assert!(
+        !w.iter().any(|(_, _, m)| m.contains("not be predicted")),
+        "{w:#?}"
+    );
+}
+
 /// A RayJob in a spec that neither enables GKE's Ray operator add-on nor installs KubeRay is a
 /// warning at the job, with the fix; a KubeRay CRD in `manifests:` silences it.
 #[test]

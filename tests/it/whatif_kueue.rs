@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use gkq::addr::ResourceAddr;
+use gkq::placement::unmodelled::Manager;
 use gkq::placement::{Placement, PlacementState, observed_placement};
 use gkq::plan::workload_changes::{
     WorkloadChange, WorkloadState, Worlds, workload_changes, world_after,
@@ -142,7 +143,7 @@ impl WhatIf<'_> {
             before: world.iter().collect(),
             after,
         };
-        let changes = workload_changes(&worlds, &[], &BTreeMap::new());
+        let changes = workload_changes(&worlds, &[], &Manager::default());
         let lines: Vec<String> = changes.iter().map(change_line).collect();
         if lines != expected {
             bail!(

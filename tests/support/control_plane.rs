@@ -330,6 +330,7 @@ pub fn api_resource(api_version: &str, kind: &str) -> Result<(ApiResource, bool)
         "JobSet" => ("jobsets", true),
         "ProvisioningRequest" => ("provisioningrequests", true),
         "ConfigMap" => ("configmaps", true),
+        "Deployment" => ("deployments", true),
         other => bail!("api_resource: unknown kind {other}"),
     };
     let gvk = GroupVersionKind::gvk(group, version, kind);
