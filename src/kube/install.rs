@@ -81,6 +81,9 @@ pub async fn load_manifests(source: &str) -> anyhow::Result<String> {
 pub struct ExternalKueue {
     /// The manager Deployment's release (its image tag); `None` when no manager was found.
     pub version: Option<String>,
+    /// The gates its `--feature-gates` argument sets (gates set in its configuration file are
+    /// not read).
+    pub feature_gates: std::collections::BTreeMap<String, bool>,
     /// A version other than the spec's, or a manager gkq could not find.
     pub notes: Vec<String>,
 }
@@ -118,6 +121,13 @@ pub async fn check_external(
                 )),
             }
             found.version = version.map(str::to_string);
+            found.feature_gates = live
+                .pointer("/spec/featureGates")
+                .and_then(Value::as_object)
+                .into_iter()
+                .flatten()
+                .filter_map(|(gate, on)| Some((gate.clone(), on.as_bool()?)))
+                .collect();
         }
         None => found.notes.push(format!(
             "Kueue's API is served but no {MANAGER_DEPLOYMENT} Deployment was found in {KUEUE_NAMESPACE}; its version could not be checked, Kueue {} is assumed, as kueue.version says",

@@ -121,8 +121,8 @@ pub async fn plan_valid(
     };
     let mut plan = plan_judged(&desired, &live, judged, &options)?;
     plan.notices.splice(0..0, spec_notices);
-    // The Kueue release whose rules decide: the spec's when gkq installs Kueue, the manager's
-    // own when someone else did (the spec's when no manager is found).
+    // The Kueue release and gates whose rules decide: the spec's when gkq installs Kueue, the
+    // manager's own when someone else did (the spec's when no manager is found).
     let mut kueue = Manager {
         version: Some(desired.kueue.version.clone()),
         feature_gates: desired.kueue.feature_gates.clone(),
@@ -141,6 +141,8 @@ pub async fn plan_valid(
             if let Some(version) = found.version {
                 kueue.version = Some(version);
             }
+            // What the running manager's arguments set wins over what the spec says of it.
+            kueue.feature_gates.extend(found.feature_gates);
             plan.notices.extend(
                 found
                     .notes

@@ -5,6 +5,7 @@
 //! Workload's and its state (`placement::provisioning`).
 
 pub mod explain;
+pub mod logs;
 pub mod stack;
 pub mod status;
 pub mod timeline;

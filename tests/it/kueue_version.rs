@@ -1,7 +1,8 @@
 //! The installed Kueue's release decides whether gkq predicts (docs/kueue.md, "What gkq
 //! models"): on a control plane whose `kueue-controller-manager` Deployment runs another minor
 //! release, every placement and every live workload of a plan says "not predicted", unless
-//! `--predict-anyway`; a patch release of the modelled one is predicted.
+//! `--predict-anyway`; a patch release of the modelled one is predicted, unless the manager runs
+//! with a feature gate that changes scheduling.
 //!
 //! The test runs a control plane of its own (`PrivateControlPlane`): the Deployment it writes
 //! into `kueue-system` would change every other test's predictions on the shared one. There is
@@ -20,8 +21,13 @@ use crate::support::process::{explain, text};
 
 const NOT_PREDICTED: &str = "not predicted: Kueue v0.20 is installed; gkq models v0.19";
 
-/// The manager Deployment as an installation would have it, running `image`.
-fn manager(image: &str) -> Value {
+/// The manager Deployment as an installation would have it, running `image` with `gates`
+/// (`A=true,B=false`, or empty).
+fn manager(image: &str, gates: &str) -> Value {
+    let mut args = vec!["--config=/controller_manager_config.yaml".to_string()];
+    if !gates.is_empty() {
+        args.push(format!("--feature-gates={gates}"));
+    }
     json!({
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": "kueue-controller-manager", "namespace": "kueue-system"},
@@ -30,8 +36,7 @@ fn manager(image: &str) -> Value {
             "selector": {"matchLabels": {"control-plane": "controller-manager"}},
             "template": {
                 "metadata": {"labels": {"control-plane": "controller-manager"}},
-                "spec": {"containers": [{"name": "manager", "image": image,
-                    "args": ["--config=/controller_manager_config.yaml"]}]},
+                "spec": {"containers": [{"name": "manager", "image": image, "args": args}]},
             },
         },
     })
@@ -92,15 +97,15 @@ async fn another_minor_release_of_the_running_kueue_is_not_predicted_unless_aske
         )
         .unwrap();
     }
-    let deploy = |image: &'static str| {
+    let deploy = |image: &'static str, gates: &'static str| {
         let client = client.clone();
         async move {
-            crate::support::control_plane::apply(&client, "kueue-system", &manager(image))
+            crate::support::control_plane::apply(&client, "kueue-system", &manager(image, gates))
                 .await
                 .unwrap();
         }
     };
-    deploy("registry.k8s.io/kueue/kueue:v0.20.0").await;
+    deploy("registry.k8s.io/kueue/kueue:v0.20.0", "").await;
     // Live work the plan's queues change: a Job someone queued in the spec's LocalQueue before
     // it exists. The real Kueue makes its Workload, which waits.
     let theirs =
@@ -178,7 +183,11 @@ async fn another_minor_release_of_the_running_kueue_is_not_predicted_unless_aske
     );
 
     // A patch release of v0.19 is predicted, with no word about the version but the mismatch.
-    deploy("registry.k8s.io/kueue/kueue:v0.19.7@sha256:0123456789abcdef").await;
+    deploy(
+        "registry.k8s.io/kueue/kueue:v0.19.7@sha256:0123456789abcdef",
+        "",
+    )
+    .await;
     let patch = plan_json(dir.path(), &url, &kubeconfig, &[]);
     assert_eq!(
         patch["placements"], anyway["placements"],
@@ -195,4 +204,16 @@ async fn another_minor_release_of_the_running_kueue_is_not_predicted_unless_aske
         !said.iter().any(|n| n.starts_with("placements are")),
         "{said:#?}"
     );
+
+    // The running manager's gates count too: one that changes scheduling stops predictions.
+    deploy("registry.k8s.io/kueue/kueue:v0.19.7", "LendingLimit=false").await;
+    let gated = plan_json(dir.path(), &url, &kubeconfig, &[]);
+    for placement in gated["placements"].as_array().unwrap() {
+        assert!(
+            placement["notPredicted"]
+                .as_str()
+                .is_some_and(|why| why.contains("Kueue's manager runs with LendingLimit=false")),
+            "{placement:#}"
+        );
+    }
 }
