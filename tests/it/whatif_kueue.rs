@@ -556,8 +556,9 @@ async fn a_drained_job_resumes_behind_the_job_that_waited() {
 }
 
 /// A deleted LocalQueue: the job that waits for its admission check with quota reserved loses
-/// the reservation, and a job of another LocalQueue takes the freed quota; the admitted job of
-/// the deleted queue keeps running.
+/// the reservation; the admitted job of the deleted queue keeps running. Kueue retries the
+/// waiting jobs of the ClusterQueue through the released Workload's LocalQueue, which is gone:
+/// the job of another LocalQueue that waits for quota stays pending, although quota is free.
 #[tokio::test]
 async fn a_deleted_local_queue_frees_the_quota_its_waiting_job_reserved() {
     let env = test_env("wif-dellq").await;
@@ -574,10 +575,7 @@ async fn a_deleted_local_queue_frees_the_quota_its_waiting_job_reserved() {
         change: vec![],
         delete: vec![doomed],
     }
-    .expect(&[
-        format!("c: pending -> waiting main={f2}"),
-        format!("b: waiting main={f2} -> pending"),
-    ])
+    .expect(&[format!("b: waiting main={f2} -> pending")])
     .await;
 }
 
