@@ -1595,6 +1595,15 @@ fn live_workload(job: &str, queue: &str, created: &str, conditions: Value) -> Va
     w
 }
 
+/// `(job, state)` of each live Workload predicted alongside.
+fn queued_states(prediction: &Prediction) -> Vec<(&str, PlacementState)> {
+    prediction
+        .queued
+        .iter()
+        .map(|p| (p.job.as_str(), p.state))
+        .collect()
+}
+
 fn admitted() -> Value {
     json!([{"type": "QuotaReserved", "status": "True"}, {"type": "Admitted", "status": "True"}])
 }
@@ -1683,13 +1692,8 @@ fn a_missing_local_queue_or_a_deleted_cluster_queue_leaves_admitted_work_alone()
     ));
     let next = jobs(&[batch_job("default", "next", "other", 1, &[("cpu", "3")])]);
     let prediction = gkq::placement::predict_in_order(&cluster(&objects), &next);
-    let queued: Vec<(&str, PlacementState)> = prediction
-        .queued
-        .iter()
-        .map(|p| (p.job.as_str(), p.state))
-        .collect();
     assert_eq!(
-        queued,
+        queued_states(&prediction),
         [
             ("parked", PlacementState::Pending),
             ("waiting", PlacementState::Pending)
@@ -1745,13 +1749,8 @@ fn a_drained_workload_queues_again_behind_the_ones_that_waited() {
         waiting,
     ));
     let prediction = predict(&cluster(&objects), &[]);
-    let states: Vec<(&str, PlacementState)> = prediction
-        .queued
-        .iter()
-        .map(|p| (p.job.as_str(), p.state))
-        .collect();
     assert_eq!(
-        states,
+        queued_states(&prediction),
         [
             ("drained", PlacementState::Pending),
             ("waited", PlacementState::Admitted)
