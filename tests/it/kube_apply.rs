@@ -781,3 +781,78 @@ async fn a_plan_from_the_lists_alone_converges_and_never_takes_over_an_unowned_o
     let after = s.plan(&edited, PlanOptions::default()).await;
     assert!(!after.has_changes(), "{:#?}", changed(&after));
 }
+
+/// A ClusterQueue whose admitted jobs still run is held by Kueue's finalizer until they
+/// finish: the delete says at once which jobs it waits for, instead of waiting for them.
+#[tokio::test]
+async fn a_cluster_queue_delete_held_by_admitted_jobs_names_them_at_once() {
+    use gkq::apply::KubeApplier;
+    use support::kueue::{batch_job, cluster_queue, group, local_queue, pool_flavor};
+    let s = stack("cq-held").await;
+    let ns = s.namespace.as_str();
+    let (flavor, cq, job) = (
+        unique_name("held-f"),
+        unique_name("held-cq"),
+        unique_name("held-job"),
+    );
+    let mut adapter = KubeAdapter::new(&s.kube, s.stack_name());
+    adapter.timeout = Duration::from_secs(120);
+    adapter.poll = Duration::from_millis(200);
+    for object in [
+        pool_flavor(&flavor, "pool"),
+        cluster_queue(
+            &cq,
+            vec![group(&["cpu"], &[(&flavor, &[("cpu", "4")])])],
+            json!({}),
+        ),
+        local_queue(ns, "lq", &cq),
+        batch_job(ns, &job, "lq", 1, &[("cpu", "1")]),
+    ] {
+        adapter.apply(&object, None).await.unwrap();
+    }
+    eventually("the job admitted", Duration::from_secs(60), || {
+        let client = s.client.clone();
+        async move {
+            let wls = list(&client, ns, KUEUE_API, "Workload").await?;
+            Ok(wls
+                .iter()
+                .any(|w| condition_status(w, "Admitted") == Some("True"))
+                .then_some(()))
+        }
+    })
+    .await
+    .unwrap();
+
+    // A delete that waited for the finalizer would time out with another message.
+    adapter.timeout = Duration::from_secs(3);
+    let error = adapter
+        .delete(KUEUE_API, "ClusterQueue", None, &cq, None)
+        .await
+        .unwrap_err();
+    assert!(
+        error
+            .message
+            .contains(&format!("ClusterQueue {cq} is being deleted")),
+        "{error:?}"
+    );
+    assert!(
+        error.message.contains(&format!("Job {ns}/{job}")),
+        "{error:?}"
+    );
+    assert!(
+        error
+            .hint
+            .as_deref()
+            .unwrap_or_default()
+            .contains("once those jobs finish"),
+        "{error:?}"
+    );
+    // The deletion stands: Kueue's finalizer keeps the queue while the job runs.
+    let held = get(&s.client, "", KUEUE_API, "ClusterQueue", &cq)
+        .await
+        .unwrap();
+    assert!(
+        held["metadata"]["deletionTimestamp"].is_string(),
+        "{held:#}"
+    );
+}
