@@ -486,6 +486,23 @@ async fn seed_jobs_are_admitted_by_kueue_on_demand_then_dws() {
     assert!(!after.has_changes(), "{:#?}", changed(&after));
 }
 
+/// Waits (at most 90 s) until Kueue has admitted a Workload in `namespace`.
+async fn until_a_workload_is_admitted(client: &kube::Client, namespace: &str) {
+    eventually("a Workload admitted", Duration::from_secs(90), || {
+        let client = client.clone();
+        let namespace = namespace.to_string();
+        async move {
+            let wls = list(&client, &namespace, KUEUE_API, "Workload").await?;
+            Ok(wls
+                .iter()
+                .any(|w| condition_status(w, "Admitted") == Some("True"))
+                .then_some(()))
+        }
+    })
+    .await
+    .unwrap();
+}
+
 /// By hand, as README shows: `gkq plan/apply --kubeconfig ... --gke-endpoint ...`. Removing the
 /// ClusterQueue while job 1 runs on it is refused, naming the job; `--detailed-exitcode` says 3.
 // Multi-threaded: the in-process emulator must keep serving while the test waits for `gkq`.
@@ -526,19 +543,7 @@ async fn cli_refuses_to_delete_a_queue_with_admitted_jobs() {
 
     let client = s.kube.client().clone();
     let ns = s.namespace.clone();
-    eventually("job 1 admitted", Duration::from_secs(90), || {
-        let client = client.clone();
-        let ns = ns.clone();
-        async move {
-            let wls = list(&client, &ns, "kueue.x-k8s.io/v1beta2", "Workload").await?;
-            Ok(wls
-                .iter()
-                .any(|w| condition_status(w, "Admitted") == Some("True"))
-                .then_some(()))
-        }
-    })
-    .await
-    .unwrap();
+    until_a_workload_is_admitted(&client, &ns).await;
 
     // `gkq status` reads where the real Kueue put each job, beside gkq's prediction.
     let mut last = String::new();
@@ -810,18 +815,7 @@ async fn a_cluster_queue_delete_held_by_admitted_jobs_names_them_at_once() {
     ] {
         adapter.apply(&object, None).await.unwrap();
     }
-    eventually("the job admitted", Duration::from_secs(60), || {
-        let client = s.client.clone();
-        async move {
-            let wls = list(&client, ns, KUEUE_API, "Workload").await?;
-            Ok(wls
-                .iter()
-                .any(|w| condition_status(w, "Admitted") == Some("True"))
-                .then_some(()))
-        }
-    })
-    .await
-    .unwrap();
+    until_a_workload_is_admitted(&s.client, ns).await;
 
     // A delete that waited for the finalizer would time out with another message.
     adapter.timeout = Duration::from_secs(3);
