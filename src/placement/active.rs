@@ -125,8 +125,13 @@ pub enum Release {
     Evicted(StoppedQueue),
     /// Holding quota while its admission checks are pending, and its LocalQueue or ClusterQueue
     /// is stopped (`Hold` or `HoldAndDrain`), deleted or missing: the reservation is taken
-    /// back, with Kueue's message.
-    Unreserved(String),
+    /// back, with Kueue's message. Kueue retries the Workloads parked in the ClusterQueue
+    /// through the released Workload's LocalQueue; when that is gone (`retries_waiting`
+    /// false), the freed quota goes only to Workloads that arrive later.
+    Unreserved {
+        message: String,
+        retries_waiting: bool,
+    },
 }
 
 impl Release {
@@ -139,7 +144,9 @@ impl Release {
             Release::Evicted(StoppedQueue::LocalQueue) => {
                 "would be evicted: its LocalQueue's stopPolicy is HoldAndDrain".to_string()
             }
-            Release::Unreserved(message) => format!("loses its quota reservation: {message}"),
+            Release::Unreserved { message, .. } => {
+                format!("loses its quota reservation: {message}")
+            }
         }
     }
 }
@@ -186,7 +193,12 @@ pub fn release(
                 cluster_queue.stop_policy,
             )
         })
-        .map(Release::Unreserved)
+        .map(|message| Release::Unreserved {
+            message,
+            // `pkg/cache/queue/manager.go`, `QueueAssociatedInadmissibleWorkloadsAfter`: the
+            // retry goes through the Workload's LocalQueue.
+            retries_waiting: local_queue.stop_policy.is_some(),
+        })
 }
 
 /// [`release`] for a Workload of `cluster`, with its queues as they are there.

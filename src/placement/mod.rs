@@ -178,7 +178,26 @@ fn predict_arriving(cluster: &Cluster, jobs: &[PendingWorkload], arrival: Arriva
             usage: reserving_usage(&model, reserving),
         })
         .collect();
-    let simulation = simulate(&model, &compiled, &live);
+    // Quota Kueue frees without retrying the Workloads parked in its queue.
+    let held_until_arrivals: Vec<(usize, Vec<(Fr, Amount)>)> = cluster
+        .reserving_workloads
+        .iter()
+        .zip(&model.released)
+        .filter(|(_, released)| {
+            matches!(
+                released,
+                Some(active::Release::Unreserved {
+                    retries_waiting: false,
+                    ..
+                })
+            )
+        })
+        .filter_map(|(reserving, _)| {
+            let cq = *model.cq_index.get(&reserving.cluster_queue)?;
+            Some((cq, reserving_usage(&model, reserving)))
+        })
+        .collect();
+    let simulation = simulate(&model, &compiled, &live, &held_until_arrivals);
 
     let placements: Vec<Placement> = all
         .iter()
@@ -311,7 +330,7 @@ pub fn fits_ever(cluster: &Cluster, job: &PendingWorkload) -> Result<Vec<PodSetP
     let mut model = Model::compile(cluster);
     model.live_usage = model.tree.zero_usage();
     let compiled = model.compile_workload(job, 0);
-    let simulation = simulate(&model, std::slice::from_ref(&compiled), &[]);
+    let simulation = simulate(&model, std::slice::from_ref(&compiled), &[], &[]);
     match simulation.outcomes.into_iter().next() {
         Some(Outcome::Reserved { assignment, .. }) => {
             Ok(pod_set_placements(&model, job, Some(&assignment)))

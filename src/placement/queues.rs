@@ -157,10 +157,16 @@ fn queue_key(workload: &WorkloadModel) -> impl Ord + '_ {
     )
 }
 
+/// Quota held by no workload until the first arrival after the Workloads already there: what
+/// Kueue freed without retrying the Workloads parked in its ClusterQueue (`Release::Unreserved`
+/// without `retries_waiting`), per ClusterQueue.
+pub(crate) type HeldUntilArrivals = [(usize, Vec<(Fr, Amount)>)];
+
 pub(crate) fn simulate(
     model: &Model<'_>,
     workloads: &[WorkloadModel],
     live: &[Live],
+    held_until_arrivals: &HeldUntilArrivals,
 ) -> Simulation {
     let mut state = State {
         model,
@@ -187,9 +193,24 @@ pub(crate) fn simulate(
         state.hold(holding.workload, holding.cq, holding.usage.clone());
     }
     let idle_limit = idle_cycle_limit(model, workloads);
+    for (cq, usage) in held_until_arrivals {
+        let node = model.cqs[*cq].node;
+        for &(fr, amount) in usage {
+            model.tree.add_usage(node, fr, amount, &mut state.usage);
+        }
+    }
     let last_arrival = workloads.iter().map(|w| w.arrival).max().unwrap_or(0);
     // Each arrival joins the queues once Kueue has decided on everything before it.
     for arrival in 0..=last_arrival {
+        if arrival == 1 {
+            for (cq, usage) in held_until_arrivals {
+                let node = model.cqs[*cq].node;
+                for &(fr, amount) in usage {
+                    model.tree.remove_usage(node, fr, amount, &mut state.usage);
+                }
+            }
+            state.usage_version += 1;
+        }
         state.arrive(arrival);
         state.run(idle_limit);
     }

@@ -526,6 +526,36 @@ mod tests {
     use crate::placement::{PlacementState, PodSetPlacement};
     use serde_json::json;
 
+    /// A waiting Workload with `Requeued=False` is held out of its queue for a backoff or an
+    /// event gkq does not model, unless a queue stop put it there (modelled).
+    #[test]
+    fn a_workload_held_back_from_its_queue_is_not_predicted() {
+        let workload = |reason: &str| {
+            json!({"kind": "Workload", "metadata": {"namespace": "team", "name": "w"},
+                "spec": {"queueName": "lq"},
+                "status": {"conditions": [
+                    {"type": "QuotaReserved", "status": "False", "reason": "Pending"},
+                    {"type": "Requeued", "status": "False", "reason": reason}]}})
+        };
+        let lq = json!({"kind": "LocalQueue", "metadata": {"namespace": "team", "name": "lq"},
+            "spec": {"clusterQueue": "cq"}});
+        let backoff = workload("PodsReadyTimeout");
+        let found = find(&[&lq, &backoff], &BTreeMap::new());
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].feature, "a workload held back from its queue");
+        assert_eq!(
+            found[0].cluster_queues,
+            Some(BTreeSet::from(["cq".to_string()]))
+        );
+        for modelled in ["ClusterQueueStopped", "LocalQueueStopped"] {
+            let stopped = workload(modelled);
+            assert!(
+                find(&[&lq, &stopped], &BTreeMap::new()).is_empty(),
+                "{modelled}"
+            );
+        }
+    }
+
     fn placement(cluster_queue: &str, job: &str) -> Placement {
         Placement {
             job: job.into(),

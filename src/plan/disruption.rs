@@ -484,6 +484,21 @@ mod tests {
         }
     }
 
+    /// What Kueue's finalizer waits for: the admitted jobs of the queue, not the ones whose
+    /// reservation it takes back, nor finished ones or other queues'.
+    #[test]
+    fn a_deleted_cluster_queue_waits_for_its_admitted_jobs() {
+        let w = vec![
+            workload("ml", "b", "cq", "team", "on-demand", true, false),
+            workload("ml", "a", "cq", "team", "on-demand", true, false),
+            workload("ml", "waiting", "cq", "team", "dws", false, false),
+            workload("ml", "done", "cq", "team", "on-demand", true, true),
+            workload("ml", "elsewhere", "cq2", "other", "on-demand", true, false),
+        ];
+        assert_eq!(admitted_in("cq", &w), ["RayJob ml/a", "RayJob ml/b"]);
+        assert!(admitted_in("cq3", &w).is_empty());
+    }
+
     #[test]
     fn replacing_a_node_pool_names_the_jobs_on_its_flavor() {
         let w = vec![

@@ -506,6 +506,23 @@ async fn seed_jobs_are_admitted_by_kueue_on_demand_then_dws() {
     assert!(!after.has_changes(), "{:#?}", changed(&after));
 }
 
+/// Waits (at most 90 s) until Kueue has admitted a Workload in `namespace`.
+async fn until_a_workload_is_admitted(client: &kube::Client, namespace: &str) {
+    eventually("a Workload admitted", Duration::from_secs(90), || {
+        let client = client.clone();
+        let namespace = namespace.to_string();
+        async move {
+            let wls = list(&client, &namespace, KUEUE_API, "Workload").await?;
+            Ok(wls
+                .iter()
+                .any(|w| condition_status(w, "Admitted") == Some("True"))
+                .then_some(()))
+        }
+    })
+    .await
+    .unwrap();
+}
+
 /// By hand, as README shows: `gkq plan/apply --kubeconfig ... --gke-endpoint ...`. Removing the
 /// ClusterQueue while job 1 runs on it is refused, naming the job; `--detailed-exitcode` says 3.
 // Multi-threaded: the in-process emulator must keep serving while the test waits for `gkq`.
@@ -546,19 +563,7 @@ async fn cli_refuses_to_delete_a_queue_with_admitted_jobs() {
 
     let client = s.kube.client().clone();
     let ns = s.namespace.clone();
-    eventually("job 1 admitted", Duration::from_secs(90), || {
-        let client = client.clone();
-        let ns = ns.clone();
-        async move {
-            let wls = list(&client, &ns, "kueue.x-k8s.io/v1beta2", "Workload").await?;
-            Ok(wls
-                .iter()
-                .any(|w| condition_status(w, "Admitted") == Some("True"))
-                .then_some(()))
-        }
-    })
-    .await
-    .unwrap();
+    until_a_workload_is_admitted(&client, &ns).await;
 
     // `gkq status` reads where the real Kueue put each job, beside gkq's prediction.
     let mut last = String::new();
@@ -800,4 +805,68 @@ async fn a_plan_from_the_lists_alone_converges_and_never_takes_over_an_unowned_o
     assert!(s.apply(&edited, &third, false).await.is_success());
     let after = s.plan(&edited, PlanOptions::default()).await;
     assert!(!after.has_changes(), "{:#?}", changed(&after));
+}
+
+/// A ClusterQueue whose admitted jobs still run is held by Kueue's finalizer until they
+/// finish: the delete says at once which jobs it waits for, instead of waiting for them.
+#[tokio::test]
+async fn a_cluster_queue_delete_held_by_admitted_jobs_names_them_at_once() {
+    use gkq::apply::KubeApplier;
+    use support::kueue::{batch_job, cluster_queue, group, local_queue, pool_flavor};
+    let s = stack("cq-held").await;
+    let ns = s.namespace.as_str();
+    let (flavor, cq, job) = (
+        unique_name("held-f"),
+        unique_name("held-cq"),
+        unique_name("held-job"),
+    );
+    let mut adapter = KubeAdapter::new(&s.kube, s.stack_name());
+    adapter.timeout = Duration::from_secs(120);
+    adapter.poll = Duration::from_millis(200);
+    for object in [
+        pool_flavor(&flavor, "pool"),
+        cluster_queue(
+            &cq,
+            vec![group(&["cpu"], &[(&flavor, &[("cpu", "4")])])],
+            json!({}),
+        ),
+        local_queue(ns, "lq", &cq),
+        batch_job(ns, &job, "lq", 1, &[("cpu", "1")]),
+    ] {
+        adapter.apply(&object, None).await.unwrap();
+    }
+    until_a_workload_is_admitted(&s.client, ns).await;
+
+    // A delete that waited for the finalizer would time out with another message.
+    adapter.timeout = Duration::from_secs(3);
+    let error = adapter
+        .delete(KUEUE_API, "ClusterQueue", None, &cq, None)
+        .await
+        .unwrap_err();
+    assert!(
+        error
+            .message
+            .contains(&format!("ClusterQueue {cq} is being deleted")),
+        "{error:?}"
+    );
+    assert!(
+        error.message.contains(&format!("Job {ns}/{job}")),
+        "{error:?}"
+    );
+    assert!(
+        error
+            .hint
+            .as_deref()
+            .unwrap_or_default()
+            .contains("once those jobs finish"),
+        "{error:?}"
+    );
+    // The deletion stands: Kueue's finalizer keeps the queue while the job runs.
+    let held = get(&s.client, "", KUEUE_API, "ClusterQueue", &cq)
+        .await
+        .unwrap();
+    assert!(
+        held["metadata"]["deletionTimestamp"].is_string(),
+        "{held:#}"
+    );
 }

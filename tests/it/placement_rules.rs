@@ -1595,6 +1595,15 @@ fn live_workload(job: &str, queue: &str, created: &str, conditions: Value) -> Va
     w
 }
 
+/// `(job, state)` of each live Workload predicted alongside.
+fn queued_states(prediction: &Prediction) -> Vec<(&str, PlacementState)> {
+    prediction
+        .queued
+        .iter()
+        .map(|p| (p.job.as_str(), p.state))
+        .collect()
+}
+
 fn admitted() -> Value {
     json!([{"type": "QuotaReserved", "status": "True"}, {"type": "Admitted", "status": "True"}])
 }
@@ -1669,14 +1678,29 @@ fn a_missing_local_queue_or_a_deleted_cluster_queue_leaves_admitted_work_alone()
     assert!(prediction.queued.is_empty());
     assert_eq!(prediction.placements[0].state, PlacementState::Pending);
 
+    // A reservation of a Workload whose LocalQueue is gone is taken back; Kueue retries the
+    // Workloads parked in the ClusterQueue through that LocalQueue, so only a job submitted
+    // later gets the quota.
     let last = objects.len() - 1;
     objects[last] = live_workload("waiting", "lq", "2026-01-01T00:00:00Z", reserved());
-    let prediction = run(
-        &objects,
-        &[batch_job("default", "next", "other", 1, &[("cpu", "3")])],
+    let parked = json!([{"type": "QuotaReserved", "status": "False", "reason": "Pending"}]);
+    objects.push(live_workload(
+        "parked",
+        "other",
+        "2026-01-01T00:00:00Z",
+        parked,
+    ));
+    let next = jobs(&[batch_job("default", "next", "other", 1, &[("cpu", "3")])]);
+    let prediction = gkq::placement::predict_in_order(&cluster(&objects), &next);
+    assert_eq!(
+        queued_states(&prediction),
+        [
+            ("parked", PlacementState::Pending),
+            ("waiting", PlacementState::Pending)
+        ]
     );
     assert_eq!(
-        reason(&prediction.queued[0]),
+        reason(&prediction.queued[1]),
         "loses its quota reservation: LocalQueue lq is terminating or missing; then: LocalQueue lq doesn't exist"
     );
     assert_eq!(prediction.placements[0].state, PlacementState::Admitted);
@@ -1725,13 +1749,8 @@ fn a_drained_workload_queues_again_behind_the_ones_that_waited() {
         waiting,
     ));
     let prediction = predict(&cluster(&objects), &[]);
-    let states: Vec<(&str, PlacementState)> = prediction
-        .queued
-        .iter()
-        .map(|p| (p.job.as_str(), p.state))
-        .collect();
     assert_eq!(
-        states,
+        queued_states(&prediction),
         [
             ("drained", PlacementState::Pending),
             ("waited", PlacementState::Admitted)
