@@ -200,8 +200,47 @@ impl KubeAdapter<'_> {
         let Some(uid) = job.pointer("/metadata/uid").and_then(Value::as_str) else {
             return Ok(());
         };
+        let decided = |workloads: &[Value]| {
+            workloads.iter().any(|w| {
+                condition(w, "QuotaReserved").is_some() || condition(w, "Admitted").is_some()
+            })
+        };
+        if !self.wait_for_workloads(uid, decided).await? {
+            tracing::warn!(
+                "Kueue decided nothing about {} within {}s; the next job is submitted anyway, and the plan's prediction for it may not hold",
+                describe(job),
+                self.submit_wait.as_secs()
+            );
+        }
+        Ok(())
+    }
+
+    /// After a job is deleted: waits (at most `submit_wait`) until Kueue no longer counts the
+    /// quota of its Workloads (each gone, or finished: Kueue finishes the Workload of a job that
+    /// is gone, docs/kueue.md 1c.5), so that the jobs submitted next find that quota free, as
+    /// the plan predicted. A Kueue that does not release it in time is told, not an error.
+    async fn wait_for_release(&self, what: &str, uid: &str) -> Result<(), KubeApplyError> {
+        let released =
+            |workloads: &[Value]| !workloads.iter().any(crate::placement::held::holds_quota);
+        if !self.wait_for_workloads(uid, released).await? {
+            tracing::warn!(
+                "Kueue still counts the quota of deleted {what} after {}s; the jobs submitted next may not land where the plan predicted",
+                self.submit_wait.as_secs()
+            );
+        }
+        Ok(())
+    }
+
+    /// Reads the Workloads of the job with `uid` (by Kueue's `kueue.x-k8s.io/job-uid` label)
+    /// until `done` says so, at most `submit_wait`: whether it did (true also when Kueue's
+    /// Workloads are not served, so there is nothing to wait for).
+    async fn wait_for_workloads(
+        &self,
+        uid: &str,
+        done: impl Fn(&[Value]) -> bool,
+    ) -> Result<bool, KubeApplyError> {
         let Ok(info) = self.info("kueue.x-k8s.io/v1beta2", "Workload").await else {
-            return Ok(());
+            return Ok(true);
         };
         let selector = format!("{}={uid}", crate::vocab::labels::JOB_UID_LABEL);
         let start = Instant::now();
@@ -211,18 +250,11 @@ impl KubeAdapter<'_> {
                 .list(&info, &selector)
                 .await
                 .map_err(to_apply_error)?;
-            if workloads.iter().any(|w| {
-                condition(w, "QuotaReserved").is_some() || condition(w, "Admitted").is_some()
-            }) {
-                return Ok(());
+            if done(&workloads) {
+                return Ok(true);
             }
             if start.elapsed() >= self.submit_wait {
-                tracing::warn!(
-                    "Kueue decided nothing about {} within {}s; the next job is submitted anyway, and the plan's prediction for it may not hold",
-                    describe(job),
-                    self.submit_wait.as_secs()
-                );
-                return Ok(());
+                return Ok(false);
             }
             tokio::time::sleep(self.poll.min(Duration::from_millis(100))).await;
         }
@@ -459,18 +491,29 @@ impl KubeApplier for KubeAdapter<'_> {
             .delete(&info, namespace, name, version)
             .await
             .map_err(to_apply_error)?;
-        if deletion != Deletion::Pending {
-            return Ok(());
+        if deletion == Deletion::Pending {
+            if kind == "ClusterQueue" {
+                self.refuse_to_wait_for_admitted(name).await?;
+            }
+            // Kueue's finalizers hold flavors, queues and checks while something still uses them.
+            self.wait_for(Wait::Gone {
+                info: &info,
+                namespace,
+                name,
+            })
+            .await?;
         }
-        if kind == "ClusterQueue" {
-            self.refuse_to_wait_for_admitted(name).await?;
+        // A job's quota is free once Kueue has let go of its Workload: what the plan's next
+        // submissions count on.
+        let probe = serde_json::json!({"apiVersion": api_version, "kind": kind,
+            "metadata": {"name": name, "namespace": namespace}});
+        let is_run = ResourceAddr::from_object(&probe).is_ok_and(|addr| addr.kind.is_run());
+        match version {
+            Some(version) if is_run => {
+                self.wait_for_release(&format!("{kind} {name}"), &version.uid)
+                    .await
+            }
+            _ => Ok(()),
         }
-        // Kueue's finalizers hold flavors, queues and checks while something still uses them.
-        self.wait_for(Wait::Gone {
-            info: &info,
-            namespace,
-            name,
-        })
-        .await
     }
 }

@@ -50,8 +50,9 @@
 //!   same).
 //! - A RayJob's worker `replicas` that is omitted counts as 0, the KubeRay CRD default the API
 //!   server applies before Kueue sees the job (Kueue's own fallback to 1 never triggers).
-//! - Time: workloads never finish during a prediction, so a workload parked as inadmissible is
-//!   not retried, and ProvisioningRequests never resolve.
+//! - Time: workloads never finish during a prediction (but for the runs of jobs the plan deletes
+//!   or replaces, [`predict_in_order`]), so a workload parked as inadmissible is not retried,
+//!   and ProvisioningRequests never resolve.
 //! - Ties Kueue breaks at random (map order, unstable sort) are broken by name and input order;
 //!   Kueue's pending message may name another podset after resumed scans (docs/kueue.md §3.1), so
 //!   gkq reports the message of the last full scan.
@@ -91,7 +92,7 @@ use amount::{quantity_of, request_value};
 use assign::Assignment;
 use model::{Blocked, Model, WorkloadModel};
 use objects::ReservingWorkload;
-use queues::{Live, Outcome, Simulation, simulate};
+use queues::{Live, Outcome, Release, Simulation, simulate};
 use quota::Fr;
 
 /// Predicts Kueue's decision for every job, in the order given, together with the live
@@ -101,13 +102,29 @@ use quota::Fr;
 /// ClusterQueue's `stopPolicy: Hold` let go); [`predict_in_order`] is for jobs submitted one
 /// after another.
 pub fn predict(cluster: &Cluster, jobs: &[PendingWorkload]) -> Prediction {
-    predict_arriving(cluster, jobs, Arrival::Together)
+    predict_arriving(cluster, jobs, Arrival::Together, &[])
 }
 
 /// [`predict`] for jobs that reach Kueue one after another, in the order given, each once
-/// Kueue has decided on everything before it: how `gkq apply` submits a plan's jobs.
-pub fn predict_in_order(cluster: &Cluster, jobs: &[PendingWorkload]) -> Prediction {
-    predict_arriving(cluster, jobs, Arrival::InOrder)
+/// Kueue has decided on everything before it: how `gkq apply` submits a plan's jobs. The live
+/// Workloads of `released` go away on the way (their jobs are deleted, and Kueue finishes
+/// them, docs/kueue.md 1c.5): each releases its quota before job `before` arrives.
+pub fn predict_in_order(
+    cluster: &Cluster,
+    jobs: &[PendingWorkload],
+    released: &[Released],
+) -> Prediction {
+    predict_arriving(cluster, jobs, Arrival::InOrder, released)
+}
+
+/// A live Workload whose job is deleted while the given jobs are submitted, and before which of
+/// them: a replaced job's earlier run just before its new run (`before` is the new run's index),
+/// a job the plan deletes before the first (`before: 0`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Released {
+    pub namespace: String,
+    pub name: String,
+    pub before: usize,
 }
 
 /// How the given jobs reach Kueue.
@@ -117,7 +134,12 @@ enum Arrival {
     InOrder,
 }
 
-fn predict_arriving(cluster: &Cluster, jobs: &[PendingWorkload], arrival: Arrival) -> Prediction {
+fn predict_arriving(
+    cluster: &Cluster,
+    jobs: &[PendingWorkload],
+    arrival: Arrival,
+    released: &[Released],
+) -> Prediction {
     let mut model = Model::compile(cluster);
     // A live Workload owned by one of the given jobs is that job; keep only the job. Workloads
     // whose quota Kueue takes back (a stopped or missing queue) queue again, after the waiting
@@ -197,7 +219,14 @@ fn predict_arriving(cluster: &Cluster, jobs: &[PendingWorkload], arrival: Arriva
             Some((cq, reserving_usage(&model, reserving)))
         })
         .collect();
-    let simulation = simulate(&model, &compiled, &live, &held_until_arrivals);
+    let releases = releases_of(&model, cluster, &holding, first_live, released, arrival);
+    let simulation = simulate(
+        &model,
+        &compiled,
+        &live,
+        &held_until_arrivals,
+        &releases,
+    );
 
     let placements: Vec<Placement> = all
         .iter()
@@ -216,13 +245,20 @@ fn predict_arriving(cluster: &Cluster, jobs: &[PendingWorkload], arrival: Arriva
             placement
         })
         .collect();
-    let usage = usage_summary(&model, &compiled, &simulation, queued.len(), &live);
+    let usage = usage_summary(
+        &model,
+        &compiled,
+        &simulation,
+        queued.len(),
+        &live,
+        &releases,
+    );
     let mut placements = placements.into_iter();
     let queued_placements = placements.by_ref().take(queued.len()).collect();
     let plan_placements = placements.by_ref().take(jobs.len()).collect();
     let preempted = placements
         .zip(&simulation.outcomes[first_live..])
-        .filter(|(_, outcome)| !matches!(outcome, Outcome::Holding))
+        .filter(|(_, outcome)| !matches!(outcome, Outcome::Holding | Outcome::Released))
         .map(|(placement, _)| placement)
         .collect();
     Prediction {
@@ -261,6 +297,44 @@ fn holding_workloads<'c>(
         ))
     });
     holding
+}
+
+/// The live Workloads of `released` that hold quota, with the arrival before which each goes:
+/// the arrival of job `before` (jobs arrive from 1 in order, all at 0 together).
+fn releases_of(
+    model: &Model<'_>,
+    cluster: &Cluster,
+    holding: &[(usize, &ReservingWorkload, &PendingWorkload)],
+    first_live: usize,
+    released: &[Released],
+    arrival: Arrival,
+) -> Vec<Release> {
+    if !cluster.workloads_observed {
+        return Vec::new();
+    }
+    released
+        .iter()
+        .filter_map(|release| {
+            let reserving = cluster
+                .reserving_workloads
+                .iter()
+                .find(|r| r.namespace == release.namespace && r.name == release.name)?;
+            let cq = *model.cq_index.get(&reserving.cluster_queue)?;
+            let workload = holding
+                .iter()
+                .position(|(_, r, _)| std::ptr::eq(*r, reserving))
+                .map(|i| first_live + i);
+            Some(Release {
+                arrival: match arrival {
+                    Arrival::Together => 0,
+                    Arrival::InOrder => release.before + 1,
+                },
+                workload,
+                cq,
+                usage: reserving_usage(model, reserving),
+            })
+        })
+        .collect()
 }
 
 /// A live Workload's usage by `Fr`, as `Model::add_live_usage` counts it.
@@ -319,6 +393,40 @@ fn add_preemptions(
     placement.preempted_by = Some(preemptor);
 }
 
+/// A workload's priority as Kueue resolves it (`jobframework.ExtractPriority`): the
+/// WorkloadPriorityClass its label names, else the PriorityClass of its first podset that names
+/// one, else the cluster's default PriorityClass, else 0; a named class that does not exist is
+/// an error. The one rule for `plan` and the local target's simulated Kueue.
+pub fn priority_of(cluster: &Cluster, workload: &PendingWorkload) -> Result<i32, String> {
+    match &workload.priority {
+        podsets::PrioritySource::Value(value) => Ok(*value),
+        podsets::PrioritySource::WorkloadPriorityClassOr { class, value } => Ok(cluster
+            .workload_priority_classes
+            .get(class)
+            .copied()
+            .unwrap_or(*value)),
+        podsets::PrioritySource::WorkloadPriorityClass(name) => cluster
+            .workload_priority_classes
+            .get(name)
+            .copied()
+            .ok_or_else(|| format!("workloadpriorityclasses.kueue.x-k8s.io {name:?} not found")),
+        podsets::PrioritySource::PodSets => {
+            let class = workload
+                .pod_sets
+                .iter()
+                .find_map(|ps| ps.priority_class_name.as_ref());
+            match class {
+                Some(name) => {
+                    cluster.priority_classes.get(name).copied().ok_or_else(|| {
+                        format!("priorityclasses.scheduling.k8s.io {name:?} not found")
+                    })
+                }
+                None => Ok(cluster.default_priority.unwrap_or(0)),
+            }
+        }
+    }
+}
+
 /// Whether `job` could be admitted by its queue if the whole cluster (queue and cohort) were
 /// empty: `Ok` with the flavor of each podset, or `Err` with Kueue's reason (for
 /// `gkq validate`). Jobs Kueue does not manage are `Ok` with no flavors.
@@ -330,7 +438,7 @@ pub fn fits_ever(cluster: &Cluster, job: &PendingWorkload) -> Result<Vec<PodSetP
     let mut model = Model::compile(cluster);
     model.live_usage = model.tree.zero_usage();
     let compiled = model.compile_workload(job, 0);
-    let simulation = simulate(&model, std::slice::from_ref(&compiled), &[], &[]);
+    let simulation = simulate(&model, std::slice::from_ref(&compiled), &[], &[], &[]);
     match simulation.outcomes.into_iter().next() {
         Some(Outcome::Reserved { assignment, .. }) => {
             Ok(pod_set_placements(&model, job, Some(&assignment)))
@@ -341,7 +449,7 @@ pub fn fits_ever(cluster: &Cluster, job: &PendingWorkload) -> Result<Vec<PodSetP
         }
         Some(Outcome::Blocked(Blocked::Pending(reason))) => Err(reason),
         Some(Outcome::Pending(failure)) => Err(failure.message(&model, &job.pod_sets)),
-        Some(Outcome::QueuedBehind { .. } | Outcome::Holding) | None => {
+        Some(Outcome::QueuedBehind { .. } | Outcome::Holding | Outcome::Released) | None => {
             Err("not scheduled".to_string())
         }
     }
@@ -455,6 +563,12 @@ fn placement_of(
             Some("keeps the quota it holds".to_string()),
             Vec::new(),
         ),
+        Outcome::Released => (
+            unplaced(),
+            PlacementState::Pending,
+            Some("its job is deleted: Kueue finishes it and releases its quota".to_string()),
+            Vec::new(),
+        ),
         Outcome::Blocked(Blocked::Unmanaged) => (
             unplaced(),
             PlacementState::Unmanaged,
@@ -483,14 +597,15 @@ fn placement_of(
 }
 
 /// Usage per ClusterQueue and flavor-resource. Workloads indexed from `queued` to the first
-/// live one are the plan's; live Workloads that preemption evicts no longer count as live,
-/// and count as queued if they are admitted again.
+/// live one are the plan's; live Workloads that preemption evicts or whose job is deleted no
+/// longer count as live, and evicted ones count as queued if they are admitted again.
 fn usage_summary(
     model: &Model<'_>,
     workloads: &[WorkloadModel],
     simulation: &Simulation,
     queued: usize,
     live: &[Live],
+    releases: &[Release],
 ) -> Vec<FlavorUsage> {
     // Predicted usage per (ClusterQueue, Fr), split between live queued Workloads and the plan.
     let frs = model.tree.frs;
@@ -504,6 +619,12 @@ fn usage_summary(
             for &(fr, amount) in &holding.usage {
                 evicted_usage[holding.cq][fr] = evicted_usage[holding.cq][fr].plus(amount);
             }
+        }
+    }
+    // Released runs that are not possible victims: counted by their usage alone.
+    for release in releases.iter().filter(|r| r.workload.is_none()) {
+        for &(fr, amount) in &release.usage {
+            evicted_usage[release.cq][fr] = evicted_usage[release.cq][fr].plus(amount);
         }
     }
     for (index, (workload, outcome)) in workloads.iter().zip(outcomes).enumerate() {

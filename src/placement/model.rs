@@ -10,7 +10,7 @@ use super::objects::{
     Cluster, ClusterQueue, FlavorFungibility, PROVISIONING_REQUEST_CONTROLLER, PreemptionPolicy,
     QueueingStrategy, ResourceFlavor, ResourceGroup,
 };
-use super::podsets::{PendingWorkload, PrioritySource};
+use super::podsets::PendingWorkload;
 use super::quota::{Fr, Quota, QuotaTree, Usage};
 use super::selectors::{LabelSelector, NodeSelectorTerm, Toleration};
 use super::time::Timestamp;
@@ -691,33 +691,6 @@ impl<'c> Model<'c> {
     }
 
     fn priority_of(&self, workload: &PendingWorkload) -> Result<i32, String> {
-        let cluster = self.cluster;
-        match &workload.priority {
-            PrioritySource::Value(value) => Ok(*value),
-            PrioritySource::WorkloadPriorityClassOr { class, value } => Ok(cluster
-                .workload_priority_classes
-                .get(class)
-                .copied()
-                .unwrap_or(*value)),
-            PrioritySource::WorkloadPriorityClass(name) => cluster
-                .workload_priority_classes
-                .get(name)
-                .copied()
-                .ok_or_else(|| {
-                    format!("workloadpriorityclasses.kueue.x-k8s.io {name:?} not found")
-                }),
-            PrioritySource::PodSets => {
-                let class = workload
-                    .pod_sets
-                    .iter()
-                    .find_map(|ps| ps.priority_class_name.as_ref());
-                match class {
-                    Some(name) => cluster.priority_classes.get(name).copied().ok_or_else(|| {
-                        format!("priorityclasses.scheduling.k8s.io {name:?} not found")
-                    }),
-                    None => Ok(cluster.default_priority.unwrap_or(0)),
-                }
-            }
-        }
+        super::priority_of(self.cluster, workload)
     }
 }

@@ -15,8 +15,10 @@
 //! release their quota before the next cycle and queue again. Releasing quota puts the workloads
 //! parked as inadmissible in that cohort back into their queues.
 //!
-//! Assumptions of a prediction: no workload finishes or is deleted while the plan's jobs queue,
-//! so usage only shrinks by preemption. Without preemption, a workload Kueue parks as
+//! Assumptions of a prediction: no workload finishes while the plan's jobs queue; the only
+//! Workloads deleted are the runs the plan deletes ([`Release`]: each releases its quota before
+//! a given arrival, which puts the workloads parked as inadmissible in its cohort back into
+//! their queues), so usage otherwise only shrinks by preemption. Without preemption, a workload Kueue parks as
 //! inadmissible (BestEffortFIFO) is never retried, and the ClusterQueue generation never
 //! advances, so a requeued workload always resumes its flavor scan where it stopped.
 
@@ -49,6 +51,9 @@ pub(crate) enum Outcome {
     Blocked(Blocked),
     /// A live Workload that keeps the quota it held before the prediction.
     Holding,
+    /// A live Workload whose job is deleted while the given jobs are submitted: gone, its quota
+    /// released.
+    Released,
 }
 
 /// A live Workload holding quota when the prediction starts.
@@ -56,6 +61,18 @@ pub(crate) enum Outcome {
 pub(crate) struct Live {
     /// Its index among the simulated workloads (where it queues again once evicted).
     pub workload: usize,
+    pub cq: usize,
+    pub usage: Vec<(Fr, Amount)>,
+}
+
+/// A live Workload whose job is deleted before the jobs of arrival `arrival` reach Kueue (a
+/// replaced job's earlier run, or a job the plan deletes): Kueue finishes it and releases its
+/// quota then (docs/kueue.md 1c.5).
+#[derive(Debug, Clone)]
+pub(crate) struct Release {
+    pub arrival: usize,
+    /// Its index among the simulated workloads, when it is one (a readable live Workload).
+    pub workload: Option<usize>,
     pub cq: usize,
     pub usage: Vec<(Fr, Amount)>,
 }
@@ -167,6 +184,7 @@ pub(crate) fn simulate(
     workloads: &[WorkloadModel],
     live: &[Live],
     held_until_arrivals: &HeldUntilArrivals,
+    releases: &[Release],
 ) -> Simulation {
     let mut state = State {
         model,
@@ -199,8 +217,14 @@ pub(crate) fn simulate(
             model.tree.add_usage(node, fr, amount, &mut state.usage);
         }
     }
-    let last_arrival = workloads.iter().map(|w| w.arrival).max().unwrap_or(0);
-    // Each arrival joins the queues once Kueue has decided on everything before it.
+    let last_arrival = workloads
+        .iter()
+        .map(|w| w.arrival)
+        .chain(releases.iter().map(|r| r.arrival))
+        .max()
+        .unwrap_or(0);
+    // Each arrival joins the queues once Kueue has decided on everything before it, and after
+    // the quota of the runs deleted before it was released.
     for arrival in 0..=last_arrival {
         if arrival == 1 {
             for (cq, usage) in held_until_arrivals {
@@ -211,6 +235,7 @@ pub(crate) fn simulate(
             }
             state.usage_version += 1;
         }
+        state.release(releases.iter().filter(|r| r.arrival == arrival));
         state.arrive(arrival);
         state.run(idle_limit);
     }
@@ -518,15 +543,9 @@ impl State<'_, '_> {
             if !self.active[holder] {
                 continue;
             }
-            self.active[holder] = false;
             self.evictions_left = self.evictions_left.saturating_sub(1);
-            let h = &self.holders[holder];
-            let node = model.cqs[h.cq].node;
-            for &(fr, amount) in &h.usage {
-                model.tree.remove_usage(node, fr, amount, &mut self.usage);
-            }
-            released_roots.push(model.tree.ancestors(node).last().unwrap_or(node));
-            let victim = h.workload;
+            released_roots.push(self.release_holder(holder));
+            let victim = self.holders[holder].workload;
             self.preempted_by[victim] = Some((preemptor, reason));
             self.preempts[preemptor].push(victim);
             self.outcomes[victim] = None;
@@ -537,7 +556,68 @@ impl State<'_, '_> {
                 requeued[cq].push(victim);
             }
         }
+        self.requeue_released(&released_roots, requeued);
+    }
+
+    /// Deletes the runs of `releases` before the next arrival: their quota is released (a
+    /// Workload evicted earlier and queued again leaves its queue), and the workloads parked as
+    /// inadmissible in their cohorts queue again, as when Kueue finishes a Workload.
+    fn release<'r>(&mut self, releases: impl Iterator<Item = &'r Release>) {
+        let model = self.model;
+        let mut released_roots = Vec::new();
+        for release in releases {
+            let holder = release.workload.and_then(|w| {
+                (0..self.holders.len()).find(|&h| self.active[h] && self.holders[h].workload == w)
+            });
+            match holder {
+                Some(holder) => released_roots.push(self.release_holder(holder)),
+                None if release.workload.is_some() => {}
+                None => {
+                    // Not a possible victim (unreadable as a job): its usage alone is counted.
+                    let node = model.cqs[release.cq].node;
+                    for &(fr, amount) in &release.usage {
+                        model.tree.remove_usage(node, fr, amount, &mut self.usage);
+                    }
+                    released_roots.push(model.tree.ancestors(node).last().unwrap_or(node));
+                    self.usage_version += 1;
+                }
+            }
+            if let Some(w) = release.workload {
+                for cq in 0..self.queues.len() {
+                    if let Some(position) = self.queues[cq].iter().position(|&q| q == w) {
+                        self.queues[cq].remove(position);
+                        if position < self.cursors[cq] {
+                            self.cursors[cq] -= 1;
+                        }
+                    }
+                }
+                self.outcomes[w] = Some(Outcome::Released);
+            }
+        }
+        self.requeue_released(&released_roots, vec![Vec::new(); model.cqs.len()]);
+    }
+
+    /// Releases a holder's quota; returns the root of its cohort tree.
+    fn release_holder(&mut self, holder: usize) -> usize {
+        let model = self.model;
+        self.active[holder] = false;
+        let h = &self.holders[holder];
+        let node = model.cqs[h.cq].node;
+        for &(fr, amount) in &h.usage {
+            model.tree.remove_usage(node, fr, amount, &mut self.usage);
+        }
         self.usage_version += 1;
+        model.tree.ancestors(node).last().unwrap_or(node)
+    }
+
+    /// After quota was released in the cohort trees of `released_roots`: `requeued` (per
+    /// ClusterQueue) and the workloads parked as inadmissible in those trees go back to their
+    /// queues.
+    fn requeue_released(&mut self, released_roots: &[usize], mut requeued: Vec<Vec<usize>>) {
+        if released_roots.is_empty() && requeued.iter().all(Vec::is_empty) {
+            return;
+        }
+        let model = self.model;
         for (cq, requeued) in requeued.iter_mut().enumerate() {
             let node = model.cqs[cq].node;
             let root = model.tree.ancestors(node).last().unwrap_or(node);

@@ -850,42 +850,67 @@ impl<'a> Planner<'a> {
         for pair in submitted.windows(2) {
             graph.add_edge(&pair[1], &pair[0]);
         }
+        // Jobs the plan deletes release their quota before its jobs are submitted (their deletes
+        // come before the first submission, and a job of another kind under the same name waits
+        // for its delete), as a replaced job's old run is deleted before its new run is created:
+        // `plan::placements` predicts the submissions with that quota free.
+        let deleted_runs: Vec<&ResourceAddr> = drafts
+            .iter()
+            .filter(|(addr, d)| addr.kind.is_run() && d.action.kind == ActionKind::Delete)
+            .map(|(addr, _)| addr)
+            .collect();
+        graph.add_kind_switches(&submitted, &deleted_runs);
         let order = graph.topo_order()?;
         let is_action = |addr: &ResourceAddr| drafts.contains_key(addr);
         let mut dependents: BTreeMap<&ResourceAddr, BTreeSet<&ResourceAddr>> = BTreeMap::new();
         for (dependent, dependency) in graph.edges() {
             dependents.entry(dependency).or_default().insert(dependent);
         }
+        // A delete waits for the deletes of what depends on it.
+        let delete_dependencies = |addr: &ResourceAddr| -> Vec<ResourceAddr> {
+            nearest_actions(addr, &is_action, |a| {
+                dependents
+                    .get(a)
+                    .map(|s| s.iter().copied().collect())
+                    .unwrap_or_default()
+            })
+            .into_iter()
+            .filter(|d| {
+                drafts
+                    .get(d)
+                    .is_some_and(|d| d.action.kind == ActionKind::Delete)
+            })
+            .collect()
+        };
+        let is_delete = |addr: &ResourceAddr| {
+            drafts
+                .get(addr)
+                .is_some_and(|d| d.action.kind == ActionKind::Delete)
+        };
+        let first_submitted = submitted.first();
         // Each action's place and dependencies first; then the actions are moved, not copied.
         let mut placed: Vec<(&ResourceAddr, Vec<ResourceAddr>)> = Vec::with_capacity(drafts.len());
+        let mut early: BTreeSet<&ResourceAddr> = BTreeSet::new();
         for addr in &order {
-            if let Some(draft) = drafts.get(addr)
-                && draft.action.kind != ActionKind::Delete
-            {
+            if Some(addr) == first_submitted {
+                for run in order
+                    .iter()
+                    .rev()
+                    .filter(|a| a.kind.is_run() && is_delete(a))
+                {
+                    placed.push((run, delete_dependencies(run)));
+                    early.insert(run);
+                }
+            }
+            if drafts.contains_key(addr) && !is_delete(addr) {
                 let depends_on =
                     nearest_actions(addr, &is_action, |a| graph.dependencies_of(a).collect());
                 placed.push((addr, depends_on));
             }
         }
         for addr in order.iter().rev() {
-            if let Some(draft) = drafts.get(addr)
-                && draft.action.kind == ActionKind::Delete
-            {
-                // A delete waits for the deletes of what depends on it.
-                let depends_on = nearest_actions(addr, &is_action, |a| {
-                    dependents
-                        .get(a)
-                        .map(|s| s.iter().copied().collect())
-                        .unwrap_or_default()
-                })
-                .into_iter()
-                .filter(|d| {
-                    drafts
-                        .get(d)
-                        .is_some_and(|d| d.action.kind == ActionKind::Delete)
-                })
-                .collect();
-                placed.push((addr, depends_on));
+            if is_delete(addr) && !early.contains(addr) {
+                placed.push((addr, delete_dependencies(addr)));
             }
         }
         let placed: Vec<(ResourceAddr, Vec<ResourceAddr>)> = placed
@@ -1299,6 +1324,69 @@ mod tests {
             ["kueue.localqueue/default/old-lq"
                 .parse::<ResourceAddr>()
                 .unwrap()]
+        );
+    }
+
+    /// A kind switch with `--prune`: the RayJob `job` becomes a JobSet `job`. The pruned
+    /// RayJob is deleted before the JobSet (and every other job) is submitted, the JobSet
+    /// depends on that delete, and the other deletes keep their place at the end.
+    #[test]
+    fn a_kind_switch_deletes_the_old_kind_before_the_new_run() {
+        let mut live_objects = kube_objects();
+        live_objects.push(
+            json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+            "metadata": {"name": "old-cq", "labels": owned_labels()}, "spec": {}}),
+        );
+        let live = LiveState {
+            gke: GkeLive {
+                cluster: Some(live_cluster()),
+            },
+            kubernetes: observed(live_objects),
+        };
+        let mut objects = kube_objects();
+        let ray = objects.pop().unwrap();
+        let jobset = |name: &str| {
+            json!({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+                "metadata": {"name": name, "namespace": "default", "labels": ray["metadata"]["labels"]},
+                "spec": {"replicatedJobs": []}})
+        };
+        objects.push(jobset("another"));
+        objects.push(jobset("job"));
+        let mut desired = desired();
+        desired.kubernetes = objects.into_iter().map(Arc::new).collect();
+        let pruning = PlanOptions {
+            prune: true,
+            ..PlanOptions::default()
+        };
+        let plan = plan(&desired, &live, &pruning).unwrap();
+        assert_eq!(
+            order(&plan),
+            [
+                "- ray.rayjob/default/job",
+                "+ k8s.jobset/default/another",
+                "+ k8s.jobset/default/job",
+                "- kueue.clusterqueue/old-cq"
+            ]
+        );
+        let new_run = plan
+            .action(&"k8s.jobset/default/job".parse().unwrap())
+            .unwrap();
+        assert!(
+            new_run
+                .depends_on
+                .contains(&"ray.rayjob/default/job".parse().unwrap()),
+            "{:?}",
+            new_run.depends_on
+        );
+        let other = plan
+            .action(&"k8s.jobset/default/another".parse().unwrap())
+            .unwrap();
+        assert!(
+            !other
+                .depends_on
+                .contains(&"ray.rayjob/default/job".parse().unwrap()),
+            "{:?}",
+            other.depends_on
         );
     }
 

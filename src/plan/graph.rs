@@ -12,6 +12,7 @@
 //! kueue.clusterqueue -> kueue.localqueue (spec.clusterQueue)
 //! kueue.localqueue -> jobs (label kueue.x-k8s.io/queue-name)
 //! k8s.configmap -> jobs that mount it
+//! deleted job -> a job of another kind submitted under its namespace and name
 //! ```
 //!
 //! Edges are only the real needs, so a failure skips only true dependents (a stockout on one node
@@ -223,6 +224,32 @@ impl DependencyGraph {
             }
         }
         graph
+    }
+}
+
+impl DependencyGraph {
+    /// A job whose kind changes under the same name (a RayJob `train` becoming a JobSet
+    /// `train`): the new object waits for the old one's delete, which releases the quota its
+    /// Workload holds, as a replace deletes the old run before creating the new one. Each of
+    /// `submitted` that shares a namespace and name with one of `deleted` (both runs) depends on
+    /// it.
+    pub fn add_kind_switches<'a>(
+        &mut self,
+        submitted: impl IntoIterator<Item = &'a ResourceAddr>,
+        deleted: &[&ResourceAddr],
+    ) {
+        for new in submitted {
+            for &old in deleted {
+                if old != new
+                    && old.kind.is_run()
+                    && new.kind.is_run()
+                    && old.namespace == new.namespace
+                    && old.name == new.name
+                {
+                    self.add_edge(new, old);
+                }
+            }
+        }
     }
 }
 
@@ -497,6 +524,28 @@ mod tests {
         assert_eq!(
             error.to_string(),
             "dependency cycle: kueue.clusterqueue/a -> kueue.clusterqueue/b -> kueue.clusterqueue/c -> kueue.clusterqueue/a"
+        );
+    }
+
+    /// A RayJob deleted and a JobSet of its name submitted: the JobSet waits for the delete; a
+    /// job of another name or namespace does not.
+    #[test]
+    fn a_kind_switch_waits_for_the_old_kinds_delete() {
+        let mut graph = DependencyGraph::new();
+        let old = addr("ray.rayjob/ml/train");
+        let new = addr("k8s.jobset/ml/train");
+        let other = addr("k8s.jobset/ml/eval");
+        let elsewhere = addr("k8s.jobset/other/train");
+        for node in [&old, &new, &other, &elsewhere] {
+            graph.add_node(node.clone());
+        }
+        graph.add_kind_switches([&new, &other, &elsewhere], &[&old]);
+        assert_eq!(
+            graph
+                .edges()
+                .map(|(a, b)| (a.clone(), b.clone()))
+                .collect::<Vec<_>>(),
+            [(new, old)]
         );
     }
 

@@ -12,16 +12,18 @@ use super::{ActionKind, Plan};
 use crate::addr::{ResourceAddr, ResourceKind};
 use crate::model::live::KubeSnapshot;
 use crate::placement::dws::{self, Reclaim};
-use crate::placement::held::held_quota;
+use crate::placement::held::{held_quota, holds_quota};
 use crate::placement::job_workload::JobWorkloads;
 use crate::placement::unmodelled::{
     self, MODELLED_MINOR, MODELLED_VERSION, Manager, NEXT_VERSION_DOCS, VersionFit,
 };
 use crate::placement::{
-    Cluster, FlavorUsage, PendingWorkload, Placement, PlacementState, Prediction, predict_in_order,
+    Cluster, FlavorUsage, PendingWorkload, Placement, PlacementState, Prediction, Released,
+    predict_in_order,
 };
 use crate::spec::types::InstallMode;
 use crate::vocab::labels::{MAX_RUN_DURATION_ANNOTATION, NODE_POOL_LABEL};
+use crate::vocab::object::{name_of, namespace_of};
 
 /// The placements of the jobs (RayJobs, JobSets, batch Jobs) that `plan` creates or replaces,
 /// from `prediction` (of Kueue's world after the plan, [`world_after`]), then the running jobs
@@ -55,7 +57,10 @@ fn placements_of(
 /// The jobs the plan submits (creates, or replaces with a new run), as Kueue will see them, in
 /// the order `apply` submits them: the spec's order (`jobs:` in order, then job manifests in
 /// file order), each after Kueue decided on the one before.
-fn submitted_jobs(plan: &Plan, desired: &crate::model::DesiredState) -> Vec<PendingWorkload> {
+fn submitted_jobs(
+    plan: &Plan,
+    desired: &crate::model::DesiredState,
+) -> Vec<(ResourceAddr, PendingWorkload)> {
     let submitted: BTreeSet<&ResourceAddr> = plan
         .actions
         .iter()
@@ -66,9 +71,65 @@ fn submitted_jobs(plan: &Plan, desired: &crate::model::DesiredState) -> Vec<Pend
         .collect();
     desired
         .kube_objects()
-        .filter(|o| ResourceAddr::from_object(o).is_ok_and(|addr| submitted.contains(&addr)))
-        .filter_map(|o| PendingWorkload::from_object(o).ok())
+        .filter_map(|o| {
+            let addr = ResourceAddr::from_object(o).ok()?;
+            submitted.contains(&addr).then_some(())?;
+            Some((addr, PendingWorkload::from_object(o).ok()?))
+        })
         .collect()
+}
+
+/// The live Workloads holding quota whose jobs `apply` deletes on the way (see
+/// `plan::build`): the runs of jobs the plan deletes go before its first job is submitted, a
+/// replaced job's earlier run just before its new run. Kueue finishes a Workload whose job is
+/// gone and releases its quota (docs/kueue.md 1c.5), and apply waits for that.
+fn released_runs<'a>(
+    plan: &Plan,
+    jobs: &[(ResourceAddr, PendingWorkload)],
+    workloads: &'a [Value],
+    live_at: &dyn Fn(&ResourceAddr) -> Option<&'a Value>,
+) -> Vec<Released> {
+    let job_workloads = JobWorkloads::new(workloads);
+    let mut released = Vec::new();
+    for action in &plan.actions {
+        let before = match action.kind {
+            ActionKind::Delete => 0,
+            ActionKind::Replace => match jobs.iter().position(|(addr, _)| *addr == action.addr) {
+                Some(index) => index,
+                None => continue,
+            },
+            _ => continue,
+        };
+        if !action.addr.kind.is_run() {
+            continue;
+        }
+        // The live job, or (when the plan did not keep it) what its delete step names.
+        let named = action.steps.iter().find_map(|step| match step {
+            super::Step::KubeDelete {
+                api_version,
+                kind,
+                namespace,
+                name,
+            } => Some(serde_json::json!({"apiVersion": api_version, "kind": kind,
+                "metadata": {"namespace": namespace, "name": name}})),
+            _ => None,
+        });
+        let job = match (live_at(&action.addr), &named) {
+            (Some(live), _) => live,
+            (None, Some(named)) => named,
+            (None, None) => continue,
+        };
+        for found in job_workloads.all_of(job) {
+            if holds_quota(found.workload) {
+                released.push(Released {
+                    namespace: namespace_of(found.workload).unwrap_or_default().to_string(),
+                    name: name_of(found.workload).to_string(),
+                    before,
+                });
+            }
+        }
+    }
+    released
 }
 
 /// Whether an action on `addr` can change what Kueue decides about work already there.
@@ -147,7 +208,20 @@ pub fn annotate(
             .filter(|o| ResourceAddr::from_object(o).is_ok_and(|addr| !addr.kind.is_run())),
         &deleted,
     );
-    let jobs = submitted_jobs(plan, desired);
+    let workloads = world.map(|w| w.kind("Workload")).unwrap_or_default();
+    // Borrowed, not collected: a large stack has thousands of live objects.
+    let observed = match &live.kubernetes {
+        crate::model::live::KubeLive::Observed { objects } => Some(objects),
+        crate::model::live::KubeLive::NotObserved => None,
+    };
+    let live_at = |addr: &crate::addr::ResourceAddr| {
+        observed
+            .and_then(|objects| objects.get(addr))
+            .and_then(|o| o.live.as_ref())
+    };
+    let submissions = submitted_jobs(plan, desired);
+    let released = released_runs(plan, &submissions, workloads, &live_at);
+    let jobs: Vec<PendingWorkload> = submissions.into_iter().map(|(_, job)| job).collect();
     let touches_kueue = plan
         .actions
         .iter()
@@ -160,8 +234,11 @@ pub fn annotate(
     } else {
         // One prediction of the world after the plan: for the plan's own jobs and for the work
         // already there.
-        let prediction =
-            predict_in_order(&Cluster::from_objects_lenient(after.iter().copied()), &jobs);
+        let prediction = predict_in_order(
+            &Cluster::from_objects_lenient(after.iter().copied()),
+            &jobs,
+            &released,
+        );
         let submitted: Vec<&Value> = plan
             .actions
             .iter()
@@ -175,7 +252,14 @@ pub fn annotate(
                 before: world_objects().collect(),
                 after,
             };
-            changes_from(&worlds, &prediction, &unmodelled)
+            let mut changes = changes_from(&worlds, &prediction, &unmodelled);
+            // A run the plan deletes is in its actions, not a change to live work.
+            changes.retain(|change| {
+                !released
+                    .iter()
+                    .any(|r| change.workload == format!("{}/{}", r.namespace, r.name))
+            });
+            changes
         } else {
             Vec::new()
         };
@@ -198,20 +282,9 @@ pub fn annotate(
         plan.quota = quota;
         plan.workload_changes = workload_changes;
     }
-    let workloads = world.map(|w| w.kind("Workload")).unwrap_or_default();
-    // Borrowed, not collected: a large stack has thousands of live objects.
-    let observed = match &live.kubernetes {
-        crate::model::live::KubeLive::Observed { objects } => Some(objects),
-        crate::model::live::KubeLive::NotObserved => None,
-    };
     let live_objects = observed
         .into_iter()
         .flat_map(|objects| objects.values().filter_map(|o| o.live.as_ref()));
-    let live_at = |addr: &crate::addr::ResourceAddr| {
-        observed
-            .and_then(|objects| objects.get(addr))
-            .and_then(|o| o.live.as_ref())
-    };
     // The flavors: desired, then live. The observer keeps few live objects of the spec's own
     // (see `plan_judged`), so the live flavors come from Kueue's world too.
     let world_flavors = world.map(|w| w.kind("ResourceFlavor")).unwrap_or_default();

@@ -542,10 +542,29 @@ async fn disruptive_plans_exit_3_and_their_saved_plans_are_refused_without_conse
     );
 }
 
-/// Kueue's Workloads of the stack's jobs, once each holds quota (or the time is up).
 /// Waits until Kueue has reserved quota for `count` Workloads in `namespace` (also used by the
 /// agent's tests).
 pub(crate) async fn wait_for_admissions(namespace: &str, count: usize) {
+    wait_for_workloads(namespace, |workloads| {
+        let reserved = workloads
+            .iter()
+            .filter(|w| {
+                w["status"]["conditions"].as_array().is_some_and(|cs| {
+                    cs.iter()
+                        .any(|c| c["type"] == "QuotaReserved" && c["status"] == "True")
+                })
+            })
+            .count();
+        (reserved >= count)
+            .then_some(())
+            .ok_or_else(|| format!("Kueue reserved quota for {reserved} of {count} workloads"))
+    })
+    .await;
+}
+
+/// Reads the Workloads of `namespace` until `done` is `Ok`; after 90 s its last `Err` fails the
+/// test.
+async fn wait_for_workloads(namespace: &str, done: impl Fn(&[Value]) -> Result<(), String>) {
     let workloads = support::control_plane::dynamic_api(
         &client().await,
         "kueue.x-k8s.io/v1beta2",
@@ -555,27 +574,18 @@ pub(crate) async fn wait_for_admissions(namespace: &str, count: usize) {
     .unwrap();
     let started = std::time::Instant::now();
     loop {
-        let list = workloads
+        let list: Vec<Value> = workloads
             .list(&kube::api::ListParams::default())
             .await
-            .unwrap();
-        let reserved = list
+            .unwrap()
             .items
             .iter()
-            .filter(|w| {
-                w.data["status"]["conditions"].as_array().is_some_and(|cs| {
-                    cs.iter()
-                        .any(|c| c["type"] == "QuotaReserved" && c["status"] == "True")
-                })
-            })
-            .count();
-        if reserved >= count {
-            return;
+            .map(|w| serde_json::to_value(w).unwrap())
+            .collect();
+        match done(&list) {
+            Ok(()) => return,
+            Err(why) => assert!(started.elapsed() < Duration::from_secs(90), "{why}"),
         }
-        assert!(
-            started.elapsed() < Duration::from_secs(90),
-            "Kueue reserved quota for {reserved} of {count} workloads"
-        );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
@@ -1238,7 +1248,7 @@ async fn jobs_of_one_plan_land_as_predicted_in_spec_order_on_the_real_kueue() {
     let spec = s.path().join("infra/gkq.yaml");
     let text_before = std::fs::read_to_string(&spec).unwrap();
     assert!(text_before.contains("    count: 2\n"), "{text_before}");
-    let jobset = one_slice_jobset("aa-jobset");
+    let jobset = support::workspace::jobset_entry("aa-jobset", Some("${NS}"), 1);
     std::fs::write(
         &spec,
         format!(
@@ -1513,4 +1523,185 @@ async fn a_label_change_on_admitted_jobs_leaves_kueues_fields_to_kueue() {
     assert_eq!(admitted().await, before, "nothing was changed");
     let r = serde_json::to_value(rayjobs.get(ray).await.unwrap()).unwrap();
     assert_eq!(r["metadata"]["labels"]["team"], "research");
+
+/// Waits until exactly `count` Workloads in `namespace` hold quota (reserved, not finished) and
+/// none of `gone` (uids of deleted jobs) does.
+async fn wait_for_holders(namespace: &str, count: usize, gone: &[String]) {
+    wait_for_workloads(namespace, |workloads| {
+        let holding: Vec<&Value> = workloads
+            .iter()
+            .filter(|w| gkq::placement::held::holds_quota(w))
+            .collect();
+        let old = holding.iter().any(|w| {
+            w["metadata"]["labels"]["kueue.x-k8s.io/job-uid"]
+                .as_str()
+                .is_some_and(|uid| gone.iter().any(|g| g == uid))
+        });
+        (holding.len() == count && !old)
+            .then_some(())
+            .ok_or_else(|| {
+                format!(
+                    "{} Workloads hold quota, old runs among them: {old}",
+                    holding.len()
+                )
+            })
+    })
+    .await;
+}
+
+/// The uids of the stack's jobs of `kind` in `namespace`.
+async fn job_uids(namespace: &str, api_version: &str, kind: &str) -> Vec<String> {
+    let api =
+        support::control_plane::dynamic_api(&client().await, api_version, kind, namespace).unwrap();
+    api.list(&kube::api::ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .filter_map(|j| j.metadata.uid.clone())
+        .collect()
+}
+
+/// Row for row: each placement the plan predicted (state, and flavor of every podset) is what
+/// `gkq status` observes Kueue did with the job.
+fn landed_as_planned(plan: &Value, status: &Value) {
+    let rows = |placement: &Value| -> Vec<(String, String)> {
+        placement["podsets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                (
+                    p["name"].as_str().unwrap().to_string(),
+                    p["flavor"].as_str().unwrap_or("-").to_string(),
+                )
+            })
+            .collect()
+    };
+    let placements = plan["placements"].as_array().unwrap();
+    assert!(!placements.is_empty(), "{plan:#}");
+    for predicted in placements {
+        let job = predicted["job"].as_str().unwrap();
+        let observed = status["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|j| j["job"] == job)
+            .map(|j| j["observed"].clone())
+            .unwrap_or_else(|| panic!("no {job} in {status:#}"));
+        assert_eq!(
+            (predicted["state"].clone(), rows(predicted)),
+            (observed["state"].clone(), rows(&observed)),
+            "{job}: planned {predicted:#}\nobserved {observed:#}"
+        );
+    }
+}
+
+/// Replaced runs release first, on the real Kueue. A script change replaces both running
+/// RayJobs: apply deletes each old run, waits until Kueue has finished its Workload
+/// (`OwnerNotFound`: its quota released), then submits the new run; the plan predicted exactly
+/// that (job 1 on on-demand, job 2 on dws, no change to other work) and Kueue's Workloads say
+/// so, row for row. Then a kind switch: the RayJobs become JobSets of the same names; both
+/// RayJobs are deleted (and released) before the first JobSet is submitted, and the JobSets land
+/// as planned, on-demand to the first.
+#[tokio::test]
+async fn replaced_runs_and_a_kind_switch_land_as_planned_on_the_real_kueue() {
+    let s = Stack::new("replace-runs").await;
+    let ns = s.namespace.clone();
+    let out = s.run(&["apply", "--auto-approve"]);
+    assert!(out.status.success(), "{}", explain(&out));
+    wait_for_holders(&ns, 2, &[]).await;
+
+    // A script change: both jobs get new runs.
+    let script = s.path().join("infra/train.py");
+    let text = std::fs::read_to_string(&script).unwrap();
+    std::fs::write(&script, format!("{text}\nprint('second run')\n")).unwrap();
+    let out = s.run(&["plan", "-o", "json"]);
+    assert!(out.status.success(), "{}", explain(&out));
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let replaced = plan["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| {
+            a["kind"] == "replace" && a["addr"].as_str().unwrap().starts_with("ray.rayjob/")
+        })
+        .count();
+    assert_eq!(replaced, 2, "{plan:#}");
+    assert!(
+        plan["workloadChanges"].as_array().is_none_or(Vec::is_empty),
+        "{plan:#}"
+    );
+    let old_runs = job_uids(&ns, "ray.io/v1", "RayJob").await;
+    let out = s.run(&["apply", "--auto-approve", "--allow-disruption"]);
+    assert!(out.status.success(), "{}", explain(&out));
+    wait_for_holders(&ns, 2, &old_runs).await;
+    let out = s.run(&["status", "-o", "json"]);
+    assert!(out.status.success(), "{}", explain(&out));
+    let status: Value = serde_json::from_slice(&out.stdout).unwrap();
+    landed_as_planned(&plan, &status);
+    let on_demand = s.vars["ONDEMAND"].clone();
+    let first = plan["placements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["job"] == "rayjob-tpu-v6e-dws-1")
+        .unwrap();
+    assert!(first.to_string().contains(&on_demand), "{first:#}");
+
+    // A kind switch under the same names.
+    let spec = s.path().join("infra/gkq.yaml");
+    let text = std::fs::read_to_string(&spec).unwrap();
+    let at = text.find("jobs:\n").unwrap();
+    let jobsets = support::workspace::jobset_entry("rayjob-tpu-v6e-dws", Some("${NS}"), 2);
+    std::fs::write(&spec, format!("{}jobs:\n{jobsets}", &text[..at])).unwrap();
+    let out = s.run(&["plan", "--prune", "-o", "json"]);
+    assert!(out.status.success(), "{}", explain(&out));
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let order: Vec<(String, String)> = plan["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            (
+                a["addr"].as_str().unwrap().to_string(),
+                a["kind"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let at = |addr: &str, kind: &str| {
+        order
+            .iter()
+            .position(|(a, k)| a == addr && k == kind)
+            .unwrap_or_else(|| panic!("no {kind} of {addr}: {order:?}"))
+    };
+    let first_jobset = order
+        .iter()
+        .position(|(a, k)| a.starts_with("k8s.jobset/") && k == "create")
+        .unwrap_or_else(|| panic!("no JobSet created: {order:?}"));
+    for job in ["rayjob-tpu-v6e-dws-1", "rayjob-tpu-v6e-dws-2"] {
+        assert!(
+            at(&format!("ray.rayjob/{ns}/{job}"), "delete") < first_jobset,
+            "{order:?}"
+        );
+    }
+    assert!(
+        plan["workloadChanges"].as_array().is_none_or(Vec::is_empty),
+        "{plan:#}"
+    );
+    let old_runs = job_uids(&ns, "ray.io/v1", "RayJob").await;
+    let out = s.run(&["apply", "--prune", "--auto-approve", "--allow-disruption"]);
+    assert!(out.status.success(), "{}", explain(&out));
+    wait_for_holders(&ns, 2, &old_runs).await;
+    let out = s.run(&["status", "-o", "json"]);
+    assert!(out.status.success(), "{}", explain(&out));
+    let status: Value = serde_json::from_slice(&out.stdout).unwrap();
+    landed_as_planned(&plan, &status);
+    let first = plan["placements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["job"] == "rayjob-tpu-v6e-dws-1")
+        .unwrap();
+    assert!(first.to_string().contains(&on_demand), "{first:#}");
 }

@@ -831,23 +831,7 @@ fn jobs_are_submitted_and_predicted_in_spec_order() {
             "    count: 2                      # submits rayjob-tpu-v6e-dws-1 and rayjob-tpu-v6e-dws-2",
             "    count: 1",
         );
-    let jobset = r#"  - name: aa-jobset
-    kind: jobset
-    count: 1
-    queue: user-queue
-    script: train.py
-    configMap: jax-train-script
-    image: rayproject/ray:2.53.0-py311
-    entrypoint: python /app/train.py
-    replicatedJobs:
-      - name: slice
-        replicas: 1
-        hosts: 4
-        pods:
-          cpu: 8
-          memory: 16Gi
-          accelerator: {type: tpu-v6e-slice, topology: 4x4, chips: 4}
-"#;
+    let jobset = support::workspace::jobset_entry("aa-jobset", None, 1);
     std::fs::write(stack.join("gkq.yaml"), format!("{spec}{jobset}")).unwrap();
     let state = dir.path().join("state");
     let run = |args: &[&str]| ok(gkq_stack(&stack, &state, args));
@@ -907,16 +891,7 @@ fn a_job_dropped_from_the_spec_is_listed_with_the_quota_it_holds() {
     let ws = support::Workspace::example();
     let state = ws.path().join("state");
     // Job 2 waits for DWS capacity with its quota reserved; jobs run long.
-    let run = |args: &[&str]| {
-        let mut c = support::gkq();
-        c.current_dir(ws.path())
-            .env("GKQ_LOCAL_PROVISIONING", "after:30m")
-            .env("GKQ_LOCAL_RUN", "100h")
-            .args(args)
-            .args(["infra", "--env", "local", "--state-dir"])
-            .arg(&state);
-        c.output().unwrap()
-    };
+    let run = |args: &[&str]| gkq_in(&ws, &state, args);
     ok(run(&["apply", "--auto-approve"]));
     ws.edit("count: 2 ", "count: 1 ");
 
@@ -1027,23 +1002,22 @@ fn a_job_dropped_from_the_spec_is_listed_with_the_quota_it_holds() {
     );
 }
 
-/// `gkq status -o json` on a workspace's spec (`infra`) with the local overlay.
-fn status_in(ws: &support::Workspace, state: &Path) -> Value {
+/// `gkq <args> infra --env local --state-dir <state>` in a workspace, with DWS provisioning
+/// after 30 minutes and jobs that run 100 hours.
+fn gkq_in(ws: &support::Workspace, state: &Path, args: &[&str]) -> Output {
     let mut c = support::gkq();
     c.current_dir(ws.path())
         .env("GKQ_LOCAL_PROVISIONING", "after:30m")
         .env("GKQ_LOCAL_RUN", "100h")
-        .args([
-            "status",
-            "-o",
-            "json",
-            "infra",
-            "--env",
-            "local",
-            "--state-dir",
-        ])
+        .args(args)
+        .args(["infra", "--env", "local", "--state-dir"])
         .arg(state);
-    let stdout = ok(c.output().unwrap());
+    c.output().unwrap()
+}
+
+/// `gkq status -o json` on a workspace's spec (`infra`) with the local overlay.
+fn status_in(ws: &support::Workspace, state: &Path) -> Value {
+    let stdout = ok(gkq_in(ws, state, &["status", "-o", "json"]));
     serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"))
 }
 
@@ -1147,5 +1121,209 @@ fn the_pinned_kueue_release_decides_whether_the_local_plan_predicts() {
             .iter()
             .all(|p| p.get("notPredicted").is_none() && p["podsets"][0]["flavor"].is_string()),
         "{patch:#}"
+
+/// The flavor of `podset` in the placement `plan` predicts for `job`.
+fn planned_flavor(plan: &Value, job: &str, podset: &str) -> String {
+    let placement = plan["placements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["job"] == job)
+        .unwrap_or_else(|| panic!("no placement for {job}: {plan:#}"));
+    podset_flavor(placement, podset)
+        .as_str()
+        .unwrap_or_else(|| panic!("{job} {podset} not placed: {placement:#}"))
+        .to_string()
+}
+
+/// The kinds of the plan's actions by address, in the plan's order.
+fn action_kinds(plan: &Value) -> Vec<(String, String)> {
+    plan["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["kind"] != "no-op" && a["kind"] != "noop")
+        .map(|a| {
+            (
+                a["addr"].as_str().unwrap().to_string(),
+                a["kind"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// Replaced runs release their quota first. A script change replaces both running jobs: each
+/// old run is deleted and its quota released before its new run is submitted, so the plan
+/// predicts the new runs where the old ones were (job 1 on on-demand, job 2 on dws) and the
+/// local target's Kueue puts them there. Then a kind switch (the RayJobs become JobSets of the
+/// same names): the RayJobs are deleted before the first JobSet is created, which waits for its
+/// namesake's delete, and the JobSets land as predicted, on-demand left to the first.
+#[test]
+fn replaced_runs_and_a_kind_switch_release_their_quota_first() {
+    let ws = support::Workspace::example();
+    let state = ws.path().join("state");
+    let run = |args: &[&str]| ok(gkq_in(&ws, &state, args));
+    run(&["apply", "--auto-approve"]);
+    let observed = |job: &str, podset: &str| -> String {
+        let report = status_in(&ws, &state);
+        let found = crate::local_target::job(&report, job).clone();
+        assert_eq!(found["agrees"], true, "{found:#}");
+        podset_flavor(&found["observed"], podset)
+            .as_str()
+            .unwrap_or_else(|| panic!("{job} not placed: {found:#}"))
+            .to_string()
+    };
+    assert_eq!(observed(JOB1, "tpu-group"), "on-demand");
+    assert_eq!(observed(JOB2, "tpu-group"), "dws");
+
+    // A script change: both running jobs get new runs.
+    let script = ws.spec_dir().join("train.py");
+    let text = std::fs::read_to_string(&script).unwrap();
+    std::fs::write(&script, format!("{text}\nprint('second run')\n")).unwrap();
+    let plan: Value = serde_json::from_str(&run(&["plan", "-o", "json"])).unwrap();
+    let kinds = action_kinds(&plan);
+    for job in [JOB1, JOB2] {
+        assert!(
+            kinds.contains(&(format!("ray.rayjob/default/{job}"), "replace".to_string())),
+            "{kinds:?}"
+        );
+    }
+    assert_eq!(planned_flavor(&plan, JOB1, "tpu-group"), "on-demand");
+    assert_eq!(planned_flavor(&plan, JOB2, "tpu-group"), "dws");
+    run(&["apply", "--auto-approve", "--allow-disruption"]);
+    assert_eq!(observed(JOB1, "tpu-group"), "on-demand");
+    assert_eq!(observed(JOB2, "tpu-group"), "dws");
+
+    // A kind switch under the same names.
+    let spec = std::fs::read_to_string(ws.spec_file()).unwrap();
+    let at = spec.find("jobs:\n").expect("the example has jobs");
+    let jobsets = support::workspace::jobset_entry("rayjob-tpu-v6e-dws", None, 2);
+    std::fs::write(ws.spec_file(), format!("{}jobs:\n{jobsets}", &spec[..at])).unwrap();
+    let plan: Value = serde_json::from_str(&run(&["plan", "--prune", "-o", "json"])).unwrap();
+    let kinds = action_kinds(&plan);
+    let position = |addr: &str, kind: &str| {
+        kinds
+            .iter()
+            .position(|(a, k)| a == addr && k == kind)
+            .unwrap_or_else(|| panic!("no {kind} of {addr}: {kinds:?}"))
+    };
+    let first_jobset = position(&format!("k8s.jobset/default/{JOB1}"), "create");
+    for job in [JOB1, JOB2] {
+        assert!(
+            position(&format!("ray.rayjob/default/{job}"), "delete") < first_jobset,
+            "{kinds:?}"
+        );
+    }
+    let jobset_action = plan["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["addr"] == format!("k8s.jobset/default/{JOB1}"))
+        .unwrap();
+    assert!(
+        jobset_action["dependsOn"]
+            .as_array()
+            .unwrap()
+            .contains(&Value::from(format!("ray.rayjob/default/{JOB1}"))),
+        "{jobset_action:#}"
+    );
+    assert_eq!(planned_flavor(&plan, JOB1, "slice"), "on-demand");
+    assert_eq!(planned_flavor(&plan, JOB2, "slice"), "dws");
+    // The old runs are this plan's deletes, not changes to other work.
+    assert!(
+        !plan["workloadChanges"].to_string().contains("RayJob"),
+        "{:#}",
+        plan["workloadChanges"]
+    );
+    run(&["apply", "--prune", "--auto-approve", "--allow-disruption"]);
+    assert_eq!(observed(JOB1, "slice"), "on-demand");
+    assert_eq!(observed(JOB2, "slice"), "dws");
+}
+
+/// Preemption on the local target evicts the victim: a high-priority job submitted to a queue
+/// whose on-demand quota a running job holds (and no other TPU flavor) preempts it, as the plan
+/// predicts; Kueue's simulation then admits the preemptor and the victim waits, so on-demand
+/// holds 16 TPU chips, never 32.
+#[test]
+fn a_predicted_preemption_evicts_the_victim_on_the_local_target() {
+    let ws = support::Workspace::example();
+    let state = ws.path().join("state");
+    let run = |args: &[&str]| ok(gkq_in(&ws, &state, args));
+    ws.edit("count: 2 ", "count: 1 ");
+    ws.edit(
+        "            - name: dws           # fallback: \"infinite\" quota\n              quota: {cpu: 1000000000, memory: 1000000000Gi, google.com/tpu: 1000000000}\n",
+        "",
+    );
+    ws.edit(
+        "    - name: cluster-queue\n",
+        "    - name: cluster-queue\n      preemption: {withinClusterQueue: LowerPriority}\n",
+    );
+    run(&["apply", "--auto-approve"]);
+    let report = status_in(&ws, &state);
+    assert_eq!(
+        podset_flavor(&job(&report, JOB1)["observed"], "tpu-group"),
+        "on-demand",
+        "{report:#}"
+    );
+
+    // A second job of a higher priority, the same shape.
+    let spec = std::fs::read_to_string(ws.spec_file()).unwrap();
+    let at = spec.find("  - name: rayjob-tpu-v6e-dws\n").unwrap();
+    let urgent = spec[at..]
+        .replacen(
+            "  - name: rayjob-tpu-v6e-dws\n",
+            "  - name: urgent\n    priorityClass: high\n",
+            1,
+        )
+        .replacen(
+            "configMap: jax-train-script",
+            "configMap: urgent-train-script",
+            1,
+        );
+    let high = "manifests:
+  - apiVersion: kueue.x-k8s.io/v1beta2
+    kind: WorkloadPriorityClass
+    metadata: {name: high}
+    value: 1000
+";
+    std::fs::write(ws.spec_file(), format!("{high}{spec}{urgent}")).unwrap();
+    let plan: Value = serde_json::from_str(&run(&["plan", "-o", "json"])).unwrap();
+    let placement = |job: &str| -> Value {
+        plan["placements"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["job"] == job)
+            .cloned()
+            .unwrap_or_else(|| panic!("no placement for {job}: {plan:#}"))
+    };
+    let preemptor = placement("urgent-1");
+    assert_eq!(
+        podset_flavor(&preemptor, "tpu-group"),
+        "on-demand",
+        "{preemptor:#}"
+    );
+    assert_eq!(
+        preemptor["preempts"],
+        serde_json::json!([format!("default/{JOB1}")]),
+        "{preemptor:#}"
+    );
+    let victim = placement(JOB1);
+    assert_eq!(victim["state"], "pending", "{victim:#}");
+
+    run(&["apply", "--auto-approve", "--allow-disruption"]);
+    let report = status_in(&ws, &state);
+    let urgent = job(&report, "urgent-1");
+    assert_eq!(
+        podset_flavor(&urgent["observed"], "tpu-group"),
+        "on-demand",
+        "{urgent:#}"
+    );
+    let evicted = job(&report, JOB1);
+    assert_eq!(evicted["observed"]["state"], "pending", "{evicted:#}");
+    // One Workload holds the queue's quota: the preemptor's.
+    assert_eq!(
+        report["clusterQueues"][0]["reservingWorkloads"], 1,
+        "{report:#}"
     );
 }

@@ -158,6 +158,11 @@ impl<'e> Scenario<'e> {
     /// Predicts, checks the prediction against `expected` (see [`summary`]), runs the
     /// scenario on the real Kueue and asserts that Kueue did what gkq predicted.
     async fn expect(self, expected: &[String]) {
+        // The local target's simulated Kueue first (in process, no control plane): it must do
+        // what the plan predicts too.
+        if let Err(e) = self.run_local(expected) {
+            panic!("on the local target: {e:#}");
+        }
         let outcome = self.run(expected).await;
         // Stop every queue of the scenario, whatever happened: a StrictFIFO head that cannot
         // be admitted is retried in a hot loop (docs/kueue.md §3.5) that would slow the other
@@ -193,25 +198,7 @@ impl<'e> Scenario<'e> {
         }
 
         let prediction = predict_jobs(&cluster_objects, &self.jobs);
-        // The plan's jobs, then live queued jobs that preempt, then the running jobs preempted.
-        let predicted: Vec<String> = summaries(&prediction.placements)
-            .into_iter()
-            .chain(summaries(
-                &prediction
-                    .queued
-                    .iter()
-                    .filter(|p| !p.preempts.is_empty())
-                    .cloned()
-                    .collect::<Vec<_>>(),
-            ))
-            .chain(summaries(&prediction.preempted))
-            .collect();
-        ensure!(
-            predicted == expected,
-            "gkq's prediction is not the scenario's:\n  {}\nexpected:\n  {}",
-            predicted.join("\n  "),
-            expected.join("\n  ")
-        );
+        prediction_is(&prediction, expected)?;
 
         if self.before.is_empty() {
             for object in &self.queues {
@@ -242,6 +229,65 @@ impl<'e> Scenario<'e> {
             }
         }
         self.settle(&prediction).await
+    }
+
+    /// [`Scenario::run`] on the local target's simulated cluster (`gkq::local`): the same
+    /// objects, arrivals and prediction, and the simulated Kueue's Workloads and ClusterQueue
+    /// reservations must equal the prediction, as the real Kueue's must.
+    fn run_local(&self, expected: &[String]) -> Result<()> {
+        let ns = self.env.namespace.as_str();
+        let mut local = LocalCluster::new(ns, &self.queues);
+        let mut cluster_objects = self.queues.clone();
+        if !self.before.is_empty() {
+            let before = predict_jobs(&self.queues, &self.before);
+            for object in &self.queues {
+                local.apply(object)?;
+            }
+            for job in &self.before {
+                local.submit(job)?;
+            }
+            local.agrees(&before, "the jobs submitted first")?;
+            // Predicted from the Workloads as they were when the objects were released, as
+            // `run` does (the simulated Kueue acts on the release at once).
+            cluster_objects = self.queues_after_release();
+            cluster_objects.extend(local.workloads().into_values());
+            for object in &self.released {
+                local.apply(object)?;
+            }
+        }
+        let prediction = predict_jobs(&cluster_objects, &self.jobs);
+        prediction_is(&prediction, expected)?;
+        if self.before.is_empty() {
+            for object in &self.queues {
+                match &self.arrival {
+                    Arrival::Held if object["kind"] == "ClusterQueue" => {
+                        local.apply(&hold(object, "Hold"))?
+                    }
+                    Arrival::FlavorLast(name) if is_flavor(object, name) => {}
+                    _ => local.apply(object)?,
+                }
+            }
+        }
+        for job in &self.jobs {
+            local.submit(job)?;
+        }
+        match &self.arrival {
+            Arrival::OneByOne => {}
+            Arrival::Held => {
+                for cq in self.queues.iter().filter(|o| o["kind"] == "ClusterQueue") {
+                    local.apply(&hold(cq, "None"))?;
+                }
+            }
+            Arrival::FlavorLast(name) => {
+                let flavor = self
+                    .queues
+                    .iter()
+                    .find(|o| is_flavor(o, name))
+                    .with_context(|| format!("no ResourceFlavor {name} in the scenario"))?;
+                local.apply(flavor)?;
+            }
+        }
+        local.agrees(&prediction, "the scenario's jobs")
     }
 
     /// Creates `jobs` in order, each once the Workload of the one before exists and the clock
@@ -301,6 +347,178 @@ impl<'e> Scenario<'e> {
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
     }
+}
+
+/// Kueue's API group, as the local store files objects.
+const KUEUE_GROUP: &str = "kueue.x-k8s.io";
+
+/// The local target's simulated cluster (`gkq::local`'s store and controllers, Kueue's among
+/// them), driven by a clock of its own: each write at its own millisecond, each job in a second
+/// of its own (Kueue's FIFO key), the controllers run after every write.
+struct LocalCluster {
+    store: gkq::local::store::Store,
+    sim: gkq::local::controller::SimState,
+    now: u64,
+}
+
+impl LocalCluster {
+    /// A cluster where Kueue's manager runs, with `namespace` and the scenario's namespaces.
+    fn new(namespace: &str, objects: &[Value]) -> LocalCluster {
+        let mut store = gkq::local::store::Store::default();
+        let start = 1_767_225_600_000; // 2026-01-01T00:00:00Z
+        for ns in gkq::local::store::initial_namespaces() {
+            store.create(ns, "kube-apiserver", start);
+        }
+        let mut namespaces: Vec<Value> = objects
+            .iter()
+            .filter(|o| o["kind"] == "Namespace")
+            .cloned()
+            .collect();
+        if !namespaces
+            .iter()
+            .any(|o| o["metadata"]["name"] == namespace)
+        {
+            namespaces.push(json!({"apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": namespace, "labels": {"kubernetes.io/metadata.name": namespace}}}));
+        }
+        for ns in namespaces {
+            store.create(ns, "test", start);
+        }
+        store.create(
+            json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": gkq::model::kueue_install::MANAGER_DEPLOYMENT,
+                    "namespace": gkq::model::kueue_install::KUEUE_NAMESPACE},
+                "spec": {"replicas": 1}}),
+            "test",
+            start,
+        );
+        let mut local = LocalCluster {
+            store,
+            sim: gkq::local::controller::SimState::default(),
+            now: start,
+        };
+        local.reconcile(1);
+        local
+    }
+
+    /// Moves the clock on by `ms` and runs the controllers to now.
+    fn reconcile(&mut self, ms: u64) {
+        self.now += ms;
+        gkq::local::sim::reconcile(
+            &mut self.store,
+            &mut self.sim,
+            &gkq::local::controller::SimSettings::default(),
+            &[],
+            "local",
+            self.now,
+        );
+    }
+
+    /// Server-side apply as the tests' field manager, then the controllers.
+    fn apply(&mut self, object: &Value) -> Result<()> {
+        if object["kind"] == "Namespace" {
+            return Ok(());
+        }
+        let api_version = object["apiVersion"].as_str().context("apiVersion")?;
+        let kind = object["kind"].as_str().context("kind")?;
+        let info =
+            self.store
+                .discover(api_version, kind)
+                .unwrap_or_else(|| gkq::kube::ResourceInfo {
+                    api_version: api_version.to_string(),
+                    kind: kind.to_string(),
+                    plural: format!("{}s", kind.to_lowercase()),
+                    namespaced: object["metadata"]["namespace"].is_string(),
+                });
+        self.store
+            .apply(
+                &info,
+                object,
+                FIELD_MANAGER,
+                false,
+                false,
+                self.now,
+                &gkq::local::sim::admit,
+            )
+            .map_err(|e| anyhow::anyhow!("applying {kind} {}: {e}", object["metadata"]["name"]))?;
+        self.reconcile(1);
+        Ok(())
+    }
+
+    /// Submits a job; the next one comes a second later.
+    fn submit(&mut self, job: &Value) -> Result<()> {
+        self.apply(job)?;
+        self.reconcile(1000);
+        Ok(())
+    }
+
+    /// The Workloads by owning job name.
+    fn workloads(&self) -> BTreeMap<String, Value> {
+        self.store
+            .of_kind(KUEUE_GROUP, "Workload")
+            .filter_map(|w| {
+                let owner = w.pointer("/metadata/ownerReferences/0/name")?.as_str()?;
+                Some((owner.to_string(), w.clone()))
+            })
+            .collect()
+    }
+
+    /// The simulated Kueue's Workloads and reservations against `prediction`.
+    fn agrees(&mut self, prediction: &Prediction, what: &str) -> Result<()> {
+        self.reconcile(5000);
+        let all: Vec<Placement> = prediction
+            .queued
+            .iter()
+            .chain(&prediction.placements)
+            .chain(&prediction.preempted)
+            .cloned()
+            .collect();
+        let workloads = self.workloads();
+        let mut differences = compare(&all, &workloads);
+        let queues: BTreeMap<String, Value> = self
+            .store
+            .of_kind(KUEUE_GROUP, "ClusterQueue")
+            .map(|q| (gkq::vocab::object::name_of(q).to_string(), q.clone()))
+            .collect();
+        differences.extend(reservation_differences(
+            &prediction.usage,
+            &queues,
+            "the simulated Kueue",
+        ));
+        ensure!(
+            differences.is_empty(),
+            "for {what}, the simulated Kueue disagrees with gkq's prediction:\n  {}\n\
+             gkq predicted:\n  {}\nthe simulated Kueue did:\n  {}",
+            differences.join("\n  "),
+            summaries(&all).join("\n  "),
+            observed_summaries(&all, &workloads).join("\n  ")
+        );
+        Ok(())
+    }
+}
+
+/// Checks that `prediction` is the scenario's `expected` one (see [`summary`]): the plan's jobs,
+/// then live queued jobs that preempt, then the running jobs preempted.
+fn prediction_is(prediction: &Prediction, expected: &[String]) -> Result<()> {
+    let predicted: Vec<String> = summaries(&prediction.placements)
+        .into_iter()
+        .chain(summaries(
+            &prediction
+                .queued
+                .iter()
+                .filter(|p| !p.preempts.is_empty())
+                .cloned()
+                .collect::<Vec<_>>(),
+        ))
+        .chain(summaries(&prediction.preempted))
+        .collect();
+    ensure!(
+        predicted == expected,
+        "gkq's prediction is not the scenario's:\n  {}\nexpected:\n  {}",
+        predicted.join("\n  "),
+        expected.join("\n  ")
+    );
+    Ok(())
 }
 
 /// gkq's prediction for `jobs` (in submission order) on the cluster made of `objects`.
@@ -563,17 +781,33 @@ fn not_yet_tried(predicted: &[Placement], workloads: &BTreeMap<String, Value>) -
 /// against the ClusterQueue's `status.flavorsReservation`. This checks the podsets' requests
 /// and counts as Kueue computed them.
 async fn usage_differences(client: &Client, usage: &[FlavorUsage]) -> Result<Vec<String>> {
-    let mut queues: BTreeMap<&str, Value> = BTreeMap::new();
+    let mut queues: BTreeMap<String, Value> = BTreeMap::new();
+    for row in usage {
+        if !queues.contains_key(&row.cluster_queue) {
+            let cq = get(client, "", KUEUE, "ClusterQueue", &row.cluster_queue).await?;
+            queues.insert(row.cluster_queue.clone(), cq);
+        }
+    }
+    Ok(reservation_differences(usage, &queues, "Kueue"))
+}
+
+/// [`usage_differences`] against the ClusterQueues `queues` (by name) as `by` reserves them.
+fn reservation_differences(
+    usage: &[FlavorUsage],
+    queues: &BTreeMap<String, Value>,
+    by: &str,
+) -> Vec<String> {
     let mut differences = Vec::new();
     for row in usage {
-        if !queues.contains_key(row.cluster_queue.as_str()) {
-            let cq = get(client, "", KUEUE, "ClusterQueue", &row.cluster_queue).await?;
-            queues.insert(&row.cluster_queue, cq);
-        }
-        let observed = queues[row.cluster_queue.as_str()]["status"]["flavorsReservation"]
-            .as_array()
+        let observed = queues
+            .get(&row.cluster_queue)
             .into_iter()
-            .flatten()
+            .flat_map(|q| {
+                q["status"]["flavorsReservation"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+            })
             .filter(|f| f["name"] == row.flavor.as_str())
             .flat_map(|f| f["resources"].as_array().into_iter().flatten())
             .find(|r| r["name"] == row.resource.as_str())
@@ -581,7 +815,7 @@ async fn usage_differences(client: &Client, usage: &[FlavorUsage]) -> Result<Vec
             .unwrap_or(Quantity::parse("0").expect("zero"));
         if observed != row.total() {
             differences.push(format!(
-                "ClusterQueue {} flavor {} {}: predicted {} in use, Kueue reserves {observed}",
+                "ClusterQueue {} flavor {} {}: predicted {} in use, {by} reserves {observed}",
                 row.cluster_queue,
                 row.flavor,
                 row.resource,
@@ -589,7 +823,7 @@ async fn usage_differences(client: &Client, usage: &[FlavorUsage]) -> Result<Vec
             ));
         }
     }
-    Ok(differences)
+    differences
 }
 
 /// Kueue's side, one line per job, for failure messages.

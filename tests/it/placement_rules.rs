@@ -3,7 +3,8 @@
 //! (see `docs/kueue.md` 1a-1c) and the seed walk-through.
 
 use gkq::placement::{
-    Cluster, PendingWorkload, Placement, PlacementState, Prediction, fits_ever, predict,
+    Cluster, PendingWorkload, Placement, PlacementState, Prediction, Released, fits_ever, predict,
+    predict_in_order,
 };
 use serde_json::{Value, json};
 
@@ -281,6 +282,118 @@ fn live_usage_exhausts_on_demand_with_kueues_message() {
         "couldn't assign flavors to pod set main: insufficient unused quota for google.com/tpu in flavor on-demand, 16 more needed"
     );
     assert_eq!(prediction.usage[0].used_live.to_string(), "16");
+}
+
+/// Two running batch Jobs replaced by new runs, the old run of `a` on `a_on`, of `b` on the other
+/// flavor (16 TPU each of 16).
+fn replaced_runs(a_on: &str) -> Vec<Value> {
+    let b_on = if a_on == "on-demand" {
+        "dws"
+    } else {
+        "on-demand"
+    };
+    let mut objects = tpu_queue("16");
+    objects[2] = cluster_queue(
+        "cq",
+        vec![group(
+            &["google.com/tpu"],
+            &[
+                ("on-demand", &[("google.com/tpu", "16")]),
+                ("dws", &[("google.com/tpu", "16")]),
+            ],
+        )],
+        json!({}),
+    );
+    for (job, flavor) in [("a", a_on), ("b", b_on)] {
+        let mut old = reserving_workload(
+            &format!("job-{job}-old"),
+            "cq",
+            json!([{"name": "main", "count": 4, "flavors": {"google.com/tpu": flavor}, "resourceUsage": {"google.com/tpu": "16"}}]),
+        );
+        old["metadata"]["ownerReferences"] = json!([{"apiVersion": "batch/v1", "kind": "Job", "name": job, "uid": format!("old-{job}"), "controller": true}]);
+        objects.push(old);
+    }
+    objects
+}
+
+fn tpu_flavors(prediction: &Prediction) -> Vec<(PlacementState, Option<&str>)> {
+    prediction
+        .placements
+        .iter()
+        .map(|p| (p.state, p.podsets[0].flavor.as_deref()))
+        .collect()
+}
+
+/// A replaced job's old run releases its quota just before its new run arrives, each in turn:
+/// new `a` finds its own old flavor free but `b`'s old run still holding the other; then `b`'s
+/// old run goes and new `b` takes that flavor. Without the releases both would pend.
+#[test]
+fn replaced_runs_release_their_quota_just_before_their_new_runs() {
+    let new_runs = jobs(&[
+        batch_job("default", "a", "lq", 4, &[("google.com/tpu", "4")]),
+        batch_job("default", "b", "lq", 4, &[("google.com/tpu", "4")]),
+    ]);
+    let released = |before_b: usize| {
+        vec![
+            Released {
+                namespace: "default".into(),
+                name: "job-a-old".into(),
+                before: 0,
+            },
+            Released {
+                namespace: "default".into(),
+                name: "job-b-old".into(),
+                before: before_b,
+            },
+        ]
+    };
+    for (a_on, b_on) in [("on-demand", "dws"), ("dws", "on-demand")] {
+        let world = cluster(&replaced_runs(a_on));
+        let prediction = predict_in_order(&world, &new_runs, &released(1));
+        assert_eq!(
+            tpu_flavors(&prediction),
+            [
+                (PlacementState::Admitted, Some(a_on)),
+                (PlacementState::Admitted, Some(b_on))
+            ],
+            "{prediction:#?}"
+        );
+        // The old runs no longer count; the new ones do.
+        let live: Vec<String> = prediction
+            .usage
+            .iter()
+            .map(|u| u.used_live.to_string())
+            .collect();
+        let plan: Vec<String> = prediction
+            .usage
+            .iter()
+            .map(|u| u.used_plan.to_string())
+            .collect();
+        assert_eq!(
+            (live, plan),
+            (vec!["0".to_string(); 2], vec!["16".to_string(); 2])
+        );
+        assert!(prediction.preempted.is_empty(), "{prediction:#?}");
+
+        // Both old runs gone before the first: new `a` takes on-demand, whatever it ran on.
+        let early = predict_in_order(&world, &new_runs, &released(0));
+        assert_eq!(
+            tpu_flavors(&early),
+            [
+                (PlacementState::Admitted, Some("on-demand")),
+                (PlacementState::Admitted, Some("dws"))
+            ]
+        );
+
+        let kept = predict_in_order(&world, &new_runs, &[]);
+        assert_eq!(
+            tpu_flavors(&kept),
+            [
+                (PlacementState::Pending, None),
+                (PlacementState::Pending, None)
+            ]
+        );
+    }
 }
 
 #[test]

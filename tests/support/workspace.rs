@@ -104,3 +104,31 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
     assert!(out.status.success(), "git {args:?}: {}", explain(&out));
     text(&out.stdout).trim().to_string()
 }
+
+/// A `jobs:` entry of the spec (two-space indented, one line per field): a JobSet `name` of
+/// `count` one-slice runs (4 hosts of a 4x4 TPU v6e slice, 16 chips) on `user-queue`, mounting
+/// `train.py` from ConfigMap `jax-train-script`; in `namespace` when given.
+pub fn jobset_entry(name: &str, namespace: Option<&str>, count: u32) -> String {
+    let namespace = namespace
+        .map(|ns| format!("    namespace: {ns}\n"))
+        .unwrap_or_default();
+    format!(
+        "  - name: {name}
+    kind: jobset
+{namespace}    count: {count}
+    queue: user-queue
+    script: train.py
+    configMap: jax-train-script
+    image: rayproject/ray:2.53.0-py311
+    entrypoint: python /app/train.py
+    replicatedJobs:
+      - name: slice
+        replicas: 1
+        hosts: 4
+        pods:
+          cpu: 8
+          memory: 16Gi
+          accelerator: {{type: tpu-v6e-slice, topology: 4x4, chips: 4}}
+"
+    )
+}

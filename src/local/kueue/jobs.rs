@@ -45,21 +45,20 @@ fn job_outcome(job: &Value) -> Option<(&'static str, &'static str)> {
 }
 
 fn priority_of(store: &Store, job: &Value) -> i32 {
-    let class = job
-        .pointer("/metadata/labels")
-        .and_then(|l| l.get(crate::vocab::labels::PRIORITY_CLASS_LABEL))
-        .and_then(Value::as_str);
-    class
-        .and_then(|c| {
-            store.get(&Key::new(
-                "kueue.x-k8s.io/v1beta2",
-                "WorkloadPriorityClass",
-                None,
-                c,
-            ))
-        })
-        .and_then(|wpc| wpc["value"].as_i64())
-        .map_or(0, |v| v as i32)
+    // Placement's rule, over the cluster's priority classes.
+    let mut classes = crate::placement::Cluster::default();
+    for (group, kind) in [
+        (KUEUE, "WorkloadPriorityClass"),
+        ("scheduling.k8s.io", "PriorityClass"),
+    ] {
+        for class in store.of_kind(group, kind) {
+            let _ = classes.add_object(class);
+        }
+    }
+    crate::placement::PendingWorkload::from_object(job)
+        .ok()
+        .and_then(|workload| crate::placement::priority_of(&classes, &workload).ok())
+        .unwrap_or(0)
 }
 
 pub(super) fn jobs_to_workloads(ctx: &mut Ctx<'_>) -> bool {

@@ -10,14 +10,15 @@
 //!   as Kueue builds them), finished when the job finishes; the job unsuspended on admission,
 //!   with [`podset`]'s flavor node labels, tolerations and pod-set updates injected into its pod
 //!   templates.
-//! - [`scheduler`]: **admission is decided by gkq's placement module** (`placement::predict`).
+//! - [`scheduler`]: **admission is decided by gkq's placement module** (`placement::predict`),
+//!   and the Workloads it preempts are evicted.
 //! - [`provisioning`]: the ProvisioningRequest admission check.
 //! - [`workload`]: requeueing after backoff, admission once every check is ready.
 //! - [`finalizers`], [`clusterqueue`], [`localqueue`]: finalizers and queue status (AdmissionCheck
 //!   `Active`, ClusterQueue and LocalQueue `Active`, workload counts and `flavorsReservation` /
 //!   `flavorsUsage`).
 //!
-//! Not simulated: preemption, fair sharing, elastic workload slices after admission, pods
+//! Not simulated: fair sharing, elastic workload slices after admission, pods
 //! (`PodsReady`), MultiKueue, TAS.
 
 mod clusterqueue;

@@ -2,15 +2,20 @@
 //! (`placement::predict`, faithful to Kueue v0.19.2) over the live queues, flavors and
 //! Workloads, so the local target shows the same decision `gkq plan` predicts; reservations are
 //! written as Kueue writes them (`status.admission.podSetAssignments` with flavors, resource
-//! usage and counts; `QuotaReserved`, `Admitted`, `status.admissionChecks`).
+//! usage and counts; `QuotaReserved`, `Admitted`, `status.admissionChecks`). The Workloads the
+//! prediction preempts are evicted as Kueue evicts them (`Evicted` and `Preempted`, the
+//! reservation released; the job controller then suspends their jobs), so a preemptor never
+//! runs beside its victims; they queue again and the next pass places them.
 
 use serde_json::{Value, json};
 
 use super::super::controller::Ctx;
 use super::super::store::{Key, remove_condition, set_condition, timestamp};
+use super::workload::evict;
 use super::{KUEUE, MANAGER, deleting, finished, parse_time, reserving, sum};
 use crate::placement::objects::KUEUE_KINDS;
-use crate::placement::{Cluster, PendingWorkload, PlacementState, predict};
+use crate::placement::{Cluster, PendingWorkload, Placement, PlacementState, predict};
+use crate::vocab::object::{name_of, namespace_of, owners};
 
 /// The scheduler: gkq's placement prediction over the live cluster decides.
 pub(super) fn schedule(ctx: &mut Ctx<'_>) -> bool {
@@ -51,7 +56,7 @@ pub(super) fn schedule(ctx: &mut Ctx<'_>) -> bool {
     }
     let pending: Vec<PendingWorkload> = cluster.pending_workloads.clone();
     let prediction = predict(&cluster, &[]);
-    let mut changed = false;
+    let mut changed = evict_victims(ctx, &prediction.preempted);
     for (workload, placement) in pending.iter().zip(&prediction.queued) {
         let key = Key::new(
             "kueue.x-k8s.io/v1beta2",
@@ -74,6 +79,11 @@ pub(super) fn schedule(ctx: &mut Ctx<'_>) -> bool {
                             .unwrap_or_default();
                         let mut usage = serde_json::Map::new();
                         for resource in ps.flavors.keys() {
+                            if resource == "pods" {
+                                // Kueue's `pods` resource counts one per pod.
+                                usage.insert(resource.clone(), json!(ps.count.max(0).to_string()));
+                                continue;
+                            }
                             if let Some(q) = requests.get(resource) {
                                 let copies = vec![*q; ps.count.max(0) as usize];
                                 usage.insert(resource.clone(), json!(sum(&copies).to_canonical_string()));
@@ -107,6 +117,57 @@ pub(super) fn schedule(ctx: &mut Ctx<'_>) -> bool {
             }
             _ => {}
         }
+    }
+    changed
+}
+
+/// Evicts the Workloads holding quota that the prediction preempts (`preempted` names each by
+/// its job, or by its own name when it has no owner), with Kueue's `Evicted` and `Preempted`
+/// conditions (Kueue v0.19.2 `pkg/scheduler/preemption/preemption.go`, `IssuePreemptions`).
+fn evict_victims(ctx: &mut Ctx<'_>, preempted: &[Placement]) -> bool {
+    let now = ctx.now;
+    let mut victims: Vec<(Key, &str, String)> = Vec::new();
+    for victim in preempted {
+        let found = ctx.store.of_kind(KUEUE, "Workload").find(|w| {
+            reserving(w)
+                && !deleting(w)
+                && namespace_of(w) == Some(victim.namespace.as_str())
+                && if victim.kind == "Workload" {
+                    name_of(w) == victim.job
+                } else {
+                    owners(w).any(|o| {
+                        o["kind"] == victim.kind.as_str() && o["name"] == victim.job.as_str()
+                    })
+                }
+        });
+        if let Some(w) = found {
+            let by = victim.preempted_by.as_deref().unwrap_or("another workload");
+            let said = victim.reason.as_deref().unwrap_or_default();
+            // The prediction's reason names Kueue's human-readable one; the longest first.
+            let (reason, why) = [
+                (
+                    "InCohortReclaimWhileBorrowing",
+                    "reclamation within the cohort while borrowing",
+                ),
+                ("InCohortReclamation", "reclamation within the cohort"),
+                ("InClusterQueue", "prioritization in the ClusterQueue"),
+            ]
+            .into_iter()
+            .find(|(_, text)| said.contains(text))
+            .unwrap_or(("InClusterQueue", "prioritization in the ClusterQueue"));
+            victims.push((
+                Key::of(w),
+                reason,
+                format!("Preempted to accommodate a workload ({by}) due to {why} (simulated)"),
+            ));
+        }
+    }
+    let mut changed = false;
+    for (key, reason, message) in victims {
+        changed |= ctx.store.update(&key, MANAGER, true, now, |o| {
+            evict(o, "Preempted", &message, now);
+            set_condition(o, "Preempted", "True", reason, &message, now);
+        });
     }
     changed
 }
