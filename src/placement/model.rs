@@ -669,7 +669,7 @@ impl<'c> Model<'c> {
         compiled
     }
 
-    fn priority_of(&self, workload: &PendingWorkload) -> Result<i32, String> {
+    pub fn priority_of(&self, workload: &PendingWorkload) -> Result<i32, String> {
         let cluster = self.cluster;
         match &workload.priority {
             PrioritySource::Value(value) => Ok(*value),
