@@ -24,7 +24,7 @@ use serde::Serialize;
 
 use super::amount::{quantity_of, request_value};
 use super::model::Model;
-use super::objects::{Cluster, FlavorQuotas, LocalQueue, QueueingStrategy, ResourceQuota};
+use super::objects::{Cluster, LocalQueue, QueueingStrategy, ResourceQuota};
 use super::outcome::{AttemptProblem, Placement, PlacementState};
 use super::podsets::{PendingWorkload, PrioritySource};
 use super::selectors::{Toleration, first_untolerated_taint, flavor_matches_node_affinity};
@@ -316,22 +316,13 @@ fn set_nominal(
     resource: &str,
     to: Quantity,
 ) {
-    let group = groups.iter_mut().find(|g| {
-        g.covered_resources.iter().any(|r| r == resource)
-            && g.flavors.iter().any(|f| f.flavor == flavor)
-    });
-    let Some(group) = group else {
+    let Some(entry) = groups
+        .iter_mut()
+        .filter(|g| g.covered_resources.iter().any(|r| r == resource))
+        .flat_map(|g| g.flavors.iter_mut())
+        .find(|f| f.flavor == flavor)
+    else {
         return;
-    };
-    let entry = match group.flavors.iter_mut().position(|f| f.flavor == flavor) {
-        Some(i) => &mut group.flavors[i],
-        None => {
-            group.flavors.push(FlavorQuotas {
-                flavor: flavor.to_string(),
-                resources: Vec::new(),
-            });
-            group.flavors.last_mut().expect("just pushed")
-        }
     };
     match entry.resources.iter_mut().find(|q| q.resource == resource) {
         Some(quota) => quota.nominal = to,
@@ -936,12 +927,15 @@ fn preemption_remedies(world: &World, subject: Subject, cq: &str) -> Vec<Remedy>
             }]);
         }
     }
-    // Priorities just above each victim's, lowest first.
+    // Priorities just above each victim's, lowest first: the three lowest and the one above
+    // them all (which lets the job preempt whatever the policy allows), so that a queue of many
+    // priorities costs a few predictions, not one per priority.
     let above: BTreeSet<i32> = victims
         .iter()
         .filter(|&&p| p >= mine)
         .map(|p| p.saturating_add(1))
         .collect();
+    let above: BTreeSet<i32> = above.iter().take(3).chain(above.last()).copied().collect();
     let mut found = Vec::new();
     for policy in policies {
         if let Some(remedy) = attempt(world, subject, policy.clone()) {
