@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use super::controller::{Ctx, Outcome, Run};
 use super::store::{Key, set_condition, timestamp};
 use crate::placement::PendingWorkload;
+use crate::placement::podsets::stored_job_set_replicas;
 use crate::vocab::object::uid_of;
 
 const JOBSET_MANAGER: &str = "jobset-controller-manager";
@@ -141,7 +142,7 @@ fn replicas_of(job: &Value, name: &str) -> i64 {
             rjs.iter()
                 .find(|rj| rj["name"].as_str().map(str::to_lowercase).as_deref() == Some(name))
         })
-        .map_or(1, |rj| rj["replicas"].as_i64().unwrap_or(1))
+        .map_or(1, |rj| stored_job_set_replicas(rj["replicas"].as_i64()))
 }
 
 /// Sets a condition in a `status` being built (the store's helper works on whole objects).

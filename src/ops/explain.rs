@@ -6,11 +6,15 @@ use super::load::SpecSource;
 use super::plan::plan_valid;
 use super::session::TargetOptions;
 use crate::model::DesiredState;
+use crate::model::gke_facts::machine_shape;
 use crate::observe::cluster::{JOB_KINDS, KindRef, PROVISIONING_REQUEST, read_kinds};
 use crate::placement::job_workload::JobWorkloads;
+use crate::placement::pools::flavor_pools;
+use crate::placement::remedy::{self, NodeResources, Subject, World};
 use crate::placement::unmodelled;
-use crate::placement::{Cluster, PendingWorkload, Placement, observed_placement, predict};
+use crate::placement::{Cluster, PendingWorkload, Placement, observed_placement};
 use crate::plan::PlanOptions;
+use crate::plan::placements::prediction_world;
 use crate::report::explain::{ExplainInputs, Explanation, SpecLocations, explain as explain_job};
 use crate::spec::{Loaded, Path};
 use crate::vocab::object::{name_of, namespace_of};
@@ -62,15 +66,30 @@ pub async fn explain(
         unmodelled::mark(std::slice::from_mut(&mut placement), &found, &objects);
         placement
     };
-    let (job, observed, predicted) = match workload {
+    let nodes = node_resources(&objects, &planned.desired.gke.node_pools);
+    let (job, observed, predicted, remedies) = match workload {
         Some(w) => {
             let observed = observed_placement(w).map_err(|e| anyhow::anyhow!("{e}"))?;
             let job = format!("{} {namespace}/{}", observed.kind, observed.job);
-            let predicted = PendingWorkload::from_object(w)
-                .ok()
-                .and_then(|pending| predicted_for(&objects, &pending))
-                .map(mark);
-            (job, Some(observed), predicted)
+            // A live Workload still waiting: predicted with every other live Workload over the
+            // world as read. Admitted work is not re-predicted (Kueue keeps what it admitted).
+            let world = World {
+                cluster: Cluster::from_objects_lenient(objects.iter().copied()),
+                jobs: Vec::new(),
+            };
+            let subject = PendingWorkload::from_object(w).ok().and_then(|pending| {
+                world
+                    .cluster
+                    .pending_workloads
+                    .iter()
+                    .position(|q| q.namespace == pending.namespace && q.name == pending.name)
+                    .map(Subject::Queued)
+            });
+            let predicted = subject.and_then(|s| world.placement_of(s)).map(mark);
+            let remedies = subject
+                .map(|s| remedy::remedies(&world, s, &nodes))
+                .unwrap_or_default();
+            (job, Some(observed), predicted, remedies)
         }
         None => {
             // A job the plan submits: its predicted placement, no Workload yet.
@@ -85,10 +104,20 @@ pub async fn explain(
                         "no Workload in namespace {namespace} is named {name} or belongs to a job named {name}, and the spec submits no job {what}"
                     )
                 })?;
+            let (cluster, jobs) =
+                prediction_world(&planned.plan, &planned.desired, planned.world.as_ref());
+            let index = jobs.iter().position(|j| {
+                j.namespace == namespace && j.name == name && j.kind == placement.kind
+            });
+            let world = World { cluster, jobs };
+            let remedies = index
+                .map(|i| remedy::remedies(&world, Subject::Job(i), &nodes))
+                .unwrap_or_default();
             (
                 format!("{} {namespace}/{name}", placement.kind),
                 None,
                 Some(placement),
+                remedies,
             )
         }
     };
@@ -100,7 +129,31 @@ pub async fn explain(
         provisioning_requests: read.kind(PROVISIONING_REQUEST.1),
         spec: &locations,
         spec_job,
+        remedies: &remedies,
     }))
+}
+
+/// Whether each flavor's nodes have TPUs, where the spec's node pools say which machine type
+/// the flavor's pool runs (`placement::pools`, `model::gke_facts::machine_shape`).
+fn node_resources(
+    objects: &[&serde_json::Value],
+    node_pools: &[serde_json::Value],
+) -> NodeResources {
+    let mut nodes = NodeResources::default();
+    for (flavor, pool) in flavor_pools(objects.iter().copied()) {
+        let shape = node_pools
+            .iter()
+            .find(|p| p["name"] == pool.as_str())
+            .and_then(|p| p["config"]["machineType"].as_str())
+            .and_then(machine_shape);
+        if let Some(shape) = shape {
+            let tpu = shape
+                .accelerator
+                .is_some_and(|(resource, _)| resource == crate::vocab::labels::TPU_RESOURCE);
+            nodes.tpu.insert(flavor, tpu);
+        }
+    }
+    nodes
 }
 
 /// The Workload `namespace/name` names: the Workload of that name, else the Workload of the job
@@ -124,19 +177,6 @@ pub fn named_workload<'a>(
     })
 }
 
-/// gkq's reproduction for a live Workload still waiting: predicted with every other live
-/// Workload over the world as read. `None` for admitted work (Kueue keeps what it admitted;
-/// there is nothing to re-predict) and Workloads placement cannot read.
-fn predicted_for(objects: &[&serde_json::Value], pending: &PendingWorkload) -> Option<Placement> {
-    let cluster = Cluster::from_objects_lenient(objects.iter().copied());
-    let key = |w: &PendingWorkload| (w.namespace.clone(), w.name.clone());
-    let index = cluster
-        .pending_workloads
-        .iter()
-        .position(|w| key(w) == key(pending))?;
-    predict(&cluster, &[]).queued.into_iter().nth(index)
-}
-
 /// Where the spec writes the quotas, ClusterQueues, LocalQueues and jobs, as
 /// `file:line:column`.
 fn spec_locations(loaded: &Loaded) -> SpecLocations {
@@ -148,16 +188,24 @@ fn spec_locations(loaded: &Loaded) -> SpecLocations {
         locations
             .cluster_queues
             .insert(cq.name.clone(), at(&cq_path));
+        if cq.preemption.is_some() {
+            locations
+                .preemption
+                .insert(cq.name.clone(), at(&cq_path.key("preemption")));
+        }
         for (j, group) in cq.resource_groups.iter().enumerate() {
             for (k, flavor) in group.flavors.iter().enumerate() {
+                let flavor_path = cq_path
+                    .key("resourceGroups")
+                    .index(j)
+                    .key("flavors")
+                    .index(k);
+                locations
+                    .queue_flavors
+                    .entry((cq.name.clone(), flavor.name.clone()))
+                    .or_insert_with(|| at(&flavor_path));
                 for resource in flavor.quota.keys() {
-                    let path = cq_path
-                        .key("resourceGroups")
-                        .index(j)
-                        .key("flavors")
-                        .index(k)
-                        .key("quota")
-                        .key(resource);
+                    let path = flavor_path.key("quota").key(resource);
                     locations.quotas.insert(
                         (cq.name.clone(), flavor.name.clone(), resource.clone()),
                         at(&path),

@@ -5,7 +5,8 @@
 //! whether the job runs, waits for an admission check (the DWS ProvisioningRequest) or stays
 //! pending, with Kueue's own messages. [`fits_ever`] answers whether a job could ever be
 //! admitted by its queue; [`pools`] says which node pool a flavor stands for; [`dws`]
-//! checks run durations against flex-start's 7-day limit.
+//! checks run durations against flex-start's 7-day limit; [`remedy`] finds the changes that
+//! would admit a pending job, each checked by predicting again (for `gkq explain`).
 //!
 //! Everything here is pure: no I/O, no clock, deterministic output.
 //!
@@ -73,6 +74,7 @@ pub mod provisioning;
 mod queues;
 mod quota;
 mod reader;
+pub mod remedy;
 pub mod selectors;
 pub mod time;
 pub mod unmodelled;

@@ -690,7 +690,7 @@ impl<'c> Model<'c> {
         compiled
     }
 
-    fn priority_of(&self, workload: &PendingWorkload) -> Result<i32, String> {
+    pub fn priority_of(&self, workload: &PendingWorkload) -> Result<i32, String> {
         super::priority_of(self.cluster, workload)
     }
 }

@@ -565,6 +565,16 @@ fn job_pods(job_spec: &Field<'_, '_>) -> i32 {
 /// of `replicas x` its Job's pods, with the Job's pod template as it is. (Kueue's JobSet webhook
 /// checks no podset limit: with more than [`MAX_POD_SETS`] replicated jobs the Workload CRD
 /// refuses the Workload and the JobSet stays suspended; `validate` refuses such a job.)
+/// The `replicas` a JobSet's replicated job is stored with, which Kueue and the JobSet
+/// controller read: the field is `omitempty` with the CRD default 1, so a missing value and a
+/// written `0` both come back as 1 (docs/kueue.md 1c.3).
+pub fn stored_job_set_replicas(written: Option<i64>) -> i64 {
+    match written {
+        None | Some(0) => 1,
+        Some(replicas) => replicas,
+    }
+}
+
 fn from_job_set(root: &Field<'_, '_>) -> PendingWorkload {
     let meta = read_metadata(root);
     let replicated = root.get("spec").get("replicatedJobs").items();
@@ -573,9 +583,9 @@ fn from_job_set(root: &Field<'_, '_>) -> PendingWorkload {
         .iter()
         .map(|rj| {
             let name = rj.get("name").string().unwrap_or_default().to_lowercase();
-            let replicas = rj.get("replicas").i32().unwrap_or(1);
+            let replicas = stored_job_set_replicas(rj.get("replicas").i32().map(i64::from));
             let job_spec = rj.get("template").get("spec");
-            let count = i64::from(replicas)
+            let count = replicas
                 .saturating_mul(i64::from(job_pods(&job_spec)))
                 .clamp(i32::MIN.into(), i32::MAX.into()) as i32;
             PodTemplate::read(&job_spec.get("template")).into_pod_set(name, count)
@@ -963,6 +973,29 @@ mod tests {
         // containers 2.5 + sidecar 1 = 3.5; init peak 4 (setup alone) -> 4.
         assert_eq!(main.requests["cpu"], q("4"));
         assert_eq!(main.requests["memory"], q("1Gi"));
+    }
+
+    /// `replicas: 0` is stored as 1 (omitempty, CRD default 1): Kueue counts one replica, and a
+    /// manifest that writes 0 is predicted as Kueue ends, not as an empty podset.
+    #[test]
+    fn a_job_set_written_with_zero_replicas_counts_one_as_kueue_does() {
+        let job_set = json!({
+            "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": "js", "labels": {QUEUE_NAME_LABEL: "q"}},
+            "spec": {"replicatedJobs": [
+                {"name": "slice", "replicas": 0, "template": {"spec": {
+                    "parallelism": 4, "completions": 4, "template": {"spec": {
+                        "containers": [{"resources": {"limits": {"google.com/tpu": "4"}}}]}}}}},
+                {"name": "more", "replicas": 2, "template": {"spec": {"template": {"spec": {
+                    "containers": []}}}}}
+            ]}
+        });
+        let workload = PendingWorkload::from_object(&job_set).unwrap();
+        let counts: Vec<i32> = workload.pod_sets.iter().map(|p| p.count).collect();
+        assert_eq!(counts, [4, 2]);
+        assert_eq!(stored_job_set_replicas(Some(0)), 1);
+        assert_eq!(stored_job_set_replicas(None), 1);
+        assert_eq!(stored_job_set_replicas(Some(3)), 3);
     }
 
     #[test]

@@ -181,6 +181,46 @@ fn reclaim_of(
     })
 }
 
+/// Kueue's objects after `plan`: the world as planning read it, with the objects the plan
+/// converges to in place of the live ones and the ones it deletes removed (jobs aside: the plan's
+/// own are submitted, [`submitted_jobs`]).
+fn after_objects<'a>(
+    plan: &Plan,
+    desired: &'a crate::model::DesiredState,
+    world: Option<&'a KubeSnapshot>,
+) -> Vec<&'a Value> {
+    let deleted: BTreeSet<&ResourceAddr> = plan
+        .actions
+        .iter()
+        .filter(|a| a.kind == ActionKind::Delete)
+        .map(|a| &a.addr)
+        .collect();
+    world_after(
+        world.into_iter().flat_map(|w| w.by_kind.values().flatten()),
+        desired
+            .kube_objects()
+            .filter(|o| ResourceAddr::from_object(o).is_ok_and(|addr| !addr.kind.is_run())),
+        &deleted,
+    )
+}
+
+/// What the plan's placements are predicted from: Kueue's world after the plan, and the jobs it
+/// submits in submission order (`gkq explain` checks its fixes against the same world).
+pub fn prediction_world(
+    plan: &Plan,
+    desired: &crate::model::DesiredState,
+    world: Option<&KubeSnapshot>,
+) -> (Cluster, Vec<PendingWorkload>) {
+    let after = after_objects(plan, desired, world);
+    (
+        Cluster::from_objects_lenient(after.iter().copied()),
+        submitted_jobs(plan, desired)
+            .into_iter()
+            .map(|(_, job)| job)
+            .collect(),
+    )
+}
+
 /// Adds what a plan means for running and queued work: the predicted placements of the jobs it
 /// submits, the quota they use, what its queue changes do to the live Workloads, the
 /// admitted jobs its deletes or replaces would stop, and the quota its orphans hold. `world` is Kueue's world as planning read
@@ -194,20 +234,8 @@ pub fn annotate(
     world: Option<&KubeSnapshot>,
     kueue: &Manager,
 ) {
-    let deleted: BTreeSet<&ResourceAddr> = plan
-        .actions
-        .iter()
-        .filter(|a| a.kind == ActionKind::Delete)
-        .map(|a| &a.addr)
-        .collect();
     let world_objects = || world.into_iter().flat_map(|w| w.by_kind.values().flatten());
-    let after = world_after(
-        world_objects(),
-        desired
-            .kube_objects()
-            .filter(|o| ResourceAddr::from_object(o).is_ok_and(|addr| !addr.kind.is_run())),
-        &deleted,
-    );
+    let after = after_objects(plan, desired, world);
     let workloads = world.map(|w| w.kind("Workload")).unwrap_or_default();
     // Borrowed, not collected: a large stack has thousands of live objects.
     let observed = match &live.kubernetes {

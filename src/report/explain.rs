@@ -10,6 +10,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::placement::provisioning::{ProvisioningRequestState, workload_request};
+use crate::placement::remedy::{Change, Remedy};
 use crate::placement::{AttemptProblem, Placement, PlacementState, PodSetPlacement};
 use crate::vocab::object::conditions;
 
@@ -24,6 +25,10 @@ pub struct SpecLocations {
     pub local_queues: Option<String>,
     /// Job name (as in `jobs:`) -> its entry.
     pub jobs: BTreeMap<String, String>,
+    /// `(ClusterQueue, flavor)` -> the flavor's entry in the queue's resource groups.
+    pub queue_flavors: BTreeMap<(String, String), String>,
+    /// ClusterQueue -> its `preemption` entry, when it has one.
+    pub preemption: BTreeMap<String, String>,
 }
 
 /// `gkq explain -o json` (format version 1).
@@ -44,8 +49,11 @@ pub struct Explanation {
     pub agrees: Option<bool>,
     /// How they differ, one line each.
     pub differences: Vec<String>,
-    /// What to change, most direct first.
+    /// What to change, cheapest first: for a pending job, each fix admits it in gkq's
+    /// simulation when made alone; for a job waiting on admission checks, what they wait for.
     pub fixes: Vec<Fix>,
+    /// What else the reasons say: work that holds the quota, what gkq cannot fix.
+    pub notes: Vec<Fix>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -98,6 +106,47 @@ pub struct Fix {
     pub text: String,
     /// `file:line:column` in the spec, when the spec holds what to change.
     pub at: Option<String>,
+    /// What gkq's simulation predicts for the job once this fix alone is made (a fix is only
+    /// offered when that admits the job).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub then: Option<FixOutcome>,
+    /// Each change the fix makes, as data, with where the spec holds it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub changes: Vec<FixChange>,
+}
+
+impl Fix {
+    fn note(text: String) -> Fix {
+        Fix {
+            text,
+            at: None,
+            then: None,
+            changes: Vec::new(),
+        }
+    }
+}
+
+/// The job's placement in gkq's simulation once a fix is made.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FixOutcome {
+    /// `admitted`, or `waiting-for-admission-checks` (quota reserved).
+    pub state: PlacementState,
+    pub podsets: Vec<PodSetPlacement>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub admission_checks: Vec<String>,
+    /// Running jobs (`namespace/name`) Kueue then preempts.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub preempts: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FixChange {
+    pub text: String,
+    pub at: Option<String>,
+    #[serde(flatten)]
+    pub change: Change,
 }
 
 /// What was read about one job.
@@ -113,6 +162,8 @@ pub struct ExplainInputs<'a> {
     pub spec: &'a SpecLocations,
     /// The job's entry in `jobs:` when the spec submits it.
     pub spec_job: Option<String>,
+    /// What would admit the job, each checked by gkq's simulation (`placement::remedy`).
+    pub remedies: &'a [Remedy],
 }
 
 pub fn explain(inputs: ExplainInputs<'_>) -> Explanation {
@@ -169,14 +220,15 @@ pub fn explain(inputs: ExplainInputs<'_>) -> Explanation {
         }
         _ => (None, Vec::new()),
     };
-    let mut fixes = Vec::new();
-    if let Some(predicted) = &inputs.predicted {
-        fixes.extend(placement_fixes(
+    let (mut fixes, notes) = match &inputs.predicted {
+        Some(predicted) => placement_fixes(
             predicted,
+            inputs.remedies,
             inputs.spec,
             inputs.spec_job.as_deref(),
-        ));
-    }
+        ),
+        None => (Vec::new(), Vec::new()),
+    };
     if let Some(kueue) = &kueue {
         fixes.extend(check_fixes(kueue));
     }
@@ -199,6 +251,7 @@ pub fn explain(inputs: ExplainInputs<'_>) -> Explanation {
         agrees,
         differences,
         fixes,
+        notes,
     }
 }
 
@@ -228,78 +281,234 @@ fn check_text(check: &Value) -> ConditionText {
     }
 }
 
-/// What would let a pending job in, from why each flavor did not do.
-fn placement_fixes(predicted: &Placement, spec: &SpecLocations, job_at: Option<&str>) -> Vec<Fix> {
+/// What would let a pending job in: each remedy gkq's simulation checked (`placement::remedy`),
+/// cheapest first, with where the spec holds what it changes; and what else the reasons say
+/// (work that holds the quota, a queue gkq cannot fix), as notes.
+fn placement_fixes(
+    predicted: &Placement,
+    remedies: &[Remedy],
+    spec: &SpecLocations,
+    job_at: Option<&str>,
+) -> (Vec<Fix>, Vec<Fix>) {
     if predicted.state != PlacementState::Pending {
-        return Vec::new();
+        return (Vec::new(), Vec::new());
     }
+    let fixes: Vec<Fix> = remedies
+        .iter()
+        .map(|remedy| fix_of(remedy, spec, job_at))
+        .collect();
     let cq = predicted.cluster_queue.clone().unwrap_or_default();
-    let quota_at = |flavor: &str, resource: &str| {
-        spec.quotas
-            .get(&(cq.clone(), flavor.to_string(), resource.to_string()))
-            .cloned()
-    };
-    let outside = |at: &Option<String>| {
-        if at.is_none() {
-            format!(" (ClusterQueue {cq} is not in this spec: change it where it is managed)")
-        } else {
-            String::new()
-        }
-    };
-    let mut fixes: Vec<Fix> = Vec::new();
+    let mut notes: Vec<Fix> = Vec::new();
     for attempt in &predicted.attempts {
-        let fix = match &attempt.problem {
-            AttemptProblem::OverCapacity {
-                flavor,
-                resource,
-                needed,
-                maximum,
-            } => {
-                let at = quota_at(flavor, resource);
-                Fix {
-                    text: format!(
-                        "raise ClusterQueue {cq}'s {resource} quota in flavor {flavor} from {maximum} to at least {needed} (podset {} can never fit otherwise){}",
-                        attempt.podset,
-                        outside(&at)
-                    ),
-                    at,
-                }
-            }
+        let note = match &attempt.problem {
             AttemptProblem::InUse {
                 flavor,
                 resource,
                 more,
-            } => {
-                let at = quota_at(flavor, resource);
-                Fix {
-                    text: format!(
-                        "{more} more {resource} is needed in flavor {flavor}, which running work holds: the job is admitted when that work finishes; to admit it now, raise ClusterQueue {cq}'s {resource} quota in {flavor} by {more}, or put {cq} in a cohort that can lend it{}",
-                        outside(&at)
-                    ),
-                    at,
-                }
-            }
-            AttemptProblem::Ineligible { flavor } => Fix {
-                text: ineligible_fix(&attempt.text, flavor),
+            } => Fix::note(format!(
+                "{more} more {resource} is needed in flavor {flavor}, which work holding quota in ClusterQueue {cq} (or its cohort) uses: the job is admitted when that work finishes"
+            )),
+            AttemptProblem::Ineligible { flavor } if fixes.is_empty() => Fix {
                 at: job_at.map(str::to_string),
+                ..Fix::note(ineligible_fix(&attempt.text, flavor))
             },
-            AttemptProblem::NotCovered { resource } => Fix {
-                text: format!(
-                    "add {resource} to a resource group of ClusterQueue {cq}, with a quota in the flavors the job may use, or stop requesting it"
-                ),
-                at: spec.cluster_queues.get(&cq).cloned(),
-            },
+            _ => continue,
         };
-        if !fixes.iter().any(|f| f.text == fix.text) {
-            fixes.push(fix);
+        if !notes.iter().any(|n| n.text == note.text) {
+            notes.push(note);
         }
     }
-    if fixes.is_empty()
-        && let Some(reason) = &predicted.reason
-    {
-        fixes.push(reason_fix(reason, &cq, spec));
+    if fixes.is_empty() {
+        if predicted.attempts.is_empty()
+            && let Some(reason) = &predicted.reason
+        {
+            notes.push(reason_fix(reason, &cq, spec));
+        } else {
+            notes.push(Fix::note(
+                "no single change gkq checks (quotas, preemption and priority, tolerations, node selectors that pick no flavor, cohorts) admits the job in its simulation"
+                    .to_string(),
+            ));
+        }
     }
-    fixes
+    (fixes, notes)
+}
+
+/// One remedy in words, each change with where the spec holds it.
+fn fix_of(remedy: &Remedy, spec: &SpecLocations, job_at: Option<&str>) -> Fix {
+    let changes: Vec<FixChange> = remedy
+        .changes
+        .iter()
+        .map(|change| {
+            let at = change_at(change, spec, job_at);
+            FixChange {
+                text: change_text(change, at.is_some()),
+                at,
+                change: change.clone(),
+            }
+        })
+        .collect();
+    let text = match &changes[..] {
+        [one] => one.text.clone(),
+        many => many
+            .iter()
+            .map(|c| match &c.at {
+                Some(at) => format!("{} (at {at})", c.text),
+                None => c.text.clone(),
+            })
+            .collect::<Vec<_>>()
+            .join("; and "),
+    };
+    Fix {
+        text,
+        at: changes.iter().find_map(|c| c.at.clone()),
+        then: Some(FixOutcome {
+            state: remedy.placement.state,
+            podsets: remedy.placement.podsets.clone(),
+            admission_checks: remedy.placement.admission_checks.clone(),
+            preempts: remedy.placement.preempts.clone(),
+        }),
+        changes,
+    }
+}
+
+/// Where the spec writes what a change changes.
+fn change_at(change: &Change, spec: &SpecLocations, job_at: Option<&str>) -> Option<String> {
+    let queue = |cq: &str| spec.cluster_queues.get(cq).cloned();
+    match change {
+        Change::Quota {
+            cluster_queue,
+            flavor,
+            resource,
+            ..
+        } => spec
+            .quotas
+            .get(&(cluster_queue.clone(), flavor.clone(), resource.clone()))
+            .or_else(|| {
+                spec.queue_flavors
+                    .get(&(cluster_queue.clone(), flavor.clone()))
+            })
+            .cloned()
+            .or_else(|| queue(cluster_queue)),
+        Change::WithinClusterQueue { cluster_queue, .. }
+        | Change::ReclaimWithinCohort { cluster_queue, .. } => spec
+            .preemption
+            .get(cluster_queue)
+            .cloned()
+            .or_else(|| queue(cluster_queue)),
+        Change::Cohort { cluster_queue, .. }
+        | Change::ResumeClusterQueue { cluster_queue, .. }
+        | Change::BestEffortFifo { cluster_queue } => queue(cluster_queue),
+        Change::LocalQueue { .. } | Change::ResumeLocalQueue { .. } => spec.local_queues.clone(),
+        Change::Priority { .. } | Change::Toleration { .. } | Change::NodeSelector { .. } => {
+            job_at.map(str::to_string)
+        }
+    }
+}
+
+/// A change in words; `in_spec`: the spec holds it (else the text says to change it where the
+/// object is managed).
+fn change_text(change: &Change, in_spec: bool) -> String {
+    let outside = |what: &str| {
+        if in_spec {
+            String::new()
+        } else {
+            format!(" ({what} is not in this spec: change it where it is managed)")
+        }
+    };
+    match change {
+        Change::Quota {
+            cluster_queue,
+            flavor,
+            resource,
+            from,
+            to,
+        } => format!(
+            "raise ClusterQueue {cluster_queue}'s {resource} quota in flavor {flavor} from {from} to at least {to}{}",
+            outside(&format!("ClusterQueue {cluster_queue}"))
+        ),
+        Change::Priority {
+            class,
+            value,
+            exists: true,
+            from,
+        } => format!(
+            "raise the job's priority from {from} to {value}: set its `priorityClass` to {class} (a WorkloadPriorityClass of value {value})"
+        ),
+        Change::Priority {
+            class,
+            value,
+            exists: false,
+            from,
+        } => format!(
+            "raise the job's priority from {from} to {value}: create a WorkloadPriorityClass of value {value} (say `{class}`) and set the job's `priorityClass` to it"
+        ),
+        Change::WithinClusterQueue {
+            cluster_queue,
+            from,
+            to,
+        } => format!(
+            "set ClusterQueue {cluster_queue}'s `preemption.withinClusterQueue` from {from} to {to}, so that the job may preempt lower-priority work in the queue{}",
+            outside(&format!("ClusterQueue {cluster_queue}"))
+        ),
+        Change::ReclaimWithinCohort {
+            cluster_queue,
+            from,
+            to,
+        } => format!(
+            "set ClusterQueue {cluster_queue}'s `preemption.reclaimWithinCohort` from {from} to {to}, so that it takes back the nominal quota queues of its cohort borrow{}",
+            outside(&format!("ClusterQueue {cluster_queue}"))
+        ),
+        Change::Toleration {
+            podset,
+            flavor,
+            key,
+            value,
+            effect,
+        } => format!(
+            "untolerated taint {key}={value}:{effect} in flavor {flavor}. Add a toleration for that taint to podset {podset} of the job (spec `tolerations`), if it may run there"
+        ),
+        Change::NodeSelector {
+            podset,
+            flavor,
+            key,
+            from,
+            to,
+        } => format!(
+            "podset {podset}: the job's node selector or affinity excludes the flavor's node labels ({key}={from} matches no flavor of its ClusterQueue): set {key}={to} to run on flavor {flavor}"
+        ),
+        Change::Cohort {
+            cluster_queue,
+            cohort,
+        } => format!(
+            "put ClusterQueue {cluster_queue} in cohort {cohort} (`cohort: {cohort}`): it may then borrow the quota the cohort's other queues leave unused{}",
+            outside(&format!("ClusterQueue {cluster_queue}"))
+        ),
+        Change::LocalQueue {
+            namespace,
+            name,
+            cluster_queue,
+        } => format!(
+            "LocalQueue {name} doesn't exist: add the LocalQueue to `kueue.localQueues` ({{name: {name}, namespace: {namespace}, clusterQueue: {cluster_queue}}})"
+        ),
+        Change::ResumeClusterQueue {
+            cluster_queue,
+            from,
+        } => format!(
+            "ClusterQueue {cluster_queue} is inactive: it is held (`stopPolicy: {from}`); set its stopPolicy to None to let it admit again{}",
+            outside(&format!("ClusterQueue {cluster_queue}"))
+        ),
+        Change::ResumeLocalQueue {
+            namespace,
+            name,
+            from,
+        } => format!(
+            "LocalQueue {namespace}/{name} is inactive: it is held (`stopPolicy: {from}`); set its stopPolicy to None"
+        ),
+        Change::BestEffortFifo { cluster_queue } => format!(
+            "ClusterQueue {cluster_queue} is StrictFIFO and its head cannot be admitted: set `queueingStrategy: BestEffortFIFO` so that the job may pass it{}",
+            outside(&format!("ClusterQueue {cluster_queue}"))
+        ),
+    }
 }
 
 /// The fix for a flavor the pod template does not suit, from Kueue's words for it.
@@ -318,34 +527,36 @@ fn ineligible_fix(why: &str, flavor: &str) -> String {
     }
 }
 
-/// The fix when no flavor was even tried: the queue itself is the problem.
+/// What the reason says when no flavor was even tried and no change gkq checks admits the job:
+/// the queue itself is the problem.
 fn reason_fix(reason: &str, cq: &str, spec: &SpecLocations) -> Fix {
-    if reason.contains("LocalQueue") && reason.contains("doesn't exist") {
-        Fix {
-            text: format!(
+    let (text, at) = if reason.contains("LocalQueue") && reason.contains("doesn't exist") {
+        (
+            format!(
                 "{reason}: add the LocalQueue to `kueue.localQueues`, pointing at a ClusterQueue"
             ),
-            at: spec.local_queues.clone(),
-        }
+            spec.local_queues.clone(),
+        )
     } else if reason.contains("inactive") || reason.contains("doesn't exist") {
-        Fix {
-            text: format!(
+        (
+            format!(
                 "{reason}: a ClusterQueue is inactive while a flavor or admission check it names is missing or inactive, or while it is held (`stopPolicy`)"
             ),
-            at: spec.cluster_queues.get(cq).cloned(),
-        }
+            spec.cluster_queues.get(cq).cloned(),
+        )
     } else if reason.starts_with("queued behind") {
-        Fix {
-            text: format!(
+        (
+            format!(
                 "{reason}: the job waits its turn; StrictFIFO queues let nothing pass the head, BestEffortFIFO would"
             ),
-            at: spec.cluster_queues.get(cq).cloned(),
-        }
+            spec.cluster_queues.get(cq).cloned(),
+        )
     } else {
-        Fix {
-            text: reason.to_string(),
-            at: None,
-        }
+        (reason.to_string(), None)
+    };
+    Fix {
+        at,
+        ..Fix::note(text)
     }
 }
 
@@ -384,7 +595,7 @@ fn check_fixes(kueue: &KueueSays) -> Vec<Fix> {
                     .unwrap_or_default()
             ),
         };
-        fixes.push(Fix { text, at: None });
+        fixes.push(Fix::note(text));
     }
     fixes
 }

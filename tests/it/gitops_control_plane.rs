@@ -1189,6 +1189,70 @@ kueue:
     assert!(text.contains("Kueue says: pending"), "{text}");
     assert!(text.contains("gkq agrees with Kueue."), "{text}");
     assert!(text.contains("What to change:"), "{text}");
+
+    // Fixes that fix, on the real Kueue: resumed, the queue admits `late` (1 cpu of the CPU
+    // flavor's 4); the cheapest fix for `too-big` then counts that usage (raise to 7, not 6),
+    // and made on the live ClusterQueue, Kueue admits the job where gkq's simulation said.
+    hold_queue(&s.vars["CQ"], false).await;
+    wait_for_quota_reserved(&ns, "late").await;
+    let e = explained("too-big");
+    let fix = &e["fixes"][0];
+    let change = &fix["changes"][0];
+    assert_eq!(change["change"], "quota", "{e:#}");
+    assert_eq!(change["flavor"], cpu.as_str(), "{e:#}");
+    assert_eq!(change["resource"], "cpu", "{e:#}");
+    assert_eq!(change["to"], "7", "{e:#}");
+    assert_eq!(fix["then"]["state"], "admitted", "{e:#}");
+    let queues =
+        support::control_plane::dynamic_api(&client, "kueue.x-k8s.io/v1beta2", "ClusterQueue", "")
+            .unwrap();
+    let live = queues.get(&s.vars["CQ"]).await.unwrap();
+    let mut groups = serde_json::to_value(&live).unwrap()["spec"]["resourceGroups"].clone();
+    for flavor in groups[0]["flavors"].as_array_mut().unwrap() {
+        if flavor["name"] == cpu.as_str() {
+            for quota in flavor["resources"].as_array_mut().unwrap() {
+                if quota["name"] == "cpu" {
+                    quota["nominalQuota"] = change["to"].clone();
+                }
+            }
+        }
+    }
+    queues
+        .patch(
+            &s.vars["CQ"],
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&serde_json::json!({"spec": {"resourceGroups": groups}})),
+        )
+        .await
+        .unwrap();
+    let admitted = wait_for_quota_reserved(&ns, "too-big").await;
+    assert_eq!(
+        admitted["status"]["admission"]["podSetAssignments"][0]["flavors"]["cpu"],
+        cpu.as_str(),
+        "{admitted:#}"
+    );
+}
+
+/// Waits until Kueue has reserved quota for the Job's Workload, and returns the Workload.
+async fn wait_for_quota_reserved(namespace: &str, job: &str) -> Value {
+    let started = std::time::Instant::now();
+    loop {
+        let workload = wait_for_workload_of(namespace, job).await;
+        let reserved = workload["status"]["conditions"]
+            .as_array()
+            .is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c["type"] == "QuotaReserved" && c["status"] == "True")
+            });
+        if reserved {
+            return workload;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "Kueue reserved no quota for {job}: {workload:#}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 fn text_of(bytes: &[u8]) -> String {

@@ -1,6 +1,7 @@
 //! Properties of placement over generated clusters and jobs: prediction never panics, admitted
 //! usage never exceeds quota when nothing can be borrowed, whatever fits a busy queue also fits
-//! an empty one, and no input (however malformed) makes the readers panic.
+//! an empty one, every fix `gkq explain` offers admits its job, and no input (however malformed)
+//! makes the readers panic.
 
 use gkq::placement::{Cluster, PendingWorkload, PlacementState, fits_ever, predict};
 use gkq::vocab::quantity::Quantity;
@@ -213,6 +214,81 @@ fn cohort_objects(flavors: &[FlavorSpec], limits: &[(Option<u32>, Option<u32>); 
         }));
     }
     objects
+}
+
+/// Two ClusterQueues over the generated flavors, `cq1` in cohort `shared` and `cq0` in it when
+/// `cohort` (else in none), both with `preemption`; `running` are Workloads holding cpu
+/// `(queue, flavor, cpu, priority)`.
+fn queues_with_running_work(
+    flavors: &[FlavorSpec],
+    cohort: bool,
+    preemption: &Value,
+    running: &[(usize, usize, u32, i32)],
+) -> Vec<Value> {
+    let mut objects = cohort_objects(flavors, &[(None, None), (None, None)]);
+    for object in &mut objects {
+        if object["kind"] == "ClusterQueue" {
+            object["spec"]["preemption"] = preemption.clone();
+            if !cohort && object["metadata"]["name"] == "cq0" {
+                object["spec"].as_object_mut().unwrap().remove("cohortName");
+            }
+        }
+    }
+    for (i, &(queue, flavor, cpu, priority)) in running.iter().enumerate() {
+        let flavor = format!("f{}", flavor % flavors.len());
+        objects.push(json!({
+            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+            "metadata": {"namespace": "default", "name": format!("running-{i}"),
+                         "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"queueName": format!("lq{queue}"), "priority": priority, "podSets": [{"name": "main", "count": 1,
+                "template": {"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu.to_string()}}}]}}}]},
+            "status": {
+                "admission": {"clusterQueue": format!("cq{queue}"), "podSetAssignments": [{"name": "main", "count": 1,
+                    "flavors": {"cpu": flavor}, "resourceUsage": {"cpu": cpu.to_string()}}]},
+                "conditions": [
+                    {"type": "QuotaReserved", "status": "True", "lastTransitionTime": format!("2026-01-01T00:00:{:02}Z", i % 60)},
+                    {"type": "Admitted", "status": "True", "lastTransitionTime": format!("2026-01-01T00:00:{:02}Z", i % 60)}
+                ]
+            }
+        }));
+    }
+    objects.push(
+        json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass",
+                        "metadata": {"name": "high"}, "value": 5}),
+    );
+    objects
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// Every fix `gkq explain` offers for a pending job, made alone, admits it when predicted
+    /// again (`support::kueue::check_every_fix_admits`), over generated queues, cohorts,
+    /// preemption policies, running work and jobs.
+    #[test]
+    fn every_fix_explain_offers_admits_the_job(
+        flavors in prop::collection::vec(flavor_spec(), 1..4),
+        jobs in prop::collection::vec((0usize..2, 0i32..4, prop::collection::vec(pod_set_spec(), 1..3)), 1..5),
+        running in prop::collection::vec((0usize..2, 0usize..3, 1u32..12, 0i32..4), 0..4),
+        cohort in any::<bool>(),
+        within in prop::sample::select(vec!["Never", "LowerPriority", "LowerOrNewerEqualPriority"]),
+        reclaim in prop::sample::select(vec!["Never", "LowerPriority", "Any"]),
+    ) {
+        let preemption = json!({"withinClusterQueue": within, "reclaimWithinCohort": reclaim});
+        let objects = queues_with_running_work(&flavors, cohort, &preemption, &running);
+        let cluster = Cluster::from_objects(&objects).unwrap();
+        let workloads: Vec<PendingWorkload> = jobs
+            .iter()
+            .enumerate()
+            .map(|(i, (queue, priority, pod_sets))| {
+                let mut object = job_object(i, pod_sets);
+                object["spec"]["queueName"] = json!(format!("lq{queue}"));
+                object["spec"]["priority"] = json!(priority);
+                PendingWorkload::from_object(&object).unwrap()
+            })
+            .collect();
+        crate::support::kueue::check_every_fix_admits(&cluster, &workloads);
+    }
 }
 
 proptest! {

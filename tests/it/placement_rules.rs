@@ -2,6 +2,7 @@
 //! Kubernetes objects a user would apply. Expected flavors and messages follow Kueue v0.19.2
 //! (see `docs/kueue.md` 1a-1c) and the seed walk-through.
 
+use gkq::placement::remedy::{Change, NodeResources, Remedy, Subject, World, remedies};
 use gkq::placement::{
     Cluster, PendingWorkload, Placement, PlacementState, Prediction, Released, fits_ever, predict,
     predict_in_order,
@@ -10,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::support::kueue::{
     batch_job, cluster_queue, group, local_queue, pool_flavor, seed_queue_objects, seed_ray_job,
-    with,
+    with, with_pod,
 };
 
 // ---------------------------------------------------------------- fixtures
@@ -248,15 +249,15 @@ fn reserving_workload(name: &str, cluster_queue: &str, podsets: Value) -> Value 
     })
 }
 
-#[test]
-fn live_usage_exhausts_on_demand_with_kueues_message() {
-    let mut objects = tpu_queue("16");
+/// One flavor `on-demand` with `nominal` TPUs, 16 of them held by the running Workload `running`.
+fn on_demand_only(nominal: &str) -> Vec<Value> {
+    let mut objects = tpu_queue(nominal);
     objects.remove(1);
     objects[1] = cluster_queue(
         "cq",
         vec![group(
             &["google.com/tpu"],
-            &[("on-demand", &[("google.com/tpu", "16")])],
+            &[("on-demand", &[("google.com/tpu", nominal)])],
         )],
         json!({}),
     );
@@ -265,6 +266,12 @@ fn live_usage_exhausts_on_demand_with_kueues_message() {
         "cq",
         json!([{"name": "main", "count": 4, "flavors": {"google.com/tpu": "on-demand"}, "resourceUsage": {"google.com/tpu": "16"}}]),
     ));
+    objects
+}
+
+#[test]
+fn live_usage_exhausts_on_demand_with_kueues_message() {
+    let objects = on_demand_only("16");
     let prediction = run(
         &objects,
         &[batch_job(
@@ -1899,4 +1906,313 @@ fn a_workload_takes_its_priority_from_the_class_it_names() {
     objects.retain(|o| o["kind"] != "WorkloadPriorityClass");
     let prediction = predict(&cluster(&objects), &[]);
     assert_eq!(prediction.queued[0].state, PlacementState::Admitted);
+
+// ---------------------------------------------------------------- what `gkq explain` offers
+
+/// The remedies for job `index` of `job_objects` over `cluster_objects`.
+fn fixes_for(cluster_objects: &[Value], job_objects: &[Value], index: usize) -> Vec<Remedy> {
+    let world = World {
+        cluster: cluster(cluster_objects),
+        jobs: jobs(job_objects),
+    };
+    remedies(&world, Subject::Job(index), &NodeResources::default())
+}
+
+fn quota_changes(remedy: &Remedy) -> Vec<(&str, &str, String, String)> {
+    remedy
+        .changes
+        .iter()
+        .filter_map(|c| match c {
+            Change::Quota {
+                flavor,
+                resource,
+                from,
+                to,
+                ..
+            } => Some((
+                flavor.as_str(),
+                resource.as_str(),
+                from.to_string(),
+                to.to_string(),
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The scenarios of this file, each checked for the property every explain fix keeps (made
+/// alone, it admits the job), with the fixes counted so that the sweep cannot pass empty.
+#[test]
+fn every_fix_offered_in_these_scenarios_admits_its_job() {
+    let seed = seed_queue_objects("default", "cluster-queue");
+    let seed_jobs: Vec<Value> = (1..=5).map(seed_ray_job).collect();
+    let mut lowered = tpu_queue("12");
+    lowered.push(reserving_workload(
+        "running",
+        "cq",
+        json!([{"name": "main", "count": 4, "flavors": {"google.com/tpu": "on-demand"}, "resourceUsage": {"google.com/tpu": "16"}}]),
+    ));
+    let tpu_jobs = vec![
+        batch_job("default", "a", "lq", 4, &[("google.com/tpu", "4")]),
+        batch_job("default", "huge", "lq", 40, &[("google.com/tpu", "4")]),
+    ];
+    let one_queue = one_queue_with_a_running_job(json!({}), 100);
+    let preempting =
+        one_queue_with_a_running_job(json!({"withinClusterQueue": "LowerPriority"}), 100);
+    let small_jobs = vec![
+        batch_job("default", "two", "lq", 1, &[("cpu", "2")]),
+        batch_job("default", "five", "lq", 1, &[("cpu", "5")]),
+    ];
+    let cohort = cohort_objects(cpu("4"), cpu("10"), json!({}));
+    let cohort_jobs = vec![
+        batch_job("default", "b", "lq-b", 1, &[("cpu", "12")]),
+        batch_job("default", "a", "lq-a", 1, &[("cpu", "120")]),
+    ];
+    let pools = two_pools();
+    let scenarios: Vec<(&[Value], Vec<Value>)> = vec![
+        (&seed, seed_jobs),
+        (&lowered, tpu_jobs),
+        (&one_queue, small_jobs.clone()),
+        (&preempting, small_jobs),
+        (&cohort, cohort_jobs),
+        (
+            &pools,
+            vec![with_pod(
+                batch_job("default", "elsewhere", "lq", 1, &[("cpu", "1")]),
+                "nodeSelector",
+                json!({"cloud.google.com/gke-nodepool": "c"}),
+            )],
+        ),
+    ];
+    let mut checked = 0;
+    for (objects, job_objects) in &scenarios {
+        checked +=
+            crate::support::kueue::check_every_fix_admits(&cluster(objects), &jobs(job_objects));
+    }
+    assert!(checked >= 8, "only {checked} fixes were offered");
+}
+
+/// The seed's fourth RayJob waits because the heads exhausted `default-cpu`: the fix raises that
+/// quota by the head's 2500m (its submitter, which selects no pool, then goes to `on-demand`),
+/// never moves the head's pinned node selector and never gives TPUs to the CPU flavor.
+#[test]
+fn the_seeds_fourth_job_gets_cpu_for_its_head_not_a_new_selector() {
+    let fixes = fixes_for(
+        &seed_queue_objects("default", "cluster-queue"),
+        &(1..=4).map(seed_ray_job).collect::<Vec<_>>(),
+        3,
+    );
+    assert!(!fixes.is_empty());
+    for fix in &fixes {
+        for change in &fix.changes {
+            assert!(
+                !matches!(change, Change::NodeSelector { .. }),
+                "moves a pinned selector: {change:?}"
+            );
+            if let Change::Quota {
+                flavor, resource, ..
+            } = change
+            {
+                assert!(
+                    !(flavor == "default-cpu" && resource == "google.com/tpu"),
+                    "{change:?}"
+                );
+            }
+        }
+    }
+    let raise = fixes
+        .iter()
+        .find(|f| f.changes.iter().all(|c| matches!(c, Change::Quota { .. })))
+        .expect("a quota fix");
+    assert_eq!(
+        quota_changes(raise),
+        [("default-cpu", "cpu", "10".to_string(), "11500m".to_string())]
+    );
+}
+
+/// A quota lowered below what running work holds: the fix counts that usage (16 held, 12
+/// nominal, 16 more asked: at least 32), and one less does not do.
+#[test]
+fn a_lowered_quota_is_raised_above_the_usage_it_is_under() {
+    let mut objects = on_demand_only("12");
+    let job = batch_job("default", "train", "lq", 4, &[("google.com/tpu", "4")]);
+    let fixes = fixes_for(&objects, std::slice::from_ref(&job), 0);
+    let [fix] = &fixes[..] else {
+        panic!("one fix: {fixes:#?}");
+    };
+    assert_eq!(
+        quota_changes(fix),
+        [(
+            "on-demand",
+            "google.com/tpu",
+            "12".to_string(),
+            "32".to_string()
+        )]
+    );
+    let short = with(
+        objects[1].clone(),
+        &["spec", "resourceGroups"],
+        json!([group(
+            &["google.com/tpu"],
+            &[("on-demand", &[("google.com/tpu", "31")])]
+        )]),
+    );
+    objects[1] = short;
+    let prediction = run(&objects, &[job]);
+    assert_eq!(prediction.placements[0].state, PlacementState::Pending);
+}
+
+/// A TPU job with no node selector in a group whose CPU flavor has no TPU quota: quota is raised
+/// in the TPU flavor only.
+#[test]
+fn no_fix_gives_tpus_to_a_flavor_whose_nodes_have_none() {
+    let objects = vec![
+        pool_flavor("default-cpu", "default-pool"),
+        pool_flavor("on-demand", "tpu-pool"),
+        cluster_queue(
+            "cq",
+            vec![group(
+                &["cpu", "google.com/tpu"],
+                &[
+                    ("default-cpu", &[("cpu", "64"), ("google.com/tpu", "0")]),
+                    ("on-demand", &[("cpu", "64"), ("google.com/tpu", "16")]),
+                ],
+            )],
+            json!({}),
+        ),
+        local_queue("default", "lq", "cq"),
+    ];
+    let job = batch_job(
+        "default",
+        "big",
+        "lq",
+        8,
+        &[("cpu", "1"), ("google.com/tpu", "4")],
+    );
+    let fixes = fixes_for(&objects, &[job], 0);
+    let raises: Vec<_> = fixes.iter().flat_map(quota_changes).collect();
+    assert_eq!(
+        raises,
+        [(
+            "on-demand",
+            "google.com/tpu",
+            "16".to_string(),
+            "32".to_string()
+        )]
+    );
+}
+
+/// Preemption where it admits the job: the policy turned on and a priority above the running
+/// job's (the cluster's WorkloadPriorityClass `high`), naming the victim; ranked before raising
+/// the quota.
+#[test]
+fn preemption_is_offered_with_the_priority_to_set_and_the_victim() {
+    let objects = one_queue_with_a_running_job(json!({}), 100);
+    let job = batch_job("default", "two", "lq", 1, &[("cpu", "2")]);
+    let fixes = fixes_for(&objects, &[job], 0);
+    let preempt = fixes
+        .iter()
+        .position(|f| !f.placement.preempts.is_empty())
+        .expect("a preemption fix");
+    let fix = &fixes[preempt];
+    assert_eq!(fix.placement.preempts, ["default/low"]);
+    assert!(fix.changes.contains(&Change::WithinClusterQueue {
+        cluster_queue: "cq".into(),
+        from: "Never".into(),
+        to: "LowerPriority".into(),
+    }));
+    assert!(fix.changes.contains(&Change::Priority {
+        class: "high".into(),
+        value: 1000,
+        exists: true,
+        from: 0,
+    }));
+    let raise = fixes
+        .iter()
+        .position(|f| !quota_changes(f).is_empty())
+        .expect("a quota fix");
+    assert_eq!(
+        quota_changes(&fixes[raise]),
+        [("f", "cpu", "4".to_string(), "5".to_string())]
+    );
+    assert!(preempt < raise, "preemption costs no capacity: {fixes:#?}");
+}
+
+/// In a cohort whose other queue borrows the quota this one lends: `reclaimWithinCohort` (equal
+/// priority: `Any`), never "put the queue in a cohort"; a queue in no cohort is offered the one
+/// whose unused quota admits the job.
+#[test]
+fn reclaim_is_offered_in_a_cohort_and_a_cohort_only_to_a_queue_in_none() {
+    let objects = vec![
+        pool_flavor("f", "pool-f"),
+        preempting_queue("team-a", Some("co"), &[("f", &[("cpu", "4")])], json!({})),
+        preempting_queue("team-b", Some("co"), &[("f", &[("cpu", "2")])], json!({})),
+        preempting_queue("solo", None, &[("f", &[("cpu", "1")])], json!({})),
+        local_queue("default", "lq-a", "team-a"),
+        local_queue("default", "lq-b", "team-b"),
+        local_queue("default", "lq-solo", "solo"),
+        workload("borrower", "lq-b", "5", 0, T1, Some(("team-b", "f", T1))),
+    ];
+    let reclaimer = batch_job("default", "reclaimer", "lq-a", 1, &[("cpu", "3")]);
+    let fixes = fixes_for(&objects, std::slice::from_ref(&reclaimer), 0);
+    assert!(
+        fixes
+            .iter()
+            .all(|f| !f.changes.iter().any(|c| matches!(c, Change::Cohort { .. }))),
+        "{fixes:#?}"
+    );
+    let reclaim = fixes
+        .iter()
+        .find(|f| {
+            f.changes
+                .iter()
+                .any(|c| matches!(c, Change::ReclaimWithinCohort { to, .. } if to == "Any"))
+        })
+        .expect("reclaimWithinCohort: Any");
+    assert_eq!(reclaim.placement.preempts, ["default/borrower"]);
+
+    // `solo` has 1 cpu and no cohort; `co` has 1 unused (6 nominal, 5 used): joining admits 2.
+    let lonely = batch_job("default", "lonely", "lq-solo", 1, &[("cpu", "2")]);
+    let fixes = fixes_for(&objects, &[lonely], 0);
+    assert!(
+        fixes.iter().any(|f| f.changes
+            == [Change::Cohort {
+                cluster_queue: "solo".into(),
+                cohort: "co".into()
+            }]),
+        "{fixes:#?}"
+    );
+}
+
+/// A taint keeps the job off the only flavor with room: a toleration for it; a node selector no
+/// flavor carries: the selector set to a flavor's label.
+#[test]
+fn tolerations_and_selectors_that_pick_no_flavor_are_fixed_on_the_job() {
+    let mut objects = two_pools();
+    objects[1]["spec"]["nodeTaints"] =
+        json!([{"key": "dedicated", "value": "b", "effect": "NoSchedule"}]);
+    objects[2] = cluster_queue(
+        "cq",
+        vec![group(
+            &["cpu"],
+            &[("pool-a", &[("cpu", "1")]), ("pool-b", &[("cpu", "100")])],
+        )],
+        json!({}),
+    );
+    let big = batch_job("default", "big", "lq", 1, &[("cpu", "8")]);
+    let fixes = fixes_for(&objects, &[big], 0);
+    assert!(
+        matches!(&fixes[0].changes[..], [Change::Toleration { flavor, key, .. }] if flavor == "pool-b" && key == "dedicated"),
+        "{fixes:#?}"
+    );
+    let lost = with_pod(
+        batch_job("default", "lost", "lq", 1, &[("cpu", "1")]),
+        "nodeSelector",
+        json!({"cloud.google.com/gke-nodepool": "c"}),
+    );
+    let fixes = fixes_for(&two_pools(), &[lost], 0);
+    assert!(
+        fixes.iter().any(|f| matches!(&f.changes[..], [Change::NodeSelector { key, to, .. }] if key == "cloud.google.com/gke-nodepool" && to == "a")),
+        "{fixes:#?}"
+    );
 }

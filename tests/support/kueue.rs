@@ -266,3 +266,111 @@ pub fn seed_ray_job(job_id: u32) -> Value {
         }
     })
 }
+
+/// The property every `gkq explain` fix keeps, checked for each pending job of `jobs` (a plan's,
+/// in submission order) and each pending live Workload of `cluster`: every remedy, made alone in a
+/// fresh copy of the world and predicted again here, admits the job (or reserves its quota for
+/// its admission checks); remedies come cheapest first; no quota goes to a flavor whose nodes
+/// lack the resource (an extended resource no queue gives the flavor); a node selector is moved
+/// only for a podset that no flavor suits (never one that picks a flavor); a cohort is offered
+/// only to a queue in none; raised quotas and priorities go up. Returns how many fixes it
+/// checked.
+pub fn check_every_fix_admits(
+    cluster: &gkq::placement::Cluster,
+    jobs: &[gkq::placement::PendingWorkload],
+) -> usize {
+    use gkq::placement::remedy::{Change, NodeResources, Subject, World, remedies};
+    use gkq::placement::{AttemptProblem, Placement, PlacementState};
+
+    let world = World {
+        cluster: cluster.clone(),
+        jobs: jobs.to_vec(),
+    };
+    let placement_in = |world: &World, subject: Subject| -> Placement {
+        world.placement_of(subject).expect("the job is predicted")
+    };
+    let subjects: Vec<Subject> = (0..jobs.len())
+        .map(Subject::Job)
+        .chain((0..cluster.pending_workloads.len()).map(Subject::Queued))
+        .collect();
+    let offered = |flavor: &str, resource: &str| {
+        !resource.contains('/')
+            || cluster
+                .cluster_queues
+                .iter()
+                .flat_map(|q| &q.resource_groups)
+                .chain(cluster.cohorts.iter().flat_map(|c| &c.resource_groups))
+                .flat_map(|g| &g.flavors)
+                .filter(|f| f.flavor == flavor)
+                .flat_map(|f| &f.resources)
+                .any(|q| q.resource == resource && !q.nominal.is_zero())
+    };
+    let mut checked = 0;
+    for subject in subjects {
+        let base = placement_in(&world, subject);
+        if base.state != PlacementState::Pending {
+            continue;
+        }
+        let found = remedies(&world, subject, &NodeResources::default());
+        for pair in found.windows(2) {
+            assert!(
+                pair[0].cost <= pair[1].cost,
+                "not cheapest first: {found:#?}"
+            );
+        }
+        for remedy in &found {
+            let mut changed = world.clone();
+            remedy.apply(&mut changed, subject);
+            let after = placement_in(&changed, subject);
+            assert!(
+                matches!(
+                    after.state,
+                    PlacementState::Admitted | PlacementState::WaitingForAdmissionChecks
+                ),
+                "{} is still {:?} ({:?}) after the fix {:#?}",
+                base.job,
+                after.state,
+                after.reason,
+                remedy.changes
+            );
+            for change in &remedy.changes {
+                match change {
+                    Change::Quota {
+                        flavor,
+                        resource,
+                        from,
+                        to,
+                        ..
+                    } => {
+                        assert!(to > from, "{change:?} does not raise");
+                        assert!(
+                            offered(flavor, resource),
+                            "{change:?}: flavor {flavor}'s nodes have no {resource}"
+                        );
+                    }
+                    Change::NodeSelector { podset, .. } => {
+                        let pinned = base.attempts.iter().any(|a| {
+                            a.podset == *podset
+                                && !matches!(a.problem, AttemptProblem::Ineligible { .. })
+                        });
+                        assert!(!pinned, "{change:?} moves a selector that picks a flavor");
+                    }
+                    Change::Cohort { cluster_queue, .. } => {
+                        let queue = cluster
+                            .cluster_queues
+                            .iter()
+                            .find(|q| &q.name == cluster_queue)
+                            .expect("the queue exists");
+                        assert_eq!(queue.cohort, None, "{change:?}: already in a cohort");
+                    }
+                    Change::Priority { value, from, .. } => {
+                        assert!(value > from, "{change:?} does not raise the priority");
+                    }
+                    _ => {}
+                }
+            }
+            checked += 1;
+        }
+    }
+    checked
+}

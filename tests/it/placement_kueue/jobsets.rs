@@ -376,3 +376,36 @@ async fn hand_written_job_set_podsets_as_kueue_counts_them() {
         ])
         .await;
 }
+
+/// A hand-written JobSet with `replicas: 0`: the field is `omitempty` with the CRD default 1, so
+/// Kueue's webhook round trip stores 1 replica, and Kueue counts (and admits) one Job's pods, as
+/// gkq predicts.
+#[tokio::test]
+async fn a_job_set_written_with_zero_replicas_is_counted_as_one() {
+    let env = test_env("sbs-js-zero").await;
+    let ns = env.namespace.as_str();
+    let (f, cq) = (unique_name("sbs-js-zero-f"), unique_name("sbs-js-zero-cq"));
+    let queues = vec![
+        pool_flavor(&f, "pool"),
+        cluster_queue(
+            &cq,
+            vec![group(&["cpu"], &[(&f, &[("cpu", "4")])])],
+            json!({}),
+        ),
+        local_queue(ns, "lq", &cq),
+    ];
+    let zero = with_label(
+        json!({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+               "metadata": {"namespace": ns, "name": "zero"},
+               "spec": {"replicatedJobs": [{"name": "w", "replicas": 0, "template": {"spec": {
+                   "parallelism": 3, "completions": 3,
+                   "template": {"spec": {"restartPolicy": "Never", "containers": [
+                       {"name": "c", "image": "busybox", "resources": {"limits": {"cpu": "1"}}}]}}}}}]}}),
+        QUEUE_LABEL,
+        "lq",
+    );
+    let jobs = vec![zero];
+    Scenario::new(&env, queues, jobs, Arrival::OneByOne)
+        .expect(&[format!("zero: admitted w×3={f}")])
+        .await;
+}
