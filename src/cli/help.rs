@@ -22,19 +22,15 @@ impl Help {
             .join("\n       ")
     }
 
-    /// The `Examples:` section printed after the flags.
+    /// The `Examples:` section printed after the flags: each example's purpose as a shell
+    /// comment, then its command line.
     pub fn examples(&self) -> String {
-        let width = self
+        let examples: Vec<String> = self
             .examples
             .iter()
-            .map(|(line, _)| line.len())
-            .max()
-            .unwrap_or(0);
-        let mut text = String::from("Examples:\n");
-        for (line, what) in self.examples {
-            text.push_str(&format!("  {line:<width$}  # {what}\n"));
-        }
-        text.trim_end().to_string()
+            .map(|(line, what)| format!("  # {what}\n  {line}"))
+            .collect();
+        format!("Examples:\n{}", examples.join("\n\n"))
     }
 }
 

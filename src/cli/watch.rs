@@ -144,30 +144,30 @@ fn emit(text: &str) {
 
 struct Terminal {
     apply: TerminalSink,
-    /// The spec's warnings and notes last printed, so each is printed once, not with every plan.
-    spec_notes: std::sync::Mutex<String>,
+    /// The spec's warnings and notes printed so far, so each is printed once, not with every plan.
+    spec_notes: std::sync::Mutex<std::collections::BTreeSet<String>>,
 }
 
 impl Terminal {
-    /// The spec's warnings and notes (notes left out with `-q`), once: when a plan that writes
-    /// something carries them and they differ from those printed last.
+    /// The spec's warnings and notes (notes left out with `-q`), each once: with the first plan
+    /// that writes something and carries it.
     fn spec_notes(&self, plan: &crate::plan::Plan) {
         if !plan.writes() {
             return;
         }
         let quiet = super::output::quiet();
-        let lines: Vec<String> = plan
+        let mut printed = self.spec_notes.lock().unwrap_or_else(|e| e.into_inner());
+        for line in plan
             .notices
             .iter()
             .filter(|n| !(quiet && n.severity == Some(crate::plan::NoticeSeverity::Note)))
             .filter_map(crate::render::plan::spec_notice_line)
-            .collect();
-        let text = lines.join("\n");
-        let mut last = self.spec_notes.lock().unwrap_or_else(|e| e.into_inner());
-        if !text.is_empty() && *last != text {
-            eprintln!("{text}");
+        {
+            if !printed.contains(&line) {
+                eprintln!("{line}");
+                printed.insert(line);
+            }
         }
-        *last = text;
     }
 }
 

@@ -1082,8 +1082,21 @@ mod watch {
             1,
             "the replace was not applied"
         );
-        let (code, _) = w.interrupt();
+        let (code, stderr) = w.interrupt();
         assert_eq!(code, Some(0));
+        // The spec's note, with the first plan that writes; not again with each later plan. The
+        // warning the edit brings (a quota above the smaller pool), once, with the edit's plan.
+        let once = |what: &str| stderr.matches(what).count();
+        assert_eq!(
+            once("note: queue `user-queue` can place this job on a DWS flavor"),
+            1,
+            "{stderr}"
+        );
+        assert_eq!(
+            once("nominal quota google.com/tpu 16 exceeds"),
+            1,
+            "{stderr}"
+        );
     }
 
     #[test]
@@ -1401,7 +1414,8 @@ mod guarantees {
                     "\"cpu\", \"nominalQuota\": 48",
                     "\"cpu\", \"nominalQuota\": 480",
                 )
-                .replace("\"after\": 48", "\"after\": 480"),
+                // A field change shows the quantity as the server stores it: a string.
+                .replace("\"after\": \"48\"", "\"after\": \"480\""),
         )
         .unwrap();
         assert_ne!(std::fs::read_to_string(&path).unwrap(), text_before);
@@ -1412,7 +1426,8 @@ mod guarantees {
         forge(&ws, |plan| {
             let i = cq(plan);
             let action = &mut plan["actions"][i];
-            action["changes"][0]["after"] = serde_json::json!(480);
+            // Spelled as gkq writes a quantity's change: the server's string.
+            action["changes"][0]["after"] = serde_json::json!("480");
             let object = &mut action["steps"][0]["object"];
             object["spec"]["resourceGroups"][0]["flavors"][1]["resources"][0]["nominalQuota"] =
                 serde_json::json!(480);
@@ -1420,7 +1435,7 @@ mod guarantees {
         });
         refused(
             &ws,
-            "kueue.clusterqueue/cluster-queue: the plan file sets spec.resourceGroups[0].flavors[1].resources[0].nominalQuota to 480; the spec says 48",
+            "kueue.clusterqueue/cluster-queue: the plan file sets spec.resourceGroups[0].flavors[1].resources[0].nominalQuota to \"480\"; the spec says \"48\"",
         );
 
         // 3. An update turned into a delete.
