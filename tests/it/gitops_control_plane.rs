@@ -1429,7 +1429,19 @@ async fn a_label_change_on_admitted_jobs_leaves_kueues_fields_to_kueue() {
             .collect();
         assert_eq!(paths, ["metadata.labels.team"], "{action:#}");
         let conflicts = action["conflicts"].as_array().unwrap();
-        assert!(!conflicts.is_empty(), "{action:#}");
+        // What Kueue's patch took (docs/kueue.md, "Who owns what admission wrote"): a RayJob's
+        // whole worker group list (atomic in KubeRay's CRD), a JobSet's pod template node
+        // selector (an atomic map in a list keyed by name).
+        let fields: Vec<&str> = conflicts
+            .iter()
+            .filter_map(|c| c["field"].as_str())
+            .collect();
+        let expected = if action["addr"].as_str().unwrap().starts_with("ray.rayjob/") {
+            vec![".spec.rayClusterSpec.workerGroupSpecs"]
+        } else {
+            vec![r#".spec.replicatedJobs[name="slice"].template.spec.template.spec.nodeSelector"#]
+        };
+        assert_eq!(fields, expected, "{action:#}");
         for c in conflicts {
             assert_eq!(c["manager"], "kueue", "{action:#}");
             assert_eq!(c["resolution"], "left", "{action:#}");
