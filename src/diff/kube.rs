@@ -104,6 +104,10 @@ pub fn classify(kind: &ResourceKind, path: &[PathSeg]) -> ChangeEffect {
             )
         }
         (_, ["metadata", "labels" | "annotations", ..]) => ChangeEffect::InPlace(UpdateMethod::ServerSideApply),
+        (kind, [parents @ .., _]) if is_spec_run(kind) && parents.contains(&"template") => ChangeEffect::Replace(format!(
+            "a {}'s pod template changed: Kueue admitted the job with its pod templates and its pods are made from them, so only a new run carries the change",
+            kind_name(kind)
+        )),
         (ResourceKind::RayJob, _) => ChangeEffect::Replace(
             "a RayJob is a run: a changed job is submitted as a new run, never edited while it runs".to_string(),
         ),
@@ -130,6 +134,7 @@ fn is_spec_run(kind: &ResourceKind) -> bool {
 /// `JobSet`, `Job`: the kind as Kubernetes spells it, for the reasons above.
 fn kind_name(kind: &ResourceKind) -> &str {
     match kind {
+        ResourceKind::RayJob => "RayJob",
         ResourceKind::Other(k) if k == "jobset" => "JobSet",
         ResourceKind::Other(k) if k == "job" => "Job",
         _ => "job",
@@ -317,6 +322,36 @@ mod tests {
             diff.changes[0]
                 .path
                 .ends_with("[\"cloud.google.com/gke-tpu-topology\"]")
+        );
+    }
+
+    #[test]
+    fn a_changed_pod_template_is_a_new_run_for_that_reason() {
+        let addr = ResourceAddr::from_object(&json!({"apiVersion": "jobset.x-k8s.io/v1alpha2",
+            "kind": "JobSet", "metadata": {"name": "j", "namespace": "default"}}))
+        .unwrap();
+        let job = |image: &str| {
+            json!({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": "j", "namespace": "default"},
+            "spec": {"replicatedJobs": [{"name": "slice", "template": {"spec": {"template":
+                {"spec": {"containers": [{"name": "main", "image": image}]}}}}}]}})
+        };
+        let diff = diff_object(&addr, &job("b"), &job("a"), None);
+        assert_eq!(
+            diff.replace_reasons(),
+            [
+                "a JobSet's pod template changed: Kueue admitted the job with its pod templates and its pods are made from them, so only a new run carries the change"
+            ]
+        );
+        // Outside the templates, the kind's own reason.
+        let mut other = job("a");
+        other["spec"]["suspend"] = json!(false);
+        other["spec"]["ttlSecondsAfterFinished"] = json!(60);
+        let diff = diff_object(&addr, &other, &job("a"), None);
+        assert!(
+            diff.replace_reasons()[0].starts_with("a JobSet is a run"),
+            "{:?}",
+            diff.replace_reasons()
         );
     }
 

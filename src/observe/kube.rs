@@ -474,6 +474,12 @@ async fn probe(
         }
         // A namespace that does not exist yet, or a rejected object: the plan shows the
         // rendered object; apply reports the server's answer.
+        // It conflicts, and the server refuses it even forced (a running batch Job's pod
+        // template is immutable): the conflicts are resolved against the spec's own values.
+        (Some(_), Err(KubeError::Conflict { conflicts, .. })) => Answer {
+            found: found_in(conflicts),
+            ..Default::default()
+        },
         (owned_live, Err(e)) => {
             tracing::debug!("dry-run of {}: {e}", crate::kube::describe(object));
             match owned_live {
@@ -510,18 +516,33 @@ async fn preview(
         .map(without_status)
     };
     match dry_run(false).await {
-        Err(KubeError::Conflict { conflicts, .. }) => {
-            let found = conflicts
-                .into_iter()
-                .map(|c| Found {
-                    field: c.field,
-                    manager: c.manager,
+        Err(KubeError::Conflict {
+            conflicts,
+            object: name,
+            message,
+        }) => match dry_run(true).await {
+            Ok(forced) => Ok((forced, found_in(conflicts))),
+            Err(refused) => {
+                tracing::debug!("forced dry-run of {name}: {refused}");
+                Err(KubeError::Conflict {
+                    object: name,
+                    conflicts,
+                    message,
                 })
-                .collect();
-            Ok((dry_run(true).await?, found))
-        }
+            }
+        },
         answer => answer.map(|p| (p, Vec::new())),
     }
+}
+
+fn found_in(conflicts: Vec<crate::kube::FieldConflict>) -> Vec<Found> {
+    conflicts
+        .into_iter()
+        .map(|c| Found {
+            field: c.field,
+            manager: c.manager,
+        })
+        .collect()
 }
 
 /// Decides the conflicts the dry run found (`plan::conflicts::resolve`) against the live object
@@ -541,9 +562,13 @@ async fn resolve_conflicts(
         Some(read) => read.as_ref(),
         None => owned_live,
     };
-    let (Some(live), Some(forced), false) = (live, &answer.predicted, found.is_empty()) else {
+    let (Some(live), false) = (live, found.is_empty()) else {
         return Ok(answer);
     };
+    // Without the server's forced answer (it refused even that), the spec's own values are
+    // what forcing would write.
+    let forced = answer.predicted.clone().unwrap_or_else(|| object.clone());
+    let forced = &forced;
     let mut resolved = resolve(addr, object, live, forced, &found, force);
     if let Some(applied) = &resolved.applied {
         match preview(api, info, applied).await {

@@ -769,8 +769,8 @@ impl<'a> Planner<'a> {
                         let observed = objects.get(addr);
                         let live = observed.and_then(|o| o.live.as_ref());
                         let predicted = observed.and_then(|o| o.predicted.as_ref());
-                        // Without a judge's observer nothing was resolved: conflicts come to
-                        // light only from dry runs made for a judge.
+                        // Observed without a judge (a destroy, whose objects all go): the
+                        // observer resolved no field-manager conflicts.
                         self.judge.kube_action(addr, object, live, predicted, None)
                     }
                 };

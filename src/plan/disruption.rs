@@ -8,7 +8,8 @@
 //!
 //! A job is a run: a changed RayJob, Job or JobSet is submitted again as a new run, which stops
 //! the old one. Replacing a job that has finished stops nothing; replacing one that holds quota,
-//! is admitted or is running does.
+//! is admitted or is running does. An update that forces fields Kueue wrote into a job it
+//! admitted (`plan::conflicts`, planned only with `--force-conflicts`) is listed too.
 
 use std::collections::BTreeSet;
 

@@ -1280,16 +1280,10 @@ async fn wait_for_quota_reserved_condition(namespace: &str, job: &str) {
 
 /// A spec's `jobs:` entry for a JobSet of one 4x4 v6e slice (4 hosts), one run.
 fn one_slice_jobset(name: &str) -> String {
-    let entry = r#"  - name: NAME
-    kind: jobset
-    namespace: ${NS}
-    count: 1
-    queue: user-queue
-    script: train.py
-    configMap: jax-train-script
-    image: rayproject/ray:2.53.0-py311
-    entrypoint: python /app/train.py
-    replicatedJobs:
+    job_entry(
+        name,
+        "jobset",
+        r#"    replicatedJobs:
       - name: slice
         replicas: 1
         hosts: 4
@@ -1297,8 +1291,27 @@ fn one_slice_jobset(name: &str) -> String {
           cpu: 8
           memory: 16Gi
           accelerator: {type: tpu-v6e-slice, topology: 4x4, chips: 4}
+"#,
+    )
+}
+
+/// A spec's `jobs:` entry of `kind`, one run of the fixture's script in its queue, then `shape`
+/// (the kind's own lines).
+fn job_entry(name: &str, kind: &str, shape: &str) -> String {
+    let entry = r#"  - name: NAME
+    kind: KIND
+    namespace: ${NS}
+    count: 1
+    queue: user-queue
+    script: train.py
+    configMap: jax-train-script
+    image: rayproject/ray:2.53.0-py311
+    entrypoint: python /app/train.py
 "#;
-    entry.replace("NAME", name)
+    format!(
+        "{}{shape}",
+        entry.replace("NAME", name).replace("KIND", kind)
+    )
 }
 
 /// One plan's jobs on the real Kueue: a RayJob listed before a JobSet whose kind and name sort
@@ -1390,7 +1403,14 @@ async fn a_label_change_on_admitted_jobs_leaves_kueues_fields_to_kueue() {
     let before_spec = std::fs::read_to_string(&spec).unwrap();
     assert!(before_spec.contains("    count: 2\n"), "{before_spec}");
     let jobset = one_slice_jobset("trainer");
-    // Room on on-demand for both jobs: each is admitted there (no admission check) and started.
+    // A batch Job of CPU work with a node selector of its own, which Kueue's adds to.
+    let batch = job_entry(
+        "batch",
+        "job",
+        "    parallelism: 2\n    completions: 2\n    pods: {cpu: 1, memory: 1Gi, nodeSelector: {example.com/tier: batch}}\n",
+    );
+    // Room on on-demand for both slices: each is admitted there (no admission check) and
+    // started; the batch Job on default-cpu.
     let quota = r#"quota: {cpu: 40, memory: 75Gi, google.com/tpu: "${TPU_QUOTA}"}"#;
     assert!(before_spec.contains(quota), "{before_spec}");
     let two_jobs = format!(
@@ -1399,17 +1419,20 @@ async fn a_label_change_on_admitted_jobs_leaves_kueues_fields_to_kueue() {
             .replace("    count: 2\n", "    count: 1\n")
             .replace(quota, "quota: {cpu: 80, memory: 150Gi, google.com/tpu: 32}")
     );
+    let two_jobs = format!("{two_jobs}{batch}");
     std::fs::write(&spec, &two_jobs).unwrap();
     let out = s.run(&["apply", "--auto-approve"]);
     assert!(out.status.success(), "{}", explain(&out));
-    wait_for_admissions(&ns, 2).await;
+    wait_for_admissions(&ns, 3).await;
     let client = client().await;
     let ray = "rayjob-tpu-v6e-dws-1";
     let set = "trainer-1";
+    let job = "batch-1";
     let rayjobs = support::control_plane::dynamic_api(&client, "ray.io/v1", "RayJob", &ns).unwrap();
     let jobsets =
         support::control_plane::dynamic_api(&client, "jobset.x-k8s.io/v1alpha2", "JobSet", &ns)
             .unwrap();
+    let jobs = support::control_plane::dynamic_api(&client, "batch/v1", "Job", &ns).unwrap();
     let workloads =
         support::control_plane::dynamic_api(&client, "kueue.x-k8s.io/v1beta2", "Workload", &ns)
             .unwrap();
@@ -1422,6 +1445,7 @@ async fn a_label_change_on_admitted_jobs_leaves_kueues_fields_to_kueue() {
                 .iter()
                 .map(|g| g["template"].clone())
                 .collect::<Vec<_>>(),
+            Some("Job") => vec![job["spec"]["template"].clone()],
             _ => job["spec"]["replicatedJobs"]
                 .as_array()
                 .unwrap()
@@ -1435,17 +1459,17 @@ async fn a_label_change_on_admitted_jobs_leaves_kueues_fields_to_kueue() {
             .collect()
     };
     let started = std::time::Instant::now();
-    let (ray_before, set_before) = loop {
+    let (ray_before, set_before, job_before) = loop {
         let r = serde_json::to_value(rayjobs.get(ray).await.unwrap()).unwrap();
         let j = serde_json::to_value(jobsets.get(set).await.unwrap()).unwrap();
-        if pool(&r) == [Value::from("on-demand-pool")]
-            && pool(&j) == [Value::from("on-demand-pool")]
-        {
-            break (r, j);
+        let b = serde_json::to_value(jobs.get(job).await.unwrap()).unwrap();
+        let on = |o: &Value, p: &str| pool(o) == [Value::from(p)];
+        if on(&r, "on-demand-pool") && on(&j, "on-demand-pool") && on(&b, "default-pool") {
+            break (r, j, b);
         }
         assert!(
             started.elapsed() < Duration::from_secs(60),
-            "Kueue never started both jobs on on-demand:\n{r:#}\n{j:#}"
+            "Kueue never started the jobs where they fit:\n{r:#}\n{j:#}\n{b:#}"
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     };
@@ -1474,14 +1498,14 @@ async fn a_label_change_on_admitted_jobs_leaves_kueues_fields_to_kueue() {
         held
     };
     let before = admitted().await;
-    assert_eq!(before.len(), 2, "{before:?}");
+    assert_eq!(before.len(), 3, "{before:?}");
 
     // A label on both jobs.
     let labelled = two_jobs.replace(
         "    queue: user-queue\n",
         "    queue: user-queue\n    labels: {team: research}\n",
     );
-    assert_eq!(labelled.matches("team: research").count(), 2, "{labelled}");
+    assert_eq!(labelled.matches("team: research").count(), 3, "{labelled}");
     std::fs::write(&spec, &labelled).unwrap();
     let out = s.run(&["plan", "--detailed-exitcode", "-o", "json"]);
     assert_eq!(out.status.code(), Some(2), "{}", explain(&out));
@@ -1492,7 +1516,7 @@ async fn a_label_change_on_admitted_jobs_leaves_kueues_fields_to_kueue() {
         .iter()
         .filter(|a| a["kind"] != "no-op")
         .collect();
-    assert_eq!(changed.len(), 2, "{plan:#}");
+    assert_eq!(changed.len(), 3, "{plan:#}");
     for action in &changed {
         assert_eq!(action["kind"], "update", "{action:#}");
         let paths: Vec<&str> = action["changes"]
@@ -1503,7 +1527,22 @@ async fn a_label_change_on_admitted_jobs_leaves_kueues_fields_to_kueue() {
             .collect();
         assert_eq!(paths, ["metadata.labels.team"], "{action:#}");
         let conflicts = action["conflicts"].as_array().unwrap();
-        assert!(!conflicts.is_empty(), "{action:#}");
+        // What Kueue's patch took (docs/kueue.md, "Who owns what admission wrote"): a RayJob's
+        // whole worker group list (atomic in KubeRay's CRD), a JobSet's pod template node
+        // selector (an atomic map in a list keyed by name).
+        let fields: Vec<&str> = conflicts
+            .iter()
+            .filter_map(|c| c["field"].as_str())
+            .collect();
+        let addr = action["addr"].as_str().unwrap();
+        let expected = if addr.starts_with("ray.rayjob/") {
+            vec![".spec.rayClusterSpec.workerGroupSpecs"]
+        } else if addr.starts_with("k8s.jobset/") {
+            vec![r#".spec.replicatedJobs[name="slice"].template.spec.template.spec.nodeSelector"#]
+        } else {
+            vec![".spec.template.spec.nodeSelector"]
+        };
+        assert_eq!(fields, expected, "{action:#}");
         for c in conflicts {
             assert_eq!(c["manager"], "kueue", "{action:#}");
             assert_eq!(c["resolution"], "left", "{action:#}");
@@ -1512,7 +1551,7 @@ async fn a_label_change_on_admitted_jobs_leaves_kueues_fields_to_kueue() {
                 c["forcing"]
                     .as_str()
                     .unwrap()
-                    .contains(r#""on-demand-pool" -> (unset)"#),
+                    .contains(r#"-pool" -> (unset)"#),
                 "{action:#}"
             );
         }
@@ -1535,7 +1574,12 @@ async fn a_label_change_on_admitted_jobs_leaves_kueues_fields_to_kueue() {
     assert!(out.status.success(), "{}", explain(&out));
     let ray_after = serde_json::to_value(rayjobs.get(ray).await.unwrap()).unwrap();
     let set_after = serde_json::to_value(jobsets.get(set).await.unwrap()).unwrap();
-    for (before, after) in [(&ray_before, &ray_after), (&set_before, &set_after)] {
+    let job_after = serde_json::to_value(jobs.get(job).await.unwrap()).unwrap();
+    for (before, after) in [
+        (&ray_before, &ray_after),
+        (&set_before, &set_after),
+        (&job_before, &job_after),
+    ] {
         assert_eq!(after["metadata"]["labels"]["team"], "research", "{after:#}");
         assert_eq!(
             after["spec"], before["spec"],
@@ -1571,6 +1615,7 @@ async fn a_label_change_on_admitted_jobs_leaves_kueues_fields_to_kueue() {
     assert_eq!(
         stopped,
         [
+            format!("k8s.job/{ns}/{job}"),
             format!("k8s.jobset/{ns}/{set}"),
             format!("ray.rayjob/{ns}/{ray}")
         ],

@@ -1005,14 +1005,15 @@ fn a_job_dropped_from_the_spec_is_listed_with_the_quota_it_holds() {
 /// `gkq <args> infra --env local --state-dir <state>` in a workspace, with DWS provisioning
 /// after 30 minutes and jobs that run 100 hours.
 fn gkq_in(ws: &support::Workspace, state: &Path, args: &[&str]) -> Output {
-    let mut c = support::gkq();
-    c.current_dir(ws.path())
-        .env("GKQ_LOCAL_PROVISIONING", "after:30m")
-        .env("GKQ_LOCAL_RUN", "100h")
-        .args(args)
-        .args(["infra", "--env", "local", "--state-dir"])
-        .arg(state);
-    c.output().unwrap()
+    run_in(
+        ws,
+        state,
+        &[
+            ("GKQ_LOCAL_PROVISIONING", "after:30m"),
+            ("GKQ_LOCAL_RUN", "100h"),
+        ],
+        args,
+    )
 }
 
 /// `gkq status -o json` on a workspace's spec (`infra`) with the local overlay.
@@ -1325,5 +1326,93 @@ fn a_predicted_preemption_evicts_the_victim_on_the_local_target() {
     assert_eq!(
         report["clusterQueues"][0]["reservingWorkloads"], 1,
         "{report:#}"
+    );
+}
+
+/// `gkq <args> infra --env local --state-dir <state>` in a workspace, with `env` set.
+fn run_in(ws: &support::Workspace, state: &Path, env: &[(&str, &str)], args: &[&str]) -> Output {
+    let mut c = support::gkq();
+    c.current_dir(ws.path());
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.args(args)
+        .args(["infra", "--env", "local", "--state-dir"])
+        .arg(state);
+    c.output().unwrap()
+}
+
+/// Issue 28 point 3 on the local target: the simulated Kueue writes an admitted job's placement
+/// into its pod templates as manager `kueue`, as the real one does. A label change on the
+/// running job plans as an update that leaves those fields to Kueue and applies without
+/// `--force-conflicts`; the job still waiting for its admission check has nothing of Kueue's
+/// to conflict with. Planned with force, the admitted job's update is a disruption.
+#[test]
+fn a_label_change_on_an_admitted_job_leaves_kueues_fields_to_kueue() {
+    let ws = support::Workspace::example();
+    let state = ws.path().join("state");
+    let run = |args: &[&str]| run_in(&ws, &state, &[("GKQ_LOCAL_RUN", "100h")], args);
+    ok(run(&["apply", "--auto-approve"]));
+    let states = |report: &Value| -> Vec<String> {
+        report["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|j| format!("{} {}", j["job"], j["observed"]["state"]))
+            .collect()
+    };
+    let before = states(&status_in(&ws, &state));
+    assert_eq!(
+        before,
+        [
+            format!("\"{JOB1}\" \"admitted\""),
+            format!("\"{JOB2}\" \"waiting-for-admission-checks\"")
+        ]
+    );
+    ws.edit(
+        "    queue: user-queue\n",
+        "    queue: user-queue\n    labels: {team: research}\n",
+    );
+    let plan: Value = serde_json::from_str(&ok(run(&["plan", "-o", "json"]))).unwrap();
+    let action = |job: &str| -> Value {
+        plan["actions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["addr"] == format!("ray.rayjob/default/{job}"))
+            .cloned()
+            .unwrap_or_else(|| panic!("{plan:#}"))
+    };
+    let (running, waiting) = (action(JOB1), action(JOB2));
+    for a in [&running, &waiting] {
+        assert_eq!(a["kind"], "update", "{a:#}");
+    }
+    assert_eq!(
+        running["conflicts"][0]["field"], ".spec.rayClusterSpec.workerGroupSpecs",
+        "{running:#}"
+    );
+    assert_eq!(running["conflicts"][0]["manager"], "kueue");
+    assert_eq!(running["conflicts"][0]["resolution"], "left");
+    assert!(waiting.get("conflicts").is_none(), "{waiting:#}");
+    let out = run(&["plan", "--force-conflicts", "-o", "json"]);
+    let forced: Value = serde_json::from_str(&text(&out).0).unwrap();
+    let stopped: Vec<&str> = forced["disruptions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|d| d["addr"].as_str())
+        .collect();
+    assert_eq!(
+        stopped,
+        [format!("ray.rayjob/default/{JOB1}")],
+        "{forced:#}"
+    );
+
+    ok(run(&["apply", "--auto-approve"]));
+    assert_eq!(states(&status_in(&ws, &state)), before);
+    let stdout = ok(run(&["plan"]));
+    assert!(
+        stdout.contains("No changes. Live state matches the spec."),
+        "{stdout}"
     );
 }

@@ -328,6 +328,7 @@ pub fn api_resource(api_version: &str, kind: &str) -> Result<(ApiResource, bool)
         "RayJob" => ("rayjobs", true),
         "RayCluster" => ("rayclusters", true),
         "JobSet" => ("jobsets", true),
+        "Job" => ("jobs", true),
         "ProvisioningRequest" => ("provisioningrequests", true),
         "ConfigMap" => ("configmaps", true),
         "Deployment" => ("deployments", true),
