@@ -146,18 +146,16 @@ fn predict_arriving(
     // A live Workload owned by one of the given jobs is that job; keep only the job. Workloads
     // whose quota Kueue takes back (a stopped or missing queue) queue again, after the waiting
     // ones.
-    let released = cluster
+    let requeued = cluster
         .reserving_workloads
         .iter()
         .zip(&model.released)
-        .filter_map(|(reserving, released)| {
-            Some((reserving.workload.as_ref()?, released.clone()?))
-        });
-    let (queued, releases): (Vec<&PendingWorkload>, Vec<Option<active::Release>>) = cluster
+        .filter_map(|(reserving, release)| Some((reserving.workload.as_ref()?, release.clone()?)));
+    let (queued, queue_releases): (Vec<&PendingWorkload>, Vec<Option<active::Release>>) = cluster
         .pending_workloads
         .iter()
         .map(|w| (w, None))
-        .chain(released.map(|(w, release)| (w, Some(release))))
+        .chain(requeued.map(|(w, release)| (w, Some(release))))
         .filter(|(live, _)| {
             !jobs.iter().any(|job| {
                 live.owner.as_ref().is_some_and(|(kind, name)| {
@@ -222,13 +220,7 @@ fn predict_arriving(
         })
         .collect();
     let releases = releases_of(&model, cluster, &holding, first_live, released, arrival);
-    let simulation = simulate(
-        &model,
-        &compiled,
-        &live,
-        &held_until_arrivals,
-        &releases,
-    );
+    let simulation = simulate(&model, &compiled, &live, &held_until_arrivals, &releases);
 
     let placements: Vec<Placement> = all
         .iter()
@@ -238,7 +230,7 @@ fn predict_arriving(
         .map(|(index, ((workload, compiled), outcome))| {
             let mut placement = placement_of(&model, &all, workload, compiled, outcome);
             add_preemptions(&mut placement, index, &all, &simulation);
-            if let Some(Some(release)) = releases.get(index) {
+            if let Some(Some(release)) = queue_releases.get(index) {
                 placement.reason = Some(match &placement.reason {
                     Some(reason) => format!("{}; then: {reason}", release.text()),
                     None => release.text(),

@@ -63,7 +63,7 @@ impl World {
 
     /// The subject's placement, predicted as a plan predicts (`predict_in_order`).
     pub fn placement_of(&self, subject: Subject) -> Option<Placement> {
-        let prediction = super::predict_in_order(&self.cluster, &self.jobs);
+        let prediction = super::predict_in_order(&self.cluster, &self.jobs, &[]);
         match subject {
             Subject::Job(i) => prediction.placements.into_iter().nth(i),
             Subject::Queued(i) => {

@@ -1632,6 +1632,7 @@ async fn a_label_change_on_admitted_jobs_leaves_kueues_fields_to_kueue() {
     assert_eq!(admitted().await, before, "nothing was changed");
     let r = serde_json::to_value(rayjobs.get(ray).await.unwrap()).unwrap();
     assert_eq!(r["metadata"]["labels"]["team"], "research");
+}
 
 /// Waits until exactly `count` Workloads in `namespace` hold quota (reserved, not finished) and
 /// none of `gone` (uids of deleted jobs) does.

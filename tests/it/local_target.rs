@@ -1122,6 +1122,8 @@ fn the_pinned_kueue_release_decides_whether_the_local_plan_predicts() {
             .iter()
             .all(|p| p.get("notPredicted").is_none() && p["podsets"][0]["flavor"].is_string()),
         "{patch:#}"
+    );
+}
 
 /// The flavor of `podset` in the placement `plan` predicts for `job`.
 fn planned_flavor(plan: &Value, job: &str, podset: &str) -> String {

@@ -1811,7 +1811,7 @@ fn a_missing_local_queue_or_a_deleted_cluster_queue_leaves_admitted_work_alone()
         parked,
     ));
     let next = jobs(&[batch_job("default", "next", "other", 1, &[("cpu", "3")])]);
-    let prediction = gkq::placement::predict_in_order(&cluster(&objects), &next);
+    let prediction = gkq::placement::predict_in_order(&cluster(&objects), &next, &[]);
     assert_eq!(
         queued_states(&prediction),
         [
@@ -1880,6 +1880,7 @@ fn a_drained_workload_queues_again_behind_the_ones_that_waited() {
     let prediction = gkq::placement::predict_in_order(
         &cluster(&objects[..objects.len() - 1]),
         &jobs(&[batch_job("default", "later", "lq", 1, &[("cpu", "3")])]),
+        &[],
     );
     assert_eq!(prediction.queued[0].state, PlacementState::Admitted);
     assert_eq!(prediction.placements[0].state, PlacementState::Pending);
@@ -1906,6 +1907,7 @@ fn a_workload_takes_its_priority_from_the_class_it_names() {
     objects.retain(|o| o["kind"] != "WorkloadPriorityClass");
     let prediction = predict(&cluster(&objects), &[]);
     assert_eq!(prediction.queued[0].state, PlacementState::Admitted);
+}
 
 // ---------------------------------------------------------------- what `gkq explain` offers
 
