@@ -540,7 +540,7 @@ mod tests {
         let lq = json!({"kind": "LocalQueue", "metadata": {"namespace": "team", "name": "lq"},
             "spec": {"clusterQueue": "cq"}});
         let backoff = workload("PodsReadyTimeout");
-        let found = find(&[&lq, &backoff], &BTreeMap::new());
+        let found = find(&[&lq, &backoff], &Manager::default());
         assert_eq!(found.len(), 1, "{found:?}");
         assert_eq!(found[0].feature, "a workload held back from its queue");
         assert_eq!(
@@ -550,7 +550,7 @@ mod tests {
         for modelled in ["ClusterQueueStopped", "LocalQueueStopped"] {
             let stopped = workload(modelled);
             assert!(
-                find(&[&lq, &stopped], &BTreeMap::new()).is_empty(),
+                find(&[&lq, &stopped], &Manager::default()).is_empty(),
                 "{modelled}"
             );
         }
