@@ -119,6 +119,14 @@ pub const COMMANDS: &[Help] = &[
         )],
     },
     Help {
+        command: "logs",
+        forms: &["logs [OPTIONS] NAMESPACE/JOB [SPEC]"],
+        examples: &[(
+            "gkq logs default/rayjob-tpu-v6e-dws-1 examples/tpu-dws --env local -f",
+            "follow the driver's log, waiting while Kueue holds the job back",
+        )],
+    },
+    Help {
         command: "agent",
         forms: &[
             "agent [OPTIONS]",

@@ -7,6 +7,7 @@ pub mod emulator;
 pub mod explain;
 pub mod gitops;
 pub mod help;
+pub mod logs;
 pub mod output;
 pub mod plan;
 pub mod render;
@@ -77,6 +78,9 @@ pub enum Command {
     /// Why a job is where it is: Kueue's conditions, gkq's reproduction flavor by flavor, whether
     /// they agree, and what to change in the spec.
     Explain(explain::ExplainArgs),
+    /// The log of a job's driver (a RayJob's submitter, a JobSet's or Job's first pod), waiting
+    /// while Kueue holds the job back; `-f` follows it.
+    Logs(logs::LogsArgs),
     /// The GitOps agent: reconcile GkqStack objects (fetch, plan, apply or hold) continuously.
     Agent(agent::AgentArgs),
     /// Approve a plan the agent holds, by the digest its status shows.
@@ -217,6 +221,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Destroy(a) => runtime()?.block_on(apply::destroy(&a)),
         Command::Status(a) => runtime()?.block_on(status::run(&a)),
         Command::Explain(a) => runtime()?.block_on(explain::run(&a)),
+        Command::Logs(a) => runtime()?.block_on(logs::run(&a)),
         Command::Watch(a) => runtime()?.block_on(watch::run(&a)),
         Command::Agent(a) => runtime()?.block_on(agent::run(&a)),
         Command::Approve(a) => runtime()?.block_on(agent::approve(&a)),

@@ -498,6 +498,36 @@ impl KubeApi for RealKube {
         }
     }
 
+    async fn pod_log(
+        &self,
+        namespace: &str,
+        name: &str,
+        follow: bool,
+        each: &mut (dyn for<'l> FnMut(&'l str) + Send),
+    ) -> KubeResult<()> {
+        use futures::{AsyncBufReadExt, TryStreamExt};
+        let pods: Api<k8s_openapi::api::core::v1::Pod> =
+            Api::namespaced(self.client.clone(), namespace);
+        let params = kube::api::LogParams {
+            follow,
+            ..Default::default()
+        };
+        let what = format!("Pod {namespace}/{name}");
+        let stream = pods
+            .log_stream(name, &params)
+            .await
+            .map_err(|e| map_error(&what, e))?;
+        let mut lines = stream.lines();
+        while let Some(line) = lines
+            .try_next()
+            .await
+            .map_err(|e| KubeError::Transport(format!("reading the log of {what}: {e}")))?
+        {
+            each(&line);
+        }
+        Ok(())
+    }
+
     fn refresh_discovery(&self) {
         if let Ok(mut d) = self.discovered.lock() {
             d.clear();

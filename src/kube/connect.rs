@@ -118,6 +118,18 @@ impl KubeApi for LazyKube<'_> {
             .delete(info, namespace, name, version)
             .await
     }
+    async fn pod_log(
+        &self,
+        namespace: &str,
+        name: &str,
+        follow: bool,
+        each: &mut (dyn for<'l> FnMut(&'l str) + Send),
+    ) -> KubeResult<()> {
+        self.client()
+            .await?
+            .pod_log(namespace, name, follow, each)
+            .await
+    }
     fn refresh_discovery(&self) {
         if let Some(c) = self.client.get() {
             c.refresh_discovery();

@@ -191,6 +191,20 @@ pub trait KubeApi: Send + Sync {
         name: &str,
         version: Option<&Version>,
     ) -> KubeResult<Deletion>;
+    /// The log of pod `namespace/name` (its first container's), each line handed to `each` as
+    /// it is read; with `follow`, until the container ends or the server closes the stream.
+    async fn pod_log(
+        &self,
+        namespace: &str,
+        name: &str,
+        follow: bool,
+        each: &mut (dyn for<'l> FnMut(&'l str) + Send),
+    ) -> KubeResult<()> {
+        let _ = (follow, each);
+        Err(KubeError::Transport(format!(
+            "this Kubernetes API does not serve pod logs (pod {namespace}/{name})"
+        )))
+    }
     /// Forgets cached discovery (after CRDs were installed).
     fn refresh_discovery(&self) {}
 }

@@ -3,8 +3,9 @@
 //! pools their podsets' flavors map to (a JobSet's pods per slice, scheduled together by
 //! [`super::ray::schedule`] like a Ray cluster's), then run for the job's declared duration (or
 //! `GKQ_LOCAL_RUN`) and succeed: a JobSet becomes `Completed`, a Job `Complete`. Suspending a
-//! running job stops its pods. Neither child Jobs nor Pods are created; the status counts stand
-//! for them, and every condition message says it is simulated.
+//! running job stops its pods. No child Jobs are created, and of the pods only the driver
+//! ([`super::pods`]); the status counts stand for the rest, and every condition message says it
+//! is simulated.
 
 use serde_json::{Value, json};
 
@@ -69,6 +70,7 @@ pub fn reconcile(ctx: &mut Ctx<'_>) -> Outcome {
         }
         changed |= step(ctx, &key, &job);
     }
+    changed |= super::pods::forget_deleted(ctx);
     Outcome { changed }
 }
 
@@ -96,10 +98,11 @@ fn step(ctx: &mut Ctx<'_>, key: &Key, job: &Value) -> bool {
         );
         changed = true;
     }
+    let run = ctx.sim.runs.get(&uid).cloned();
+    changed |= super::pods::sync(ctx, job, run.as_ref());
     if finished(job) {
         return changed;
     }
-    let run = ctx.sim.runs.get(&uid).cloned();
     let phase = phase(run.as_ref(), suspended, ctx.settings.ray_startup_ms, now);
     let pods: Vec<(String, i64, i64)> = PendingWorkload::from_object(job)
         .map(|w| {

@@ -124,6 +124,10 @@ pub struct SimState {
     pub attempts: BTreeMap<String, u32>,
     #[serde(default)]
     pub node_seq: u64,
+    /// The simulated pods' logs by `namespace/pod` ([`super::pods`]), kept beside the objects
+    /// as a kubelet keeps them beside the API server.
+    #[serde(default)]
+    pub pod_logs: BTreeMap<String, Vec<String>>,
     /// Kueue objects changed since Kueue's controllers last ran (not kept on disk: after a
     /// restart every object is looked at once).
     #[serde(skip)]

@@ -36,6 +36,7 @@ pub mod batch;
 pub mod controller;
 pub mod kueue;
 pub mod nodes;
+pub mod pods;
 pub mod ray;
 pub mod schema;
 pub mod sim;
@@ -761,7 +762,53 @@ impl KubeApi for LocalKube {
             None => Deletion::Gone,
         })
     }
+    /// The simulated driver pod's log ([`pods`]); following it brings the simulation to now
+    /// every [`FOLLOW_POLL`] until the pod has ended or is gone.
+    async fn pod_log(
+        &self,
+        namespace: &str,
+        name: &str,
+        follow: bool,
+        each: &mut (dyn for<'l> FnMut(&'l str) + Send),
+    ) -> KubeResult<()> {
+        let mut shown = 0;
+        loop {
+            let (lines, ended) = {
+                let (world, _) = self.sync().await?;
+                let key = Key::new("v1", "Pod", Some(namespace), name);
+                let Some(pod) = world.store.get(&key) else {
+                    if shown > 0 {
+                        // Deleted while followed (the job was suspended again).
+                        return Ok(());
+                    }
+                    return Err(KubeError::Api {
+                        object: format!("Pod {namespace}/{name}"),
+                        code: 404,
+                        reason: "NotFound".into(),
+                        message: format!("pods \"{name}\" not found"),
+                    });
+                };
+                let ended = matches!(
+                    pod.pointer("/status/phase").and_then(Value::as_str),
+                    Some("Succeeded" | "Failed")
+                );
+                let log = pods::log(&world.sim, namespace, name).unwrap_or_default();
+                (log.get(shown..).unwrap_or_default().to_vec(), ended)
+            };
+            for line in &lines {
+                each(line);
+            }
+            shown += lines.len();
+            if !follow || ended {
+                return Ok(());
+            }
+            tokio::time::sleep(FOLLOW_POLL).await;
+        }
+    }
 }
+
+/// How often a followed simulated log is read again.
+const FOLLOW_POLL: std::time::Duration = std::time::Duration::from_millis(500);
 
 #[cfg(test)]
 mod tests {

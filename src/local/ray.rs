@@ -164,6 +164,8 @@ pub fn reconcile(ctx: &mut Ctx<'_>) -> Outcome {
                 });
             }
         }
+        let run = ctx.sim.runs.get(&job_uid).cloned();
+        changed |= super::pods::sync(ctx, &job, run.as_ref());
     }
     changed |= ctx.store.collect_garbage(now);
     Outcome { changed }

@@ -13,7 +13,9 @@ use futures::future::join_all;
 /// `(apiVersion, kind)`.
 pub type KindRef = (&'static str, &'static str);
 
-const WORKLOAD: KindRef = ("kueue.x-k8s.io/v1beta2", "Workload");
+pub const WORKLOAD: KindRef = ("kueue.x-k8s.io/v1beta2", "Workload");
+/// A job's pods, which `gkq logs` reads.
+pub const POD: KindRef = ("v1", "Pod");
 pub const PROVISIONING_REQUEST: KindRef = ("autoscaling.x-k8s.io/v1", "ProvisioningRequest");
 const RAYJOB: KindRef = ("ray.io/v1", "RayJob");
 const JOBSET: KindRef = ("jobset.x-k8s.io/v1alpha2", "JobSet");

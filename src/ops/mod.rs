@@ -13,6 +13,7 @@
 //! saved    a saved plan: read, what its spec says now, the session it is applied in
 //! status   plan, the applied revision and the checkout -> the status report; where jobs landed
 //! explain  why one job or Workload is where it is: Kueue's word, gkq's reproduction, fixes
+//! logs     a job's driver log: wait while Kueue holds the job back, then read (or follow) it
 //! watch    re-plan on file changes, drift and new commits, apply when allowed, follow the jobs
 //! ```
 //!
@@ -26,6 +27,7 @@ pub mod converge;
 pub mod explain;
 pub mod load;
 pub mod lock;
+pub mod logs;
 pub mod plan;
 pub mod saved;
 pub mod session;

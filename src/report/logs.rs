@@ -1,4 +1,4 @@
-//! What `gkq logs NAMESPACE/JOB` reads (issue 33 point 4, the command itself not written yet):
+//! What `gkq logs NAMESPACE/JOB` reads (`ops::logs` reads it):
 //! which pods are the job's driver, and what to say while the job has no pods to read because
 //! Kueue has not admitted it.
 //!
@@ -31,6 +31,27 @@ pub enum PodChoice {
     Named(String),
     /// Every pod of the job (`--all`).
     All,
+}
+
+/// The label selectors that together select every pod [`job_pods`] may choose for `job`: one
+/// list per selector (a RayJob's submitter and, once KubeRay names it, its Ray cluster's pods).
+pub fn pod_selectors(job: &Value) -> Vec<String> {
+    let name = name_of(job);
+    match job["kind"].as_str() {
+        Some("RayJob") => {
+            let mut selectors = vec![format!("{JOB_NAME_LABEL}={name}")];
+            if let Some(cluster) = job
+                .pointer("/status/rayClusterName")
+                .and_then(Value::as_str)
+                .filter(|c| !c.is_empty())
+            {
+                selectors.push(format!("{RAY_CLUSTER_LABEL}={cluster}"));
+            }
+            selectors
+        }
+        Some("JobSet") => vec![format!("{JOBSET_NAME_LABEL}={name}")],
+        _ => vec![format!("{JOB_NAME_LABEL}={name}")],
+    }
 }
 
 /// The pods of `job` to read among `pods` (any namespace), by name; empty when there are none
@@ -201,6 +222,26 @@ mod tests {
         assert_eq!(
             names(job_pods(&job, &pods, &PodChoice::All)),
             ["train-q7k2p"]
+        );
+    }
+
+    #[test]
+    fn the_selectors_select_what_job_pods_chooses_from() {
+        assert_eq!(
+            pod_selectors(&rayjob(Some("train-abcde"))),
+            [
+                "batch.kubernetes.io/job-name=train",
+                "ray.io/cluster=train-abcde"
+            ]
+        );
+        assert_eq!(
+            pod_selectors(&rayjob(None)),
+            ["batch.kubernetes.io/job-name=train"]
+        );
+        let jobset = json!({"kind": "JobSet", "metadata": {"name": "slices"}});
+        assert_eq!(
+            pod_selectors(&jobset),
+            ["jobset.sigs.k8s.io/jobset-name=slices"]
         );
     }
 

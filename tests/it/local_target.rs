@@ -52,7 +52,8 @@ fn gkq_stack(stack: &Path, state: &Path, args: &[&str]) -> Output {
     c.output().unwrap()
 }
 
-fn text(out: &Output) -> (String, String) {
+/// A command's stdout and stderr as text.
+pub(crate) fn text(out: &Output) -> (String, String) {
     (
         String::from_utf8_lossy(&out.stdout).to_string(),
         String::from_utf8_lossy(&out.stderr).to_string(),

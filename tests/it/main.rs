@@ -27,6 +27,7 @@ mod k8s_proof;
 mod kube_apply;
 mod kueue_version;
 mod local_target;
+mod logs;
 mod placement_kueue;
 mod placement_props;
 mod placement_quantity;
