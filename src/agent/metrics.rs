@@ -35,6 +35,9 @@ pub struct StackMetrics {
     /// Jobs Kueue placed elsewhere than the prediction recorded when gkq submitted them (as
     /// `gkq status` compares them).
     pub disagreements: usize,
+    /// Runs that found the commit and the live state the last plan read unchanged, and so did
+    /// not plan again.
+    pub unchanged_runs: u64,
 }
 
 impl Metrics {
@@ -156,6 +159,20 @@ impl Metrics {
                 m.disagreements
             );
         }
+        series(
+            &mut out,
+            "gkq_stack_unchanged_runs_total",
+            "Runs that found the commit and the live state the last plan read unchanged, and did not plan again.",
+            "counter",
+        );
+        for (stack, m) in &state.stacks {
+            let _ = writeln!(
+                out,
+                "gkq_stack_unchanged_runs_total{{stack=\"{}\"}} {}",
+                escape(stack),
+                m.unchanged_runs
+            );
+        }
         out
     }
 }
@@ -182,6 +199,7 @@ mod tests {
             m.held = true;
             m.drifted = 2;
             m.actions.insert("delete", 1);
+            m.unchanged_runs = 3;
         });
         let text = metrics.render();
         for line in [
@@ -194,6 +212,7 @@ mod tests {
             "gkq_stack_drifted_objects{stack=\"ns/a\"} 2",
             "gkq_stack_plan_actions{stack=\"ns/a\",action=\"delete\"} 1",
             "gkq_stack_placement_disagreements{stack=\"ns/a\"} 0",
+            "gkq_stack_unchanged_runs_total{stack=\"ns/a\"} 3",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
         }

@@ -92,6 +92,20 @@ pub struct StackState {
     generation: Option<i64>,
     /// The held digest an Event was recorded for (one Event per held plan).
     held_told: Option<String>,
+    /// The last plan, when it changed nothing: what it was of and what it read.
+    unchanged: Option<Unchanged>,
+    /// The current run found its commit and live state as that plan left them, and did not
+    /// plan again: its status is the stack's own.
+    skipped: bool,
+}
+
+/// A plan without changes: of which commit, and what it read of live state. A later run of the
+/// same commit whose live state still reads the same need not plan again (nothing would
+/// differ); a webhook, a changed spec, approval or reconcile request plans again regardless.
+#[derive(Debug, Clone)]
+struct Unchanged {
+    commit: String,
+    reads: crate::ops::plan::PlanReads,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -177,6 +191,45 @@ impl Context {
         );
         identities.insert(user.to_string(), identity.clone());
         Ok(identity)
+    }
+
+    /// What the agent remembers of the stack `key`.
+    fn stack_state(&self, key: &str) -> StackState {
+        let stacks = self.stacks.lock().unwrap_or_else(|e| e.into_inner());
+        stacks.get(key).cloned().unwrap_or_default()
+    }
+
+    /// Sets what the last plan of `key` left unchanged (`None`: it changed something, failed,
+    /// or was not made).
+    fn remember_unchanged(&self, key: &str, unchanged: Option<Unchanged>) {
+        let mut stacks = self.stacks.lock().unwrap_or_else(|e| e.into_inner());
+        stacks.entry(key.to_string()).or_default().unchanged = unchanged;
+    }
+
+    /// Whether a run of `commit` may leave the stack as it is: the last plan was of this commit
+    /// and changed nothing, and live state still reads as that plan read it
+    /// (`ops::plan::unchanged_since`). Counted in the stack's metrics, and marked for
+    /// [`reconcile`], which then writes the status only if it changed.
+    async fn still_unchanged(&self, key: &str, commit: &str, target: &TargetOptions) -> bool {
+        let Some(last) = self.stack_state(key).unchanged else {
+            return false;
+        };
+        if last.commit != commit {
+            return false;
+        }
+        match crate::ops::plan::unchanged_since(&last.reads, target, self.lock_timeout).await {
+            Ok(true) => {}
+            Ok(false) => return false,
+            Err(e) => {
+                tracing::debug!(stack = %key, "live state not compared, planning: {e:#}");
+                return false;
+            }
+        }
+        let mut stacks = self.stacks.lock().unwrap_or_else(|e| e.into_inner());
+        stacks.entry(key.to_string()).or_default().skipped = true;
+        self.metrics.stack(key, |m| m.unchanged_runs += 1);
+        tracing::debug!(stack = %key, "commit and live state unchanged since the last plan");
+        true
     }
 
     /// Marks a stack to be fetched at its next reconcile (a webhook push).
@@ -266,6 +319,15 @@ pub async fn reconcile(stack: Arc<GkqStack>, ctx: Arc<Context>) -> Result<Action
                 interval_ms.saturating_sub(now.saturating_sub(state.last_run.unwrap_or(now)));
             return Ok(Action::requeue(Duration::from_millis(left.max(100))));
         }
+        if state.forced
+            || state.approval != approval
+            || state.requested != requested
+            || state.generation != generation
+        {
+            // Asked for, not only due: planned again whatever live state says.
+            state.unchanged = None;
+        }
+        state.skipped = false;
         state.forced = false;
         state.approval = approval.clone();
         state.requested = requested;
@@ -292,6 +354,11 @@ pub async fn reconcile(stack: Arc<GkqStack>, ctx: Arc<Context>) -> Result<Action
     })?;
     ctx.metrics
         .observe_reconcile(started.elapsed().as_secs_f64());
+    if ctx.stack_state(&key).skipped {
+        return write_changed_status(&ctx, &stack, status)
+            .await
+            .map(|()| Action::requeue(interval));
+    }
     if deleting
         && status
             .condition("Ready")
@@ -309,7 +376,11 @@ pub async fn reconcile(stack: Arc<GkqStack>, ctx: Arc<Context>) -> Result<Action
         };
         return finish_deletion(&stack, &ctx, reason, note).await;
     }
-    write_status(&ctx, &stack, &status).await?;
+    if let Err(e) = write_status(&ctx, &stack, &status).await {
+        // The next run plans again and writes what it finds.
+        ctx.remember_unchanged(&key, None);
+        return Err(e);
+    }
     Ok(Action::requeue(interval))
 }
 
@@ -497,6 +568,16 @@ async fn run_stack(stack: &GkqStack, ctx: &Context, approval: Option<&str>) -> G
             return run.status;
         }
     };
+    let deleting = stack.metadata.deletion_timestamp.is_some();
+    let target = TargetOptions {
+        impersonate: acting_as,
+        workload_identity,
+        ..ctx.target.clone()
+    };
+    if !deleting && ctx.still_unchanged(&key, &commit, &target).await {
+        return run.status;
+    }
+    ctx.remember_unchanged(&key, None);
     let short = crate::plan::provenance::short_commit(&commit).to_string();
     run.status.last_attempted_revision = Some(commit.clone());
     let source = SpecSource {
@@ -554,7 +635,6 @@ async fn run_stack(stack: &GkqStack, ctx: &Context, approval: Option<&str>) -> G
         "Valid",
         &format!("commit {short} validates"),
     );
-    let deleting = stack.metadata.deletion_timestamp.is_some();
     let (options, desired) = match (deleting, stack.spec.prune) {
         // Deleted with prune: a plan of no objects deletes every object the stack owns (a
         // plan that stops running jobs is held, as any other).
@@ -603,6 +683,7 @@ async fn run_stack(stack: &GkqStack, ctx: &Context, approval: Option<&str>) -> G
         not_leading: Cell::new(false),
         pruning_deletion: deleting && stack.spec.prune,
         sink: LogSink { stack: key },
+        reads: RefCell::new(None),
     };
     let plan_source = PlanSource::Spec {
         spec: &source,
@@ -610,21 +691,25 @@ async fn run_stack(stack: &GkqStack, ctx: &Context, approval: Option<&str>) -> G
         desired,
         opts: options,
     };
-    let target = TargetOptions {
-        impersonate: acting_as,
-        workload_identity,
-        ..ctx.target.clone()
-    };
     let outcome = converge::apply(plan_source, &target, &choices, &front).await;
     let AgentFront {
         run,
         decision,
         not_leading,
+        reads,
         ..
     } = front;
     let mut run = run.into_inner();
     match outcome {
         Ok(applied) => {
+            if matches!(applied, Applied::NoChanges) && !deleting {
+                let reads = reads.into_inner();
+                let unchanged = reads.map(|reads| Unchanged {
+                    commit: commit.clone(),
+                    reads,
+                });
+                ctx.remember_unchanged(&run.key, unchanged);
+            }
             let ended = Ended {
                 decision: decision.into_inner(),
                 not_leading: not_leading.get(),
@@ -656,6 +741,8 @@ struct AgentFront<'a> {
     /// The stack was deleted with `spec.prune: true`: its deletes are consented to.
     pruning_deletion: bool,
     sink: LogSink,
+    /// What the plan read of live state.
+    reads: RefCell<Option<crate::ops::plan::PlanReads>>,
 }
 
 #[async_trait::async_trait(?Send)]
@@ -664,6 +751,7 @@ impl ApplyFront for AgentFront<'_> {
         let Some(planned) = ready.planned() else {
             anyhow::bail!("the agent applies only plans it made itself");
         };
+        *self.reads.borrow_mut() = Some(planned.reads.clone());
         let mut run = self.run.lock().await;
         record_plan(&mut run, planned, self.commit).await;
         let own = run.ctx.own_cluster.as_ref();

@@ -3,8 +3,13 @@
 //! project (the emulator's table, [`IamTable`]). Callers without a principal from the emulator's
 //! STS, and principals the table does not list, are not checked (what the emulator did before it
 //! had the table).
+//!
+//! An emulator with a state directory keeps its table in [`IAM_FILE`] there: read when it starts
+//! (the local target starts one for each command, so an edit counts from the next command) and
+//! written by `PUT /emulator/iam`.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 
 use super::api::Route;
 use super::rpc::ApiError;
@@ -12,6 +17,34 @@ use super::rpc::ApiError;
 /// Principal → project id → roles, e.g.
 /// `{"principal://iam.googleapis.com/...": {"team-a": ["roles/container.admin"]}}`.
 pub type IamTable = BTreeMap<String, BTreeMap<String, Vec<String>>>;
+
+/// The file in an emulator's state directory holding its IAM table, the JSON `PUT /emulator/iam`
+/// takes (for the local target: `<state dir>/gke/iam.json`).
+pub const IAM_FILE: &str = "iam.json";
+
+/// The table in `dir`'s [`IAM_FILE`]; `None` when there is none.
+pub fn load(dir: &Path) -> anyhow::Result<Option<IamTable>> {
+    let path = dir.join(IAM_FILE);
+    let bytes = match std::fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => anyhow::bail!("reading the emulator's IAM table {}: {e}", path.display()),
+    };
+    serde_json::from_slice(&bytes).map(Some).map_err(|e| {
+        anyhow::anyhow!(
+            "the emulator's IAM table {}: {e}\nhint: it maps each principal to projects and their roles, e.g. {{\"principal://iam.googleapis.com/...\": {{\"my-project\": [\"roles/container.clusterAdmin\"]}}}}",
+            path.display()
+        )
+    })
+}
+
+/// Writes `table` to `dir`'s [`IAM_FILE`] (owner-only, atomically).
+pub fn save(dir: &Path, table: &IamTable) -> anyhow::Result<()> {
+    let path = dir.join(IAM_FILE);
+    let bytes = serde_json::to_vec_pretty(table)?;
+    crate::owner_only::write_atomically(&path, &bytes, crate::owner_only::Durability::Rename)
+        .map_err(|e| anyhow::anyhow!("writing the emulator's IAM table {}: {e}", path.display()))
+}
 
 /// The permission a call needs and the resource GKE names in its refusal.
 pub fn required_permission(method: &str, route: &Route) -> (&'static str, String) {
@@ -98,6 +131,19 @@ pub fn check(
 mod tests {
     use super::*;
     use crate::emulator::api::parse_route;
+
+    #[test]
+    fn the_table_is_kept_in_the_state_directory_and_a_bad_one_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(load(dir.path()).unwrap().is_none());
+        save(dir.path(), &table()).unwrap();
+        assert_eq!(load(dir.path()).unwrap(), Some(table()));
+        std::fs::write(dir.path().join(IAM_FILE), "{\"p\": [\"roles/owner\"]}").unwrap();
+        let e = load(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("iam.json"), "{e}");
+        assert!(e.contains("line 1 column"), "{e}");
+        assert!(e.contains("hint: it maps each principal"), "{e}");
+    }
 
     fn table() -> IamTable {
         serde_json::from_value(serde_json::json!({

@@ -32,7 +32,7 @@
 //! Admin routes (not part of the GKE API): `GET|POST|DELETE /emulator/faults` (list, add a
 //! [`FaultRule`] as JSON, clear), `GET|DELETE /emulator/requests` (the request log),
 //! `GET /emulator/state` (everything stored), `POST /emulator/reset` (forget everything),
-//! `GET|PUT /emulator/iam` (the IAM table), `PUT /emulator/sts/jwks` (the keys STS verifies
+//! `GET|PUT /emulator/iam` (the IAM table; kept in `iam.json` of the state directory), `PUT /emulator/sts/jwks` (the keys STS verifies
 //! subject tokens with; `null` for none).
 //!
 //! Start it in process with [`Emulator::start_in_process`], or as a process with [`serve`]
@@ -117,7 +117,8 @@ pub struct EmulatorConfig {
     /// Fault rules active from the start.
     pub faults: Vec<FaultRule>,
     /// The roles of principals from the emulator's STS, per project: a principal listed here
-    /// may make only the calls its roles grant; one not listed is not checked.
+    /// may make only the calls its roles grant; one not listed is not checked. With a
+    /// `state_dir`, the principals of its `iam.json` are added (and replace these).
     pub iam: IamTable,
     /// The JWKS (`{"keys": [...]}`) STS verifies subject tokens' signatures with, such as a
     /// Kubernetes API server's `/openid/v1/jwks`; `None`: the signature is not checked.
@@ -213,10 +214,17 @@ impl Emulator {
             Some(dir) => State::load(dir)?,
             None => State::default(),
         };
+        // The table kept in the state directory, over the configured one principal by principal.
+        let mut iam = config.iam.clone();
+        if let Some(dir) = &config.state_dir
+            && let Some(kept) = iam::load(dir)?
+        {
+            iam.extend(kept);
+        }
         Ok(Self {
             inner: Arc::new(Inner {
                 faults: Mutex::new(config.faults.clone()),
-                iam: Mutex::new(config.iam.clone()),
+                iam: Mutex::new(iam),
                 sts_jwks: Mutex::new(config.sts_jwks.clone()),
                 token_key: sts::TokenKey::generate(),
                 config,
@@ -235,9 +243,15 @@ impl Emulator {
         lock(&self.inner.faults).push(rule);
     }
 
-    /// Replaces the IAM table ([`EmulatorConfig::iam`]).
-    pub fn set_iam(&self, table: IamTable) {
-        *lock(&self.inner.iam) = table;
+    /// Replaces the IAM table ([`EmulatorConfig::iam`]); with a state directory, also its
+    /// `iam.json` there, so that the table outlives this process.
+    pub fn set_iam(&self, table: IamTable) -> anyhow::Result<()> {
+        let mut current = lock(&self.inner.iam);
+        if let Some(dir) = &self.inner.config.state_dir {
+            iam::save(dir, &table)?;
+        }
+        *current = table;
+        Ok(())
     }
 
     pub fn iam(&self) -> IamTable {
@@ -533,10 +547,10 @@ async fn admin_iam(AxState(emu): AxState<Emulator>) -> Response {
 
 async fn admin_set_iam(AxState(emu): AxState<Emulator>, body: Bytes) -> Response {
     match serde_json::from_slice::<IamTable>(&body) {
-        Ok(table) => {
-            emu.set_iam(table);
-            admin_iam(AxState(emu)).await
-        }
+        Ok(table) => match emu.set_iam(table) {
+            Ok(()) => admin_iam(AxState(emu)).await,
+            Err(e) => ApiError::new(500, "INTERNAL", format!("{e:#}")).into_response(),
+        },
         Err(e) => ApiError::invalid(format!("Invalid IAM table: {e}")).into_response(),
     }
 }

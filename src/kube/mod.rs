@@ -6,6 +6,7 @@
 pub mod client;
 pub mod connect;
 pub mod install;
+pub mod reads;
 pub mod token_request;
 
 use serde_json::Value;

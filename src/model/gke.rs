@@ -53,6 +53,37 @@ pub fn is_gke_name(name: &str) -> bool {
 /// `MaxRayJobNameLength` = 53 - 6, and a DNS-1035 label, so starting with a letter).
 pub const RAYJOB_NAME_MAX: usize = 47;
 
+/// Longest GKE label value (docs/gke.md e).
+const GKE_LABEL_VALUE_MAX: usize = 63;
+
+/// The stack `namespace/name` as a GKE label value (lowercase letters, digits, `_` and `-`, at
+/// most 63 characters; docs/gke.md e): `namespace_name` with each `.` of the name written `_`.
+/// A Kubernetes namespace has neither `_` nor `.` and an object name has no `_`, so the value
+/// reads back as the stack ([`owner_from_label`]). When that has 63 characters or more, the value
+/// is its first 54 and `-` and 8 hex digits of the stack's SHA-256 (63 in all), which tells
+/// stacks apart but does not read back.
+pub fn owner_label_value(owner: &str) -> String {
+    let plain = owner.replacen('/', "_", 1).replace('.', "_");
+    if plain.len() < GKE_LABEL_VALUE_MAX {
+        return plain;
+    }
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(owner.as_bytes());
+    let hex: String = digest.iter().take(4).map(|b| format!("{b:02x}")).collect();
+    let cut: String = plain.chars().take(GKE_LABEL_VALUE_MAX - 9).collect();
+    format!("{cut}-{hex}")
+}
+
+/// The stack a [`owner_label_value`] names, as `namespace/name`; a cut value is shown as it is.
+pub fn owner_from_label(value: &str) -> String {
+    match value.split_once('_') {
+        Some((namespace, name)) if value.len() < GKE_LABEL_VALUE_MAX => {
+            format!("{namespace}/{}", name.replace('_', "."))
+        }
+        _ => value.to_string(),
+    }
+}
+
 pub fn ownership_labels(cluster: &str, user: &BTreeMap<String, String>) -> Value {
     let mut labels: BTreeMap<String, String> = user.clone();
     labels.insert(GKE_MANAGED_BY_LABEL.into(), MANAGED_BY_VALUE.into());
@@ -320,5 +351,32 @@ mod node_limits_tests {
         );
         assert_eq!(limits(json!({"initialNodeCount": 2})), (2, 2, false));
         assert_eq!(limits(json!({})), (0, 0, false));
+    }
+}
+
+#[cfg(test)]
+mod owner_label_tests {
+    use super::*;
+
+    #[test]
+    fn a_stack_is_a_gke_label_value_that_reads_back() {
+        for stack in ["team-a/train", "ml/nightly.v2", "a/b"] {
+            let value = owner_label_value(stack);
+            assert!(value.len() < 63, "{value}");
+            assert!(
+                value
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-'),
+                "{value}"
+            );
+            assert_eq!(owner_from_label(&value), stack);
+        }
+        assert_eq!(owner_label_value("ml/nightly.v2"), "ml_nightly_v2");
+        let long = format!("team/{}", "x".repeat(70));
+        let other = format!("team/{}y", "x".repeat(70));
+        let value = owner_label_value(&long);
+        assert_eq!(value.len(), 63, "{value}");
+        assert_ne!(value, owner_label_value(&other));
+        assert_eq!(owner_from_label(&value), value);
     }
 }

@@ -31,6 +31,9 @@ pub const STACK_LABEL: &str = "gkq.dev/stack";
 /// GKE resource labels (lowercase keys, no dots or slashes allowed).
 pub const GKE_MANAGED_BY_LABEL: &str = "managed-by";
 pub const GKE_STACK_LABEL: &str = "gkq-stack";
+/// The GKE resource label naming the GkqStack that owns a cluster or node pool, in GKE's label
+/// syntax ([`gke::owner_label_value`]).
+pub const GKE_OWNER_LABEL: &str = "gkq-owner";
 /// Annotation listing (as a JSON array of JSON pointers) the fields of an object that hold a
 /// value of a variable declared sensitive. It travels with the object into the cluster, so that
 /// the old value is hidden too when the secret changes.
@@ -58,10 +61,21 @@ pub struct DesiredState {
 }
 
 impl DesiredState {
-    /// The desired state of stack `owner` (`namespace/name` of a GkqStack): every Kubernetes
-    /// object carries [`OWNER_ANNOTATION`] (not the pseudo-object of Kueue's installation, which
+    /// The desired state of stack `owner` (`namespace/name` of a GkqStack): the cluster and
+    /// node pools carry [`GKE_OWNER_LABEL`], every Kubernetes object carries
+    /// [`OWNER_ANNOTATION`] (not the pseudo-object of Kueue's installation, which
     /// is no object in the cluster).
     pub fn owned_by(mut self, owner: &str) -> Self {
+        // The cluster and its node pools carry the stack in a resource label.
+        let value = Value::String(gke::owner_label_value(owner));
+        let pools = self.gke.node_pools.iter_mut();
+        let labels = std::iter::once(self.gke.cluster.pointer_mut("/resourceLabels"))
+            .chain(pools.map(|pool| pool.pointer_mut("/config/resourceLabels")));
+        for labels in labels.flatten() {
+            if let Some(labels) = labels.as_object_mut() {
+                labels.insert(GKE_OWNER_LABEL.into(), value.clone());
+            }
+        }
         for object in &mut self.kubernetes {
             if object.get("kind").and_then(Value::as_str) == Some(kueue_install::INSTALLATION_KIND)
             {

@@ -11,7 +11,7 @@ pub mod cluster;
 pub mod gke;
 pub mod kube;
 
-pub use gke::observe_gke;
+pub use gke::{observe_gke, read_cluster};
 
 use serde_json::Value;
 

@@ -5,10 +5,12 @@ use std::collections::BTreeMap;
 use std::io::Write;
 
 use super::load::SpecSource;
-use super::session::{KubeHandle, KubeSource, Session, TargetOptions, connect};
+use super::session::{KubeHandle, KubeSource, Session, TargetOptions, connect, connect_to};
+use crate::addr::ClusterRef;
 use crate::gitops::provenance::{SpecInput, provenance_now, spec_revision_of};
 use crate::kube::client::RealKube;
 use crate::kube::connect::from_cluster;
+use crate::kube::reads::{Reads, Recording};
 use crate::model::DesiredState;
 use crate::model::live::{KubeLive, KubeSnapshot, LiveState};
 use crate::observe::cluster::read_kueue_world;
@@ -18,6 +20,7 @@ use crate::placement::unmodelled::Manager;
 use crate::plan::provenance::SpecRevision;
 use crate::plan::{Judge, Notice, Plan, PlanOptions, Preview, plan_judged};
 use crate::spec::Loaded;
+use crate::spec::types::Target;
 
 /// Everything a command needs after planning.
 pub struct Planned {
@@ -37,6 +40,96 @@ pub struct Planned {
     pub world: Option<KubeSnapshot>,
     /// The Kueue manager whose release and gates the predictions were judged by.
     pub kueue: Manager,
+    /// What the plan read of live state, to tell later whether it is still as read
+    /// ([`unchanged_since`]).
+    pub reads: PlanReads,
+}
+
+/// What a plan read of live state: the cluster as GKE gave it and each Kubernetes read, by
+/// digest ([`crate::kube::reads`]), and where it read them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanReads {
+    pub target: Target,
+    pub state_dir: Option<std::path::PathBuf>,
+    pub cluster: ClusterRef,
+    gke: String,
+    /// `None` when Kubernetes was not read.
+    kube: Option<Reads>,
+}
+
+fn cluster_digest(cluster: Option<&serde_json::Value>) -> String {
+    let text = cluster
+        .map(serde_json::Value::to_string)
+        .unwrap_or_default();
+    crate::plan::digest::sha256_hex(text.as_bytes())
+}
+
+/// The cluster a plan reads Kubernetes from once it serves (a kubeconfig says it does).
+fn serving(cluster: Option<&serde_json::Value>) -> Option<&serde_json::Value> {
+    cluster.filter(|cluster| {
+        cluster
+            .get("endpoint")
+            .and_then(|e| e.as_str())
+            .is_some_and(|e| !e.is_empty())
+    })
+}
+
+/// The Kubernetes a plan reads: the kubeconfig's, the client derived from the serving cluster,
+/// or the local target's once its cluster serves.
+fn kube_api<'a>(
+    session: &'a Session,
+    kube_client: Option<&'a RealKube>,
+    serving: Option<&serde_json::Value>,
+) -> Option<&'a dyn crate::kube::KubeApi> {
+    match &session.kube {
+        KubeSource::Kubeconfig(k) => Some(k),
+        KubeSource::FromCluster(_) => kube_client.map(|k| k as _),
+        KubeSource::Local(k) => serving.map(|_| k.as_ref() as _),
+        KubeSource::Unavailable => None,
+    }
+}
+
+/// Whether live state is still what `reads` says a plan read: the same cluster from GKE, and
+/// every Kubernetes object it listed or got at the same uid and resourceVersion (so the plan
+/// made now would read the same objects). Connects as `target` says (the local target's state
+/// locked meanwhile); an error is the caller's to treat as a change.
+pub async fn unchanged_since(
+    reads: &PlanReads,
+    target: &TargetOptions,
+    lock_timeout: std::time::Duration,
+) -> anyhow::Result<bool> {
+    let state_dir = reads.state_dir.clone().unwrap_or_default();
+    let lock = match reads.target {
+        Target::Local => Some(super::lock::lock_state_dir(&state_dir, lock_timeout).await?),
+        Target::Gcp => None,
+    };
+    let unchanged = async {
+        let session = connect_to(target, reads.target, state_dir.clone(), &reads.cluster).await?;
+        let cluster = crate::observe::read_cluster(session.gke.as_ref(), &reads.cluster).await?;
+        if cluster_digest(cluster.as_ref()) != reads.gke {
+            return Ok(false);
+        }
+        let Some(kube_reads) = &reads.kube else {
+            return Ok(true);
+        };
+        let serving = serving(cluster.as_ref());
+        let mut kube_client = None;
+        if let (KubeSource::FromCluster(credentials), Some(cluster)) = (&session.kube, serving) {
+            kube_client = Some(from_cluster(cluster, credentials).await?);
+        }
+        let unchanged = match kube_api(&session, kube_client.as_ref(), serving) {
+            Some(api) => crate::kube::reads::unchanged(api, kube_reads).await?,
+            None => false,
+        };
+        // The local world is written back when its session goes: before the lock does.
+        drop(session);
+        anyhow::Ok(unchanged)
+    }
+    .await;
+    if let Some(lock) = lock {
+        lock.release().await;
+    }
+    unchanged
 }
 
 impl Planned {
@@ -92,22 +185,13 @@ pub async fn plan_valid(
     let judge = (!options.destroy).then(|| Judge::new(&desired, &options));
     let judge = judge.as_ref();
     // Kubernetes is read once the cluster serves it (a kubeconfig says it does).
-    let serving = live.gke.cluster.as_ref().filter(|cluster| {
-        cluster
-            .get("endpoint")
-            .and_then(|e| e.as_str())
-            .is_some_and(|e| !e.is_empty())
-    });
+    let serving = serving(live.gke.cluster.as_ref());
     if let (KubeSource::FromCluster(credentials), Some(cluster)) = (&session.kube, serving) {
         kube_client = Some(from_cluster(cluster, credentials).await.map_err(read)?);
     }
-    let api: Option<&dyn crate::kube::KubeApi> = match &session.kube {
-        KubeSource::Kubeconfig(k) => Some(k),
-        KubeSource::FromCluster(_) => kube_client.as_ref().map(|k| k as _),
-        KubeSource::Local(k) => serving.map(|_| k.as_ref() as _),
-        KubeSource::Unavailable => None,
-    };
-    live.kubernetes = match api {
+    // Everything the plan reads of Kubernetes is recorded (`PlanReads`).
+    let recording = kube_api(&session, kube_client.as_ref(), serving).map(Recording::new);
+    live.kubernetes = match &recording {
         Some(api) => {
             let (observed, read_world) = observe(api, &desired, &stack, judge, options.preview)
                 .await
@@ -129,9 +213,9 @@ pub async fn plan_valid(
         predict_anyway: options.predict_anyway,
     };
     if desired.kueue.mode == crate::spec::types::InstallMode::External {
-        let api: Option<&dyn crate::kube::KubeApi> = match (&session.kube, &kube_client) {
-            (KubeSource::Kubeconfig(k), _) => Some(k),
-            (_, Some(k)) => Some(k),
+        let api: Option<&dyn crate::kube::KubeApi> = match (&session.kube, &recording) {
+            (KubeSource::Local(_), _) => None,
+            (_, Some(recording)) => Some(recording),
             _ => None,
         };
         if let Some(api) = api {
@@ -153,7 +237,15 @@ pub async fn plan_valid(
     }
     crate::plan::placements::annotate(&mut plan, &desired, &live, world.as_ref(), &kueue);
     stamp(&mut plan, revision, &session);
+    let reads = PlanReads {
+        target: session.target,
+        state_dir: session.state_dir.clone(),
+        cluster: desired.gke.cluster_ref.clone(),
+        gke: cluster_digest(live.gke.cluster.as_ref()),
+        kube: recording.map(|r| r.reads()),
+    };
     Ok(Planned {
+        reads,
         loaded,
         desired,
         session,

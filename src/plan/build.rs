@@ -8,7 +8,10 @@ use serde_json::{Map, Value};
 
 use super::conflicts::Resolved;
 use super::graph::{CycleError, DependencyGraph};
-use super::ownership::{gke_owned, is_owner_only, kube_owned, kube_owner, owner_conflict};
+use super::ownership::{
+    gke_owned, gke_owned_by, gke_owner_conflict, is_gke_owner_only, is_owner_only, kube_owned,
+    kube_owner, owner_conflict,
+};
 use super::sealed::{Sealed, seal};
 use super::{
     Action, ActionKind, Notice, Orphan, PLAN_FORMAT_VERSION, Plan, PlanOptions, ReplaceStrategy,
@@ -288,6 +291,21 @@ impl Judge {
     }
 
     /// An in-place update (one step per method) or a no-op.
+    /// Why this plan may not change or delete a live cluster or node pool: another stack owns
+    /// it (not the stack this plan releases). A plan made by hand (no owner) does not count the
+    /// stack's `gkq-owner` label as a change.
+    fn gke_conflict(&self, live: &Value, diff: Option<&mut ResourceDiff>) -> Option<String> {
+        let released = self
+            .release_from
+            .as_deref()
+            .is_some_and(|stack| gke_owned_by(live, stack));
+        let conflict = gke_owner_conflict(live, self.owner.as_deref()).filter(|_| !released);
+        if let Some(diff) = diff.filter(|_| self.owner.is_none() && conflict.is_some()) {
+            diff.changes.retain(|change| !is_gke_owner_only(change));
+        }
+        conflict
+    }
+
     fn update_or_noop(
         &self,
         addr: &ResourceAddr,
@@ -522,7 +540,15 @@ impl<'a> Planner<'a> {
         let desired = &state.gke.cluster;
         let cluster_ref = &state.gke.cluster_ref;
         let owned = gke_owned(live, self.judge.stack.as_deref()) || self.options.adopt;
-        let diff = diff_cluster(desired, live);
+        let mut diff = diff_cluster(desired, live);
+        let conflict = self.judge.gke_conflict(live, Some(&mut diff));
+        if let Some(conflict) = conflict.as_deref().filter(|_| self.judge.owner.is_none()) {
+            // A plan made by hand says whose the cluster is, even when it changes nothing.
+            self.notice(
+                Some(addr),
+                format!("the cluster is not this command's: {conflict}"),
+            );
+        }
         let mut replace_reasons = diff.replace_reasons();
         // A live cluster at another location or under another name is a different cluster: the
         // observer only hands one over when asked to compare across a move.
@@ -552,6 +578,7 @@ impl<'a> Planner<'a> {
             } else {
                 Some(format!("the cluster would be recreated, but {NOT_OWNED}"))
             };
+            let blocked = conflict.or(blocked);
             let (changes, diff) = self.judge.shown_parts(diff);
             let action = Action {
                 addr: addr.clone(),
@@ -580,7 +607,7 @@ impl<'a> Planner<'a> {
             self.add(action, None);
             return true;
         }
-        let action = self.judge.update_or_noop(
+        let mut action = self.judge.update_or_noop(
             addr,
             diff,
             Arc::new(desired.clone()),
@@ -588,13 +615,19 @@ impl<'a> Planner<'a> {
             owned,
             fingerprint,
         );
+        if action.kind != ActionKind::NoOp && conflict.is_some() {
+            action.blocked = conflict;
+        }
         self.add(action, None);
         false
     }
 
     fn plan_cluster_destroy(&mut self, addr: &ResourceAddr, live: &Value) {
         let pools: Vec<String> = self.live.gke.node_pools().into_keys().collect();
-        let blocked = if gke_owned(live, self.judge.stack.as_deref()) {
+        let conflict = self.judge.gke_conflict(live, None);
+        let blocked = if let Some(conflict) = conflict {
+            Some(conflict)
+        } else if gke_owned(live, self.judge.stack.as_deref()) {
             self.cluster_delete_blocked()
         } else {
             Some(format!("the cluster would be deleted, but {NOT_OWNED}"))
@@ -638,7 +671,8 @@ impl<'a> Planner<'a> {
     fn plan_pool(&mut self, name: &str, desired: &Value, live: &Value) {
         let addr = ResourceAddr::gke_node_pool(name);
         let owned = gke_owned(live, self.judge.stack.as_deref()) || self.options.adopt;
-        let diff = diff_node_pool(desired, live);
+        let mut diff = diff_node_pool(desired, live);
+        let conflict = self.judge.gke_conflict(live, Some(&mut diff));
         let fingerprint = live_basis(&addr, Some(desired), live);
         let mut reasons = diff.replace_reasons();
         self.notice_in_progress(&addr, live, GKE_NODE_POOL_STATUS);
@@ -649,7 +683,7 @@ impl<'a> Planner<'a> {
             );
         }
         if reasons.is_empty() {
-            let action = self.judge.update_or_noop(
+            let mut action = self.judge.update_or_noop(
                 &addr,
                 diff,
                 Arc::new(desired.clone()),
@@ -657,6 +691,9 @@ impl<'a> Planner<'a> {
                 owned,
                 fingerprint,
             );
+            if action.kind != ActionKind::NoOp && conflict.is_some() {
+                action.blocked = conflict;
+            }
             self.add(action, None);
             return;
         }
@@ -670,7 +707,9 @@ impl<'a> Planner<'a> {
                 reasons.join("; ")
             ),
             replace_strategy: Some(ReplaceStrategy::DeleteThenCreate),
-            blocked: (!owned).then(|| format!("the pool would be recreated, but {NOT_OWNED}")),
+            blocked: conflict.or_else(|| {
+                (!owned).then(|| format!("the pool would be recreated, but {NOT_OWNED}"))
+            }),
             diff,
             changes,
             steps: vec![
@@ -697,6 +736,13 @@ impl<'a> Planner<'a> {
             self.notice(
                 Some(&addr),
                 "not in the spec and not managed by gkq: left alone",
+            );
+            return;
+        }
+        if let Some(conflict) = self.judge.gke_conflict(live, None) {
+            self.notice(
+                Some(&addr),
+                format!("not in the spec: left alone, {conflict}"),
             );
             return;
         }

@@ -6,14 +6,17 @@
 //! `metadata.labels`. A resource of another stack is not ours even if gkq made it.
 //!
 //! Within one cluster, objects the agent applies also name their GkqStack
-//! (`gkq.dev/owner: namespace/name`): a plan for another stack, or a command run by hand, does
-//! not change or delete them, and says which stack owns them (an ownership conflict).
+//! (`gkq.dev/owner: namespace/name`), and so do the cluster and node pools (the resource label
+//! `gkq-owner`, in GKE's label syntax: `model::gke::owner_label_value`): a plan for another
+//! stack, or a command run by hand, does not change or delete them, and says which stack owns
+//! them (an ownership conflict).
 
 use serde_json::Value;
 
+use crate::model::gke::{owner_from_label, owner_label_value};
 use crate::model::{
-    GKE_MANAGED_BY_LABEL, GKE_STACK_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER_ANNOTATION,
-    STACK_LABEL,
+    GKE_MANAGED_BY_LABEL, GKE_OWNER_LABEL, GKE_STACK_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE,
+    OWNER_ANNOTATION, STACK_LABEL,
 };
 
 /// How a blocked action names the stack that owns its object ([`owner_conflict`]); read back
@@ -37,6 +40,39 @@ pub fn owner_conflict(live: &Value, owner: Option<&str>) -> Option<String> {
             "{OWNED_BY}{holder}: change it in that stack's repository, or remove it from this spec"
         )
     })
+}
+
+/// The `gkq-owner` label of a live cluster or node pool, if it has one.
+fn gke_owner_label(resource: &Value) -> Option<&str> {
+    resource
+        .get("resourceLabels")
+        .or_else(|| resource.pointer("/config/resourceLabels"))
+        .and_then(|labels| labels.get(GKE_OWNER_LABEL))
+        .and_then(Value::as_str)
+}
+
+/// Whether the live cluster or node pool belongs to the GkqStack `stack` (`namespace/name`).
+pub fn gke_owned_by(resource: &Value, stack: &str) -> bool {
+    gke_owner_label(resource) == Some(owner_label_value(stack).as_str())
+}
+
+/// [`owner_conflict`] for a live cluster or node pool: another stack's `gkq-owner` label.
+pub fn gke_owner_conflict(resource: &Value, owner: Option<&str>) -> Option<String> {
+    let holder = gke_owner_label(resource)?;
+    let ours = owner.map(owner_label_value);
+    (Some(holder) != ours.as_deref()).then(|| {
+        let holder = owner_from_label(holder);
+        format!(
+            "{OWNED_BY}{holder}: change it in that stack's repository, or remove it from this spec"
+        )
+    })
+}
+
+/// Whether a field change of a cluster or node pool only concerns its `gkq-owner` label (see
+/// [`is_owner_only`]).
+pub fn is_gke_owner_only(change: &crate::diff::FieldChange) -> bool {
+    let label = format!("resourceLabels.{GKE_OWNER_LABEL}");
+    change.path == label || change.path == format!("config.{label}")
 }
 
 /// Whether a field change only concerns the owner annotation: a plan made by hand (no owner)

@@ -7,6 +7,7 @@
 
 mod audit;
 mod bounded;
+mod concurrency;
 mod deletion;
 mod handover;
 mod ownership;
@@ -806,10 +807,43 @@ async fn deleting_a_queue_with_an_admitted_job_is_held_until_its_digest_is_appro
     .unwrap();
 }
 
+/// How many runs of `stack` found its commit and live state unchanged and did not plan again.
+async fn unchanged_runs(metrics: &str, stack: &str) -> u64 {
+    let prefix = format!("gkq_stack_unchanged_runs_total{{stack=\"{stack}\"}} ");
+    metrics_of(metrics)
+        .await
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Idle intervals do not plan again while the commit and the live objects the last plan read
+/// are unchanged (`gkq_stack_unchanged_runs_total` counts them), yet a hand edit is reverted
+/// by the next interval, and the idle runs resume after it.
 #[tokio::test]
 async fn a_hand_edited_queue_quota_is_reverted_by_the_next_interval() {
     let f = Fixture::new("agent-drift").await;
-    let (agent, _first) = f.started("drifting").await;
+    let first = f.ws.git(&["rev-parse", "HEAD"]);
+    f.create_stack("drifting", "2s", None).await;
+    let mut agent = f.agent("a", "4s");
+    let urls = endpoint(&mut agent);
+    f.wait_applied("drifting", &first, Duration::from_secs(120))
+        .await;
+    let key = format!("{}/drifting", f.env.namespace);
+    let idle = |at_least: u64| {
+        let (metrics, key) = (urls.metrics.clone(), key.clone());
+        async move {
+            eventually(
+                "idle runs that do not plan again",
+                Duration::from_secs(60),
+                || async { Ok((unchanged_runs(&metrics, &key).await >= at_least).then_some(())) },
+            )
+            .await
+            .unwrap();
+        }
+    };
+    idle(2).await;
     let queues = f.queues();
     let quota = "/spec/resourceGroups/0/flavors/1/resources/2/nominalQuota";
     let patch: json_patch::Patch =
@@ -839,6 +873,8 @@ async fn a_hand_edited_queue_quota_is_reverted_by_the_next_interval() {
         logs.contains("kueue.clusterqueue"),
         "the revert was an apply:\n{logs}"
     );
+    let before = unchanged_runs(&urls.metrics, &key).await;
+    idle(before + 2).await;
 }
 
 #[tokio::test]

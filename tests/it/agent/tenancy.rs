@@ -259,13 +259,15 @@ async fn a_tenant_stack_makes_google_calls_as_its_service_accounts_principal() {
         )),
         "{principal}"
     );
-    emulator.set_iam(
-        serde_json::from_value(json!({principal.clone(): {
-            "project-a": ["roles/container.clusterAdmin"],
-            "project-b": ["roles/container.viewer"],
-        }}))
-        .unwrap(),
-    );
+    emulator
+        .set_iam(
+            serde_json::from_value(json!({principal.clone(): {
+                "project-a": ["roles/container.clusterAdmin"],
+                "project-b": ["roles/container.viewer"],
+            }}))
+            .unwrap(),
+        )
+        .unwrap();
 
     let mut variables = f.vars.clone();
     variables.insert("PROJECT".into(), "project-b".into());
@@ -361,4 +363,69 @@ async fn a_tenant_stack_makes_google_calls_as_its_service_accounts_principal() {
     assert!(created("project-b", 403), "{gke_calls:#?}");
     assert!(!created("project-b", 200), "{gke_calls:#?}");
     assert!(created("project-a", 200), "{gke_calls:#?}");
+}
+
+/// On `--target local` the in-process emulator checks a tenant's principal against the IAM
+/// table kept in the state directory (`<state dir>/gke/iam.json`, the body `PUT /emulator/iam`
+/// takes): a principal that may only view the spec's project is refused the cluster's creation;
+/// once the file grants it `roles/container.clusterAdmin`, the next reconcile applies.
+#[tokio::test]
+async fn a_tenant_stack_on_the_local_target_is_held_to_the_state_directorys_iam_table() {
+    let f = Fixture::new("agent-tenant-iam").await;
+    let ns = f.env.namespace.clone();
+    let commit = f.ws.git(&["rev-parse", "HEAD"]);
+    let kubeconfig = agent_kubeconfig(&f).await;
+    tenant(&f, "local-tenant", true).await;
+    let principal = gkq::model::workload_identity::Audience::parse(AUDIENCE)
+        .unwrap()
+        .principal(&ns, "local-tenant", gkq::emulator::project_number);
+    let gke_state = f.state.path().join("state").join("gke");
+    std::fs::create_dir_all(&gke_state).unwrap();
+    let grant = |role: &str| {
+        let table = json!({principal.clone(): {"test-project": [role]}});
+        std::fs::write(gke_state.join("iam.json"), table.to_string()).unwrap();
+    };
+    grant("roles/container.viewer");
+
+    create_stack_as(&f, "local", "local-tenant", None).await;
+    let mut c = f.agent_command_as("a", "4s", &kubeconfig);
+    c.args(["--workload-identity-audience", AUDIENCE]);
+    let mut agent = Running::spawn(c);
+    endpoint(&mut agent);
+    let refused = f
+        .wait(
+            "local",
+            "the cluster's creation refused",
+            Duration::from_secs(120),
+            |s| {
+                condition(s, "Ready")["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("container.clusters.create"))
+            },
+        )
+        .await;
+    let ready = condition(&refused, "Ready");
+    assert_eq!(ready["status"], "False", "{refused:#}");
+    assert!(
+        ready["message"].as_str().unwrap().contains(
+            "Required \"container.clusters.create\" permission(s) for \"projects/test-project\"."
+        ),
+        "{refused:#}"
+    );
+    assert!(
+        refused["status"]["lastAppliedRevision"].is_null(),
+        "{refused:#}"
+    );
+
+    grant("roles/container.clusterAdmin");
+    let applied = f
+        .wait_applied("local", &commit, Duration::from_secs(120))
+        .await;
+    assert_eq!(
+        condition(&applied, "Ready")["status"],
+        "True",
+        "{applied:#}"
+    );
+    let (code, logs) = agent.interrupt();
+    assert_eq!(code, Some(0), "{logs}");
 }

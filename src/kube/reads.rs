@@ -1,0 +1,216 @@
+//! What a plan read from Kubernetes, in a form that can be read again and compared: each
+//! discovery, list and get it made, with a digest of the answer built from what changes whenever
+//! an object does (its uid and `resourceVersion`, which the API server changes with every write,
+//! status included: docs/kubernetes-api.md). The agent reads these again before it re-plans an
+//! unchanged commit: the same digests mean the plan would read the same live objects.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use serde_json::Value;
+
+use super::{ApplyOptions, Deletion, KubeApi, KubeResult, ObjectName, ResourceInfo, Version};
+
+/// One read a plan made.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Read {
+    Resource {
+        api_version: String,
+        kind: String,
+    },
+    List {
+        info: ResourceInfo,
+        selector: String,
+    },
+    Names {
+        info: ResourceInfo,
+    },
+    Get {
+        info: ResourceInfo,
+        namespace: Option<String>,
+        name: String,
+    },
+}
+
+/// Each read and the digest of its answer.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Reads(pub BTreeMap<Read, String>);
+
+/// Where an object stands: its place, uid and version (not its contents: a write changes the
+/// version).
+fn version_of(object: &Value) -> String {
+    let meta = |key: &str| {
+        object
+            .pointer(&format!("/metadata/{key}"))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    format!(
+        "{}/{} {} {}",
+        meta("namespace"),
+        meta("name"),
+        meta("uid"),
+        meta("resourceVersion")
+    )
+}
+
+fn digest_of(mut versions: Vec<String>) -> String {
+    versions.sort_unstable();
+    crate::plan::digest::sha256_hex(versions.join("\n").as_bytes())
+}
+
+fn resource_digest(info: &Option<ResourceInfo>) -> String {
+    format!("{info:?}")
+}
+
+fn names_digest(names: &[ObjectName]) -> String {
+    digest_of(names.iter().map(|n| format!("{n:?}")).collect())
+}
+
+/// A [`KubeApi`] that remembers what was read through it ([`Recording::reads`]); writes (the
+/// plan's server-side dry runs) pass through.
+pub struct Recording<'a> {
+    inner: &'a dyn KubeApi,
+    reads: Mutex<Reads>,
+}
+
+impl<'a> Recording<'a> {
+    pub fn new(inner: &'a dyn KubeApi) -> Self {
+        Recording {
+            inner,
+            reads: Mutex::new(Reads::default()),
+        }
+    }
+
+    fn note(&self, read: Read, digest: String) {
+        let mut reads = self.reads.lock().unwrap_or_else(|e| e.into_inner());
+        reads.0.insert(read, digest);
+    }
+
+    /// Everything read so far.
+    pub fn reads(&self) -> Reads {
+        self.reads.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+#[async_trait::async_trait]
+impl KubeApi for Recording<'_> {
+    async fn resource(&self, api_version: &str, kind: &str) -> KubeResult<Option<ResourceInfo>> {
+        let info = self.inner.resource(api_version, kind).await?;
+        let read = Read::Resource {
+            api_version: api_version.to_string(),
+            kind: kind.to_string(),
+        };
+        self.note(read, resource_digest(&info));
+        Ok(info)
+    }
+
+    async fn list(&self, info: &ResourceInfo, label_selector: &str) -> KubeResult<Vec<Value>> {
+        let objects = self.inner.list(info, label_selector).await?;
+        let read = Read::List {
+            info: info.clone(),
+            selector: label_selector.to_string(),
+        };
+        self.note(read, digest_of(objects.iter().map(version_of).collect()));
+        Ok(objects)
+    }
+
+    async fn list_each(
+        &self,
+        info: &ResourceInfo,
+        label_selector: &str,
+        each: &mut (dyn FnMut(Value) + Send),
+    ) -> KubeResult<()> {
+        let mut versions = Vec::new();
+        self.inner
+            .list_each(info, label_selector, &mut |object| {
+                versions.push(version_of(&object));
+                each(object);
+            })
+            .await?;
+        let read = Read::List {
+            info: info.clone(),
+            selector: label_selector.to_string(),
+        };
+        self.note(read, digest_of(versions));
+        Ok(())
+    }
+
+    async fn list_names(&self, info: &ResourceInfo) -> KubeResult<Vec<ObjectName>> {
+        let names = self.inner.list_names(info).await?;
+        self.note(Read::Names { info: info.clone() }, names_digest(&names));
+        Ok(names)
+    }
+
+    async fn get(
+        &self,
+        info: &ResourceInfo,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> KubeResult<Option<Value>> {
+        let object = self.inner.get(info, namespace, name).await?;
+        let read = Read::Get {
+            info: info.clone(),
+            namespace: namespace.map(str::to_string),
+            name: name.to_string(),
+        };
+        self.note(read, digest_of(object.iter().map(version_of).collect()));
+        Ok(object)
+    }
+
+    async fn apply(
+        &self,
+        info: &ResourceInfo,
+        object: &Value,
+        opts: ApplyOptions,
+    ) -> KubeResult<Value> {
+        self.inner.apply(info, object, opts).await
+    }
+
+    async fn delete(
+        &self,
+        info: &ResourceInfo,
+        namespace: Option<&str>,
+        name: &str,
+        version: Option<&Version>,
+    ) -> KubeResult<Deletion> {
+        self.inner.delete(info, namespace, name, version).await
+    }
+
+    fn refresh_discovery(&self) {
+        self.inner.refresh_discovery()
+    }
+}
+
+/// Whether reading `reads` again through `api` gives the same answers; stops at the first that
+/// differs.
+pub async fn unchanged(api: &dyn KubeApi, reads: &Reads) -> KubeResult<bool> {
+    for (read, digest) in &reads.0 {
+        let now = match read {
+            Read::Resource { api_version, kind } => {
+                resource_digest(&api.resource(api_version, kind).await?)
+            }
+            Read::List { info, selector } => {
+                let mut versions = Vec::new();
+                api.list_each(info, selector, &mut |o| versions.push(version_of(&o)))
+                    .await?;
+                digest_of(versions)
+            }
+            Read::Names { info } => names_digest(&api.list_names(info).await?),
+            Read::Get {
+                info,
+                namespace,
+                name,
+            } => {
+                let object = api.get(info, namespace.as_deref(), name).await?;
+                digest_of(object.iter().map(version_of).collect())
+            }
+        };
+        if &now != digest {
+            tracing::debug!("changed since the last plan: {read:?}");
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
