@@ -365,7 +365,7 @@ mod tests {
     fn waits_for_kueue_show_the_job_and_what_a_timeout_means() {
         let buffer = Shared::default();
         let sink = TerminalSink::new(Box::new(buffer.clone()), ProgressDrawTarget::hidden);
-        let job: ResourceAddr = "batch.job/default/train-1".parse().unwrap();
+        let job: ResourceAddr = ResourceAddr::ray_job("default", "train-1");
         for elapsed_ms in [100, 1_200, 2_300] {
             sink.emit(&ApplyEvent::AwaitingKueue {
                 addr: job.clone(),
