@@ -1739,7 +1739,13 @@ async fn a_burst_of_200_jobs_is_admitted_as_the_plan_lists_on_the_real_kueue() {
         .as_array()
         .unwrap_or_else(|| panic!("{plan:#}"))
         .iter()
-        .filter(|c| c["after"]["state"] == "admitted")
+        // Other tests' Workloads share the control plane (and may appear in the what-if).
+        .filter(|c| {
+            c["workload"]
+                .as_str()
+                .is_some_and(|w| w.starts_with(&format!("{ns}/")))
+                && c["after"]["state"] == "admitted"
+        })
         .map(|c| {
             (
                 c["workload"].as_str().unwrap().to_string(),
