@@ -93,6 +93,9 @@ pub struct AgentOptions {
     pub default_service_account: Option<String>,
     /// The shortest `spec.interval` the agent runs; a stack asking for less is refused.
     pub min_interval: Duration,
+    /// After creating each job Kueue queues, how long an apply waits for Kueue's decision on
+    /// it before the next (`--submit-wait`).
+    pub submit_wait: Duration,
     /// The STS audience stacks' ServiceAccount tokens are exchanged for (default: GKE's built-in
     /// pool of `own_cluster`).
     pub workload_identity_audience: Option<String>,
@@ -339,6 +342,7 @@ fn context(
     ctx.allow_file_urls = options.allow_file_urls;
     ctx.default_service_account = options.default_service_account.clone();
     ctx.min_interval = options.min_interval;
+    ctx.submit_wait = options.submit_wait;
     ctx.workload_identity_audience = options.workload_identity_audience.clone();
     ctx.token_requests = token_requests;
     ctx.identity = options.identity.clone();

@@ -63,6 +63,8 @@ pub struct Context {
     pub default_service_account: Option<String>,
     /// The shortest `spec.interval` run (`--min-interval`).
     pub min_interval: Duration,
+    /// How long each job an apply submits waits for Kueue's decision (`--submit-wait`).
+    pub submit_wait: Duration,
     /// The management cluster's client, which requests the tokens of stacks' ServiceAccounts
     /// (TokenRequest) for their Google identity; `None` where stacks are not kept in one.
     pub token_requests: Option<kube::Client>,
@@ -136,6 +138,7 @@ impl Context {
             allow_file_urls: false,
             default_service_account: None,
             min_interval: DEFAULT_MIN_INTERVAL,
+            submit_wait: crate::ops::DEFAULT_SUBMIT_WAIT,
             token_requests: None,
             workload_identity_audience: None,
             identities: Mutex::new(BTreeMap::new()),
@@ -674,6 +677,7 @@ async fn run_stack(stack: &GkqStack, ctx: &Context, approval: Option<&str>) -> G
             && run.status.last_applied_revision.as_deref() != Some(commit.as_str()),
         interrupt: ctx.interrupt.clone(),
         lock_holder: Some(ctx.lock_holder(&key)),
+        submit_wait: ctx.submit_wait,
     };
     let front = AgentFront {
         run: tokio::sync::Mutex::new(run),

@@ -44,6 +44,27 @@ pub enum ApplyEvent {
         reason: String,
         elapsed_ms: u64,
     },
+    /// Job `job` of the `jobs` this apply submits to Kueue was created: what follows waits until
+    /// Kueue has decided on it (quota reserved, or a scheduling attempt's reason recorded), at
+    /// most `limit_ms`. Sent when the wait begins and about once a second while it lasts.
+    #[serde(rename_all = "camelCase")]
+    AwaitingKueue {
+        addr: ResourceAddr,
+        job: usize,
+        jobs: usize,
+        elapsed_ms: u64,
+        limit_ms: u64,
+    },
+    /// The wait for Kueue's decision on job `job` ended: `decided` is false when the time ran
+    /// out (the jobs after it are submitted anyway; the plan's prediction for them may not hold).
+    #[serde(rename_all = "camelCase")]
+    KueueDecided {
+        addr: ResourceAddr,
+        job: usize,
+        jobs: usize,
+        decided: bool,
+        elapsed_ms: u64,
+    },
     #[serde(rename_all = "camelCase")]
     ActionFinished {
         addr: ResourceAddr,

@@ -11,10 +11,13 @@
 //! on is as planned, the write is sent again at the new version, else the action is stale.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::{ActionResultOf, ApplyError, ApplyEvent, Checked, Executor, check_fresh};
+use super::{
+    ActionResultOf, ApplyError, ApplyEvent, Checked, Executor, Submission, check_fresh, millis,
+};
 use crate::addr::ResourceAddr;
 use crate::kube::Version;
 use crate::plan::{Action, Step};
@@ -73,6 +76,13 @@ pub trait KubeApplier: Send + Sync {
         name: &str,
         version: Option<&Version>,
     ) -> Result<(), KubeApplyError>;
+    /// After `object`, a job Kueue queues, was created: whether Kueue has decided on its
+    /// Workload yet (quota reserved, or a scheduling attempt's reason recorded). `None` when
+    /// there is nothing to wait for (no Kueue to ask, or the job is gone).
+    async fn kueue_decided(&self, object: &Value) -> Result<Option<bool>, KubeApplyError> {
+        let _ = object;
+        Ok(None)
+    }
 }
 
 /// An object naming the action's target, for reading it: the desired one, or the one being
@@ -98,6 +108,7 @@ pub(super) async fn run_action(
     executor: &Executor<'_>,
     action: &Action,
     checked: &Checked,
+    submission: Option<Submission>,
 ) -> ActionResultOf {
     let Some(kube) = executor.kube else {
         return Err(Box::new(ApplyError::KubeUnavailable {
@@ -116,8 +127,71 @@ pub(super) async fn run_action(
             version = None;
         }
     }
+    if let (Some(submission), Some(job)) = (submission, action.desired.as_deref()) {
+        await_decision(executor, kube, &action.addr, job, submission).await;
+    }
     Ok(())
 }
+
+/// After job `submission.job` of the jobs an apply submits to Kueue was created: waits until
+/// Kueue has decided on it, so that the next one reaches Kueue after it (as the plan
+/// predicted), at most the apply's `submit_wait`, telling the sink about once a second. When
+/// the time runs out, or Kueue cannot be asked, the sink is told so and the apply goes on: the
+/// job was created.
+async fn await_decision(
+    executor: &Executor<'_>,
+    kube: &dyn KubeApplier,
+    addr: &ResourceAddr,
+    job: &Value,
+    submission: Submission,
+) {
+    let limit = executor.options.submit_wait;
+    let started = Instant::now();
+    let mut told: Option<Duration> = None;
+    let decided = |decided: bool, elapsed: Duration| ApplyEvent::KueueDecided {
+        addr: addr.clone(),
+        job: submission.job,
+        jobs: submission.jobs,
+        decided,
+        elapsed_ms: millis(elapsed),
+    };
+    loop {
+        match kube.kueue_decided(job).await {
+            Ok(None) => return,
+            Ok(Some(true)) => {
+                executor.sink.emit(&decided(true, started.elapsed()));
+                return;
+            }
+            Ok(Some(false)) => {}
+            Err(e) => {
+                tracing::warn!("{addr}: reading Kueue's decision on the job: {e}");
+                executor.sink.emit(&decided(false, started.elapsed()));
+                return;
+            }
+        }
+        let elapsed = started.elapsed();
+        if elapsed >= limit {
+            executor.sink.emit(&decided(false, elapsed));
+            return;
+        }
+        if told.is_none_or(|at| elapsed >= at + Duration::from_secs(1)) {
+            executor.sink.emit(&ApplyEvent::AwaitingKueue {
+                addr: addr.clone(),
+                job: submission.job,
+                jobs: submission.jobs,
+                elapsed_ms: millis(elapsed),
+                limit_ms: millis(limit),
+            });
+            told = Some(elapsed);
+        }
+        if executor.pause(DECISION_POLL.min(limit - elapsed)).await {
+            return;
+        }
+    }
+}
+
+/// How often Kueue's decision on a submitted job is read.
+const DECISION_POLL: Duration = Duration::from_millis(100);
 
 /// Sends `step` at `version`; when the target moved on, reads it again and, if it is still as
 /// the plan found it, sends the step again at its new version (see the module docs).

@@ -28,8 +28,8 @@ pub struct KubeAdapter<'a> {
     /// How long to wait for CRDs, Kueue's manager and deletions.
     pub timeout: Duration,
     pub poll: Duration,
-    /// How long to wait, after submitting a job to Kueue, for Kueue to decide on it (reserve
-    /// quota, or record why it cannot) before the next job is submitted.
+    /// How long a deleted job's Workloads may keep their quota before the next job is created
+    /// anyway (`--submit-wait`).
     pub submit_wait: Duration,
 }
 
@@ -42,7 +42,7 @@ impl<'a> KubeAdapter<'a> {
             stack: stack.into(),
             timeout: Duration::from_secs(300),
             poll: Duration::from_millis(500),
-            submit_wait: Duration::from_secs(30),
+            submit_wait: crate::apply::DEFAULT_SUBMIT_WAIT,
         }
     }
 }
@@ -189,29 +189,6 @@ impl KubeAdapter<'_> {
     async fn wait_established(&self, crd_name: &str) -> Result<(), KubeApplyError> {
         self.wait_for(Wait::Established(crd_name)).await?;
         self.api.refresh_discovery();
-        Ok(())
-    }
-
-    /// After a job is submitted: waits (at most `submit_wait`) until Kueue has decided on its
-    /// Workload (quota reserved, or a scheduling attempt's reason recorded), so that the next
-    /// job reaches Kueue after this one, as the plan predicted. A Kueue that does not decide in
-    /// time is told, not an error: the job is submitted.
-    async fn wait_for_decision(&self, job: &Value) -> Result<(), KubeApplyError> {
-        let Some(uid) = job.pointer("/metadata/uid").and_then(Value::as_str) else {
-            return Ok(());
-        };
-        let decided = |workloads: &[Value]| {
-            workloads.iter().any(|w| {
-                condition(w, "QuotaReserved").is_some() || condition(w, "Admitted").is_some()
-            })
-        };
-        if !self.wait_for_workloads(uid, decided).await? {
-            tracing::warn!(
-                "Kueue decided nothing about {} within {}s; the next job is submitted anyway, and the plan's prediction for it may not hold",
-                describe(job),
-                self.submit_wait.as_secs()
-            );
-        }
         Ok(())
     }
 
@@ -462,11 +439,39 @@ impl KubeApplier for KubeAdapter<'_> {
         if object["kind"] == INSTALLATION_KIND {
             return self.install_kueue().await;
         }
-        let stored = self.apply_object(object, version).await?;
-        if crate::model::jobs::queued_by_kueue(object) {
-            self.wait_for_decision(&stored).await?;
-        }
-        Ok(())
+        self.apply_object(object, version).await.map(|_| ())
+    }
+
+    /// Kueue has decided on a job when its Workload (found by Kueue's job-uid label) has a
+    /// `QuotaReserved` condition of either status (reserved, or `Pending` with a scheduling
+    /// attempt's reason) or an `Admitted` one.
+    async fn kueue_decided(&self, object: &Value) -> Result<Option<bool>, KubeApplyError> {
+        let (api_version, kind) = type_of(object);
+        let info = self.info(api_version, kind).await?;
+        let namespace = namespace_of(object).filter(|_| info.namespaced);
+        let Some(job) = self
+            .api
+            .get(&info, namespace, name_of(object))
+            .await
+            .map_err(to_apply_error)?
+        else {
+            return Ok(None);
+        };
+        let Some(uid) = job.pointer("/metadata/uid").and_then(Value::as_str) else {
+            return Ok(None);
+        };
+        let Ok(info) = self.info("kueue.x-k8s.io/v1beta2", "Workload").await else {
+            return Ok(None);
+        };
+        let selector = format!("{}={uid}", crate::vocab::labels::JOB_UID_LABEL);
+        let workloads = self
+            .api
+            .list(&info, &selector)
+            .await
+            .map_err(to_apply_error)?;
+        Ok(Some(workloads.iter().any(|w| {
+            condition(w, "QuotaReserved").is_some() || condition(w, "Admitted").is_some()
+        })))
     }
 
     async fn delete(

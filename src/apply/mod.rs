@@ -180,7 +180,13 @@ pub fn hint_for(addr: &ResourceAddr, message: &str) -> Option<String> {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ApplyOptions {
     pub poll: PollConfig,
+    /// After creating a job Kueue queues, how long to wait for Kueue's decision on it before
+    /// the next job is submitted (`--submit-wait`).
+    pub submit_wait: Duration,
 }
+
+/// How long an apply waits, by default, for Kueue's decision on each job it submits.
+pub const DEFAULT_SUBMIT_WAIT: Duration = Duration::from_secs(30);
 
 impl Default for ApplyOptions {
     /// An apply gives up on one operation, or on a busy cluster, after an hour: a person is
@@ -193,6 +199,7 @@ impl Default for ApplyOptions {
                 busy_timeout: hour,
                 ..PollConfig::default()
             },
+            submit_wait: DEFAULT_SUBMIT_WAIT,
         }
     }
 }
@@ -390,6 +397,16 @@ impl<'a> Executor<'a> {
         // the resource as it was, still there, so what depends on it goes on; a failed create,
         // replace or delete may leave it missing (or still referenced), so dependents are skipped.
         let mut usable: BTreeMap<ResourceAddr, bool> = BTreeMap::new();
+        // The jobs submitted to Kueue one after another: their positions in the plan.
+        let submissions: Vec<usize> = (0..plan.actions.len())
+            .filter(|&i| submits_to_kueue(&plan.actions[i]))
+            .collect();
+        let submission = |i: usize| {
+            submissions.binary_search(&i).ok().map(|n| Submission {
+                job: n + 1,
+                jobs: submissions.len(),
+            })
+        };
         let mut next = 0;
         while next < plan.actions.len() {
             let (batch, end) = self.batch(plan, next);
@@ -403,13 +420,21 @@ impl<'a> Executor<'a> {
             let outcomes: Vec<(usize, Outcome)> = if batch.len() == 1 {
                 vec![(
                     next,
-                    self.run(plan, &plan.actions[next], &usable, checked).await,
+                    self.run(
+                        plan,
+                        &plan.actions[next],
+                        &usable,
+                        checked,
+                        submission(next),
+                    )
+                    .await,
                 )]
             } else {
                 let usable = &usable;
                 let mut done: Vec<(usize, Outcome)> =
                     futures::stream::iter(batch.iter().map(|&i| async move {
-                        (i, self.run(plan, &plan.actions[i], usable, checked).await)
+                        let run = self.run(plan, &plan.actions[i], usable, checked, None);
+                        (i, run.await)
                     }))
                     .buffer_unordered(self.kube_concurrency)
                     .collect()
@@ -444,6 +469,7 @@ impl<'a> Executor<'a> {
         action: &Action,
         usable: &BTreeMap<ResourceAddr, bool>,
         checked: &Checked,
+        submission: Option<Submission>,
     ) -> Outcome {
         if !action.kind.is_change() {
             return Outcome::Unchanged;
@@ -505,7 +531,7 @@ impl<'a> Executor<'a> {
                 if action.steps.iter().all(|s| s.is_gke()) {
                     gke::run_action(self, plan, action).await
                 } else {
-                    kube::run_action(self, action, checked).await
+                    kube::run_action(self, action, checked, submission).await
                 }
             }
         };
@@ -583,6 +609,14 @@ fn stale_detail(action: &Action, live: Option<&serde_json::Value>) -> Option<Str
 
 fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Which of the jobs an apply submits to Kueue, one after another, an action creates.
+#[derive(Debug, Clone, Copy)]
+struct Submission {
+    /// 1 for the first.
+    job: usize,
+    jobs: usize,
 }
 
 /// A job creation Kueue will queue: its order among the others decides who gets Plan A.

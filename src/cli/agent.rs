@@ -55,6 +55,8 @@ pub struct AgentArgs {
     /// (condition Stalled, reason IntervalTooShort).
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = crate::vocab::duration::parse_flag)]
     pub min_interval: Duration,
+    #[command(flatten)]
+    pub submit: super::gitops::SubmitArgs,
     /// How many stacks are reconciled at once (one at a time with `--target local`, whose
     /// stacks share the state directory).
     #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
@@ -174,6 +176,7 @@ pub async fn run(args: &AgentArgs) -> anyhow::Result<Exit> {
         webhook_listen: args.webhook_listen,
         metrics_listen: args.metrics_listen,
         min_interval: args.min_interval,
+        submit_wait: args.submit.submit_wait,
         concurrency: args.concurrency,
         work_dir,
         lease_duration: args.lease_duration,

@@ -7,7 +7,7 @@ use clap::Args;
 
 use super::Exit;
 use super::SpecArgs;
-use super::gitops::LockArgs;
+use super::gitops::{LockArgs, SubmitArgs};
 use super::plan::{PlanFlags, PlanFormat, options, render_plan};
 use super::target::TargetArgs;
 use crate::ops::apply::{Consent, stale_error};
@@ -53,6 +53,8 @@ pub struct ApplyArgs {
     pub output: ApplyFormat,
     #[command(flatten)]
     pub lock: LockArgs,
+    #[command(flatten)]
+    pub submit: SubmitArgs,
 }
 
 #[derive(Debug, Args)]
@@ -149,6 +151,7 @@ pub async fn run(args: &ApplyArgs) -> anyhow::Result<Exit> {
             allow_disruption: args.allow_disruption,
             output: args.output,
             lock: &args.lock,
+            submit_wait: args.submit.submit_wait,
         },
     )
     .await
@@ -161,6 +164,7 @@ struct Choices<'a> {
     allow_disruption: bool,
     output: ApplyFormat,
     lock: &'a LockArgs,
+    submit_wait: std::time::Duration,
 }
 
 async fn run_with(
@@ -218,7 +222,13 @@ async fn apply_valid(
         desired,
         opts,
     };
-    converge_with(plan_source, &target.options(), choices.lock, &front).await
+    converge_with(
+        plan_source,
+        &target.options(),
+        (choices.lock, choices.submit_wait),
+        &front,
+    )
+    .await
 }
 
 /// Where apply progress goes: JSON lines on stdout, or text on stderr.
@@ -234,10 +244,11 @@ pub fn sink(json: bool) -> Box<dyn Sink> {
 pub async fn converge_with(
     source: PlanSource<'_>,
     target: &crate::ops::session::TargetOptions,
-    lock: &LockArgs,
+    (lock, submit_wait): (&LockArgs, std::time::Duration),
     front: &Front,
 ) -> anyhow::Result<Exit> {
     let apply_choices = ApplyChoices {
+        submit_wait,
         lock_timeout: lock.lock_timeout,
         follow_jobs: !front.json,
         record_unchanged: true,
@@ -361,6 +372,8 @@ pub async fn destroy(args: &DestroyArgs) -> anyhow::Result<Exit> {
             allow_disruption: args.allow_disruption,
             output: ApplyFormat::Text,
             lock: &args.lock,
+            // A destroy creates no jobs.
+            submit_wait: crate::ops::DEFAULT_SUBMIT_WAIT,
         },
         notes,
     )

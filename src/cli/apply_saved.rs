@@ -118,7 +118,13 @@ pub async fn run(args: &ApplyArgs) -> anyhow::Result<Exit> {
         spec,
         state_dir,
     };
-    converge_with(PlanSource::Saved(saved), &target, &args.lock, &front).await
+    converge_with(
+        PlanSource::Saved(saved),
+        &target,
+        (&args.lock, args.submit.submit_wait),
+        &front,
+    )
+    .await
 }
 
 /// Why a plan cannot be applied without reading its spec (`--no-spec-check`), if it cannot.

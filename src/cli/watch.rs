@@ -8,7 +8,7 @@ use std::time::Duration;
 use clap::Args;
 use tokio::sync::watch;
 
-use super::gitops::LockArgs;
+use super::gitops::{LockArgs, SubmitArgs};
 use super::output::stderr_color;
 use super::plan::{PlanFlags, options};
 use super::target::TargetArgs;
@@ -60,6 +60,8 @@ pub struct WatchArgs {
     pub force_conflicts: bool,
     #[command(flatten)]
     pub lock: LockArgs,
+    #[command(flatten)]
+    pub submit: SubmitArgs,
 }
 
 pub async fn run(args: &WatchArgs) -> anyhow::Result<Exit> {
@@ -105,6 +107,7 @@ fn watch_options(args: &WatchArgs) -> WatchOptions {
         },
         job_interval: args.job_interval,
         lock_timeout: args.lock.lock_timeout,
+        submit_wait: args.submit.submit_wait,
     }
 }
 

@@ -123,7 +123,8 @@ pub fn conflict_refusal(plan: &Plan) -> Option<String> {
 }
 
 /// Checks the whole plan against live state ([`Executor::verify`]: one list per kind) and the
-/// running work it would stop now, then applies it, each write conditional on what was checked. Nothing is applied when any target moved since the plan was made,
+/// running work it would stop now, then applies it, each write conditional on what was checked,
+/// each job Kueue queues created once Kueue decided on the one before (at most `submit_wait`). Nothing is applied when any target moved since the plan was made,
 /// or when it would stop a job without `consent.allow_disruption` (a plan without changes is
 /// only checked).
 pub async fn execute_on(
@@ -131,10 +132,14 @@ pub async fn execute_on(
     sink: &dyn Sink,
     consent: &Consent,
     interrupt: &Interrupt,
+    submit_wait: Duration,
 ) -> Result<ApplyReport, VerifyError> {
     let force_conflicts = consent.force_conflicts;
     let session = target.session;
-    let mut options = crate::apply::ApplyOptions::default();
+    let mut options = crate::apply::ApplyOptions {
+        submit_wait,
+        ..Default::default()
+    };
     if session.simulated() {
         // The local emulator finishes operations in well under a second.
         options.poll.initial = std::time::Duration::from_millis(100);
@@ -144,6 +149,7 @@ pub async fn execute_on(
     let adapter = kube.api().map(|api| {
         let mut a = KubeAdapter::new(api, target.plan.cluster.cluster.clone());
         a.force_conflicts = force_conflicts;
+        a.submit_wait = submit_wait;
         a.kueue = match session.kube.local() {
             // No network on the local target: the embedded release, unless the spec names one.
             Some(_) => target.kueue.map(crate::local::local_kueue),

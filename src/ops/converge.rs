@@ -51,6 +51,9 @@ pub struct ApplyChoices {
     pub interrupt: Interrupt,
     /// Who holds the cluster's Lease (default: this process, `holder_identity`).
     pub lock_holder: Option<LockHolder>,
+    /// After creating each job Kueue queues, how long to wait for Kueue's decision on it
+    /// before the next one (`--submit-wait`; `crate::apply::DEFAULT_SUBMIT_WAIT`).
+    pub submit_wait: Duration,
 }
 
 /// Where the plan an apply executes comes from.
@@ -375,6 +378,7 @@ async fn converge(
         front.sink(),
         &consent,
         &choices.interrupt,
+        choices.submit_wait,
     )
     .await;
     let succeeded = matches!(&report, Ok(report) if report.is_success());

@@ -36,7 +36,7 @@ pub mod watch;
 
 /// What the pipeline's callers see of the executor: the events an apply tells as it goes, and
 /// the sink a caller passes to hear them.
-pub use crate::apply::{ApplyEvent, ApplyReport, Outcome, Sink};
+pub use crate::apply::{ApplyEvent, ApplyReport, DEFAULT_SUBMIT_WAIT, Outcome, Sink};
 
 /// The `tracing` target of the pipeline's notices to the person running it (see above). Events
 /// at INFO are told as they are, WARN ones as warnings; a `hint` field says what to do.

@@ -60,6 +60,8 @@ pub struct WatchOptions {
     pub job_interval: Duration,
     /// How long to wait for another apply's lock.
     pub lock_timeout: Duration,
+    /// With apply: how long each submitted job waits for Kueue's decision (`--submit-wait`).
+    pub submit_wait: Duration,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -513,6 +515,7 @@ impl Watcher<'_> {
         };
         let choices = ApplyChoices {
             lock_timeout: options.lock_timeout,
+            submit_wait: options.submit_wait,
             // Watch follows the jobs itself, after the apply.
             follow_jobs: false,
             // Only plans with changes come here; a fresh plan without any records nothing.

@@ -155,7 +155,8 @@ pub(crate) struct WorkloadModel {
     pub cq: Option<usize>,
     pub blocked: Option<Blocked>,
     pub priority: i32,
-    pub created: Option<Timestamp>,
+    /// Kueue's queue-order timestamp (`PendingWorkload::queued_at`).
+    pub queued_at: Option<Timestamp>,
     /// The Workload's uid, when it exists: the tie-break within one creation second.
     pub uid: Option<String>,
     /// Position in the input: the FIFO tie-breaker for jobs not created yet.
@@ -547,7 +548,7 @@ impl<'c> Model<'c> {
             cq: None,
             blocked: None,
             priority: 0,
-            created: workload.created,
+            queued_at: workload.queued_at,
             uid: workload.uid.clone(),
             seq,
             arrival: 0,

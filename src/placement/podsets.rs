@@ -86,9 +86,10 @@ pub struct PendingWorkload {
     /// The LocalQueue; `None` means Kueue does not manage the job.
     pub queue_name: Option<String>,
     pub priority: PrioritySource,
-    /// `metadata.creationTimestamp`; `None` for jobs not created yet (they queue last, in the
-    /// order given).
-    pub created: Option<Timestamp>,
+    /// When Kueue's queues order it after priority ([`queue_order_time`]): the creation time,
+    /// or for a Workload evicted by the PodsReady timeout or an admission check, the eviction's;
+    /// `None` for jobs not created yet (they queue last, in the order given).
+    pub queued_at: Option<Timestamp>,
     /// `metadata.uid`: Kueue's last tie-break between Workloads created in the same second.
     pub uid: Option<String>,
     pub pod_sets: Vec<PodSet>,
@@ -630,12 +631,41 @@ fn from_workload(root: &Field<'_, '_>) -> PendingWorkload {
         name: meta.name,
         queue_name,
         priority,
-        created: meta.created,
+        queued_at: queue_order_time(&root.get("status"), meta.created),
         uid: meta.uid,
         pod_sets,
         rejected: None,
         owner,
         stopped_by: StoppedQueue::of_requeued(&root.get("status")),
+    }
+}
+
+/// A Workload's queue-order timestamp, Kueue v0.19.2's `GetQueueOrderTimestamp`
+/// (`pkg/workload/workload.go`): while `Evicted=True` with reason `PodsReadyTimeout` (the
+/// requeuing timestamp `Eviction` is the default) or `AdmissionCheck`, that condition's
+/// `lastTransitionTime`; else `created`. (The preempted-while-borrowing case applies only with
+/// `PrioritySortingWithinCohort` off, which gkq does not predict.)
+fn queue_order_time(status: &Field<'_, '_>, created: Option<Timestamp>) -> Option<Timestamp> {
+    let items = status.get("conditions").items();
+    let evicted = items.iter().find(|c| {
+        c.get("type").str() == Some("Evicted")
+            && c.get("status").str() == Some("True")
+            && matches!(
+                c.get("reason").str(),
+                Some("PodsReadyTimeout" | "AdmissionCheck")
+            )
+    });
+    let Some(evicted) = evicted else {
+        return created;
+    };
+    let at = evicted.get("lastTransitionTime");
+    match at.str().map(|text| (text, Timestamp::parse(text))) {
+        Some((_, Some(time))) => Some(time),
+        Some((text, None)) => {
+            at.report(format!("{text:?} is not an RFC 3339 timestamp"));
+            created
+        }
+        None => created,
     }
 }
 
@@ -672,7 +702,7 @@ fn finish(
         name: meta.name,
         queue_name,
         priority,
-        created: meta.created,
+        queued_at: meta.created,
         uid: meta.uid,
         pod_sets,
         rejected: if rejected.is_empty() {
@@ -949,6 +979,43 @@ mod tests {
 
     fn q(s: &str) -> Quantity {
         Quantity::parse(s).unwrap()
+    }
+
+    /// Kueue orders a Workload evicted by the PodsReady timeout or an admission check by the
+    /// eviction's time; any other eviction (a stopped queue, preemption) keeps its creation time.
+    #[test]
+    fn an_eviction_by_pods_ready_or_an_admission_check_is_the_queue_order_time() {
+        let workload = |reason: &str, status: &str| {
+            json!({
+                "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+                "metadata": {"name": "w", "namespace": "ml", "uid": "b",
+                    "creationTimestamp": "2026-03-20T03:00:00Z"},
+                "spec": {"queueName": "q", "podSets": [{"name": "main", "count": 1,
+                    "template": {"spec": {"containers": [{"name": "c"}]}}}]},
+                "status": {"conditions": [{"type": "Evicted", "status": status,
+                    "reason": reason, "lastTransitionTime": "2026-03-20T04:00:00Z"}]},
+            })
+        };
+        let at = |text: &str| Timestamp::parse(text);
+        let queued = |reason: &str, status: &str| {
+            PendingWorkload::from_object(&workload(reason, status))
+                .unwrap()
+                .queued_at
+        };
+        assert_eq!(
+            queued("PodsReadyTimeout", "True"),
+            at("2026-03-20T04:00:00Z")
+        );
+        assert_eq!(queued("AdmissionCheck", "True"), at("2026-03-20T04:00:00Z"));
+        assert_eq!(queued("Preempted", "True"), at("2026-03-20T03:00:00Z"));
+        assert_eq!(
+            queued("ClusterQueueStopped", "True"),
+            at("2026-03-20T03:00:00Z")
+        );
+        assert_eq!(
+            queued("AdmissionCheck", "False"),
+            at("2026-03-20T03:00:00Z")
+        );
     }
 
     #[test]

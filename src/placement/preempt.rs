@@ -27,8 +27,8 @@ pub(crate) struct Holder {
     pub cq: usize,
     pub usage: Vec<(Fr, Amount)>,
     pub priority: i32,
-    /// The queue-order timestamp (creation time); `None` for jobs not created yet.
-    pub created: Option<Timestamp>,
+    /// The queue-order timestamp (`PendingWorkload::queued_at`); `None` for jobs not created yet.
+    pub queued_at: Option<Timestamp>,
     pub seq: usize,
     /// Order of quota reservation: higher was admitted later.
     pub reserved_rank: usize,
@@ -122,8 +122,8 @@ impl Preemptor<'_> {
                 mine > theirs
                     || (mine == theirs
                         && created_before(
-                            (self.workload.created, self.workload.seq),
-                            (candidate.created, candidate.seq),
+                            (self.workload.queued_at, self.workload.seq),
+                            (candidate.queued_at, candidate.seq),
                         ))
             }
             "Any" => true,

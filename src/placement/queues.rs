@@ -162,13 +162,14 @@ struct Entry {
     targets: Vec<Target>,
 }
 
-/// Heap order inside a queue: higher priority, then older (creation timestamps have a
-/// resolution of one second), then the Workload's uid, then input order.
+/// Heap order inside a queue (`baseCompareFunc`): higher priority, then the older queue-order
+/// timestamp (creation, or an eviction by the PodsReady timeout or an admission check; one
+/// second's resolution), then the Workload's uid, then input order.
 fn queue_key(workload: &WorkloadModel) -> impl Ord + '_ {
     (
         Reverse(workload.priority),
-        workload.created.is_none(),
-        workload.created,
+        workload.queued_at.is_none(),
+        workload.queued_at,
         workload.uid.as_deref(),
         workload.seq,
     )
@@ -379,8 +380,8 @@ impl State<'_, '_> {
                 .borrowing
                 .cmp(&b.assignment.borrowing)
                 .then(wb.priority.cmp(&wa.priority))
-                .then(wa.created.is_none().cmp(&wb.created.is_none()))
-                .then(wa.created.cmp(&wb.created))
+                .then(wa.queued_at.is_none().cmp(&wb.queued_at.is_none()))
+                .then(wa.queued_at.cmp(&wb.queued_at))
                 .then(model.cqs[a.cq].name.cmp(&model.cqs[b.cq].name))
                 .then(wa.seq.cmp(&wb.seq))
         });
@@ -523,7 +524,7 @@ impl State<'_, '_> {
             cq,
             usage,
             priority: w.priority,
-            created: w.created,
+            queued_at: w.queued_at,
             seq: w.seq,
             reserved_rank: self.holders.len(),
         });

@@ -23,6 +23,28 @@ struct TerminalState {
     out: Box<dyn Write + Send>,
     spinner_target: fn() -> ProgressDrawTarget,
     spinner: Option<ProgressBar>,
+    /// The job whose Kueue decision is awaited, once its waiting line is printed.
+    awaiting: Option<crate::addr::ResourceAddr>,
+}
+
+/// What the terminal says when Kueue decided nothing on a submitted job in time.
+fn undecided_text(
+    addr: &crate::addr::ResourceAddr,
+    job: usize,
+    jobs: usize,
+    elapsed_ms: u64,
+) -> String {
+    let waited = format_elapsed(elapsed_ms);
+    if job < jobs {
+        format!(
+            "{addr}: Kueue decided nothing on job {job} of {jobs} within {waited}; job {} is submitted now, so Kueue may see them together, and the plan's prediction for the jobs from this one on may not hold",
+            job + 1
+        )
+    } else {
+        format!(
+            "{addr}: Kueue decided nothing on job {job} of {jobs} within {waited}; the apply goes on, and Kueue decides later (`gkq status` shows where it lands)"
+        )
+    }
 }
 
 impl TerminalSink {
@@ -46,6 +68,7 @@ impl TerminalSink {
                 out,
                 spinner_target,
                 spinner: None,
+                awaiting: None,
             }),
         }
     }
@@ -149,6 +172,42 @@ impl Sink for TerminalSink {
             } => {
                 state.line(format!("    {YELLOW}{addr}: {reason}{YELLOW:#}"));
                 state.spin(format!("{addr}: waiting [{}]", format_elapsed(*elapsed_ms)));
+            }
+            ApplyEvent::AwaitingKueue {
+                addr,
+                job,
+                jobs,
+                elapsed_ms,
+                limit_ms,
+            } => {
+                let what = format!("waiting for Kueue's decision on job {job} of {jobs}");
+                if state.awaiting.as_ref() != Some(addr) {
+                    state.awaiting = Some(addr.clone());
+                    state.line(format!(
+                        "    {DIM}{addr}: {what} (at most {}){DIM:#}",
+                        format_elapsed(*limit_ms)
+                    ));
+                }
+                state.spin(format!(
+                    "{addr}: {what} [{} of {}]",
+                    format_elapsed(*elapsed_ms),
+                    format_elapsed(*limit_ms)
+                ));
+            }
+            ApplyEvent::KueueDecided {
+                addr,
+                job,
+                jobs,
+                decided,
+                elapsed_ms,
+            } => {
+                state.awaiting = None;
+                if !decided {
+                    state.line(format!(
+                        "    {YELLOW}{}{YELLOW:#}",
+                        undecided_text(addr, *job, *jobs, *elapsed_ms)
+                    ));
+                }
             }
             ApplyEvent::ActionFinished {
                 addr,
@@ -300,6 +359,51 @@ mod tests {
         );
         assert!(text.contains("hint: try later"));
         assert!(text.contains("Apply incomplete: 0 changed, 1 failed, 0 skipped (6s)."));
+    }
+
+    #[test]
+    fn waits_for_kueue_show_the_job_and_what_a_timeout_means() {
+        let buffer = Shared::default();
+        let sink = TerminalSink::new(Box::new(buffer.clone()), ProgressDrawTarget::hidden);
+        let job: ResourceAddr = ResourceAddr::ray_job("default", "train-1");
+        for elapsed_ms in [100, 1_200, 2_300] {
+            sink.emit(&ApplyEvent::AwaitingKueue {
+                addr: job.clone(),
+                job: 1,
+                jobs: 3,
+                elapsed_ms,
+                limit_ms: 30_000,
+            });
+        }
+        sink.emit(&ApplyEvent::KueueDecided {
+            addr: job.clone(),
+            job: 1,
+            jobs: 3,
+            decided: false,
+            elapsed_ms: 30_000,
+        });
+        let text =
+            super::super::strip(&String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap());
+        assert_eq!(
+            text.matches("waiting for Kueue's decision on job 1 of 3 (at most 30s)")
+                .count(),
+            1,
+            "{text}"
+        );
+        assert!(
+            text.contains("Kueue decided nothing on job 1 of 3 within 30s; job 2 is submitted now"),
+            "{text}"
+        );
+        let json = serde_json::to_value(ApplyEvent::AwaitingKueue {
+            addr: job,
+            job: 2,
+            jobs: 3,
+            elapsed_ms: 0,
+            limit_ms: 30_000,
+        })
+        .unwrap();
+        assert_eq!(json["event"], "awaiting-kueue");
+        assert_eq!(json["limitMs"], 30_000);
     }
 
     #[test]

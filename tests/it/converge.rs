@@ -78,6 +78,7 @@ fn choices() -> ApplyChoices {
         record_unchanged: true,
         interrupt: Interrupt::new(),
         lock_holder: None,
+        submit_wait: gkq::ops::DEFAULT_SUBMIT_WAIT,
     }
 }
 

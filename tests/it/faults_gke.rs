@@ -60,7 +60,10 @@ async fn apply(api: &RestGke, plan: &Plan) -> ApplyReport {
         ..PollConfig::default()
     };
     Executor::new(api, &sink)
-        .with_options(ApplyOptions { poll })
+        .with_options(ApplyOptions {
+            poll,
+            ..ApplyOptions::default()
+        })
         .apply(plan)
         .await
 }

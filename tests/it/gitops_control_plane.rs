@@ -8,6 +8,7 @@ use std::process::Output;
 use std::time::Duration;
 
 use gkq::gitops::lock::{self, LockError, LockOptions};
+use gkq::vocab::object::condition_true;
 use serde_json::Value;
 
 use crate::support;
@@ -1814,4 +1815,308 @@ async fn replaced_runs_and_a_kind_switch_land_as_planned_on_the_real_kueue() {
         .find(|p| p["job"] == "rayjob-tpu-v6e-dws-1")
         .unwrap();
     assert!(first.to_string().contains(&on_demand), "{first:#}");
+}
+
+/// The fixture's spec up to its `jobs:` (the queues and pools), for tests that list their own.
+fn spec_without_jobs(s: &Stack) -> String {
+    let text = std::fs::read_to_string(s.path().join("infra/gkq.yaml")).unwrap();
+    let at = text.find("\njobs:\n").expect("the fixture lists jobs");
+    text[..=at].to_string()
+}
+
+/// Each podset's flavor (`-` for none) and the state of one placement, as `plan -o json` and
+/// `status -o json` write it: what "the same row" means.
+fn row(placement: &Value) -> (String, Vec<(String, String)>) {
+    let podsets = placement["podsets"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{placement:#}"))
+        .iter()
+        .map(|p| {
+            (
+                p["name"].as_str().unwrap_or_default().to_string(),
+                p["flavor"].as_str().unwrap_or("-").to_string(),
+            )
+        })
+        .collect();
+    (placement["state"].to_string(), podsets)
+}
+
+/// Plans `spec`, applies it, waits for Kueue to reserve quota for `reserved` Workloads, and
+/// asserts that every job's placement in `status` is the plan's, row for row (state and each
+/// podset's flavor); returns the plan's rows by job.
+async fn plan_apply_and_compare(
+    s: &Stack,
+    spec: &str,
+    reserved: usize,
+) -> BTreeMap<String, (String, Vec<(String, String)>)> {
+    std::fs::write(s.path().join("infra/gkq.yaml"), spec).unwrap();
+    let out = s.run(&["plan", "-o", "json"]);
+    assert!(out.status.success(), "{}", explain(&out));
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let predicted: BTreeMap<String, _> = plan["placements"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{plan:#}"))
+        .iter()
+        .map(|p| (p["job"].as_str().unwrap().to_string(), row(p)))
+        .collect();
+    let out = s.run(&["apply", "--auto-approve"]);
+    assert!(out.status.success(), "{}", explain(&out));
+    // Kueue decided on each job before the next was created.
+    assert!(
+        !text(&out.stderr).contains("decided nothing"),
+        "{}",
+        explain(&out)
+    );
+    wait_for_admissions(&s.namespace, reserved).await;
+    let out = s.run(&["status", "-o", "json"]);
+    assert!(out.status.success(), "{}", explain(&out));
+    let status: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let observed: BTreeMap<String, _> = status["jobs"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{status:#}"))
+        .iter()
+        .map(|j| (j["job"].as_str().unwrap().to_string(), row(&j["observed"])))
+        .collect();
+    assert_eq!(predicted, observed, "plan: {plan:#}\nstatus: {status:#}");
+    predicted
+}
+
+/// A JobSet entry of one v6e slice in `queue`, at `priority_class` when given.
+fn slice_in(name: &str, queue: &str, priority_class: Option<&str>) -> String {
+    let mut entry = one_slice_jobset(name).replace("queue: user-queue", &format!("queue: {queue}"));
+    if let Some(class) = priority_class {
+        entry = entry.replace(
+            "    count: 1\n",
+            &format!("    count: 1\n    priorityClass: {class}\n"),
+        );
+    }
+    entry
+}
+
+/// A low-priority job listed before a high-priority one, on the real Kueue: apply submits the
+/// low one first and Kueue gives it on-demand before the high one exists, so the high one goes
+/// to dws (no preemption is configured). Predicting the two as waiting together would put the
+/// high one on on-demand; the plan predicts the spec's sequence and Kueue agrees row for row.
+#[tokio::test]
+async fn a_low_priority_job_listed_before_a_high_one_lands_as_predicted_on_the_real_kueue() {
+    let s = Stack::new("low-before-high").await;
+    let (low, high) = (unique_name("low"), unique_name("high"));
+    let class = |name: &str, value: i32| {
+        format!(
+            "  - {{apiVersion: kueue.x-k8s.io/v1beta2, kind: WorkloadPriorityClass, metadata: {{name: {name}}}, value: {value}}}\n"
+        )
+    };
+    let spec = format!(
+        "{}jobs:\n{}{}manifests:\n{}{}",
+        spec_without_jobs(&s),
+        slice_in("low-first", "user-queue", Some(&low)),
+        slice_in("high-second", "user-queue", Some(&high)),
+        class(&low, 100),
+        class(&high, 1000),
+    );
+    let rows = plan_apply_and_compare(&s, &spec, 2).await;
+    let flavor = |job: &str| rows[job].1[0].1.clone();
+    assert_eq!(flavor("low-first-1"), s.vars["ONDEMAND"], "{rows:?}");
+    assert_eq!(flavor("high-second-1"), s.vars["DWS"], "{rows:?}");
+}
+
+/// A job that borrows, listed before the lender's own job, on the real Kueue: the borrower's
+/// ClusterQueue has no on-demand quota of its own and borrows the lender's through their cohort;
+/// submitted first, it gets on-demand, and the lender's own job, arriving after, goes to dws
+/// (reclaimWithinCohort is Never by default). Waiting together, Kueue would have preferred the
+/// job that does not borrow.
+#[tokio::test]
+async fn a_borrowing_job_listed_before_the_lenders_own_lands_as_predicted_on_the_real_kueue() {
+    let s = Stack::new("borrow-first").await;
+    let base = spec_without_jobs(&s);
+    let cohort = base.replace(
+        "    - name: ${CQ}\n",
+        "    - name: ${CQ}\n      cohort: ${CQ}-co\n",
+    );
+    assert_ne!(cohort, base, "the fixture's ClusterQueue line moved");
+    let borrower = "    - name: ${CQ}-b\n      cohort: ${CQ}-co\n      resourceGroups:\n        - resources: [cpu, memory, google.com/tpu]\n          flavors:\n            - {name: \"${ONDEMAND}\", quota: {cpu: 0, memory: 0, google.com/tpu: 0}}\n  localQueues:\n    - {name: team-queue, namespace: \"${NS}\", clusterQueue: \"${CQ}-b\"}\n";
+    let queues = cohort.replace("  localQueues:\n", borrower);
+    assert_ne!(queues, cohort, "the fixture's localQueues line moved");
+    let spec = format!(
+        "{queues}jobs:\n{}{}",
+        slice_in("borrower", "team-queue", None),
+        slice_in("lender", "user-queue", None),
+    );
+    let rows = plan_apply_and_compare(&s, &spec, 2).await;
+    let flavor = |job: &str| rows[job].1[0].1.clone();
+    assert_eq!(flavor("borrower-1"), s.vars["ONDEMAND"], "{rows:?}");
+    assert_eq!(flavor("lender-1"), s.vars["DWS"], "{rows:?}");
+}
+
+/// 200 batch Jobs someone else creates in a burst (many in one creation second, so Kueue orders
+/// them by Workload uid) while the ClusterQueue is held; the spec then lets the queue run. The
+/// plan's `workloadChanges` say which of them Kueue admits, and where; after apply the real
+/// Kueue's Workloads say the same, Workload for Workload, and the rest still wait.
+#[tokio::test]
+async fn a_burst_of_200_jobs_is_admitted_as_the_plan_lists_on_the_real_kueue() {
+    let s = Stack::new("burst-200").await;
+    let ns = s.namespace.clone();
+    // Room for part of the burst: 100m each, 10 cpu on the CPU flavor, 5 on on-demand, none on
+    // dws; the queue held.
+    let base = spec_without_jobs(&s)
+        .replace("cpu: 40, memory: 75Gi", "cpu: 5, memory: 75Gi")
+        .replace("cpu: 1000000000,", "cpu: 0,");
+    let held = base.replace(
+        "    - name: ${CQ}\n",
+        "    - name: ${CQ}\n      stopPolicy: Hold\n",
+    );
+    assert_ne!(held, base, "the fixture's ClusterQueue line moved");
+    std::fs::write(s.path().join("infra/gkq.yaml"), &held).unwrap();
+    let out = s.run(&["apply", "--auto-approve"]);
+    assert!(out.status.success(), "{}", explain(&out));
+
+    let client = client().await;
+    let jobs: Vec<Value> = (0..200)
+        .map(|i| {
+            support::kueue::batch_job(
+                &ns,
+                &format!("burst-{i:03}"),
+                "user-queue",
+                1,
+                &[("cpu", "100m")],
+            )
+        })
+        .collect();
+    use futures::StreamExt;
+    let created: Vec<_> = futures::stream::iter(jobs.iter().map(|job| {
+        let client = client.clone();
+        let ns = ns.clone();
+        async move { crate::placement_kueue::apply(&client, &ns, job).await }
+    }))
+    .buffer_unordered(50)
+    .collect()
+    .await;
+    assert!(created.iter().all(Result::is_ok), "{created:?}");
+    let workloads_api =
+        support::control_plane::dynamic_api(&client, "kueue.x-k8s.io/v1beta2", "Workload", &ns)
+            .unwrap();
+    let list = || async {
+        workloads_api
+            .list(&kube::api::ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .map(|w| serde_json::to_value(w).unwrap())
+            .collect::<Vec<Value>>()
+    };
+    let started = std::time::Instant::now();
+    let workloads = loop {
+        let workloads = list().await;
+        if workloads.len() >= 200 {
+            break workloads;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(90),
+            "Kueue made {} Workloads of 200",
+            workloads.len()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    // Within one creation second only the uid orders them: the burst has such ties.
+    let mut per_second: BTreeMap<String, usize> = BTreeMap::new();
+    for w in &workloads {
+        *per_second
+            .entry(
+                w["metadata"]["creationTimestamp"]
+                    .as_str()
+                    .unwrap()
+                    .to_string(),
+            )
+            .or_default() += 1;
+    }
+    assert!(per_second.values().any(|&n| n > 1), "{per_second:?}");
+
+    std::fs::write(s.path().join("infra/gkq.yaml"), &base).unwrap();
+    let out = s.run(&["plan", "-o", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", explain(&out));
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let admitted: BTreeMap<String, String> = plan["workloadChanges"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{plan:#}"))
+        .iter()
+        // Other tests' Workloads share the control plane (and may appear in the what-if).
+        .filter(|c| {
+            c["workload"]
+                .as_str()
+                .is_some_and(|w| w.starts_with(&format!("{ns}/")))
+                && c["after"]["state"] == "admitted"
+        })
+        .map(|c| {
+            (
+                c["workload"].as_str().unwrap().to_string(),
+                c["after"]["podsets"][0]["flavor"]
+                    .as_str()
+                    .unwrap()
+                    .to_string(),
+            )
+        })
+        .collect();
+    assert!(
+        !admitted.is_empty() && admitted.len() < 200,
+        "the quota admits part of the burst: {plan:#}"
+    );
+
+    let out = s.run(&["apply", "--auto-approve"]);
+    assert!(out.status.success(), "{}", explain(&out));
+    // Kueue is done with the burst once nothing more is reserved for a few seconds.
+    let mut settled = (0, std::time::Instant::now());
+    loop {
+        let reserved = list()
+            .await
+            .iter()
+            .filter(|w| condition_true(w, "QuotaReserved"))
+            .count();
+        if reserved != settled.0 {
+            settled = (reserved, std::time::Instant::now());
+        } else if settled.1.elapsed() > Duration::from_secs(5) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let observed: BTreeMap<String, String> = list()
+        .await
+        .iter()
+        .filter_map(|w| {
+            let placement = gkq::placement::observed_placement(w).unwrap();
+            (placement.state == gkq::placement::PlacementState::Admitted).then(|| {
+                (
+                    format!("{ns}/{}", w["metadata"]["name"].as_str().unwrap()),
+                    placement.podsets[0].flavor.clone().unwrap_or_default(),
+                )
+            })
+        })
+        .collect();
+    let differing: Vec<String> = admitted
+        .iter()
+        .filter(|(w, f)| observed.get(*w) != Some(*f))
+        .map(|(w, f)| format!("{w}: planned {f}, observed {:?}", observed.get(w)))
+        .chain(
+            observed
+                .iter()
+                .filter(|(w, _)| !admitted.contains_key(*w))
+                .map(|(w, f)| format!("{w}: not planned, observed {f}")),
+        )
+        .collect();
+    let rows = |w: &str| {
+        plan["workloadChanges"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["workload"] == w)
+            .cloned()
+    };
+    assert!(
+        differing.is_empty(),
+        "{differing:#?}\n{:#?}",
+        differing
+            .iter()
+            .filter_map(|d| rows(d.split(':').next().unwrap()))
+            .collect::<Vec<_>>()
+    );
 }

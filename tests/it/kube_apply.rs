@@ -90,6 +90,7 @@ impl Stack {
         adapter.timeout = Duration::from_secs(60);
         let options = ApplyOptions {
             poll: gkq::apply::PollConfig::immediate(),
+            ..ApplyOptions::default()
         };
         Executor::new(&self.gke, &sink)
             .with_kube(&adapter)

@@ -183,6 +183,7 @@ async fn the_gke_token_never_reaches_logs_errors_or_the_plan() {
     let report = Executor::new(&api, &sink)
         .with_options(ApplyOptions {
             poll: PollConfig::immediate(),
+            ..ApplyOptions::default()
         })
         .apply(&planned)
         .await;

@@ -321,6 +321,7 @@ pub fn api_resource(api_version: &str, kind: &str) -> Result<(ApiResource, bool)
         "ResourceFlavor" => ("resourceflavors", false),
         "ClusterQueue" => ("clusterqueues", false),
         "Cohort" => ("cohorts", false),
+        "WorkloadPriorityClass" => ("workloadpriorityclasses", false),
         "AdmissionCheck" => ("admissionchecks", false),
         "ProvisioningRequestConfig" => ("provisioningrequestconfigs", false),
         "LocalQueue" => ("localqueues", true),

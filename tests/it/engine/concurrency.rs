@@ -136,6 +136,7 @@ async fn apply(gke: &FakeGke, kube: &SlowKube, plan: &Plan, concurrency: usize) 
 fn options() -> ApplyOptions {
     ApplyOptions {
         poll: PollConfig::immediate(),
+        ..ApplyOptions::default()
     }
 }
 

@@ -56,7 +56,10 @@ async fn run(api: &RestGke, plan: &Plan) -> (ApplyReport, RecordingSink) {
         ..PollConfig::default()
     };
     let report = Executor::new(api, &sink)
-        .with_options(ApplyOptions { poll })
+        .with_options(ApplyOptions {
+            poll,
+            ..ApplyOptions::default()
+        })
         .apply(plan)
         .await;
     (report, sink)

@@ -32,6 +32,10 @@ struct FakeKube {
     version: AtomicU64,
     /// Requests by verb: "list", "get", "apply", "delete".
     calls: Mutex<BTreeMap<&'static str, usize>>,
+    /// A Kueue that decides on a job at its `n`th question (`None`: no Kueue to ask).
+    decides_at: Option<usize>,
+    /// The questions asked about Kueue's decisions, job by job, and what was applied by then.
+    asked: Mutex<Vec<(ResourceAddr, usize)>>,
 }
 
 impl FakeKube {
@@ -137,6 +141,17 @@ impl KubeApplier for FakeKube {
         Ok(())
     }
 
+    async fn kueue_decided(&self, object: &Value) -> Result<Option<bool>, KubeApplyError> {
+        let Some(at) = self.decides_at else {
+            return Ok(None);
+        };
+        let addr = ResourceAddr::from_object(object).unwrap();
+        let applied = self.applied.lock().unwrap().len();
+        let mut asked = self.asked.lock().unwrap();
+        asked.push((addr.clone(), applied));
+        Ok(Some(asked.iter().filter(|(a, _)| *a == addr).count() >= at))
+    }
+
     async fn delete(
         &self,
         _: &str,
@@ -210,6 +225,7 @@ async fn kubernetes_objects_are_applied_after_the_cluster_and_then_stay_quiet() 
         .with_kube(&kube)
         .with_options(ApplyOptions {
             poll: PollConfig::immediate(),
+            ..ApplyOptions::default()
         })
         .apply(&first)
         .await;
@@ -290,6 +306,7 @@ async fn a_failed_kubernetes_apply_skips_only_its_dependents() {
         .with_kube(&kube)
         .with_options(ApplyOptions {
             poll: PollConfig::immediate(),
+            ..ApplyOptions::default()
         })
         .apply(&plan)
         .await;
@@ -331,6 +348,7 @@ async fn without_a_kubernetes_applier_kubernetes_actions_fail_clearly() {
     let report = Executor::new(&gke, &sink)
         .with_options(ApplyOptions {
             poll: PollConfig::immediate(),
+            ..ApplyOptions::default()
         })
         .apply(&plan)
         .await;
@@ -379,6 +397,7 @@ fn executor<'a>(gke: &'a FakeGke, kube: &'a FakeKube) -> Executor<'a> {
         .with_kube(kube)
         .with_options(ApplyOptions {
             poll: PollConfig::immediate(),
+            ..ApplyOptions::default()
         })
 }
 
@@ -489,4 +508,105 @@ async fn an_unchanged_secret_is_checked_with_its_real_values() {
         executor(&gke, &kube).verify(&edit).await.is_ok(),
         "the unchanged Secret is not stale"
     );
+}
+
+/// Two jobs Kueue queues: the second is created only once Kueue decided on the first, the wait
+/// is shown as "job N of M" (about once a second), and a Kueue that decides nothing within
+/// `submit_wait` is said to have decided nothing, after which the next job is created anyway.
+#[tokio::test]
+async fn each_job_waits_for_kueues_decision_on_the_one_before_within_the_submit_wait() {
+    let mut desired = desired();
+    let mut second = (*desired.kubernetes[5]).clone();
+    second["metadata"]["name"] = json!("rayjob-tpu-v6e-dws-2");
+    desired.kubernetes.push(Arc::new(second));
+    let gke = FakeGke::new();
+    let decisions = |decides_at: usize, submit_wait: std::time::Duration| {
+        let (gke, desired) = (&gke, &desired);
+        async move {
+            let kube = FakeKube {
+                decides_at: Some(decides_at),
+                ..FakeKube::default()
+            };
+            let planned = plan(
+                desired,
+                &observe(gke, &kube, desired).await,
+                &PlanOptions::default(),
+            )
+            .unwrap();
+            let sink = RecordingSink::new();
+            let report = Executor::new(gke, &sink)
+                .with_kube(&kube)
+                .with_options(ApplyOptions {
+                    poll: PollConfig::immediate(),
+                    submit_wait,
+                })
+                .apply(&planned)
+                .await;
+            assert!(
+                report.is_success(),
+                "{:?}",
+                report.failures().collect::<Vec<_>>()
+            );
+            let asked = kube.asked.lock().unwrap().clone();
+            (sink.events(), asked)
+        }
+    };
+    let first: ResourceAddr = "ray.rayjob/default/rayjob-tpu-v6e-dws-1".parse().unwrap();
+    let second: ResourceAddr = "ray.rayjob/default/rayjob-tpu-v6e-dws-2".parse().unwrap();
+
+    // Kueue decides at the third question: job 2 is not created while job 1 is asked about.
+    let (events, asked) = decisions(3, std::time::Duration::from_secs(30)).await;
+    let about_first: Vec<usize> = asked
+        .iter()
+        .filter(|(a, _)| *a == first)
+        .map(|(_, applied)| *applied)
+        .collect();
+    assert_eq!(about_first.len(), 3, "{asked:?}");
+    assert!(about_first.windows(2).all(|w| w[0] == w[1]), "{asked:?}");
+    let kueue_events: Vec<String> = events
+        .iter()
+        .filter_map(|e| match e {
+            gkq::apply::ApplyEvent::AwaitingKueue {
+                addr, job, jobs, ..
+            } => Some(format!("awaiting {addr} {job}/{jobs}")),
+            gkq::apply::ApplyEvent::KueueDecided {
+                addr,
+                job,
+                jobs,
+                decided,
+                ..
+            } => Some(format!("decided {addr} {job}/{jobs} {decided}")),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        kueue_events,
+        [
+            format!("awaiting {first} 1/2"),
+            format!("decided {first} 1/2 true"),
+            format!("awaiting {second} 2/2"),
+            format!("decided {second} 2/2 true"),
+        ]
+    );
+
+    // A Kueue that never decides in time: each wait ends at the limit, said so, and job 2 is
+    // still created.
+    let (events, asked) = decisions(usize::MAX, std::time::Duration::from_millis(300)).await;
+    let undecided: Vec<String> = events
+        .iter()
+        .filter_map(|e| match e {
+            gkq::apply::ApplyEvent::KueueDecided {
+                addr,
+                decided: false,
+                elapsed_ms,
+                ..
+            } => {
+                assert!(*elapsed_ms >= 300, "{e:?}");
+                Some(addr.to_string())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(undecided, [first.to_string(), second.to_string()]);
+    assert!(asked.iter().any(|(a, _)| *a == second), "{asked:?}");
 }

@@ -36,6 +36,7 @@ pub async fn apply(api: &FakeGke, plan: &Plan) -> (ApplyReport, RecordingSink) {
     let report = Executor::new(api, &sink)
         .with_options(ApplyOptions {
             poll: PollConfig::immediate(),
+            ..ApplyOptions::default()
         })
         .apply(plan)
         .await;
