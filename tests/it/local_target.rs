@@ -399,7 +399,9 @@ fn jobset_walkthrough_on_the_local_target() {
     std::fs::write(stack.join("gkq.yaml"), spec.replace("cpu: 8", "cpu: 7")).unwrap();
     let plan = ok(run(&slow, &["plan"]));
     assert!(
-        plan.contains("a JobSet is a run: a changed job is submitted as a new run"),
+        plan.contains(
+            "a JobSet's pod template changed: Kueue admitted the job with its pod templates"
+        ),
         "{plan}"
     );
     assert!(

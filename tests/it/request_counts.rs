@@ -282,7 +282,15 @@ async fn plan_and_apply_request_counts_do_not_grow_per_object_beyond_one_write()
         ("apply, new", sum(&[&apply_changing_all, &names_of_new])),
         ("plan, unchanged", plan_reads.clone()),
         ("plan, changed", plan_changing_all),
-        ("apply, changed", apply_changing_all),
+        // A job changed in place is dry-run even without review: only the server knows which of
+        // its fields Kueue now owns (docs/kubernetes-api.md 6).
+        (
+            "apply, changed",
+            sum(&[
+                &apply_changing_all,
+                &counts(&[("patch dry-run rayjobs", each)]),
+            ]),
+        ),
     ];
     for ((label, counted), (_, want)) in counted.iter().zip(expected) {
         assert_eq!(
