@@ -17,7 +17,7 @@
 //! use std::sync::Arc;
 //! use gkq::addr::ClusterRef;
 //! use gkq::gke::*;
-//! let api = RestGke::new(Arc::new(AdcTokenSource::new()?))?;
+//! let api = RestGke::new(Arc::new(AdcTokenSource::new(&process_env)?))?;
 //! let cluster = ClusterRef { project: "p".into(), location: "us-east5-b".into(), cluster: "c".into() };
 //! let autoscaling = serde_json::json!({"enabled": true, "maxNodeCount": 8});
 //! let op = run_operation(&api, &cluster,
@@ -39,8 +39,8 @@ pub mod operations;
 pub mod rest;
 
 pub use auth::{
-    AdcTokenSource, AnonymousTokenSource, CLOUD_PLATFORM_SCOPE, StaticTokenSource, TokenSource,
-    USERINFO_EMAIL_SCOPE, install_tls_provider,
+    AdcTokenSource, AnonymousTokenSource, CLOUD_PLATFORM_SCOPE, EnvLookup, StaticTokenSource,
+    TokenSource, USERINFO_EMAIL_SCOPE, install_tls_provider, process_env,
 };
 pub use federation::{DEFAULT_STS_ENDPOINT, SubjectTokenSource, WorkloadIdentity};
 pub use kubeconfig::{

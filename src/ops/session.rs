@@ -240,7 +240,7 @@ pub async fn connect_to(
             let kube = match explicit_kube {
                 Some(k) => KubeSource::Kubeconfig(k),
                 None if args.gke_endpoint.is_some() => KubeSource::Unavailable,
-                None => match AdcTokenSource::for_kubernetes() {
+                None => match AdcTokenSource::for_kubernetes(&crate::gke::process_env) {
                     Ok(t) => KubeSource::FromCluster(ClusterCredentials {
                         tokens: Arc::new(t),
                         impersonate: args.impersonate.clone(),
@@ -256,7 +256,7 @@ pub async fn connect_to(
                 }
                 None => {
                     let tokens = args.gke_tokens(DEFAULT_STS_ENDPOINT, || {
-                        Ok(Arc::new(AdcTokenSource::new().map_err(|e| {
+                        Ok(Arc::new(AdcTokenSource::new(&crate::gke::process_env).map_err(|e| {
                             anyhow::anyhow!(
                                 "{e}\nhint: run `gcloud auth application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS; use `--target local` to try gkq without Google Cloud"
                             )

@@ -1,11 +1,11 @@
 //! Application Default Credentials through google-cloud-auth, offline: the token endpoints named in
-//! the credential files point at a local mock.
-//!
-//! ADC reads `GOOGLE_APPLICATION_CREDENTIALS` from the process environment, which the test has to
-//! change, and the other tests of this binary run in threads of the same process. So the test
-//! runs in a process of its own: [`application_default_credentials`] starts this test binary
-//! again with only [`application_default_credentials_alone`] selected.
+//! the credential files point at a local mock, and the environment ADC reads is a map the test
+//! passes ([`AdcTokenSource::with_scopes`] takes a lookup), so the test shares its process with
+//! the others.
 
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use axum::Router;
@@ -51,50 +51,23 @@ async fn mock_token_endpoints() -> (String, Arc<Mutex<Vec<String>>>) {
     (format!("http://{addr}"), seen)
 }
 
-/// Set in the process that runs [`application_default_credentials_alone`], and only there.
-const ALONE: &str = "GKQ_TEST_ADC_ALONE";
-
-fn set_adc(path: &std::path::Path) {
-    assert!(
-        std::env::var_os(ALONE).is_some(),
-        "changes the process environment: only in a process of its own"
-    );
-    // SAFETY: this process runs this one test on one thread (see the module docs).
-    unsafe { std::env::set_var("GOOGLE_APPLICATION_CREDENTIALS", path) };
-}
-
-#[test]
-fn application_default_credentials() {
-    let name = "gke_auth::application_default_credentials_alone";
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([name, "--exact", "--include-ignored", "--test-threads=1"])
-        .env(ALONE, "1")
-        .env_remove("GOOGLE_APPLICATION_CREDENTIALS")
-        .env_remove("CLOUDSDK_CONFIG")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.contains("1 passed"),
-        "{}",
-        crate::support::process::explain(&out)
-    );
+/// An environment of the given variables only.
+fn env(vars: &[(&str, &Path)]) -> impl Fn(&str) -> Option<OsString> {
+    let vars: HashMap<String, OsString> = vars
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.as_os_str().to_owned()))
+        .collect();
+    move |name| vars.get(name).cloned()
 }
 
 #[tokio::test]
-#[ignore = "changes the process environment; run in a process of its own by application_default_credentials"]
-async fn application_default_credentials_alone() {
-    if std::env::var_os(ALONE).is_none() {
-        // Selected by `--include-ignored` in a process shared with other tests: the run that
-        // counts is application_default_credentials's.
-        return;
-    }
+async fn application_default_credentials() {
     let dir = tempfile::tempdir().unwrap();
     let (mock, seen) = mock_token_endpoints().await;
 
     // A GOOGLE_APPLICATION_CREDENTIALS that names a missing file is an error (no fall-through).
-    set_adc(&dir.path().join("missing.json"));
-    match AdcTokenSource::new() {
+    let missing = dir.path().join("missing.json");
+    match AdcTokenSource::new(&env(&[("GOOGLE_APPLICATION_CREDENTIALS", &missing)])) {
         Err(GkeError::Auth(m)) => assert!(m.contains("application default credentials"), "{m}"),
         r => panic!("{r:?}"),
     }
@@ -109,8 +82,8 @@ async fn application_default_credentials_alone() {
         .to_string(),
     )
     .unwrap();
-    set_adc(&user);
-    let src = Arc::new(AdcTokenSource::new().unwrap());
+    let src =
+        Arc::new(AdcTokenSource::new(&env(&[("GOOGLE_APPLICATION_CREDENTIALS", &user)])).unwrap());
     assert_eq!(
         src.token().await.unwrap().expose_secret(),
         "user-access-token"
@@ -121,6 +94,59 @@ async fn application_default_credentials_alone() {
     assert!(
         refresh.contains("refresh_token") && refresh.contains("refresh-token"),
         "{refresh}"
+    );
+
+    // Without GOOGLE_APPLICATION_CREDENTIALS, gcloud's file under $HOME; the variable wins over
+    // it; with neither, the metadata server (no file read).
+    let home = dir.path().join("home");
+    let gcloud = home.join(".config/gcloud");
+    std::fs::create_dir_all(&gcloud).unwrap();
+    std::fs::copy(&user, gcloud.join("application_default_credentials.json")).unwrap();
+    let from_home = AdcTokenSource::new(&env(&[("HOME", &home)])).unwrap();
+    assert!(
+        format!("{from_home:?}").contains("application_default_credentials.json"),
+        "{from_home:?}"
+    );
+    assert_eq!(
+        from_home.token().await.unwrap().expose_secret(),
+        "user-access-token"
+    );
+    match AdcTokenSource::new(&env(&[
+        ("HOME", &home),
+        ("GOOGLE_APPLICATION_CREDENTIALS", &missing),
+    ])) {
+        Err(GkeError::Auth(m)) => assert!(m.contains("missing.json"), "{m}"),
+        r => panic!("{r:?}"),
+    }
+    let nowhere = AdcTokenSource::new(&env(&[("HOME", &dir.path().join("empty"))])).unwrap();
+    assert!(format!("{nowhere:?}").contains("file: None"), "{nowhere:?}");
+
+    // A file that is not JSON, or of a type ADC does not know, is an error naming the file.
+    let garbled = dir.path().join("garbled.json");
+    std::fs::write(&garbled, "not json").unwrap();
+    match AdcTokenSource::new(&env(&[("GOOGLE_APPLICATION_CREDENTIALS", &garbled)])) {
+        Err(GkeError::Auth(m)) => assert!(m.contains("garbled.json"), "{m}"),
+        r => panic!("{r:?}"),
+    }
+    let odd = dir.path().join("odd.json");
+    std::fs::write(&odd, json!({"type": "carrier_pigeon"}).to_string()).unwrap();
+    match AdcTokenSource::new(&env(&[("GOOGLE_APPLICATION_CREDENTIALS", &odd)])) {
+        Err(GkeError::Auth(m)) => assert!(
+            m.contains("carrier_pigeon") && m.contains("odd.json"),
+            "{m}"
+        ),
+        r => panic!("{r:?}"),
+    }
+
+    // GOOGLE_CLOUD_QUOTA_PROJECT overrides the file's quota project.
+    let overridden = AdcTokenSource::new(&env(&[
+        ("GOOGLE_APPLICATION_CREDENTIALS", &user),
+        ("GOOGLE_CLOUD_QUOTA_PROJECT", Path::new("env-project")),
+    ]))
+    .unwrap();
+    assert_eq!(
+        overridden.quota_project().await.as_deref(),
+        Some("env-project")
     );
 
     // external_account (workload identity federation in CI): an OIDC token from a file,
@@ -138,13 +164,13 @@ async fn application_default_credentials_alone() {
         .to_string(),
     )
     .unwrap();
-    set_adc(&wif);
-    let src = Arc::new(AdcTokenSource::new().unwrap());
+    let src =
+        Arc::new(AdcTokenSource::new(&env(&[("GOOGLE_APPLICATION_CREDENTIALS", &wif)])).unwrap());
     assert_eq!(
         src.token().await.unwrap().expose_secret(),
         "sts-access-token"
     );
-    let exchange = seen.lock().unwrap()[1].clone();
+    let exchange = seen.lock().unwrap().last().cloned().unwrap();
     assert!(
         exchange.contains("subject_token=github-oidc-jwt"),
         "{exchange}"
