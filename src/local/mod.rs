@@ -873,18 +873,28 @@ mod tests {
             },
             None,
             Settings::default(),
-            crate::gitops::lock::file_held_by_this_process,
+            held_by_test_holder,
         )
         .unwrap()
     }
 
-    /// The state lock held by another process whose holder identity merely starts like this
-    /// process's (pid 1089 against pid 10898) is not this process's: the state is not written.
+    /// The test's own lock check: the record names [`TEST_HOLDER`] exactly. (The holder rule
+    /// itself, one pid never another's prefix, is `gitops::lock`'s, tested there.)
+    fn held_by_test_holder(text: &str) -> bool {
+        serde_json::from_str::<serde_json::Value>(text)
+            .ok()
+            .is_some_and(|record| record["holder"] == TEST_HOLDER)
+    }
+
+    const TEST_HOLDER: &str = "test@host pid 1089";
+
+    /// The state lock held by another holder, even one whose identity merely starts like the
+    /// opener's (pid 1089 against pid 10898), is not the opener's: the state is not written.
     #[test]
     fn a_lock_held_by_another_pid_with_the_same_prefix_is_not_ours() {
         let dir = tempfile::tempdir().unwrap();
         let kube = local_kube(dir.path());
-        let me = crate::gitops::lock::holder_identity();
+        let me = TEST_HOLDER.to_string();
         let held = |holder: &str| {
             let file = std::fs::OpenOptions::new()
                 .read(true)
