@@ -142,6 +142,30 @@ impl ResourceKind {
             _ => Some(false),
         }
     }
+
+    /// The kind of an object of `apiVersion` `api_version` and `kind` `kind`: known kinds of a
+    /// known group by name, anything else as `Other(<kind, lowercase>)`.
+    pub fn of(api_version: &str, kind: &str) -> Self {
+        // The group is what comes before '/' ("kueue.x-k8s.io/v1beta2"); the core group has none.
+        let group = api_version.rsplit_once('/').map_or("", |(group, _)| group);
+        match (group, kind) {
+            ("", "Namespace") => ResourceKind::Namespace,
+            ("", "ConfigMap") => ResourceKind::ConfigMap,
+            ("kueue.x-k8s.io", "ResourceFlavor") => ResourceKind::ResourceFlavor,
+            ("kueue.x-k8s.io", "Cohort") => ResourceKind::Cohort,
+            ("kueue.x-k8s.io", "ProvisioningRequestConfig") => {
+                ResourceKind::ProvisioningRequestConfig
+            }
+            ("kueue.x-k8s.io", "AdmissionCheck") => ResourceKind::AdmissionCheck,
+            ("kueue.x-k8s.io", "WorkloadPriorityClass") => ResourceKind::WorkloadPriorityClass,
+            ("kueue.x-k8s.io", "ClusterQueue") => ResourceKind::ClusterQueue,
+            ("kueue.x-k8s.io", "LocalQueue") => ResourceKind::LocalQueue,
+            ("ray.io", "RayJob") => ResourceKind::RayJob,
+            ("ray.io", "RayCluster") => ResourceKind::RayCluster,
+            ("gkq.dev", "KueueInstallation") => ResourceKind::KueueInstall,
+            (_, other) => ResourceKind::Other(other.to_ascii_lowercase()),
+        }
+    }
 }
 
 /// The address of one managed thing. See the module docs for the syntax.
@@ -247,25 +271,7 @@ impl ResourceAddr {
             .and_then(|m| m.get("namespace"))
             .and_then(Value::as_str)
             .filter(|n| !n.is_empty());
-        // The group is what comes before '/' ("kueue.x-k8s.io/v1beta2"); the core group has none.
-        let group = api_version.rsplit_once('/').map_or("", |(group, _)| group);
-        let resource_kind = match (group, kind) {
-            ("", "Namespace") => ResourceKind::Namespace,
-            ("", "ConfigMap") => ResourceKind::ConfigMap,
-            ("kueue.x-k8s.io", "ResourceFlavor") => ResourceKind::ResourceFlavor,
-            ("kueue.x-k8s.io", "Cohort") => ResourceKind::Cohort,
-            ("kueue.x-k8s.io", "ProvisioningRequestConfig") => {
-                ResourceKind::ProvisioningRequestConfig
-            }
-            ("kueue.x-k8s.io", "AdmissionCheck") => ResourceKind::AdmissionCheck,
-            ("kueue.x-k8s.io", "WorkloadPriorityClass") => ResourceKind::WorkloadPriorityClass,
-            ("kueue.x-k8s.io", "ClusterQueue") => ResourceKind::ClusterQueue,
-            ("kueue.x-k8s.io", "LocalQueue") => ResourceKind::LocalQueue,
-            ("ray.io", "RayJob") => ResourceKind::RayJob,
-            ("ray.io", "RayCluster") => ResourceKind::RayCluster,
-            ("gkq.dev", "KueueInstallation") => ResourceKind::KueueInstall,
-            (_, other) => ResourceKind::Other(other.to_ascii_lowercase()),
-        };
+        let resource_kind = ResourceKind::of(api_version, kind);
         let namespace = match resource_kind.is_namespaced() {
             Some(true) => Some(namespace.unwrap_or("default").to_string()),
             Some(false) => None,

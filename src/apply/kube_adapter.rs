@@ -510,9 +510,7 @@ impl KubeApplier for KubeAdapter<'_> {
         }
         // A job's quota is free once Kueue has let go of its Workload: what the plan's next
         // submissions count on.
-        let probe = serde_json::json!({"apiVersion": api_version, "kind": kind,
-            "metadata": {"name": name, "namespace": namespace}});
-        let is_run = ResourceAddr::from_object(&probe).is_ok_and(|addr| addr.kind.is_run());
+        let is_run = crate::addr::ResourceKind::of(api_version, kind).is_run();
         match version {
             Some(version) if is_run => {
                 self.wait_for_release(&format!("{kind} {name}"), &version.uid)
