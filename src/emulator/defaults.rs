@@ -183,22 +183,7 @@ pub fn fill_pool(
             "Node pool \"{name}\": initial_node_count must be non-negative."
         )));
     }
-    // Version: the master's, or a resolved alias that is not newer than it.
-    let version = match pool.get("version").and_then(Value::as_str) {
-        None | Some("") | Some("-") => ctx.master_version.to_string(),
-        Some(v) => {
-            let r = resolve_version(cfg, v).ok_or_else(|| {
-                ApiError::invalid(format!("Node version \"{v}\" is unsupported."))
-            })?;
-            if version_cmp(&r, ctx.master_version).is_gt() {
-                return Err(ApiError::invalid(format!(
-                    "Node version \"{r}\" must not be newer than the master version \"{}\".",
-                    ctx.master_version
-                )));
-            }
-            r
-        }
-    };
+    let version = pool_version(cfg, ctx, pool)?;
     pool.insert("version".into(), json!(version));
 
     let cluster_locations: Vec<Value> = ctx
@@ -218,71 +203,8 @@ pub fn fill_pool(
         })
         .unwrap_or_default();
 
-    let flex_start;
     let queued = flag(pool, "/queuedProvisioning/enabled");
-    {
-        let config = obj_at(pool, "config");
-        default_key(config, "machineType", json!("e2-medium"));
-        default_key(config, "diskSizeGb", json!(100));
-        default_key(config, "diskType", json!("pd-balanced"));
-        default_key(config, "imageType", json!("COS_CONTAINERD"));
-        if config
-            .get("oauthScopes")
-            .and_then(Value::as_array)
-            .is_none_or(Vec::is_empty)
-        {
-            // "If unspecified, no scopes are added, unless Cloud Logging or Cloud Monitoring are
-            // enabled, in which case their required scopes will be added." (NodeConfig proto)
-            config.insert(
-                "oauthScopes".into(),
-                json!([
-                    "https://www.googleapis.com/auth/logging.write",
-                    "https://www.googleapis.com/auth/monitoring"
-                ]),
-            );
-        }
-        default_key(config, "serviceAccount", json!("default"));
-        obj_at(config, "metadata")
-            .entry("disable-legacy-endpoints")
-            .or_insert(json!("true"));
-        default_key(
-            config,
-            "shieldedInstanceConfig",
-            json!({"enableIntegrityMonitoring": true}),
-        );
-        if !config.contains_key("gcfsConfig")
-            && let Some(g) = ctx
-                .cluster_json
-                .pointer("/nodePoolDefaults/nodeConfigDefaults/gcfsConfig")
-        {
-            config.insert("gcfsConfig".into(), g.clone());
-        }
-        config.insert(
-            "effectiveCgroupMode".into(),
-            json!("EFFECTIVE_CGROUP_MODE_V2"),
-        );
-        flex_start = config.get("flexStart").and_then(Value::as_bool) == Some(true);
-        let spot = config.get("spot").and_then(Value::as_bool) == Some(true);
-        let preemptible = config.get("preemptible").and_then(Value::as_bool) == Some(true);
-        let accel = accelerator_type(config);
-        let labels = obj_at(config, "resourceLabels");
-        let model = if spot {
-            "spot"
-        } else if preemptible {
-            "preemptible"
-        } else if flex_start {
-            "flex-start"
-        } else {
-            "on-demand"
-        };
-        labels.insert("goog-gke-node-pool-provisioning-model".into(), json!(model));
-        if let Some(a) = accel {
-            labels.insert("goog-gke-accelerator-type".into(), json!(a));
-        }
-        if queued {
-            ensure_queued_taint(config);
-        }
-    }
+    let flex_start = fill_node_config(ctx, obj_at(pool, "config"), queued);
     match pool.get_mut("management") {
         None => {
             // Flex-start nodes are not repaired: they are replaced by new requests.
@@ -308,6 +230,111 @@ pub fn fill_pool(
             json!({"maxSurge": 1, "strategy": "SURGE"})
         },
     );
+    fill_pool_links(ctx, pool, &name, &locations);
+    pool.insert("status".into(), json!("PROVISIONING"));
+    pool.remove("statusMessage");
+    pool.remove("conditions");
+    pool.remove("etag");
+    Ok(initial)
+}
+
+/// A new node pool's version: the master's, or a resolved alias that is not newer than it.
+fn pool_version(
+    cfg: &EmulatorConfig,
+    ctx: &PoolContext<'_>,
+    pool: &Map<String, Value>,
+) -> Result<String, ApiError> {
+    Ok(match pool.get("version").and_then(Value::as_str) {
+        None | Some("") | Some("-") => ctx.master_version.to_string(),
+        Some(v) => {
+            let r = resolve_version(cfg, v).ok_or_else(|| {
+                ApiError::invalid(format!("Node version \"{v}\" is unsupported."))
+            })?;
+            if version_cmp(&r, ctx.master_version).is_gt() {
+                return Err(ApiError::invalid(format!(
+                    "Node version \"{r}\" must not be newer than the master version \"{}\".",
+                    ctx.master_version
+                )));
+            }
+            r
+        }
+    })
+}
+
+/// Fills a new node pool's node config defaults, and the labels GKE adds (provisioning model,
+/// accelerator) and the queued-provisioning taint (`queued`). Returns whether the pool is
+/// flex-start.
+fn fill_node_config(ctx: &PoolContext<'_>, config: &mut Map<String, Value>, queued: bool) -> bool {
+    default_key(config, "machineType", json!("e2-medium"));
+    default_key(config, "diskSizeGb", json!(100));
+    default_key(config, "diskType", json!("pd-balanced"));
+    default_key(config, "imageType", json!("COS_CONTAINERD"));
+    if config
+        .get("oauthScopes")
+        .and_then(Value::as_array)
+        .is_none_or(Vec::is_empty)
+    {
+        // "If unspecified, no scopes are added, unless Cloud Logging or Cloud Monitoring are
+        // enabled, in which case their required scopes will be added." (NodeConfig proto)
+        config.insert(
+            "oauthScopes".into(),
+            json!([
+                "https://www.googleapis.com/auth/logging.write",
+                "https://www.googleapis.com/auth/monitoring"
+            ]),
+        );
+    }
+    default_key(config, "serviceAccount", json!("default"));
+    obj_at(config, "metadata")
+        .entry("disable-legacy-endpoints")
+        .or_insert(json!("true"));
+    default_key(
+        config,
+        "shieldedInstanceConfig",
+        json!({"enableIntegrityMonitoring": true}),
+    );
+    if !config.contains_key("gcfsConfig")
+        && let Some(g) = ctx
+            .cluster_json
+            .pointer("/nodePoolDefaults/nodeConfigDefaults/gcfsConfig")
+    {
+        config.insert("gcfsConfig".into(), g.clone());
+    }
+    config.insert(
+        "effectiveCgroupMode".into(),
+        json!("EFFECTIVE_CGROUP_MODE_V2"),
+    );
+    let flex_start = config.get("flexStart").and_then(Value::as_bool) == Some(true);
+    let spot = config.get("spot").and_then(Value::as_bool) == Some(true);
+    let preemptible = config.get("preemptible").and_then(Value::as_bool) == Some(true);
+    let accel = accelerator_type(config);
+    let labels = obj_at(config, "resourceLabels");
+    let model = if spot {
+        "spot"
+    } else if preemptible {
+        "preemptible"
+    } else if flex_start {
+        "flex-start"
+    } else {
+        "on-demand"
+    };
+    labels.insert("goog-gke-node-pool-provisioning-model".into(), json!(model));
+    if let Some(a) = accel {
+        labels.insert("goog-gke-accelerator-type".into(), json!(a));
+    }
+    if queued {
+        ensure_queued_taint(config);
+    }
+    flex_start
+}
+
+/// A new node pool's pod range, instance groups (one per zone of `locations`) and self link.
+fn fill_pool_links(
+    ctx: &PoolContext<'_>,
+    pool: &mut Map<String, Value>,
+    name: &str,
+    locations: &[String],
+) {
     {
         let net = obj_at(pool, "networkConfig");
         default_key(
@@ -321,7 +348,7 @@ pub fn fill_pool(
         );
         default_key(net, "podIpv4CidrBlock", json!("10.96.0.0/14"));
     }
-    let hash = short_hash(&["ig", ctx.project, ctx.cluster, &name]);
+    let hash = short_hash(&["ig", ctx.project, ctx.cluster, name]);
     let igs: Vec<Value> = locations
         .iter()
         .map(|z| {
@@ -329,7 +356,7 @@ pub fn fill_pool(
                 "https://www.googleapis.com/compute/v1/projects/{}/zones/{z}/instanceGroupManagers/gke-{}-{}-{hash}-grp",
                 ctx.project,
                 truncate(ctx.cluster, 20),
-                truncate(&name, 20),
+                truncate(name, 20),
             ))
         })
         .collect();
@@ -346,11 +373,6 @@ pub fn fill_pool(
             ctx.cluster
         )),
     );
-    pool.insert("status".into(), json!("PROVISIONING"));
-    pool.remove("statusMessage");
-    pool.remove("conditions");
-    pool.remove("etag");
-    Ok(initial)
 }
 
 fn truncate(s: &str, n: usize) -> &str {
@@ -441,6 +463,26 @@ pub fn fill_cluster(
     cluster: &mut Map<String, Value>,
     now: u64,
 ) -> Result<(), ApiError> {
+    let name = fill_cluster_identity(cfg, project, location, cluster, now)?;
+    let region = region_of(location);
+    fill_cluster_settings(cfg, project, &name, &region, cluster);
+    fill_cluster_endpoints(cfg, project, location, &name, &region, cluster);
+    cluster.remove("nodeConfig");
+    cluster.remove("initialNodeCount");
+    cluster.remove("labelFingerprint");
+    cluster.remove("etag");
+    cluster.remove("currentNodeCount");
+    Ok(())
+}
+
+/// A new cluster's name (checked), version, zones, links, id and creation time; returns the name.
+fn fill_cluster_identity(
+    cfg: &EmulatorConfig,
+    project: &str,
+    location: &str,
+    cluster: &mut Map<String, Value>,
+    now: u64,
+) -> Result<String, ApiError> {
     let name = cluster
         .get("name")
         .and_then(Value::as_str)
@@ -459,7 +501,6 @@ pub fn fill_cluster(
         cluster.insert("initialClusterVersion".into(), json!(master));
     }
     cluster.insert("currentMasterVersion".into(), json!(master));
-    let region = region_of(location);
     let zones: Vec<Value> = if is_zone(location) {
         vec![json!(location)]
     } else {
@@ -485,6 +526,17 @@ pub fn fill_cluster(
     cluster.insert("status".into(), json!("PROVISIONING"));
     cluster.remove("statusMessage");
     cluster.remove("endpoint");
+    Ok(name)
+}
+
+/// A new cluster's network, services, add-ons, release channel and security defaults.
+fn fill_cluster_settings(
+    cfg: &EmulatorConfig,
+    project: &str,
+    name: &str,
+    region: &str,
+    cluster: &mut Map<String, Value>,
+) {
     default_key(cluster, "network", json!("default"));
     default_key(cluster, "subnetwork", json!("default"));
     default_key(cluster, "clusterIpv4Cidr", json!("10.96.0.0/14"));
@@ -532,7 +584,7 @@ pub fn fill_cluster(
             "clusterSecondaryRangeName",
             json!(format!(
                 "gke-{name}-pods-{}",
-                short_hash(&["pods", project, &name])
+                short_hash(&["pods", project, name])
             )),
         );
         default_key(ip, "clusterIpv4Cidr", json!("10.96.0.0/14"));
@@ -568,6 +620,17 @@ pub fn fill_cluster(
         json!({"componentConfig": {"enableComponents": ["SYSTEM_COMPONENTS"]},
                "managedPrometheusConfig": {"enabled": true}}),
     );
+}
+
+/// A new cluster's CA certificate and control plane endpoints.
+fn fill_cluster_endpoints(
+    cfg: &EmulatorConfig,
+    project: &str,
+    location: &str,
+    name: &str,
+    region: &str,
+    cluster: &mut Map<String, Value>,
+) {
     {
         let ca = base64::Engine::encode(
             &base64::engine::general_purpose::STANDARD,
@@ -583,7 +646,7 @@ pub fn fill_cluster(
             "endpoint".into(),
             json!(format!(
                 "gke-{}-{}.{region}.gke.goog",
-                short_hash(&["dns", project, location, &name]),
+                short_hash(&["dns", project, location, name]),
                 project_number(project)
             )),
         );
@@ -594,12 +657,6 @@ pub fn fill_cluster(
         default_key(ip, "globalAccess", json!(false));
         ip.insert("privateEndpoint".into(), json!("10.128.0.2"));
     }
-    cluster.remove("nodeConfig");
-    cluster.remove("initialNodeCount");
-    cluster.remove("labelFingerprint");
-    cluster.remove("etag");
-    cluster.remove("currentNodeCount");
-    Ok(())
 }
 
 /// Once the cluster is up: its endpoint.

@@ -13,6 +13,7 @@
 //! connections are finite, and a spec may hold thousands of objects.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use futures::StreamExt;
 use futures::future::join_all;
@@ -85,81 +86,32 @@ pub async fn observe_kube(
     judge: Option<&Judge>,
     preview: Preview,
 ) -> KubeResult<Observed> {
-    let mut kinds: BTreeSet<(String, String)> = managed_kinds()
-        .map(|(a, k)| (a.to_string(), k.to_string()))
-        .collect();
-    for o in &desired.kubernetes {
-        if let Some(k) = kind_key(o)
-            && k.1 != kueue_install::INSTALLATION_KIND
-        {
-            kinds.insert(k);
-        }
-    }
+    let kinds = kinds_to_read(desired);
 
     // Discovery and lists, one per kind, concurrently with the world's own reads. A kind the
     // world holds is borrowed from it, not copied, once the world has been read.
-    let selector = owned_selector(stack);
     let reading_world = world.is_some();
     let in_world =
         |(api_version, kind): &&(String, String)| reading_world && read_in_world(api_version, kind);
-    let outside = kinds
-        .iter()
-        .filter(|k| !in_world(k))
-        .map(|(api_version, kind)| {
-            let selector = selector.clone();
-            async move {
-                let info = api.resource(api_version, kind).await?;
-                let mut kept = Vec::new();
-                if let Some(info) = &info {
-                    api.list_each(info, &selector, &mut |live| {
-                        let live = without_bookkeeping(live);
-                        if let Ok(addr) = ResourceAddr::from_object(&live)
-                            && !part_of_installation(&live)
-                        {
-                            kept.push((addr, Kept::new(&live)));
-                        }
-                    })
-                    .await?;
-                }
-                KubeResult::Ok(((api_version.clone(), kind.clone()), info, kept))
-            }
-        });
     let read_world = async {
         match world {
             Some(reading) => reading.await.map(Some),
             None => Ok(None),
         }
     };
-    let (world_read, outside) = futures::join!(read_world, join_all(outside));
+    let (world_read, outside) = futures::join!(
+        read_world,
+        list_owned(api, kinds.iter().filter(|k| !in_world(k)), stack)
+    );
     let world_read = world_read?;
-    let mut served: BTreeMap<(String, String), ResourceInfo> = BTreeMap::new();
-    let mut read: BTreeMap<ResourceAddr, Kept> = BTreeMap::new();
-    for result in outside {
-        let (key, info, kept) = result?;
-        if let Some(info) = info {
-            served.insert(key, info);
+    let (mut served, read) = outside?;
+    let from_world = match &world_read {
+        Some(world) => {
+            let kinds = kinds.iter().filter(|k| in_world(k));
+            owned_in_world(api, world, kinds, stack, &mut served).await?
         }
-        read.extend(kept);
-    }
-    let mut from_world: BTreeMap<ResourceAddr, &Value> = BTreeMap::new();
-    if let Some(world) = &world_read {
-        for (api_version, kind) in kinds.iter().filter(|k| in_world(k)) {
-            // Discovery of the world's kinds is cached by its read.
-            let Some(info) = api.resource(api_version, kind).await? else {
-                continue;
-            };
-            served.insert((api_version.clone(), kind.clone()), info);
-            from_world.extend(
-                world
-                    .by_kind
-                    .get(kind.as_str())
-                    .into_iter()
-                    .flatten()
-                    .filter(|live| is_owned_by_stack(live, stack) && !part_of_installation(live))
-                    .filter_map(|live| Some((ResourceAddr::from_object(live).ok()?, live))),
-            );
-        }
-    }
+        None => BTreeMap::new(),
+    };
     let world = world_read.as_ref();
     let names_taken = match preview {
         Preview::DryRun => None,
@@ -177,63 +129,218 @@ pub async fn observe_kube(
     // Desired objects: ask the server what each new or changed object would become; read the
     // ones that turn out to exist without gkq's labels. Probes return only what they learnt
     // (or, with a judge, the action it decided).
-    let probes = desired.kubernetes.iter().map(|object| {
-        let served = &served;
-        let from_world = &from_world;
-        let read = &read;
-        let names_taken = names_taken.as_ref();
-        async move {
-            let Ok(addr) = ResourceAddr::from_object(object) else {
-                return KubeResult::Ok(None);
-            };
-            let taken = read
-                .lock()
-                .ok()
-                .and_then(|mut read| read.remove(&addr))
-                .map(|kept| kept.value());
-            let owned_live = taken.as_ref().or_else(|| from_world.get(&addr).copied());
-            let force = judge.is_some_and(Judge::forces_conflicts);
-            let answer = probe(api, served, object, &addr, owned_live, names_taken, force).await?;
-            let outcome = match judge {
-                None => {
-                    let live = match answer.read {
-                        Some(read) => read,
-                        None => owned_live.cloned(),
-                    };
-                    Outcome::Seen(KubeObject {
-                        live,
-                        predicted: answer.predicted,
-                    })
-                }
-                Some(judge) => {
-                    let live = match &answer.read {
-                        Some(read) => read.as_ref(),
-                        None => owned_live,
-                    };
-                    let action = match (answer.unchanged, live) {
-                        (Some(diff), Some(live)) => judge.kube_unchanged(&addr, object, live, diff),
-                        _ => judge.kube_action(
-                            &addr,
-                            object,
-                            live,
-                            answer.predicted.as_ref(),
-                            answer.conflicts.as_ref(),
-                        ),
-                    };
-                    // A replace stops the live job: the disruption check reads it.
-                    let keep = (action.kind == ActionKind::Replace)
-                        .then(|| live.cloned())
-                        .flatten();
-                    Outcome::Judged(Box::new(action), keep)
-                }
-            };
-            Ok(Some((addr, outcome)))
-        }
-    });
+    let known = Known {
+        served: &served,
+        from_world: &from_world,
+        read: &read,
+        names_taken: names_taken.as_ref(),
+    };
+    let probes = desired
+        .kubernetes
+        .iter()
+        .map(|object| probe_desired(api, &known, judge, object));
     let probed: Vec<_> = futures::stream::iter(probes)
         .buffer_unordered(PER_OBJECT_CONCURRENCY)
         .collect()
         .await;
+    let (mut objects, judged) = gathered(probed)?;
+    // What gkq owns that no desired object names: prune reads it.
+    let read = read.into_inner().unwrap_or_default();
+    for (addr, live) in read
+        .into_iter()
+        .map(|(a, kept)| (a, kept.value()))
+        .chain(from_world.into_iter().map(|(a, l)| (a, l.clone())))
+    {
+        if !objects.contains_key(&addr) && !judged.contains_key(&addr) {
+            objects.insert(
+                addr,
+                KubeObject {
+                    live: Some(live),
+                    predicted: None,
+                },
+            );
+        }
+    }
+    Ok(Observed {
+        live: KubeLive::Observed { objects },
+        judged,
+        world: world_read,
+    })
+}
+
+/// The kinds an observer reads: the ones gkq may have created, and every kind of the desired
+/// objects (Kueue's installation aside, which is read as one).
+fn kinds_to_read(desired: &DesiredState) -> BTreeSet<(String, String)> {
+    let mut kinds: BTreeSet<(String, String)> = managed_kinds()
+        .map(|(a, k)| (a.to_string(), k.to_string()))
+        .collect();
+    for o in &desired.kubernetes {
+        if let Some(k) = kind_key(o)
+            && k.1 != kueue_install::INSTALLATION_KIND
+        {
+            kinds.insert(k);
+        }
+    }
+    kinds
+}
+
+/// Which kinds the server serves.
+type Served = BTreeMap<(String, String), ResourceInfo>;
+
+/// Discovers each kind of `kinds` and lists the objects of it gkq owns in `stack`, one list per
+/// kind, concurrently: the kinds served, and the objects read (as text, see [`Kept`]).
+async fn list_owned<'k>(
+    api: &dyn KubeApi,
+    kinds: impl Iterator<Item = &'k (String, String)>,
+    stack: &str,
+) -> KubeResult<(Served, BTreeMap<ResourceAddr, Kept>)> {
+    let selector = owned_selector(stack);
+    let lists = kinds.map(|(api_version, kind)| {
+        let selector = selector.clone();
+        async move {
+            let info = api.resource(api_version, kind).await?;
+            let mut kept = Vec::new();
+            if let Some(info) = &info {
+                api.list_each(info, &selector, &mut |live| {
+                    let live = without_bookkeeping(live);
+                    if let Ok(addr) = ResourceAddr::from_object(&live)
+                        && !part_of_installation(&live)
+                    {
+                        kept.push((addr, Kept::new(&live)));
+                    }
+                })
+                .await?;
+            }
+            KubeResult::Ok(((api_version.clone(), kind.clone()), info, kept))
+        }
+    });
+    let mut served = Served::new();
+    let mut read: BTreeMap<ResourceAddr, Kept> = BTreeMap::new();
+    for result in join_all(lists).await {
+        let (key, info, kept) = result?;
+        if let Some(info) = info {
+            served.insert(key, info);
+        }
+        read.extend(kept);
+    }
+    Ok((served, read))
+}
+
+/// The objects gkq owns in `stack` among those of `kinds` Kueue's world holds (borrowed from
+/// it); each of those kinds the server serves is added to `served`.
+async fn owned_in_world<'w, 'k>(
+    api: &dyn KubeApi,
+    world: &'w KubeSnapshot,
+    kinds: impl Iterator<Item = &'k (String, String)>,
+    stack: &str,
+    served: &mut Served,
+) -> KubeResult<BTreeMap<ResourceAddr, &'w Value>> {
+    let mut from_world: BTreeMap<ResourceAddr, &Value> = BTreeMap::new();
+    for (api_version, kind) in kinds {
+        // Discovery of the world's kinds is cached by its read.
+        let Some(info) = api.resource(api_version, kind).await? else {
+            continue;
+        };
+        served.insert((api_version.clone(), kind.clone()), info);
+        from_world.extend(
+            world
+                .by_kind
+                .get(kind.as_str())
+                .into_iter()
+                .flatten()
+                .filter(|live| is_owned_by_stack(live, stack) && !part_of_installation(live))
+                .filter_map(|live| Some((ResourceAddr::from_object(live).ok()?, live))),
+        );
+    }
+    Ok(from_world)
+}
+
+/// What the observer knows when it probes the desired objects.
+struct Known<'a> {
+    served: &'a Served,
+    /// The owned objects Kueue's world holds.
+    from_world: &'a BTreeMap<ResourceAddr, &'a Value>,
+    /// The owned objects listed and not probed yet.
+    read: &'a std::sync::Mutex<BTreeMap<ResourceAddr, Kept>>,
+    /// Without dry runs: the names taken, per kind.
+    names_taken: Option<&'a TakenNames>,
+}
+
+/// Probes desired object `object` (`None`: it has no address): what was observed of it, or,
+/// with a `judge`, the action decided for it.
+async fn probe_desired(
+    api: &dyn KubeApi,
+    known: &Known<'_>,
+    judge: Option<&Judge>,
+    object: &Arc<Value>,
+) -> KubeResult<Option<(ResourceAddr, Outcome)>> {
+    let Ok(addr) = ResourceAddr::from_object(object) else {
+        return KubeResult::Ok(None);
+    };
+    let taken = known
+        .read
+        .lock()
+        .ok()
+        .and_then(|mut read| read.remove(&addr))
+        .map(|kept| kept.value());
+    let owned_live = taken
+        .as_ref()
+        .or_else(|| known.from_world.get(&addr).copied());
+    let force = judge.is_some_and(Judge::forces_conflicts);
+    let answer = probe(
+        api,
+        known.served,
+        object,
+        &addr,
+        owned_live,
+        known.names_taken,
+        force,
+    )
+    .await?;
+    let outcome = match judge {
+        None => {
+            let live = match answer.read {
+                Some(read) => read,
+                None => owned_live.cloned(),
+            };
+            Outcome::Seen(KubeObject {
+                live,
+                predicted: answer.predicted,
+            })
+        }
+        Some(judge) => {
+            let live = match &answer.read {
+                Some(read) => read.as_ref(),
+                None => owned_live,
+            };
+            let action = match (answer.unchanged, live) {
+                (Some(diff), Some(live)) => judge.kube_unchanged(&addr, object, live, diff),
+                _ => judge.kube_action(
+                    &addr,
+                    object,
+                    live,
+                    answer.predicted.as_ref(),
+                    answer.conflicts.as_ref(),
+                ),
+            };
+            // A replace stops the live job: the disruption check reads it.
+            let keep = (action.kind == ActionKind::Replace)
+                .then(|| live.cloned())
+                .flatten();
+            Outcome::Judged(Box::new(action), keep)
+        }
+    };
+    Ok(Some((addr, outcome)))
+}
+
+/// The objects observed (and the live jobs the plan reads again), and the actions judged.
+type Gathered = (
+    BTreeMap<ResourceAddr, KubeObject>,
+    BTreeMap<ResourceAddr, Action>,
+);
+
+/// The probes' outcomes sorted into [`Gathered`].
+fn gathered(probed: Vec<KubeResult<Option<(ResourceAddr, Outcome)>>>) -> KubeResult<Gathered> {
     let mut objects: BTreeMap<ResourceAddr, KubeObject> = BTreeMap::new();
     let mut judged = BTreeMap::new();
     for result in probed {
@@ -258,28 +365,7 @@ pub async fn observe_kube(
             }
         }
     }
-    // What gkq owns that no desired object names: prune reads it.
-    let read = read.into_inner().unwrap_or_default();
-    for (addr, live) in read
-        .into_iter()
-        .map(|(a, kept)| (a, kept.value()))
-        .chain(from_world.into_iter().map(|(a, l)| (a, l.clone())))
-    {
-        if !objects.contains_key(&addr) && !judged.contains_key(&addr) {
-            objects.insert(
-                addr,
-                KubeObject {
-                    live: Some(live),
-                    predicted: None,
-                },
-            );
-        }
-    }
-    Ok(Observed {
-        live: KubeLive::Observed { objects },
-        judged,
-        world: world_read,
-    })
+    Ok((objects, judged))
 }
 
 /// The names, per kind, of every existing object of the kinds of the desired objects that the
@@ -390,13 +476,6 @@ async fn probe(
             ..Default::default()
         });
     };
-    let get = || async {
-        let at = object_name(object, info);
-        api.get(info, at.namespace.as_deref(), &at.name)
-            .await
-            .map(|live| live.map(without_bookkeeping))
-    };
-    let unchanged = |live: &Value| diff_object(addr, object, live, None).changes.is_empty();
     let listed = owned_live.map(|live| diff_object(addr, object, live, None));
     // A job changed in place (its labels, say) is dry-run even without review: Kueue writes
     // into admitted jobs, and only the server knows which of gkq's fields it now owns.
@@ -419,13 +498,27 @@ async fn probe(
         return Ok(Answer {
             read: match owned_live {
                 Some(_) => None,
-                None if name_taken => Some(get().await?),
+                None if name_taken => Some(get_live(api, info, object).await?),
                 None => Some(None),
             },
             ..Default::default()
         });
     }
-    let answer = match (owned_live, preview(api, info, object).await) {
+    let answer = dry_run_answer(api, info, object, addr, owned_live).await?;
+    resolve_conflicts(api, info, addr, object, owned_live, answer, force).await
+}
+
+/// What a server-side dry run of desired object `object` says of it, compared with its listed
+/// live object (`owned_live`, when the lists have it); the object is read again when the dry
+/// run shows it exists unlisted or changed since it was listed, or when the dry run fails.
+async fn dry_run_answer(
+    api: &dyn KubeApi,
+    info: &ResourceInfo,
+    object: &Value,
+    addr: &ResourceAddr,
+    owned_live: Option<&Value>,
+) -> KubeResult<Answer> {
+    Ok(match (owned_live, preview(api, info, object).await) {
         (Some(listed), Ok((p, found))) if same_version(listed, &p) => Answer {
             predicted: Some(p),
             found,
@@ -436,12 +529,12 @@ async fn probe(
         // or what the other writer did shows as gkq's change.
         (Some(_), Ok(first)) => {
             let mut predicted = Some(first);
-            let mut live = get().await?;
+            let mut live = get_live(api, info, object).await?;
             for _ in 0..MOVED_RETRIES {
                 match (&live, &predicted) {
                     (Some(now), Some((p, _))) if !same_version(now, p) => {
                         predicted = preview(api, info, object).await.ok();
-                        live = get().await?;
+                        live = get_live(api, info, object).await?;
                     }
                     _ => break,
                 }
@@ -464,8 +557,10 @@ async fn probe(
         },
         // It exists without gkq's labels: read it, for ownership and the diff.
         (None, Ok((p, _))) => {
-            let live = get().await?;
-            let same = live.as_ref().is_some_and(unchanged);
+            let live = get_live(api, info, object).await?;
+            let same = live
+                .as_ref()
+                .is_some_and(|live| diff_object(addr, object, live, None).changes.is_empty());
             Answer {
                 read: Some(live),
                 predicted: (!same).then_some(p),
@@ -485,13 +580,24 @@ async fn probe(
             match owned_live {
                 Some(_) => Answer::default(),
                 None => Answer {
-                    read: Some(get().await?),
+                    read: Some(get_live(api, info, object).await?),
                     ..Default::default()
                 },
             }
         }
-    };
-    resolve_conflicts(api, info, addr, object, owned_live, answer, force).await
+    })
+}
+
+/// `object` as it lives now (`None`: it does not exist).
+async fn get_live(
+    api: &dyn KubeApi,
+    info: &ResourceInfo,
+    object: &Value,
+) -> KubeResult<Option<Value>> {
+    let at = object_name(object, info);
+    api.get(info, at.namespace.as_deref(), &at.name)
+        .await
+        .map(|live| live.map(without_bookkeeping))
 }
 
 /// A server-side dry run of `object` that does not force: the server's answer, and no

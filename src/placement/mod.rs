@@ -136,6 +136,8 @@ enum Arrival {
     InOrder,
 }
 
+/// The prediction of [`predict`] and [`predict_in_order`]: `jobs` arriving as `arrival` says,
+/// after the live Workloads waiting, with `released` going away on the way.
 fn predict_arriving(
     cluster: &Cluster,
     jobs: &[PendingWorkload],
@@ -143,27 +145,7 @@ fn predict_arriving(
     released: &[Released],
 ) -> Prediction {
     let mut model = Model::compile(cluster);
-    // A live Workload owned by one of the given jobs is that job; keep only the job. Workloads
-    // whose quota Kueue takes back (a stopped or missing queue) queue again, after the waiting
-    // ones.
-    let requeued = cluster
-        .reserving_workloads
-        .iter()
-        .zip(&model.released)
-        .filter_map(|(reserving, release)| Some((reserving.workload.as_ref()?, release.clone()?)));
-    let (queued, queue_releases): (Vec<&PendingWorkload>, Vec<Option<active::Release>>) = cluster
-        .pending_workloads
-        .iter()
-        .map(|w| (w, None))
-        .chain(requeued.map(|(w, release)| (w, Some(release))))
-        .filter(|(live, _)| {
-            !jobs.iter().any(|job| {
-                live.owner.as_ref().is_some_and(|(kind, name)| {
-                    *kind == job.kind && *name == job.name && live.namespace == job.namespace
-                })
-            })
-        })
-        .unzip();
+    let (queued, queue_releases) = queued_live(&model, cluster, jobs);
     let holding = holding_workloads(&model, cluster);
     let all: Vec<&PendingWorkload> = queued
         .iter()
@@ -176,20 +158,7 @@ fn predict_arriving(
         .enumerate()
         .map(|(seq, workload)| model.compile_workload(workload, seq))
         .collect();
-    let first_arrival = 1 + compiled[..queued.len()]
-        .iter()
-        .map(|w| w.arrival)
-        .max()
-        .unwrap_or(0);
-    for (i, job) in compiled[queued.len()..queued.len() + jobs.len()]
-        .iter_mut()
-        .enumerate()
-    {
-        job.arrival = match arrival {
-            Arrival::Together => 0,
-            Arrival::InOrder => first_arrival + i,
-        };
-    }
+    set_arrivals(&mut compiled, queued.len(), jobs.len(), arrival);
     let first_live = queued.len() + jobs.len();
     let live: Vec<Live> = holding
         .iter()
@@ -200,45 +169,11 @@ fn predict_arriving(
             usage: reserving_usage(&model, reserving),
         })
         .collect();
-    // Quota Kueue frees without retrying the Workloads parked in its queue.
-    let held_until_arrivals: Vec<(usize, Vec<(Fr, Amount)>)> = cluster
-        .reserving_workloads
-        .iter()
-        .zip(&model.released)
-        .filter(|(_, released)| {
-            matches!(
-                released,
-                Some(active::Release::Unreserved {
-                    retries_waiting: false,
-                    ..
-                })
-            )
-        })
-        .filter_map(|(reserving, _)| {
-            let cq = *model.cq_index.get(&reserving.cluster_queue)?;
-            Some((cq, reserving_usage(&model, reserving)))
-        })
-        .collect();
+    let held_until_arrivals = held_until_arrivals(&model, cluster);
     let releases = releases_of(&model, cluster, &holding, first_live, released, arrival);
     let simulation = simulate(&model, &compiled, &live, &held_until_arrivals, &releases);
 
-    let placements: Vec<Placement> = all
-        .iter()
-        .zip(&compiled)
-        .zip(&simulation.outcomes)
-        .enumerate()
-        .map(|(index, ((workload, compiled), outcome))| {
-            let mut placement = placement_of(&model, &all, workload, compiled, outcome);
-            add_preemptions(&mut placement, index, &all, &simulation);
-            if let Some(Some(release)) = queue_releases.get(index) {
-                placement.reason = Some(match &placement.reason {
-                    Some(reason) => format!("{}; then: {reason}", release.text()),
-                    None => release.text(),
-                });
-            }
-            placement
-        })
-        .collect();
+    let placements = placements_of(&model, &all, &compiled, &simulation, &queue_releases);
     let usage = usage_summary(
         &model,
         &compiled,
@@ -261,6 +196,100 @@ fn predict_arriving(
         usage,
         preempted,
     }
+}
+
+/// The live Workloads waiting in Kueue's queues, in queue order, each with the release of its
+/// quota that sent it back there, if one did. A live Workload owned by one of the given `jobs`
+/// is that job; only the job is kept. Workloads whose quota Kueue takes back (a stopped or
+/// missing queue) queue again, after the waiting ones.
+fn queued_live<'c>(
+    model: &Model<'c>,
+    cluster: &'c Cluster,
+    jobs: &[PendingWorkload],
+) -> (Vec<&'c PendingWorkload>, Vec<Option<active::Release>>) {
+    let requeued = cluster
+        .reserving_workloads
+        .iter()
+        .zip(&model.released)
+        .filter_map(|(reserving, release)| Some((reserving.workload.as_ref()?, release.clone()?)));
+    cluster
+        .pending_workloads
+        .iter()
+        .map(|w| (w, None))
+        .chain(requeued.map(|(w, release)| (w, Some(release))))
+        .filter(|(live, _)| {
+            !jobs.iter().any(|job| {
+                live.owner.as_ref().is_some_and(|(kind, name)| {
+                    *kind == job.kind && *name == job.name && live.namespace == job.namespace
+                })
+            })
+        })
+        .unzip()
+}
+
+/// When each of the given jobs (after the `queued` live Workloads, `jobs` of them) reaches
+/// Kueue: all at once, or one after another after the last live Workload requeued.
+fn set_arrivals(compiled: &mut [WorkloadModel], queued: usize, jobs: usize, arrival: Arrival) {
+    let first_arrival = 1 + compiled[..queued]
+        .iter()
+        .map(|w| w.arrival)
+        .max()
+        .unwrap_or(0);
+    for (i, job) in compiled[queued..queued + jobs].iter_mut().enumerate() {
+        job.arrival = match arrival {
+            Arrival::Together => 0,
+            Arrival::InOrder => first_arrival + i,
+        };
+    }
+}
+
+/// Quota Kueue frees without retrying the Workloads parked in its queue: by ClusterQueue.
+fn held_until_arrivals(model: &Model<'_>, cluster: &Cluster) -> Vec<(usize, Vec<(Fr, Amount)>)> {
+    cluster
+        .reserving_workloads
+        .iter()
+        .zip(&model.released)
+        .filter(|(_, released)| {
+            matches!(
+                released,
+                Some(active::Release::Unreserved {
+                    retries_waiting: false,
+                    ..
+                })
+            )
+        })
+        .filter_map(|(reserving, _)| {
+            let cq = *model.cq_index.get(&reserving.cluster_queue)?;
+            Some((cq, reserving_usage(model, reserving)))
+        })
+        .collect()
+}
+
+/// Each workload's placement from the simulation's outcome, with its preemptions and the
+/// release of quota that requeued it.
+fn placements_of(
+    model: &Model<'_>,
+    all: &[&PendingWorkload],
+    compiled: &[WorkloadModel],
+    simulation: &Simulation,
+    queue_releases: &[Option<active::Release>],
+) -> Vec<Placement> {
+    all.iter()
+        .zip(compiled)
+        .zip(&simulation.outcomes)
+        .enumerate()
+        .map(|(index, ((workload, compiled), outcome))| {
+            let mut placement = placement_of(model, all, workload, compiled, outcome);
+            add_preemptions(&mut placement, index, all, simulation);
+            if let Some(Some(release)) = queue_releases.get(index) {
+                placement.reason = Some(match &placement.reason {
+                    Some(reason) => format!("{}; then: {reason}", release.text()),
+                    None => release.text(),
+                });
+            }
+            placement
+        })
+        .collect()
 }
 
 /// Live Workloads holding quota that preemption could evict, oldest reservation first, with

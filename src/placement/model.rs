@@ -180,6 +180,29 @@ pub(crate) enum Inadmissible {
     InvalidResources(String),
 }
 
+/// Why `workload` can never be admitted as it is, if so: its namespace is not the queue's
+/// (`namespace_ok` false), or it requests resources that do not exist.
+fn inadmissible(workload: &PendingWorkload, namespace_ok: bool) -> Option<Inadmissible> {
+    let invalid: Vec<&String> = workload
+        .pod_sets
+        .iter()
+        .flat_map(|ps| ps.invalid_resources.iter())
+        .collect();
+    if !namespace_ok {
+        Some(Inadmissible::NamespaceMismatch)
+    } else if invalid.len() == 1 {
+        Some(Inadmissible::InvalidResources(invalid[0].clone()))
+    } else if invalid.len() > 1 {
+        let joined: Vec<&str> = invalid.iter().map(|s| s.as_str()).collect();
+        Some(Inadmissible::InvalidResources(format!(
+            "[{}]",
+            joined.join(", ")
+        )))
+    } else {
+        None
+    }
+}
+
 impl Inadmissible {
     pub fn message(&self) -> String {
         match self {
@@ -543,7 +566,6 @@ impl<'c> Model<'c> {
 
     /// Resolves queue, priority and requests of a pending workload.
     pub fn compile_workload(&mut self, workload: &PendingWorkload, seq: usize) -> WorkloadModel {
-        let cluster = self.cluster;
         let mut compiled = WorkloadModel {
             cq: None,
             blocked: None,
@@ -574,30 +596,12 @@ impl<'c> Model<'c> {
             }
         }
 
-        // A Workload object names its LocalQueue in spec.queueName, a job in its label; either
-        // way the LocalQueue lives in the job's namespace.
-        let local_queue = cluster
-            .local_queues
-            .iter()
-            .find(|lq| lq.namespace == workload.namespace && &lq.name == queue_name);
-        let Some(local_queue) = local_queue else {
-            compiled.blocked = Some(Blocked::Pending(format!(
-                "LocalQueue {queue_name} doesn't exist"
-            )));
-            return compiled;
-        };
-        if local_queue.stop_policy != "None" && !local_queue.stop_policy.is_empty() {
-            compiled.blocked = Some(Blocked::Pending(format!(
-                "LocalQueue {queue_name} is inactive"
-            )));
-            return compiled;
-        }
-        let Some(&cq) = self.cq_index.get(&local_queue.cluster_queue) else {
-            compiled.blocked = Some(Blocked::Pending(format!(
-                "ClusterQueue {} doesn't exist",
-                local_queue.cluster_queue
-            )));
-            return compiled;
+        let cq = match self.cluster_queue_of(workload, queue_name) {
+            Ok(cq) => cq,
+            Err(message) => {
+                compiled.blocked = Some(Blocked::Pending(message));
+                return compiled;
+            }
         };
         compiled.cq = Some(cq);
         if let Some(reason) = &self.cqs[cq].inactive {
@@ -614,11 +618,67 @@ impl<'c> Model<'c> {
             compiled.arrival = REQUEUED_AFTER_A_STOP;
         }
 
+        let namespace_ok = self.namespace_matches_queue(workload, cq);
+        compiled.inadmissible = inadmissible(workload, namespace_ok);
+
+        compiled.check_needed = self.cqs[cq]
+            .checks
+            .iter()
+            .map(|check| match &check.provisioning {
+                None => true,
+                Some(managed) => workload
+                    .pod_sets
+                    .iter()
+                    .any(|ps| ps.joins_provisioning_request(managed)),
+            })
+            .collect();
+
+        let covers_pods = self.cqs[cq].covers_pods;
+        for pod_set in &workload.pod_sets {
+            let model = self.pod_set_model(pod_set, covers_pods);
+            compiled.pod_sets.push(model);
+        }
+        compiled
+    }
+
+    /// The ClusterQueue (index) of `workload`'s LocalQueue `queue_name`, or why there is none
+    /// to admit it: the LocalQueue is missing or stopped, or its ClusterQueue is missing.
+    fn cluster_queue_of(
+        &self,
+        workload: &PendingWorkload,
+        queue_name: &str,
+    ) -> Result<usize, String> {
+        // A Workload object names its LocalQueue in spec.queueName, a job in its label; either
+        // way the LocalQueue lives in the job's namespace.
+        let local_queue = self
+            .cluster
+            .local_queues
+            .iter()
+            .find(|lq| lq.namespace == workload.namespace && lq.name == queue_name);
+        let Some(local_queue) = local_queue else {
+            return Err(format!("LocalQueue {queue_name} doesn't exist"));
+        };
+        if local_queue.stop_policy != "None" && !local_queue.stop_policy.is_empty() {
+            return Err(format!("LocalQueue {queue_name} is inactive"));
+        }
+        match self.cq_index.get(&local_queue.cluster_queue) {
+            Some(&cq) => Ok(cq),
+            None => Err(format!(
+                "ClusterQueue {} doesn't exist",
+                local_queue.cluster_queue
+            )),
+        }
+    }
+
+    /// Whether ClusterQueue `cq`'s namespace selector admits `workload`'s namespace, worked out
+    /// once per namespace and queue.
+    fn namespace_matches_queue(&mut self, workload: &PendingWorkload, cq: usize) -> bool {
+        let cluster = self.cluster;
         let known = self
             .namespace_matches
             .get(&workload.namespace)
             .and_then(|per_queue| per_queue.get(cq).copied().flatten());
-        let namespace_ok = match known {
+        match known {
             Some(matches) => matches,
             None => {
                 let matches = match &self.cqs[cq].namespace_selector {
@@ -635,60 +695,34 @@ impl<'c> Model<'c> {
                 per_queue[cq] = Some(matches);
                 matches
             }
-        };
-        let invalid: Vec<&String> = workload
-            .pod_sets
-            .iter()
-            .flat_map(|ps| ps.invalid_resources.iter())
-            .collect();
-        compiled.inadmissible = if !namespace_ok {
-            Some(Inadmissible::NamespaceMismatch)
-        } else if invalid.len() == 1 {
-            Some(Inadmissible::InvalidResources(invalid[0].clone()))
-        } else if invalid.len() > 1 {
-            let joined: Vec<&str> = invalid.iter().map(|s| s.as_str()).collect();
-            Some(Inadmissible::InvalidResources(format!(
-                "[{}]",
-                joined.join(", ")
-            )))
-        } else {
-            None
-        };
-
-        compiled.check_needed = self.cqs[cq]
-            .checks
-            .iter()
-            .map(|check| match &check.provisioning {
-                None => true,
-                Some(managed) => workload
-                    .pod_sets
-                    .iter()
-                    .any(|ps| ps.joins_provisioning_request(managed)),
-            })
-            .collect();
-
-        let covers_pods = self.cqs[cq].covers_pods;
-        for pod_set in &workload.pod_sets {
-            let count = pod_set.count.max(0);
-            // In resource-name order, as the flavor scan visits them.
-            let mut requests: Vec<(&str, i64)> = Vec::with_capacity(pod_set.requests.len() + 1);
-            requests.extend(pod_set.requests.iter().map(|(name, quantity)| {
-                let per_pod = request_value(name, *quantity).max(0);
-                (name.as_str(), per_pod.saturating_mul(i64::from(count)))
-            }));
-            if covers_pods {
-                requests.retain(|(name, _)| *name != PODS);
-                let at = requests.partition_point(|(name, _)| *name < PODS);
-                requests.insert(at, (PODS, i64::from(count)));
-            }
-            let requests = requests
-                .into_iter()
-                .map(|(name, value)| (self.resources.intern(name), value))
-                .collect();
-            let shape = self.shape_id(pod_set);
-            compiled.pod_sets.push(PodSetModel { requests, shape });
         }
-        compiled
+    }
+
+    /// A pod set's total requests (per pod times its count, and the pod count itself when the
+    /// queue covers `pods`) in resource-name order, and its scheduling shape.
+    fn pod_set_model(
+        &mut self,
+        pod_set: &super::podsets::PodSet,
+        covers_pods: bool,
+    ) -> PodSetModel {
+        let count = pod_set.count.max(0);
+        // In resource-name order, as the flavor scan visits them.
+        let mut requests: Vec<(&str, i64)> = Vec::with_capacity(pod_set.requests.len() + 1);
+        requests.extend(pod_set.requests.iter().map(|(name, quantity)| {
+            let per_pod = request_value(name, *quantity).max(0);
+            (name.as_str(), per_pod.saturating_mul(i64::from(count)))
+        }));
+        if covers_pods {
+            requests.retain(|(name, _)| *name != PODS);
+            let at = requests.partition_point(|(name, _)| *name < PODS);
+            requests.insert(at, (PODS, i64::from(count)));
+        }
+        let requests = requests
+            .into_iter()
+            .map(|(name, value)| (self.resources.intern(name), value))
+            .collect();
+        let shape = self.shape_id(pod_set);
+        PodSetModel { requests, shape }
     }
 
     pub fn priority_of(&self, workload: &PendingWorkload) -> Result<i32, String> {

@@ -286,69 +286,17 @@ impl Cluster {
                 let cq = read_cluster_queue(&root, name());
                 self.cluster_queues.push(cq);
             }
-            ("kueue.x-k8s.io", "Cohort") => {
-                let spec = root.get("spec");
-                self.cohorts.push(Cohort {
-                    name: name(),
-                    parent: spec.get("parentName").string().filter(|p| !p.is_empty()),
-                    resource_groups: read_resource_groups(&spec.get("resourceGroups")),
-                });
-            }
+            ("kueue.x-k8s.io", "Cohort") => self.cohorts.push(read_cohort(&root, name())),
             ("kueue.x-k8s.io", "ResourceFlavor") => {
-                let spec = root.get("spec");
-                self.resource_flavors.push(ResourceFlavor {
-                    name: name(),
-                    node_labels: spec.get("nodeLabels").string_map(),
-                    node_taints: spec
-                        .get("nodeTaints")
-                        .items()
-                        .iter()
-                        .map(|t| Taint {
-                            key: t.get("key").string().unwrap_or_default(),
-                            value: t.get("value").string().unwrap_or_default(),
-                            effect: t.get("effect").string().unwrap_or_default(),
-                        })
-                        .collect(),
-                    tolerations: spec
-                        .get("tolerations")
-                        .items()
-                        .iter()
-                        .map(read_toleration)
-                        .collect(),
-                    topology_name: spec.get("topologyName").string().filter(|t| !t.is_empty()),
-                });
+                self.resource_flavors
+                    .push(read_resource_flavor(&root, name()));
             }
             ("kueue.x-k8s.io", "LocalQueue") => {
-                let metadata = root.get("metadata");
-                let spec = root.get("spec");
-                self.local_queues.push(LocalQueue {
-                    namespace: metadata
-                        .get("namespace")
-                        .string()
-                        .unwrap_or_else(|| "default".to_string()),
-                    name: name(),
-                    cluster_queue: spec.get("clusterQueue").string().unwrap_or_default(),
-                    stop_policy: spec
-                        .get("stopPolicy")
-                        .string()
-                        .unwrap_or_else(|| "None".to_string()),
-                });
+                self.local_queues.push(read_local_queue(&root, &name));
             }
             ("kueue.x-k8s.io", "AdmissionCheck") => {
-                let spec = root.get("spec");
-                let parameters = spec.get("parameters");
-                let parameters = parameters.is_present().then(|| {
-                    (
-                        parameters.get("kind").string().unwrap_or_default(),
-                        parameters.get("name").string().unwrap_or_default(),
-                    )
-                });
-                self.admission_checks.push(AdmissionCheck {
-                    name: name(),
-                    controller_name: spec.get("controllerName").string().unwrap_or_default(),
-                    parameters,
-                    active_condition: condition(&root, "Active"),
-                });
+                self.admission_checks
+                    .push(read_admission_check(&root, &name));
             }
             ("kueue.x-k8s.io", "ProvisioningRequestConfig") => {
                 let managed = root
@@ -459,6 +407,78 @@ impl Cluster {
                 namespace.to_string(),
             )])
         })
+    }
+}
+
+/// A Cohort named `name`.
+fn read_cohort(root: &Field<'_, '_>, name: String) -> Cohort {
+    let spec = root.get("spec");
+    Cohort {
+        name,
+        parent: spec.get("parentName").string().filter(|p| !p.is_empty()),
+        resource_groups: read_resource_groups(&spec.get("resourceGroups")),
+    }
+}
+
+/// A ResourceFlavor named `name`.
+fn read_resource_flavor(root: &Field<'_, '_>, name: String) -> ResourceFlavor {
+    let spec = root.get("spec");
+    ResourceFlavor {
+        name,
+        node_labels: spec.get("nodeLabels").string_map(),
+        node_taints: spec
+            .get("nodeTaints")
+            .items()
+            .iter()
+            .map(|t| Taint {
+                key: t.get("key").string().unwrap_or_default(),
+                value: t.get("value").string().unwrap_or_default(),
+                effect: t.get("effect").string().unwrap_or_default(),
+            })
+            .collect(),
+        tolerations: spec
+            .get("tolerations")
+            .items()
+            .iter()
+            .map(read_toleration)
+            .collect(),
+        topology_name: spec.get("topologyName").string().filter(|t| !t.is_empty()),
+    }
+}
+
+/// A LocalQueue (its name read by `name`, after its namespace).
+fn read_local_queue(root: &Field<'_, '_>, name: &dyn Fn() -> String) -> LocalQueue {
+    let metadata = root.get("metadata");
+    let spec = root.get("spec");
+    LocalQueue {
+        namespace: metadata
+            .get("namespace")
+            .string()
+            .unwrap_or_else(|| "default".to_string()),
+        name: name(),
+        cluster_queue: spec.get("clusterQueue").string().unwrap_or_default(),
+        stop_policy: spec
+            .get("stopPolicy")
+            .string()
+            .unwrap_or_else(|| "None".to_string()),
+    }
+}
+
+/// An AdmissionCheck (its name read by `name`, after its parameters).
+fn read_admission_check(root: &Field<'_, '_>, name: &dyn Fn() -> String) -> AdmissionCheck {
+    let spec = root.get("spec");
+    let parameters = spec.get("parameters");
+    let parameters = parameters.is_present().then(|| {
+        (
+            parameters.get("kind").string().unwrap_or_default(),
+            parameters.get("name").string().unwrap_or_default(),
+        )
+    });
+    AdmissionCheck {
+        name: name(),
+        controller_name: spec.get("controllerName").string().unwrap_or_default(),
+        parameters,
+        active_condition: condition(root, "Active"),
     }
 }
 

@@ -423,29 +423,13 @@ fn from_ray_job(root: &Field<'_, '_>) -> PendingWorkload {
 
     let cluster_selector = spec.get("clusterSelector").string_map();
     let cluster_spec = spec.get("rayClusterSpec");
-    let managed = queue_from_labels(&meta.labels);
-    if managed.is_some() {
-        if !cluster_selector.is_empty() && cluster_spec.is_present() {
-            rejected.push(
-                "spec.clusterSelector: a kueue managed job should not use an existing cluster"
-                    .to_string(),
-            );
-        } else if cluster_selector.is_empty() && !cluster_spec.is_present() {
-            rejected.push("spec.rayClusterSpec: Required value: rayClusterSpec is required for Kueue-managed jobs that don't use clusterSelector".to_string());
-        }
-        if cluster_spec.is_present()
-            && cluster_selector.is_empty()
-            && !spec.get("shutdownAfterJobFinishes").bool().unwrap_or(false)
-        {
-            rejected.push("spec.shutdownAfterJobFinishes: Invalid value: false: a kueue managed job should delete the cluster after finishing".to_string());
-        }
-    }
-    // A RayJob that only selects an existing cluster is ignored by Kueue.
-    let queue_name = if !cluster_selector.is_empty() && !cluster_spec.is_present() {
-        None
-    } else {
-        managed
-    };
+    let queue_name = ray_job_queue(
+        &meta,
+        &spec,
+        &cluster_selector,
+        &cluster_spec,
+        &mut rejected,
+    );
 
     let submission_mode = spec
         .get("submissionMode")
@@ -465,7 +449,76 @@ fn from_ray_job(root: &Field<'_, '_>) -> PendingWorkload {
         ));
     }
 
-    let mut pod_sets = Vec::new();
+    let mut pod_sets = vec![ray_head(
+        &meta,
+        &cluster_spec,
+        autoscaling,
+        &submission_mode,
+    )];
+    pod_sets.extend(ray_workers(
+        &cluster_spec,
+        queue_name.is_some(),
+        &mut rejected,
+    ));
+
+    if submission_mode == "K8sJobMode" {
+        let submitter_template = spec.get("submitterPodTemplate");
+        let template = if submitter_template.is_present() {
+            PodTemplate::read(&submitter_template)
+        } else {
+            PodTemplate {
+                containers: vec![default_submitter_resources()],
+                ..PodTemplate::default()
+            }
+        };
+        pod_sets.push(template.into_pod_set("submitter".to_string(), 1));
+    }
+
+    finish(meta, "RayJob", queue_name, pod_sets, rejected)
+}
+
+/// The LocalQueue of a RayJob, and why Kueue rejects it (added to `rejected`): a job Kueue
+/// manages brings its own cluster and deletes it when finished. A RayJob that only selects an
+/// existing cluster is ignored by Kueue.
+fn ray_job_queue(
+    meta: &Metadata,
+    spec: &Field<'_, '_>,
+    cluster_selector: &BTreeMap<String, String>,
+    cluster_spec: &Field<'_, '_>,
+    rejected: &mut Vec<String>,
+) -> Option<String> {
+    let managed = queue_from_labels(&meta.labels);
+    if managed.is_some() {
+        if !cluster_selector.is_empty() && cluster_spec.is_present() {
+            rejected.push(
+                "spec.clusterSelector: a kueue managed job should not use an existing cluster"
+                    .to_string(),
+            );
+        } else if cluster_selector.is_empty() && !cluster_spec.is_present() {
+            rejected.push("spec.rayClusterSpec: Required value: rayClusterSpec is required for Kueue-managed jobs that don't use clusterSelector".to_string());
+        }
+        if cluster_spec.is_present()
+            && cluster_selector.is_empty()
+            && !spec.get("shutdownAfterJobFinishes").bool().unwrap_or(false)
+        {
+            rejected.push("spec.shutdownAfterJobFinishes: Invalid value: false: a kueue managed job should delete the cluster after finishing".to_string());
+        }
+    }
+    if !cluster_selector.is_empty() && !cluster_spec.is_present() {
+        None
+    } else {
+        managed
+    }
+}
+
+/// A RayJob's head pod set: the head's template, with Redis cleanup (GCS fault tolerance), the
+/// autoscaler and a sidecar submitter as they apply.
+fn ray_head(
+    meta: &Metadata,
+    cluster_spec: &Field<'_, '_>,
+    autoscaling: bool,
+    submission_mode: &str,
+) -> PodSet {
     let head_template = cluster_spec.get("headGroupSpec").get("template");
     let mut head = PodTemplate::read(&head_template);
     let ft_enabled = gcs_fault_tolerance(
@@ -500,10 +553,19 @@ fn from_ray_job(root: &Field<'_, '_>) -> PendingWorkload {
     if submission_mode == "SidecarMode" {
         head.containers.push(default_submitter_resources());
     }
-    pod_sets.push(head.into_pod_set("head".to_string(), 1));
+    head.into_pod_set("head".to_string(), 1)
+}
 
+/// A RayJob's worker groups' pod sets, and why Kueue rejects a job it manages (`managed`) for
+/// them (added to `rejected`).
+fn ray_workers(
+    cluster_spec: &Field<'_, '_>,
+    managed: bool,
+    rejected: &mut Vec<String>,
+) -> Vec<PodSet> {
+    let mut pod_sets = Vec::new();
     let worker_groups = cluster_spec.get("workerGroupSpecs").items();
-    if queue_name.is_some() && worker_groups.len() + 1 > MAX_POD_SETS {
+    if managed && worker_groups.len() + 1 > MAX_POD_SETS {
         rejected.push(format!(
             "spec.rayClusterSpec.workerGroupSpecs: Too many: {}: must have at most {MAX_POD_SETS} items",
             worker_groups.len() + 1
@@ -511,7 +573,7 @@ fn from_ray_job(root: &Field<'_, '_>) -> PendingWorkload {
     }
     for (i, group) in worker_groups.iter().enumerate() {
         let group_name = group.get("groupName").string().unwrap_or_default();
-        if group_name == "head" && queue_name.is_some() {
+        if group_name == "head" && managed {
             rejected.push(format!(
                 "spec.rayClusterSpec.workerGroupSpecs[{i}].groupName: Forbidden: \"head\" is reserved for the head group"
             ));
@@ -525,21 +587,7 @@ fn from_ray_job(root: &Field<'_, '_>) -> PendingWorkload {
         let template = PodTemplate::read(&group.get("template"));
         pod_sets.push(template.into_pod_set(group_name.to_lowercase(), count));
     }
-
-    if submission_mode == "K8sJobMode" {
-        let submitter_template = spec.get("submitterPodTemplate");
-        let template = if submitter_template.is_present() {
-            PodTemplate::read(&submitter_template)
-        } else {
-            PodTemplate {
-                containers: vec![default_submitter_resources()],
-                ..PodTemplate::default()
-            }
-        };
-        pod_sets.push(template.into_pod_set("submitter".to_string(), 1));
-    }
-
-    finish(meta, "RayJob", queue_name, pod_sets, rejected)
+    pod_sets
 }
 
 fn from_batch_job(root: &Field<'_, '_>) -> PendingWorkload {

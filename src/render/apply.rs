@@ -179,21 +179,7 @@ impl Sink for TerminalSink {
                 jobs,
                 elapsed_ms,
                 limit_ms,
-            } => {
-                let what = format!("waiting for Kueue's decision on job {job} of {jobs}");
-                if state.awaiting.as_ref() != Some(addr) {
-                    state.awaiting = Some(addr.clone());
-                    state.line(format!(
-                        "    {DIM}{addr}: {what} (at most {}){DIM:#}",
-                        format_elapsed(*limit_ms)
-                    ));
-                }
-                state.spin(format!(
-                    "{addr}: {what} [{} of {}]",
-                    format_elapsed(*elapsed_ms),
-                    format_elapsed(*limit_ms)
-                ));
-            }
+            } => state.awaiting_kueue(addr, *job, *jobs, *elapsed_ms, *limit_ms),
             ApplyEvent::KueueDecided {
                 addr,
                 job,
@@ -238,23 +224,67 @@ impl Sink for TerminalSink {
                 elapsed_ms,
             } => {
                 state.stop();
-                let elapsed = format_elapsed(*elapsed_ms);
-                let (what, done) = if self.destroying {
-                    ("Destroy", "destroyed")
-                } else {
-                    ("Apply", "changed")
-                };
-                if *failed == 0 && *skipped == 0 {
-                    state.line(format!(
-                        "\n{GREEN}{BOLD}{what} complete!{BOLD:#}{GREEN} {succeeded} {done} in {elapsed}.{GREEN:#}"
-                    ));
-                } else {
-                    state.line(format!(
-                        "\n{RED}{BOLD}{what} incomplete:{BOLD:#}{RED} {succeeded} {done}, {failed} failed, {skipped} skipped ({elapsed}).{RED:#}"
-                    ));
-                }
+                state.line(finished_text(
+                    self.destroying,
+                    *succeeded,
+                    *failed,
+                    *skipped,
+                    *elapsed_ms,
+                ));
             }
         }
+    }
+}
+
+impl TerminalState {
+    /// Job `job` of `jobs` submitted at `addr` waits for Kueue's decision: said once, then
+    /// counted on the spinner.
+    fn awaiting_kueue(
+        &mut self,
+        addr: &crate::addr::ResourceAddr,
+        job: usize,
+        jobs: usize,
+        elapsed_ms: u64,
+        limit_ms: u64,
+    ) {
+        let what = format!("waiting for Kueue's decision on job {job} of {jobs}");
+        if self.awaiting.as_ref() != Some(addr) {
+            self.awaiting = Some(addr.clone());
+            self.line(format!(
+                "    {DIM}{addr}: {what} (at most {}){DIM:#}",
+                format_elapsed(limit_ms)
+            ));
+        }
+        self.spin(format!(
+            "{addr}: {what} [{} of {}]",
+            format_elapsed(elapsed_ms),
+            format_elapsed(limit_ms)
+        ));
+    }
+}
+
+/// The last line of an apply (or a destroy): complete, or incomplete with what failed.
+fn finished_text(
+    destroying: bool,
+    succeeded: usize,
+    failed: usize,
+    skipped: usize,
+    elapsed_ms: u64,
+) -> String {
+    let elapsed = format_elapsed(elapsed_ms);
+    let (what, done) = if destroying {
+        ("Destroy", "destroyed")
+    } else {
+        ("Apply", "changed")
+    };
+    if failed == 0 && skipped == 0 {
+        format!(
+            "\n{GREEN}{BOLD}{what} complete!{BOLD:#}{GREEN} {succeeded} {done} in {elapsed}.{GREEN:#}"
+        )
+    } else {
+        format!(
+            "\n{RED}{BOLD}{what} incomplete:{BOLD:#}{RED} {succeeded} {done}, {failed} failed, {skipped} skipped ({elapsed}).{RED:#}"
+        )
     }
 }
 

@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use crate::placement::{PlacementState, PodSetPlacement};
-use crate::report::explain::{Explanation, Fix};
+use crate::report::explain::{Explanation, Fix, GkqSays, KueueSays};
 
 fn state_words(state: PlacementState, podsets: &[PodSetPlacement]) -> String {
     let flavors: Vec<String> = podsets
@@ -65,7 +65,36 @@ pub fn to_text(e: &Explanation) -> String {
             .map(|w| format!(" (Workload {w})"))
             .unwrap_or_default()
     );
-    match &e.kueue {
+    write_kueue_says(&mut out, e.kueue.as_ref());
+    write_gkq_reproduces(&mut out, e.gkq.as_ref());
+    match e.agrees {
+        Some(true) => {
+            let _ = writeln!(out, "\ngkq agrees with Kueue.");
+        }
+        Some(false) => {
+            let _ = writeln!(out, "\ngkq disagrees with Kueue:");
+            for d in &e.differences {
+                let _ = writeln!(out, "  {d}");
+            }
+        }
+        None => {}
+    }
+    for (title, fixes) in [("What to change:", &e.fixes), ("Notes:", &e.notes)] {
+        if fixes.is_empty() {
+            continue;
+        }
+        let _ = writeln!(out, "\n{title}");
+        for fix in fixes {
+            write_fix(&mut out, fix);
+        }
+    }
+    out
+}
+
+/// What Kueue says of the job: its Workload's state, conditions, admission checks and
+/// ProvisioningRequest.
+fn write_kueue_says(out: &mut String, kueue: Option<&KueueSays>) {
+    match kueue {
         Some(k) => {
             let _ = writeln!(
                 out,
@@ -125,7 +154,11 @@ pub fn to_text(e: &Explanation) -> String {
             );
         }
     }
-    match &e.gkq {
+}
+
+/// What gkq's reproduction of Kueue's decision says, and why.
+fn write_gkq_reproduces(out: &mut String, gkq: Option<&GkqSays>) {
+    match gkq {
         Some(g) => {
             let _ = writeln!(
                 out,
@@ -153,28 +186,6 @@ pub fn to_text(e: &Explanation) -> String {
             );
         }
     }
-    match e.agrees {
-        Some(true) => {
-            let _ = writeln!(out, "\ngkq agrees with Kueue.");
-        }
-        Some(false) => {
-            let _ = writeln!(out, "\ngkq disagrees with Kueue:");
-            for d in &e.differences {
-                let _ = writeln!(out, "  {d}");
-            }
-        }
-        None => {}
-    }
-    for (title, fixes) in [("What to change:", &e.fixes), ("Notes:", &e.notes)] {
-        if fixes.is_empty() {
-            continue;
-        }
-        let _ = writeln!(out, "\n{title}");
-        for fix in fixes {
-            write_fix(&mut out, fix);
-        }
-    }
-    out
 }
 
 #[cfg(test)]

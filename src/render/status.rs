@@ -11,7 +11,7 @@ use crate::plan::provenance::short_commit;
 use crate::plan::revision::RecordOrigin;
 use crate::report::stack::StackStatus;
 use crate::report::status::{
-    ComparedWith, JobStatus, LiveReport, PlacedComparison, headline_flavor,
+    ComparedWith, JobStatus, LiveReport, PlacedComparison, PoolStatus, QueueStatus, headline_flavor,
 };
 use crate::spec::types::Target;
 
@@ -139,6 +139,31 @@ pub fn summary_lines(report: &LiveReport) -> Vec<String> {
 
 pub fn to_text(report: &LiveReport) -> String {
     let mut out = String::new();
+    write_cluster(&mut out, report);
+    if !report.node_pools.is_empty() {
+        write_node_pools(&mut out, &report.node_pools);
+    }
+    if !report.jobs.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nJobs (observed from Kueue's Workloads; predicted by gkq when applied for the jobs Kueue placed, now for the others)"
+        );
+        for job in &report.jobs {
+            write_job(&mut out, job);
+            write_job_prediction(&mut out, job);
+        }
+    }
+    for q in &report.cluster_queues {
+        write_cluster_queue(&mut out, q);
+    }
+    for note in &report.notes {
+        let _ = writeln!(out, "\nNote: {note}");
+    }
+    out
+}
+
+/// The cluster's line, and what the local target simulates.
+fn write_cluster(out: &mut String, report: &LiveReport) {
     let c = &report.cluster_status;
     let _ = writeln!(
         out,
@@ -160,199 +185,195 @@ pub fn to_text(report: &LiveReport) -> String {
             sim.kubernetes_state
         );
     }
-    if !report.node_pools.is_empty() {
-        let _ = writeln!(out, "\nNode pools");
-        let width = report
-            .node_pools
-            .iter()
-            .map(|p| p.name.len())
-            .max()
-            .unwrap_or(4);
-        for p in &report.node_pools {
-            let nodes = p.nodes.map_or("?".to_string(), |n| {
-                format!("{n} node{}", if n == 1 { "" } else { "s" })
-            });
-            let mut extra = match p.autoscaling {
-                Some((min, max)) => format!("autoscaling {min}-{max}"),
-                None => "fixed size".to_string(),
-            };
-            if p.flex_start {
-                extra.push_str(", flex-start");
-            }
-            if p.queued_provisioning {
-                extra.push_str(", queued provisioning");
-            }
-            let _ = writeln!(
-                out,
-                "  {:width$}  {:18}  {:>8}  {extra}",
-                p.name, p.machine_type, nodes
-            );
+}
+
+/// The node pools' table.
+fn write_node_pools(out: &mut String, node_pools: &[PoolStatus]) {
+    let _ = writeln!(out, "\nNode pools");
+    let width = node_pools.iter().map(|p| p.name.len()).max().unwrap_or(4);
+    for p in node_pools {
+        let nodes = p.nodes.map_or("?".to_string(), |n| {
+            format!("{n} node{}", if n == 1 { "" } else { "s" })
+        });
+        let mut extra = match p.autoscaling {
+            Some((min, max)) => format!("autoscaling {min}-{max}"),
+            None => "fixed size".to_string(),
+        };
+        if p.flex_start {
+            extra.push_str(", flex-start");
         }
-    }
-    if !report.jobs.is_empty() {
+        if p.queued_provisioning {
+            extra.push_str(", queued provisioning");
+        }
         let _ = writeln!(
             out,
-            "\nJobs (observed from Kueue's Workloads; predicted by gkq when applied for the jobs Kueue placed, now for the others)"
+            "  {:width$}  {:18}  {:>8}  {extra}",
+            p.name, p.machine_type, nodes
         );
-        for job in &report.jobs {
-            let flavor = job
-                .observed
-                .as_ref()
-                .and_then(headline_flavor)
-                .unwrap_or_else(|| "-".into());
-            let _ = writeln!(out, "  {} -> {flavor}: {}", job.job, state_text(job));
-            if let Some(o) = &job.observed
-                && o.podsets.iter().any(|p| p.flavor.is_some())
-            {
-                let _ = writeln!(out, "      podsets:    {}", podsets_text(o));
-            }
-            if let Some(evicted) = &job.evicted {
-                let _ = writeln!(out, "      evicted:    {evicted}");
-            } else if let Some(o) = &job.observed
-                && o.state == PlacementState::Pending
-                && let Some(reason) = &o.reason
-            {
-                let _ = writeln!(out, "      reason:     {reason}");
-            }
-            for check in &job.admission_checks {
-                let _ = writeln!(
-                    out,
-                    "      check:      {} {}{}",
-                    check.name,
-                    check.state,
-                    if check.message.is_empty() {
-                        String::new()
-                    } else {
-                        format!(": {}", check.message)
-                    }
-                );
-            }
-            if let Some(pr) = &job.provisioning_request {
-                let _ = writeln!(
-                    out,
-                    "      provreq:    {} {}{}",
-                    pr.name,
-                    pr.state,
-                    if pr.message.is_empty() {
-                        String::new()
-                    } else {
-                        format!(": {}", pr.message)
-                    }
-                );
-            }
-            if let Some(ray) = &job.ray
-                && let Some(d) = &ray.deployment_status
-            {
-                let _ = writeln!(
-                    out,
-                    "      ray:        {d}{}{}",
-                    ray.job_status
-                        .as_deref()
-                        .map(|s| format!(" ({s})"))
-                        .unwrap_or_default(),
-                    ray.message
-                        .as_deref()
-                        .map(|m| format!(": {m}"))
-                        .unwrap_or_default()
-                );
-            }
-            if let Some(progress) = &job.progress {
-                let label = format!("{}:", job.kind.to_lowercase());
-                let _ = writeln!(
-                    out,
-                    "      {label:<11} {}{}{}",
-                    progress.state,
-                    if progress.detail.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" ({})", progress.detail)
-                    },
-                    progress
-                        .message
-                        .as_deref()
-                        .map(|m| format!(": {m}"))
-                        .unwrap_or_default()
-                );
-            }
-            if job.compared_with == ComparedWith::NoRecord {
-                let _ = writeln!(
-                    out,
-                    "      predicted:  no record: gkq did not submit this run of the job, so there is no prediction to compare with"
-                );
-            } else if let Some(p) = &job.predicted {
-                let mut verdict = match job.agrees {
-                    Some(true) => "agrees".to_string(),
-                    Some(false) => format!("DIFFERS: {}", job.differences.join("; ")),
-                    None => "nothing observed yet".to_string(),
-                };
-                if let ComparedWith::Record { origin, .. } = &job.compared_with {
-                    let _ = write!(verdict, " ({})", recorded_by(origin));
-                }
-                let _ = writeln!(
-                    out,
-                    "      predicted:  {} ({}) — {verdict}",
-                    podsets_text(p),
-                    match p.state {
-                        PlacementState::Admitted => "admitted".to_string(),
-                        PlacementState::WaitingForAdmissionChecks =>
-                            format!("waits for {}", p.admission_checks.join(", ")),
-                        PlacementState::Pending =>
-                            format!("pending: {}", p.reason.as_deref().unwrap_or("no reason")),
-                        other => format!("{other:?}").to_lowercase(),
-                    }
-                );
-            }
-        }
     }
-    for q in &report.cluster_queues {
+}
+
+/// A job's line: where Kueue placed it and its state, then what Kueue, its admission checks and
+/// its controller say of it.
+fn write_job(out: &mut String, job: &JobStatus) {
+    let flavor = job
+        .observed
+        .as_ref()
+        .and_then(headline_flavor)
+        .unwrap_or_else(|| "-".into());
+    let _ = writeln!(out, "  {} -> {flavor}: {}", job.job, state_text(job));
+    if let Some(o) = &job.observed
+        && o.podsets.iter().any(|p| p.flavor.is_some())
+    {
+        let _ = writeln!(out, "      podsets:    {}", podsets_text(o));
+    }
+    if let Some(evicted) = &job.evicted {
+        let _ = writeln!(out, "      evicted:    {evicted}");
+    } else if let Some(o) = &job.observed
+        && o.state == PlacementState::Pending
+        && let Some(reason) = &o.reason
+    {
+        let _ = writeln!(out, "      reason:     {reason}");
+    }
+    for check in &job.admission_checks {
         let _ = writeln!(
             out,
-            "\nClusterQueue {}{}: {} reserving, {} admitted, {} pending",
-            q.name,
-            match q.active {
-                Some(true) => " (active)",
-                Some(false) => " (INACTIVE)",
-                None => "",
+            "      check:      {} {}{}",
+            check.name,
+            check.state,
+            if check.message.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", check.message)
+            }
+        );
+    }
+    if let Some(pr) = &job.provisioning_request {
+        let _ = writeln!(
+            out,
+            "      provreq:    {} {}{}",
+            pr.name,
+            pr.state,
+            if pr.message.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", pr.message)
+            }
+        );
+    }
+    if let Some(ray) = &job.ray
+        && let Some(d) = &ray.deployment_status
+    {
+        let _ = writeln!(
+            out,
+            "      ray:        {d}{}{}",
+            ray.job_status
+                .as_deref()
+                .map(|s| format!(" ({s})"))
+                .unwrap_or_default(),
+            ray.message
+                .as_deref()
+                .map(|m| format!(": {m}"))
+                .unwrap_or_default()
+        );
+    }
+    if let Some(progress) = &job.progress {
+        let label = format!("{}:", job.kind.to_lowercase());
+        let _ = writeln!(
+            out,
+            "      {label:<11} {}{}{}",
+            progress.state,
+            if progress.detail.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", progress.detail)
             },
-            q.reserving_workloads,
-            q.admitted_workloads,
-            q.pending_workloads
+            progress
+                .message
+                .as_deref()
+                .map(|m| format!(": {m}"))
+                .unwrap_or_default()
         );
-        let fw = q
-            .usage
-            .iter()
-            .map(|u| u.flavor.len())
-            .max()
-            .unwrap_or(6)
-            .max(6);
-        let rw = q
-            .usage
-            .iter()
-            .map(|u| u.resource.len())
-            .max()
-            .unwrap_or(8)
-            .max(8);
+    }
+}
+
+/// The prediction a job is compared with, and the verdict.
+fn write_job_prediction(out: &mut String, job: &JobStatus) {
+    if job.compared_with == ComparedWith::NoRecord {
+        let _ = writeln!(
+            out,
+            "      predicted:  no record: gkq did not submit this run of the job, so there is no prediction to compare with"
+        );
+    } else if let Some(p) = &job.predicted {
+        let mut verdict = match job.agrees {
+            Some(true) => "agrees".to_string(),
+            Some(false) => format!("DIFFERS: {}", job.differences.join("; ")),
+            None => "nothing observed yet".to_string(),
+        };
+        if let ComparedWith::Record { origin, .. } = &job.compared_with {
+            let _ = write!(verdict, " ({})", recorded_by(origin));
+        }
+        let _ = writeln!(
+            out,
+            "      predicted:  {} ({}) — {verdict}",
+            podsets_text(p),
+            match p.state {
+                PlacementState::Admitted => "admitted".to_string(),
+                PlacementState::WaitingForAdmissionChecks =>
+                    format!("waits for {}", p.admission_checks.join(", ")),
+                PlacementState::Pending =>
+                    format!("pending: {}", p.reason.as_deref().unwrap_or("no reason")),
+                other => format!("{other:?}").to_lowercase(),
+            }
+        );
+    }
+}
+
+/// A ClusterQueue's line and its usage table.
+fn write_cluster_queue(out: &mut String, q: &QueueStatus) {
+    let _ = writeln!(
+        out,
+        "\nClusterQueue {}{}: {} reserving, {} admitted, {} pending",
+        q.name,
+        match q.active {
+            Some(true) => " (active)",
+            Some(false) => " (INACTIVE)",
+            None => "",
+        },
+        q.reserving_workloads,
+        q.admitted_workloads,
+        q.pending_workloads
+    );
+    let fw = q
+        .usage
+        .iter()
+        .map(|u| u.flavor.len())
+        .max()
+        .unwrap_or(6)
+        .max(6);
+    let rw = q
+        .usage
+        .iter()
+        .map(|u| u.resource.len())
+        .max()
+        .unwrap_or(8)
+        .max(8);
+    let _ = writeln!(
+        out,
+        "  {:fw$}  {:rw$}  {:>12}  {:>12}  {:>14}",
+        "FLAVOR", "RESOURCE", "RESERVED", "ADMITTED", "QUOTA"
+    );
+    for u in &q.usage {
         let _ = writeln!(
             out,
             "  {:fw$}  {:rw$}  {:>12}  {:>12}  {:>14}",
-            "FLAVOR", "RESOURCE", "RESERVED", "ADMITTED", "QUOTA"
+            u.flavor,
+            u.resource,
+            u.reserved,
+            u.admitted,
+            u.nominal.as_deref().unwrap_or("-")
         );
-        for u in &q.usage {
-            let _ = writeln!(
-                out,
-                "  {:fw$}  {:rw$}  {:>12}  {:>12}  {:>14}",
-                u.flavor,
-                u.resource,
-                u.reserved,
-                u.admitted,
-                u.nominal.as_deref().unwrap_or("-")
-            );
-        }
     }
-    for note in &report.notes {
-        let _ = writeln!(out, "\nNote: {note}");
-    }
-    out
 }
 
 /// The whole of `gkq status` as text: revision, checkout and drift, then the live report.

@@ -454,25 +454,54 @@ pub fn live_report(
     simulated: Option<Simulated>,
 ) -> LiveReport {
     let cluster_ref = &desired.gke.cluster_ref;
+    let empty = KubeSnapshot::default();
+    let kube = observed.unwrap_or(&empty);
+    LiveReport {
+        cluster_status: ClusterStatus {
+            project: cluster_ref.project.clone(),
+            location: cluster_ref.location.clone(),
+            name: cluster_ref.cluster.clone(),
+            status: cluster.and_then(|c| {
+                crate::diff::normalize::status_name(c, crate::diff::normalize::GKE_CLUSTER_STATUS)
+            }),
+        },
+        simulated,
+        kubernetes: observed.is_some(),
+        node_pools: pool_statuses(pools, observed),
+        jobs: job_statuses(desired, kube, records),
+        cluster_queues: queue_statuses(desired, kube),
+        notes: live_notes(desired, cluster, observed),
+    }
+}
+
+/// What the report says before anything else: a missing cluster, an unreachable Kubernetes, a
+/// Kueue not installed yet.
+fn live_notes(
+    desired: &DesiredState,
+    cluster: Option<&Value>,
+    observed: Option<&KubeSnapshot>,
+) -> Vec<String> {
     let mut notes = Vec::new();
     if cluster.is_none() {
         notes.push(format!(
             "the cluster {} does not exist; `gkq apply` creates it",
-            cluster_ref.cluster
+            desired.gke.cluster_ref.cluster
         ));
     } else if observed.is_none() {
         notes.push("Kubernetes could not be reached: pass --kubeconfig, or use Application Default Credentials on the gcp target".to_string());
     }
-    let empty = KubeSnapshot::default();
-    let kube = observed.unwrap_or(&empty);
-    if observed.is_some()
+    if let Some(kube) = observed
         && kube.kind("ClusterQueue").is_empty()
         && !kube.by_kind.contains_key("Workload")
     {
         notes.push("Kueue is not installed in the cluster yet".to_string());
     }
+    notes
+}
 
-    let node_pools = pools
+/// Each node pool, with its node count when Kubernetes was read.
+fn pool_statuses(pools: &[GkeNodePool], observed: Option<&KubeSnapshot>) -> Vec<PoolStatus> {
+    pools
         .iter()
         .map(|p| {
             let nodes = observed.map(|o| {
@@ -495,8 +524,16 @@ pub fn live_report(
                 queued_provisioning: p.queued_provisioning,
             }
         })
-        .collect();
+        .collect()
+}
 
+/// Each of the spec's jobs: as it lives, its Workload, where Kueue placed it and how that
+/// compares with the recorded (placed jobs) or the current (waiting jobs) prediction.
+fn job_statuses(
+    desired: &DesiredState,
+    kube: &KubeSnapshot,
+    records: &PlacementRecords,
+) -> Vec<JobStatus> {
     // The spec's jobs as they live.
     let mut live_jobs: Vec<Option<&Value>> = Vec::new();
     for job in job_objects(desired) {
@@ -533,75 +570,107 @@ pub fn live_report(
     let mut jobs = Vec::new();
     for (i, job) in spec_jobs.into_iter().enumerate() {
         let live = live_jobs[i];
-        let workload = workloads[i];
         let observed_placement = observed_placements[i].clone();
         let (compared_with, predicted_placement) = match &observed_placement {
             Some(observed) if placed(observed) => recorded_for(live, records),
             _ => (ComparedWith::Prediction, predicted_now.next().flatten()),
         };
-        let evicted = workload
-            .and_then(|w| condition(w, "Evicted"))
-            .filter(|c| c["status"] == "True")
-            .map(|c| c["message"].as_str().unwrap_or_default().to_string());
-        let deactivated =
-            workload.is_some_and(|w| w.pointer("/spec/active") == Some(&Value::Bool(false)));
-        let (agrees, diffs) = match (&predicted_placement, &observed_placement) {
-            (Some(p), Some(o)) => {
-                let mut d = differences(p, o);
-                // The prediction cannot know how an admission check ends: a job evicted by its
-                // failed check was placed as predicted.
-                let failed_check = evicted.is_some()
-                    && p.state == PlacementState::WaitingForAdmissionChecks
-                    && o.state == PlacementState::Pending;
-                if failed_check {
-                    d.retain(|x| !x.starts_with("state:"));
-                }
-                (Some(d.is_empty()), d)
-            }
-            _ => (None, Vec::new()),
-        };
-        let admission_checks = workload
-            .and_then(|w| w.pointer("/status/admissionChecks"))
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .map(|c| CheckStatus {
-                name: c["name"].as_str().unwrap_or_default().to_string(),
-                state: c["state"].as_str().unwrap_or_default().to_string(),
-                message: c["message"].as_str().unwrap_or_default().to_string(),
-            })
-            .collect();
-        let provisioning_request =
-            workload.and_then(|w| workload_request(w, kube.kind("ProvisioningRequest")));
-        let ray = live.filter(|j| j["kind"] == "RayJob").map(|j| RayStatus {
-            deployment_status: str_at(j, "/status/jobDeploymentStatus").map(str::to_string),
-            job_status: str_at(j, "/status/jobStatus").map(str::to_string),
-            message: str_at(j, "/status/message").map(str::to_string),
-        });
-        jobs.push(JobStatus {
-            job: str_at(job, "/metadata/name")
-                .unwrap_or_default()
-                .to_string(),
-            namespace: str_at(job, "/metadata/namespace")
-                .unwrap_or("default")
-                .to_string(),
-            kind: job["kind"].as_str().unwrap_or_default().to_string(),
-            submitted: live.is_some(),
-            workload: workload.and_then(|w| str_at(w, "/metadata/name").map(str::to_string)),
-            observed: observed_placement,
-            predicted: predicted_placement,
-            compared_with,
-            agrees,
-            differences: diffs,
-            admission_checks,
-            provisioning_request,
-            ray,
-            progress: live.and_then(JobProgress::of),
-            evicted,
-            deactivated,
-        });
+        jobs.push(job_status(
+            job,
+            live,
+            workloads[i],
+            kube,
+            Compared {
+                observed: observed_placement,
+                predicted: predicted_placement,
+                with: compared_with,
+            },
+        ));
     }
+    jobs
+}
 
+/// A job's observed placement, the placement it is compared with, and where that one comes
+/// from.
+struct Compared {
+    observed: Option<Placement>,
+    predicted: Option<Placement>,
+    with: ComparedWith,
+}
+
+/// One job's status: spec object `job`, as it lives (`live`), its Workload and its placements.
+fn job_status(
+    job: &Value,
+    live: Option<&Value>,
+    workload: Option<&Value>,
+    kube: &KubeSnapshot,
+    compared: Compared,
+) -> JobStatus {
+    let evicted = workload
+        .and_then(|w| condition(w, "Evicted"))
+        .filter(|c| c["status"] == "True")
+        .map(|c| c["message"].as_str().unwrap_or_default().to_string());
+    let deactivated =
+        workload.is_some_and(|w| w.pointer("/spec/active") == Some(&Value::Bool(false)));
+    let (agrees, diffs) = match (&compared.predicted, &compared.observed) {
+        (Some(p), Some(o)) => {
+            let mut d = differences(p, o);
+            // The prediction cannot know how an admission check ends: a job evicted by its
+            // failed check was placed as predicted.
+            let failed_check = evicted.is_some()
+                && p.state == PlacementState::WaitingForAdmissionChecks
+                && o.state == PlacementState::Pending;
+            if failed_check {
+                d.retain(|x| !x.starts_with("state:"));
+            }
+            (Some(d.is_empty()), d)
+        }
+        _ => (None, Vec::new()),
+    };
+    let admission_checks = workload
+        .and_then(|w| w.pointer("/status/admissionChecks"))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|c| CheckStatus {
+            name: c["name"].as_str().unwrap_or_default().to_string(),
+            state: c["state"].as_str().unwrap_or_default().to_string(),
+            message: c["message"].as_str().unwrap_or_default().to_string(),
+        })
+        .collect();
+    let provisioning_request =
+        workload.and_then(|w| workload_request(w, kube.kind("ProvisioningRequest")));
+    let ray = live.filter(|j| j["kind"] == "RayJob").map(|j| RayStatus {
+        deployment_status: str_at(j, "/status/jobDeploymentStatus").map(str::to_string),
+        job_status: str_at(j, "/status/jobStatus").map(str::to_string),
+        message: str_at(j, "/status/message").map(str::to_string),
+    });
+    JobStatus {
+        job: str_at(job, "/metadata/name")
+            .unwrap_or_default()
+            .to_string(),
+        namespace: str_at(job, "/metadata/namespace")
+            .unwrap_or("default")
+            .to_string(),
+        kind: job["kind"].as_str().unwrap_or_default().to_string(),
+        submitted: live.is_some(),
+        workload: workload.and_then(|w| str_at(w, "/metadata/name").map(str::to_string)),
+        observed: compared.observed,
+        predicted: compared.predicted,
+        compared_with: compared.with,
+        agrees,
+        differences: diffs,
+        admission_checks,
+        provisioning_request,
+        ray,
+        progress: live.and_then(JobProgress::of),
+        evicted,
+        deactivated,
+    }
+}
+
+/// Each ClusterQueue of the spec: whether it is active, its Workload counts and its usage.
+fn queue_statuses(desired: &DesiredState, kube: &KubeSnapshot) -> Vec<QueueStatus> {
     let mut cluster_queues = Vec::new();
     for cq in desired
         .kubernetes
@@ -613,41 +682,6 @@ pub fn live_report(
             .kind("ClusterQueue")
             .iter()
             .find(|o| str_at(o, "/metadata/name") == Some(name));
-        let mut usage = Vec::new();
-        for group in cq
-            .pointer("/spec/resourceGroups")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            for flavor in group["flavors"].as_array().into_iter().flatten() {
-                let fname = flavor["name"].as_str().unwrap_or_default();
-                for resource in flavor["resources"].as_array().into_iter().flatten() {
-                    let rname = resource["name"].as_str().unwrap_or_default();
-                    let total = |field: &str| {
-                        live.and_then(|l| l.pointer(&format!("/status/{field}")))
-                            .and_then(Value::as_array)
-                            .and_then(|fs| fs.iter().find(|f| f["name"] == fname))
-                            .and_then(|f| f["resources"].as_array())
-                            .and_then(|rs| rs.iter().find(|r| r["name"] == rname))
-                            .and_then(|r| r["total"].as_str())
-                            .unwrap_or("0")
-                            .to_string()
-                    };
-                    let nominal = resource.get("nominalQuota").map(|q| match q {
-                        Value::String(s) => s.clone(),
-                        other => other.to_string(),
-                    });
-                    usage.push(UsageRow {
-                        flavor: fname.to_string(),
-                        resource: rname.to_string(),
-                        nominal,
-                        reserved: total("flavorsReservation"),
-                        admitted: total("flavorsUsage"),
-                    });
-                }
-            }
-        }
         let count = |field: &str| {
             live.and_then(|l| l.pointer(&format!("/status/{field}")))
                 .and_then(Value::as_i64)
@@ -661,26 +695,51 @@ pub fn live_report(
             pending_workloads: count("pendingWorkloads"),
             reserving_workloads: count("reservingWorkloads"),
             admitted_workloads: count("admittedWorkloads"),
-            usage,
+            usage: queue_usage(cq, live),
         });
     }
+    cluster_queues
+}
 
-    LiveReport {
-        cluster_status: ClusterStatus {
-            project: cluster_ref.project.clone(),
-            location: cluster_ref.location.clone(),
-            name: cluster_ref.cluster.clone(),
-            status: cluster.and_then(|c| {
-                crate::diff::normalize::status_name(c, crate::diff::normalize::GKE_CLUSTER_STATUS)
-            }),
-        },
-        simulated,
-        kubernetes: observed.is_some(),
-        node_pools,
-        jobs,
-        cluster_queues,
-        notes,
+/// A ClusterQueue's quota by flavor and resource: nominal (from the spec `cq`), reserved and
+/// admitted (from its live status, `0` when not read).
+fn queue_usage(cq: &Value, live: Option<&Value>) -> Vec<UsageRow> {
+    let mut usage = Vec::new();
+    for group in cq
+        .pointer("/spec/resourceGroups")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        for flavor in group["flavors"].as_array().into_iter().flatten() {
+            let fname = flavor["name"].as_str().unwrap_or_default();
+            for resource in flavor["resources"].as_array().into_iter().flatten() {
+                let rname = resource["name"].as_str().unwrap_or_default();
+                let total = |field: &str| {
+                    live.and_then(|l| l.pointer(&format!("/status/{field}")))
+                        .and_then(Value::as_array)
+                        .and_then(|fs| fs.iter().find(|f| f["name"] == fname))
+                        .and_then(|f| f["resources"].as_array())
+                        .and_then(|rs| rs.iter().find(|r| r["name"] == rname))
+                        .and_then(|r| r["total"].as_str())
+                        .unwrap_or("0")
+                        .to_string()
+                };
+                let nominal = resource.get("nominalQuota").map(|q| match q {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                });
+                usage.push(UsageRow {
+                    flavor: fname.to_string(),
+                    resource: rname.to_string(),
+                    nominal,
+                    reserved: total("flavorsReservation"),
+                    admitted: total("flavorsUsage"),
+                });
+            }
+        }
     }
+    usage
 }
 
 /// The flavor people mean by "where the job landed": its workers' (the first podset that is

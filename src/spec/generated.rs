@@ -10,8 +10,19 @@ use super::types::Spec;
 /// [`MAX_POOL_NODES`], before anything is generated. Each problem points at the value that
 /// crosses the limit.
 pub fn check_generated(spec: &Spec, root: &Node) -> Vec<Diagnostic> {
-    let mut out = Vec::new();
     let at = |path: &Path| Some(root.span_at(path));
+    let mut out = job_runs_over_limit(spec, &at);
+    out.extend(objects_over_limit(spec, &at));
+    out.extend(pool_nodes_over_limit(spec, &at));
+    out
+}
+
+/// Where a [`Path`] of the spec is in its source.
+type At<'a> = dyn Fn(&Path) -> Option<super::source::Span> + 'a;
+
+/// Each job whose `count` crosses [`MAX_JOB_RUNS`].
+fn job_runs_over_limit(spec: &Spec, at: &At<'_>) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
     for (i, job) in spec.jobs.iter().enumerate() {
         if let Some(n) = job.count
             && n > MAX_JOB_RUNS
@@ -33,6 +44,11 @@ pub fn check_generated(spec: &Spec, root: &Node) -> Vec<Diagnostic> {
             );
         }
     }
+    out
+}
+
+/// The object that makes the spec cross [`MAX_OBJECTS`], if one does.
+fn objects_over_limit(spec: &Spec, at: &At<'_>) -> Option<Diagnostic> {
     // The objects in the order `model::build` renders them; the one that crosses the limit is
     // the one reported.
     let checks = spec.kueue.admission_checks.len()
@@ -76,7 +92,7 @@ pub fn check_generated(spec: &Spec, root: &Node) -> Vec<Diagnostic> {
                     .iter()
                     .map(|j| 1 + j.count.unwrap_or(1).min(MAX_JOB_RUNS) as usize)
                     .sum::<usize>();
-            out.push(
+            return Some(
                 Diagnostic::error(format!(
                     "the spec exceeds the limit of {} Kubernetes objects: with `{path}` it generates more, about {} in all (queues, flavors, checks, a ConfigMap and a RayJob per job run, manifests)",
                     count(MAX_OBJECTS as u64),
@@ -86,9 +102,14 @@ pub fn check_generated(spec: &Spec, root: &Node) -> Vec<Diagnostic> {
                 .with_path(path.to_string())
                 .help("split the objects across several specs (one per cluster or team)"),
             );
-            break;
         }
     }
+    None
+}
+
+/// Each node count that crosses [`MAX_POOL_NODES`] per zone.
+fn pool_nodes_over_limit(spec: &Spec, at: &At<'_>) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
     let pool_limit = |out: &mut Vec<Diagnostic>, path: Path, what: &str, n: u32| {
         if n > MAX_POOL_NODES {
             out.push(

@@ -225,8 +225,10 @@ pub fn load(fs: &dyn SpecFs, spec_arg: &FsPath, opts: &LoadOptions) -> Result<Lo
         diagnostics: diags.sorted(),
     };
 
-    let spec_file = match resolve_spec_path(fs, spec_arg) {
-        Ok(p) => p,
+    // The spec and its overlay share one budget (see `limits`).
+    let mut budget = node::Budget::default();
+    let (spec_file, mut root) = match parse_spec_root(&mut sources, fs, spec_arg, &mut budget) {
+        Ok(parsed) => parsed,
         Err(d) => {
             diags.push(d);
             return Err(fail(sources, diags));
@@ -237,131 +239,19 @@ pub fn load(fs: &dyn SpecFs, spec_arg: &FsPath, opts: &LoadOptions) -> Result<Lo
         .map(FsPath::to_path_buf)
         .unwrap_or_default();
 
-    // The spec and its overlay share one budget (see `limits`).
-    let mut budget = node::Budget::default();
-    let mut root = match parse_file(&mut sources, fs, &spec_file, &mut budget) {
-        Ok(n) => n,
-        Err(d) => {
-            diags.push(d);
-            return Err(fail(sources, diags));
-        }
-    };
-    if !matches!(root.kind, NodeKind::Map(_)) {
-        diags.push(
-            Diagnostic::error(format!(
-                "a spec is a map of settings, found {}",
-                root.type_name()
-            ))
-            .at(Some(root.span)),
-        );
-        return Err(fail(sources, diags));
-    }
-
     // Merged after variables are substituted, so that an overlay's list item names the base's
     // item by the name it has (`on-demand-pool`), not by how the base spells it
     // (`${ONDEMAND_NODEPOOL}`).
-    let mut overlay = None;
-    if let Some(env) = &opts.env {
-        if let Some(d) = overlay_name_problem(env) {
-            diags.push(d);
-            return Err(fail(sources, diags));
-        }
-        let searched = overlay_dirs(fs, &dir);
-        let candidates_in = |d: &PathBuf| -> Vec<PathBuf> {
-            ["yaml", "yml", "toml"]
-                .iter()
-                .map(|ext| d.join("environments").join(format!("{env}.{ext}")))
-                .collect()
-        };
-        // Nearest first: the first directory with an overlay of that name is the one used.
-        let present: Vec<PathBuf> = searched
-            .iter()
-            .map(|d| {
-                candidates_in(d)
-                    .into_iter()
-                    .filter(|p| fs.is_file(p))
-                    .collect::<Vec<_>>()
-            })
-            .find(|found| !found.is_empty())
-            .unwrap_or_default();
-        let candidates = candidates_in(&dir);
-        if present.len() > 1 {
-            diags.push(
-                Diagnostic::error(format!(
-                    "environment `{env}` is defined twice: {}",
-                    present
-                        .iter()
-                        .map(|p| p.display().to_string())
-                        .collect::<Vec<_>>()
-                        .join(" and ")
-                ))
-                .help("keep one overlay file per environment: delete or rename the other"),
-            );
-            return Err(fail(sources, diags));
-        }
-        // An overlay linked from outside the directories searched (the repository, or the
-        // spec's directory outside one) is refused, as scripts are.
-        let boundary = searched.last().unwrap_or(&dir);
-        if let Some(path) = present.first()
-            && let (Some(real), Some(root)) = (fs.real_path(path), fs.real_path(boundary))
-            && !real.starts_with(&root)
-        {
-            diags.push(
-                Diagnostic::error(format!(
-                    "environment overlay {} lies outside {}: it is a link to {}",
-                    path.display(),
-                    if searched.len() > 1 {
-                        "the spec's repository"
-                    } else {
-                        "the spec's directory"
-                    },
-                    real.display()
-                ))
-                .help("copy the overlay into the repository instead of linking to it, so that the spec's repository is complete"),
-            );
-            return Err(fail(sources, diags));
-        }
-        match present.first() {
-            Some(path) => match parse_file(&mut sources, fs, path, &mut budget) {
-                Ok(parsed) => overlay = Some(parsed),
-                Err(d) => {
-                    diags.push(d);
-                    return Err(fail(sources, diags));
-                }
-            },
-            None => {
-                let mut available: Vec<String> = searched
-                    .iter()
-                    .flat_map(|d| fs.list_dir(&d.join("environments")).unwrap_or_default())
-                    .filter_map(|p| {
-                        let ext = p.extension()?.to_str()?;
-                        matches!(ext, "yaml" | "yml" | "toml")
-                            .then(|| p.file_stem()?.to_str().map(str::to_string))
-                            .flatten()
-                    })
-                    .collect();
-                available.sort();
-                available.dedup();
-                let help = if available.is_empty() {
-                    format!("create {}", candidates[0].display())
-                } else {
-                    format!("available environments: {}", available.join(", "))
-                };
-                let places: Vec<String> = searched
-                    .iter()
-                    .map(|d| d.join("environments").display().to_string())
-                    .collect();
-                diags.push(
-                    Diagnostic::error(format!(
-                        "environment `{env}` not found: no {env}.yaml, .yml or .toml in {}",
-                        places.join(", ")
-                    ))
-                    .help(help),
-                );
+    let overlay = match &opts.env {
+        Some(env) => match parse_overlay(&mut sources, fs, env, &dir, &mut budget) {
+            Ok(parsed) => Some(parsed),
+            Err(d) => {
+                diags.push(d);
                 return Err(fail(sources, diags));
             }
-        }
-    }
+        },
+        None => None,
+    };
 
     let no_env = |_: &str| None;
     let env_lookup: &dyn Fn(&str) -> Option<String> = match &opts.env_lookup {
@@ -429,6 +319,134 @@ pub fn load(fs: &dyn SpecFs, spec_arg: &FsPath, opts: &LoadOptions) -> Result<Lo
         diagnostics: diags.sorted(),
         undecoded,
     })
+}
+
+/// The spec file `spec_arg` names (a file, or a directory holding one) and its root node: a map.
+fn parse_spec_root(
+    sources: &mut SourceMap,
+    fs: &dyn SpecFs,
+    spec_arg: &FsPath,
+    budget: &mut node::Budget,
+) -> Result<(PathBuf, Node), Diagnostic> {
+    let spec_file = resolve_spec_path(fs, spec_arg)?;
+    let root = parse_file(sources, fs, &spec_file, budget)?;
+    if !matches!(root.kind, NodeKind::Map(_)) {
+        return Err(Diagnostic::error(format!(
+            "a spec is a map of settings, found {}",
+            root.type_name()
+        ))
+        .at(Some(root.span)));
+    }
+    Ok((spec_file, root))
+}
+
+/// The overlay of environment `env` (`--env`), found next to the spec in `dir` or above it in
+/// its repository ([`overlay_dirs`]), parsed; or what is wrong: a bad name, two files for one
+/// environment, a link out of the repository, no such environment.
+fn parse_overlay(
+    sources: &mut SourceMap,
+    fs: &dyn SpecFs,
+    env: &str,
+    dir: &FsPath,
+    budget: &mut node::Budget,
+) -> Result<Node, Diagnostic> {
+    if let Some(d) = overlay_name_problem(env) {
+        return Err(d);
+    }
+    let dir = dir.to_path_buf();
+    let searched = overlay_dirs(fs, &dir);
+    let candidates_in = |d: &PathBuf| -> Vec<PathBuf> {
+        ["yaml", "yml", "toml"]
+            .iter()
+            .map(|ext| d.join("environments").join(format!("{env}.{ext}")))
+            .collect()
+    };
+    // Nearest first: the first directory with an overlay of that name is the one used.
+    let present: Vec<PathBuf> = searched
+        .iter()
+        .map(|d| {
+            candidates_in(d)
+                .into_iter()
+                .filter(|p| fs.is_file(p))
+                .collect::<Vec<_>>()
+        })
+        .find(|found| !found.is_empty())
+        .unwrap_or_default();
+    if present.len() > 1 {
+        return Err(Diagnostic::error(format!(
+            "environment `{env}` is defined twice: {}",
+            present
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(" and ")
+        ))
+        .help("keep one overlay file per environment: delete or rename the other"));
+    }
+    // An overlay linked from outside the directories searched (the repository, or the
+    // spec's directory outside one) is refused, as scripts are.
+    let boundary = searched.last().unwrap_or(&dir);
+    if let Some(path) = present.first()
+        && let (Some(real), Some(root)) = (fs.real_path(path), fs.real_path(boundary))
+        && !real.starts_with(&root)
+    {
+        return Err(Diagnostic::error(format!(
+            "environment overlay {} lies outside {}: it is a link to {}",
+            path.display(),
+            if searched.len() > 1 {
+                "the spec's repository"
+            } else {
+                "the spec's directory"
+            },
+            real.display()
+        ))
+        .help("copy the overlay into the repository instead of linking to it, so that the spec's repository is complete"));
+    }
+    match present.first() {
+        Some(path) => parse_file(sources, fs, path, budget),
+        None => Err(overlay_not_found(
+            fs,
+            env,
+            &searched,
+            &candidates_in(&dir)[0],
+        )),
+    }
+}
+
+/// That environment `env` has no overlay in the directories `searched`: which environments
+/// there are, or where to create this one (`create`).
+fn overlay_not_found(
+    fs: &dyn SpecFs,
+    env: &str,
+    searched: &[PathBuf],
+    create: &FsPath,
+) -> Diagnostic {
+    let mut available: Vec<String> = searched
+        .iter()
+        .flat_map(|d| fs.list_dir(&d.join("environments")).unwrap_or_default())
+        .filter_map(|p| {
+            let ext = p.extension()?.to_str()?;
+            matches!(ext, "yaml" | "yml" | "toml")
+                .then(|| p.file_stem()?.to_str().map(str::to_string))
+                .flatten()
+        })
+        .collect();
+    available.sort();
+    available.dedup();
+    let help = if available.is_empty() {
+        format!("create {}", create.display())
+    } else {
+        format!("available environments: {}", available.join(", "))
+    };
+    let places: Vec<String> = searched
+        .iter()
+        .map(|d| d.join("environments").display().to_string())
+        .collect();
+    Diagnostic::error(format!(
+        "environment `{env}` not found: no {env}.yaml, .yml or .toml in {}",
+        places.join(", ")
+    ))
+    .help(help)
 }
 
 /// A spec decoded, perhaps after removing values of the wrong type (their paths).

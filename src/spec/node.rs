@@ -4,6 +4,7 @@
 use std::fmt;
 
 use granit_parser::{Event, Parser, ScalarStyle};
+use toml::de::{DeFloat, DeInteger, DeValue};
 
 use super::diag::Diagnostic;
 use super::limits;
@@ -457,66 +458,10 @@ impl YamlBuilder<'_> {
                 self.anchor_names.insert(id, name.into_owned());
             }
             Event::Scalar(value, style, anchor, tag) => {
-                self.budget.tree_values += 1;
-                self.budget.tree_text += value.len();
-                if anchor != 0 {
-                    self.budget.copied_values += 1;
-                    self.budget.copied_text += value.len();
-                }
-                self.budget.check(span, String::new)?;
-                let size = Size {
-                    values: 1,
-                    text: value.len(),
-                    depth: 0,
-                };
-                let kind = resolve_scalar(&value, style, tag.as_deref().map(|t| t.to_string()));
-                let node = Node::new(kind, span);
-                if anchor != 0 {
-                    self.anchors.insert(anchor, (node.clone(), size));
-                }
-                self.push(node, size)?;
+                let tag = tag.as_deref().map(|t| t.to_string());
+                self.scalar(&value, style, anchor, tag, span)?;
             }
-            Event::Alias(id) => {
-                let name = self.anchor_name(id);
-                let Some((node, size)) = self.anchors.get(&id) else {
-                    // The parser resolves every alias to an earlier anchor; one whose value is
-                    // not finished yet is inside that value.
-                    return Err(Diagnostic::error(format!(
-                        "alias `*{name}` refers to the map or list that contains it: a value cannot contain itself"
-                    ))
-                    .at(Some(span))
-                    .help(format!("move `*{name}` out of the value anchored as `&{name}`")));
-                };
-                let size = *size;
-                self.check_depth(
-                    self.stack.len() + size.depth,
-                    span,
-                    &format!("alias `*{name}`"),
-                )?;
-                let before = self.budget.alias_values;
-                self.budget.alias_values += size.values;
-                if self.budget.alias_values > limits::MAX_ALIAS_VALUES {
-                    return Err(Diagnostic::error(format!(
-                        "alias `*{name}` exceeds the alias expansion limit of {} values per spec: it repeats {} on top of the {} that the aliases before it repeated",
-                        limits::count(limits::MAX_ALIAS_VALUES as u64),
-                        limits::values(size.values),
-                        limits::count(before as u64),
-                    ))
-                    .at(Some(span))
-                    .help("aliases of aliases multiply (ten aliases of ten aliases is a hundred copies): write the shared values out, or share smaller ones"));
-                }
-                self.budget.tree_values += size.values;
-                self.budget.tree_text += size.text;
-                self.budget.check(span, || {
-                    format!(
-                        ": alias `*{name}` repeats {} and {} of text",
-                        limits::values(size.values),
-                        limits::bytes(size.text)
-                    )
-                })?;
-                let node = node.clone();
-                self.push(node, size)?;
-            }
+            Event::Alias(id) => self.alias(id, span)?,
             Event::SequenceStart(_, anchor, _) => {
                 let open = self.open();
                 self.open_container(span)?;
@@ -534,52 +479,131 @@ impl YamlBuilder<'_> {
                     KeySet::default(),
                 ))
             }
-            Event::SequenceEnd | Event::MappingEnd => {
-                let (node, anchor, open) = match self.stack.pop() {
-                    // A finished container keeps no spare capacity: a spec of thousands of
-                    // manifests is hundreds of thousands of nodes.
-                    Some(Frame::Seq(mut items, start, anchor, open)) => (
-                        Node::new(
-                            NodeKind::Seq({
-                                items.shrink_to_fit();
-                                items
-                            }),
-                            self.cover(start, span),
-                        ),
-                        anchor,
-                        open,
-                    ),
-                    Some(Frame::Map(mut entries, start, _, anchor, open, _)) => (
-                        Node::new(
-                            NodeKind::Map({
-                                entries.shrink_to_fit();
-                                entries
-                            }),
-                            self.cover(start, span),
-                        ),
-                        anchor,
-                        open,
-                    ),
-                    None => return Ok(()),
-                };
-                let size = Size {
-                    values: self.budget.tree_values - open.values,
-                    text: self.budget.tree_text - open.text,
-                    depth: open.child_depth + 1,
-                };
-                if anchor != 0 {
-                    self.budget.copied_values += size.values;
-                    self.budget.copied_text += size.text;
-                    let name = self.anchor_name(anchor);
-                    self.budget.check(node.span, || {
-                        format!(": the value anchored as `&{name}` is kept for its aliases")
-                    })?;
-                    self.anchors.insert(anchor, (node.clone(), size));
-                }
-                self.push(node, size)?;
-            }
+            Event::SequenceEnd | Event::MappingEnd => self.close_container(span)?,
             _ => {}
         }
+        Ok(())
+    }
+
+    /// A scalar: counted, kept for its aliases when anchored, and added to its container.
+    fn scalar(
+        &mut self,
+        value: &str,
+        style: ScalarStyle,
+        anchor: usize,
+        tag: Option<String>,
+        span: Span,
+    ) -> Result<(), Diagnostic> {
+        self.budget.tree_values += 1;
+        self.budget.tree_text += value.len();
+        if anchor != 0 {
+            self.budget.copied_values += 1;
+            self.budget.copied_text += value.len();
+        }
+        self.budget.check(span, String::new)?;
+        let size = Size {
+            values: 1,
+            text: value.len(),
+            depth: 0,
+        };
+        let kind = resolve_scalar(value, style, tag);
+        let node = Node::new(kind, span);
+        if anchor != 0 {
+            self.anchors.insert(anchor, (node.clone(), size));
+        }
+        self.push(node, size)?;
+        Ok(())
+    }
+
+    /// An alias: its anchored value again, counted against the alias expansion limit.
+    fn alias(&mut self, id: usize, span: Span) -> Result<(), Diagnostic> {
+        let name = self.anchor_name(id);
+        let Some((node, size)) = self.anchors.get(&id) else {
+            // The parser resolves every alias to an earlier anchor; one whose value is
+            // not finished yet is inside that value.
+            return Err(Diagnostic::error(format!(
+                "alias `*{name}` refers to the map or list that contains it: a value cannot contain itself"
+            ))
+            .at(Some(span))
+            .help(format!("move `*{name}` out of the value anchored as `&{name}`")));
+        };
+        let size = *size;
+        self.check_depth(
+            self.stack.len() + size.depth,
+            span,
+            &format!("alias `*{name}`"),
+        )?;
+        let before = self.budget.alias_values;
+        self.budget.alias_values += size.values;
+        if self.budget.alias_values > limits::MAX_ALIAS_VALUES {
+            return Err(Diagnostic::error(format!(
+                "alias `*{name}` exceeds the alias expansion limit of {} values per spec: it repeats {} on top of the {} that the aliases before it repeated",
+                limits::count(limits::MAX_ALIAS_VALUES as u64),
+                limits::values(size.values),
+                limits::count(before as u64),
+            ))
+            .at(Some(span))
+            .help("aliases of aliases multiply (ten aliases of ten aliases is a hundred copies): write the shared values out, or share smaller ones"));
+        }
+        self.budget.tree_values += size.values;
+        self.budget.tree_text += size.text;
+        self.budget.check(span, || {
+            format!(
+                ": alias `*{name}` repeats {} and {} of text",
+                limits::values(size.values),
+                limits::bytes(size.text)
+            )
+        })?;
+        let node = node.clone();
+        self.push(node, size)?;
+        Ok(())
+    }
+
+    /// The end of a map or list: the finished container, kept for its aliases when anchored,
+    /// is added to its parent.
+    fn close_container(&mut self, span: Span) -> Result<(), Diagnostic> {
+        let (node, anchor, open) = match self.stack.pop() {
+            // A finished container keeps no spare capacity: a spec of thousands of
+            // manifests is hundreds of thousands of nodes.
+            Some(Frame::Seq(mut items, start, anchor, open)) => (
+                Node::new(
+                    NodeKind::Seq({
+                        items.shrink_to_fit();
+                        items
+                    }),
+                    self.cover(start, span),
+                ),
+                anchor,
+                open,
+            ),
+            Some(Frame::Map(mut entries, start, _, anchor, open, _)) => (
+                Node::new(
+                    NodeKind::Map({
+                        entries.shrink_to_fit();
+                        entries
+                    }),
+                    self.cover(start, span),
+                ),
+                anchor,
+                open,
+            ),
+            None => return Ok(()),
+        };
+        let size = Size {
+            values: self.budget.tree_values - open.values,
+            text: self.budget.tree_text - open.text,
+            depth: open.child_depth + 1,
+        };
+        if anchor != 0 {
+            self.budget.copied_values += size.values;
+            self.budget.copied_text += size.text;
+            let name = self.anchor_name(anchor);
+            self.budget.check(node.span, || {
+                format!(": the value anchored as `&{name}` is kept for its aliases")
+            })?;
+            self.anchors.insert(anchor, (node.clone(), size));
+        }
+        self.push(node, size)?;
         Ok(())
     }
 
@@ -703,13 +727,113 @@ pub fn parse_toml(sources: &SourceMap, file: FileId) -> Result<Node, Diagnostic>
     parse_toml_within(sources, file, &mut Budget::default())
 }
 
+/// Converts a parsed TOML document into [`Node`]s, counting against a budget.
+struct TomlConvert<'a> {
+    sources: &'a SourceMap,
+    file: FileId,
+    budget: &'a mut Budget,
+}
+
+impl TomlConvert<'_> {
+    fn count(&mut self, span: Span, text: usize) -> Result<(), Diagnostic> {
+        self.budget.tree_values += 1;
+        self.budget.tree_text += text;
+        self.budget.check(span, String::new)
+    }
+
+    fn convert(
+        &mut self,
+        value: &DeValue<'_>,
+        range: std::ops::Range<usize>,
+        depth: usize,
+    ) -> Result<Node, Diagnostic> {
+        let span = self
+            .sources
+            .span_from_bytes(self.file, range.start, range.end);
+        if matches!(value, DeValue::Array(_) | DeValue::Table(_)) && depth > limits::MAX_DEPTH {
+            return Err(nesting_too_deep("this table or array", Some(depth)).at(Some(span)));
+        }
+        let text = match value {
+            DeValue::String(s) => s.len(),
+            _ => 0,
+        };
+        self.count(span, text)?;
+        let kind = match value {
+            DeValue::String(s) => NodeKind::Str {
+                value: s.to_string(),
+                interpolated: false,
+            },
+            DeValue::Integer(i) => NodeKind::Int(toml_integer(i, span)?),
+            DeValue::Float(f) => NodeKind::Float(toml_float(f)),
+            DeValue::Boolean(b) => NodeKind::Bool(*b),
+            DeValue::Datetime(d) => NodeKind::Str {
+                value: d.to_string(),
+                interpolated: false,
+            },
+            DeValue::Array(items) => NodeKind::Seq(
+                items
+                    .iter()
+                    .map(|v| self.convert(v.get_ref(), v.span(), depth + 1))
+                    .collect::<Result<_, _>>()?,
+            ),
+            DeValue::Table(t) => NodeKind::Map(
+                t.iter()
+                    .map(|(k, v)| {
+                        let key_span =
+                            self.sources
+                                .span_from_bytes(self.file, k.span().start, k.span().end);
+                        self.count(key_span, k.get_ref().len())?;
+                        Ok((
+                            Key {
+                                name: k.get_ref().to_string(),
+                                span: key_span,
+                            },
+                            self.convert(v.get_ref(), v.span(), depth + 1)?,
+                        ))
+                    })
+                    .collect::<Result<_, Diagnostic>>()?,
+            ),
+        };
+        Ok(Node::new(kind, span))
+    }
+}
+
+/// A TOML integer (any radix, with `_` separators) as an `i64`, or an error at `span` when it is
+/// out of range.
+fn toml_integer(i: &DeInteger<'_>, span: Span) -> Result<i64, Diagnostic> {
+    let raw = i.as_str().replace('_', "");
+    let (neg, digits) = match raw.strip_prefix('-') {
+        Some(d) => (true, d.to_string()),
+        None => (false, raw.trim_start_matches('+').to_string()),
+    };
+    let digits = digits
+        .trim_start_matches("0x")
+        .trim_start_matches("0o")
+        .trim_start_matches("0b");
+    let v = i64::from_str_radix(digits, i.radix()).map_err(|_| {
+        Diagnostic::error(format!("integer `{raw}` is out of range")).at(Some(span))
+    })?;
+    Ok(if neg { -v } else { v })
+}
+
+/// A TOML float, `inf` and `nan` included.
+fn toml_float(f: &DeFloat<'_>) -> f64 {
+    let raw = f.as_str().replace('_', "");
+    match raw.trim_start_matches('+') {
+        "inf" => f64::INFINITY,
+        "-inf" => f64::NEG_INFINITY,
+        "nan" | "-nan" => f64::NAN,
+        other => other.parse().unwrap_or(f64::NAN),
+    }
+}
+
 /// [`parse_toml`], counting against `budget` (see [`parse_yaml_within`]).
 pub fn parse_toml_within(
     sources: &SourceMap,
     file: FileId,
     budget: &mut Budget,
 ) -> Result<Node, Diagnostic> {
-    use toml::de::{DeTable, DeValue};
+    use toml::de::DeTable;
     let text = sources
         .get(file)
         .map(|f| f.text.clone())
@@ -724,103 +848,9 @@ pub fn parse_toml_within(
         Diagnostic::error(format!("TOML syntax error: {}", e.message())).at(Some(span))
     })?;
 
-    struct Convert<'a> {
-        sources: &'a SourceMap,
-        file: FileId,
-        budget: &'a mut Budget,
-    }
-
-    impl Convert<'_> {
-        fn count(&mut self, span: Span, text: usize) -> Result<(), Diagnostic> {
-            self.budget.tree_values += 1;
-            self.budget.tree_text += text;
-            self.budget.check(span, String::new)
-        }
-
-        fn convert(
-            &mut self,
-            value: &DeValue<'_>,
-            range: std::ops::Range<usize>,
-            depth: usize,
-        ) -> Result<Node, Diagnostic> {
-            let span = self
-                .sources
-                .span_from_bytes(self.file, range.start, range.end);
-            if matches!(value, DeValue::Array(_) | DeValue::Table(_)) && depth > limits::MAX_DEPTH {
-                return Err(nesting_too_deep("this table or array", Some(depth)).at(Some(span)));
-            }
-            let text = match value {
-                DeValue::String(s) => s.len(),
-                _ => 0,
-            };
-            self.count(span, text)?;
-            let kind = match value {
-                DeValue::String(s) => NodeKind::Str {
-                    value: s.to_string(),
-                    interpolated: false,
-                },
-                DeValue::Integer(i) => {
-                    let raw = i.as_str().replace('_', "");
-                    let (neg, digits) = match raw.strip_prefix('-') {
-                        Some(d) => (true, d.to_string()),
-                        None => (false, raw.trim_start_matches('+').to_string()),
-                    };
-                    let digits = digits
-                        .trim_start_matches("0x")
-                        .trim_start_matches("0o")
-                        .trim_start_matches("0b");
-                    let v = i64::from_str_radix(digits, i.radix()).map_err(|_| {
-                        Diagnostic::error(format!("integer `{raw}` is out of range")).at(Some(span))
-                    })?;
-                    NodeKind::Int(if neg { -v } else { v })
-                }
-                DeValue::Float(f) => {
-                    let raw = f.as_str().replace('_', "");
-                    NodeKind::Float(match raw.trim_start_matches('+') {
-                        "inf" => f64::INFINITY,
-                        "-inf" => f64::NEG_INFINITY,
-                        "nan" | "-nan" => f64::NAN,
-                        other => other.parse().unwrap_or(f64::NAN),
-                    })
-                }
-                DeValue::Boolean(b) => NodeKind::Bool(*b),
-                DeValue::Datetime(d) => NodeKind::Str {
-                    value: d.to_string(),
-                    interpolated: false,
-                },
-                DeValue::Array(items) => NodeKind::Seq(
-                    items
-                        .iter()
-                        .map(|v| self.convert(v.get_ref(), v.span(), depth + 1))
-                        .collect::<Result<_, _>>()?,
-                ),
-                DeValue::Table(t) => NodeKind::Map(
-                    t.iter()
-                        .map(|(k, v)| {
-                            let key_span = self.sources.span_from_bytes(
-                                self.file,
-                                k.span().start,
-                                k.span().end,
-                            );
-                            self.count(key_span, k.get_ref().len())?;
-                            Ok((
-                                Key {
-                                    name: k.get_ref().to_string(),
-                                    span: key_span,
-                                },
-                                self.convert(v.get_ref(), v.span(), depth + 1)?,
-                            ))
-                        })
-                        .collect::<Result<_, Diagnostic>>()?,
-                ),
-            };
-            Ok(Node::new(kind, span))
-        }
-    }
-
     let span = table.span();
     let root = DeValue::Table(table.into_inner());
-    Convert {
+    TomlConvert {
         sources,
         file,
         budget,

@@ -59,68 +59,11 @@ pub(super) fn create_cluster(
     if st.cluster(p, l, &name).is_some() {
         return Err(ApiError::already_exists(&cluster_key(p, l, &name)));
     }
-    let initial = cluster
-        .get("initialNodeCount")
-        .and_then(Value::as_i64)
-        .unwrap_or(0);
-    let node_config = cluster.get("nodeConfig").cloned();
-    let mut pools: Vec<Value> = match cluster.remove("nodePools") {
-        Some(Value::Array(a)) => a,
-        _ => vec![],
-    };
-    let autopilot = cluster.pointer_bool("/autopilot/enabled");
-    if pools.is_empty() && !autopilot {
-        if initial <= 0 {
-            return Err(ApiError::invalid_field(
-                "cluster.initial_node_count",
-                "Cluster.initial_node_count must be greater than zero.",
-            ));
-        }
-        let mut pool = json!({"name": "default-pool", "initialNodeCount": initial});
-        if let Some(cfg) = node_config {
-            pool["config"] = cfg;
-        }
-        pools.push(pool);
-    }
-    let mut names = std::collections::BTreeSet::new();
-    for pool in &pools {
-        let n = pool.get("name").and_then(Value::as_str).unwrap_or("");
-        if !names.insert(n.to_string()) {
-            return Err(ApiError::invalid(format!(
-                "Node pool names must be unique; \"{n}\" is used more than once."
-            )));
-        }
-        check_pool_rules(ctx.cfg, pool)?;
-    }
+    let pools = initial_pools(&mut cluster)?;
+    check_initial_pools(ctx, &pools)?;
     fill_cluster(ctx.cfg, p, l, &mut cluster, ctx.now)?;
     let cluster_json = Value::Object(cluster);
-    let master = cluster_json["currentMasterVersion"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    let mut recs = vec![];
-    for (i, pool) in pools.into_iter().enumerate() {
-        let Value::Object(mut pool) = pool else {
-            continue;
-        };
-        let pctx = PoolContext {
-            project: p,
-            cluster: &name,
-            cluster_json: &cluster_json,
-            master_version: &master,
-        };
-        let count = fill_pool(
-            ctx.cfg,
-            &pctx,
-            &mut pool,
-            &format!("cluster.node_pools[{i}]"),
-        )?;
-        recs.push(PoolRec {
-            json: Value::Object(pool),
-            node_count: count,
-            generation: 1,
-        });
-    }
+    let recs = initial_pool_recs(ctx, p, &name, &cluster_json, pools)?;
     let zone = cluster_json["locations"][0]
         .as_str()
         .unwrap_or(l)
@@ -155,6 +98,88 @@ pub(super) fn create_cluster(
         Effect::ClusterCreated,
         failure,
     )
+}
+
+/// The node pools a new cluster is created with: the request's, or (neither any nor Autopilot)
+/// a `default-pool` of the cluster's `initialNodeCount` nodes and `nodeConfig`.
+fn initial_pools(cluster: &mut Map<String, Value>) -> Result<Vec<Value>, ApiError> {
+    let initial = cluster
+        .get("initialNodeCount")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    let node_config = cluster.get("nodeConfig").cloned();
+    let mut pools: Vec<Value> = match cluster.remove("nodePools") {
+        Some(Value::Array(a)) => a,
+        _ => vec![],
+    };
+    let autopilot = cluster.pointer_bool("/autopilot/enabled");
+    if pools.is_empty() && !autopilot {
+        if initial <= 0 {
+            return Err(ApiError::invalid_field(
+                "cluster.initial_node_count",
+                "Cluster.initial_node_count must be greater than zero.",
+            ));
+        }
+        let mut pool = json!({"name": "default-pool", "initialNodeCount": initial});
+        if let Some(cfg) = node_config {
+            pool["config"] = cfg;
+        }
+        pools.push(pool);
+    }
+    Ok(pools)
+}
+
+/// A new cluster's node pools have unique names, and each keeps the pool rules.
+fn check_initial_pools(ctx: &Ctx<'_>, pools: &[Value]) -> Result<(), ApiError> {
+    let mut names = std::collections::BTreeSet::new();
+    for pool in pools {
+        let n = pool.get("name").and_then(Value::as_str).unwrap_or("");
+        if !names.insert(n.to_string()) {
+            return Err(ApiError::invalid(format!(
+                "Node pool names must be unique; \"{n}\" is used more than once."
+            )));
+        }
+        check_pool_rules(ctx.cfg, pool)?;
+    }
+    Ok(())
+}
+
+/// A new cluster's node pools, their server defaults filled.
+fn initial_pool_recs(
+    ctx: &Ctx<'_>,
+    p: &str,
+    name: &str,
+    cluster_json: &Value,
+    pools: Vec<Value>,
+) -> Result<Vec<PoolRec>, ApiError> {
+    let master = cluster_json["currentMasterVersion"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let mut recs = vec![];
+    for (i, pool) in pools.into_iter().enumerate() {
+        let Value::Object(mut pool) = pool else {
+            continue;
+        };
+        let pctx = PoolContext {
+            project: p,
+            cluster: name,
+            cluster_json,
+            master_version: &master,
+        };
+        let count = fill_pool(
+            ctx.cfg,
+            &pctx,
+            &mut pool,
+            &format!("cluster.node_pools[{i}]"),
+        )?;
+        recs.push(PoolRec {
+            json: Value::Object(pool),
+            node_count: count,
+            generation: 1,
+        });
+    }
+    Ok(recs)
 }
 
 fn merge_addons(target: &mut Map<String, Value>, addons: &Map<String, Value>) {
@@ -205,101 +230,7 @@ pub(super) fn update_cluster(
         .unwrap_or_default()
         .to_string();
     for (k, v) in &update {
-        match k.as_str() {
-            "etag" | "desiredNodePoolId" => {}
-            "desiredNodePoolAutoscaling" => {
-                let np = pool_for_update(&work, &update)?;
-                let mut a = v.clone();
-                check_autoscaling(&np, &mut a)?;
-                let pool = work.pool_mut(&np).expect("checked");
-                pool.json["autoscaling"] = a;
-                pool.touch();
-            }
-            "desiredNodeVersion" | "desiredImageType" => {
-                let np = pool_for_update(&work, &update)?;
-                let pool = work.pool_mut(&np).expect("checked");
-                if k == "desiredNodeVersion" {
-                    let want = v.as_str().unwrap_or("-");
-                    let r = if want == "-" {
-                        master.clone()
-                    } else {
-                        resolve_version(ctx.cfg, want).ok_or_else(|| {
-                            ApiError::invalid(format!("Node version \"{want}\" is unsupported."))
-                        })?
-                    };
-                    if version_cmp(&r, &master).is_gt() {
-                        return Err(ApiError::invalid(format!(
-                            "Node version \"{r}\" must not be newer than the master version \"{master}\"."
-                        )));
-                    }
-                    pool.json["version"] = json!(r);
-                } else {
-                    pool.json["config"]["imageType"] = v.clone();
-                }
-                pool.touch();
-                op_type = if op_type == "UPGRADE_MASTER" {
-                    op_type
-                } else {
-                    "UPGRADE_NODES"
-                };
-            }
-            "desiredMasterVersion" => {
-                let want = v.as_str().unwrap_or("-");
-                let r = resolve_version(ctx.cfg, want).ok_or_else(|| {
-                    ApiError::invalid(format!("Master version \"{want}\" is unsupported."))
-                })?;
-                if version_cmp(&r, &master).is_lt() {
-                    return Err(ApiError::invalid(format!(
-                        "Master cannot be downgraded from \"{master}\" to \"{r}\"."
-                    )));
-                }
-                work.json["currentMasterVersion"] = json!(r);
-                op_type = "UPGRADE_MASTER";
-            }
-            "desiredAddonsConfig" => {
-                if let (Some(obj), Some(addons)) = (work.json.as_object_mut(), v.as_object()) {
-                    merge_addons(obj, addons);
-                }
-            }
-            "desiredGcfsConfig" => {
-                if let Some(obj) = work.json.as_object_mut() {
-                    let d = obj_at(obj_at(obj, "nodePoolDefaults"), "nodeConfigDefaults");
-                    d.insert("gcfsConfig".into(), v.clone());
-                }
-            }
-            "desiredLocations" => {
-                let zones = v.as_array().cloned().unwrap_or_default();
-                if zones.is_empty() {
-                    return Err(ApiError::invalid("Locations must not be empty."));
-                }
-                work.json["locations"] = Value::Array(zones.clone());
-                for pool in &mut work.pools {
-                    pool.json["locations"] = Value::Array(zones.clone());
-                    pool.touch();
-                }
-            }
-            other => {
-                let field = other
-                    .strip_prefix("desired")
-                    .map(|f| {
-                        let mut cs = f.chars();
-                        cs.next()
-                            .map(|c0| c0.to_ascii_lowercase().to_string() + cs.as_str())
-                            .unwrap_or_default()
-                    })
-                    .unwrap_or_else(|| other.to_string());
-                match SCHEMA.message("Cluster").field(&field) {
-                    Some(f) if !f.read_only => {
-                        work.json[f.json.as_str()] = v.clone();
-                    }
-                    _ => {
-                        return Err(ApiError::unimplemented(format!(
-                            "The emulator does not implement ClusterUpdate.{other}."
-                        )));
-                    }
-                }
-            }
-        }
+        op_type = update_cluster_field(ctx, &master, &mut work, &update, k, v, op_type)?;
     }
     work.json["status"] = json!("RECONCILING");
     work.touch();
@@ -315,6 +246,130 @@ pub(super) fn update_cluster(
         Effect::ClusterSettled,
         None,
     )
+}
+
+/// Applies one field `k` of a ClusterUpdate to the cluster `work`; returns the update's
+/// operation type so far (`op_type`), raised to an upgrade of the nodes or the master.
+fn update_cluster_field(
+    ctx: &Ctx<'_>,
+    master: &str,
+    work: &mut ClusterRec,
+    update: &Map<String, Value>,
+    k: &str,
+    v: &Value,
+    op_type: &'static str,
+) -> Result<&'static str, ApiError> {
+    match k {
+        "etag" | "desiredNodePoolId" => {}
+        "desiredNodePoolAutoscaling" => {
+            let np = pool_for_update(work, update)?;
+            let mut a = v.clone();
+            check_autoscaling(&np, &mut a)?;
+            let pool = work.pool_mut(&np).expect("checked");
+            pool.json["autoscaling"] = a;
+            pool.touch();
+        }
+        "desiredNodeVersion" | "desiredImageType" => {
+            update_pool_node(ctx, master, work, update, k, v)?;
+            if op_type != "UPGRADE_MASTER" {
+                return Ok("UPGRADE_NODES");
+            }
+        }
+        "desiredMasterVersion" => {
+            let want = v.as_str().unwrap_or("-");
+            let r = resolve_version(ctx.cfg, want).ok_or_else(|| {
+                ApiError::invalid(format!("Master version \"{want}\" is unsupported."))
+            })?;
+            if version_cmp(&r, master).is_lt() {
+                return Err(ApiError::invalid(format!(
+                    "Master cannot be downgraded from \"{master}\" to \"{r}\"."
+                )));
+            }
+            work.json["currentMasterVersion"] = json!(r);
+            return Ok("UPGRADE_MASTER");
+        }
+        "desiredAddonsConfig" => {
+            if let (Some(obj), Some(addons)) = (work.json.as_object_mut(), v.as_object()) {
+                merge_addons(obj, addons);
+            }
+        }
+        "desiredGcfsConfig" => {
+            if let Some(obj) = work.json.as_object_mut() {
+                let d = obj_at(obj_at(obj, "nodePoolDefaults"), "nodeConfigDefaults");
+                d.insert("gcfsConfig".into(), v.clone());
+            }
+        }
+        "desiredLocations" => {
+            let zones = v.as_array().cloned().unwrap_or_default();
+            if zones.is_empty() {
+                return Err(ApiError::invalid("Locations must not be empty."));
+            }
+            work.json["locations"] = Value::Array(zones.clone());
+            for pool in &mut work.pools {
+                pool.json["locations"] = Value::Array(zones.clone());
+                pool.touch();
+            }
+        }
+        other => set_cluster_field(work, other, v)?,
+    }
+    Ok(op_type)
+}
+
+/// `desiredNodeVersion` or `desiredImageType`: set on the node pool the update names.
+fn update_pool_node(
+    ctx: &Ctx<'_>,
+    master: &str,
+    work: &mut ClusterRec,
+    update: &Map<String, Value>,
+    k: &str,
+    v: &Value,
+) -> Result<(), ApiError> {
+    let np = pool_for_update(work, update)?;
+    let pool = work.pool_mut(&np).expect("checked");
+    if k == "desiredNodeVersion" {
+        let want = v.as_str().unwrap_or("-");
+        let r = if want == "-" {
+            master.to_string()
+        } else {
+            resolve_version(ctx.cfg, want).ok_or_else(|| {
+                ApiError::invalid(format!("Node version \"{want}\" is unsupported."))
+            })?
+        };
+        if version_cmp(&r, master).is_gt() {
+            return Err(ApiError::invalid(format!(
+                "Node version \"{r}\" must not be newer than the master version \"{master}\"."
+            )));
+        }
+        pool.json["version"] = json!(r);
+    } else {
+        pool.json["config"]["imageType"] = v.clone();
+    }
+    pool.touch();
+    Ok(())
+}
+
+/// Any other `desiredX` field of a ClusterUpdate: the Cluster's field `x`, when it may be set.
+fn set_cluster_field(work: &mut ClusterRec, other: &str, v: &Value) -> Result<(), ApiError> {
+    let field = other
+        .strip_prefix("desired")
+        .map(|f| {
+            let mut cs = f.chars();
+            cs.next()
+                .map(|c0| c0.to_ascii_lowercase().to_string() + cs.as_str())
+                .unwrap_or_default()
+        })
+        .unwrap_or_else(|| other.to_string());
+    match SCHEMA.message("Cluster").field(&field) {
+        Some(f) if !f.read_only => {
+            work.json[f.json.as_str()] = v.clone();
+        }
+        _ => {
+            return Err(ApiError::unimplemented(format!(
+                "The emulator does not implement ClusterUpdate.{other}."
+            )));
+        }
+    }
+    Ok(())
 }
 
 pub(super) fn set_resource_labels(

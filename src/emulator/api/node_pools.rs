@@ -174,117 +174,10 @@ pub(super) fn update_pool(
     )?;
     let mut work = pool.json.clone();
     let mut op_type = "UPDATE_CLUSTER";
-    let node_config = SCHEMA.message("NodeConfig");
     for (k, v) in &req {
         let w = work.as_object_mut().expect("object");
-        match k.as_str() {
-            k if POOL_PATH_FIELDS.contains(&k) => {}
-            // How GKE rolls the change out (VMs recreated, or updated live without a drain):
-            // the emulator has no VMs, so every mode ends in the same pool.
-            POOL_UPDATE_MODE => {}
-            "nodeVersion" => {
-                let want = v.as_str().unwrap_or("-");
-                let r = if want == "-" || want.is_empty() {
-                    master.clone()
-                } else {
-                    resolve_version(ctx.cfg, want).ok_or_else(|| {
-                        ApiError::invalid(format!("Node version \"{want}\" is unsupported."))
-                    })?
-                };
-                if version_cmp(&r, &master).is_gt() {
-                    return Err(ApiError::invalid(format!(
-                        "Node version \"{r}\" must not be newer than the master version \"{master}\"."
-                    )));
-                }
-                w.insert("version".into(), json!(r));
-                op_type = "UPGRADE_NODES";
-            }
-            "imageType" | "machineType" | "diskType" => {
-                obj_at(w, "config").insert(k.to_string(), v.clone());
-                op_type = "UPGRADE_NODES";
-            }
-            "diskSizeGb" => {
-                let n: i64 = v.as_str().and_then(|s| s.parse().ok()).unwrap_or(0);
-                obj_at(w, "config").insert("diskSizeGb".into(), json!(n));
-                op_type = "UPGRADE_NODES";
-            }
-            "image" | "imageProject" => {
-                return Err(ApiError::unimplemented(format!(
-                    "The emulator does not implement UpdateNodePoolRequest.{k}."
-                )));
-            }
-            "locations" => {
-                if v.as_array().is_none_or(Vec::is_empty) {
-                    return Err(ApiError::invalid("Locations must not be empty."));
-                }
-                w.insert("locations".into(), v.clone());
-            }
-            "upgradeSettings" => {
-                let cur = obj_at(w, "upgradeSettings");
-                for (a, b) in v.as_object().into_iter().flatten() {
-                    cur.insert(a.clone(), b.clone());
-                }
-            }
-            "tags" => set_or_remove(obj_at(w, "config"), "tags", v.get("tags")),
-            "labels" => set_or_remove(obj_at(w, "config"), "labels", v.get("labels")),
-            "taints" => {
-                let queued = w.pointer_bool("/queuedProvisioning/enabled");
-                let cfg = obj_at(w, "config");
-                set_or_remove(cfg, "taints", v.get("taints"));
-                if queued {
-                    ensure_queued_taint(cfg);
-                }
-            }
-            "resourceLabels" => {
-                let new = v
-                    .get("labels")
-                    .and_then(Value::as_object)
-                    .cloned()
-                    .unwrap_or_default();
-                check_labels(&new)?;
-                let cfg = obj_at(w, "config");
-                let mut merged: Map<String, Value> = cfg
-                    .get("resourceLabels")
-                    .and_then(Value::as_object)
-                    .map(|m| {
-                        m.iter()
-                            .filter(|(k, _)| k.starts_with("goog-gke-"))
-                            .map(|(k, v)| (k.clone(), v.clone()))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                for (a, b) in new {
-                    if !a.starts_with("goog-gke-") {
-                        merged.insert(a, b);
-                    }
-                }
-                cfg.insert("resourceLabels".into(), Value::Object(merged));
-            }
-            "nodeNetworkConfig" => {
-                let cur = obj_at(w, "networkConfig");
-                for (a, b) in v.as_object().into_iter().flatten() {
-                    cur.insert(a.clone(), b.clone());
-                }
-            }
-            "queuedProvisioning" => {
-                w.insert("queuedProvisioning".into(), v.clone());
-                if v.get("enabled").and_then(Value::as_bool) == Some(true) {
-                    ensure_queued_taint(obj_at(w, "config"));
-                }
-            }
-            "nodeDrainConfig" | "maintenancePolicy" => {
-                w.insert(k.to_string(), v.clone());
-            }
-            other => match node_config.field(other) {
-                Some(f) if !f.read_only => {
-                    obj_at(w, "config").insert(f.json.clone(), v.clone());
-                }
-                _ => {
-                    return Err(ApiError::unimplemented(format!(
-                        "The emulator does not implement UpdateNodePoolRequest.{other}."
-                    )));
-                }
-            },
+        if let Some(upgrade) = update_pool_field(ctx, &master, w, k, v)? {
+            op_type = upgrade;
         }
     }
     work["status"] = json!("RECONCILING");
@@ -302,6 +195,138 @@ pub(super) fn update_pool(
         Effect::PoolSettled,
         None,
     )
+}
+
+/// The operation type of a node pool update that upgrades the nodes.
+const UPGRADE_NODES: &str = "UPGRADE_NODES";
+
+/// Applies one field `k` of an UpdateNodePoolRequest to the pool's JSON `w`; returns
+/// [`UPGRADE_NODES`] when the field upgrades the nodes.
+fn update_pool_field(
+    ctx: &Ctx<'_>,
+    master: &str,
+    w: &mut Map<String, Value>,
+    k: &str,
+    v: &Value,
+) -> Result<Option<&'static str>, ApiError> {
+    match k {
+        k if POOL_PATH_FIELDS.contains(&k) => {}
+        // How GKE rolls the change out (VMs recreated, or updated live without a drain):
+        // the emulator has no VMs, so every mode ends in the same pool.
+        POOL_UPDATE_MODE => {}
+        "nodeVersion" => {
+            w.insert("version".into(), json!(node_version(ctx, master, v)?));
+            return Ok(Some(UPGRADE_NODES));
+        }
+        "imageType" | "machineType" | "diskType" => {
+            obj_at(w, "config").insert(k.to_string(), v.clone());
+            return Ok(Some(UPGRADE_NODES));
+        }
+        "diskSizeGb" => {
+            let n: i64 = v.as_str().and_then(|s| s.parse().ok()).unwrap_or(0);
+            obj_at(w, "config").insert("diskSizeGb".into(), json!(n));
+            return Ok(Some(UPGRADE_NODES));
+        }
+        "image" | "imageProject" => {
+            return Err(ApiError::unimplemented(format!(
+                "The emulator does not implement UpdateNodePoolRequest.{k}."
+            )));
+        }
+        "locations" => {
+            if v.as_array().is_none_or(Vec::is_empty) {
+                return Err(ApiError::invalid("Locations must not be empty."));
+            }
+            w.insert("locations".into(), v.clone());
+        }
+        "upgradeSettings" => {
+            let cur = obj_at(w, "upgradeSettings");
+            for (a, b) in v.as_object().into_iter().flatten() {
+                cur.insert(a.clone(), b.clone());
+            }
+        }
+        "tags" => set_or_remove(obj_at(w, "config"), "tags", v.get("tags")),
+        "labels" => set_or_remove(obj_at(w, "config"), "labels", v.get("labels")),
+        "taints" => {
+            let queued = w.pointer_bool("/queuedProvisioning/enabled");
+            let cfg = obj_at(w, "config");
+            set_or_remove(cfg, "taints", v.get("taints"));
+            if queued {
+                ensure_queued_taint(cfg);
+            }
+        }
+        "resourceLabels" => merge_resource_labels(obj_at(w, "config"), v)?,
+        "nodeNetworkConfig" => {
+            let cur = obj_at(w, "networkConfig");
+            for (a, b) in v.as_object().into_iter().flatten() {
+                cur.insert(a.clone(), b.clone());
+            }
+        }
+        "queuedProvisioning" => {
+            w.insert("queuedProvisioning".into(), v.clone());
+            if v.get("enabled").and_then(Value::as_bool) == Some(true) {
+                ensure_queued_taint(obj_at(w, "config"));
+            }
+        }
+        "nodeDrainConfig" | "maintenancePolicy" => {
+            w.insert(k.to_string(), v.clone());
+        }
+        other => match SCHEMA.message("NodeConfig").field(other) {
+            Some(f) if !f.read_only => {
+                obj_at(w, "config").insert(f.json.clone(), v.clone());
+            }
+            _ => {
+                return Err(ApiError::unimplemented(format!(
+                    "The emulator does not implement UpdateNodePoolRequest.{other}."
+                )));
+            }
+        },
+    }
+    Ok(None)
+}
+
+/// The node version an update asks for (`-` or empty: the master's), not newer than the
+/// master's.
+fn node_version(ctx: &Ctx<'_>, master: &str, v: &Value) -> Result<String, ApiError> {
+    let want = v.as_str().unwrap_or("-");
+    let r = if want == "-" || want.is_empty() {
+        master.to_string()
+    } else {
+        resolve_version(ctx.cfg, want)
+            .ok_or_else(|| ApiError::invalid(format!("Node version \"{want}\" is unsupported.")))?
+    };
+    if version_cmp(&r, master).is_gt() {
+        return Err(ApiError::invalid(format!(
+            "Node version \"{r}\" must not be newer than the master version \"{master}\"."
+        )));
+    }
+    Ok(r)
+}
+
+/// Sets the node config's resource labels to the update's, keeping GKE's own (`goog-gke-`).
+fn merge_resource_labels(cfg: &mut Map<String, Value>, v: &Value) -> Result<(), ApiError> {
+    let new = v
+        .get("labels")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    check_labels(&new)?;
+    let mut merged: Map<String, Value> = cfg
+        .get("resourceLabels")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .filter(|(k, _)| k.starts_with("goog-gke-"))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        })
+        .unwrap_or_default();
+    for (a, b) in new {
+        if !a.starts_with("goog-gke-") {
+            merged.insert(a, b);
+        }
+    }
+    cfg.insert("resourceLabels".into(), Value::Object(merged));
+    Ok(())
 }
 
 fn set_or_remove(obj: &mut Map<String, Value>, key: &str, v: Option<&Value>) {
