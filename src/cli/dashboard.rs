@@ -12,7 +12,7 @@ use super::output::print_diagnostics;
 use super::target::TargetArgs;
 use super::{Exit, SpecArgs, load_valid};
 use crate::interrupt::Interrupt;
-use crate::ops::dashboard::{DashboardOptions, DashboardSink};
+use crate::ops::dashboard::{DashboardOptions, DashboardSink, Stopped};
 use crate::vocab::ray::DEFAULT_DASHBOARD_PORT;
 
 #[derive(Debug, Args)]
@@ -84,10 +84,10 @@ pub async fn run(args: &DashboardArgs) -> anyhow::Result<Exit> {
     )
     .await;
     on_ctrl_c.abort();
-    served?;
     // Ctrl-C is how forwarding ends, as for `kubectl port-forward`: not a failure.
-    if interrupt.is_set() {
-        eprintln!("Stopped forwarding the dashboard.");
+    match served? {
+        Stopped::Forwarding => eprintln!("Stopped forwarding the dashboard."),
+        Stopped::Waiting => eprintln!("Stopped waiting: nothing was forwarded."),
     }
     Ok(Exit::Ok)
 }

@@ -45,6 +45,15 @@ pub trait DashboardSink: Sync {
     fn serving(&self, url: &str);
 }
 
+/// How a forward that did not fail ended: both by `interrupt`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stopped {
+    /// While waiting for the head, before anything was forwarded.
+    Waiting,
+    /// While forwarding.
+    Forwarding,
+}
+
 /// Forwards the dashboard of the RayJob `options.job` until `interrupt`.
 pub async fn dashboard(
     loaded: &Loaded,
@@ -52,14 +61,14 @@ pub async fn dashboard(
     options: &DashboardOptions,
     sink: &dyn DashboardSink,
     interrupt: &Interrupt,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Stopped> {
     let (namespace, name) = job_ref(&options.job)?;
     let session = connect(target, loaded).await?;
     let handle = KubeHandle::new(&session, None, &cluster_of(loaded));
     let api = reachable(&handle)?;
     let Some((pod, port)) = wait_for_head(api, namespace, name, options, sink, interrupt).await?
     else {
-        return Ok(());
+        return Ok(Stopped::Waiting);
     };
     let bind = SocketAddr::new(options.address, options.port);
     let listener = TcpListener::bind(bind).await.map_err(|e| {
@@ -86,7 +95,7 @@ pub async fn dashboard(
         () = serve => {}
         () = interrupt.wait() => {}
     }
-    Ok(())
+    Ok(Stopped::Forwarding)
 }
 
 /// One connection to the dashboard: a port-forward of its own, bytes copied both ways until

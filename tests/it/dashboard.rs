@@ -476,4 +476,24 @@ fn the_local_targets_simulated_head_serves_a_simulated_dashboard() {
             .contains("gave up after waiting 2s for the Ray head of default/rayjob-tpu-v6e-dws-2"),
         "{stderr}"
     );
+    // Ctrl-C while it waits stops the wait at once, and nothing listens.
+    let waiting = Running::spawn(local(
+        state,
+        &settings,
+        &["dashboard", "default/rayjob-tpu-v6e-dws-2", "--port", "0"],
+    ));
+    // Interrupted once it says why it waits (its Ctrl-C handler is in place by then).
+    let mut said = String::new();
+    let start = std::time::Instant::now();
+    while !said.contains("suspended: waiting for dws-prov") {
+        assert!(start.elapsed() < Duration::from_secs(60), "{said}");
+        std::thread::sleep(Duration::from_millis(100));
+        said.push_str(&waiting.take_stderr());
+    }
+    let (code, stderr) = waiting.interrupt();
+    assert_eq!(code, Some(0), "{said}\n{stderr}");
+    assert!(
+        stderr.contains("Stopped waiting: nothing was forwarded."),
+        "{stderr}"
+    );
 }
