@@ -45,6 +45,9 @@ const HEAD: &str = "train-x7k2p-head-abcde";
 /// own copy of the spec would give).
 const DASHBOARD_PORT: u16 = 8266;
 const PORT_FORWARD_PROTOCOL: &str = "v4.channel.k8s.io";
+/// What the fake API server says on the error channel of a refused connection.
+const REFUSED: &str =
+    "error forwarding port 8266 to pod train-x7k2p-head-abcde: connect: connection refused";
 
 fn rayjob(name: &str, status: Value) -> Value {
     json!({"apiVersion": "ray.io/v1", "kind": "RayJob",
@@ -217,10 +220,27 @@ where
             .await
             .unwrap();
     }
+    // The request's first bytes decide: a request for `/refused` meets what the API server
+    // sends when nothing listens in the pod, a message on the port's error channel.
+    let first = loop {
+        match from_client.next().await {
+            Some(Ok(Message::Binary(bytes))) if bytes.len() > 1 && bytes[0] == 0 => break bytes,
+            Some(Ok(Message::Close(_))) | Some(Err(_)) | None => return,
+            Some(Ok(_)) => {}
+        }
+    };
+    if first.windows(13).any(|w| w == b"GET /refused ") {
+        let mut error = vec![1u8];
+        error.extend_from_slice(REFUSED.as_bytes());
+        let _ = to_client.send(Message::binary(error)).await;
+        let _ = to_client.send(Message::Close(None)).await;
+        return;
+    }
     let (mut from_dashboard, mut to_dashboard) = tokio::net::TcpStream::connect(dashboard)
         .await
         .unwrap()
         .into_split();
+    to_dashboard.write_all(&first[1..]).await.unwrap();
     let inbound = async move {
         while let Some(Ok(message)) = from_client.next().await {
             match message {
@@ -331,6 +351,10 @@ fn dashboard_waits_for_the_head_then_forwards_through_the_api_servers_port_forwa
     // A second connection is forwarded anew.
     assert!(get(&url, "/api/version").contains("stand-in"));
     assert_eq!(fake.forwards.lock().unwrap().len(), 2);
+    // What the pod's side says on the error channel is told, and the connection ends.
+    let refused = get(&url, "/refused");
+    assert!(!refused.contains("HTTP/1.1 200"), "{refused}");
+    assert_eq!(fake.forwards.lock().unwrap().len(), 3);
 
     let (code, stderr) = running.interrupt();
     assert_eq!(code, Some(0), "{stderr}");
@@ -350,6 +374,12 @@ fn dashboard_waits_for_the_head_then_forwards_through_the_api_servers_port_forwa
     );
     assert!(
         stderr.contains("Stopped forwarding the dashboard."),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!(
+            "port {DASHBOARD_PORT} of pod team/{HEAD}: {REFUSED}"
+        )),
         "{stderr}"
     );
 
@@ -382,7 +412,7 @@ fn dashboard_waits_for_the_head_then_forwards_through_the_api_servers_port_forwa
     );
     let stderr = refused("nope");
     assert!(stderr.contains("`nope` is not NAMESPACE/JOB"), "{stderr}");
-    assert_eq!(fake.forwards.lock().unwrap().len(), 2);
+    assert_eq!(fake.forwards.lock().unwrap().len(), 3);
 }
 
 /// `gkq ARGS examples/tpu-dws --env local --state-dir STATE` with the simulation settings.
