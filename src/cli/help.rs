@@ -127,6 +127,14 @@ pub const COMMANDS: &[Help] = &[
         )],
     },
     Help {
+        command: "dashboard",
+        forms: &["dashboard [OPTIONS] NAMESPACE/JOB [SPEC]"],
+        examples: &[(
+            "gkq dashboard default/rayjob-tpu-v6e-dws-1 examples/tpu-dws --env local --port 8265",
+            "forward http://127.0.0.1:8265 to the job's Ray dashboard until Ctrl-C",
+        )],
+    },
+    Help {
         command: "agent",
         forms: &[
             "agent [OPTIONS]",

@@ -3,6 +3,7 @@
 pub mod agent;
 pub mod apply;
 pub mod apply_saved;
+pub mod dashboard;
 pub mod emulator;
 pub mod explain;
 pub mod gitops;
@@ -81,6 +82,9 @@ pub enum Command {
     /// The log of a job's driver (a RayJob's submitter, a JobSet's or Job's first pod), waiting
     /// while Kueue holds the job back; `-f` follows it.
     Logs(logs::LogsArgs),
+    /// Forward a local port to a RayJob's Ray dashboard through the Kubernetes API and print its
+    /// URL, waiting while Kueue holds the job back; serves until Ctrl-C.
+    Dashboard(dashboard::DashboardArgs),
     /// The GitOps agent: reconcile GkqStack objects (fetch, plan, apply or hold) continuously.
     Agent(agent::AgentArgs),
     /// Approve a plan the agent holds, by the digest its status shows.
@@ -222,6 +226,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Status(a) => runtime()?.block_on(status::run(&a)),
         Command::Explain(a) => runtime()?.block_on(explain::run(&a)),
         Command::Logs(a) => runtime()?.block_on(logs::run(&a)),
+        Command::Dashboard(a) => runtime()?.block_on(dashboard::run(&a)),
         Command::Watch(a) => runtime()?.block_on(watch::run(&a)),
         Command::Agent(a) => runtime()?.block_on(agent::run(&a)),
         Command::Approve(a) => runtime()?.block_on(agent::approve(&a)),

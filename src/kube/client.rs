@@ -528,6 +528,35 @@ impl KubeApi for RealKube {
         Ok(())
     }
 
+    /// Through kube's websocket port-forward (`v4.channel.k8s.io`: a data and an error channel
+    /// per port).
+    async fn port_forward(
+        &self,
+        namespace: &str,
+        name: &str,
+        port: u16,
+    ) -> KubeResult<super::PortForward> {
+        use futures::FutureExt;
+        let pods: Api<k8s_openapi::api::core::v1::Pod> =
+            Api::namespaced(self.client.clone(), namespace);
+        let what = format!("Pod {namespace}/{name}");
+        let mut forwarder = pods
+            .portforward(name, &[port])
+            .await
+            .map_err(|e| map_error(&what, e))?;
+        let (Some(stream), Some(error)) = (forwarder.take_stream(port), forwarder.take_error(port))
+        else {
+            return Err(KubeError::Transport(format!(
+                "forwarding port {port} of {what}: the connection has no stream for the port"
+            )));
+        };
+        // The forwarder's task runs on after the forwarder is dropped, until the stream ends.
+        Ok(super::PortForward {
+            stream: Box::new(stream),
+            error: error.boxed(),
+        })
+    }
+
     fn refresh_discovery(&self) {
         if let Ok(mut d) = self.discovered.lock() {
             d.clear();

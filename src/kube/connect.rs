@@ -130,6 +130,17 @@ impl KubeApi for LazyKube<'_> {
             .pod_log(namespace, name, follow, each)
             .await
     }
+    async fn port_forward(
+        &self,
+        namespace: &str,
+        name: &str,
+        port: u16,
+    ) -> KubeResult<super::PortForward> {
+        self.client()
+            .await?
+            .port_forward(namespace, name, port)
+            .await
+    }
     fn refresh_discovery(&self) {
         if let Some(c) = self.client.get() {
             c.refresh_discovery();

@@ -206,8 +206,33 @@ pub trait KubeApi: Send + Sync {
             "this Kubernetes API does not serve pod logs (pod {namespace}/{name})"
         )))
     }
+    /// A connection to `port` of pod `namespace/name` through the API server's `portforward`
+    /// subresource (what `kubectl port-forward` opens): one per connection forwarded.
+    async fn port_forward(
+        &self,
+        namespace: &str,
+        name: &str,
+        port: u16,
+    ) -> KubeResult<PortForward> {
+        Err(KubeError::Transport(format!(
+            "this Kubernetes API does not forward ports (pod {namespace}/{name}, port {port})"
+        )))
+    }
     /// Forgets cached discovery (after CRDs were installed).
     fn refresh_discovery(&self) {}
+}
+
+/// The bytes to and from a pod's port, as [`KubeApi::port_forward`] opens them.
+pub trait PortStream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> PortStream for T {}
+
+/// One forwarded connection: its stream, and what the pod's side says if the port cannot be
+/// used (nothing listens on it, the pod went away): the future ends with the message then, or
+/// with `None` when the connection ends without one.
+pub struct PortForward {
+    pub stream: Box<dyn PortStream>,
+    pub error: futures::future::BoxFuture<'static, Option<String>>,
 }
 
 /// Where an object is within its kind: its namespace (`None` for a cluster-scoped kind) and name.

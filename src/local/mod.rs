@@ -27,13 +27,15 @@
 //! The modules: [`store`] (API server semantics: discovery, server-side apply, defaults,
 //! finalizers, garbage collection), [`schema`] (CRD defaults and strict field validation),
 //! [`sim`] (the clock and the controller loop), [`controller`] (what every controller works
-//! with), [`kueue`], [`ray`], [`batch`] (JobSets and batch Jobs), [`nodes`] and [`autoscaler`]
+//! with), [`kueue`], [`ray`], [`batch`] (JobSets and batch Jobs), [`pods`] (each job's driver
+//! pod and its log, a Ray cluster's head), [`dashboard`] (a head's simulated Ray dashboard), [`nodes`] and [`autoscaler`]
 //! (GKE: node pools, the autoscaler and ProvisioningRequests), [`workload`] (Kueue's Workload
 //! for a job).
 
 pub mod autoscaler;
 pub mod batch;
 pub mod controller;
+pub mod dashboard;
 pub mod kueue;
 pub mod nodes;
 pub mod pods;
@@ -805,6 +807,32 @@ impl KubeApi for LocalKube {
             tokio::time::sleep(FOLLOW_POLL).await;
         }
     }
+    async fn port_forward(
+        &self,
+        namespace: &str,
+        name: &str,
+        port: u16,
+    ) -> KubeResult<crate::kube::PortForward> {
+        local_port_forward(self, namespace, name, port).await
+    }
+}
+
+/// Forwarding a port of a simulated pod reaches the simulated Ray dashboard of a head pod
+/// ([`dashboard`]), the only thing the simulation serves.
+async fn local_port_forward(
+    kube: &LocalKube,
+    namespace: &str,
+    name: &str,
+    port: u16,
+) -> KubeResult<crate::kube::PortForward> {
+    let simulated = {
+        let (world, _) = kube.sync().await?;
+        dashboard::open(&world.store, namespace, name, port)?
+    };
+    Ok(crate::kube::PortForward {
+        stream: Box::new(dashboard::serve(simulated)),
+        error: Box::pin(std::future::ready(None)),
+    })
 }
 
 /// How often a followed simulated log is read again.

@@ -6,7 +6,8 @@
 //! garbage collection removes it with the job. Its phase follows the run (`Pending` until the
 //! job starts, `Running`, `Succeeded`) and its log, kept beside the objects as a kubelet keeps
 //! logs beside the API server, holds what the simulation did: admitted, nodes provisioned,
-//! started, finished. Suspending a job deletes its pod, as the Job controller does.
+//! started, finished. Suspending a job deletes its pod, as the Job controller does. A RayJob's
+//! Ray cluster also gets its head pod ([`sync_head`]), which `gkq dashboard` forwards to.
 
 use serde_json::{Value, json};
 
@@ -14,6 +15,7 @@ use super::controller::{Ctx, Run};
 use super::store::{Key, timestamp};
 use super::workload::{SIMULATED_ANNOTATION, SIMULATED_VALUE};
 use crate::vocab::object::{name_of, uid_of};
+use crate::vocab::ray::{RAY_CLUSTER_LABEL, RAY_NODE_TYPE_LABEL};
 
 const KUBELET: &str = "kubelet";
 
@@ -121,6 +123,50 @@ pub fn sync(ctx: &mut Ctx<'_>, job: &Value, run: Option<&Run>) -> bool {
         ctx.sim.pod_logs.insert(log_key, lines);
         changed = true;
     }
+    changed
+}
+
+/// Keeps the head pod of the simulated RayCluster `cluster`, as KubeRay does: named
+/// `<cluster>-head-<5 characters>`, labelled `ray.io/cluster` and `ray.io/node-type: head`,
+/// owned by the cluster (garbage collection removes it with the cluster), its Ray container
+/// carrying the head template's ports; `Running` once the cluster's nodes are provisioned
+/// (`ready`), `Pending` before. It has no log; `gkq dashboard` reaches its simulated dashboard
+/// (`super::dashboard`). Returns whether anything changed.
+pub fn sync_head(ctx: &mut Ctx<'_>, cluster: &Value, ready: bool) -> bool {
+    let name = name_of(cluster);
+    let namespace = cluster["metadata"]["namespace"]
+        .as_str()
+        .unwrap_or("default")
+        .to_string();
+    let hash = super::store::uid(&format!("{}-head", uid_of(cluster)));
+    let pod = format!("{name}-head-{}", &hash[..5]);
+    let key = Key::new("v1", "Pod", Some(&namespace), &pod);
+    let now = ctx.now;
+    let mut changed = false;
+    if ctx.store.get(&key).is_none() {
+        let template = cluster
+            .pointer("/spec/headGroupSpec/template/spec/containers/0")
+            .unwrap_or(&Value::Null);
+        let mut container = json!({"name": template["name"].as_str().unwrap_or("ray-head")});
+        if let Some(ports) = template.get("ports") {
+            container["ports"] = ports.clone();
+        }
+        let object = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": pod, "namespace": namespace,
+                "labels": {RAY_CLUSTER_LABEL: name, RAY_NODE_TYPE_LABEL: "head"},
+                "annotations": {SIMULATED_ANNOTATION: SIMULATED_VALUE},
+                "ownerReferences": [{"apiVersion": "ray.io/v1", "kind": "RayCluster",
+                    "name": name, "uid": uid_of(cluster),
+                    "controller": true, "blockOwnerDeletion": true}]},
+            "spec": {"containers": [container]},
+        });
+        changed |= ctx.store.create(object, "kuberay-operator", now);
+    }
+    let phase = if ready { "Running" } else { "Pending" };
+    changed |= ctx.store.update(&key, KUBELET, true, now, |o| {
+        o["status"] = json!({"phase": phase});
+    });
     changed
 }
 

@@ -162,6 +162,14 @@ pub fn reconcile(ctx: &mut Ctx<'_>) -> Outcome {
                 changed |= ctx.store.update(&cluster_key, MANAGER, true, now, |o| {
                     o["status"]["state"] = json!(state);
                 });
+                if let Some(cluster) = ctx
+                    .store
+                    .get(&cluster_key)
+                    .filter(|c| c.pointer("/metadata/deletionTimestamp").is_none())
+                    .cloned()
+                {
+                    changed |= super::pods::sync_head(ctx, &cluster, state == "ready");
+                }
             }
         }
         let run = ctx.sim.runs.get(&job_uid).cloned();

@@ -49,28 +49,11 @@ pub async fn logs(
     options: &LogsOptions,
     sink: &dyn LogsSink,
 ) -> anyhow::Result<()> {
-    let (namespace, name) = options
-        .job
-        .split_once('/')
-        .filter(|(ns, n)| !ns.is_empty() && !n.is_empty() && !n.contains('/'))
-        .ok_or_else(|| {
-            anyhow::anyhow!(
-                "`{}` is not NAMESPACE/JOB: name the job with its namespace, e.g. default/rayjob-tpu-v6e-dws-1",
-                options.job
-            )
-        })?;
+    let (namespace, name) = job_ref(&options.job)?;
     let session = connect(target, loaded).await?;
-    let cluster = ClusterRef {
-        project: loaded.spec.project.clone(),
-        location: loaded.spec.location.clone(),
-        cluster: loaded.spec.cluster.name.clone(),
-    };
+    let cluster = cluster_of(loaded);
     let handle = KubeHandle::new(&session, None, &cluster);
-    let Some(api) = handle.api() else {
-        anyhow::bail!(
-            "the cluster's Kubernetes API cannot be reached from this target: give it with --kubeconfig, or use Application Default Credentials"
-        );
-    };
+    let api = reachable(&handle)?;
     let pods = wait_for_pods(api, namespace, name, options, sink).await?;
     let several = pods.len() > 1;
     let started = Instant::now();
@@ -107,8 +90,37 @@ pub async fn logs(
     Ok(())
 }
 
+/// `NAMESPACE/JOB` split, or why it is not one.
+pub(super) fn job_ref(job: &str) -> anyhow::Result<(&str, &str)> {
+    job.split_once('/')
+        .filter(|(ns, n)| !ns.is_empty() && !n.is_empty() && !n.contains('/'))
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "`{job}` is not NAMESPACE/JOB: name the job with its namespace, e.g. default/rayjob-tpu-v6e-dws-1"
+            )
+        })
+}
+
+/// The spec's cluster.
+pub(super) fn cluster_of(loaded: &Loaded) -> ClusterRef {
+    ClusterRef {
+        project: loaded.spec.project.clone(),
+        location: loaded.spec.location.clone(),
+        cluster: loaded.spec.cluster.name.clone(),
+    }
+}
+
+/// The cluster's Kubernetes API, or why this target cannot reach it.
+pub(super) fn reachable<'a>(handle: &'a KubeHandle<'_>) -> anyhow::Result<&'a dyn KubeApi> {
+    handle.api().ok_or_else(|| {
+        anyhow::anyhow!(
+            "the cluster's Kubernetes API cannot be reached from this target: give it with --kubeconfig, or use Application Default Credentials"
+        )
+    })
+}
+
 /// Discovery of `kind`, `None` when the cluster does not serve it.
-async fn resource(
+pub(super) async fn resource(
     api: &dyn KubeApi,
     (api_version, kind): KindRef,
 ) -> anyhow::Result<Option<ResourceInfo>> {
@@ -118,7 +130,11 @@ async fn resource(
 }
 
 /// The job `namespace/name` of the first of [`JOB_KINDS`] that has one.
-async fn find_job(api: &dyn KubeApi, namespace: &str, name: &str) -> anyhow::Result<Value> {
+pub(super) async fn find_job(
+    api: &dyn KubeApi,
+    namespace: &str,
+    name: &str,
+) -> anyhow::Result<Value> {
     for kind in JOB_KINDS {
         let Some(info) = resource(api, kind).await? else {
             continue;
@@ -146,7 +162,7 @@ async fn wait_for_pods(
     sink: &dyn LogsSink,
 ) -> anyhow::Result<Vec<String>> {
     let started = Instant::now();
-    let mut told: Option<(String, Instant)> = None;
+    let mut told = WaitLine::default();
     let pod_info = resource(api, POD)
         .await?
         .ok_or_else(|| anyhow::anyhow!("the cluster does not serve Pods"))?;
@@ -173,25 +189,16 @@ async fn wait_for_pods(
                 names.join(", ")
             );
         }
-        let workloads = match &workload_info {
-            Some(info) => api
-                .list(info, "")
-                .await
-                .map_err(|e| anyhow::anyhow!("listing Kueue's Workloads: {e}"))?,
-            None => Vec::new(),
-        };
-        let workload = workload_of(
-            &job,
-            workloads
-                .iter()
-                .filter(|w| crate::vocab::object::namespace_of(w) == Some(namespace)),
-        );
-        if workload.is_some_and(|w| condition_true(w, "Finished")) {
+        let workload = job_workload(api, workload_info.as_ref(), &job).await?;
+        if workload
+            .as_ref()
+            .is_some_and(|w| condition_true(w, "Finished"))
+        {
             anyhow::bail!(
                 "the job {namespace}/{name} has finished and its pods are gone: there is no log to read"
             );
         }
-        let status = match (&workload_info, waiting(workload)) {
+        let status = match (&workload_info, waiting(workload.as_ref())) {
             (None, _) => "waiting for the job's pods (Kueue is not installed)".to_string(),
             (Some(_), Some(status)) => status,
             (Some(_), None) => "admitted: waiting for the job's pods to be created".to_string(),
@@ -203,22 +210,65 @@ async fn wait_for_pods(
                 crate::vocab::duration::human(options.wait)
             );
         }
-        match &told {
+        told.say(status, waited, options.wait, &|line| sink.status(line));
+        tokio::time::sleep(options.poll).await;
+    }
+}
+
+/// The Workload Kueue made for `job` (`placement::job_workload`), if Kueue is installed
+/// (`workload_info`) and has made one.
+pub(super) async fn job_workload(
+    api: &dyn KubeApi,
+    workload_info: Option<&ResourceInfo>,
+    job: &Value,
+) -> anyhow::Result<Option<Value>> {
+    let Some(info) = workload_info else {
+        return Ok(None);
+    };
+    let workloads = api
+        .list(info, "")
+        .await
+        .map_err(|e| anyhow::anyhow!("listing Kueue's Workloads: {e}"))?;
+    let namespace = crate::vocab::object::namespace_of(job);
+    Ok(workload_of(
+        job,
+        workloads
+            .iter()
+            .filter(|w| crate::vocab::object::namespace_of(w) == namespace),
+    )
+    .cloned())
+}
+
+/// A wait's status line, told when it changes and again every [`PROGRESS_EVERY`] with how long
+/// it has waited.
+#[derive(Default)]
+pub(super) struct WaitLine {
+    told: Option<(String, Instant)>,
+}
+
+impl WaitLine {
+    pub(super) fn say(
+        &mut self,
+        status: String,
+        waited: Duration,
+        wait: Duration,
+        out: &dyn Fn(&str),
+    ) {
+        match &self.told {
             Some((said, at)) if *said == status && at.elapsed() < PROGRESS_EVERY => {}
             Some((said, _)) if *said == status => {
-                sink.status(&format!(
+                out(&format!(
                     "{status} (waited {} of {})",
                     crate::vocab::duration::human(waited),
-                    crate::vocab::duration::human(options.wait)
+                    crate::vocab::duration::human(wait)
                 ));
-                told = Some((status, Instant::now()));
+                self.told = Some((status, Instant::now()));
             }
             _ => {
-                sink.status(&status);
-                told = Some((status, Instant::now()));
+                out(&status);
+                self.told = Some((status, Instant::now()));
             }
         }
-        tokio::time::sleep(options.poll).await;
     }
 }
 

@@ -14,6 +14,7 @@
 //! status   plan, the applied revision and the checkout -> the status report; where jobs landed
 //! explain  why one job or Workload is where it is: Kueue's word, gkq's reproduction, fixes
 //! logs     a job's driver log: wait while Kueue holds the job back, then read (or follow) it
+//! dashboard a RayJob's Ray dashboard: wait for its head to run, then forward a local port to it
 //! watch    re-plan on file changes, drift and new commits, apply when allowed, follow the jobs
 //! ```
 //!
@@ -24,6 +25,7 @@
 
 pub mod apply;
 pub mod converge;
+pub mod dashboard;
 pub mod explain;
 pub mod load;
 pub mod lock;

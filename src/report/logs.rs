@@ -19,8 +19,7 @@ pub const JOB_NAME_LABEL: &str = "batch.kubernetes.io/job-name";
 /// The label the JobSet controller puts on its pods, with the JobSet's name.
 pub const JOBSET_NAME_LABEL: &str = "jobset.sigs.k8s.io/jobset-name";
 /// KubeRay's labels on a Ray cluster's pods.
-pub const RAY_CLUSTER_LABEL: &str = "ray.io/cluster";
-pub const RAY_NODE_TYPE_LABEL: &str = "ray.io/node-type";
+pub use crate::vocab::ray::{RAY_CLUSTER_LABEL, RAY_NODE_TYPE_LABEL};
 
 /// Which of a job's pods to read.
 #[derive(Debug, Clone, PartialEq, Eq)]

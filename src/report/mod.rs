@@ -4,6 +4,7 @@
 //! which Workload is a job's (`placement::job_workload`) and which ProvisioningRequest is a
 //! Workload's and its state (`placement::provisioning`).
 
+pub mod dashboard;
 pub mod explain;
 pub mod logs;
 pub mod stack;

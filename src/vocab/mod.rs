@@ -8,4 +8,5 @@ pub mod label_syntax;
 pub mod labels;
 pub mod object;
 pub mod quantity;
+pub mod ray;
 pub mod time;

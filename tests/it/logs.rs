@@ -115,17 +115,17 @@ struct Fake {
 /// Pod lists answered with no pods before the job's pod appears (and its Workload is admitted).
 const LISTS_BEFORE_PODS: usize = 2;
 
-fn resources(group_version: &str, resources: Value) -> Value {
+pub(crate) fn resources(group_version: &str, resources: Value) -> Value {
     json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version,
            "resources": resources})
 }
 
-fn resource(name: &str, kind: &str) -> Value {
+pub(crate) fn resource(name: &str, kind: &str) -> Value {
     json!({"name": name, "singularName": "", "namespaced": true, "kind": kind,
            "verbs": ["get", "list", "watch"]})
 }
 
-fn list(kind: &str, items: Vec<Value>) -> Value {
+pub(crate) fn list(kind: &str, items: Vec<Value>) -> Value {
     json!({"kind": kind, "apiVersion": "v1", "metadata": {"resourceVersion": "7"}, "items": items})
 }
 
@@ -190,21 +190,23 @@ async fn answer(State(fake): State<Arc<Fake>>, OriginalUri(uri): OriginalUri) ->
             });
             Body::from_stream(stream).into_response()
         }
-        _ => (
-            StatusCode::NOT_FOUND,
-            json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
-                   "reason": "NotFound", "code": 404, "message": "not found"})
-            .to_string(),
-        )
-            .into_response(),
+        _ => not_found(),
     }
 }
 
-use futures::StreamExt;
+/// The API server's answer for what it does not have.
+pub(crate) fn not_found() -> Response {
+    (
+        StatusCode::NOT_FOUND,
+        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+               "reason": "NotFound", "code": 404, "message": "not found"})
+        .to_string(),
+    )
+        .into_response()
+}
 
-#[test]
-fn logs_follow_waits_for_admission_then_streams_the_drivers_log() {
-    let fake = Arc::new(Fake::default());
+/// Serves `app` on a free loopback port from a runtime of its own (kept alive by the caller).
+pub(crate) fn serve(app: Router) -> (tokio::runtime::Runtime, std::net::SocketAddr) {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -214,18 +216,32 @@ fn logs_follow_waits_for_admission_then_streams_the_drivers_log() {
         .block_on(tokio::net::TcpListener::bind(("127.0.0.1", 0)))
         .unwrap();
     let addr = listener.local_addr().unwrap();
-    let app = Router::new().fallback(answer).with_state(fake.clone());
     runtime.spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (runtime, addr)
+}
 
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
+/// A kubeconfig in `dir` naming the fake API server at `addr`.
+pub(crate) fn kubeconfig(dir: &Path, addr: std::net::SocketAddr) -> std::path::PathBuf {
+    let path = dir.join("kubeconfig");
     std::fs::write(
-        &kubeconfig,
+        &path,
         format!(
             "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: http://{addr}\ncontexts:\n- name: fake\n  context:\n    cluster: fake\n    user: me\ncurrent-context: fake\nusers:\n- name: me\n  user:\n    token: fake-token\n"
         ),
     )
     .unwrap();
+    path
+}
+
+use futures::StreamExt;
+
+#[test]
+fn logs_follow_waits_for_admission_then_streams_the_drivers_log() {
+    let fake = Arc::new(Fake::default());
+    let app = Router::new().fallback(answer).with_state(fake.clone());
+    let (_runtime, addr) = serve(app);
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = kubeconfig(dir.path(), addr);
     let out = support::gkq()
         .current_dir(repo_root())
         .args([

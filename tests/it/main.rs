@@ -13,6 +13,7 @@ mod agent;
 mod architecture;
 mod cli;
 mod converge;
+mod dashboard;
 mod engine;
 mod faults_gke;
 mod faults_interrupt;
