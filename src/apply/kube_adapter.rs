@@ -1,7 +1,7 @@
 //! The executor's Kubernetes steps ([`KubeApplier`]) over any [`KubeApi`]: server-side apply
 //! with gkq's field manager, waits where the next step needs them (CRDs Established, Kueue's
 //! manager available, Kueue's own AdmissionChecks Active), deletes that wait for finalizers, and
-//! Kueue's installation.
+//! Kueue's and JobSet's installations.
 
 use std::time::{Duration, Instant};
 
@@ -15,6 +15,7 @@ use crate::kube::{
     namespace_of, owned_selector, type_of,
 };
 use crate::model::KueueInstall;
+use crate::model::jobset_install::{self, CONTROLLER_DEPLOYMENT, JOBSET_NAMESPACE};
 use crate::model::kueue_install::{self, INSTALLATION_KIND, KUEUE_NAMESPACE, MANAGER_DEPLOYMENT};
 use crate::vocab::object::{condition, condition_true};
 
@@ -101,14 +102,10 @@ impl KubeAdapter<'_> {
                     .map_err(to_apply_error)?;
                 crd.is_some_and(|c| condition_true(&c, "Established"))
             }
-            Wait::ManagerAvailable => {
-                let info = self.info("apps/v1", "Deployment").await?;
-                let d = self
-                    .api
-                    .get(&info, Some(KUEUE_NAMESPACE), MANAGER_DEPLOYMENT)
-                    .await
-                    .map_err(to_apply_error)?;
-                d.is_some_and(|d| condition_true(&d, "Available"))
+            Wait::ManagerAvailable => self.available(KUEUE_NAMESPACE, MANAGER_DEPLOYMENT).await?,
+            Wait::JobSetControllerAvailable => {
+                self.available(JOBSET_NAMESPACE, CONTROLLER_DEPLOYMENT)
+                    .await?
             }
             Wait::AdmissionCheckActive { api_version, name } => self
                 .admission_check(api_version, name)
@@ -125,6 +122,17 @@ impl KubeAdapter<'_> {
                 .map_err(to_apply_error)?
                 .is_none(),
         })
+    }
+
+    /// Whether the Deployment `namespace/name` reports itself `Available`.
+    async fn available(&self, namespace: &str, name: &str) -> Result<bool, KubeApplyError> {
+        let info = self.info("apps/v1", "Deployment").await?;
+        let d = self
+            .api
+            .get(&info, Some(namespace), name)
+            .await
+            .map_err(to_apply_error)?;
+        Ok(d.is_some_and(|d| condition_true(&d, "Available")))
     }
 
     async fn admission_check(
@@ -350,6 +358,29 @@ impl KubeAdapter<'_> {
     }
 }
 
+impl KubeAdapter<'_> {
+    /// `jobset.install: builtin`: applies the release gkq embeds for the pseudo-object's version,
+    /// in its order (namespace, CRD, RBAC, Secret, Services, controller, webhook configurations;
+    /// `model::jobset_install::prepare`), then waits until the controller is available: its
+    /// webhooks refuse every JobSet until it serves them.
+    async fn install_jobset(&self, object: &Value) -> Result<(), KubeApplyError> {
+        let version = object["spec"]["version"].as_str().unwrap_or_default();
+        let objects = jobset_install::prepare(version, &self.stack)
+            .map_err(|e| KubeApplyError::new(e.to_string(), None))?;
+        for o in &objects {
+            self.apply_object(o, None).await.map_err(|mut e| {
+                e.message = format!(
+                    "installing JobSet {version}: {}: {}",
+                    describe(o),
+                    e.message
+                );
+                e
+            })?;
+        }
+        self.wait_for(Wait::JobSetControllerAvailable).await
+    }
+}
+
 /// Admission-check controllers that run inside Kueue's manager, so Kueue itself marks their
 /// checks Active. Checks of other controllers are not waited for: gkq cannot know when (or
 /// whether) someone else's controller runs.
@@ -362,6 +393,7 @@ const KUEUE_CHECK_CONTROLLERS: [&str; 2] = [
 enum Wait<'x> {
     Established(&'x str),
     ManagerAvailable,
+    JobSetControllerAvailable,
     AdmissionCheckActive {
         api_version: &'x str,
         name: &'x str,
@@ -378,6 +410,9 @@ impl Wait<'_> {
         match self {
             Wait::Established(name) => format!("CRD {name} to be Established"),
             Wait::ManagerAvailable => "Kueue's controller manager to become available".into(),
+            Wait::JobSetControllerAvailable => format!(
+                "JobSet's controller ({JOBSET_NAMESPACE}/{CONTROLLER_DEPLOYMENT}) to become available (its webhooks refuse JobSets until it serves them)"
+            ),
             Wait::AdmissionCheckActive { name, .. } => {
                 format!("AdmissionCheck {name} to become Active")
             }
@@ -413,8 +448,10 @@ impl KubeApplier for KubeAdapter<'_> {
         object: &Value,
     ) -> Result<Option<Value>, KubeApplyError> {
         let (api_version, kind) = type_of(object);
-        if kind == INSTALLATION_KIND {
-            return install::observe(self.api).await.map_err(to_apply_error);
+        if crate::model::is_installation_kind(kind) {
+            return install::observe_installation(self.api, object)
+                .await
+                .map_err(to_apply_error);
         }
         match self
             .api
@@ -438,6 +475,9 @@ impl KubeApplier for KubeAdapter<'_> {
     async fn apply(&self, object: &Value, version: Option<&Version>) -> Result<(), KubeApplyError> {
         if object["kind"] == INSTALLATION_KIND {
             return self.install_kueue().await;
+        }
+        if object["kind"] == jobset_install::INSTALLATION_KIND {
+            return self.install_jobset(object).await;
         }
         self.apply_object(object, version).await.map(|_| ())
     }
@@ -488,6 +528,14 @@ impl KubeApplier for KubeAdapter<'_> {
                 hint: None,
                 changed: false,
             });
+        }
+        if kind == jobset_install::INSTALLATION_KIND {
+            return Err(KubeApplyError::new(
+                format!(
+                    "gkq does not uninstall JobSet; delete the {JOBSET_NAMESPACE} namespace, JobSet's webhook configurations and its CRD yourself if you mean to"
+                ),
+                None,
+            ));
         }
         let info = self.info(api_version, kind).await?;
         let namespace = namespace.filter(|_| info.namespaced);
