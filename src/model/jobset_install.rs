@@ -17,8 +17,6 @@ pub const CONTROLLER_CONTAINER: &str = "manager";
 pub const JOBSET_GROUP: &str = "jobset.x-k8s.io";
 /// The API version gkq writes JobSets in, and the one `external` checks is served.
 pub const JOBSET_API_VERSION: &str = "jobset.x-k8s.io/v1alpha2";
-/// The integration name Kueue's `integrations.frameworks` lists for JobSets.
-pub const KUEUE_FRAMEWORK: &str = "jobset.x-k8s.io/jobset";
 
 /// The JobSet releases gkq embeds.
 pub const BUILTIN_VERSIONS: &[&str] = &["v0.12.0"];

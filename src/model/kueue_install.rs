@@ -11,6 +11,8 @@ pub const MANAGER_DEPLOYMENT: &str = "kueue-controller-manager";
 pub const MANAGER_CONTAINER: &str = "manager";
 pub const CONFIG_MAP: &str = "kueue-manager-config";
 pub const CONFIG_KEY: &str = "controller_manager_config.yaml";
+/// The integration name Kueue's `integrations.frameworks` lists for JobSets.
+pub const JOBSET_FRAMEWORK: &str = "jobset.x-k8s.io/jobset";
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum InstallError {
@@ -53,7 +55,7 @@ pub fn prepare(
         }
     }
     if install.manages_jobsets {
-        list_framework(&mut objects, super::jobset_install::KUEUE_FRAMEWORK)?;
+        list_framework(&mut objects, JOBSET_FRAMEWORK)?;
     }
     for o in &mut objects {
         let meta = o

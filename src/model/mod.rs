@@ -134,7 +134,7 @@ pub struct KueueInstall {
     pub manifests: String,
     pub feature_gates: BTreeMap<String, bool>,
     /// JobSet is installed (`jobset.install` is not `none`): Kueue's `integrations.frameworks`
-    /// must list JobSets ([`jobset_install::KUEUE_FRAMEWORK`]).
+    /// must list JobSets ([`kueue_install::JOBSET_FRAMEWORK`]).
     #[serde(default)]
     pub manages_jobsets: bool,
 }

@@ -178,9 +178,10 @@ fn gkq_writes(audit_log: &Path) -> Vec<String> {
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .filter(|e| {
             let uri = e["requestURI"].as_str().unwrap_or_default();
+            let query = uri.split_once('?').map_or("", |(_, query)| query);
             e["verb"] == "patch"
-                && uri.contains("fieldManager=gkq")
-                && !uri.contains("dryRun")
+                && query.split('&').any(|param| param == "fieldManager=gkq")
+                && !query.contains("dryRun")
                 && e["responseStatus"]["code"]
                     .as_u64()
                     .is_some_and(|c| (200..300).contains(&c))
