@@ -246,10 +246,13 @@ impl KubeAdapter<'_> {
     }
 
     /// Server-side apply of `object`, conditional on `version` when given; the object as stored.
+    /// `force` takes the fields another manager owns (`--force-conflicts`, or an installation's
+    /// objects, which are the release's).
     async fn apply_object(
         &self,
         object: &Value,
         version: Option<&Version>,
+        force: bool,
     ) -> Result<Value, KubeApplyError> {
         let (api_version, kind) = type_of(object);
         let info = self.info(api_version, kind).await?;
@@ -261,7 +264,7 @@ impl KubeAdapter<'_> {
                 conditional.as_ref().unwrap_or(object),
                 ApplyOptions {
                     dry_run: false,
-                    force: self.force_conflicts,
+                    force,
                 },
             )
             .await
@@ -344,15 +347,17 @@ impl KubeAdapter<'_> {
         };
         objects.sort_by_key(rank);
         for o in &objects {
-            self.apply_object(o, None).await.map_err(|mut e| {
-                e.message = format!(
-                    "installing Kueue {}: {}: {}",
-                    install.version,
-                    describe(o),
-                    e.message
-                );
-                e
-            })?;
+            self.apply_object(o, None, self.force_conflicts)
+                .await
+                .map_err(|mut e| {
+                    e.message = format!(
+                        "installing Kueue {}: {}: {}",
+                        install.version,
+                        describe(o),
+                        e.message
+                    );
+                    e
+                })?;
         }
         self.wait_for(Wait::ManagerAvailable).await
     }
@@ -368,7 +373,9 @@ impl KubeAdapter<'_> {
         let objects = jobset_install::prepare(version, &self.stack)
             .map_err(|e| KubeApplyError::new(e.to_string(), None))?;
         for o in &objects {
-            self.apply_object(o, None).await.map_err(|mut e| {
+            // The release's values win over another manager's (an earlier install of JobSet,
+            // say): what gkq installs is the release (docs/jobset.md 3.1).
+            self.apply_object(o, None, true).await.map_err(|mut e| {
                 e.message = format!(
                     "installing JobSet {version}: {}: {}",
                     describe(o),
@@ -479,7 +486,9 @@ impl KubeApplier for KubeAdapter<'_> {
         if object["kind"] == jobset_install::INSTALLATION_KIND {
             return self.install_jobset(object).await;
         }
-        self.apply_object(object, version).await.map(|_| ())
+        self.apply_object(object, version, self.force_conflicts)
+            .await
+            .map(|_| ())
     }
 
     /// Kueue has decided on a job when its Workload (found by Kueue's job-uid label) has a
