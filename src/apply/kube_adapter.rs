@@ -149,6 +149,11 @@ impl KubeAdapter<'_> {
 
     /// What to tell the user when a wait runs out: for an AdmissionCheck, what Kueue said of it.
     async fn timeout_hint(&self, wait: &Wait<'_>) -> Option<String> {
+        if let Wait::JobSetControllerAvailable = wait {
+            return Some(format!(
+                "see why its pod does not become ready: kubectl -n {JOBSET_NAMESPACE} describe pods -l control-plane=controller-manager (the nodes must pull registry.k8s.io/jobset/jobset); apply again once it runs"
+            ));
+        }
         let Wait::AdmissionCheckActive { api_version, name } = wait else {
             return None;
         };

@@ -52,6 +52,12 @@ pub fn is_jobset(object: &Value) -> bool {
             .is_some_and(|v| v.split('/').next() == Some(JOBSET_GROUP))
 }
 
+/// Whether a manifest installs JobSet: its CRD (`*.jobset.x-k8s.io`).
+pub fn installs_jobset(object: &Value) -> bool {
+    object["kind"] == "CustomResourceDefinition"
+        && object.pointer("/spec/group").and_then(Value::as_str) == Some(JOBSET_GROUP)
+}
+
 /// The release's objects for `version`, labelled as gkq's (and as the `jobset` installation's,
 /// so that the observer does not report them as objects the spec dropped), in the order they are
 /// applied: the namespace, the CRD, the RBAC, the configuration and certificate Secret, the

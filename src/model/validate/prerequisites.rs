@@ -11,7 +11,7 @@
 use serde_json::Value;
 
 use super::Checker;
-use crate::model::jobset_install::{self, BUILTIN_VERSIONS, JOBSET_GROUP};
+use crate::model::jobset_install::{self, BUILTIN_VERSIONS};
 use crate::spec::Path;
 use crate::spec::types::{JobKind, JobSetInstall, Spec};
 
@@ -38,12 +38,6 @@ pub(super) fn check_prerequisites(c: &mut Checker, spec: &Spec) {
     check_jobset(c, spec);
 }
 
-/// Whether a manifest installs JobSet: its CRD (`*.jobset.x-k8s.io`).
-fn installs_jobset(object: &Value) -> bool {
-    object["kind"] == "CustomResourceDefinition"
-        && object.pointer("/spec/group").and_then(Value::as_str) == Some(JOBSET_GROUP)
-}
-
 fn check_jobset(c: &mut Checker, spec: &Spec) {
     let setting = Path::root().key("jobset");
     if spec.jobset.install == JobSetInstall::Builtin
@@ -63,7 +57,9 @@ fn check_jobset(c: &mut Checker, spec: &Spec) {
             ),
         );
     }
-    if spec.jobset.install != JobSetInstall::None || spec.manifests.iter().any(installs_jobset) {
+    if spec.jobset.install != JobSetInstall::None
+        || spec.manifests.iter().any(jobset_install::installs_jobset)
+    {
         return;
     }
     let jobs = spec
