@@ -9,11 +9,12 @@
 //! gke.nodepool/dws-pool              kueue.localqueue/default/user-queue
 //! k8s.credentials/tpu-cluster        k8s.configmap/default/jax-train-script
 //! kueue.install/kueue                ray.rayjob/default/rayjob-tpu-v6e-dws-1
+//! jobset.install/jobset              k8s.jobset/default/train
 //! kueue.resourceflavor/on-demand     k8s.deployment/ns/name   (any other Kubernetes kind)
 //! ```
 //!
 //! Addresses order by kind first, in dependency layer order (cluster, node pools, credentials,
-//! namespaces, Kueue install, flavors and checks, cluster queues, local queues, other objects,
+//! namespaces, Kueue and JobSet installs, flavors and checks, cluster queues, local queues, other objects,
 //! jobs), then by namespace and name. That order is the tie-break of the dependency sort, so plans
 //! are deterministic.
 
@@ -35,6 +36,8 @@ pub enum ResourceKind {
     Namespace,
     /// Kueue's installation (CRDs, controller, webhooks) as one component.
     KueueInstall,
+    /// JobSet's installation (CRD, controller, webhooks) as one component.
+    JobSetInstall,
     ResourceFlavor,
     Cohort,
     ProvisioningRequestConfig,
@@ -67,6 +70,7 @@ impl ResourceKind {
             ResourceKind::KubeCredentials => "k8s.credentials",
             ResourceKind::Namespace => "k8s.namespace",
             ResourceKind::KueueInstall => "kueue.install",
+            ResourceKind::JobSetInstall => "jobset.install",
             ResourceKind::ResourceFlavor => "kueue.resourceflavor",
             ResourceKind::Cohort => "kueue.cohort",
             ResourceKind::ProvisioningRequestConfig => "kueue.provisioningrequestconfig",
@@ -88,6 +92,7 @@ impl ResourceKind {
             "k8s.credentials" => ResourceKind::KubeCredentials,
             "k8s.namespace" => ResourceKind::Namespace,
             "kueue.install" => ResourceKind::KueueInstall,
+            "jobset.install" => ResourceKind::JobSetInstall,
             "kueue.resourceflavor" => ResourceKind::ResourceFlavor,
             "kueue.cohort" => ResourceKind::Cohort,
             "kueue.provisioningrequestconfig" => ResourceKind::ProvisioningRequestConfig,
@@ -163,6 +168,7 @@ impl ResourceKind {
             ("ray.io", "RayJob") => ResourceKind::RayJob,
             ("ray.io", "RayCluster") => ResourceKind::RayCluster,
             ("gkq.dev", "KueueInstallation") => ResourceKind::KueueInstall,
+            ("gkq.dev", "JobSetInstallation") => ResourceKind::JobSetInstall,
             (_, other) => ResourceKind::Other(other.to_ascii_lowercase()),
         }
     }
@@ -221,6 +227,9 @@ impl ResourceAddr {
     pub fn kueue_install() -> Self {
         Self::cluster_scoped(ResourceKind::KueueInstall, "kueue")
     }
+    pub fn jobset_install() -> Self {
+        Self::cluster_scoped(ResourceKind::JobSetInstall, "jobset")
+    }
     pub fn namespace(name: impl Into<String>) -> Self {
         Self::cluster_scoped(ResourceKind::Namespace, name)
     }
@@ -245,8 +254,8 @@ impl ResourceAddr {
     /// is `k8s.<kind>`. A namespaced known kind without a namespace is in `default`, as kubectl
     /// would put it.
     ///
-    /// gkq's own pseudo-object `{apiVersion: gkq.dev/v1, kind: KueueInstallation}` stands for the
-    /// Kueue installation as a whole.
+    /// gkq's own pseudo-objects `{apiVersion: gkq.dev/v1, kind: KueueInstallation}` and
+    /// `JobSetInstallation` stand for the Kueue and JobSet installations as wholes.
     pub fn from_object(object: &Value) -> Result<Self, AddrError> {
         let api_version =
             object
@@ -444,6 +453,15 @@ mod tests {
         assert_eq!(
             ResourceAddr::from_object(&deploy).unwrap().to_string(),
             "k8s.deployment/kueue-system/kueue-controller-manager"
+        );
+        let jobset = json!({"apiVersion": "gkq.dev/v1alpha1", "kind": "JobSetInstallation", "metadata": {"name": "jobset"}});
+        assert_eq!(
+            ResourceAddr::from_object(&jobset).unwrap(),
+            ResourceAddr::jobset_install()
+        );
+        assert_eq!(
+            "jobset.install/jobset".parse::<ResourceAddr>().unwrap(),
+            ResourceAddr::jobset_install()
         );
         let install = json!({"apiVersion": "gkq.dev/v1", "kind": "KueueInstallation", "metadata": {"name": "kueue"}});
         assert_eq!(

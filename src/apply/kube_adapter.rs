@@ -1,7 +1,7 @@
 //! The executor's Kubernetes steps ([`KubeApplier`]) over any [`KubeApi`]: server-side apply
 //! with gkq's field manager, waits where the next step needs them (CRDs Established, Kueue's
 //! manager available, Kueue's own AdmissionChecks Active), deletes that wait for finalizers, and
-//! Kueue's installation.
+//! Kueue's and JobSet's installations.
 
 use std::time::{Duration, Instant};
 
@@ -15,6 +15,7 @@ use crate::kube::{
     namespace_of, owned_selector, type_of,
 };
 use crate::model::KueueInstall;
+use crate::model::jobset_install::{self, CONTROLLER_DEPLOYMENT, JOBSET_NAMESPACE};
 use crate::model::kueue_install::{self, INSTALLATION_KIND, KUEUE_NAMESPACE, MANAGER_DEPLOYMENT};
 use crate::vocab::object::{condition, condition_true};
 
@@ -101,14 +102,10 @@ impl KubeAdapter<'_> {
                     .map_err(to_apply_error)?;
                 crd.is_some_and(|c| condition_true(&c, "Established"))
             }
-            Wait::ManagerAvailable => {
-                let info = self.info("apps/v1", "Deployment").await?;
-                let d = self
-                    .api
-                    .get(&info, Some(KUEUE_NAMESPACE), MANAGER_DEPLOYMENT)
-                    .await
-                    .map_err(to_apply_error)?;
-                d.is_some_and(|d| condition_true(&d, "Available"))
+            Wait::ManagerAvailable => self.available(KUEUE_NAMESPACE, MANAGER_DEPLOYMENT).await?,
+            Wait::JobSetControllerAvailable => {
+                self.available(JOBSET_NAMESPACE, CONTROLLER_DEPLOYMENT)
+                    .await?
             }
             Wait::AdmissionCheckActive { api_version, name } => self
                 .admission_check(api_version, name)
@@ -127,6 +124,17 @@ impl KubeAdapter<'_> {
         })
     }
 
+    /// Whether the Deployment `namespace/name` reports itself `Available`.
+    async fn available(&self, namespace: &str, name: &str) -> Result<bool, KubeApplyError> {
+        let info = self.info("apps/v1", "Deployment").await?;
+        let d = self
+            .api
+            .get(&info, Some(namespace), name)
+            .await
+            .map_err(to_apply_error)?;
+        Ok(d.is_some_and(|d| condition_true(&d, "Available")))
+    }
+
     async fn admission_check(
         &self,
         api_version: &str,
@@ -141,6 +149,11 @@ impl KubeAdapter<'_> {
 
     /// What to tell the user when a wait runs out: for an AdmissionCheck, what Kueue said of it.
     async fn timeout_hint(&self, wait: &Wait<'_>) -> Option<String> {
+        if let Wait::JobSetControllerAvailable = wait {
+            return Some(format!(
+                "see why its pod does not become ready: kubectl -n {JOBSET_NAMESPACE} describe pods -l control-plane=controller-manager (the nodes must pull registry.k8s.io/jobset/jobset); apply again once it runs"
+            ));
+        }
         let Wait::AdmissionCheckActive { api_version, name } = wait else {
             return None;
         };
@@ -238,10 +251,13 @@ impl KubeAdapter<'_> {
     }
 
     /// Server-side apply of `object`, conditional on `version` when given; the object as stored.
+    /// `force` takes the fields another manager owns (`--force-conflicts`, or an installation's
+    /// objects, which are the release's).
     async fn apply_object(
         &self,
         object: &Value,
         version: Option<&Version>,
+        force: bool,
     ) -> Result<Value, KubeApplyError> {
         let (api_version, kind) = type_of(object);
         let info = self.info(api_version, kind).await?;
@@ -253,7 +269,7 @@ impl KubeAdapter<'_> {
                 conditional.as_ref().unwrap_or(object),
                 ApplyOptions {
                     dry_run: false,
-                    force: self.force_conflicts,
+                    force,
                 },
             )
             .await
@@ -336,17 +352,44 @@ impl KubeAdapter<'_> {
         };
         objects.sort_by_key(rank);
         for o in &objects {
-            self.apply_object(o, None).await.map_err(|mut e| {
+            self.apply_object(o, None, self.force_conflicts)
+                .await
+                .map_err(|mut e| {
+                    e.message = format!(
+                        "installing Kueue {}: {}: {}",
+                        install.version,
+                        describe(o),
+                        e.message
+                    );
+                    e
+                })?;
+        }
+        self.wait_for(Wait::ManagerAvailable).await
+    }
+}
+
+impl KubeAdapter<'_> {
+    /// `jobset.install: builtin`: applies the release gkq embeds for the pseudo-object's version,
+    /// in its order (namespace, CRD, RBAC, Secret, Services, controller, webhook configurations;
+    /// `model::jobset_install::prepare`), then waits until the controller is available: its
+    /// webhooks refuse every JobSet until it serves them.
+    async fn install_jobset(&self, object: &Value) -> Result<(), KubeApplyError> {
+        let version = object["spec"]["version"].as_str().unwrap_or_default();
+        let objects = jobset_install::prepare(version, &self.stack)
+            .map_err(|e| KubeApplyError::new(e.to_string(), None))?;
+        for o in &objects {
+            // The release's values win over another manager's (an earlier install of JobSet,
+            // say): what gkq installs is the release (docs/jobset.md 3.1).
+            self.apply_object(o, None, true).await.map_err(|mut e| {
                 e.message = format!(
-                    "installing Kueue {}: {}: {}",
-                    install.version,
+                    "installing JobSet {version}: {}: {}",
                     describe(o),
                     e.message
                 );
                 e
             })?;
         }
-        self.wait_for(Wait::ManagerAvailable).await
+        self.wait_for(Wait::JobSetControllerAvailable).await
     }
 }
 
@@ -362,6 +405,7 @@ const KUEUE_CHECK_CONTROLLERS: [&str; 2] = [
 enum Wait<'x> {
     Established(&'x str),
     ManagerAvailable,
+    JobSetControllerAvailable,
     AdmissionCheckActive {
         api_version: &'x str,
         name: &'x str,
@@ -378,6 +422,9 @@ impl Wait<'_> {
         match self {
             Wait::Established(name) => format!("CRD {name} to be Established"),
             Wait::ManagerAvailable => "Kueue's controller manager to become available".into(),
+            Wait::JobSetControllerAvailable => format!(
+                "JobSet's controller ({JOBSET_NAMESPACE}/{CONTROLLER_DEPLOYMENT}) to become available (its webhooks refuse JobSets until it serves them)"
+            ),
             Wait::AdmissionCheckActive { name, .. } => {
                 format!("AdmissionCheck {name} to become Active")
             }
@@ -413,8 +460,10 @@ impl KubeApplier for KubeAdapter<'_> {
         object: &Value,
     ) -> Result<Option<Value>, KubeApplyError> {
         let (api_version, kind) = type_of(object);
-        if kind == INSTALLATION_KIND {
-            return install::observe(self.api).await.map_err(to_apply_error);
+        if crate::model::is_installation_kind(kind) {
+            return install::observe_installation(self.api, object)
+                .await
+                .map_err(to_apply_error);
         }
         match self
             .api
@@ -439,7 +488,12 @@ impl KubeApplier for KubeAdapter<'_> {
         if object["kind"] == INSTALLATION_KIND {
             return self.install_kueue().await;
         }
-        self.apply_object(object, version).await.map(|_| ())
+        if object["kind"] == jobset_install::INSTALLATION_KIND {
+            return self.install_jobset(object).await;
+        }
+        self.apply_object(object, version, self.force_conflicts)
+            .await
+            .map(|_| ())
     }
 
     /// Kueue has decided on a job when its Workload (found by Kueue's job-uid label) has a
@@ -488,6 +542,14 @@ impl KubeApplier for KubeAdapter<'_> {
                 hint: None,
                 changed: false,
             });
+        }
+        if kind == jobset_install::INSTALLATION_KIND {
+            return Err(KubeApplyError::new(
+                format!(
+                    "gkq does not uninstall JobSet; delete the {JOBSET_NAMESPACE} namespace, JobSet's webhook configurations and its CRD yourself if you mean to"
+                ),
+                None,
+            ));
         }
         let info = self.info(api_version, kind).await?;
         let namespace = namespace.filter(|_| info.namespaced);

@@ -18,7 +18,6 @@ use serde_json::Value;
 use super::{ApplyError, Executor, KubeApplyError, stale_detail};
 use crate::addr::{ResourceAddr, ResourceKind};
 use crate::kube::Version;
-use crate::model::kueue_install::INSTALLATION_KIND;
 use crate::plan::{Action, ActionKind, Plan, Step};
 
 /// Reads in flight for the targets the lists cannot answer (objects gkq's labels no longer
@@ -235,7 +234,7 @@ impl Executor<'_> {
         let mut alone: Vec<&Action> = Vec::new();
         for action in actions {
             match target_type(action) {
-                Some((_, INSTALLATION_KIND)) => alone.push(action),
+                Some((_, kind)) if crate::model::is_installation_kind(kind) => alone.push(action),
                 Some(kind) => by_kind.entry(kind).or_default().push(action),
                 None => {}
             }

@@ -1,9 +1,11 @@
 //! Reading Kueue's installation: the release manifests (embedded, a file, a directory or a URL)
-//! and the live manager. What the installation is made of is `model::kueue_install`'s.
+//! and the live manager; and JobSet's: the live controller, and whether JobSets are served. What
+//! the installations are made of is `model::kueue_install`'s and `model::jobset_install`'s.
 
 use serde_json::Value;
 
 use crate::model::KueueInstall;
+use crate::model::jobset_install;
 use crate::model::kueue_install::{
     BUILTIN, BUILTIN_VERSIONS, KUEUE_NAMESPACE, MANAGER_DEPLOYMENT, builtin_manifests,
     installation_from_deployment,
@@ -19,6 +21,53 @@ pub async fn observe(api: &dyn super::KubeApi) -> super::KubeResult<Option<Value
         .await?
         .as_ref()
         .map(installation_from_deployment))
+}
+
+/// The live JobSet installation, read from the controller Deployment; `None` when JobSet's
+/// controller is not installed.
+pub async fn observe_jobset(api: &dyn super::KubeApi) -> super::KubeResult<Option<Value>> {
+    let Some(info) = api.resource("apps/v1", "Deployment").await? else {
+        return Ok(None);
+    };
+    Ok(api
+        .get(
+            &info,
+            Some(jobset_install::JOBSET_NAMESPACE),
+            jobset_install::CONTROLLER_DEPLOYMENT,
+        )
+        .await?
+        .as_ref()
+        .map(jobset_install::installation_from_deployment))
+}
+
+/// The live installation an installation pseudo-object (`KueueInstallation`,
+/// `JobSetInstallation`) stands for.
+pub async fn observe_installation(
+    api: &dyn super::KubeApi,
+    object: &Value,
+) -> super::KubeResult<Option<Value>> {
+    if object["kind"] == jobset_install::INSTALLATION_KIND {
+        observe_jobset(api).await
+    } else {
+        observe(api).await
+    }
+}
+
+/// For `jobset.install: external` with JobSets in the spec: checks that the cluster serves the
+/// JobSet API gkq writes. `Err` (with the fix) when it does not: every JobSet would be refused.
+pub async fn check_external_jobset(api: &dyn super::KubeApi) -> Result<(), String> {
+    let served = api
+        .resource(jobset_install::JOBSET_API_VERSION, "JobSet")
+        .await
+        .map_err(|e| e.to_string())?;
+    if served.is_some() {
+        return Ok(());
+    }
+    Err(format!(
+        "jobset.install is external, but the cluster does not serve {} JobSets (GKE does not install JobSet): set jobset.install: builtin, and gkq installs JobSet {} before the first JobSet, or install JobSet yourself",
+        jobset_install::JOBSET_API_VERSION,
+        jobset_install::BUILTIN_VERSIONS.join(", ")
+    ))
 }
 
 /// Reads the release manifests for `install`: the embedded copy for `builtin`, else
@@ -147,6 +196,7 @@ mod tests {
             version: "v0.19.2".into(),
             mode: crate::spec::types::InstallMode::Managed,
             manifests: String::new(),
+            manages_jobsets: false,
             feature_gates: gates
                 .iter()
                 .map(|(k, v)| (k.to_string(), *v))
@@ -198,6 +248,17 @@ mod tests {
         ) -> crate::kube::KubeResult<crate::kube::Deletion> {
             Ok(crate::kube::Deletion::Absent)
         }
+    }
+
+    #[tokio::test]
+    async fn external_jobset_not_served_is_an_error_naming_the_fix() {
+        let err = check_external_jobset(&Empty).await.unwrap_err();
+        assert!(
+            err.contains("does not serve jobset.x-k8s.io/v1alpha2"),
+            "{err}"
+        );
+        assert!(err.contains("jobset.install: builtin"), "{err}");
+        assert_eq!(observe_jobset(&Empty).await.unwrap(), None);
     }
 
     #[tokio::test]

@@ -11,6 +11,8 @@ pub const MANAGER_DEPLOYMENT: &str = "kueue-controller-manager";
 pub const MANAGER_CONTAINER: &str = "manager";
 pub const CONFIG_MAP: &str = "kueue-manager-config";
 pub const CONFIG_KEY: &str = "controller_manager_config.yaml";
+/// The integration name Kueue's `integrations.frameworks` lists for JobSets.
+pub const JOBSET_FRAMEWORK: &str = "jobset.x-k8s.io/jobset";
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum InstallError {
@@ -51,6 +53,9 @@ pub fn prepare(
         } else {
             set_gates_in_args(&mut objects, install)?;
         }
+    }
+    if install.manages_jobsets {
+        list_framework(&mut objects, JOBSET_FRAMEWORK)?;
     }
     for o in &mut objects {
         let meta = o
@@ -127,6 +132,38 @@ fn set_gates_in_config(objects: &mut [Value], install: &KueueInstall) -> Result<
     Ok(())
 }
 
+/// Adds `framework` to `integrations.frameworks` of the manager's configuration when it is not
+/// listed (Kueue manages only the job kinds listed there). A configuration that lists it already
+/// is left as the release wrote it, comments included.
+fn list_framework(objects: &mut [Value], framework: &str) -> Result<(), InstallError> {
+    for o in objects.iter_mut() {
+        if o["kind"] != "ConfigMap" || o["metadata"]["name"] != CONFIG_MAP {
+            continue;
+        }
+        let text = o
+            .pointer(&format!("/data/{CONFIG_KEY}"))
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let mut config: Value =
+            serde_saphyr::from_str(text).map_err(|e| InstallError::Parse(e.to_string()))?;
+        let frameworks = &mut config["integrations"]["frameworks"];
+        if frameworks
+            .as_array()
+            .is_some_and(|list| list.iter().any(|f| f == framework))
+        {
+            continue;
+        }
+        match frameworks.as_array_mut() {
+            Some(list) => list.push(json!(framework)),
+            None => *frameworks = json!([framework]),
+        }
+        let text =
+            serde_saphyr::to_string(&config).map_err(|e| InstallError::Parse(e.to_string()))?;
+        o["data"][CONFIG_KEY] = json!(text);
+    }
+    Ok(())
+}
+
 /// The Kueue version an installed manager runs, from its Deployment's image tag.
 pub fn installed_version(deployment: &Value) -> Option<String> {
     let containers = deployment
@@ -142,7 +179,7 @@ pub fn installed_version(deployment: &Value) -> Option<String> {
 
 /// The tag of an image reference: `registry.k8s.io/kueue/kueue:v0.19.2@sha256:...` has
 /// `v0.19.2`; `localhost:5000/kueue` has none (a colon before the last `/` is a registry's port).
-fn image_tag(image: &str) -> Option<&str> {
+pub fn image_tag(image: &str) -> Option<&str> {
     let name = image.split_once('@').map_or(image, |(name, _digest)| name);
     let last = name.rsplit('/').next().unwrap_or(name);
     last.rsplit_once(':').map(|(_, tag)| tag)
@@ -237,6 +274,7 @@ mod tests {
             version: "v0.19.2".into(),
             mode: crate::spec::types::InstallMode::Managed,
             manifests: String::new(),
+            manages_jobsets: false,
             feature_gates: gates
                 .iter()
                 .map(|(k, v)| (k.to_string(), *v))
@@ -299,6 +337,50 @@ mod tests {
         ] {
             assert_eq!(image_tag(image), tag, "{image}");
         }
+    }
+
+    fn frameworks(objects: &[Value]) -> Vec<String> {
+        let map = objects
+            .iter()
+            .find(|o| o["kind"] == "ConfigMap" && o["metadata"]["name"] == CONFIG_MAP)
+            .unwrap();
+        let config: Value =
+            serde_saphyr::from_str(map["data"][CONFIG_KEY].as_str().unwrap()).unwrap();
+        config["integrations"]["frameworks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f.as_str().unwrap().to_string())
+            .collect()
+    }
+
+    #[test]
+    fn kueue_manages_jobsets_whenever_jobset_is_installed() {
+        let with_jobset = KueueInstall {
+            manages_jobsets: true,
+            ..install(&[])
+        };
+        // The release lists JobSets already: its configuration is left as written.
+        let objects = prepare(&release(), &with_jobset, "s").unwrap();
+        assert!(frameworks(&objects).contains(&"jobset.x-k8s.io/jobset".to_string()));
+        let as_released = prepare(&release(), &install(&[]), "s").unwrap();
+        let config = |objects: &[Value]| {
+            objects
+                .iter()
+                .find(|o| o["kind"] == "ConfigMap" && o["metadata"]["name"] == CONFIG_MAP)
+                .unwrap()["data"][CONFIG_KEY]
+                .clone()
+        };
+        assert_eq!(config(&objects), config(&as_released));
+        // Manifests whose configuration leaves JobSets out get them added, the rest kept.
+        let without = release().replace("      - \"jobset.x-k8s.io/jobset\"\n", "");
+        assert!(
+            !frameworks(&prepare(&without, &install(&[]), "s").unwrap())
+                .contains(&"jobset.x-k8s.io/jobset".to_string())
+        );
+        let listed = frameworks(&prepare(&without, &with_jobset, "s").unwrap());
+        assert!(listed.contains(&"jobset.x-k8s.io/jobset".to_string()));
+        assert!(listed.contains(&"ray.io/rayjob".to_string()));
     }
 
     #[test]

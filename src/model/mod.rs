@@ -7,6 +7,7 @@
 pub mod gke;
 pub mod gke_facts;
 pub mod jobs;
+pub mod jobset_install;
 pub mod kueue;
 pub mod kueue_install;
 pub mod live;
@@ -20,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::addr::ClusterRef;
-use crate::spec::types::{InstallMode, Quantity as SpecQuantity, Spec};
+use crate::spec::types::{InstallMode, JobSetInstall, Quantity as SpecQuantity, Spec};
 use crate::spec::{Diagnostics, Loaded};
 
 /// Label (Kubernetes) and resource label (GKE) that mark what gkq owns.
@@ -52,7 +53,9 @@ pub struct DesiredState {
     pub kueue: KueueInstall,
     /// Kubernetes objects with apiVersion, kind and metadata, in dependency order. With a
     /// managed Kueue install, the first is a `gkq.dev/v1alpha1 KueueInstallation` standing for
-    /// Kueue itself (version and feature gates): the plan shows and applies it as one component.
+    /// Kueue itself (version and feature gates): the plan shows and applies it as one component;
+    /// with `jobset.install: builtin`, a `JobSetInstallation` (its version) does the same for
+    /// JobSet.
     /// Shared (`Arc`) with the plan's actions, which hold the same objects.
     pub kubernetes: Vec<Arc<Value>>,
     /// Values of variables the spec declares sensitive: plans show markers instead.
@@ -77,8 +80,7 @@ impl DesiredState {
             }
         }
         for object in &mut self.kubernetes {
-            if object.get("kind").and_then(Value::as_str) == Some(kueue_install::INSTALLATION_KIND)
-            {
+            if is_installation(object) {
                 continue;
             }
             let object = Arc::make_mut(object);
@@ -97,9 +99,7 @@ impl DesiredState {
     /// This desired state without its Kubernetes objects (Kueue's installation stays as it
     /// is): with prune, a plan of it deletes what the stack owns and leaves GKE alone.
     pub fn without_objects(mut self) -> Self {
-        self.kubernetes.retain(|object| {
-            object.get("kind").and_then(Value::as_str) == Some(kueue_install::INSTALLATION_KIND)
-        });
+        self.kubernetes.retain(|object| is_installation(object));
         self
     }
 
@@ -133,6 +133,26 @@ pub struct KueueInstall {
     /// Release manifests (URL, file or directory).
     pub manifests: String,
     pub feature_gates: BTreeMap<String, bool>,
+    /// JobSet is installed (`jobset.install` is not `none`): Kueue's `integrations.frameworks`
+    /// must list JobSets ([`kueue_install::JOBSET_FRAMEWORK`]).
+    #[serde(default)]
+    pub manages_jobsets: bool,
+}
+
+/// Whether a desired or live object is one of gkq's installation pseudo-objects (Kueue's or
+/// JobSet's), which stand for a component rather than one object in the cluster.
+pub fn is_installation(object: &Value) -> bool {
+    is_installation_kind(
+        object
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or_default(),
+    )
+}
+
+/// Whether `kind` is the kind of an installation pseudo-object ([`is_installation`]).
+pub fn is_installation_kind(kind: &str) -> bool {
+    kind == kueue_install::INSTALLATION_KIND || kind == jobset_install::INSTALLATION_KIND
 }
 
 impl KueueInstall {
@@ -212,6 +232,7 @@ pub(crate) fn desired_for_tests(objects: Vec<Value>) -> DesiredState {
             mode: InstallMode::External,
             manifests: String::new(),
             feature_gates: Default::default(),
+            manages_jobsets: true,
         },
         kubernetes: objects.into_iter().map(Arc::new).collect(),
         sensitive: Default::default(),
@@ -264,12 +285,19 @@ pub fn render(spec: &Spec, files: &BTreeMap<String, String>) -> DesiredState {
             .clone()
             .unwrap_or_else(|| KueueInstall::default_manifests(&spec.kueue.version)),
         feature_gates: spec.kueue.feature_gates.clone(),
+        manages_jobsets: jobset_install::installed(spec.jobset.install),
     };
 
     let mut objects = Vec::new();
     if kueue_install.mode == InstallMode::Managed {
         objects.push(kueue_install::installation_object(
             &kueue_install,
+            &spec.cluster.name,
+        ));
+    }
+    if spec.jobset.install == JobSetInstall::Builtin {
+        objects.push(jobset_install::installation_object(
+            &spec.jobset.version,
             &spec.cluster.name,
         ));
     }

@@ -176,7 +176,7 @@ fn kinds_to_read(desired: &DesiredState) -> BTreeSet<(String, String)> {
         .collect();
     for o in &desired.kubernetes {
         if let Some(k) = kind_key(o)
-            && k.1 != kueue_install::INSTALLATION_KIND
+            && !crate::model::is_installation_kind(&k.1)
         {
             kinds.insert(k);
         }
@@ -403,7 +403,8 @@ async fn taken_names(
 /// Existing objects' names by `(apiVersion, kind)` ([`taken_names`]).
 type TakenNames = BTreeMap<(String, String), BTreeSet<ObjectName>>;
 
-/// Objects of Kueue's installation are planned as one (`KueueInstallation`), not one by one.
+/// Objects of Kueue's and JobSet's installations are planned as one (`KueueInstallation`,
+/// `JobSetInstallation`), not one by one.
 fn part_of_installation(live: &Value) -> bool {
     live.pointer("/metadata/labels")
         .and_then(|l| l.get(kueue_install::INSTALLATION_LABEL))
@@ -463,9 +464,9 @@ async fn probe(
     taken: Option<&TakenNames>,
     force: bool,
 ) -> KubeResult<Answer> {
-    if kind_key(object).is_some_and(|k| k.1 == kueue_install::INSTALLATION_KIND) {
+    if crate::model::is_installation(object) {
         return Ok(Answer {
-            read: Some(install::observe(api).await?),
+            read: Some(install::observe_installation(api, object).await?),
             ..Default::default()
         });
     }

@@ -188,6 +188,7 @@ impl DependencyGraph {
                 .map(|a| (*a).clone()),
         };
         let install = ResourceAddr::kueue_install();
+        let jobset = ResourceAddr::jobset_install();
         let present = |addr: &ResourceAddr| {
             resources.contains_key(addr) || Some(addr) == credentials.as_ref()
         };
@@ -211,6 +212,14 @@ impl DependencyGraph {
                     }
                     if kind.is_kueue() {
                         depend_on(install.clone());
+                    }
+                    // A JobSet waits for JobSet's CRD and webhooks (the installation ends once
+                    // its controller serves them); Kueue is installed after JobSet, so that its
+                    // JobSet integration finds the API served when it starts.
+                    if *kind == ResourceKind::Other("jobset".into())
+                        || *kind == ResourceKind::KueueInstall
+                    {
+                        depend_on(jobset.clone());
                     }
                     if let Some(namespace) = &addr.namespace {
                         depend_on(ResourceAddr::namespace(namespace.clone()));
@@ -508,6 +517,34 @@ mod tests {
             deps("kueue.admissioncheck/dws-prov")
                 .contains(&"kueue.provisioningrequestconfig/dws-config".to_string())
         );
+    }
+
+    /// With JobSet installed by gkq, every JobSet (the spec's jobs and its manifests alike)
+    /// waits for the installation, and so does Kueue's; other jobs and Kueue's objects do not.
+    #[test]
+    fn jobsets_and_kueue_wait_for_jobsets_installation() {
+        let mut resources = seed_objects();
+        let jobset = json!({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": "train", "namespace": "default"}});
+        let install = json!({"apiVersion": "gkq.dev/v1alpha1", "kind": "JobSetInstallation",
+            "metadata": {"name": "jobset"}});
+        for object in [jobset, install] {
+            resources.push((ResourceAddr::from_object(&object).unwrap(), Some(object)));
+        }
+        let graph = DependencyGraph::for_resources(resources.iter().map(|(a, o)| (a, o.as_ref())));
+        let waits_for_jobset = |a: &str| {
+            graph
+                .dependencies_of(&addr(a))
+                .any(|d| *d == ResourceAddr::jobset_install())
+        };
+        assert!(waits_for_jobset("k8s.jobset/default/train"));
+        assert!(waits_for_jobset("kueue.install/kueue"));
+        assert!(!waits_for_jobset("ray.rayjob/default/rayjob-1"));
+        assert!(!waits_for_jobset("kueue.clusterqueue/cluster-queue"));
+        let order = graph.topo_order().unwrap();
+        let at = |a: &str| order.iter().position(|o| *o == addr(a)).unwrap();
+        assert!(at("jobset.install/jobset") < at("k8s.jobset/default/train"));
+        assert!(at("k8s.credentials/tpu-cluster") < at("jobset.install/jobset"));
     }
 
     #[test]

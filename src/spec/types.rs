@@ -31,6 +31,10 @@ pub struct Spec {
     /// Kueue: installation, flavors, queues and admission checks.
     #[serde(default)]
     pub kueue: Kueue,
+    /// JobSet (the controller `kind: jobset` jobs need): installed by gkq, by someone else, or
+    /// not at all.
+    #[serde(default, skip_serializing_if = "JobSet::is_default")]
+    pub jobset: JobSet,
     /// Training jobs: KubeRay RayJobs, JobSets or batch Jobs (`kind`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub jobs: Vec<Job>,
@@ -246,6 +250,50 @@ pub enum InstallMode {
     #[default]
     Managed,
     External,
+}
+
+/// JobSet's installation (docs/jobset.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct JobSet {
+    /// `builtin`: gkq installs JobSet's release embedded in it (v0.12.0, the version Kueue
+    /// v0.19.2 integrates with), and upgrades it when `version` changes; `external`: someone else
+    /// installed it, gkq checks that the cluster serves JobSets before applying any; `none`: no
+    /// JobSet, so the spec may not have `kind: jobset` jobs or JobSet manifests.
+    #[serde(default)]
+    pub install: JobSetInstall,
+    /// JobSet release, e.g. `v0.12.0` (with `builtin`, one gkq embeds).
+    #[serde(default = "default_jobset_version")]
+    pub version: String,
+}
+
+impl Default for JobSet {
+    fn default() -> Self {
+        Self {
+            install: JobSetInstall::default(),
+            version: default_jobset_version(),
+        }
+    }
+}
+
+impl JobSet {
+    fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum JobSetInstall {
+    Builtin,
+    #[default]
+    External,
+    None,
+}
+
+/// The JobSet release Kueue v0.19.2 integrates with (its go.mod; docs/jobset.md).
+pub fn default_jobset_version() -> String {
+    "v0.12.0".into()
 }
 
 /// A Kueue ResourceFlavor.

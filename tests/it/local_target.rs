@@ -327,7 +327,7 @@ fn jobset_walkthrough_on_the_local_target() {
         |settings: &[(&str, &str)], args: &[&str]| gkq_on(example, state, "local", settings, args);
     let slow = [("GKQ_LOCAL_PROVISIONING", "after:30m")];
     let stdout = ok(run(&slow, &["apply", "--auto-approve"]));
-    assert!(stdout.contains("Plan: 14 to create"), "{stdout}");
+    assert!(stdout.contains("Plan: 15 to create"), "{stdout}");
     let placement = stdout
         .split("Placement (predicted")
         .nth(1)

@@ -24,6 +24,7 @@ mod gke_auth;
 mod gke_client;
 mod gke_emulator;
 mod image;
+mod jobset_install;
 mod k8s_proof;
 mod kube_apply;
 mod kueue_version;

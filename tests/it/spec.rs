@@ -1479,3 +1479,144 @@ fn many_rayjobs_without_kuberay_are_one_warning_that_counts_them() {
         "job `rayjob-tpu-v6e-dws` is a KubeRay RayJob (and so are 2 more jobs or manifests), but",
     );
 }
+
+/// The JobSet example edited by `replacements`, everything from its `jobs:` on replaced by
+/// `tail` when one is given.
+fn jobset_example_text(replacements: &[(&str, &str)], tail: Option<&str>) -> String {
+    let mut text =
+        std::fs::read_to_string(root().join("examples/tpu-dws-jobset/gkq.yaml")).unwrap();
+    for (from, to) in replacements {
+        assert!(text.contains(from), "the example has no `{from}`");
+        text = text.replacen(from, to, 1);
+    }
+    if let Some(tail) = tail {
+        text.truncate(text.find("\njobs:\n").unwrap() + 1);
+        text.push_str(tail);
+    }
+    text
+}
+
+/// [`jobset_example_text`] built: its desired state (when valid) and its errors as `(line,
+/// column, message / help)`.
+fn jobset_example_with(
+    replacements: &[(&str, &str)],
+    tail: Option<&str>,
+) -> (Option<DesiredState>, Vec<(usize, usize, String)>) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        root().join("examples/tpu-dws-jobset/train.py"),
+        dir.path().join("train.py"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("gkq.yaml"),
+        jobset_example_text(replacements, tail),
+    )
+    .unwrap();
+    let opts = LoadOptions {
+        env_lookup: Some(Box::new(|_| None)),
+        ..Default::default()
+    };
+    let loaded = spec::load(&WorkingTree, dir.path(), &opts).unwrap();
+    let (desired, diags) = model::build(&loaded);
+    let errors = diags
+        .errors()
+        .map(|d| {
+            let span = d.span.unwrap_or_default();
+            let words = format!("{} / {}", d.message, d.help.clone().unwrap_or_default());
+            (span.line, span.column, words)
+        })
+        .collect();
+    (desired, errors)
+}
+
+/// The line (1-based) of the first line of `text` that starts (indentation aside) with `start`.
+fn line_starting(text: &str, start: &str) -> usize {
+    text.lines()
+        .position(|l| l.trim_start().starts_with(start))
+        .unwrap_or_else(|| panic!("no line starts with `{start}`"))
+        + 1
+}
+
+const JOBSET_BUILTIN: &str = "jobset:\n  install: builtin";
+const JOBSET_NONE: (&str, &str) = (JOBSET_BUILTIN, "jobset:\n  install: none");
+
+/// `jobset.install: none` refuses the spec's JobSets at the first one (a job's kind, or a
+/// JobSet manifest), with the fix; JobSet's CRD in `manifests:` lifts the rule; `builtin` needs
+/// a release gkq embeds and renders JobSet's installation; Kueue manages JobSets unless `none`.
+#[test]
+fn jobset_install_decides_whether_a_spec_may_have_jobsets() {
+    let (desired, errors) = jobset_example_with(&[JOBSET_NONE], None);
+    assert!(desired.is_none());
+    let line = line_starting(&jobset_example_text(&[JOBSET_NONE], None), "kind: jobset");
+    assert!(
+        errors.iter().any(|(l, c, m)| (*l, *c) == (line, 11)
+            && m.contains("job `jobset-tpu-v6e-dws` is a JobSet, but `jobset.install: none`")
+            && m.contains("set `jobset.install: builtin`")),
+        "{errors:#?}"
+    );
+
+    // A JobSet written as a manifest: refused at the manifest.
+    let manifest = "manifests:\n  - {apiVersion: jobset.x-k8s.io/v1alpha2, kind: JobSet, metadata: {name: raw, namespace: default}, spec: {replicatedJobs: []}}\n";
+    let (_, errors) = jobset_example_with(&[JOBSET_NONE], Some(manifest));
+    let line = line_starting(
+        &jobset_example_text(&[JOBSET_NONE], Some(manifest)),
+        "- {apiVersion: jobset.x-k8s.io",
+    );
+    assert!(
+        errors
+            .iter()
+            .any(|(l, _, m)| *l == line && m.contains("manifest 0 is a JobSet")),
+        "{errors:#?}"
+    );
+
+    // The spec installs JobSet's CRD itself: its JobSets are its own business.
+    let crd = "manifests:\n  - {apiVersion: apiextensions.k8s.io/v1, kind: CustomResourceDefinition, metadata: {name: jobsets.jobset.x-k8s.io}, spec: {group: jobset.x-k8s.io}}\n";
+    let (_, errors) = jobset_example_with(
+        &[JOBSET_NONE],
+        Some(&format!("{crd}{}", &manifest["manifests:\n".len()..])),
+    );
+    assert!(
+        !errors.iter().any(|(_, _, m)| m.contains("is a JobSet")),
+        "{errors:#?}"
+    );
+
+    let unembedded = [(
+        JOBSET_BUILTIN,
+        "jobset:\n  install: builtin\n  version: v0.11.1",
+    )];
+    let (_, errors) = jobset_example_with(&unembedded, None);
+    let line = line_starting(&jobset_example_text(&unembedded, None), "version: v0.11.1");
+    assert!(
+        errors.iter().any(|(l, c, m)| (*l, *c) == (line, 12)
+            && m.contains("gkq embeds no JobSet release v0.11.1 (it embeds v0.12.0)")),
+        "{errors:#?}"
+    );
+
+    // builtin: JobSet's installation is a planned component, and Kueue manages JobSets.
+    let (desired, errors) = jobset_example_with(&[], None);
+    assert!(errors.is_empty(), "{errors:#?}");
+    let desired = desired.unwrap();
+    let install: Vec<&Value> = desired
+        .kube_objects()
+        .filter(|o| o["kind"] == "JobSetInstallation")
+        .collect();
+    assert_eq!(install.len(), 1);
+    assert_eq!(install[0]["spec"]["version"], "v0.12.0");
+    assert!(desired.kueue.manages_jobsets);
+    // external: nothing installed, Kueue still manages JobSets.
+    let external = [(JOBSET_BUILTIN, "jobset:\n  install: external")];
+    let (desired, errors) = jobset_example_with(&external, None);
+    assert!(errors.is_empty(), "{errors:#?}");
+    let desired = desired.unwrap();
+    assert!(
+        !desired
+            .kube_objects()
+            .any(|o| o["kind"] == "JobSetInstallation")
+    );
+    assert!(desired.kueue.manages_jobsets);
+    // none, without JobSets: valid, and Kueue is not told to manage JobSets.
+    let (desired, errors) = jobset_example_with(&[JOBSET_NONE], Some(""));
+    assert!(errors.is_empty(), "{errors:#?}");
+    assert!(!desired.unwrap().kueue.manages_jobsets);
+}

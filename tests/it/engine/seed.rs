@@ -86,6 +86,7 @@ pub fn desired() -> DesiredState {
             mode: InstallMode::Managed,
             manifests: KueueInstall::default_manifests("v0.19.2"),
             feature_gates: BTreeMap::from([("ElasticJobsViaWorkloadSlices".to_string(), true)]),
+            manages_jobsets: true,
         },
         kubernetes: Vec::new(),
         sensitive: Default::default(),
