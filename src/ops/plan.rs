@@ -47,7 +47,7 @@ pub struct Planned {
 
 /// What a plan read of live state: the cluster as GKE gave it and each Kubernetes read, by
 /// digest ([`crate::kube::reads`]), and where it read them.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct PlanReads {
     pub target: Target,
     pub state_dir: Option<std::path::PathBuf>,
@@ -55,6 +55,10 @@ pub struct PlanReads {
     gke: String,
     /// `None` when Kubernetes was not read.
     kube: Option<Reads>,
+    /// On the local target, its Kubernetes as those reads found it when its simulation had
+    /// nothing to do: then whether they still answer the same is known without reading the
+    /// cluster's state file again ([`crate::local::LocalKube::still_quiet`]).
+    local: Option<crate::local::Quiet>,
 }
 
 fn cluster_digest(cluster: Option<&serde_json::Value>) -> String {
@@ -112,6 +116,11 @@ pub async fn unchanged_since(
         let Some(kube_reads) = &reads.kube else {
             return Ok(true);
         };
+        if let (Some(quiet), Some(local)) = (&reads.local, session.kube.local())
+            && local.still_quiet(quiet).await?
+        {
+            return Ok(true);
+        }
         let serving = serving(cluster.as_ref());
         let mut kube_client = None;
         if let (KubeSource::FromCluster(credentials), Some(cluster)) = (&session.kube, serving) {
@@ -242,6 +251,12 @@ pub async fn plan_valid(
         state_dir: session.state_dir.clone(),
         cluster: desired.gke.cluster_ref.clone(),
         gke: cluster_digest(live.gke.cluster.as_ref()),
+        // Taken once every read is made: the simulation is quiet only if nothing changed
+        // between them.
+        local: recording
+            .as_ref()
+            .and(session.kube.local())
+            .and_then(crate::local::LocalKube::quiet),
         kube: recording.map(|r| r.reads()),
     };
     Ok(Planned {
