@@ -96,9 +96,11 @@ fn kube_api<'a>(
 /// Whether live state is still what `reads` says a plan read: the same cluster from GKE, and
 /// every Kubernetes object it listed or got at the same uid and resourceVersion (so the plan
 /// made now would read the same objects). Connects as `target` says (the local target's state
-/// locked meanwhile); an error is the caller's to treat as a change.
+/// locked meanwhile); an error is the caller's to treat as a change. When the local target's
+/// lists had to be read again and were unchanged, `reads` takes what they found of the
+/// simulation, so that the next comparison need not read them again.
 pub async fn unchanged_since(
-    reads: &PlanReads,
+    reads: &mut PlanReads,
     target: &TargetOptions,
     lock_timeout: std::time::Duration,
 ) -> anyhow::Result<bool> {
@@ -111,15 +113,15 @@ pub async fn unchanged_since(
         let session = connect_to(target, reads.target, state_dir.clone(), &reads.cluster).await?;
         let cluster = crate::observe::read_cluster(session.gke.as_ref(), &reads.cluster).await?;
         if cluster_digest(cluster.as_ref()) != reads.gke {
-            return Ok(false);
+            return Ok((false, None));
         }
         let Some(kube_reads) = &reads.kube else {
-            return Ok(true);
+            return Ok((true, None));
         };
         if let (Some(quiet), Some(local)) = (&reads.local, session.kube.local())
             && local.still_quiet(quiet).await?
         {
-            return Ok(true);
+            return Ok((true, None));
         }
         let serving = serving(cluster.as_ref());
         let mut kube_client = None;
@@ -130,15 +132,26 @@ pub async fn unchanged_since(
             Some(api) => crate::kube::reads::unchanged(api, kube_reads).await?,
             None => false,
         };
+        // Read again and unchanged: the simulation as found now stands for the same reads (a
+        // write after the plan's reads, such as the recorded revision, replaced the file).
+        let quiet = session
+            .kube
+            .local()
+            .filter(|_| unchanged)
+            .and_then(crate::local::LocalKube::quiet);
         // The local world is written back when its session goes: before the lock does.
         drop(session);
-        anyhow::Ok(unchanged)
+        anyhow::Ok((unchanged, quiet))
     }
     .await;
     if let Some(lock) = lock {
         lock.release().await;
     }
-    unchanged
+    let (unchanged, quiet) = unchanged?;
+    if quiet.is_some() {
+        reads.local = quiet;
+    }
+    Ok(unchanged)
 }
 
 impl Planned {
