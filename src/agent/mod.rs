@@ -365,15 +365,24 @@ fn tokio_stream_of<T: Send + 'static>(
 /// How often the local target's stack file is read.
 const LOCAL_POLL: Duration = Duration::from_secs(1);
 
-/// The local store's stacks as a watch would give them: a fresh list every [`LOCAL_POLL`].
+/// The local store's stacks as a watch would give them: a fresh list whenever the store file
+/// changed, looked at every [`LOCAL_POLL`]. Like a watch, an unchanged store says nothing: each
+/// stack's next run is the one its reconcile asked for, and 20 stacks are not parsed and
+/// reconciled every second for nothing.
 fn poll_local(
     store: Arc<LocalStore>,
 ) -> impl futures::Stream<Item = Result<watcher::Event<GkqStack>, watcher::Error>> + Send + 'static
 {
-    futures::stream::unfold((store, true), |(store, first)| async move {
-        if !first {
-            tokio::time::sleep(LOCAL_POLL).await;
+    futures::stream::unfold((store, None), |(store, listed)| async move {
+        let mut contents = store.contents();
+        if listed.is_some() {
+            while listed.as_ref() == Some(&contents) {
+                tokio::time::sleep(LOCAL_POLL).await;
+                contents = store.contents();
+            }
         }
+        // Read before the list: a change made meanwhile is listed again at the next look.
+        let listed: Option<Vec<u8>> = Some(contents);
         let events = match store.list().await {
             Ok(stacks) => {
                 let mut events = vec![watcher::Event::Init];
@@ -388,7 +397,7 @@ fn poll_local(
         };
         Some((
             futures::stream::iter(events.into_iter().map(Ok)),
-            (store, false),
+            (store, listed),
         ))
     })
     .flatten()

@@ -214,13 +214,13 @@ impl Context {
     /// (`ops::plan::unchanged_since`). Counted in the stack's metrics, and marked for
     /// [`reconcile`], which then writes the status only if it changed.
     async fn still_unchanged(&self, key: &str, commit: &str, target: &TargetOptions) -> bool {
-        let Some(last) = self.stack_state(key).unchanged else {
+        let Some(mut last) = self.stack_state(key).unchanged else {
             return false;
         };
         if last.commit != commit {
             return false;
         }
-        match crate::ops::plan::unchanged_since(&last.reads, target, self.lock_timeout).await {
+        match crate::ops::plan::unchanged_since(&mut last.reads, target, self.lock_timeout).await {
             Ok(true) => {}
             Ok(false) => return false,
             Err(e) => {
@@ -229,7 +229,9 @@ impl Context {
             }
         }
         let mut stacks = self.stacks.lock().unwrap_or_else(|e| e.into_inner());
-        stacks.entry(key.to_string()).or_default().skipped = true;
+        let state = stacks.entry(key.to_string()).or_default();
+        state.skipped = true;
+        state.unchanged = Some(last);
         self.metrics.stack(key, |m| m.unchanged_runs += 1);
         tracing::debug!(stack = %key, "commit and live state unchanged since the last plan");
         true

@@ -339,6 +339,12 @@ impl LocalStore {
         }
     }
 
+    /// The store file's bytes as they are now (empty when it cannot be read): what the agent
+    /// compares to tell whether anything changed since it last listed the stacks.
+    pub fn contents(&self) -> Vec<u8> {
+        std::fs::read(&self.path).unwrap_or_default()
+    }
+
     fn error(&self, message: impl std::fmt::Display) -> StoreError {
         StoreError::Local {
             path: self.path.display().to_string(),

@@ -22,7 +22,11 @@
 //!
 //! There is no daemon: each call first brings the simulation to "now" ([`sim::reconcile`]).
 //! The clock can run faster than real time, and DWS can be told to provision, fail or never
-//! answer ([`Settings::from_env`]).
+//! answer ([`Settings::from_env`]). Only changes are written: a call that only moved the clock
+//! leaves the file as it is, and the next command brings the world from its last change to its
+//! own now, at its own clock speed. The file is parsed by the first call that needs it, so a
+//! caller that knows what it read earlier can ask whether that still holds without parsing it
+//! ([`LocalKube::quiet`], [`LocalKube::still_quiet`]).
 //!
 //! The modules: [`store`] (API server semantics: discovery, server-side apply, defaults,
 //! finalizers, garbage collection), [`schema`] (CRD defaults and strict field validation),
@@ -222,20 +226,35 @@ pub struct World {
 
 impl World {
     pub fn load(dir: &Path) -> anyhow::Result<World> {
+        Self::load_stamped(dir).map(|(world, _)| world)
+    }
+
+    /// [`World::load`], with the stamp of the file read (`None`: there was none).
+    fn load_stamped(dir: &Path) -> anyhow::Result<(World, Option<FileStamp>)> {
+        use std::io::Read;
         let path = dir.join(STATE_FILE);
-        match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
-                anyhow::anyhow!(
-                    "reading the local Kubernetes state {}: {e} (delete the file to start the local cluster's Kubernetes objects from nothing)",
-                    path.display()
-                )
-            }),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(World::default()),
-            Err(e) => Err(anyhow::anyhow!(
-                "reading the local Kubernetes state {}: {e}",
+        let failed = |e: &dyn std::fmt::Display| {
+            anyhow::anyhow!("reading the local Kubernetes state {}: {e}", path.display())
+        };
+        let mut file = match std::fs::File::open(&path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok((World::default(), None));
+            }
+            Err(e) => return Err(failed(&e)),
+        };
+        // The stamp of the file opened: the state is replaced by renames, never written in
+        // place, so these are the bytes the stamp stands for.
+        let stamp = file.metadata().ok().map(|m| FileStamp::of(&m));
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes).map_err(|e| failed(&e))?;
+        let world = serde_json::from_slice(&bytes).map_err(|e| {
+            anyhow::anyhow!(
+                "reading the local Kubernetes state {}: {e} (delete the file to start the local cluster's Kubernetes objects from nothing)",
                 path.display()
-            )),
-        }
+            )
+        })?;
+        Ok((world, stamp))
     }
 
     /// Writes atomically (a temporary file in the same directory, then a rename), owner-only:
@@ -304,6 +323,58 @@ impl World {
     }
 }
 
+/// Which version of a state file: written files are replaced by a rename (a new inode), so
+/// another process's write changes the stamp even within the file system's timestamp
+/// granularity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileStamp {
+    len: u64,
+    modified: Option<std::time::SystemTime>,
+    inode: u64,
+}
+
+impl FileStamp {
+    fn of(meta: &std::fs::Metadata) -> FileStamp {
+        #[cfg(unix)]
+        let inode = std::os::unix::fs::MetadataExt::ino(meta);
+        #[cfg(not(unix))]
+        let inode = 0;
+        FileStamp {
+            len: meta.len(),
+            modified: meta.modified().ok(),
+            inode,
+        }
+    }
+
+    fn read(path: &Path) -> Option<FileStamp> {
+        std::fs::metadata(path).ok().map(|m| FileStamp::of(&m))
+    }
+}
+
+/// What a session found of a cluster's local Kubernetes when its simulation had nothing to do
+/// ([`LocalKube::quiet`]): the state file it was read from, the cluster it belongs to, its clock
+/// and when the simulated controllers next have something to do. As long as the file is that
+/// file, GKE has the same cluster with the same node pools, and that moment has not come, every
+/// read gives the same answer ([`LocalKube::still_quiet`]), and nobody need parse the file to
+/// know it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Quiet {
+    file: FileStamp,
+    cluster: String,
+    pools: Vec<PoolInfo>,
+    clock: Clock,
+    settings: Settings,
+    /// Simulated milliseconds; `u64::MAX` when nothing is due.
+    until_ms: u64,
+}
+
+/// Whether a `clusters.get` answer is a cluster whose Kubernetes answers (see
+/// [`LocalKube::sync`]).
+fn answers(cluster: &Value) -> bool {
+    crate::diff::normalize::status_name(cluster, crate::diff::normalize::GKE_CLUSTER_STATUS)
+        .is_some_and(|s| matches!(s.as_str(), "RUNNING" | "RECONCILING"))
+}
+
 /// Which cluster incarnation a `clusters.get` answer is.
 fn identity(cluster: &Value) -> String {
     format!(
@@ -345,7 +416,16 @@ pub struct LocalKube {
     cluster: ClusterRef,
     emulator: Option<Emulator>,
     settings: Settings,
+    /// The cluster's objects, read from its state file by the first call that needs them (a
+    /// session that only asks [`LocalKube::still_quiet`] never parses the file).
     world: Mutex<World>,
+    loaded: AtomicBool,
+    /// The state file as `world` was read from or last written to (`None`: not read yet, absent,
+    /// or `world` holds what the file does not).
+    file: Mutex<Option<FileStamp>>,
+    /// The store's resourceVersion after this session's first sync: a later one means something
+    /// changed between this session's reads.
+    first_version: Mutex<Option<u64>>,
     /// Something changed that is not written yet.
     dirty: AtomicBool,
     /// When the state was last written and how long that took (writes are at least
@@ -388,7 +468,6 @@ impl LocalKube {
         is_own_lock: OwnLockCheck,
     ) -> anyhow::Result<LocalKube> {
         let cluster_dir = cluster_state_dir(dir, &cluster)?;
-        let world = World::load(&cluster_dir)?;
         Ok(LocalKube {
             dir: dir.to_path_buf(),
             cluster_dir,
@@ -397,7 +476,10 @@ impl LocalKube {
             cluster,
             emulator,
             settings,
-            world: Mutex::new(world),
+            world: Mutex::new(World::default()),
+            loaded: AtomicBool::new(false),
+            file: Mutex::new(None),
+            first_version: Mutex::new(None),
             dirty: AtomicBool::new(false),
             last_save: Mutex::new(None),
             last_cluster: Mutex::new(None),
@@ -440,8 +522,72 @@ impl LocalKube {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, World> {
-        self.world.lock().unwrap_or_else(|e| e.into_inner())
+    /// The world, read from the state file the first time.
+    fn lock(&self) -> KubeResult<MutexGuard<'_, World>> {
+        let mut world = self.world.lock().unwrap_or_else(|e| e.into_inner());
+        if !self.loaded.load(Ordering::Acquire) {
+            let (read, stamp) = World::load_stamped(&self.cluster_dir)
+                .map_err(|e| KubeError::Transport(format!("{e:#}")))?;
+            *world = read;
+            *lock_of(&self.file) = stamp;
+            self.loaded.store(true, Ordering::Release);
+        }
+        Ok(world)
+    }
+
+    /// What this session read when the simulation had nothing to do: `None` when something
+    /// changed since its first read (a write, the simulation), when the world is not written as
+    /// read, or when the controllers have not settled. See [`Quiet`].
+    pub fn quiet(&self) -> Option<Quiet> {
+        if !self.loaded.load(Ordering::Acquire) || self.dirty.load(Ordering::Relaxed) {
+            return None;
+        }
+        let mut world = self.world.lock().unwrap_or_else(|e| e.into_inner());
+        let file = (*lock_of(&self.file))?;
+        if *lock_of(&self.first_version) != Some(world.store.resource_version) {
+            return None;
+        }
+        let World {
+            store,
+            sim,
+            pools,
+            clock,
+            cluster,
+            ..
+        } = &mut *world;
+        let until_ms =
+            sim::quiet_until(store, sim, &self.settings.sim, pools, &self.cluster.cluster)?;
+        Some(Quiet {
+            file,
+            cluster: cluster.clone()?,
+            pools: pools.clone(),
+            clock: *clock,
+            settings: self.settings.clone(),
+            until_ms,
+        })
+    }
+
+    /// Whether every read would still answer as when `quiet` was taken: the state file is the
+    /// same file, GKE has the same cluster with the same node pools, and simulated time has not
+    /// reached the controllers' next event. Reads the cluster from GKE and the file's metadata,
+    /// not the file.
+    pub async fn still_quiet(&self, quiet: &Quiet) -> KubeResult<bool> {
+        if self.settings != quiet.settings
+            || FileStamp::read(&self.state_file()) != Some(quiet.file)
+        {
+            return Ok(false);
+        }
+        let Some(cluster) = self.cluster(true).await? else {
+            return Ok(false);
+        };
+        if !answers(&cluster)
+            || identity(&cluster) != quiet.cluster
+            || PoolInfo::from_cluster(&cluster) != quiet.pools
+        {
+            return Ok(false);
+        }
+        let mut clock = quiet.clock;
+        Ok(clock.advance(wall_ms(), self.settings.clock) < quiet.until_ms)
     }
 
     /// Writes now unless the last write was less than [`SAVE_INTERVAL`] ago (then the change
@@ -464,6 +610,8 @@ impl LocalKube {
     fn save(&self, world: &World) -> KubeResult<()> {
         self.dirty.store(false, Ordering::Relaxed);
         let started = std::time::Instant::now();
+        // Until written, the file is not what `world` holds.
+        *lock_of(&self.file) = None;
         let Some(_guard) = self.write_guard() else {
             // Another gkq process is applying: its writes win. What this command simulated is
             // recomputed from the same timestamps by the next command.
@@ -486,6 +634,8 @@ impl LocalKube {
             *t = Some((std::time::Instant::now(), started.elapsed()));
         }
         saved?;
+        // Stamped while the write guard keeps other processes from replacing it.
+        *lock_of(&self.file) = FileStamp::read(&self.state_file());
         if self.migrating.swap(false, Ordering::Relaxed) {
             let legacy = self.legacy_state_file();
             match std::fs::remove_file(&legacy) {
@@ -547,7 +697,7 @@ impl LocalKube {
     async fn sync_with(&self, fresh: bool) -> KubeResult<(MutexGuard<'_, World>, u64)> {
         let cluster = self.cluster(fresh).await?;
         let wall = wall_ms();
-        let mut world = self.lock();
+        let mut world = self.lock()?;
         let Some(cluster) = cluster else {
             return Err(KubeError::Transport(format!(
                 "the local cluster {} does not exist (run `gkq apply` to create it)",
@@ -581,11 +731,13 @@ impl LocalKube {
         world.pools = PoolInfo::from_cluster(&cluster);
         let pools = world.pools.clone();
         changed |= self.reconcile(&mut world, &pools, now);
+        // Only a change is written. When only the clock moved, the next command brings the
+        // world from its last change to its own now; at the same clock speed that is the same
+        // moment (an idle read writes nothing).
         if changed {
             self.save_soon(&world)?;
-        } else {
-            self.dirty.store(true, Ordering::Relaxed);
         }
+        lock_of(&self.first_version).get_or_insert(world.store.resource_version);
         Ok((world, now))
     }
 
@@ -646,7 +798,7 @@ impl LocalKube {
     /// with it).
     pub async fn settle(&self) -> KubeResult<()> {
         if self.cluster(true).await?.is_none() {
-            let mut world = self.lock();
+            let mut world = self.lock()?;
             if world.cluster.is_some() {
                 *world = World::default();
                 self.save(&world)?;
@@ -670,13 +822,17 @@ impl LocalKube {
 
 impl Drop for LocalKube {
     fn drop(&mut self) {
-        if self.dirty.load(Ordering::Relaxed) {
-            let world = self.lock();
-            if let Err(e) = self.save(&world) {
-                tracing::warn!("{e}");
-            }
+        if self.dirty.load(Ordering::Relaxed)
+            && let Ok(world) = self.lock()
+            && let Err(e) = self.save(&world)
+        {
+            tracing::warn!("{e}");
         }
     }
+}
+
+fn lock_of<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn key_for(info: &ResourceInfo, namespace: Option<&str>, name: &str) -> Key {

@@ -214,6 +214,35 @@ fn next_event(ctx: &Ctx<'_>, after: u64) -> Option<u64> {
     times.into_iter().filter(|t| *t > after).min()
 }
 
+/// When the controllers next have something to do, seen from the moment the world was last
+/// brought to (`sim.reconciled_ms`): `None` unless they settled there with `pools` and no object
+/// changed since; else the first event due after it (`u64::MAX`: none). Until that moment,
+/// bringing the world forward changes nothing ([`reconcile`]).
+pub fn quiet_until(
+    store: &mut Store,
+    sim: &mut SimState,
+    settings: &SimSettings,
+    pools: &[PoolInfo],
+    cluster: &str,
+) -> Option<u64> {
+    let start = sim.reconciled_ms;
+    let ctx = Ctx {
+        store,
+        sim,
+        settings,
+        pools,
+        cluster,
+        now: start,
+    };
+    quiet_from(&ctx, start)
+}
+
+/// [`quiet_until`] from `start`.
+fn quiet_from(ctx: &Ctx<'_>, start: u64) -> Option<u64> {
+    let settled = ctx.sim.settled_with.as_deref() == Some(ctx.pools) && !ctx.store.has_changes();
+    settled.then(|| next_event(ctx, start).unwrap_or(u64::MAX))
+}
+
 /// Brings the world from its last reconciled moment to `now`, event by event. Returns whether
 /// anything changed.
 pub fn reconcile(
@@ -237,9 +266,7 @@ pub fn reconcile(
     // where nothing more changes, with the same node pools, and no object changed since and no
     // event falls due before `now`, they would change nothing. A read between writes then
     // costs nothing, not a pass over every object.
-    let quiet = ctx.sim.settled_with.as_deref() == Some(pools)
-        && !ctx.store.has_changes()
-        && next_event(&ctx, start).is_none_or(|t| t > now);
+    let quiet = quiet_from(&ctx, start).is_some_and(|t| t > now);
     if quiet {
         ctx.sim.reconciled_ms = now;
         return false;

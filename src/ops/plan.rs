@@ -47,7 +47,7 @@ pub struct Planned {
 
 /// What a plan read of live state: the cluster as GKE gave it and each Kubernetes read, by
 /// digest ([`crate::kube::reads`]), and where it read them.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct PlanReads {
     pub target: Target,
     pub state_dir: Option<std::path::PathBuf>,
@@ -55,6 +55,10 @@ pub struct PlanReads {
     gke: String,
     /// `None` when Kubernetes was not read.
     kube: Option<Reads>,
+    /// On the local target, its Kubernetes as those reads found it when its simulation had
+    /// nothing to do: then whether they still answer the same is known without reading the
+    /// cluster's state file again ([`crate::local::LocalKube::still_quiet`]).
+    local: Option<crate::local::Quiet>,
 }
 
 fn cluster_digest(cluster: Option<&serde_json::Value>) -> String {
@@ -92,9 +96,11 @@ fn kube_api<'a>(
 /// Whether live state is still what `reads` says a plan read: the same cluster from GKE, and
 /// every Kubernetes object it listed or got at the same uid and resourceVersion (so the plan
 /// made now would read the same objects). Connects as `target` says (the local target's state
-/// locked meanwhile); an error is the caller's to treat as a change.
+/// locked meanwhile); an error is the caller's to treat as a change. When the local target's
+/// lists had to be read again and were unchanged, `reads` takes what they found of the
+/// simulation, so that the next comparison need not read them again.
 pub async fn unchanged_since(
-    reads: &PlanReads,
+    reads: &mut PlanReads,
     target: &TargetOptions,
     lock_timeout: std::time::Duration,
 ) -> anyhow::Result<bool> {
@@ -107,11 +113,16 @@ pub async fn unchanged_since(
         let session = connect_to(target, reads.target, state_dir.clone(), &reads.cluster).await?;
         let cluster = crate::observe::read_cluster(session.gke.as_ref(), &reads.cluster).await?;
         if cluster_digest(cluster.as_ref()) != reads.gke {
-            return Ok(false);
+            return Ok((false, None));
         }
         let Some(kube_reads) = &reads.kube else {
-            return Ok(true);
+            return Ok((true, None));
         };
+        if let (Some(quiet), Some(local)) = (&reads.local, session.kube.local())
+            && local.still_quiet(quiet).await?
+        {
+            return Ok((true, None));
+        }
         let serving = serving(cluster.as_ref());
         let mut kube_client = None;
         if let (KubeSource::FromCluster(credentials), Some(cluster)) = (&session.kube, serving) {
@@ -121,15 +132,26 @@ pub async fn unchanged_since(
             Some(api) => crate::kube::reads::unchanged(api, kube_reads).await?,
             None => false,
         };
+        // Read again and unchanged: the simulation as found now stands for the same reads (a
+        // write after the plan's reads, such as the recorded revision, replaced the file).
+        let quiet = session
+            .kube
+            .local()
+            .filter(|_| unchanged)
+            .and_then(crate::local::LocalKube::quiet);
         // The local world is written back when its session goes: before the lock does.
         drop(session);
-        anyhow::Ok(unchanged)
+        anyhow::Ok((unchanged, quiet))
     }
     .await;
     if let Some(lock) = lock {
         lock.release().await;
     }
-    unchanged
+    let (unchanged, quiet) = unchanged?;
+    if quiet.is_some() {
+        reads.local = quiet;
+    }
+    Ok(unchanged)
 }
 
 impl Planned {
@@ -254,6 +276,12 @@ pub async fn plan_valid(
         state_dir: session.state_dir.clone(),
         cluster: desired.gke.cluster_ref.clone(),
         gke: cluster_digest(live.gke.cluster.as_ref()),
+        // Taken once every read is made: the simulation is quiet only if nothing changed
+        // between them.
+        local: recording
+            .as_ref()
+            .and(session.kube.local())
+            .and_then(crate::local::LocalKube::quiet),
         kube: recording.map(|r| r.reads()),
     };
     Ok(Planned {

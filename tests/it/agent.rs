@@ -10,6 +10,7 @@ mod bounded;
 mod concurrency;
 mod deletion;
 mod handover;
+mod local_idle;
 mod ownership;
 mod sources;
 mod ssh;
