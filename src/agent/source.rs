@@ -136,6 +136,11 @@ pub async fn fetch(
     let commit = git::resolve_commit(dir, &tracking).map_err(|e| checkout(e.to_string()))?;
     // A symbolic link in the repository is checked out as a file holding its target: a stack's
     // checkout never points at the agent's own files (its ServiceAccount token, another stack).
+    // An interval that fetched the commit already checked out (and untouched) runs no checkout:
+    // most rounds of an idle agent.
+    if git::is_checkout_of(dir, &commit) {
+        return Ok(commit);
+    }
     let plain_links = config_env(&[("core.symlinks", "false".to_string())]);
     git.run(
         &["checkout", "--quiet", "--force", "--detach", &commit, "--"],

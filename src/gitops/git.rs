@@ -63,6 +63,24 @@ pub fn resolve_commit(near: &Path, reference: &str) -> Result<String, GitError> 
     Ok(commit.id().to_string())
 }
 
+/// Whether the repository at `dir` (itself, not a parent) has `commit` checked out, detached or
+/// not, with every tracked file as committed: what `git checkout --force COMMIT` would leave, so
+/// running it again would change nothing. Untracked files do not count (a checkout leaves them
+/// too); any doubt (no repository, an unreadable index) answers `false`.
+pub fn is_checkout_of(dir: &Path, commit: &str) -> bool {
+    let Ok(repo) = git2::Repository::open(dir) else {
+        return false;
+    };
+    let head = repo.head().ok().and_then(|h| h.peel_to_commit().ok());
+    if head.is_none_or(|c| c.id().to_string() != commit) {
+        return false;
+    }
+    let mut options = git2::StatusOptions::new();
+    options.include_untracked(false).include_ignored(false);
+    repo.statuses(Some(&mut options))
+        .is_ok_and(|statuses| statuses.is_empty())
+}
+
 fn repo_name(repo: &git2::Repository) -> String {
     repo.workdir()
         .unwrap_or_else(|| repo.path())
@@ -188,4 +206,50 @@ pub async fn fetch(near: &Path, remote: &str, branch: &str) -> Result<String, Gi
         });
     }
     resolve_commit(&repo_dir, &tracking)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn commit(repo: &git2::Repository, dir: &Path, file: &str, text: &str) -> String {
+        std::fs::write(dir.join(file), text).unwrap();
+        let mut index = repo.index().unwrap();
+        index.add_path(Path::new(file)).unwrap();
+        index.write().unwrap();
+        let tree = repo.find_tree(index.write_tree().unwrap()).unwrap();
+        let who = git2::Signature::now("t", "t@example.com").unwrap();
+        let parents: Vec<git2::Commit> = repo
+            .head()
+            .ok()
+            .and_then(|h| h.peel_to_commit().ok())
+            .into_iter()
+            .collect();
+        let parents: Vec<&git2::Commit> = parents.iter().collect();
+        repo.commit(Some("HEAD"), &who, &who, "c", &tree, &parents)
+            .unwrap()
+            .to_string()
+    }
+
+    /// Only HEAD at that commit with every tracked file as committed is a checkout of it; an
+    /// untracked file does not matter, a changed tracked file or another commit does.
+    #[test]
+    fn a_checkout_is_one_of_a_commit_only_when_head_and_tracked_files_match() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(!is_checkout_of(dir.path(), "0000"));
+        let repo = git2::Repository::init(dir.path()).unwrap();
+        let first = commit(&repo, dir.path(), "gkq.yaml", "a: 1\n");
+        assert!(is_checkout_of(dir.path(), &first));
+        let second = commit(&repo, dir.path(), "gkq.yaml", "a: 2\n");
+        assert!(!is_checkout_of(dir.path(), &first));
+        assert!(is_checkout_of(dir.path(), &second));
+        std::fs::write(dir.path().join("notes.txt"), "untracked").unwrap();
+        assert!(is_checkout_of(dir.path(), &second));
+        std::fs::write(dir.path().join("gkq.yaml"), "a: 3\n").unwrap();
+        assert!(!is_checkout_of(dir.path(), &second));
+        // A directory inside another repository is not that repository's checkout.
+        let inner = dir.path().join("inner");
+        std::fs::create_dir(&inner).unwrap();
+        assert!(!is_checkout_of(&inner, &second));
+    }
 }
