@@ -238,6 +238,54 @@ fn unknown_environment_lists_the_available_ones() {
     );
 }
 
+/// Every example validates with every environment `--env` can find for it (its own
+/// `environments/`, then each parent's up to the repository root): an overlay written for one
+/// example must not break another that it reaches by the same walk.
+#[test]
+fn every_example_validates_with_every_environment_it_can_see() {
+    let mut checked = Vec::new();
+    let mut examples: Vec<PathBuf> = std::fs::read_dir(root().join("examples"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|dir| {
+            ["gkq.yaml", "gkq.toml"]
+                .iter()
+                .any(|f| dir.join(f).is_file())
+        })
+        .collect();
+    examples.sort();
+    assert!(examples.len() >= 2, "examples found: {examples:?}");
+    for example in &examples {
+        let mut envs = std::collections::BTreeSet::new();
+        for dir in example.ancestors().take_while(|d| d.starts_with(root())) {
+            for entry in std::fs::read_dir(dir.join("environments"))
+                .into_iter()
+                .flatten()
+            {
+                let path = entry.unwrap().path();
+                if let Some(stem) = path.file_stem().and_then(|s| s.to_str()) {
+                    envs.insert(stem.to_string());
+                }
+            }
+        }
+        assert!(envs.contains("local"), "{}: {envs:?}", example.display());
+        for env in &envs {
+            let out = crate::support::cmd::gkq()
+                .args(["validate", example.to_str().unwrap(), "--env", env])
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "gkq validate {} --env {env} failed:\n{}",
+                example.display(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            checked.push(format!("{}:{env}", example.display()));
+        }
+    }
+    assert!(checked.len() >= 6, "{checked:?}");
+}
+
 struct Expectation {
     line: usize,
     column: usize,
