@@ -26,6 +26,7 @@ mod image;
 mod k8s_proof;
 mod kube_apply;
 mod kueue_version;
+mod ladder;
 mod local_target;
 mod logs;
 mod placement_kueue;
