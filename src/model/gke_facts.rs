@@ -272,6 +272,14 @@ pub const FLEX_START_TPU_MIN_GKE: GkeVersion = (1, 33, 0, 1_712_000);
 /// Flex-start for GPUs (and so for any non-TPU pool) needs this GKE version or later (same page).
 pub const FLEX_START_MIN_GKE: GkeVersion = (1, 32, 2, 1_652_000);
 
+/// A flex-start node (VMs or queued provisioning) runs at most seven days; `maxRunDuration`
+/// defaults to that (docs/gke-facts.md, "The capacity ladder", L3;
+/// <https://cloud.google.com/kubernetes-engine/docs/concepts/dws>).
+pub const FLEX_START_MAX_RUN_SECONDS: u64 = 7 * 24 * 3600;
+/// Custom ComputeClasses need this GKE version or later (docs/gke-facts.md, L1;
+/// <https://cloud.google.com/kubernetes-engine/docs/concepts/about-custom-compute-classes>).
+pub const COMPUTE_CLASS_MIN_GKE: GkeVersion = (1, 30, 3, 1_451_000);
+
 /// vCPUs and memory (GB) of the non-TPU machine types gkq sizes nodes for (docs/gke-facts.md,
 /// "Machine types"; <https://cloud.google.com/compute/docs/general-purpose-machines>, N2: 4 GB
 /// per vCPU for `standard`).

@@ -10,6 +10,7 @@ pub mod jobs;
 pub mod jobset_install;
 pub mod kueue;
 pub mod kueue_install;
+pub mod ladder;
 pub mod live;
 pub mod validate;
 pub mod workload_identity;
@@ -242,6 +243,9 @@ pub(crate) fn desired_for_tests(objects: Vec<Value>) -> DesiredState {
 /// Validates the loaded spec and renders its desired state. Returns the diagnostics in both cases
 /// (warnings and notes when it succeeds).
 pub fn build(loaded: &Loaded) -> (Option<DesiredState>, Diagnostics) {
+    // A caller that loaded the spec itself may not have expanded its capacity ladder.
+    let expanded = ladder::expanded_copy(loaded);
+    let loaded = expanded.as_ref().unwrap_or(loaded);
     let mut diags = loaded.diagnostics.clone();
     diags.extend(validate::validate(loaded).without_paths_under(&loaded.undecoded));
     if diags.has_errors() {
@@ -301,6 +305,7 @@ pub fn render(spec: &Spec, files: &BTreeMap<String, String>) -> DesiredState {
             &spec.cluster.name,
         ));
     }
+    objects.extend(ladder::computeclass::objects(spec));
     for f in &spec.kueue.flavors {
         objects.push(kueue::resource_flavor(spec, f));
     }

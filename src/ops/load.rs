@@ -82,6 +82,9 @@ pub fn load_valid(source: &SpecSource) -> Validated {
             sources: f.sources,
         },
         Ok(mut loaded) => {
+            // Everything after loading (validation, rendering, placement, the plan) reads the
+            // spec with its capacity ladder expanded.
+            crate::model::ladder::expand_loaded(&mut loaded);
             let (desired, diagnostics) = crate::model::build(&loaded);
             // The spec keeps what validation said of it: a plan made from it shows its warnings
             // and notes (`ops::plan::plan_valid`).

@@ -9,6 +9,7 @@ pub mod de;
 pub mod diag;
 pub mod fs;
 mod generated;
+pub mod ladder;
 pub mod limits;
 pub mod node;
 pub mod overlay;
@@ -71,12 +72,14 @@ pub struct Loaded {
     /// Paths of values removed because they had the wrong type (reported in `diagnostics`):
     /// validation of the rest goes on, but says nothing about what sits at or under them.
     pub undecoded: Vec<String>,
+    /// Where the entries `model::ladder` generated from `capacity:` came from.
+    pub origins: ladder::Origins,
 }
 
 impl Loaded {
     /// The span of the value at `path` in the merged document.
     pub fn span(&self, path: &Path) -> Span {
-        self.root.span_at(path)
+        self.root.span_at(&self.origins.source_of(path))
     }
 
     /// Drops what only validation reads, once the desired state is built: the merged document
@@ -318,6 +321,7 @@ pub fn load(fs: &dyn SpecFs, spec_arg: &FsPath, opts: &LoadOptions) -> Result<Lo
         variables: values,
         diagnostics: diags.sorted(),
         undecoded,
+        origins: ladder::Origins::default(),
     })
 }
 

@@ -35,6 +35,10 @@ pub struct Spec {
     /// not at all.
     #[serde(default, skip_serializing_if = "JobSet::is_default")]
     pub jobset: JobSet,
+    /// A capacity ladder (reservation, on-demand, flex-start, Spot rungs) that gkq expands into
+    /// node pools and flavors (`mode: kueue`) or a ComputeClass (`mode: computeclass`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<Capacity>,
     /// Training jobs: KubeRay RayJobs, JobSets or batch Jobs (`kind`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub jobs: Vec<Job>,
@@ -748,6 +752,175 @@ pub struct Accelerator {
     /// Extended resource name; defaults to `google.com/tpu`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource: Option<String>,
+}
+
+// The `capacity:` section (`spec::ladder`, docs/design/capacity-ladder.md).
+
+/// The capacity ladder. Its rungs are tried in order, first preferred.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Capacity {
+    /// `kueue` (default): one node pool and one Kueue flavor per rung, the queue's flavor order
+    /// is the ladder (Kueue falls through on quota). `computeclass`: one GKE ComputeClass whose
+    /// priorities are the ladder, selected by one flavor (GKE falls through on capacity).
+    #[serde(default)]
+    pub mode: CapacityMode,
+    /// The `kueue.clusterQueues[]` entry whose accelerator flavors the ladder provides.
+    pub cluster_queue: String,
+    /// Index of the queue's resource group that gets the rung flavors; defaults to the group
+    /// whose `resources` hold the accelerator resource.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_group: Option<usize>,
+    /// Machine and slice shape of every rung that does not give its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accelerator: Option<RungAccelerator>,
+    /// The ComputeClass and its flavor (`mode: computeclass` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compute_class: Option<ComputeClassSettings>,
+    /// Nominal quota of the ComputeClass flavor (`mode: computeclass` only, required there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quota: Option<BTreeMap<String, Quantity>>,
+    /// The rungs, first preferred.
+    pub rungs: Vec<Rung>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum CapacityMode {
+    #[default]
+    Kueue,
+    Computeclass,
+}
+
+/// Where a rung's capacity comes from. The kind fixes the pool's reservation affinity, Spot and
+/// flex-start settings, so GKE's exclusions (flex-start with Spot, flex-start or queued
+/// provisioning with a reservation) cannot be written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum RungKind {
+    /// A specific reservation (`reservation:` names it).
+    Reservation,
+    /// On-demand VMs.
+    OnDemand,
+    /// Flex-start VMs, obtained node by node (single-host slices).
+    FlexStart,
+    /// Flex-start with queued provisioning: all VMs at once through a ProvisioningRequest.
+    FlexStartQueued,
+    /// Spot VMs.
+    Spot,
+}
+
+impl RungKind {
+    /// How the spec spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RungKind::Reservation => "reservation",
+            RungKind::OnDemand => "on-demand",
+            RungKind::FlexStart => "flex-start",
+            RungKind::FlexStartQueued => "flex-start-queued",
+            RungKind::Spot => "spot",
+        }
+    }
+
+    /// Flex-start capacity, with a time budget.
+    pub fn is_flex(self) -> bool {
+        matches!(self, RungKind::FlexStart | RungKind::FlexStartQueued)
+    }
+}
+
+/// The machine and slice shape of a rung.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RungAccelerator {
+    /// A TPU machine type (`ct6e-standard-4t`) or a GPU machine type.
+    pub machine_type: String,
+    /// TPU slice topology, e.g. `4x4`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology: Option<String>,
+    /// GPUs per VM (GPU machine types).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<RungGpu>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RungGpu {
+    /// GKE accelerator type, e.g. `nvidia-h100-80gb`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub count: u32,
+}
+
+/// One rung of the ladder.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Rung {
+    /// A DNS label, unique in the ladder; the rung's flavor name (`mode: kueue`).
+    pub name: String,
+    pub kind: RungKind,
+    /// Overrides `capacity.accelerator`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accelerator: Option<RungAccelerator>,
+    /// Node pool name (`mode: kueue`); default `<name>-pool`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<String>,
+    /// Slices the rung may hold (all kinds but `reservation`). A multi-host rung of n slices
+    /// becomes n pools `<pool>-1..n` and n flavors `<name>-1..n`, one slice each.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slices: Option<u32>,
+    /// Single-host rungs: the pool's `autoscaling.max`, instead of `slices`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_nodes: Option<u32>,
+    /// The reservation a `reservation` rung consumes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reservation: Option<RungReservation>,
+    /// The time budget of a flex-start rung (at most `7d`): the pool's `maxRunDuration`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_run_duration: Option<String>,
+    /// Nominal quota of each flavor the rung makes (`mode: kueue`); derived when omitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quota: Option<BTreeMap<String, Quantity>>,
+    /// Kubernetes node labels of the rung's pool(s) (`mode: kueue`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// Kubernetes node taints of the rung's pool(s) (`mode: kueue`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub taints: Vec<Taint>,
+}
+
+/// A specific reservation. gkq cannot read reservations: `slices` states its size.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RungReservation {
+    pub name: String,
+    /// The project that owns a shared reservation; omit for this project.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
+    /// The reservation's zone; defaults to the cluster's zone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
+    /// Slices of the rung's shape the reservation holds.
+    #[serde(default = "default_one")]
+    pub slices: u32,
+}
+
+/// `mode: computeclass`: the ComputeClass and the flavor that selects it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ComputeClassSettings {
+    /// Default `<cluster>-ladder`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The Kueue flavor selecting the class; default `ladder`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flavor: Option<String>,
+    /// Node pool auto-creation for the class (default true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_creation: Option<bool>,
+    /// Let GKE move running pods to a preferred priority when it becomes available (evicts
+    /// them; default false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_migration: Option<bool>,
 }
 
 fn default_true() -> bool {

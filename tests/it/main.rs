@@ -28,6 +28,7 @@ mod jobset_install;
 mod k8s_proof;
 mod kube_apply;
 mod kueue_version;
+mod ladder;
 mod local_target;
 mod logs;
 mod placement_kueue;

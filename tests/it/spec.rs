@@ -517,6 +517,7 @@ mod never_panics {
                 variables: Default::default(),
                 diagnostics: Default::default(),
                 undecoded: Vec::new(),
+                origins: Default::default(),
             };
             let _ = model::build(&loaded);
         }

@@ -8,6 +8,7 @@ mod cluster;
 mod facts;
 mod jobs_section;
 mod kueue_section;
+mod ladder;
 mod manifests;
 mod names;
 mod node_pools;
@@ -44,7 +45,12 @@ impl Checker<'_> {
     }
 
     /// Points at a map key rather than its value (for keys that should not be there).
-    fn error_at_key(&mut self, path: &Path, msg: impl Into<String>, help: impl Into<String>) {
+    pub(super) fn error_at_key(
+        &mut self,
+        path: &Path,
+        msg: impl Into<String>,
+        help: impl Into<String>,
+    ) {
         let mut parent = path.clone();
         let key = match parent.0.pop() {
             Some(crate::spec::node::Seg::Key(k)) => k,
@@ -72,7 +78,7 @@ impl Checker<'_> {
         self.push(Diagnostic::note(msg), path);
     }
 
-    fn unknown_ref<'n>(
+    pub(super) fn unknown_ref<'n>(
         &mut self,
         path: &Path,
         what: &str,
@@ -160,6 +166,7 @@ pub fn validate(loaded: &Loaded) -> Diagnostics {
     unmodelled::check_unmodelled(&mut c, spec);
     prerequisites::check_prerequisites(&mut c, spec);
     capacity::check(&mut c, spec);
+    ladder::check(&mut c, spec);
     facts::check(&mut c, spec);
 
     if spec.project.trim().is_empty() {

@@ -1,0 +1,294 @@
+//! The capacity ladder (`capacity:`, issue 30): the seed written as a two-rung ladder renders
+//! exactly as the seed, the expansion's diagnostics point at rungs, the ladder's rules warn at
+//! their lines, and `mode: computeclass` renders its ComputeClass.
+
+use std::path::{Path, PathBuf};
+
+use gkq::gitops::tree::WorkingTree;
+use gkq::model;
+use gkq::spec::{self, LoadOptions};
+use serde_json::Value;
+
+use crate::support::{gkq, repo_root};
+
+fn seed_as_ladder() -> PathBuf {
+    repo_root().join("tests/fixtures/ladder/seed-as-ladder")
+}
+
+fn render_json(dir: &Path) -> Vec<u8> {
+    let out = gkq()
+        .args(["render", "-o", "json"])
+        .arg(dir)
+        .current_dir(repo_root())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// `gkq render -o json` of the seed and of the seed written as a ladder: byte for byte.
+#[test]
+fn the_seed_written_as_a_two_rung_ladder_renders_byte_identically() {
+    let seed = render_json(&repo_root().join("examples/tpu-dws"));
+    let ladder = render_json(&seed_as_ladder());
+    assert!(!seed.is_empty());
+    if seed != ladder {
+        let (a, b) = (
+            String::from_utf8_lossy(&seed),
+            String::from_utf8_lossy(&ladder),
+        );
+        let first = a
+            .lines()
+            .zip(b.lines())
+            .position(|(x, y)| x != y)
+            .unwrap_or(0);
+        panic!(
+            "renderings differ from line {}:\nseed:   {:?}\nladder: {:?}",
+            first + 1,
+            a.lines().nth(first),
+            b.lines().nth(first)
+        );
+    }
+}
+
+fn load(dir: &Path) -> spec::Loaded {
+    let opts = LoadOptions {
+        env_lookup: Some(Box::new(|_| None)),
+        ..Default::default()
+    };
+    spec::load(&WorkingTree, dir, &opts)
+        .unwrap_or_else(|f| panic!("{}", f.diagnostics.report(&f.sources)))
+}
+
+/// `model::build` of a spec loaded without expansion expands it itself: same objects.
+#[test]
+fn model_build_expands_a_ladder_its_caller_did_not() {
+    let seed = load(&repo_root().join("examples/tpu-dws"));
+    let ladder = load(&seed_as_ladder());
+    let (a, da) = model::build(&seed);
+    let (b, db) = model::build(&ladder);
+    let (a, b) = (
+        a.unwrap_or_else(|| panic!("{}", da.report(&seed.sources))),
+        b.unwrap_or_else(|| panic!("{}", db.report(&ladder.sources))),
+    );
+    assert_eq!(a.gke.node_pools, b.gke.node_pools);
+    let objects = |d: &model::DesiredState| -> Vec<Value> {
+        d.kubernetes.iter().map(|o| (**o).clone()).collect()
+    };
+    assert_eq!(objects(&a), objects(&b));
+    assert_eq!(da.len(), db.len(), "the ladder adds no diagnostics");
+}
+
+/// Each spec in tests/bad-specs/warnings is accepted, with a warning at its `# warn:
+/// LINE:COL: TEXT` line(s): the ladder rules that warn rather than refuse.
+#[test]
+fn every_ladder_warning_spec_warns_at_its_location() {
+    let dir = repo_root().join("tests/bad-specs/warnings");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 5, "{} warning specs", files.len());
+    let mut failures = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        let loaded = load(file);
+        let (desired, diags) = model::build(&loaded);
+        let name = file.file_name().unwrap().to_string_lossy().to_string();
+        if desired.is_none() {
+            failures.push(format!(
+                "{name} was refused: {}",
+                diags.report(&loaded.sources)
+            ));
+            continue;
+        }
+        let expected: Vec<(usize, usize, String)> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("# warn: "))
+            .map(|w| {
+                let mut parts = w.splitn(3, ':');
+                let line = parts.next().unwrap().trim().parse().unwrap();
+                let column = parts.next().unwrap().trim().parse().unwrap();
+                (line, column, parts.next().unwrap().trim().to_string())
+            })
+            .collect();
+        assert!(!expected.is_empty(), "{name} has no `# warn:` line");
+        for (line, column, want) in expected {
+            let found = diags.warnings().any(|d| {
+                let span = d.span.unwrap_or_default();
+                let words = format!("{} {}", d.message, d.help.clone().unwrap_or_default());
+                span.line == line && span.column == column && words.contains(&want)
+            });
+            if !found {
+                let got: Vec<String> = diags
+                    .warnings()
+                    .map(|d| {
+                        let s = d.span.unwrap_or_default();
+                        format!("{}:{}: {}", s.line, s.column, d.message)
+                    })
+                    .collect();
+                failures.push(format!(
+                    "{name}: expected {line}:{column} `{want}`, got {got:#?}"
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+fn render_env(dir: &Path, env: &str) -> Value {
+    let out = gkq()
+        .args(["render", "-o", "json", "--env", env])
+        .arg(dir)
+        .current_dir(repo_root())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn of_kind<'a>(rendered: &'a Value, kind: &str) -> Vec<&'a Value> {
+    rendered["kubernetes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| o["kind"] == kind)
+        .collect()
+}
+
+/// `mode: computeclass`: the example's ladder (reserved, on-demand, dws queued, spot) renders
+/// two ComputeClasses around the queued rung, priorities in ladder order, one flavor selecting
+/// each class, and node pools only for the queued rung.
+#[test]
+fn computeclass_mode_renders_priorities_in_ladder_order_and_one_flavor_per_class() {
+    let rendered = render_env(
+        &repo_root().join("examples/tpu-capacity-ladder"),
+        "computeclass",
+    );
+    let pools: Vec<&str> = rendered["gke"]["nodePools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(pools, ["dws-pool"], "GKE creates the class rungs' pools");
+    let classes = of_kind(&rendered, "ComputeClass");
+    let names: Vec<&str> = classes
+        .iter()
+        .map(|c| c["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["tpu-cluster-ladder-1", "tpu-cluster-ladder-2"]);
+    assert!(
+        classes
+            .iter()
+            .all(|c| c["apiVersion"] == "cloud.google.com/v1")
+    );
+    let first = &classes[0]["spec"];
+    assert_eq!(first["nodePoolAutoCreation"]["enabled"], true);
+    assert_eq!(first["whenUnsatisfiable"], "DoNotScaleUp");
+    assert_eq!(first["activeMigration"]["optimizeRulePriority"], false);
+    let priorities = first["priorities"].as_array().unwrap();
+    assert_eq!(priorities.len(), 2);
+    assert_eq!(
+        priorities[0]["tpu"],
+        serde_json::json!({"type": "tpu-v6e-slice", "count": 4, "topology": "4x4"})
+    );
+    assert_eq!(
+        priorities[0]["reservations"],
+        serde_json::json!({"affinity": "Specific", "specific": [
+            {"name": "tpu-v6e-res", "project": "capacity-project", "zones": ["us-east5-b"]}
+        ]})
+    );
+    assert!(
+        priorities[0].get("location").is_none(),
+        "a Specific reservation names its zone in specific[].zones only"
+    );
+    assert_eq!(priorities[1]["spot"], false);
+    assert_eq!(priorities[1]["location"]["zones"][0], "us-east5-b");
+    assert_eq!(classes[1]["spec"]["priorities"][0]["spot"], true);
+    let flavor = of_kind(&rendered, "ResourceFlavor")
+        .into_iter()
+        .find(|f| f["metadata"]["name"] == "ladder-1")
+        .expect("flavor ladder-1");
+    assert_eq!(
+        flavor["spec"]["nodeLabels"]["cloud.google.com/compute-class"],
+        "tpu-cluster-ladder-1"
+    );
+    assert_eq!(
+        flavor["spec"]["tolerations"][0]["key"],
+        "cloud.google.com/compute-class"
+    );
+    let queue = of_kind(&rendered, "ClusterQueue")[0];
+    let order: Vec<&str> = queue["spec"]["resourceGroups"][0]["flavors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(order, ["default-cpu", "ladder-1", "dws", "ladder-2"]);
+    assert_eq!(
+        queue["spec"]["admissionChecksStrategy"]["admissionChecks"][0]["onFlavors"],
+        serde_json::json!(["dws"])
+    );
+}
+
+/// `mode: kueue` with several slices per multi-host rung: one pool and one flavor per slice,
+/// in ladder order, each pool holding exactly one slice.
+#[test]
+fn a_multi_host_rung_of_n_slices_is_n_pools_and_n_flavors_in_ladder_order() {
+    let rendered = render_env(&repo_root().join("examples/tpu-capacity-ladder"), "prod");
+    let pools = rendered["gke"]["nodePools"].as_array().unwrap();
+    let names: Vec<&str> = pools.iter().map(|p| p["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "reserved-pool-1",
+            "reserved-pool-2",
+            "on-demand-pool",
+            "dws-pool",
+            "spot-pool-1",
+            "spot-pool-2",
+            "spot-pool-3",
+            "spot-pool-4"
+        ]
+    );
+    assert!(pools.iter().all(|p| p["autoscaling"]["maxNodeCount"] == 4));
+    assert_eq!(
+        pools[0]["config"]["reservationAffinity"]["values"][0],
+        "projects/capacity-project/reservations/tpu-v6e-res"
+    );
+    assert_eq!(pools[3]["queuedProvisioning"]["enabled"], true);
+    assert_eq!(pools[3]["config"]["maxRunDuration"], "259200s");
+    assert_eq!(pools[4]["config"]["spot"], true);
+    let queue = of_kind(&rendered, "ClusterQueue")[0];
+    let order: Vec<&str> = queue["spec"]["resourceGroups"][0]["flavors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        order,
+        [
+            "default-cpu",
+            "reserved-1",
+            "reserved-2",
+            "on-demand",
+            "dws",
+            "spot-1",
+            "spot-2",
+            "spot-3",
+            "spot-4"
+        ]
+    );
+}
