@@ -3,7 +3,7 @@
 //! ([`super::kueue`], [`super::ray`], [`super::batch`], [`super::autoscaler`]) and the loop that runs them
 //! ([`super::sim`]), so none of them imports another to share these.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -101,6 +101,22 @@ impl Run {
     }
 }
 
+/// Waiting Workloads Kueue does not retry after quota was freed: a Workload of a deleted
+/// LocalQueue lost its reservation, and Kueue retries the parked Workloads only through the
+/// released Workload's LocalQueue (docs/kueue.md 1g). They stay parked until an event that
+/// retries them: a ClusterQueue, Cohort or ResourceFlavor changes its spec, or a Workload that
+/// held quota then no longer does (it finished, was deleted or evicted).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ParkedWorkloads {
+    /// The parked Workloads, `namespace/name`.
+    pub workloads: BTreeSet<String>,
+    /// The Workloads that held quota when they were parked, `namespace/name`.
+    pub holders: BTreeSet<String>,
+    /// The generation of each ClusterQueue, Cohort and ResourceFlavor then, by `kind/name`.
+    pub queues: BTreeMap<String, i64>,
+}
+
 /// What the simulation remembers besides the objects.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -128,6 +144,10 @@ pub struct SimState {
     /// as a kubelet keeps them beside the API server.
     #[serde(default)]
     pub pod_logs: BTreeMap<String, Vec<String>>,
+    /// Workloads Kueue parked as inadmissible when quota was freed without retrying them
+    /// ([`ParkedWorkloads`]).
+    #[serde(default)]
+    pub kueue_parked: Vec<ParkedWorkloads>,
     /// Kueue objects changed since Kueue's controllers last ran (not kept on disk: after a
     /// restart every object is looked at once).
     #[serde(skip)]

@@ -9,7 +9,7 @@ use crate::spec::types::{AdmissionCheckRef, ClusterQueue, Flavor, Provisioning, 
 use crate::vocab::labels::PROVISIONING_CONTROLLER;
 
 pub const KUEUE_API: &str = "kueue.x-k8s.io/v1beta2";
-pub const DWS_CLASS: &str = "queued-provisioning.gke.io";
+pub const DWS_CLASS: &str = crate::placement::provisioning::DWS_CLASS;
 /// Names the `provisioning: dws` short form gives the objects it creates (the seed's names).
 pub const DWS_CHECK: &str = "dws-prov";
 pub const DWS_CONFIG: &str = "dws-config";
@@ -23,6 +23,8 @@ pub struct ProvisioningCheck {
     pub config: String,
     pub class_name: String,
     pub managed_resources: Vec<String>,
+    /// `podSetMergePolicy`, Kueue's spelling; `None` merges nothing.
+    pub pod_set_merge_policy: Option<&'static str>,
 }
 
 /// The accelerator resources the spec's jobs ask for (`google.com/tpu` if none do).
@@ -59,6 +61,10 @@ pub fn provisioning_checks(spec: &Spec) -> Vec<ProvisioningCheck> {
             } else {
                 c.provisioning_request_config.managed_resources.clone()
             },
+            pod_set_merge_policy: c
+                .provisioning_request_config
+                .pod_set_merge_policy
+                .map(|p| p.as_str()),
         })
         .collect();
     let wants_dws = spec
@@ -72,6 +78,7 @@ pub fn provisioning_checks(spec: &Spec) -> Vec<ProvisioningCheck> {
             config: DWS_CONFIG.into(),
             class_name: DWS_CLASS.into(),
             managed_resources: accelerator_resources(spec),
+            pod_set_merge_policy: None,
         });
     }
     checks
@@ -311,7 +318,7 @@ pub fn admission_check(spec: &Spec, c: &ProvisioningCheck) -> Value {
 }
 
 pub fn provisioning_request_config(spec: &Spec, c: &ProvisioningCheck) -> Value {
-    json!({
+    let mut config = json!({
         "apiVersion": KUEUE_API,
         "kind": "ProvisioningRequestConfig",
         "metadata": k8s_meta(spec, &c.config, None),
@@ -319,5 +326,9 @@ pub fn provisioning_request_config(spec: &Spec, c: &ProvisioningCheck) -> Value 
             "provisioningClassName": c.class_name,
             "managedResources": c.managed_resources,
         },
-    })
+    });
+    if let Some(policy) = c.pod_set_merge_policy {
+        config["spec"]["podSetMergePolicy"] = json!(policy);
+    }
+    config
 }

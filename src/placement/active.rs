@@ -5,7 +5,8 @@
 //! docs/kueue.md 1a.
 
 use super::objects::{
-    AdmissionCheck, Cluster, ClusterQueue, PROVISIONING_REQUEST_CONTROLLER, ReservingWorkload,
+    AdmissionCheck, Cluster, ClusterQueue, PROVISIONING_REQUEST_CONTROLLER,
+    ProvisioningRequestConfig, ReservingWorkload,
 };
 use super::podsets::StoppedQueue;
 
@@ -17,12 +18,11 @@ pub struct Inactive {
     pub message: String,
 }
 
-/// The ProvisioningRequestConfig (its managed resources) a check's parameters name, when they
-/// resolve to one.
+/// The ProvisioningRequestConfig a check's parameters name, when they resolve to one.
 pub fn provisioning_config<'c>(
     cluster: &'c Cluster,
     ac: &AdmissionCheck,
-) -> Option<&'c Vec<String>> {
+) -> Option<&'c ProvisioningRequestConfig> {
     ac.parameters
         .as_ref()
         .filter(|(kind, _)| kind == "ProvisioningRequestConfig")

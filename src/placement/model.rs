@@ -429,7 +429,7 @@ impl<'c> Model<'c> {
                 .find(|ac| ac.name == rule.name)
                 .filter(|ac| ac.controller_name == PROVISIONING_REQUEST_CONTROLLER)
                 .and_then(|ac| active::provisioning_config(self.cluster, ac))
-                .cloned();
+                .map(|config| config.managed_resources.clone());
             let flavors = if rule.on_flavors.is_empty() {
                 all_flavors.clone()
             } else {

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::podsets::{PendingWorkload, read_requirement, read_toleration};
+use super::podsets::{PendingWorkload, PodSetMergePolicy, read_requirement, read_toleration};
 use super::reader::{Context, Field, ParseErrors, describe};
 use super::selectors::{LabelSelector, Taint, Toleration};
 use super::time::Timestamp;
@@ -211,6 +211,18 @@ pub struct ReservingWorkload {
     pub reserved_at: Option<Timestamp>,
 }
 
+/// A ProvisioningRequestConfig as Kueue's ProvisioningRequest controller reads it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProvisioningRequestConfig {
+    /// `managedResources`: the podsets that use one join the request (empty: every podset).
+    pub managed_resources: Vec<String>,
+    /// `provisioningClassName`.
+    pub class_name: String,
+    /// `podSetMergePolicy`: how the joining podsets merge into the request's PodSets (`None`:
+    /// each is a PodSet of its own).
+    pub pod_set_merge_policy: Option<PodSetMergePolicy>,
+}
+
 /// Everything placement reads from a cluster.
 #[derive(Debug, Clone, Default)]
 pub struct Cluster {
@@ -221,7 +233,7 @@ pub struct Cluster {
     pub admission_checks: Vec<AdmissionCheck>,
     /// ProvisioningRequestConfigs by name, with their `spec.managedResources` (empty: the
     /// requests provision every podset).
-    pub provisioning_request_configs: BTreeMap<String, Vec<String>>,
+    pub provisioning_request_configs: BTreeMap<String, ProvisioningRequestConfig>,
     pub workload_priority_classes: BTreeMap<String, i32>,
     pub priority_classes: BTreeMap<String, i32>,
     /// The value of the `globalDefault` PriorityClass, if any.
@@ -299,14 +311,32 @@ impl Cluster {
                     .push(read_admission_check(&root, &name));
             }
             ("kueue.x-k8s.io", "ProvisioningRequestConfig") => {
-                let managed = root
-                    .get("spec")
+                let spec = root.get("spec");
+                let managed_resources = spec
                     .get("managedResources")
                     .items()
                     .iter()
                     .filter_map(|r| r.string())
                     .collect();
-                self.provisioning_request_configs.insert(name(), managed);
+                let policy = spec.get("podSetMergePolicy");
+                let pod_set_merge_policy = policy.str().and_then(|text| {
+                    let parsed = PodSetMergePolicy::parse(text);
+                    if parsed.is_none() {
+                        policy.report(format!(
+                            "{text:?} is not a podSetMergePolicy (IdenticalPodTemplates, IdenticalWorkloadSchedulingRequirements)"
+                        ));
+                    }
+                    parsed
+                });
+                let config = ProvisioningRequestConfig {
+                    managed_resources,
+                    class_name: spec
+                        .get("provisioningClassName")
+                        .string()
+                        .unwrap_or_default(),
+                    pod_set_merge_policy,
+                };
+                self.provisioning_request_configs.insert(name(), config);
             }
             ("kueue.x-k8s.io", "WorkloadPriorityClass") => {
                 let value = root.get("value").i32().unwrap_or(0);

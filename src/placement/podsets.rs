@@ -49,6 +49,181 @@ pub struct PodSet {
     /// requests or limits, zero or not (Kueue's ProvisioningRequest controller compares them
     /// with a config's `managedResources`: `podUses`).
     pub declared_resources: BTreeSet<String>,
+    /// What Kueue's ProvisioningRequest controller compares to merge two podsets.
+    pub merge_keys: MergeKeys,
+}
+
+/// What Kueue v0.19.2's ProvisioningRequest controller compares to merge two podsets into one
+/// PodSet of a request (`canMergePodSets`, `arePodSetsSimilar` in
+/// `pkg/controller/admissionchecks/provisioning/controller.go`): the whole pod template, or the
+/// fields that make its scheduling requirements (each container's and init container's
+/// requests, in order; pod-level resources, node selector, tolerations, affinity, resource
+/// claims). Each key is canonical JSON (object keys sorted, request quantities canonical), so
+/// equal keys mean Kueue's semantic equality.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MergeKeys {
+    pub template: String,
+    pub scheduling: String,
+}
+
+impl MergeKeys {
+    fn read(template: Option<&Value>) -> MergeKeys {
+        let Some(template) = template else {
+            return MergeKeys::default();
+        };
+        // Quantities compare by value (`1` is `1000m`), as Kueue's semantic equality does.
+        let mut template = template.clone();
+        if let Some(spec) = template.get_mut("spec") {
+            for containers in ["containers", "initContainers"] {
+                for c in spec[containers].as_array_mut().into_iter().flatten() {
+                    canonical_quantities(&mut c["resources"]["requests"]);
+                    canonical_quantities(&mut c["resources"]["limits"]);
+                }
+            }
+            canonical_quantities(&mut spec["resources"]["requests"]);
+            canonical_quantities(&mut spec["resources"]["limits"]);
+            canonical_quantities(&mut spec["overhead"]);
+        }
+        let template = &template;
+        let spec = &template["spec"];
+        let requests = |containers: &str| -> Value {
+            let each = spec[containers]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|c| canonical_json(&c["resources"]["requests"]));
+            Value::Array(each.collect())
+        };
+        let scheduling = Value::Array(vec![
+            requests("containers"),
+            requests("initContainers"),
+            canonical_json(&spec["resources"]),
+            canonical_json(&spec["nodeSelector"]),
+            canonical_json(&spec["tolerations"]),
+            canonical_json(&spec["affinity"]),
+            canonical_json(&spec["resourceClaims"]),
+        ]);
+        MergeKeys {
+            template: canonical_json(template).to_string(),
+            scheduling: scheduling.to_string(),
+        }
+    }
+}
+
+/// Each quantity of a resource map in its canonical spelling. (Reaching the map by index adds
+/// nulls where the template has nothing; both podsets compared get the same.)
+fn canonical_quantities(resources: &mut Value) {
+    let Some(map) = resources.as_object_mut() else {
+        return;
+    };
+    for q in map.values_mut() {
+        if let Ok(quantity) = Quantity::from_json(q) {
+            *q = Value::String(quantity.to_canonical_string());
+        }
+    }
+}
+
+/// `value` with every object's keys in sorted order (maps compare regardless of order).
+fn canonical_json(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            Value::Object(
+                keys.into_iter()
+                    .map(|k| (k.clone(), canonical_json(&map[k])))
+                    .collect(),
+            )
+        }
+        Value::Array(items) => Value::Array(items.iter().map(canonical_json).collect()),
+        other => other.clone(),
+    }
+}
+
+/// A ProvisioningRequestConfig's `podSetMergePolicy` (Kueue v0.19.2,
+/// `apis/kueue/v1beta2/provisioningrequestconfig_types.go`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PodSetMergePolicy {
+    /// Podsets with identical pod templates merge.
+    IdenticalPodTemplates,
+    /// Podsets with identical scheduling requirements ([`MergeKeys::scheduling`]) merge.
+    IdenticalWorkloadSchedulingRequirements,
+}
+
+impl PodSetMergePolicy {
+    pub const ALL: [PodSetMergePolicy; 2] = [
+        PodSetMergePolicy::IdenticalPodTemplates,
+        PodSetMergePolicy::IdenticalWorkloadSchedulingRequirements,
+    ];
+
+    pub fn parse(text: &str) -> Option<PodSetMergePolicy> {
+        Self::ALL.into_iter().find(|p| p.as_str() == text)
+    }
+
+    /// Kueue's spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PodSetMergePolicy::IdenticalPodTemplates => "IdenticalPodTemplates",
+            PodSetMergePolicy::IdenticalWorkloadSchedulingRequirements => {
+                "IdenticalWorkloadSchedulingRequirements"
+            }
+        }
+    }
+
+    fn merges(self, first: &PodSet, other: &PodSet) -> bool {
+        match self {
+            PodSetMergePolicy::IdenticalPodTemplates => {
+                first.merge_keys.template == other.merge_keys.template
+            }
+            PodSetMergePolicy::IdenticalWorkloadSchedulingRequirements => {
+                first.merge_keys.scheduling == other.merge_keys.scheduling
+            }
+        }
+    }
+}
+
+/// One PodSet of a ProvisioningRequest: the podsets merged into it (the first names its pod
+/// template) and their pods.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestPodSet {
+    pub podsets: Vec<String>,
+    pub count: i32,
+}
+
+/// The PodSets Kueue puts into the ProvisioningRequest of a config with `managed` resources and
+/// merge `policy` (`mergePodSets`): the podsets that join ([`PodSet::joins_provisioning_request`]),
+/// in order, each added to the first PodSet so far whose first podset the policy merges it
+/// with, else a PodSet of its own. Without a policy nothing merges.
+pub fn request_pod_sets(
+    pod_sets: &[PodSet],
+    managed: &[String],
+    policy: Option<PodSetMergePolicy>,
+) -> Vec<RequestPodSet> {
+    let mut merged: Vec<(&PodSet, RequestPodSet)> = Vec::new();
+    for pod_set in pod_sets
+        .iter()
+        .filter(|ps| ps.joins_provisioning_request(managed))
+    {
+        let into = policy.and_then(|policy| {
+            merged
+                .iter_mut()
+                .find(|(first, _)| policy.merges(first, pod_set))
+        });
+        match into {
+            Some((_, request)) => {
+                request.podsets.push(pod_set.name.clone());
+                request.count = request.count.saturating_add(pod_set.count);
+            }
+            None => merged.push((
+                pod_set,
+                RequestPodSet {
+                    podsets: vec![pod_set.name.clone()],
+                    count: pod_set.count,
+                },
+            )),
+        }
+    }
+    merged.into_iter().map(|(_, request)| request).collect()
 }
 
 impl PodSet {
@@ -811,6 +986,7 @@ struct PodTemplate {
     required_node_affinity: Option<Vec<NodeSelectorTerm>>,
     tolerations: Vec<Toleration>,
     priority_class_name: Option<String>,
+    merge_keys: MergeKeys,
 }
 
 impl PodTemplate {
@@ -865,6 +1041,7 @@ impl PodTemplate {
                 .get("priorityClassName")
                 .string()
                 .filter(|p| !p.is_empty()),
+            merge_keys: MergeKeys::read(template.value()),
         }
     }
 
@@ -954,6 +1131,7 @@ impl PodTemplate {
             priority_class_name: self.priority_class_name,
             invalid_resources,
             declared_resources,
+            merge_keys: self.merge_keys,
         }
     }
 }
@@ -1027,6 +1205,71 @@ mod tests {
 
     fn q(s: &str) -> Quantity {
         Quantity::parse(s).unwrap()
+    }
+
+    /// `mergePodSets`: without a policy every joining podset is a PodSet of its own; identical
+    /// templates merge under either policy; templates that differ only outside the scheduling
+    /// requirements (an env var, a label) merge only under
+    /// `IdenticalWorkloadSchedulingRequirements`; requests written differently but equal
+    /// (`1` and `1000m`) count as equal; a podset that does not join stays out.
+    #[test]
+    fn podsets_merge_into_request_pod_sets_as_the_policy_says() {
+        let group = |name: &str, cpu: &str, env: &str| {
+            json!({"groupName": name, "replicas": 2, "numOfHosts": 1, "template": {
+                "metadata": {"labels": {"slice": env}},
+                "spec": {"nodeSelector": {"pool": "tpu"}, "containers": [{"name": "w",
+                    "env": [{"name": "SLICE", "value": env}],
+                    "resources": {"requests": {"cpu": cpu, "google.com/tpu": "4"},
+                                  "limits": {"google.com/tpu": "4"}}}]}}})
+        };
+        let job = |groups: Vec<Value>| {
+            PendingWorkload::from_object(&json!({
+                "apiVersion": "ray.io/v1", "kind": "RayJob",
+                "metadata": {"name": "r", "namespace": "ml", "labels": {QUEUE_NAME_LABEL: "q"}},
+                "spec": {"rayClusterSpec": {
+                    "headGroupSpec": {"template": {"spec": {"containers": [{"name": "h",
+                        "resources": {"requests": {"cpu": "1"}}}]}}},
+                    "workerGroupSpecs": groups}}
+            }))
+            .unwrap()
+        };
+        let managed = ["google.com/tpu".to_string()];
+        let shape = |workload: &PendingWorkload, policy| -> Vec<(Vec<String>, i32)> {
+            request_pod_sets(&workload.pod_sets, &managed, policy)
+                .into_iter()
+                .map(|r| (r.podsets, r.count))
+                .collect()
+        };
+        let names = |n: &[&str]| n.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let same = job(vec![group("a", "1", "x"), group("b", "1000m", "x")]);
+        assert_eq!(shape(&same, None), [(names(&["a"]), 2), (names(&["b"]), 2)]);
+        for policy in PodSetMergePolicy::ALL {
+            assert_eq!(
+                shape(&same, Some(policy)),
+                [(names(&["a", "b"]), 4)],
+                "{policy:?}"
+            );
+        }
+        let labelled = job(vec![group("a", "1", "x"), group("b", "1", "y")]);
+        assert_eq!(
+            shape(&labelled, Some(PodSetMergePolicy::IdenticalPodTemplates)),
+            [(names(&["a"]), 2), (names(&["b"]), 2)]
+        );
+        assert_eq!(
+            shape(
+                &labelled,
+                Some(PodSetMergePolicy::IdenticalWorkloadSchedulingRequirements)
+            ),
+            [(names(&["a", "b"]), 4)]
+        );
+        let bigger = job(vec![group("a", "1", "x"), group("b", "2", "x")]);
+        assert_eq!(
+            shape(
+                &bigger,
+                Some(PodSetMergePolicy::IdenticalWorkloadSchedulingRequirements)
+            ),
+            [(names(&["a"]), 2), (names(&["b"]), 2)]
+        );
     }
 
     /// Kueue orders a Workload evicted by the PodsReady timeout or an admission check by the

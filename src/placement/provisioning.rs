@@ -16,12 +16,18 @@
 //! - Which message: the winning condition's own; while `Accepted`, the `Provisioned` condition's
 //!   (the autoscaler's ETA); none while nothing is set yet.
 //!
+//! - Which PodSets a request carries: [`request_shapes`] (`mergePodSets`, with the config's
+//!   `podSetMergePolicy`), for the DWS single-PodSet lint, the plan and the local target.
+//!
 //! Kueue shortens names over 252 characters with a hash (`limitObjectName`); such requests are
 //! not matched here (Kueue's own attempt pattern does not match them either).
 
 use serde::Serialize;
 use serde_json::Value;
 
+use super::active;
+use super::objects::{Cluster, PROVISIONING_REQUEST_CONTROLLER};
+use super::podsets::{PendingWorkload, PodSet, PodSetMergePolicy, RequestPodSet, request_pod_sets};
 use crate::vocab::object::{condition, condition_true, owners};
 
 /// A ProvisioningRequest's state as Kueue acts on it.
@@ -302,4 +308,87 @@ mod tests {
             RequestState::Provisioned
         );
     }
+}
+
+/// GKE's queued provisioning class (DWS): it accepts one PodSet per ProvisioningRequest
+/// (docs/kueue.md 1c.4).
+pub const DWS_CLASS: &str = "queued-provisioning.gke.io";
+
+/// A ProvisioningRequest Kueue would create for a job under one ProvisioningRequest check of
+/// its ClusterQueue whose parameters resolve: the config and the PodSets the request carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestShape {
+    pub check: String,
+    pub config: String,
+    pub class_name: String,
+    pub managed_resources: Vec<String>,
+    pub merge_policy: Option<PodSetMergePolicy>,
+    pub pod_sets: Vec<RequestPodSet>,
+}
+
+impl RequestShape {
+    /// A DWS request with more than one PodSet: GKE fails it and the job never gets nodes.
+    pub fn refused_by_dws(&self) -> bool {
+        self.class_name == DWS_CLASS && self.pod_sets.len() > 1
+    }
+
+    /// The merge policy that would make this request one PodSet, when one would and the config
+    /// has none that does: the stricter (identical templates) first.
+    pub fn policy_that_merges(&self, pod_sets: &[PodSet]) -> Option<PodSetMergePolicy> {
+        PodSetMergePolicy::ALL.into_iter().find(|&policy| {
+            request_pod_sets(pod_sets, &self.managed_resources, Some(policy)).len() == 1
+        })
+    }
+}
+
+/// The ProvisioningRequests of `workload` in `cluster` (`syncOwnedProvisionRequest` and
+/// `mergePodSets` of Kueue v0.19.2's `pkg/controller/admissionchecks/provisioning/controller.go`):
+/// one per ProvisioningRequest check of the ClusterQueue its LocalQueue names, whose
+/// parameters resolve, with the PodSets Kueue merges its podsets into
+/// ([`request_pod_sets`]). A check limited to some flavors is included whatever flavor the job
+/// gets: it applies when the job lands there.
+pub fn request_shapes(cluster: &Cluster, workload: &PendingWorkload) -> Vec<RequestShape> {
+    let Some(queue) = &workload.queue_name else {
+        return Vec::new();
+    };
+    let Some(local_queue) = cluster
+        .local_queues
+        .iter()
+        .find(|lq| lq.namespace == workload.namespace && &lq.name == queue)
+    else {
+        return Vec::new();
+    };
+    let Some(cluster_queue) = cluster
+        .cluster_queues
+        .iter()
+        .find(|cq| cq.name == local_queue.cluster_queue)
+    else {
+        return Vec::new();
+    };
+    cluster_queue
+        .admission_checks
+        .iter()
+        .filter_map(|rule| {
+            let check = cluster.admission_checks.iter().find(|ac| {
+                ac.name == rule.name && ac.controller_name == PROVISIONING_REQUEST_CONTROLLER
+            })?;
+            let config = active::provisioning_config(cluster, check)?;
+            Some(RequestShape {
+                check: check.name.clone(),
+                config: check
+                    .parameters
+                    .as_ref()
+                    .map(|(_, name)| name.clone())
+                    .unwrap_or_default(),
+                class_name: config.class_name.clone(),
+                managed_resources: config.managed_resources.clone(),
+                merge_policy: config.pod_set_merge_policy,
+                pod_sets: request_pod_sets(
+                    &workload.pod_sets,
+                    &config.managed_resources,
+                    config.pod_set_merge_policy,
+                ),
+            })
+        })
+        .collect()
 }

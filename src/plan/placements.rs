@@ -221,6 +221,51 @@ pub fn prediction_world(
     )
 }
 
+/// The jobs of the plan whose DWS ProvisioningRequest GKE would refuse (more than one PodSet),
+/// by the DWS lint's rule (`placement::provisioning::request_shapes`) over the world after
+/// the plan: `validate` refuses this from the spec's own checks and manifests, so what is found
+/// here comes from checks, configs or queues that live in the cluster.
+fn dws_split_requests(
+    cluster: &Cluster,
+    submissions: &[(ResourceAddr, PendingWorkload)],
+) -> Vec<super::Notice> {
+    let mut notices = Vec::new();
+    for (addr, job) in submissions {
+        for shape in crate::placement::provisioning::request_shapes(cluster, job) {
+            if !shape.refused_by_dws() {
+                continue;
+            }
+            let groups: Vec<String> = shape
+                .pod_sets
+                .iter()
+                .map(|ps| ps.podsets.join("+"))
+                .collect();
+            let mut notice = super::Notice::new(
+                Some(addr.clone()),
+                format!(
+                    "{} `{}` would send GKE a DWS ProvisioningRequest with {} podsets ({}) through the cluster's admission check `{}` (ProvisioningRequestConfig `{}`): GKE's queued provisioning accepts one podset per request, so the request fails and the job never gets nodes",
+                    job.kind,
+                    job.name,
+                    shape.pod_sets.len(),
+                    groups.join(", "),
+                    shape.check,
+                    shape.config
+                ),
+            );
+            notice.help = Some(match shape.policy_that_merges(&job.pod_sets) {
+                Some(policy) => format!(
+                    "set `spec.podSetMergePolicy: {}` on ProvisioningRequestConfig `{}` (Kueue then sends one PodSet), or put the accelerator pods in one group",
+                    policy.as_str(),
+                    shape.config
+                ),
+                None => "put all the accelerator pods in one group, or submit the groups as separate jobs".to_string(),
+            });
+            notices.push(notice);
+        }
+    }
+    notices
+}
+
 /// Adds what a plan means for running and queued work: the predicted placements of the jobs it
 /// submits, the quota they use, what its queue changes do to the live Workloads, the
 /// admitted jobs its deletes or replaces would stop, and the quota its orphans hold. `world` is Kueue's world as planning read
@@ -249,6 +294,14 @@ pub fn annotate(
     };
     let submissions = submitted_jobs(plan, desired);
     let released = released_runs(plan, &submissions, workloads, &live_at);
+    // Kueue's world after the plan, read once and only when something asks for it.
+    let cluster_after = std::cell::OnceCell::new();
+    let cluster_after =
+        || cluster_after.get_or_init(|| Cluster::from_objects_lenient(after.iter().copied()));
+    if !submissions.is_empty() {
+        plan.notices
+            .extend(dws_split_requests(cluster_after(), &submissions));
+    }
     let jobs: Vec<PendingWorkload> = submissions.into_iter().map(|(_, job)| job).collect();
     let touches_kueue = plan
         .actions
@@ -262,11 +315,7 @@ pub fn annotate(
     } else {
         // One prediction of the world after the plan: for the plan's own jobs and for the work
         // already there.
-        let prediction = predict_in_order(
-            &Cluster::from_objects_lenient(after.iter().copied()),
-            &jobs,
-            &released,
-        );
+        let prediction = predict_in_order(cluster_after(), &jobs, &released);
         let submitted: Vec<&Value> = plan
             .actions
             .iter()

@@ -511,6 +511,33 @@ pub struct ProvisioningRequestConfig {
     /// Resources whose pods join the ProvisioningRequest; defaults to `[google.com/tpu]`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub managed_resources: Vec<String>,
+    /// How Kueue merges the job's joining podsets into the request's PodSets; none merges
+    /// nothing. DWS (`queued-provisioning.gke.io`) accepts one PodSet per request, so two
+    /// worker groups or replicated jobs need a policy that merges them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_set_merge_policy: Option<PodSetMergePolicy>,
+}
+
+/// Kueue's `podSetMergePolicy` of a ProvisioningRequestConfig.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum PodSetMergePolicy {
+    /// Podsets whose pod templates are identical become one PodSet.
+    IdenticalPodTemplates,
+    /// Podsets with the same scheduling requirements (container requests, node selector,
+    /// tolerations, affinity, resource claims) become one PodSet.
+    IdenticalWorkloadSchedulingRequirements,
+}
+
+impl PodSetMergePolicy {
+    /// Kueue's spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PodSetMergePolicy::IdenticalPodTemplates => "IdenticalPodTemplates",
+            PodSetMergePolicy::IdenticalWorkloadSchedulingRequirements => {
+                "IdenticalWorkloadSchedulingRequirements"
+            }
+        }
+    }
 }
 
 /// What a job runs as.

@@ -355,7 +355,7 @@ const KUEUE_GROUP: &str = "kueue.x-k8s.io";
 /// The local target's simulated cluster (`gkq::local`'s store and controllers, Kueue's among
 /// them), driven by a clock of its own: each write at its own millisecond, each job in a second
 /// of its own (Kueue's FIFO key), the controllers run after every write.
-struct LocalCluster {
+pub(crate) struct LocalCluster {
     store: gkq::local::store::Store,
     sim: gkq::local::controller::SimState,
     now: u64,
@@ -363,7 +363,7 @@ struct LocalCluster {
 
 impl LocalCluster {
     /// A cluster where Kueue's manager runs, with `namespace` and the scenario's namespaces.
-    fn new(namespace: &str, objects: &[Value]) -> LocalCluster {
+    pub(crate) fn new(namespace: &str, objects: &[Value]) -> LocalCluster {
         let mut store = gkq::local::store::Store::default();
         let start = 1_767_225_600_000; // 2026-01-01T00:00:00Z
         for ns in gkq::local::store::initial_namespaces() {
@@ -402,7 +402,7 @@ impl LocalCluster {
     }
 
     /// Moves the clock on by `ms` and runs the controllers to now.
-    fn reconcile(&mut self, ms: u64) {
+    pub(crate) fn reconcile(&mut self, ms: u64) {
         self.now += ms;
         gkq::local::sim::reconcile(
             &mut self.store,
@@ -415,7 +415,7 @@ impl LocalCluster {
     }
 
     /// Server-side apply as the tests' field manager, then the controllers.
-    fn apply(&mut self, object: &Value) -> Result<()> {
+    pub(crate) fn apply(&mut self, object: &Value) -> Result<()> {
         if object["kind"] == "Namespace" {
             return Ok(());
         }
@@ -445,15 +445,38 @@ impl LocalCluster {
         Ok(())
     }
 
+    /// Deletes `object` (in `namespace` unless it names one), then the controllers.
+    pub(crate) fn delete(&mut self, namespace: &str, object: &Value) -> Result<()> {
+        let api_version = object["apiVersion"].as_str().context("apiVersion")?;
+        let kind = object["kind"].as_str().context("kind")?;
+        let name = object["metadata"]["name"].as_str().context("name")?;
+        let namespaced = self
+            .store
+            .discover(api_version, kind)
+            .map_or(object["metadata"]["namespace"].is_string(), |i| {
+                i.namespaced
+            });
+        let ns = object["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or(namespace);
+        let key = gkq::local::store::Key::new(api_version, kind, namespaced.then_some(ns), name);
+        ensure!(
+            self.store.delete(&key, false, self.now),
+            "{kind} {name} is not in the simulated cluster"
+        );
+        self.reconcile(1);
+        Ok(())
+    }
+
     /// Submits a job; the next one comes a second later.
-    fn submit(&mut self, job: &Value) -> Result<()> {
+    pub(crate) fn submit(&mut self, job: &Value) -> Result<()> {
         self.apply(job)?;
         self.reconcile(1000);
         Ok(())
     }
 
     /// The Workloads by owning job name.
-    fn workloads(&self) -> BTreeMap<String, Value> {
+    pub(crate) fn workloads(&self) -> BTreeMap<String, Value> {
         self.store
             .of_kind(KUEUE_GROUP, "Workload")
             .filter_map(|w| {
@@ -2054,4 +2077,116 @@ async fn preemption_of_a_newer_job_of_equal_priority() {
             format!("newer: pending (preempted by {ns}/older)"),
         ])
         .await;
+}
+
+/// `podSetMergePolicy` on the local target: a RayJob with two TPU worker groups of the same pod
+/// template, under a DWS ProvisioningRequest check. The simulated Kueue's ProvisioningRequest
+/// carries the PodSets the plan's rule says (`placement::provisioning::request_shapes`, what the
+/// DWS lint and `gkq plan` read): two without a policy (GKE would fail it), one of both groups'
+/// pods with either policy, templated on the first group.
+#[test]
+fn the_local_targets_provisioning_request_merges_podsets_as_the_plan_says() {
+    use gkq::placement::provisioning::request_shapes;
+    let ns = "merge";
+    let worker = |group: &str| {
+        json!({"groupName": group, "replicas": 2, "numOfHosts": 1, "template": {"spec": {
+            "containers": [{"name": "w", "resources": {
+                "requests": {"cpu": "1", "google.com/tpu": "4"},
+                "limits": {"google.com/tpu": "4"}}}]}}})
+    };
+    let job = json!({
+        "apiVersion": "ray.io/v1", "kind": "RayJob",
+        "metadata": {"name": "two-groups", "namespace": ns, "labels": {QUEUE_LABEL: "lq"}},
+        "spec": {"entrypoint": "python train.py", "shutdownAfterJobFinishes": true, "rayClusterSpec": {
+            "headGroupSpec": {"template": {"spec": {"containers": [{"name": "h",
+                "resources": {"requests": {"cpu": "1"}}}]}}},
+            "workerGroupSpecs": [worker("a"), worker("b")]}}
+    });
+    for (policy, expected) in [
+        (None, vec![("a", 2), ("b", 2)]),
+        (Some("IdenticalPodTemplates"), vec![("a", 4)]),
+        (
+            Some("IdenticalWorkloadSchedulingRequirements"),
+            vec![("a", 4)],
+        ),
+    ] {
+        let mut config = json!({"apiVersion": KUEUE, "kind": "ProvisioningRequestConfig",
+            "metadata": {"name": "dws-config"},
+            "spec": {"provisioningClassName": "queued-provisioning.gke.io",
+                     "managedResources": ["google.com/tpu"]}});
+        if let Some(policy) = policy {
+            config["spec"]["podSetMergePolicy"] = json!(policy);
+        }
+        let objects = vec![
+            pool_flavor("dws", "dws-pool"),
+            config,
+            json!({"apiVersion": KUEUE, "kind": "AdmissionCheck", "metadata": {"name": "dws-prov"},
+                   "spec": {"controllerName": "kueue.x-k8s.io/provisioning-request",
+                            "parameters": {"apiGroup": "kueue.x-k8s.io",
+                                "kind": "ProvisioningRequestConfig", "name": "dws-config"}}}),
+            cluster_queue(
+                "cq",
+                vec![group(
+                    &["cpu", "memory", "google.com/tpu"],
+                    &[(
+                        "dws",
+                        &[
+                            ("cpu", "100"),
+                            ("memory", "1000Gi"),
+                            ("google.com/tpu", "100"),
+                        ],
+                    )],
+                )],
+                json!({"admissionChecksStrategy": {"admissionChecks": [{"name": "dws-prov"}]}}),
+            ),
+            local_queue(ns, "lq", "cq"),
+        ];
+        // The plan's rule, over the same objects.
+        let cluster = Cluster::from_objects(&objects).expect("objects parse");
+        let workload = PendingWorkload::from_object(&job).expect("job parses");
+        let shapes = request_shapes(&cluster, &workload);
+        assert_eq!(shapes.len(), 1, "{policy:?}");
+        let predicted: Vec<(String, i32)> = shapes[0]
+            .pod_sets
+            .iter()
+            .map(|p| (p.podsets[0].clone(), p.count))
+            .collect();
+        let expected: Vec<(String, i32)> =
+            expected.iter().map(|(p, c)| (p.to_string(), *c)).collect();
+        assert_eq!(predicted, expected, "the plan's rule, {policy:?}");
+        assert_eq!(shapes[0].refused_by_dws(), expected.len() > 1);
+
+        let mut local = LocalCluster::new(ns, &objects);
+        for object in &objects {
+            local.apply(object).unwrap();
+        }
+        local.submit(&job).unwrap();
+        local.reconcile(5000);
+        let requests: Vec<&Value> = local
+            .store
+            .of_kind("autoscaling.x-k8s.io", "ProvisioningRequest")
+            .collect();
+        assert_eq!(
+            requests.len(),
+            1,
+            "{policy:?}: one ProvisioningRequest; Workloads: {:#?}",
+            local.workloads()
+        );
+        let request = requests[0];
+        let name = request["metadata"]["name"].as_str().unwrap();
+        let sent: Vec<(String, i32)> = request["spec"]["podSets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|ps| {
+                let template = ps["podTemplateRef"]["name"].as_str().unwrap();
+                let podset = template
+                    .strip_prefix(&format!("ppt-{name}-"))
+                    .unwrap()
+                    .to_string();
+                (podset, ps["count"].as_i64().unwrap() as i32)
+            })
+            .collect();
+        assert_eq!(sent, expected, "the simulated Kueue, {policy:?}");
+    }
 }

@@ -1620,4 +1620,50 @@ fn jobset_install_decides_whether_a_spec_may_have_jobsets() {
     let (desired, errors) = jobset_example_with(&[JOBSET_NONE], Some(""));
     assert!(errors.is_empty(), "{errors:#?}");
     assert!(!desired.unwrap().kueue.manages_jobsets);
+
+/// The DWS single-podset lint's hint fixes what it finds: the two-group RayJob and JobSet specs,
+/// with the merge policy the hint names set on the check it names, are valid, and the
+/// ProvisioningRequestConfig gkq renders carries the policy.
+#[test]
+fn the_merge_policy_the_dws_lint_suggests_makes_the_spec_valid() {
+    for name in [
+        "ray-two-tpu-groups-on-dws.yaml",
+        "jobset-two-tpu-podsets-on-dws.yaml",
+    ] {
+        let text = std::fs::read_to_string(root().join("tests/bad-specs").join(name)).unwrap();
+        let fixed = text.replacen(
+            "  localQueues:",
+            "  admissionChecks:\n    - name: dws-prov\n      provisioningRequestConfig:\n        name: dws-config\n        podSetMergePolicy: IdenticalPodTemplates\n  localQueues:",
+            1,
+        );
+        assert_ne!(fixed, text, "{name} has a localQueues section");
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::copy(
+            root().join("tests/bad-specs/train.py"),
+            dir.path().join("train.py"),
+        )
+        .unwrap();
+        let file = dir.path().join(name);
+        std::fs::write(&file, fixed).unwrap();
+        let opts = LoadOptions {
+            env_lookup: Some(Box::new(|_| None)),
+            ..Default::default()
+        };
+        let loaded = spec::load(&WorkingTree, &file, &opts).unwrap_or_else(|f| {
+            panic!(
+                "{name}: {:?}",
+                f.diagnostics.iter().map(|d| &d.message).collect::<Vec<_>>()
+            )
+        });
+        let (desired, diags) = model::build(&loaded);
+        let errors: Vec<&String> = diags.errors().map(|d| &d.message).collect();
+        assert!(errors.is_empty(), "{name}: {errors:#?}");
+        let config = desired
+            .expect("a valid spec renders")
+            .kubernetes
+            .iter()
+            .find(|o| o["kind"] == "ProvisioningRequestConfig")
+            .map(|o| o["spec"]["podSetMergePolicy"].clone());
+        assert_eq!(config, Some(json!("IdenticalPodTemplates")), "{name}");
+    }
 }

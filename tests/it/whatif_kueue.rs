@@ -11,7 +11,7 @@
 //! where they were, for a few seconds in a row.
 
 use crate::placement_kueue::{
-    apply, hold, state_word, wait_for_workload_then_next_second, workloads_by_job,
+    LocalCluster, apply, hold, state_word, wait_for_workload_then_next_second, workloads_by_job,
 };
 use crate::support;
 
@@ -98,6 +98,12 @@ fn change_line(change: &WorkloadChange) -> String {
 
 impl WhatIf<'_> {
     async fn expect(self, expected: &[String]) {
+        // The local target's simulated Kueue first (in process): gkq's workload changes over
+        // its world must be the scenario's, and it must then do what they say, as the real
+        // Kueue must.
+        if let Err(e) = self.run_local(expected) {
+            panic!("on the local target: {e:#}");
+        }
         let outcome = self.run(expected).await;
         for cq in self
             .before
@@ -130,8 +136,29 @@ impl WhatIf<'_> {
             before = self.decided().await?;
         }
 
+        let workloads = list(client, ns, KUEUE, "Workload").await?;
+        let want = self.predicted(workloads, before, expected)?;
+        for object in &self.change {
+            apply(client, ns, object).await?;
+        }
+        for object in &self.delete {
+            delete(client, ns, object).await?;
+        }
+        self.settle(&want).await
+    }
+
+    /// gkq's workload changes for the scenario's change over the world of the scenario's
+    /// objects and `workloads`, which must be the `expected` lines; returns what every job's
+    /// Workload must show once Kueue has acted on the change (`before`, the jobs' states
+    /// now, with the changes applied).
+    fn predicted(
+        &self,
+        workloads: Vec<Value>,
+        before: BTreeMap<String, String>,
+        expected: &[String],
+    ) -> Result<BTreeMap<String, String>> {
         let mut world: Vec<Value> = self.before.clone();
-        world.extend(list(client, ns, KUEUE, "Workload").await?);
+        world.extend(workloads);
         let staged = world_after(&world, &self.staged, &BTreeSet::new());
         let world: Vec<Value> = staged.into_iter().cloned().collect();
         let deleted: Vec<ResourceAddr> = self
@@ -154,9 +181,7 @@ impl WhatIf<'_> {
                 expected.join("\n  ")
             );
         }
-
-        // What every job's Workload must show once Kueue has acted on the change.
-        let mut want: BTreeMap<String, String> = before;
+        let mut want = before;
         for change in &changes {
             let job = change
                 .job
@@ -165,13 +190,42 @@ impl WhatIf<'_> {
                 .context("every scenario job owns its Workload")?;
             want.insert(job.to_string(), workload_state_text(&change.after));
         }
+        Ok(want)
+    }
+
+    /// [`WhatIf::run`] on the local target's simulated cluster: the same objects, jobs one by
+    /// one, the staged objects, gkq's workload changes over the simulated Workloads, then the
+    /// change; every Workload must then be where gkq said.
+    fn run_local(&self, expected: &[String]) -> Result<()> {
+        let ns = self.env.namespace.as_str();
+        let mut local = LocalCluster::new(ns, &self.before);
+        for object in &self.before {
+            local.apply(object)?;
+        }
+        for job in &self.jobs {
+            local.submit(job)?;
+        }
+        for object in &self.staged {
+            local.apply(object)?;
+        }
+        local.reconcile(5000);
+        let workloads = local.workloads();
+        let before = observed(&workloads)?;
+        let want = self.predicted(workloads.into_values().collect(), before, expected)?;
         for object in &self.change {
-            apply(client, ns, object).await?;
+            local.apply(object)?;
         }
         for object in &self.delete {
-            delete(client, ns, object).await?;
+            local.delete(ns, object)?;
         }
-        self.settle(&want).await
+        local.reconcile(5000);
+        let states = observed(&local.workloads())?;
+        if states != want {
+            bail!(
+                "the simulated Kueue disagrees with gkq's workload changes:\n  gkq: {want:?}\n  simulated: {states:?}"
+            );
+        }
+        Ok(())
     }
 
     /// Each job's Workload as Kueue decided it: `job -> state text`, once every Workload has a

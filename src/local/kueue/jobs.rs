@@ -61,6 +61,17 @@ fn priority_of(store: &Store, job: &Value) -> i32 {
         .unwrap_or(0)
 }
 
+/// The WorkloadPriorityClass a job names (its `kueue.x-k8s.io/priority-class` label).
+fn workload_priority_class(job: &Value) -> Option<String> {
+    match crate::placement::PendingWorkload::from_object(job)
+        .ok()?
+        .priority
+    {
+        crate::placement::podsets::PrioritySource::WorkloadPriorityClass(class) => Some(class),
+        _ => None,
+    }
+}
+
 pub(super) fn jobs_to_workloads(ctx: &mut Ctx<'_>) -> bool {
     let mut changed = false;
     let jobs: Vec<Value> = JOB_KINDS
@@ -87,6 +98,12 @@ pub(super) fn jobs_to_workloads(ctx: &mut Ctx<'_>) -> bool {
             continue;
         }
         let mut workload = super::super::workload::for_job(&job, priority_of(ctx.store, &job));
+        if let Some(class) = workload_priority_class(&job) {
+            // v1beta2 names the class, whose value the WorkloadPriorityClass controller keeps
+            // in `spec.priority`.
+            workload["spec"]["priorityClassRef"] =
+                json!({"group": KUEUE, "kind": "WorkloadPriorityClass", "name": class});
+        }
         for (k, v) in job
             .pointer("/metadata/annotations")
             .and_then(Value::as_object)

@@ -13,7 +13,12 @@
 //! - [`scheduler`]: **admission is decided by gkq's placement module** (`placement::predict`),
 //!   and the Workloads it preempts are evicted.
 //! - [`provisioning`]: the ProvisioningRequest admission check.
-//! - [`workload`]: requeueing after backoff, admission once every check is ready.
+//! - [`workload`]: requeueing after backoff, admission once every check is ready; Workloads of
+//!   queues that stop or go away drained or their reservation taken back, by placement's rule
+//!   (`placement::active::released`, as the plan predicts), and queued again when the queue
+//!   runs again.
+//! - [`workloadpriorityclass`]: a WorkloadPriorityClass's value written into the Workloads that
+//!   name it.
 //! - [`finalizers`], [`clusterqueue`], [`localqueue`]: finalizers and queue status (AdmissionCheck
 //!   `Active`, ClusterQueue and LocalQueue `Active`, workload counts and `flavorsReservation` /
 //!   `flavorsUsage`).
@@ -30,6 +35,7 @@ mod provisioning;
 mod scheduler;
 mod webhooks;
 mod workload;
+mod workloadpriorityclass;
 
 use std::collections::BTreeSet;
 
@@ -118,10 +124,13 @@ pub fn reconcile(ctx: &mut Ctx<'_>) -> Outcome {
     changed |= finalizers::resource_in_use(ctx, &changes);
     changed |= provisioning::admission_check_status(ctx);
     changed |= workload::release_deleted(ctx);
+    changed |= workloadpriorityclass::workload_priorities(ctx, &changes);
+    changed |= workload::release_on_queue_stops(ctx, &changes);
     changed |= jobs::jobs_to_workloads(ctx);
     changed |= jobs::finish_workloads(ctx);
     changed |= workload::requeue(ctx);
     changed |= scheduler::schedule(ctx);
+    changed |= workload::requeue_restarted(ctx, &changes);
     changed |= provisioning::provisioning_checks(ctx);
     changed |= workload::admit_when_ready(ctx);
     changed |= jobs::suspend_or_resume_jobs(ctx);

@@ -1,6 +1,7 @@
 //! Kueue's ProvisioningRequest admission check (`pkg/controller/admissionchecks/provisioning`):
 //! the check `Active` when its parameters resolve; a ProvisioningRequest (and PodTemplates) for
-//! the podsets that use the config's managed resources, its state mirrored into the check
+//! the podsets that use the config's managed resources, merged as its `podSetMergePolicy` says
+//! (one PodTemplate per merged PodSet, the first podset's), its state mirrored into the check
 //! (`Provisioned` sets the pod-set updates and the check `Ready`); a failed request is retried
 //! with Kueue's backoff (60 s doubling, `retryStrategy`) and the check rejected after
 //! `backoffLimitCount` retries, which deactivates the Workload.
@@ -17,6 +18,7 @@ use super::{
     CLASS_ANNOTATION, CONSUME_ANNOTATION, KUEUE, MANAGER, PROVISIONING_CONTROLLER, PROVREQ_PREFIX,
     condition_true, deleting, reserving, workload_keys,
 };
+use crate::placement::podsets::{PodSetMergePolicy, request_pod_sets};
 use crate::placement::{Cluster, PendingWorkload, active};
 use crate::vocab::object::{condition, name_of, uid_of};
 
@@ -226,12 +228,15 @@ fn create_request(ctx: &mut Ctx<'_>, w: &Value, config: &Value, pr_name: &str) -
     let Ok(pending) = PendingWorkload::from_object(w) else {
         return false;
     };
-    let podsets: Vec<(String, i32)> = pending
-        .pod_sets
-        .iter()
-        .filter(|p| p.count > 0)
-        .filter(|p| managed.is_empty() || p.requests.keys().any(|r| managed.contains(r)))
-        .map(|p| (p.name.clone(), p.count))
+    // Placement's rule (`mergePodSets`): the podsets that join, merged as the config's
+    // `podSetMergePolicy` says; each PodSet is named after (and templated on) its first podset.
+    let policy = config
+        .pointer("/spec/podSetMergePolicy")
+        .and_then(Value::as_str)
+        .and_then(PodSetMergePolicy::parse);
+    let podsets: Vec<(String, i32)> = request_pod_sets(&pending.pod_sets, &managed, policy)
+        .into_iter()
+        .map(|merged| (merged.podsets[0].clone(), merged.count))
         .collect();
     let mut parameters = config
         .pointer("/spec/parameters")

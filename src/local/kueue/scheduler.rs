@@ -28,6 +28,8 @@ pub(super) fn schedule(ctx: &mut Ctx<'_>) -> bool {
     {
         return false;
     }
+    // Workloads Kueue parked without retrying them stay where they are.
+    let parked = super::workload::parked(ctx);
     let mut cluster = Cluster::default();
     let kueue_kinds = KUEUE_KINDS.iter().map(|kind| (KUEUE, *kind));
     let others = [("scheduling.k8s.io", "PriorityClass"), ("", "Namespace")];
@@ -46,7 +48,14 @@ pub(super) fn schedule(ctx: &mut Ctx<'_>) -> bool {
             .and_then(Value::as_str)
             .and_then(parse_time)
             .is_some_and(|t| t > now);
-        if deleting(w) || waiting {
+        let is_parked = !parked.is_empty()
+            && !reserving(w)
+            && parked.contains(&format!(
+                "{}/{}",
+                namespace_of(w).unwrap_or_default(),
+                name_of(w)
+            ));
+        if deleting(w) || waiting || is_parked {
             continue;
         }
         let _ = cluster.add_object(w);

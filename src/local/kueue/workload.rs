@@ -1,14 +1,25 @@
 //! Kueue's Workload controller (`pkg/controller/core/workload_controller.go`): evicted Workloads
 //! queue again once their backoff passes, a Workload whose admission checks are all `Ready` is
-//! admitted, Workloads being deleted release their finalizer; and the admission-check states
-//! the check controllers write.
+//! admitted, Workloads being deleted release their finalizer, Workloads holding quota in
+//! queues that stop or go away are drained or lose their reservation, and drained ones queue
+//! again when their queue runs again; and the admission-check states the check controllers
+//! write.
+
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Value, json};
 
-use super::super::controller::Ctx;
-use super::super::store::{finalizers, remove_condition, set_condition, timestamp};
+use super::super::controller::{Ctx, ParkedWorkloads};
+use super::super::store::{
+    Changes, Key, Store, finalizers, remove_condition, set_condition, timestamp,
+};
 use super::super::workload::KUEUE_FINALIZER;
-use super::{MANAGER, condition_true, deleting, parse_time, reserving, workload_keys};
+use super::clusterqueue::waiting;
+use super::{KUEUE, MANAGER, condition_true, deleting, parse_time, reserving, workload_keys};
+use crate::placement::Cluster;
+use crate::placement::active::{self, Release};
+use crate::placement::podsets::StoppedQueue;
+use crate::vocab::object::{condition, name_of, namespace_of};
 
 /// Evicted Workloads whose backoff has passed queue again.
 pub(super) fn requeue(ctx: &mut Ctx<'_>) -> bool {
@@ -141,4 +152,263 @@ pub(super) fn drop_finalizer(o: &mut Value) {
         .filter(|f| f != KUEUE_FINALIZER)
         .collect();
     o["metadata"]["finalizers"] = json!(list);
+}
+
+/// `namespace/name` of a Workload.
+fn workload_id(w: &Value) -> String {
+    format!("{}/{}", namespace_of(w).unwrap_or_default(), name_of(w))
+}
+
+/// Whether Kueue's workload controller has anything to look at for queue stops: a queue or a
+/// Workload was written since the last pass.
+fn queues_or_workloads_changed(changes: &Changes) -> bool {
+    changes.all
+        || ["ClusterQueue", "LocalQueue", "Workload"]
+            .iter()
+            .any(|kind| changes.touches(KUEUE, kind))
+}
+
+/// Workloads holding quota whose queues stop or go away (`reconcileOnLocalQueueActiveState`,
+/// then `reconcileOnClusterQueueActiveState`; docs/kueue.md 1g). What happens to each is
+/// placement's rule, the one the plan's what-if predicts with (`placement::active::released`):
+/// an admitted Workload of a queue with `stopPolicy: HoldAndDrain` is evicted and, once its
+/// job has stopped, marked `Requeued=False` with the eviction's reason (the job reconciler
+/// requeues at once only after a preemption or a node failure); a Workload whose reservation
+/// waits for its admission checks loses it when a queue is stopped, deleted or missing
+/// (`QuotaReserved=False`, reason `Inadmissible`: the `UnadmittedWorkloadsObservability` gate is
+/// off in v0.19.2). When the released Workload's LocalQueue is gone, Kueue retries none of the
+/// Workloads waiting then ([`ParkedWorkloads`]).
+pub(super) fn release_on_queue_stops(ctx: &mut Ctx<'_>, changes: &Changes) -> bool {
+    if !queues_or_workloads_changed(changes) {
+        return false;
+    }
+    let mut cluster = Cluster::default();
+    for kind in ["ClusterQueue", "LocalQueue"] {
+        for queue in ctx.store.of_kind(KUEUE, kind) {
+            // A LocalQueue being deleted is gone for the rule; a ClusterQueue being deleted is
+            // terminating (placement reads its deletionTimestamp).
+            if kind == "LocalQueue" && deleting(queue) {
+                continue;
+            }
+            let _ = cluster.add_object(queue);
+        }
+    }
+    for w in ctx.store.of_kind(KUEUE, "Workload") {
+        if reserving(w) && !deleting(w) {
+            let _ = cluster.add_object(w);
+        }
+    }
+    let releases: Vec<(Key, Release)> = cluster
+        .reserving_workloads
+        .iter()
+        .filter_map(|w| {
+            let release = active::released(&cluster, w)?;
+            let key = Key::new(
+                "kueue.x-k8s.io/v1beta2",
+                "Workload",
+                Some(&w.namespace),
+                &w.name,
+            );
+            Some((key, release))
+        })
+        .collect();
+    if releases.is_empty() {
+        return false;
+    }
+    let now = ctx.now;
+    let mut changed = false;
+    for (key, release) in &releases {
+        changed |= ctx
+            .store
+            .update(key, MANAGER, true, now, |o| match release {
+                Release::Evicted(queue) => {
+                    let (reason, message) = match queue {
+                        StoppedQueue::ClusterQueue => {
+                            ("ClusterQueueStopped", "The ClusterQueue is stopped")
+                        }
+                        StoppedQueue::LocalQueue => {
+                            ("LocalQueueStopped", "The LocalQueue is stopped")
+                        }
+                    };
+                    evict(o, reason, message, now);
+                    set_condition(o, "Requeued", "False", reason, message, now);
+                }
+                Release::Unreserved { message, .. } => {
+                    if let Some(status) = o["status"].as_object_mut() {
+                        status.remove("admission");
+                    }
+                    set_condition(o, "QuotaReserved", "False", "Inadmissible", message, now);
+                }
+            });
+    }
+    let unretried = releases.iter().any(|(_, release)| {
+        matches!(
+            release,
+            Release::Unreserved {
+                retries_waiting: false,
+                ..
+            }
+        )
+    });
+    if unretried {
+        let released: BTreeSet<String> = releases
+            .iter()
+            .map(|(key, _)| format!("{}/{}", key.namespace, key.name))
+            .collect();
+        park_waiting(ctx, &released);
+    }
+    changed
+}
+
+/// Parks the Workloads waiting now, but `released` (their LocalQueue is gone: they wait for it,
+/// not for quota).
+fn park_waiting(ctx: &mut Ctx<'_>, released: &BTreeSet<String>) {
+    let store = &*ctx.store;
+    let workloads: BTreeSet<String> = store
+        .of_kind(KUEUE, "Workload")
+        .filter(|w| waiting(w) && !deleting(w))
+        .map(workload_id)
+        .filter(|id| !released.contains(id))
+        .collect();
+    if workloads.is_empty() {
+        return;
+    }
+    // A holder whose LocalQueue is gone retries nothing when it lets its quota go either.
+    let holders: BTreeSet<String> = store
+        .of_kind(KUEUE, "Workload")
+        .filter(|w| reserving(w) && local_queue_of(store, w).is_some())
+        .map(workload_id)
+        .collect();
+    ctx.sim.kueue_parked.push(ParkedWorkloads {
+        workloads,
+        holders,
+        queues: queue_generations(store),
+    });
+}
+
+/// The generation of each ClusterQueue, Cohort and ResourceFlavor, by `kind/name`: a change to
+/// any retries the parked Workloads.
+fn queue_generations(store: &Store) -> BTreeMap<String, i64> {
+    ["ClusterQueue", "Cohort", "ResourceFlavor"]
+        .iter()
+        .flat_map(|kind| {
+            store.of_kind(KUEUE, kind).map(move |o| {
+                let generation = o
+                    .pointer("/metadata/generation")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0);
+                (format!("{kind}/{}", name_of(o)), generation)
+            })
+        })
+        .collect()
+}
+
+/// The Workloads Kueue keeps parked, `namespace/name`, once the events since they were parked
+/// are accounted for (a queue's spec changed, a holder let its quota go: all retried).
+pub(super) fn parked(ctx: &mut Ctx<'_>) -> BTreeSet<String> {
+    if ctx.sim.kueue_parked.is_empty() {
+        return BTreeSet::new();
+    }
+    let store = &*ctx.store;
+    let holding: BTreeSet<String> = store
+        .of_kind(KUEUE, "Workload")
+        .filter(|w| reserving(w) && !deleting(w))
+        .map(workload_id)
+        .collect();
+    let still_waiting: BTreeSet<String> = store
+        .of_kind(KUEUE, "Workload")
+        .filter(|w| waiting(w) && !deleting(w))
+        .map(workload_id)
+        .collect();
+    let generations = queue_generations(store);
+    ctx.sim.kueue_parked.retain_mut(|parked| {
+        parked.workloads.retain(|w| still_waiting.contains(w));
+        !parked.workloads.is_empty()
+            && parked.queues == generations
+            && parked.holders.iter().all(|h| holding.contains(h))
+    });
+    ctx.sim
+        .kueue_parked
+        .iter()
+        .flat_map(|p| p.workloads.iter().cloned())
+        .collect()
+}
+
+/// The LocalQueue a Workload names, when it exists and is not being deleted.
+fn local_queue_of<'s>(store: &'s Store, w: &Value) -> Option<&'s Value> {
+    let queue = w.pointer("/spec/queueName").and_then(Value::as_str)?;
+    store
+        .get(&Key::new(
+            "kueue.x-k8s.io/v1beta2",
+            "LocalQueue",
+            namespace_of(w),
+            queue,
+        ))
+        .filter(|lq| !deleting(lq))
+}
+
+fn runs(queue: &Value) -> bool {
+    queue
+        .pointer("/spec/stopPolicy")
+        .and_then(Value::as_str)
+        .is_none_or(|policy| policy == "None")
+}
+
+/// A Workload drained by a stopped queue (`Requeued=False`, reason `LocalQueueStopped` or
+/// `ClusterQueueStopped`) queues again once that queue runs again: `Requeued=True`, reason
+/// `LocalQueueRestarted` or `ClusterQueueRestarted` (`workload_controller.go`, `Reconcile`; the
+/// ClusterQueue is the one its LocalQueue names). Run after the scheduler: the Workloads that
+/// waited in the queue all along are scheduled first (docs/kueue.md 1g).
+pub(super) fn requeue_restarted(ctx: &mut Ctx<'_>, changes: &Changes) -> bool {
+    if !queues_or_workloads_changed(changes) {
+        return false;
+    }
+    let now = ctx.now;
+    let mut restarted: Vec<(Key, &'static str, &'static str)> = Vec::new();
+    for w in ctx.store.of_kind(KUEUE, "Workload") {
+        let reason = condition(w, "Requeued")
+            .filter(|c| c["status"] == "False")
+            .and_then(|c| c["reason"].as_str());
+        let Some(stopped) =
+            reason.filter(|r| matches!(*r, "LocalQueueStopped" | "ClusterQueueStopped"))
+        else {
+            continue;
+        };
+        let Some(lq) = local_queue_of(ctx.store, w) else {
+            continue;
+        };
+        let requeue = if stopped == "LocalQueueStopped" {
+            runs(lq).then_some((
+                "LocalQueueRestarted",
+                "The LocalQueue was restarted after being stopped",
+            ))
+        } else {
+            let cq = lq.pointer("/spec/clusterQueue").and_then(Value::as_str);
+            cq.and_then(|cq| {
+                ctx.store.get(&Key::new(
+                    "kueue.x-k8s.io/v1beta2",
+                    "ClusterQueue",
+                    None,
+                    cq,
+                ))
+            })
+            .filter(|cq| runs(cq))
+            .map(|_| {
+                (
+                    "ClusterQueueRestarted",
+                    "The ClusterQueue was restarted after being stopped",
+                )
+            })
+        };
+        if let Some((reason, message)) = requeue {
+            restarted.push((Key::of(w), reason, message));
+        }
+    }
+    let mut changed = false;
+    for (key, reason, message) in restarted {
+        changed |= ctx.store.update(&key, MANAGER, true, now, |o| {
+            set_condition(o, "Requeued", "True", reason, message, now);
+        });
+    }
+    changed
 }

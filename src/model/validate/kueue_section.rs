@@ -321,9 +321,16 @@ fn check_flavor_quota(
 /// The queue's admission checks exist and name only its own flavors; its namespace selector
 /// admits some namespace.
 fn check_queue_admission_checks(c: &mut Checker, spec: &Spec, q: &Path, cq: &ClusterQueue) {
+    // The spec's checks and those written as raw AdmissionCheck manifests.
     let check_names: Vec<String> = kueue::provisioning_checks(spec)
         .into_iter()
         .map(|c| c.name)
+        .chain(
+            spec.manifests
+                .iter()
+                .filter(|m| m["kind"] == "AdmissionCheck")
+                .filter_map(|m| m["metadata"]["name"].as_str().map(str::to_string)),
+        )
         .collect();
     let cq_flavors = kueue::queue_flavors(cq);
     for (ai, ac) in cq.admission_checks.iter().enumerate() {

@@ -405,12 +405,19 @@ pub fn check_rendered(loaded: &Loaded, desired: &super::DesiredState) -> Diagnos
             continue;
         }
         let groups = super::jobs::pod_groups(job);
-        check_dws_request_shape(&mut c, spec, &workload, &p.key("queue"), |podset| {
-            groups
-                .iter()
-                .find(|g| g.name.to_lowercase() == podset)
-                .map(|g| jobs_section::group_path(&p, g))
-        });
+        check_dws_request_shape(
+            &mut c,
+            spec,
+            &cluster,
+            &workload,
+            &p.key("queue"),
+            |podset| {
+                groups
+                    .iter()
+                    .find(|g| g.name.to_lowercase() == podset)
+                    .map(|g| jobs_section::group_path(&p, g))
+            },
+        );
         if let Err(reason) = fits_ever(&cluster, &workload) {
             let at = match job.kind {
                 crate::spec::types::JobKind::RayJob => p.key("workers"),
@@ -429,7 +436,7 @@ pub fn check_rendered(loaded: &Loaded, desired: &super::DesiredState) -> Diagnos
         let run_kind = matches!(manifest["kind"].as_str(), Some("RayJob" | "JobSet" | "Job"));
         if let (true, Ok(workload)) = (run_kind, PendingWorkload::from_object(manifest)) {
             let at = Path::root().key("manifests").index(i);
-            check_dws_request_shape(&mut c, spec, &workload, &at, |_| None);
+            check_dws_request_shape(&mut c, spec, &cluster, &workload, &at, |_| None);
         }
     }
     manifests::check_manifest_collisions(&mut c, spec, desired);
@@ -487,56 +494,99 @@ pub fn check_rendered(loaded: &Loaded, desired: &super::DesiredState) -> Diagnos
 }
 
 /// GKE's queued provisioning takes one PodSet per ProvisioningRequest. Kueue puts into the
-/// request every podset that uses a resource of the check's `managedResources`
-/// ([`crate::placement::PodSet::joins_provisioning_request`]); with two or more, GKE fails the
-/// request and the job never gets its nodes (ray-project/ray#57839, docs/kueue.md 1c.4).
-/// `at_podset` says where in the spec a podset is written, when it can.
+/// request every podset that uses a resource of the check's `managedResources`, merged as the
+/// config's `podSetMergePolicy` says (`placement::provisioning::request_shapes`, the rule the
+/// plan and the local target use); with two or more PodSets, GKE fails the request and the job
+/// never gets its nodes (ray-project/ray#57839, docs/kueue.md 1c.4). The checks, configs and
+/// queues are read from `cluster`: the spec's kueue section and its raw manifests (the plan
+/// reads the live ones too). `at_podset` says where in the spec a podset is written, when it
+/// can.
 fn check_dws_request_shape(
     c: &mut Checker,
     spec: &Spec,
+    cluster: &crate::placement::Cluster,
     workload: &crate::placement::PendingWorkload,
     queue_at: &Path,
     at_podset: impl Fn(&str) -> Option<Path>,
 ) {
+    use crate::placement::provisioning::request_shapes;
     let Some(queue) = &workload.queue_name else {
         return;
     };
-    let Some(cq) = crate::model::queue_of(spec, &workload.namespace, queue) else {
-        return;
-    };
-    let checks = kueue::provisioning_checks(spec);
-    for check_ref in kueue::queue_admission_checks(spec, cq) {
-        let Some(check) = checks
-            .iter()
-            .find(|k| k.name == check_ref.name && k.class_name == kueue::DWS_CLASS)
-        else {
-            continue;
-        };
-        let joining: Vec<&str> = workload
-            .pod_sets
-            .iter()
-            .filter(|ps| ps.joins_provisioning_request(&check.managed_resources))
-            .map(|ps| ps.name.as_str())
-            .collect();
-        if joining.len() < 2 {
+    for shape in request_shapes(cluster, workload) {
+        if !shape.refused_by_dws() {
             continue;
         }
-        let managed = if check.managed_resources.is_empty() {
+        let groups: Vec<String> = shape
+            .pod_sets
+            .iter()
+            .map(|ps| ps.podsets.join("+"))
+            .collect();
+        let managed = if shape.managed_resources.is_empty() {
             "every resource".to_string()
         } else {
-            check.managed_resources.join(", ")
+            shape.managed_resources.join(", ")
         };
+        let merged = match shape.merge_policy {
+            Some(policy) => format!(", podSetMergePolicy: {}", policy.as_str()),
+            None => String::new(),
+        };
+        let second = shape.pod_sets[1].podsets[0].as_str();
         c.error(
-            &at_podset(joining[1]).unwrap_or_else(|| queue_at.clone()),
+            &at_podset(second).unwrap_or_else(|| queue_at.clone()),
             format!(
-                "{} `{}` would send GKE a DWS ProvisioningRequest with {} podsets ({}): queue `{queue}` uses admission check `{}` (managedResources: {managed}), and GKE's queued provisioning accepts one podset per request, so the request fails and the job never gets nodes (ray-project/ray#57839)",
+                "{} `{}` would send GKE a DWS ProvisioningRequest with {} podsets ({}): queue `{queue}` uses admission check `{}` (managedResources: {managed}{merged}), and GKE's queued provisioning accepts one podset per request, so the request fails and the job never gets nodes (ray-project/ray#57839)",
                 workload.kind,
                 workload.name,
-                joining.len(),
-                joining.join(", "),
-                check.name
+                shape.pod_sets.len(),
+                groups.join(", "),
+                shape.check
             ),
-            "put all the accelerator pods in one group (one worker group or replicated job with more replicas), or submit the groups as separate jobs",
+            merge_hint(spec, &shape, workload),
         );
     }
+}
+
+/// How to fix a DWS request of several PodSets: the merge policy that makes it one, set where
+/// the spec declares the config, when one does; else one group of accelerator pods.
+fn merge_hint(
+    spec: &Spec,
+    shape: &crate::placement::provisioning::RequestShape,
+    workload: &crate::placement::PendingWorkload,
+) -> String {
+    let regroup = "put all the accelerator pods in one group (one worker group or replicated job with more replicas), or submit the groups as separate jobs";
+    let Some(policy) = shape.policy_that_merges(&workload.pod_sets) else {
+        return regroup.to_string();
+    };
+    let policy = policy.as_str();
+    let declared = spec
+        .kueue
+        .admission_checks
+        .iter()
+        .position(|check| check.name == shape.check);
+    let manifest = spec.manifests.iter().position(|m| {
+        m["kind"] == "ProvisioningRequestConfig" && m["metadata"]["name"] == shape.config.as_str()
+    });
+    let set = match (declared, manifest) {
+        (Some(i), _) => format!(
+            "set `podSetMergePolicy: {policy}` in kueue.admissionChecks[{i}].provisioningRequestConfig"
+        ),
+        (None, Some(i)) => format!("set `spec.podSetMergePolicy: {policy}` in manifests[{i}]"),
+        (None, None) if shape.check == kueue::DWS_CHECK => format!(
+            "declare the check in kueue.admissionChecks (`name: {}`, `provisioningRequestConfig: {{name: {}, podSetMergePolicy: {policy}}}`; flavors with `provisioning: dws` then use it)",
+            shape.check, shape.config
+        ),
+        (None, None) => format!(
+            "set `spec.podSetMergePolicy: {policy}` on ProvisioningRequestConfig `{}`",
+            shape.config
+        ),
+    };
+    format!(
+        "{set}: Kueue then sends these podsets as one PodSet of {} pods; or {regroup}",
+        shape
+            .pod_sets
+            .iter()
+            .map(|ps| i64::from(ps.count))
+            .sum::<i64>()
+    )
 }
