@@ -1620,6 +1620,7 @@ fn jobset_install_decides_whether_a_spec_may_have_jobsets() {
     let (desired, errors) = jobset_example_with(&[JOBSET_NONE], Some(""));
     assert!(errors.is_empty(), "{errors:#?}");
     assert!(!desired.unwrap().kueue.manages_jobsets);
+}
 
 /// The DWS single-podset lint's hint fixes what it finds: the two-group RayJob and JobSet specs,
 /// with the merge policy the hint names set on the check it names, are valid, and the
