@@ -257,18 +257,7 @@ pub async fn plan_valid(
             );
         }
     }
-    // `jobset.install: external` with JobSets to apply (and no JobSet CRD among the spec's
-    // objects): someone else's JobSet must be served.
-    use crate::model::jobset_install::{installs_jobset, is_jobset};
-    if loaded.spec.jobset.install == crate::spec::types::JobSetInstall::External
-        && desired.kube_objects().any(is_jobset)
-        && !desired.kube_objects().any(installs_jobset)
-        && let (false, Some(api)) = (matches!(session.kube, KubeSource::Local(_)), &recording)
-    {
-        crate::kube::install::check_external_jobset(api)
-            .await
-            .map_err(|e| anyhow::anyhow!(e))?;
-    }
+    check_external_jobset(&loaded, &desired, &session, recording.as_ref()).await?;
     crate::plan::placements::annotate(&mut plan, &desired, &live, world.as_ref(), &kueue);
     stamp(&mut plan, revision, &session);
     let reads = PlanReads {
@@ -295,6 +284,27 @@ pub async fn plan_valid(
         world,
         kueue,
     })
+}
+
+/// `jobset.install: external` with JobSets to apply (and no JobSet CRD among the spec's
+/// objects): someone else's JobSet must be served.
+async fn check_external_jobset(
+    loaded: &Loaded,
+    desired: &DesiredState,
+    session: &Session,
+    recording: Option<&Recording<'_>>,
+) -> anyhow::Result<()> {
+    use crate::model::jobset_install::{installs_jobset, is_jobset};
+    if loaded.spec.jobset.install == crate::spec::types::JobSetInstall::External
+        && desired.kube_objects().any(is_jobset)
+        && !desired.kube_objects().any(installs_jobset)
+        && let (false, Some(api)) = (matches!(session.kube, KubeSource::Local(_)), recording)
+    {
+        crate::kube::install::check_external_jobset(api)
+            .await
+            .map_err(|e| anyhow::anyhow!(e))?;
+    }
+    Ok(())
 }
 
 /// Kueue's world and the spec's objects, each kind listed once.
