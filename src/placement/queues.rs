@@ -162,6 +162,16 @@ struct Entry {
     targets: Vec<Target>,
 }
 
+/// What the entries of one cycle share while they are processed in order.
+struct CycleWork {
+    /// The usage version the heads were nominated at.
+    nominated_at: u64,
+    /// The cycle's snapshot; copied only when a preempting head reserves capacity in it.
+    snapshot: Option<Usage>,
+    /// Victims of this cycle's preemptions: (holder, preemptor, reason).
+    evictions: Vec<(usize, usize, Reason)>,
+}
+
 /// Heap order inside a queue (`baseCompareFunc`): higher priority, then the older queue-order
 /// timestamp (creation, or an eviction by the PodsReady timeout or an admission check; one
 /// second's resolution), then the Workload's uid, then input order.
@@ -316,64 +326,89 @@ fn idle_cycle_limit(model: &Model<'_>, workloads: &[WorkloadModel]) -> usize {
 impl State<'_, '_> {
     /// One scheduling cycle; returns whether any workload reached a final state.
     fn cycle(&mut self, heads: &[(usize, usize)]) -> bool {
-        let model = self.model;
         let mut progressed = false;
-        let nominated_at = self.usage_version;
-        // The cycle's snapshot; copied only when a preempting head reserves capacity in it.
-        let mut snapshot: Option<Usage> = None;
+        let mut work = CycleWork {
+            nominated_at: self.usage_version,
+            snapshot: None,
+            evictions: Vec::new(),
+        };
+        let workloads = self.workloads;
         let mut entries = Vec::with_capacity(heads.len());
         for &(cq, w) in heads {
-            if let Some(inadmissible) = &self.workloads[w].inadmissible {
-                let reason = match inadmissible {
-                    Inadmissible::NamespaceMismatch => Requeue::NamespaceMismatch,
-                    Inadmissible::InvalidResources(_) => Requeue::Invalid,
-                };
-                let failure = Failure::Text(inadmissible.message());
-                progressed |= self.requeue(cq, w, reason, failure, false);
+            if let Some(inadmissible) = &workloads[w].inadmissible {
+                progressed |= self.requeue_inadmissible(cq, w, inadmissible);
                 continue;
             }
-            let fresh = self.progress[w]
-                .as_ref()
-                .is_none_or(|p| !p.has_pending_flavors());
-            let preemptor = Preemptor {
+            entries.push(self.nominate(cq, w));
+        }
+        self.sort_entries(&mut entries);
+        for entry in entries {
+            progressed |= self.process_entry(entry, &mut work);
+        }
+        self.evict(&work.evictions);
+        progressed
+    }
+
+    /// A head Kueue cannot admit whatever the quota (wrong namespace, invalid resources) goes
+    /// back to its queue; returns whether it reached its final state.
+    fn requeue_inadmissible(&mut self, cq: usize, w: usize, inadmissible: &Inadmissible) -> bool {
+        let reason = match inadmissible {
+            Inadmissible::NamespaceMismatch => Requeue::NamespaceMismatch,
+            Inadmissible::InvalidResources(_) => Requeue::Invalid,
+        };
+        let failure = Failure::Text(inadmissible.message());
+        self.requeue(cq, w, reason, failure, false)
+    }
+
+    /// `nominate` for one head: its flavor assignment on the usage at the cycle start (reused
+    /// when a fresh scan would repeat the previous one), and its victims when it needs them.
+    fn nominate(&mut self, cq: usize, w: usize) -> Entry {
+        let model = self.model;
+        let fresh = self.progress[w]
+            .as_ref()
+            .is_none_or(|p| !p.has_pending_flavors());
+        let preemptor = Preemptor {
+            model,
+            cq,
+            workload: &self.workloads[w],
+            holders: &self.holders,
+            active: &self.active,
+        };
+        let may_preempt = self.evictions_left > 0 && model.cqs[cq].preemption.can_preempt();
+        let assignment = match &self.reusable[w] {
+            Some((version, previous)) if fresh && *version == self.usage_version => {
+                Rc::clone(previous)
+            }
+            _ => Rc::new(assign(
                 model,
                 cq,
-                workload: &self.workloads[w],
-                holders: &self.holders,
-                active: &self.active,
-            };
-            let may_preempt = self.evictions_left > 0 && model.cqs[cq].preemption.can_preempt();
-            let assignment = match &self.reusable[w] {
-                Some((version, previous)) if fresh && *version == self.usage_version => {
-                    Rc::clone(previous)
-                }
-                _ => Rc::new(assign(
-                    model,
-                    cq,
-                    &self.workloads[w],
-                    &self.usage,
-                    self.progress[w].as_deref(),
-                    may_preempt.then_some(&preemptor),
-                    &mut self.workspace,
-                )),
-            };
-            // `GetTargets` for the whole assignment, on the snapshot taken at the cycle start.
-            let targets = if may_preempt && assignment.mode() == Mode::Preempt {
-                let frs = assignment.frs_needing_preemption(model);
-                preemptor.targets(&assignment.usage, &frs, &self.usage)
-            } else {
-                Vec::new()
-            };
-            entries.push(Entry {
-                cq,
-                workload: w,
-                assignment,
-                fresh,
-                targets,
-            });
+                &self.workloads[w],
+                &self.usage,
+                self.progress[w].as_deref(),
+                may_preempt.then_some(&preemptor),
+                &mut self.workspace,
+            )),
+        };
+        // `GetTargets` for the whole assignment, on the snapshot taken at the cycle start.
+        let targets = if may_preempt && assignment.mode() == Mode::Preempt {
+            let frs = assignment.frs_needing_preemption(model);
+            preemptor.targets(&assignment.usage, &frs, &self.usage)
+        } else {
+            Vec::new()
+        };
+        Entry {
+            cq,
+            workload: w,
+            assignment,
+            fresh,
+            targets,
         }
-        // `makeClassicalIterator`: less borrowing first, then higher priority, then older. Ties
-        // (random in Kueue) are broken by queue name and input order.
+    }
+
+    /// `makeClassicalIterator`: less borrowing first, then higher priority, then older. Ties
+    /// (random in Kueue) are broken by queue name and input order.
+    fn sort_entries(&self, entries: &mut [Entry]) {
+        let model = self.model;
         entries.sort_by(|a, b| {
             let (wa, wb) = (&self.workloads[a.workload], &self.workloads[b.workload]);
             a.assignment
@@ -385,97 +420,130 @@ impl State<'_, '_> {
                 .then(model.cqs[a.cq].name.cmp(&model.cqs[b.cq].name))
                 .then(wa.seq.cmp(&wb.seq))
         });
+    }
 
-        // Victims of this cycle's preemptions: (holder, preemptor, reason).
-        let mut evictions: Vec<(usize, usize, Reason)> = Vec::new();
-        for entry in entries {
-            let Entry {
-                cq,
-                workload: w,
-                assignment,
-                fresh,
-                targets,
-            } = entry;
-            self.progress[w] = Some(Rc::clone(&assignment));
-            if fresh {
-                // A new full scan supersedes the one kept for the message.
-                self.fresh_failure[w] = None;
+    /// `processEntry` for one nominated head, in the cycle's order; returns whether the
+    /// workload reached a final state or started preempting.
+    fn process_entry(&mut self, entry: Entry, work: &mut CycleWork) -> bool {
+        let (cq, w, fresh) = (entry.cq, entry.workload, entry.fresh);
+        self.progress[w] = Some(Rc::clone(&entry.assignment));
+        if fresh {
+            // A new full scan supersedes the one kept for the message.
+            self.fresh_failure[w] = None;
+        }
+        match entry.assignment.mode() {
+            Mode::NoFit => {
+                let failure = Failure::Assignment(Rc::clone(&entry.assignment));
+                let progressed = self.requeue(cq, w, Requeue::NoFit, failure, fresh);
+                self.remember(w, work.nominated_at, fresh, entry.assignment);
+                progressed
             }
-            match assignment.mode() {
-                Mode::NoFit => {
-                    let failure = Failure::Assignment(Rc::clone(&assignment));
-                    progressed |= self.requeue(cq, w, Requeue::NoFit, failure, fresh);
-                    self.remember(w, nominated_at, fresh, assignment);
+            Mode::Preempt if !entry.targets.is_empty() => self.start_preemption(&entry, work),
+            Mode::Preempt => {
+                if self.model.cqs[cq].preemption.reclaim_within_cohort != "Any" {
+                    self.reserve_for_unreclaimable(cq, &entry.assignment, work);
                 }
-                Mode::Preempt if !targets.is_empty() => {
-                    let overlaps = targets
-                        .iter()
-                        .any(|t| evictions.iter().any(|(h, _, _)| *h == t.holder));
-                    let message = if overlaps {
-                        Some("Workload has overlapping preemption targets with another workload")
-                    } else if !self.fits(cq, &assignment, snapshot.as_ref(), &evictions, &targets) {
-                        Some("Workload no longer fits after processing another workload")
-                    } else {
-                        None
-                    };
-                    if let Some(message) = message {
-                        let failure = Failure::Text(message.to_string());
-                        progressed |= self.requeue(cq, w, Requeue::Skipped, failure, fresh);
-                        continue;
-                    }
-                    evictions.extend(targets.iter().map(|t| (t.holder, w, t.reason)));
-                    let snap = snapshot.get_or_insert_with(|| self.usage.clone());
-                    for &(fr, amount) in &assignment.usage {
-                        model.tree.add_usage(model.cqs[cq].node, fr, amount, snap);
-                    }
-                    // Requeued at once as the sticky head of its queue, with a fresh scan.
-                    self.progress[w] = None;
-                    self.reusable[w] = None;
-                    self.last_failure[w] = Some(Failure::Text(
-                        "waiting for the preempted workloads to release their quota".to_string(),
-                    ));
-                    progressed = true;
-                }
-                Mode::Preempt => {
-                    if model.cqs[cq].preemption.reclaim_within_cohort != "Any" {
-                        let reserved = self.to_reserve(cq, &assignment, snapshot.as_ref());
-                        let snap = snapshot.get_or_insert_with(|| self.usage.clone());
-                        for (fr, amount) in reserved {
-                            model.tree.add_usage(model.cqs[cq].node, fr, amount, snap);
-                        }
-                    }
-                    let failure = Failure::Assignment(Rc::clone(&assignment));
-                    progressed |= self.requeue(cq, w, Requeue::NoCandidates, failure, fresh);
-                    self.remember(w, nominated_at, fresh, assignment);
-                }
-                Mode::Fit => {
-                    let node = model.cqs[cq].node;
-                    if self.fits(cq, &assignment, snapshot.as_ref(), &evictions, &[]) {
-                        self.usage_version += 1;
-                        for &(fr, amount) in &assignment.usage {
-                            model.tree.add_usage(node, fr, amount, &mut self.usage);
-                            if let Some(snap) = snapshot.as_mut() {
-                                model.tree.add_usage(node, fr, amount, snap);
-                            }
-                        }
-                        let checks = admission_checks(model, cq, &self.workloads[w], &assignment);
-                        self.hold(w, cq, assignment.usage.clone());
-                        self.reusable[w] = None;
-                        self.progress[w] = None;
-                        self.outcomes[w] = Some(Outcome::Reserved { assignment, checks });
-                        self.cursors[cq] += 1;
-                        progressed = true;
-                    } else {
-                        let failure = Failure::Text(
-                            "Workload no longer fits after processing another workload".to_string(),
-                        );
-                        progressed |= self.requeue(cq, w, Requeue::Skipped, failure, fresh);
-                    }
-                }
+                let failure = Failure::Assignment(Rc::clone(&entry.assignment));
+                let progressed = self.requeue(cq, w, Requeue::NoCandidates, failure, fresh);
+                self.remember(w, work.nominated_at, fresh, entry.assignment);
+                progressed
+            }
+            Mode::Fit => self.admit_if_still_fits(entry, work),
+        }
+    }
+
+    /// A head with victims: skipped when its victims overlap an earlier entry's or it no longer
+    /// fits once they are gone; else its victims are evicted after the cycle and its usage
+    /// counts in the snapshot, and it stays the head of its queue with a fresh scan. Returns
+    /// whether it reached a final state or started preempting.
+    fn start_preemption(&mut self, entry: &Entry, work: &mut CycleWork) -> bool {
+        let model = self.model;
+        let (cq, w, assignment, targets) =
+            (entry.cq, entry.workload, &entry.assignment, &entry.targets);
+        let overlaps = targets
+            .iter()
+            .any(|t| work.evictions.iter().any(|(h, _, _)| *h == t.holder));
+        let message = if overlaps {
+            Some("Workload has overlapping preemption targets with another workload")
+        } else if !self.fits(
+            cq,
+            assignment,
+            work.snapshot.as_ref(),
+            &work.evictions,
+            targets,
+        ) {
+            Some("Workload no longer fits after processing another workload")
+        } else {
+            None
+        };
+        if let Some(message) = message {
+            let failure = Failure::Text(message.to_string());
+            return self.requeue(cq, w, Requeue::Skipped, failure, entry.fresh);
+        }
+        work.evictions
+            .extend(targets.iter().map(|t| (t.holder, w, t.reason)));
+        let snap = work.snapshot.get_or_insert_with(|| self.usage.clone());
+        for &(fr, amount) in &assignment.usage {
+            model.tree.add_usage(model.cqs[cq].node, fr, amount, snap);
+        }
+        // Requeued at once as the sticky head of its queue, with a fresh scan.
+        self.progress[w] = None;
+        self.reusable[w] = None;
+        self.last_failure[w] = Some(Failure::Text(
+            "waiting for the preempted workloads to release their quota".to_string(),
+        ));
+        true
+    }
+
+    /// `reserveCapacityForUnreclaimablePreempt`: a head that needs preemption, has no victims
+    /// and cannot reclaim within its cohort holds capacity back in the cycle's snapshot.
+    fn reserve_for_unreclaimable(&self, cq: usize, assignment: &Assignment, work: &mut CycleWork) {
+        let model = self.model;
+        let reserved = self.to_reserve(cq, assignment, work.snapshot.as_ref());
+        let snap = work.snapshot.get_or_insert_with(|| self.usage.clone());
+        for (fr, amount) in reserved {
+            model.tree.add_usage(model.cqs[cq].node, fr, amount, snap);
+        }
+    }
+
+    /// A head that fit at nomination reserves its quota unless an earlier entry of the cycle
+    /// took it; returns whether it reached a final state.
+    fn admit_if_still_fits(&mut self, entry: Entry, work: &mut CycleWork) -> bool {
+        let model = self.model;
+        let Entry {
+            cq,
+            workload: w,
+            assignment,
+            fresh,
+            ..
+        } = entry;
+        let node = model.cqs[cq].node;
+        if !self.fits(
+            cq,
+            &assignment,
+            work.snapshot.as_ref(),
+            &work.evictions,
+            &[],
+        ) {
+            let failure = Failure::Text(
+                "Workload no longer fits after processing another workload".to_string(),
+            );
+            return self.requeue(cq, w, Requeue::Skipped, failure, fresh);
+        }
+        self.usage_version += 1;
+        for &(fr, amount) in &assignment.usage {
+            model.tree.add_usage(node, fr, amount, &mut self.usage);
+            if let Some(snap) = work.snapshot.as_mut() {
+                model.tree.add_usage(node, fr, amount, snap);
             }
         }
-        self.evict(&evictions);
-        progressed
+        let checks = admission_checks(model, cq, &self.workloads[w], &assignment);
+        self.hold(w, cq, assignment.usage.clone());
+        self.reusable[w] = None;
+        self.progress[w] = None;
+        self.outcomes[w] = Some(Outcome::Reserved { assignment, checks });
+        self.cursors[cq] += 1;
+        true
     }
 
     /// `fits`: whether the assignment fits the cycle's snapshot once this cycle's victims and
