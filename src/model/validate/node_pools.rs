@@ -13,130 +13,15 @@ pub(super) fn check_node_pools(c: &mut Checker, spec: &Spec) {
         if let Some(slice) = hosts.and_then(multi_host_pool_nodes) {
             check_multi_host_pool_size(c, &p, pool, slice, chips_per_vm.unwrap_or(1));
         }
-        if let Some(a) = &pool.autoscaling {
-            if a.min > a.max {
-                c.error(
-                    &p.key("autoscaling").key("min"),
-                    format!("autoscaling min {} is above max {}", a.min, a.max),
-                    "min must be at most max",
-                );
-            }
-            if let Some(lp) = &a.location_policy
-                && !matches!(lp.to_uppercase().as_str(), "BALANCED" | "ANY")
-            {
-                c.error(
-                    &p.key("autoscaling").key("locationPolicy"),
-                    format!("location policy `{lp}` is not valid"),
-                    "use BALANCED or ANY",
-                );
-            }
-        }
-        if let Some(ra) = &pool.reservation_affinity
-            && crate::model::gke::reservation_affinity(ra).is_none()
-        {
-            c.error(
-                &p.key("reservationAffinity"),
-                format!("reservation affinity `{ra}` is not valid"),
-                "use none, any, any-then-fail or specific:<reservation-name>",
-            );
-        }
+        check_autoscaling(c, &p, pool);
+        check_reservation_affinity(c, &p, pool);
         if pool.flex_start {
-            match &pool.autoscaling {
-                None => c.error(
-                    &p.key("flexStart"),
-                    "a flex-start pool must autoscale from zero",
-                    "add `autoscaling: {min: 0, max: N}`",
-                ),
-                Some(a) if a.min != 0 => c.error(
-                    &p.key("autoscaling").key("min"),
-                    format!(
-                        "a flex-start pool must autoscale from zero, min is {}",
-                        a.min
-                    ),
-                    "set autoscaling.min to 0",
-                ),
-                _ => {}
-            }
-            if pool.initial_nodes.unwrap_or(0) != 0 {
-                c.error(
-                    &p.key("initialNodes"),
-                    "a flex-start pool starts with zero nodes",
-                    "set initialNodes to 0 or remove it",
-                );
-            }
-            if pool
-                .reservation_affinity
-                .as_deref()
-                .is_some_and(|r| r != "none")
-            {
-                c.error(
-                    &p.key("reservationAffinity"),
-                    "flex-start pools cannot consume reservations",
-                    "set reservationAffinity: none",
-                );
-            }
-            if pool.spot {
-                c.error(
-                    &p.key("spot"),
-                    "a pool cannot be both flex-start and spot",
-                    "remove one of them",
-                );
-            }
-            if pool.auto_repair == Some(true) {
-                c.error(
-                    &p.key("autoRepair"),
-                    "GKE requires auto-repair off on flex-start pools",
-                    "remove autoRepair (gkq turns it off) or set it to false",
-                );
-            }
+            check_flex_start(c, &p, pool);
         }
         if pool.queued_provisioning {
-            if !pool.flex_start {
-                c.error(&p.key("queuedProvisioning"), "queued provisioning needs flex-start in this setup", "add `flexStart: true`: DWS capacity for queued pools comes from flex-start VMs");
-            }
-            match &pool.autoscaling {
-                None => c.error(
-                    &p.key("queuedProvisioning"),
-                    "queued provisioning needs autoscaling from zero",
-                    "add `autoscaling: {min: 0, max: N}`",
-                ),
-                Some(a) if a.min != 0 && !pool.flex_start => c.error(
-                    &p.key("autoscaling").key("min"),
-                    "queued provisioning needs autoscaling from zero",
-                    "set autoscaling.min to 0",
-                ),
-                _ => {}
-            }
-            if pool.spot {
-                c.error(
-                    &p.key("spot"),
-                    "queued provisioning cannot use spot VMs",
-                    "remove `spot`",
-                );
-            }
-            if pool
-                .reservation_affinity
-                .as_deref()
-                .is_some_and(|r| r != "none")
-            {
-                c.error(
-                    &p.key("reservationAffinity"),
-                    "queued provisioning cannot consume reservations",
-                    "set reservationAffinity: none",
-                );
-            }
+            check_queued_provisioning(c, &p, pool);
             if pool.flex_start && chips_per_vm.is_some() {
-                match gke_minor {
-                    Some(minor) if minor < (1, 34) => c.warning(
-                        &p.key("queuedProvisioning"),
-                        format!(
-                            "GKE {}.{} may reject TPU flex-start with queued provisioning (\"Flex start node pools don't support TPUs with queued provisioning\")",
-                            minor.0, minor.1
-                        ),
-                        "use GKE 1.34 or later, as Google's guide does",
-                    ),
-                    _ => {}
-                }
+                check_tpu_flex_start_queued_version(c, &p, gke_minor);
             }
         }
         if let Some(d) = &pool.max_run_duration
@@ -151,6 +36,153 @@ pub(super) fn check_node_pools(c: &mut Checker, spec: &Spec) {
         check_k8s_labels(c, &p.key("labels"), "node label", &pool.labels);
         check_taints(c, &p.key("taints"), &pool.taints);
         check_gke_labels(c, &p.key("resourceLabels"), &pool.resource_labels);
+    }
+}
+
+/// Autoscaling bounds in order, and a location policy GKE knows.
+fn check_autoscaling(c: &mut Checker, p: &Path, pool: &NodePool) {
+    let Some(a) = &pool.autoscaling else {
+        return;
+    };
+    if a.min > a.max {
+        c.error(
+            &p.key("autoscaling").key("min"),
+            format!("autoscaling min {} is above max {}", a.min, a.max),
+            "min must be at most max",
+        );
+    }
+    if let Some(lp) = &a.location_policy
+        && !matches!(lp.to_uppercase().as_str(), "BALANCED" | "ANY")
+    {
+        c.error(
+            &p.key("autoscaling").key("locationPolicy"),
+            format!("location policy `{lp}` is not valid"),
+            "use BALANCED or ANY",
+        );
+    }
+}
+
+/// A reservation affinity written in a form gkq can pass to GKE.
+fn check_reservation_affinity(c: &mut Checker, p: &Path, pool: &NodePool) {
+    if let Some(ra) = &pool.reservation_affinity
+        && crate::model::gke::reservation_affinity(ra).is_none()
+    {
+        c.error(
+            &p.key("reservationAffinity"),
+            format!("reservation affinity `{ra}` is not valid"),
+            "use none, any, any-then-fail or specific:<reservation-name>",
+        );
+    }
+}
+
+/// What GKE requires of a flex-start pool: autoscaling from zero, no initial nodes, no
+/// reservations, no spot VMs and no auto-repair.
+fn check_flex_start(c: &mut Checker, p: &Path, pool: &NodePool) {
+    match &pool.autoscaling {
+        None => c.error(
+            &p.key("flexStart"),
+            "a flex-start pool must autoscale from zero",
+            "add `autoscaling: {min: 0, max: N}`",
+        ),
+        Some(a) if a.min != 0 => c.error(
+            &p.key("autoscaling").key("min"),
+            format!(
+                "a flex-start pool must autoscale from zero, min is {}",
+                a.min
+            ),
+            "set autoscaling.min to 0",
+        ),
+        _ => {}
+    }
+    if pool.initial_nodes.unwrap_or(0) != 0 {
+        c.error(
+            &p.key("initialNodes"),
+            "a flex-start pool starts with zero nodes",
+            "set initialNodes to 0 or remove it",
+        );
+    }
+    if pool
+        .reservation_affinity
+        .as_deref()
+        .is_some_and(|r| r != "none")
+    {
+        c.error(
+            &p.key("reservationAffinity"),
+            "flex-start pools cannot consume reservations",
+            "set reservationAffinity: none",
+        );
+    }
+    if pool.spot {
+        c.error(
+            &p.key("spot"),
+            "a pool cannot be both flex-start and spot",
+            "remove one of them",
+        );
+    }
+    if pool.auto_repair == Some(true) {
+        c.error(
+            &p.key("autoRepair"),
+            "GKE requires auto-repair off on flex-start pools",
+            "remove autoRepair (gkq turns it off) or set it to false",
+        );
+    }
+}
+
+/// What a queued-provisioning pool needs here: flex-start, autoscaling from zero, no spot VMs
+/// and no reservations.
+fn check_queued_provisioning(c: &mut Checker, p: &Path, pool: &NodePool) {
+    if !pool.flex_start {
+        c.error(
+            &p.key("queuedProvisioning"),
+            "queued provisioning needs flex-start in this setup",
+            "add `flexStart: true`: DWS capacity for queued pools comes from flex-start VMs",
+        );
+    }
+    match &pool.autoscaling {
+        None => c.error(
+            &p.key("queuedProvisioning"),
+            "queued provisioning needs autoscaling from zero",
+            "add `autoscaling: {min: 0, max: N}`",
+        ),
+        Some(a) if a.min != 0 && !pool.flex_start => c.error(
+            &p.key("autoscaling").key("min"),
+            "queued provisioning needs autoscaling from zero",
+            "set autoscaling.min to 0",
+        ),
+        _ => {}
+    }
+    if pool.spot {
+        c.error(
+            &p.key("spot"),
+            "queued provisioning cannot use spot VMs",
+            "remove `spot`",
+        );
+    }
+    if pool
+        .reservation_affinity
+        .as_deref()
+        .is_some_and(|r| r != "none")
+    {
+        c.error(
+            &p.key("reservationAffinity"),
+            "queued provisioning cannot consume reservations",
+            "set reservationAffinity: none",
+        );
+    }
+}
+
+/// A TPU flex-start pool with queued provisioning on a GKE version before 1.34 may be refused.
+fn check_tpu_flex_start_queued_version(c: &mut Checker, p: &Path, gke_minor: Option<(u32, u32)>) {
+    match gke_minor {
+        Some(minor) if minor < (1, 34) => c.warning(
+            &p.key("queuedProvisioning"),
+            format!(
+                "GKE {}.{} may reject TPU flex-start with queued provisioning (\"Flex start node pools don't support TPUs with queued provisioning\")",
+                minor.0, minor.1
+            ),
+            "use GKE 1.34 or later, as Google's guide does",
+        ),
+        _ => {}
     }
 }
 
