@@ -36,10 +36,20 @@ pub(super) fn check_run_names(c: &mut Checker, spec: &Spec) {
     }
 }
 
+/// The names of everything gkq makes: each valid for what it names, run names KubeRay takes,
+/// no name used twice.
 pub(super) fn check_names(c: &mut Checker, spec: &Spec) {
+    check_name_syntax(c, spec);
+    check_run_names(c, spec);
+    check_duplicate_names(c, spec);
+    check_run_collisions(c, spec);
+}
+
+/// Every name gkq gives an object, with what it names and where the spec writes it.
+fn named_objects(spec: &Spec) -> Vec<(&'static str, Path, &str)> {
     let root = Path::root();
     let k = root.key("kueue");
-    let checks: Vec<(&str, Path, &str)> = [(
+    [(
         "cluster",
         root.key("cluster").key("name"),
         spec.cluster.name.as_str(),
@@ -80,8 +90,13 @@ pub(super) fn check_names(c: &mut Checker, spec: &Spec) {
             j.name.as_str(),
         )
     }))
-    .collect();
-    for (what, path, name) in checks {
+    .collect()
+}
+
+/// Each name follows the rule of what it names: GKE's for the cluster and node pools, a DNS
+/// subdomain for flavors and ClusterQueues, a DNS label for the rest.
+fn check_name_syntax(c: &mut Checker, spec: &Spec) {
+    for (what, path, name) in named_objects(spec) {
         let (ok, rule) = match what {
             "cluster" | "node pool" => (
                 crate::model::gke::is_gke_name(name),
@@ -103,7 +118,12 @@ pub(super) fn check_names(c: &mut Checker, spec: &Spec) {
             c.error(&path, format!("{what} name `{name}` is not valid"), rule);
         }
     }
-    check_run_names(c, spec);
+}
+
+/// Names used twice in a section, and a node pool named like the default pool.
+fn check_duplicate_names(c: &mut Checker, spec: &Spec) {
+    let root = Path::root();
+    let k = root.key("kueue");
     c.duplicates(
         "node pool",
         &root.key("nodePools"),
@@ -159,13 +179,16 @@ pub(super) fn check_names(c: &mut Checker, spec: &Spec) {
             .map(|p| p.name.clone())
             .enumerate(),
     );
-    // Runs of different jobs must not collide (`train` with count 2 and a job named `train-1`).
+}
+
+/// Runs of different jobs must not collide (`train` with count 2 and a job named `train-1`).
+fn check_run_collisions(c: &mut Checker, spec: &Spec) {
     let mut runs: BTreeMap<(String, String), usize> = BTreeMap::new();
     for (i, job) in spec.jobs.iter().enumerate() {
         for run in crate::model::jobs::run_names(job) {
             if let Some(first) = runs.insert((job.namespace.clone(), run.clone()), i) {
                 c.error(
-                    &root.key("jobs").index(i).key("name"),
+                    &Path::root().key("jobs").index(i).key("name"),
                     format!("job run `{run}` is defined twice (jobs {first} and {i})"),
                     "job names (with their `-N` run suffixes) must be unique per namespace",
                 );
