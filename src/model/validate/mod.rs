@@ -363,118 +363,153 @@ pub(super) fn flavor_quotas(
         })
 }
 
+/// The checks that need the rendered objects: each job's Workload as Kueue would see it, the
+/// raw jobs of `manifests:`, manifests that collide with what gkq makes, and quotas against
+/// what their node pools can hold.
 pub fn check_rendered(loaded: &Loaded, desired: &super::DesiredState) -> Diagnostics {
-    use crate::placement::podsets::MAX_POD_SETS;
-    use crate::placement::{Cluster, PendingWorkload, fits_ever};
     let mut c = Checker {
         loaded,
         diags: Diagnostics::default(),
     };
     let spec = &loaded.spec;
-    let mut cluster = Cluster::default();
+    let mut cluster = crate::placement::Cluster::default();
     for o in &desired.kubernetes {
         // Rendered from a validated spec; anything placement cannot read was reported above.
         // Jobs are not part of the cluster: each is checked on its own below.
         let _ = cluster.add_object(o);
     }
     for (i, job) in spec.jobs.iter().enumerate() {
-        let Some(first_run) = super::jobs::run_names(job).into_iter().next() else {
-            continue;
-        };
-        let Some(object) = desired.kubernetes.iter().find(|o| {
-            o["kind"] == job.kind.kind_name()
-                && o["metadata"]["name"] == first_run.as_str()
-                && o["metadata"]["namespace"] == job.namespace.as_str()
-        }) else {
-            continue;
-        };
-        let Ok(workload) = PendingWorkload::from_object(object) else {
-            continue;
-        };
-        let p = Path::root().key("jobs").index(i);
-        if workload.pod_sets.len() > MAX_POD_SETS {
-            c.error(
-                &p.key("kind"),
-                format!(
-                    "job `{}` makes {} podsets, more than the {MAX_POD_SETS} a Kueue Workload may have: Kueue cannot create its Workload and the job stays suspended",
-                    job.name,
-                    workload.pod_sets.len()
-                ),
-                "merge groups of pods that ask for the same resources and node selection",
-            );
-            continue;
-        }
-        let groups = super::jobs::pod_groups(job);
-        check_dws_request_shape(
-            &mut c,
-            spec,
-            &cluster,
-            &workload,
-            &p.key("queue"),
-            |podset| {
-                groups
-                    .iter()
-                    .find(|g| g.name.to_lowercase() == podset)
-                    .map(|g| jobs_section::group_path(&p, g))
-            },
-        );
-        if let Err(reason) = fits_ever(&cluster, &workload) {
-            let at = match job.kind {
-                crate::spec::types::JobKind::RayJob => p.key("workers"),
-                crate::spec::types::JobKind::JobSet => p.key("replicatedJobs"),
-                crate::spec::types::JobKind::Job => p.key("pods"),
-            };
-            c.error(
-                &at,
-                format!("job `{}` can never be admitted by queue `{}`: {reason}", job.name, job.queue),
-                "raise a flavor's quota, add a flavor that fits, or shrink the job: Kueue would keep it pending forever",
-            );
-        }
+        check_rendered_job(&mut c, spec, &cluster, desired, i, job);
     }
-    // Raw jobs of the kinds Kueue manages here, written in `manifests:`.
+    check_manifest_jobs(&mut c, spec, &cluster);
+    manifests::check_manifest_collisions(&mut c, spec, desired);
+    check_quotas_against_pools(&mut c, spec, &cluster);
+    c.diags
+}
+
+/// The Workload of a job's first run, read from its rendered object; `None` when the job has
+/// no run or its object cannot be read as one (reported elsewhere).
+fn rendered_workload(
+    job: &crate::spec::types::Job,
+    desired: &super::DesiredState,
+) -> Option<crate::placement::PendingWorkload> {
+    let first_run = super::jobs::run_names(job).into_iter().next()?;
+    let object = desired.kubernetes.iter().find(|o| {
+        o["kind"] == job.kind.kind_name()
+            && o["metadata"]["name"] == first_run.as_str()
+            && o["metadata"]["namespace"] == job.namespace.as_str()
+    })?;
+    crate::placement::PendingWorkload::from_object(object).ok()
+}
+
+/// A job's Workload: no more podsets than Kueue allows, a DWS request GKE accepts, and a
+/// flavor that can ever admit it.
+fn check_rendered_job(
+    c: &mut Checker,
+    spec: &Spec,
+    cluster: &crate::placement::Cluster,
+    desired: &super::DesiredState,
+    i: usize,
+    job: &crate::spec::types::Job,
+) {
+    use crate::placement::podsets::MAX_POD_SETS;
+    let Some(workload) = rendered_workload(job, desired) else {
+        return;
+    };
+    let p = Path::root().key("jobs").index(i);
+    if workload.pod_sets.len() > MAX_POD_SETS {
+        c.error(
+            &p.key("kind"),
+            format!(
+                "job `{}` makes {} podsets, more than the {MAX_POD_SETS} a Kueue Workload may have: Kueue cannot create its Workload and the job stays suspended",
+                job.name,
+                workload.pod_sets.len()
+            ),
+            "merge groups of pods that ask for the same resources and node selection",
+        );
+        return;
+    }
+    let groups = super::jobs::pod_groups(job);
+    check_dws_request_shape(c, spec, cluster, &workload, &p.key("queue"), |podset| {
+        groups
+            .iter()
+            .find(|g| g.name.to_lowercase() == podset)
+            .map(|g| jobs_section::group_path(&p, g))
+    });
+    if let Err(reason) = crate::placement::fits_ever(cluster, &workload) {
+        let at = match job.kind {
+            crate::spec::types::JobKind::RayJob => p.key("workers"),
+            crate::spec::types::JobKind::JobSet => p.key("replicatedJobs"),
+            crate::spec::types::JobKind::Job => p.key("pods"),
+        };
+        c.error(
+            &at,
+            format!("job `{}` can never be admitted by queue `{}`: {reason}", job.name, job.queue),
+            "raise a flavor's quota, add a flavor that fits, or shrink the job: Kueue would keep it pending forever",
+        );
+    }
+}
+
+/// Raw jobs of the kinds Kueue manages here, written in `manifests:`: a DWS request GKE accepts.
+fn check_manifest_jobs(c: &mut Checker, spec: &Spec, cluster: &crate::placement::Cluster) {
     for (i, manifest) in spec.manifests.iter().enumerate() {
         let run_kind = matches!(manifest["kind"].as_str(), Some("RayJob" | "JobSet" | "Job"));
-        if let (true, Ok(workload)) = (run_kind, PendingWorkload::from_object(manifest)) {
+        if let (true, Ok(workload)) = (
+            run_kind,
+            crate::placement::PendingWorkload::from_object(manifest),
+        ) {
             let at = Path::root().key("manifests").index(i);
-            check_dws_request_shape(&mut c, spec, &cluster, &workload, &at, |_| None);
+            check_dws_request_shape(c, spec, cluster, &workload, &at, |_| None);
         }
     }
-    manifests::check_manifest_collisions(&mut c, spec, desired);
-    for quota in capacity::flavor_quotas(&cluster) {
-        let Some(flavor) = spec.kueue.flavors.iter().find(|f| f.name == quota.flavor) else {
-            continue;
-        };
-        let Some(pool) = flavor
-            .node_pool
-            .as_ref()
-            .and_then(|p| spec.node_pools.iter().find(|n| &n.name == p))
-        else {
-            continue;
-        };
-        let Some(max_nodes) = capacity::max_nodes(pool) else {
-            continue;
-        };
-        let capacity = capacity::NodePoolCapacity {
-            pool: pool.name.clone(),
-            machine_type: pool.machine_type.clone(),
-            max_nodes,
-            queued_provisioning: pool.queued_provisioning,
-        };
-        let (qi, gi, fi) = spec
-            .kueue
-            .cluster_queues
-            .iter()
-            .enumerate()
-            .find(|(_, q)| q.name == quota.cluster_queue)
-            .and_then(|(qi, q)| {
-                q.resource_groups.iter().enumerate().find_map(|(gi, g)| {
-                    g.flavors
-                        .iter()
-                        .position(|f| f.name == quota.flavor)
-                        .map(|fi| (qi, gi, fi))
-                })
+}
+
+/// The node pool a flavor's quota runs on, with what it can hold at most; `None` when the
+/// flavor names no pool of the spec or the pool has no upper size.
+fn flavor_pool_capacity(
+    spec: &Spec,
+    quota: &capacity::FlavorQuota,
+) -> Option<capacity::NodePoolCapacity> {
+    let flavor = spec.kueue.flavors.iter().find(|f| f.name == quota.flavor)?;
+    let pool = flavor
+        .node_pool
+        .as_ref()
+        .and_then(|p| spec.node_pools.iter().find(|n| &n.name == p))?;
+    let max_nodes = capacity::max_nodes(pool)?;
+    Some(capacity::NodePoolCapacity {
+        pool: pool.name.clone(),
+        machine_type: pool.machine_type.clone(),
+        max_nodes,
+        queued_provisioning: pool.queued_provisioning,
+    })
+}
+
+/// Where the spec writes a flavor quota: (ClusterQueue, resource group, flavor) indices, or
+/// the first quota's when it is not found.
+fn flavor_quota_position(spec: &Spec, quota: &capacity::FlavorQuota) -> (usize, usize, usize) {
+    spec.kueue
+        .cluster_queues
+        .iter()
+        .enumerate()
+        .find(|(_, q)| q.name == quota.cluster_queue)
+        .and_then(|(qi, q)| {
+            q.resource_groups.iter().enumerate().find_map(|(gi, g)| {
+                g.flavors
+                    .iter()
+                    .position(|f| f.name == quota.flavor)
+                    .map(|fi| (qi, gi, fi))
             })
-            .unwrap_or((0, 0, 0));
+        })
+        .unwrap_or((0, 0, 0))
+}
+
+/// Warns where a flavor's quota does not match what its node pool can hold.
+fn check_quotas_against_pools(c: &mut Checker, spec: &Spec, cluster: &crate::placement::Cluster) {
+    for quota in capacity::flavor_quotas(cluster) {
+        let Some(capacity) = flavor_pool_capacity(spec, &quota) else {
+            continue;
+        };
+        let (qi, gi, fi) = flavor_quota_position(spec, &quota);
         for w in capacity::check_quota_against_capacity(&quota, &capacity) {
             if w.kind == capacity::CapacityWarningKind::UnknownMachineType {
                 continue;
@@ -490,7 +525,6 @@ pub fn check_rendered(loaded: &Loaded, desired: &super::DesiredState) -> Diagnos
             );
         }
     }
-    c.diags
 }
 
 /// GKE's queued provisioning takes one PodSet per ProvisioningRequest. Kueue puts into the
