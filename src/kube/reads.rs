@@ -20,6 +20,8 @@ pub enum Read {
     },
     List {
         info: ResourceInfo,
+        /// `None`: across namespaces.
+        namespace: Option<String>,
         selector: String,
     },
     Names {
@@ -110,6 +112,23 @@ impl KubeApi for Recording<'_> {
         let objects = self.inner.list(info, label_selector).await?;
         let read = Read::List {
             info: info.clone(),
+            namespace: None,
+            selector: label_selector.to_string(),
+        };
+        self.note(read, digest_of(objects.iter().map(version_of).collect()));
+        Ok(objects)
+    }
+
+    async fn list_in(
+        &self,
+        info: &ResourceInfo,
+        namespace: &str,
+        label_selector: &str,
+    ) -> KubeResult<Vec<Value>> {
+        let objects = self.inner.list_in(info, namespace, label_selector).await?;
+        let read = Read::List {
+            info: info.clone(),
+            namespace: Some(namespace.to_string()),
             selector: label_selector.to_string(),
         };
         self.note(read, digest_of(objects.iter().map(version_of).collect()));
@@ -131,6 +150,7 @@ impl KubeApi for Recording<'_> {
             .await?;
         let read = Read::List {
             info: info.clone(),
+            namespace: None,
             selector: label_selector.to_string(),
         };
         self.note(read, digest_of(versions));
@@ -191,11 +211,23 @@ pub async fn unchanged(api: &dyn KubeApi, reads: &Reads) -> KubeResult<bool> {
             Read::Resource { api_version, kind } => {
                 resource_digest(&api.resource(api_version, kind).await?)
             }
-            Read::List { info, selector } => {
+            Read::List {
+                info,
+                namespace: None,
+                selector,
+            } => {
                 let mut versions = Vec::new();
                 api.list_each(info, selector, &mut |o| versions.push(version_of(&o)))
                     .await?;
                 digest_of(versions)
+            }
+            Read::List {
+                info,
+                namespace: Some(namespace),
+                selector,
+            } => {
+                let objects = api.list_in(info, namespace, selector).await?;
+                digest_of(objects.iter().map(version_of).collect())
             }
             Read::Names { info } => names_digest(&api.list_names(info).await?),
             Read::Get {
