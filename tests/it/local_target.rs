@@ -1128,6 +1128,61 @@ fn the_pinned_kueue_release_decides_whether_the_local_plan_predicts() {
     );
 }
 
+/// `gkq status` re-predicts the jobs Kueue has not placed with the plan's rule: under a Kueue
+/// release gkq does not model (the spec pins v0.20.0, which the install would run), each
+/// waiting job says "not predicted" with the reason, in JSON and in text, and is compared with
+/// nothing; `--predict-anyway` predicts them with v0.19's rules.
+#[test]
+fn status_does_not_predict_waiting_jobs_under_a_kueue_release_gkq_does_not_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let stack = dir.path().join("stack");
+    std::fs::create_dir_all(&stack).unwrap();
+    std::fs::copy(
+        repo_root().join("examples/tpu-dws/train.py"),
+        stack.join("train.py"),
+    )
+    .unwrap();
+    let example = std::fs::read_to_string(repo_root().join("examples/tpu-dws/gkq.yaml")).unwrap();
+    let spec = example.replace(
+        "kueue:\n  version: v0.19.2\n",
+        "kueue:\n  version: v0.20.0\n",
+    );
+    assert_ne!(spec, example, "the example's kueue.version line moved");
+    std::fs::write(stack.join("gkq.yaml"), spec).unwrap();
+    let state = dir.path().join("state");
+    let status = |extra: &[&str]| -> Value {
+        let mut args = vec!["status", "-o", "json"];
+        args.extend_from_slice(extra);
+        serde_json::from_str(&ok(gkq_stack(&stack, &state, &args))).unwrap()
+    };
+
+    let report = status(&[]);
+    let jobs = report["jobs"].as_array().unwrap();
+    assert_eq!(jobs.len(), 2, "{report:#}");
+    for job in jobs {
+        assert_eq!(job["comparedWith"]["source"], "prediction", "{job:#}");
+        assert!(
+            job["predicted"]["notPredicted"]
+                .as_str()
+                .is_some_and(|why| why
+                    .starts_with("not predicted: Kueue v0.20 is installed; gkq models v0.19")),
+            "{job:#}"
+        );
+        assert!(job.get("agrees").is_none_or(Value::is_null), "{job:#}");
+    }
+    let shown = ok(gkq_stack(&stack, &state, &["status"]));
+    assert!(
+        shown.contains("predicted:  not predicted: Kueue v0.20 is installed; gkq models v0.19"),
+        "{shown}"
+    );
+
+    let anyway = status(&["--predict-anyway"]);
+    for job in anyway["jobs"].as_array().unwrap() {
+        assert!(job["predicted"].get("notPredicted").is_none(), "{job:#}");
+        assert!(job["predicted"]["clusterQueue"].is_string(), "{job:#}");
+    }
+}
+
 /// The flavor of `podset` in the placement `plan` predicts for `job`.
 fn planned_flavor(plan: &Value, job: &str, podset: &str) -> String {
     let placement = plan["placements"]
