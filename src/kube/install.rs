@@ -7,20 +7,30 @@ use serde_json::Value;
 use crate::model::KueueInstall;
 use crate::model::jobset_install;
 use crate::model::kueue_install::{
-    BUILTIN, BUILTIN_VERSIONS, KUEUE_NAMESPACE, MANAGER_DEPLOYMENT, builtin_manifests,
+    BUILTIN, BUILTIN_VERSIONS, CONFIG_MAP, KUEUE_NAMESPACE, MANAGER_DEPLOYMENT, builtin_manifests,
     installation_from_deployment,
 };
 
-/// The live installation, read from the manager Deployment; `None` when Kueue is not installed.
+/// The live installation, read from the manager Deployment and its configuration ConfigMap;
+/// `None` when Kueue is not installed.
 pub async fn observe(api: &dyn super::KubeApi) -> super::KubeResult<Option<Value>> {
     let Some(info) = api.resource("apps/v1", "Deployment").await? else {
         return Ok(None);
     };
-    Ok(api
+    let Some(deployment) = api
         .get(&info, Some(KUEUE_NAMESPACE), MANAGER_DEPLOYMENT)
         .await?
-        .as_ref()
-        .map(installation_from_deployment))
+    else {
+        return Ok(None);
+    };
+    let config_map = match api.resource("v1", "ConfigMap").await? {
+        Some(info) => api.get(&info, Some(KUEUE_NAMESPACE), CONFIG_MAP).await?,
+        None => None,
+    };
+    Ok(Some(installation_from_deployment(
+        &deployment,
+        config_map.as_ref(),
+    )))
 }
 
 /// The live JobSet installation, read from the controller Deployment; `None` when JobSet's
