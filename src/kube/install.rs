@@ -63,6 +63,54 @@ pub async fn observe_installation(
     }
 }
 
+/// What applying JobSet's release `version` (with force, docs/jobset.md 3.1) would take over
+/// from other field managers: each object of the release is dry-run without force, and the
+/// fields the server names in a conflict are listed per object and manager. An object the
+/// server cannot dry-run (its namespace does not exist yet, its kind is not served) exists in
+/// no form another manager could own.
+pub async fn jobset_takeovers(
+    api: &dyn super::KubeApi,
+    version: &str,
+    stack: &str,
+) -> super::KubeResult<Vec<crate::plan::conflicts::Takeover>> {
+    use crate::plan::conflicts::Takeover;
+    let objects = jobset_install::prepare(version, stack)
+        .map_err(|e| super::KubeError::Transport(e.to_string()))?;
+    let mut takeovers: Vec<Takeover> = Vec::new();
+    for object in &objects {
+        let api_version = object["apiVersion"].as_str().unwrap_or_default();
+        let kind = object["kind"].as_str().unwrap_or_default();
+        let Some(info) = api.resource(api_version, kind).await? else {
+            continue;
+        };
+        let dry_run = super::ApplyOptions {
+            dry_run: true,
+            force: false,
+        };
+        match api.apply(&info, object, dry_run).await {
+            Err(super::KubeError::Conflict { conflicts, .. }) => {
+                for conflict in conflicts {
+                    let described = super::describe(object);
+                    match takeovers
+                        .iter_mut()
+                        .find(|t| t.object == described && t.manager == conflict.manager)
+                    {
+                        Some(found) => found.fields.push(conflict.field),
+                        None => takeovers.push(Takeover {
+                            object: described,
+                            manager: conflict.manager,
+                            fields: vec![conflict.field],
+                        }),
+                    }
+                }
+            }
+            Err(e) => tracing::debug!("dry run of {}: {e}", super::describe(object)),
+            Ok(_) => {}
+        }
+    }
+    Ok(takeovers)
+}
+
 /// For `jobset.install: external` with JobSets in the spec: checks that the cluster serves the
 /// JobSet API gkq writes. `Err` (with the fix) when it does not: every JobSet would be refused.
 pub async fn check_external_jobset(api: &dyn super::KubeApi) -> Result<(), String> {

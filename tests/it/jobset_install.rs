@@ -343,3 +343,92 @@ async fn builtin_jobset_is_installed_before_the_first_jobset_and_kueue_admits_it
         .unwrap();
     assert_eq!(again.status.code(), Some(0), "{}", explain(&again));
 }
+
+/// JobSet installed earlier by another tool (`helm` here, at an older release): the plan that
+/// installs the builtin release over it, whose objects apply with force (docs/jobset.md 3.1),
+/// names what that takes over: the object, the other manager and its fields. The plan's dry
+/// runs change nothing: the controller still runs the other tool's release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_plan_names_what_installing_jobset_takes_over_from_another_manager() {
+    use kube::api::{Patch, PatchParams};
+    gkq::gke::install_tls_provider();
+    let cp = PrivateControlPlane::start_audited_without_jobset();
+    let kubeconfig = cp.kubeconfig();
+    let client = client_for(&kubeconfig).await.unwrap();
+    let (url, _emulator) = Emulator::start_in_process(EmulatorConfig::instant())
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("gkq.yaml"), SPEC).unwrap();
+    std::fs::write(dir.path().join("train.py"), "print('train')\n").unwrap();
+    let spec = dir.path().to_path_buf();
+
+    // JobSet's namespace and controller as helm installed v0.11.0: without gkq's labels, and
+    // owned by the field manager "helm".
+    const OLDER: &str = "registry.k8s.io/jobset/jobset:v0.11.0";
+    let release = gkq::model::jobset_install::prepare("v0.12.0", "theirs").unwrap();
+    for object in release
+        .iter()
+        .filter(|o| o["kind"] == "Namespace" || o["kind"] == "Deployment")
+    {
+        let mut theirs = object.clone();
+        theirs["metadata"].as_object_mut().unwrap().remove("labels");
+        if theirs["kind"] == "Deployment" {
+            theirs["spec"]["template"]["spec"]["containers"][0]["image"] = OLDER.into();
+        }
+        let api = crate::support::control_plane::dynamic_api(
+            &client,
+            theirs["apiVersion"].as_str().unwrap(),
+            theirs["kind"].as_str().unwrap(),
+            NAMESPACE,
+        )
+        .unwrap();
+        api.patch(
+            theirs["metadata"]["name"].as_str().unwrap(),
+            &PatchParams::apply("helm"),
+            &Patch::Apply(&theirs),
+        )
+        .await
+        .unwrap();
+    }
+
+    let plan = gkq(&spec, &url, &kubeconfig, &["plan", "-o", "json"])
+        .output()
+        .await
+        .unwrap();
+    assert!(plan.status.success(), "{}", explain(&plan));
+    let plan: Value = serde_json::from_slice(&plan.stdout).unwrap();
+    let takeover = plan["notices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|n| n["message"].as_str())
+        .find(|m| m.starts_with("installing JobSet v0.12.0 takes fields over"))
+        .unwrap_or_else(|| panic!("no takeover notice: {:#}", plan["notices"]));
+    assert!(
+        takeover.contains(&format!(
+            "Deployment {NAMESPACE}/{CONTROLLER} from \"helm\" (.spec.template.spec.containers[name=\"manager\"].image"
+        )),
+        "{takeover}"
+    );
+    // Only what differs is taken: the namespace, which gkq only labels, is not named.
+    assert!(!takeover.contains("Namespace"), "{takeover}");
+
+    let text = gkq(&spec, &url, &kubeconfig, &["plan"])
+        .output()
+        .await
+        .unwrap();
+    let shown = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        shown.contains("takes fields over from other field managers"),
+        "{shown}"
+    );
+
+    let controller = read(&client, DEPLOYMENT, Some(NAMESPACE), CONTROLLER)
+        .await
+        .unwrap();
+    assert_eq!(
+        controller["spec"]["template"]["spec"]["containers"][0]["image"],
+        OLDER
+    );
+}

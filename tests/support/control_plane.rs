@@ -343,6 +343,7 @@ pub fn api_resource(api_version: &str, kind: &str) -> Result<(ApiResource, bool)
         "ProvisioningRequest" => ("provisioningrequests", true),
         "ConfigMap" => ("configmaps", true),
         "Deployment" => ("deployments", true),
+        "Namespace" => ("namespaces", false),
         other => bail!("api_resource: unknown kind {other}"),
     };
     let gvk = GroupVersionKind::gvk(group, version, kind);
