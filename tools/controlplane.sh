@@ -19,6 +19,9 @@
 #   GKQ_CP_WATCH_PID   `up` starts a watchdog that runs `down` once this PID has exited
 #   GKQ_CP_TIMEOUT     readiness timeout per component in seconds (default 90)
 #   GKQ_CP_AUDIT       if set, `up` writes an audit log of every request to DIR/logs/audit.log
+#   GKQ_CP_NO_JOBSET   if set, `up` installs no JobSet CRD (a cluster JobSet was never installed
+#                      in; Kueue still lists JobSet in its frameworks and sets up its JobSet
+#                      controller once the CRD is served)
 set -euo pipefail
 
 SCRIPT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")"
@@ -309,8 +312,14 @@ EOF
 
 	# --- CRDs: Kueue, KubeRay (RayJob/RayCluster), ProvisioningRequest, JobSet (v0.12.0, the
 	# version Kueue v0.19.2 builds against). Only the CRDs: no JobSet or KubeRay controller runs.
+	# GKQ_CP_NO_JOBSET leaves JobSet's out, for a test that installs JobSet itself.
+	local jobset_crds=(-f "$crds/jobset/")
+	if [ -n "${GKQ_CP_NO_JOBSET:-}" ]; then
+		jobset_crds=()
+		log "no JobSet CRD (GKQ_CP_NO_JOBSET)"
+	fi
 	kc apply --server-side --field-manager=gkq-controlplane \
-		-f "$crds/kueue/" -f "$crds/kuberay/" -f "$crds/autoscaling/" -f "$crds/jobset/" >"$RUN/logs/crds.log"
+		-f "$crds/kueue/" -f "$crds/kuberay/" -f "$crds/autoscaling/" "${jobset_crds[@]}" >"$RUN/logs/crds.log"
 	# As in Kueue's release manifests: v1beta1<->v1beta2 conversion through Kueue's /convert.
 	local cab; cab=$(base64 -w0 <"$PKI/ca.crt")
 	local crd

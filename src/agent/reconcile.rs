@@ -875,6 +875,7 @@ async fn record_plan(run: &mut Run<'_>, planned: &Planned, commit: &str) {
         kube.api(),
         planned.world.clone().unwrap_or_default(),
         &records,
+        &planned.kueue,
     )
     .await
     {

@@ -414,6 +414,22 @@ impl KubeApi for RealKube {
             .await
     }
 
+    async fn list_in(
+        &self,
+        info: &ResourceInfo,
+        namespace: &str,
+        label_selector: &str,
+    ) -> KubeResult<Vec<Value>> {
+        let request = self
+            .request(info, Some(namespace))
+            .list(&ListParams::default().labels(label_selector));
+        let what = format!("list {} in namespace {namespace}", info.kind);
+        let mut items = Vec::new();
+        self.read_list(request, &what, &mut |item| items.push(as_read(item, info)))
+            .await?;
+        Ok(items)
+    }
+
     async fn list_names(&self, info: &ResourceInfo) -> KubeResult<Vec<ObjectName>> {
         // Metadata alone: the server sends names, not every object of the kind in full.
         let request = self

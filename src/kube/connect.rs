@@ -90,6 +90,17 @@ impl KubeApi for LazyKube<'_> {
     async fn list(&self, info: &ResourceInfo, label_selector: &str) -> KubeResult<Vec<Value>> {
         self.client().await?.list(info, label_selector).await
     }
+    async fn list_in(
+        &self,
+        info: &ResourceInfo,
+        namespace: &str,
+        label_selector: &str,
+    ) -> KubeResult<Vec<Value>> {
+        self.client()
+            .await?
+            .list_in(info, namespace, label_selector)
+            .await
+    }
     async fn get(
         &self,
         info: &ResourceInfo,

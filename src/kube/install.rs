@@ -7,20 +7,30 @@ use serde_json::Value;
 use crate::model::KueueInstall;
 use crate::model::jobset_install;
 use crate::model::kueue_install::{
-    BUILTIN, BUILTIN_VERSIONS, KUEUE_NAMESPACE, MANAGER_DEPLOYMENT, builtin_manifests,
+    BUILTIN, BUILTIN_VERSIONS, CONFIG_MAP, KUEUE_NAMESPACE, MANAGER_DEPLOYMENT, builtin_manifests,
     installation_from_deployment,
 };
 
-/// The live installation, read from the manager Deployment; `None` when Kueue is not installed.
+/// The live installation, read from the manager Deployment and its configuration ConfigMap;
+/// `None` when Kueue is not installed.
 pub async fn observe(api: &dyn super::KubeApi) -> super::KubeResult<Option<Value>> {
     let Some(info) = api.resource("apps/v1", "Deployment").await? else {
         return Ok(None);
     };
-    Ok(api
+    let Some(deployment) = api
         .get(&info, Some(KUEUE_NAMESPACE), MANAGER_DEPLOYMENT)
         .await?
-        .as_ref()
-        .map(installation_from_deployment))
+    else {
+        return Ok(None);
+    };
+    let config_map = match api.resource("v1", "ConfigMap").await? {
+        Some(info) => api.get(&info, Some(KUEUE_NAMESPACE), CONFIG_MAP).await?,
+        None => None,
+    };
+    Ok(Some(installation_from_deployment(
+        &deployment,
+        config_map.as_ref(),
+    )))
 }
 
 /// The live JobSet installation, read from the controller Deployment; `None` when JobSet's
@@ -51,6 +61,54 @@ pub async fn observe_installation(
     } else {
         observe(api).await
     }
+}
+
+/// What applying JobSet's release `version` (with force, docs/jobset.md 3.1) would take over
+/// from other field managers: each object of the release is dry-run without force, and the
+/// fields the server names in a conflict are listed per object and manager. An object the
+/// server cannot dry-run (its namespace does not exist yet, its kind is not served) exists in
+/// no form another manager could own.
+pub async fn jobset_takeovers(
+    api: &dyn super::KubeApi,
+    version: &str,
+    stack: &str,
+) -> super::KubeResult<Vec<crate::plan::conflicts::Takeover>> {
+    use crate::plan::conflicts::Takeover;
+    let objects = jobset_install::prepare(version, stack)
+        .map_err(|e| super::KubeError::Transport(e.to_string()))?;
+    let mut takeovers: Vec<Takeover> = Vec::new();
+    for object in &objects {
+        let api_version = object["apiVersion"].as_str().unwrap_or_default();
+        let kind = object["kind"].as_str().unwrap_or_default();
+        let Some(info) = api.resource(api_version, kind).await? else {
+            continue;
+        };
+        let dry_run = super::ApplyOptions {
+            dry_run: true,
+            force: false,
+        };
+        match api.apply(&info, object, dry_run).await {
+            Err(super::KubeError::Conflict { conflicts, .. }) => {
+                for conflict in conflicts {
+                    let described = super::describe(object);
+                    match takeovers
+                        .iter_mut()
+                        .find(|t| t.object == described && t.manager == conflict.manager)
+                    {
+                        Some(found) => found.fields.push(conflict.field),
+                        None => takeovers.push(Takeover {
+                            object: described,
+                            manager: conflict.manager,
+                            fields: vec![conflict.field],
+                        }),
+                    }
+                }
+            }
+            Err(e) => tracing::debug!("dry run of {}: {e}", super::describe(object)),
+            Ok(_) => {}
+        }
+    }
+    Ok(takeovers)
 }
 
 /// For `jobset.install: external` with JobSets in the spec: checks that the cluster serves the

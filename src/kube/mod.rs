@@ -148,6 +148,21 @@ pub trait KubeApi: Send + Sync {
     async fn resource(&self, api_version: &str, kind: &str) -> KubeResult<Option<ResourceInfo>>;
     /// Every object of a kind matching a label selector, across namespaces.
     async fn list(&self, info: &ResourceInfo, label_selector: &str) -> KubeResult<Vec<Value>>;
+    /// Every object of a namespaced kind in `namespace` matching a label selector. A server
+    /// is asked for that namespace alone (`RealKube`): a caller that knows the namespace needs
+    /// no cluster-wide list permission and reads no other namespace's objects. This default
+    /// keeps `namespace`'s objects of [`KubeApi::list`], for stores that hold everything in
+    /// process (the local target, fakes); a wrapper of another API must forward it.
+    async fn list_in(
+        &self,
+        info: &ResourceInfo,
+        namespace: &str,
+        label_selector: &str,
+    ) -> KubeResult<Vec<Value>> {
+        let mut objects = self.list(info, label_selector).await?;
+        objects.retain(|object| namespace_of(object) == Some(namespace));
+        Ok(objects)
+    }
     /// [`KubeApi::list`], handing each object to `each` as it is read instead of collecting
     /// them: a caller that keeps a compact form of each never holds the whole list as trees.
     async fn list_each(

@@ -20,6 +20,8 @@ pub enum Read {
     },
     List {
         info: ResourceInfo,
+        /// `None`: across namespaces.
+        namespace: Option<String>,
         selector: String,
     },
     Names {
@@ -110,6 +112,23 @@ impl KubeApi for Recording<'_> {
         let objects = self.inner.list(info, label_selector).await?;
         let read = Read::List {
             info: info.clone(),
+            namespace: None,
+            selector: label_selector.to_string(),
+        };
+        self.note(read, digest_of(objects.iter().map(version_of).collect()));
+        Ok(objects)
+    }
+
+    async fn list_in(
+        &self,
+        info: &ResourceInfo,
+        namespace: &str,
+        label_selector: &str,
+    ) -> KubeResult<Vec<Value>> {
+        let objects = self.inner.list_in(info, namespace, label_selector).await?;
+        let read = Read::List {
+            info: info.clone(),
+            namespace: Some(namespace.to_string()),
             selector: label_selector.to_string(),
         };
         self.note(read, digest_of(objects.iter().map(version_of).collect()));
@@ -131,6 +150,7 @@ impl KubeApi for Recording<'_> {
             .await?;
         let read = Read::List {
             info: info.clone(),
+            namespace: None,
             selector: label_selector.to_string(),
         };
         self.note(read, digest_of(versions));
@@ -191,11 +211,23 @@ pub async fn unchanged(api: &dyn KubeApi, reads: &Reads) -> KubeResult<bool> {
             Read::Resource { api_version, kind } => {
                 resource_digest(&api.resource(api_version, kind).await?)
             }
-            Read::List { info, selector } => {
+            Read::List {
+                info,
+                namespace: None,
+                selector,
+            } => {
                 let mut versions = Vec::new();
                 api.list_each(info, selector, &mut |o| versions.push(version_of(&o)))
                     .await?;
                 digest_of(versions)
+            }
+            Read::List {
+                info,
+                namespace: Some(namespace),
+                selector,
+            } => {
+                let objects = api.list_in(info, namespace, selector).await?;
+                digest_of(objects.iter().map(version_of).collect())
             }
             Read::Names { info } => names_digest(&api.list_names(info).await?),
             Read::Get {
@@ -213,4 +245,75 @@ pub async fn unchanged(api: &dyn KubeApi, reads: &Reads) -> KubeResult<bool> {
         }
     }
     Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Pods in two namespaces, served only as a whole (so the trait's own `list_in` answers).
+    struct Pods(Vec<Value>);
+
+    #[async_trait::async_trait]
+    impl KubeApi for Pods {
+        async fn resource(&self, _: &str, _: &str) -> KubeResult<Option<ResourceInfo>> {
+            Ok(None)
+        }
+        async fn list(&self, _: &ResourceInfo, _: &str) -> KubeResult<Vec<Value>> {
+            Ok(self.0.clone())
+        }
+        async fn get(
+            &self,
+            _: &ResourceInfo,
+            _: Option<&str>,
+            _: &str,
+        ) -> KubeResult<Option<Value>> {
+            Ok(None)
+        }
+        async fn apply(&self, _: &ResourceInfo, o: &Value, _: ApplyOptions) -> KubeResult<Value> {
+            Ok(o.clone())
+        }
+        async fn delete(
+            &self,
+            _: &ResourceInfo,
+            _: Option<&str>,
+            _: &str,
+            _: Option<&Version>,
+        ) -> KubeResult<Deletion> {
+            Ok(Deletion::Absent)
+        }
+    }
+
+    fn pod(namespace: &str, version: &str) -> Value {
+        json!({"kind": "Pod", "metadata": {"name": "p", "namespace": namespace, "uid": namespace,
+            "resourceVersion": version}})
+    }
+
+    /// A namespaced list keeps only that namespace's objects, is recorded with its namespace,
+    /// and is read again the same way: a change in another namespace is not a change of it.
+    #[tokio::test]
+    async fn a_namespaced_list_is_recorded_and_compared_within_its_namespace() {
+        let info = ResourceInfo {
+            api_version: "v1".into(),
+            kind: "Pod".into(),
+            plural: "pods".into(),
+            namespaced: true,
+        };
+        let before = Pods(vec![pod("team", "1"), pod("other", "1")]);
+        let recording = Recording::new(&before);
+        let found = recording.list_in(&info, "team", "app=x").await.unwrap();
+        assert_eq!(found, vec![pod("team", "1")]);
+        let reads = recording.reads();
+        let read = Read::List {
+            info: info.clone(),
+            namespace: Some("team".into()),
+            selector: "app=x".into(),
+        };
+        assert!(reads.0.contains_key(&read), "{reads:?}");
+        let elsewhere = Pods(vec![pod("team", "1"), pod("other", "2")]);
+        assert!(unchanged(&elsewhere, &reads).await.unwrap());
+        let here = Pods(vec![pod("team", "2"), pod("other", "1")]);
+        assert!(!unchanged(&here, &reads).await.unwrap());
+    }
 }

@@ -57,6 +57,7 @@ pub fn prepare(
     if install.manages_jobsets {
         list_framework(&mut objects, JOBSET_FRAMEWORK)?;
     }
+    mark_config_digest(&mut objects);
     for o in &mut objects {
         let meta = o
             .as_object_mut()
@@ -164,6 +165,55 @@ fn list_framework(objects: &mut [Value], framework: &str) -> Result<(), InstallE
     Ok(())
 }
 
+/// Annotation on the manager's pod template: a digest of its configuration, so that a changed
+/// configuration changes the template and the Deployment restarts the manager (Kueue reads its
+/// configuration file only when it starts: docs/kueue.md, "Kueue's configuration").
+pub const CONFIG_DIGEST_ANNOTATION: &str = "gkq.dev/kueue-config-digest";
+
+/// Sets [`CONFIG_DIGEST_ANNOTATION`] on the manager's pod template from the configuration the
+/// objects hold (nothing when they have no manager or no configuration).
+fn mark_config_digest(objects: &mut [Value]) {
+    use sha2::{Digest, Sha256};
+    let Some(config) = objects
+        .iter()
+        .find(|o| o["kind"] == "ConfigMap" && o["metadata"]["name"] == CONFIG_MAP)
+        .and_then(|o| o.pointer(&format!("/data/{CONFIG_KEY}")))
+        .and_then(Value::as_str)
+    else {
+        return;
+    };
+    let digest: String = Sha256::digest(config.as_bytes())
+        .iter()
+        .take(8)
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let manager = objects
+        .iter_mut()
+        .find(|o| o["kind"] == "Deployment" && o["metadata"]["name"] == MANAGER_DEPLOYMENT);
+    if let Some(template) = manager.and_then(|d| d.pointer_mut("/spec/template")) {
+        template["metadata"]["annotations"][CONFIG_DIGEST_ANNOTATION] = json!(digest);
+    }
+}
+
+/// The job frameworks a manager configuration ConfigMap lists in `integrations.frameworks`
+/// (none when it cannot be read).
+pub fn listed_frameworks(config_map: &Value) -> Vec<String> {
+    let Some(text) = config_map
+        .pointer(&format!("/data/{CONFIG_KEY}"))
+        .and_then(Value::as_str)
+    else {
+        return Vec::new();
+    };
+    let config: Value = serde_saphyr::from_str(text).unwrap_or_default();
+    config["integrations"]["frameworks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(str::to_string)
+        .collect()
+}
+
 /// The Kueue version an installed manager runs, from its Deployment's image tag.
 pub fn installed_version(deployment: &Value) -> Option<String> {
     let containers = deployment
@@ -196,8 +246,12 @@ pub const KUEUE_NAMESPACE: &str = "kueue-system";
 /// Annotation on the manager Deployment recording where gkq installed it from.
 pub const SOURCE_ANNOTATION: &str = "gkq.dev/kueue-manifests";
 
+/// The installation as the spec wants it: its release, its gates and, when JobSet is installed,
+/// the JobSet framework listed in its configuration (`spec.frameworks`, compared with what the
+/// live configuration lists: an installation made while JobSet was `none` from manifests that
+/// leave JobSets out is installed again).
 pub fn installation_object(install: &KueueInstall, stack: &str) -> Value {
-    json!({
+    let mut object = json!({
         "apiVersion": INSTALLATION_API,
         "kind": INSTALLATION_KIND,
         "metadata": {
@@ -208,7 +262,11 @@ pub fn installation_object(install: &KueueInstall, stack: &str) -> Value {
             "version": install.version,
             "featureGates": install.feature_gates,
         },
-    })
+    });
+    if install.manages_jobsets {
+        object["spec"]["frameworks"] = json!({JOBSET_FRAMEWORK: true});
+    }
+    object
 }
 
 /// Feature gates from a `--feature-gates=A=true,B=false` argument list.
@@ -226,8 +284,9 @@ pub fn gates_from_args(args: &[Value]) -> serde_json::Map<String, Value> {
     gates
 }
 
-/// The pseudo-object for an installed manager, from its Deployment (labels, image tag, gates).
-pub fn installation_from_deployment(deployment: &Value) -> Value {
+/// The pseudo-object for an installed manager, from its Deployment (labels, image tag, gates)
+/// and its configuration ConfigMap, when there is one (the frameworks it lists).
+pub fn installation_from_deployment(deployment: &Value, config_map: Option<&Value>) -> Value {
     let args = deployment
         .pointer("/spec/template/spec/containers")
         .and_then(Value::as_array)
@@ -246,6 +305,12 @@ pub fn installation_from_deployment(deployment: &Value) -> Value {
         "spec": {
             "version": installed_version(deployment),
             "featureGates": gates_from_args(&args),
+            "frameworks": config_map
+                .map(listed_frameworks)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|framework| (framework, json!(true)))
+                .collect::<serde_json::Map<String, Value>>(),
         },
     })
 }

@@ -173,7 +173,7 @@ async fn wait_for_head(
                     None => None,
                 };
                 let pods = api
-                    .list(&pod_info, &head_selector(cluster_name))
+                    .list_in(&pod_info, namespace, &head_selector(cluster_name))
                     .await
                     .map_err(|e| {
                         anyhow::anyhow!("listing the head pod of {namespace}/{cluster_name}: {e}")

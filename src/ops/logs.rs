@@ -172,7 +172,7 @@ async fn wait_for_pods(
         let mut pods: Vec<Value> = Vec::new();
         for selector in pod_selectors(&job) {
             let found = api
-                .list(&pod_info, &selector)
+                .list_in(&pod_info, namespace, &selector)
                 .await
                 .map_err(|e| anyhow::anyhow!("listing the pods of {namespace}/{name}: {e}"))?;
             pods.extend(found);
@@ -225,18 +225,13 @@ pub(super) async fn job_workload(
     let Some(info) = workload_info else {
         return Ok(None);
     };
+    // A Workload is in its job's namespace: only that namespace is read.
+    let namespace = crate::vocab::object::namespace_of(job).unwrap_or_default();
     let workloads = api
-        .list(info, "")
+        .list_in(info, namespace, "")
         .await
-        .map_err(|e| anyhow::anyhow!("listing Kueue's Workloads: {e}"))?;
-    let namespace = crate::vocab::object::namespace_of(job);
-    Ok(workload_of(
-        job,
-        workloads
-            .iter()
-            .filter(|w| crate::vocab::object::namespace_of(w) == namespace),
-    )
-    .cloned())
+        .map_err(|e| anyhow::anyhow!("listing Kueue's Workloads in namespace {namespace}: {e}"))?;
+    Ok(workload_of(job, workloads.iter()).cloned())
 }
 
 /// A wait's status line, told when it changes and again every [`PROGRESS_EVERY`] with how long

@@ -258,6 +258,7 @@ pub async fn plan_valid(
         }
     }
     check_external_jobset(&loaded, &desired, &session, recording.as_ref()).await?;
+    jobset_takeovers(&mut plan, &stack, recording.as_ref()).await?;
     crate::plan::placements::annotate(&mut plan, &desired, &live, world.as_ref(), &kueue);
     stamp(&mut plan, revision, &session);
     let reads = PlanReads {
@@ -304,6 +305,42 @@ async fn check_external_jobset(
             .await
             .map_err(|e| anyhow::anyhow!(e))?;
     }
+    Ok(())
+}
+
+/// When the plan installs or upgrades JobSet (`jobset.install: builtin`), whose objects apply
+/// with force: a notice of the fields that takes over from other field managers (an earlier
+/// install by kubectl or helm, say), found by dry runs without force.
+async fn jobset_takeovers(
+    plan: &mut Plan,
+    stack: &str,
+    recording: Option<&Recording<'_>>,
+) -> anyhow::Result<()> {
+    let addr = crate::addr::ResourceAddr::jobset_install();
+    let Some(version) = plan
+        .actions
+        .iter()
+        .find(|a| a.addr == addr && a.kind.is_change())
+        .and_then(|a| a.desired.as_deref())
+        .and_then(|d| d.pointer("/spec/version"))
+        .and_then(serde_json::Value::as_str)
+        .map(str::to_string)
+    else {
+        return Ok(());
+    };
+    let Some(api) = recording else {
+        return Ok(());
+    };
+    let takeovers = crate::kube::install::jobset_takeovers(api, &version, stack)
+        .await
+        .map_err(|e| {
+            anyhow::anyhow!("checking what installing JobSet {version} takes over: {e}")
+        })?;
+    plan.notices.extend(crate::plan::conflicts::takeover_notice(
+        &addr,
+        &format!("JobSet {version}"),
+        &takeovers,
+    ));
     Ok(())
 }
 

@@ -17,6 +17,7 @@ use crate::model::DesiredState;
 use crate::model::live::KubeSnapshot;
 use crate::observe::cluster::{read_kubernetes, read_stack_jobs};
 use crate::placement::PlacementState;
+use crate::placement::unmodelled::Manager;
 use crate::plan::PlanOptions;
 use crate::plan::revision::{LabelRevision, PlacementRecords};
 use crate::report::stack::{Checkout, StackStatus, StatusInputs, stack_status};
@@ -82,6 +83,7 @@ pub async fn status(
         kube.api(),
         planned.world.clone().unwrap_or_default(),
         &records,
+        &planned.kueue,
     )
     .await?;
     let status = stack_status(StatusInputs {
@@ -132,6 +134,8 @@ pub async fn recorded_placements(api: Option<&dyn KubeApi>, stack: &str) -> Plac
 /// and the session's Kubernetes (read only when the cluster exists and has an endpoint).
 /// `known`: what planning has just read (Kueue's world), so it is not read again. `records`:
 /// the placements the applied revision records, which jobs Kueue has placed are compared with.
+/// `kueue`: the manager whose release and gates decide whether a waiting job is predicted (the
+/// plan's, `Planned::kueue`).
 pub async fn live_report_of(
     session: &Session,
     desired: &DesiredState,
@@ -139,6 +143,7 @@ pub async fn live_report_of(
     api: Option<&dyn KubeApi>,
     known: KubeSnapshot,
     records: &PlacementRecords,
+    kueue: &Manager,
 ) -> anyhow::Result<LiveReport> {
     let has_endpoint = cluster
         .and_then(|c| c.get("endpoint"))
@@ -164,6 +169,7 @@ pub async fn live_report_of(
         &pools,
         observed.as_ref(),
         records,
+        kueue,
         simulated,
     ))
 }
@@ -209,6 +215,7 @@ pub async fn landed_jobs(planned: &Planned) -> Option<LiveReport> {
                 kube.api(),
                 jobs,
                 &records,
+                &planned.kueue,
             )
             .await
         };

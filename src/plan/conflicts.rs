@@ -91,6 +91,56 @@ impl Resolved {
     }
 }
 
+/// Fields of one object of an installation that another field manager owns with other values:
+/// the installation, applied with force (docs/jobset.md 3.1), takes them over.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Takeover {
+    /// The object, `Kind namespace/name` or `Kind name`.
+    pub object: String,
+    pub manager: String,
+    /// The fields, as the API server names them.
+    pub fields: Vec<String>,
+}
+
+/// The notice of a plan whose installation of `component` (`JobSet v0.12.0`) takes fields over
+/// from other field managers; `None` when it takes none.
+pub fn takeover_notice(
+    addr: &ResourceAddr,
+    component: &str,
+    takeovers: &[Takeover],
+) -> Option<super::Notice> {
+    if takeovers.is_empty() {
+        return None;
+    }
+    const SHOWN: usize = 3;
+    let objects: Vec<String> = takeovers
+        .iter()
+        .map(|t| {
+            let mut fields: Vec<&str> = t.fields.iter().take(SHOWN).map(String::as_str).collect();
+            let more = t.fields.len().saturating_sub(SHOWN);
+            let more = if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            };
+            fields.dedup();
+            format!(
+                "{} from \"{}\" ({}{more})",
+                t.object,
+                t.manager,
+                fields.join(", ")
+            )
+        })
+        .collect();
+    Some(super::Notice::new(
+        Some(addr.clone()),
+        format!(
+            "installing {component} takes fields over from other field managers, since its objects are applied with force (docs/jobset.md 3.1): {}; their values become the release's",
+            objects.join("; ")
+        ),
+    ))
+}
+
 /// Decides each conflict the server reported for `desired` at `addr`: `live` is the object as
 /// it is, `forced` the server's dry-run answer with force (what forcing would make of it).
 /// With `force` (`--force-conflicts` when planning) every field is taken.
@@ -342,6 +392,27 @@ pub fn remove_at(value: &mut Value, path: &[FieldSeg]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_takeover_notice_names_each_object_its_manager_and_fields() {
+        let addr = ResourceAddr::jobset_install();
+        assert_eq!(takeover_notice(&addr, "JobSet v0.12.0", &[]), None);
+        let notice = takeover_notice(
+            &addr,
+            "JobSet v0.12.0",
+            &[Takeover {
+                object: "Deployment jobset-system/jobset-controller-manager".into(),
+                manager: "helm".into(),
+                fields: (0..5).map(|i| format!(".f{i}")).collect(),
+            }],
+        )
+        .unwrap();
+        assert_eq!(notice.addr, Some(addr));
+        assert_eq!(
+            notice.message,
+            "installing JobSet v0.12.0 takes fields over from other field managers, since its objects are applied with force (docs/jobset.md 3.1): Deployment jobset-system/jobset-controller-manager from \"helm\" (.f0, .f1, .f2 and 2 more); their values become the release's"
+        );
+    }
     use serde_json::json;
 
     #[test]

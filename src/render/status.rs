@@ -304,6 +304,12 @@ fn write_job_prediction(out: &mut String, job: &JobStatus) {
             out,
             "      predicted:  no record: gkq did not submit this run of the job, so there is no prediction to compare with"
         );
+    } else if let Some(why) = job
+        .predicted
+        .as_ref()
+        .and_then(|p| p.not_predicted.as_ref())
+    {
+        let _ = writeln!(out, "      predicted:  {why}");
     } else if let Some(p) = &job.predicted {
         let mut verdict = match job.agrees {
             Some(true) => "agrees".to_string(),

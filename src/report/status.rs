@@ -20,6 +20,7 @@ use crate::model::gke::node_pool_limits;
 use crate::model::live::KubeSnapshot;
 use crate::placement::job_workload::JobWorkloads;
 use crate::placement::provisioning::{ProvisioningRequestState, workload_request};
+use crate::placement::unmodelled::{self, Manager};
 use crate::placement::{
     Cluster, PendingWorkload, Placement, PlacementState, observed_placement, predict,
 };
@@ -396,24 +397,28 @@ fn predictions(
     desired: &DesiredState,
     observed: &KubeSnapshot,
     waiting: &[(&Value, Option<&Value>)],
+    kueue: &Manager,
 ) -> Vec<Option<Placement>> {
     let queue_kinds = crate::placement::objects::KUEUE_KINDS;
     let live_queues = !observed.kind("ClusterQueue").is_empty();
-    let mut cluster = Cluster::default();
+    // Every object the prediction reads, for what of Kueue gkq does not model.
+    let mut read: Vec<&Value> = Vec::new();
     if live_queues {
         for kind in queue_kinds {
-            for o in observed.kind(kind) {
-                let _ = cluster.add_object(o);
-            }
+            read.extend(observed.kind(kind));
         }
     } else {
-        for o in &desired.kubernetes {
-            if o["kind"].as_str().is_some_and(|k| queue_kinds.contains(&k)) {
-                let _ = cluster.add_object(o);
-            }
-        }
+        read.extend(
+            desired
+                .kubernetes
+                .iter()
+                .filter(|o| o["kind"].as_str().is_some_and(|k| queue_kinds.contains(&k)))
+                .map(|o| &**o),
+        );
     }
-    for o in observed.kind("Namespace") {
+    read.extend(observed.kind("Namespace"));
+    let mut cluster = Cluster::default();
+    for o in &read {
         let _ = cluster.add_object(o);
     }
     // Live usage comes from the Workloads read (not the queues' status, which counts the
@@ -429,6 +434,7 @@ fn predictions(
     for w in observed.kind("Workload") {
         if !predicted_workloads.iter().any(|s| std::ptr::eq(*s, w)) {
             let _ = cluster.add_object(w);
+            read.push(w);
         }
     }
     let jobs: Vec<Option<PendingWorkload>> = waiting
@@ -436,7 +442,13 @@ fn predictions(
         .map(|(job, _)| PendingWorkload::from_object(job).ok())
         .collect();
     let readable: Vec<PendingWorkload> = jobs.iter().flatten().cloned().collect();
-    let mut placements = predict(&cluster, &readable).placements.into_iter();
+    let mut placements = predict(&cluster, &readable).placements;
+    // The plan's rule (`placement::unmodelled`): under a Kueue release or feature gkq does not
+    // model, a waiting job's placement is "not predicted", with the reason.
+    read.extend(waiting.iter().map(|(job, _)| *job));
+    let found = unmodelled::find(&read, kueue);
+    unmodelled::mark(&mut placements, &found, &read);
+    let mut placements = placements.into_iter();
     jobs.iter()
         .map(|job| job.as_ref().and_then(|_| placements.next()))
         .collect()
@@ -451,6 +463,7 @@ pub fn live_report(
     pools: &[GkeNodePool],
     observed: Option<&KubeSnapshot>,
     records: &PlacementRecords,
+    kueue: &Manager,
     simulated: Option<Simulated>,
 ) -> LiveReport {
     let cluster_ref = &desired.gke.cluster_ref;
@@ -468,7 +481,7 @@ pub fn live_report(
         simulated,
         kubernetes: observed.is_some(),
         node_pools: pool_statuses(pools, observed),
-        jobs: job_statuses(desired, kube, records),
+        jobs: job_statuses(desired, kube, records, kueue),
         cluster_queues: queue_statuses(desired, kube),
         notes: live_notes(desired, cluster, observed),
     }
@@ -533,6 +546,7 @@ fn job_statuses(
     desired: &DesiredState,
     kube: &KubeSnapshot,
     records: &PlacementRecords,
+    kueue: &Manager,
 ) -> Vec<JobStatus> {
     // The spec's jobs as they live.
     let mut live_jobs: Vec<Option<&Value>> = Vec::new();
@@ -565,7 +579,7 @@ fn job_statuses(
         .filter(|(_, observed)| !observed.as_ref().is_some_and(placed))
         .map(|((job, live), _)| (*job, *live))
         .collect();
-    let mut predicted_now = predictions(desired, kube, &waiting).into_iter();
+    let mut predicted_now = predictions(desired, kube, &waiting, kueue).into_iter();
 
     let mut jobs = Vec::new();
     for (i, job) in spec_jobs.into_iter().enumerate() {
@@ -613,7 +627,8 @@ fn job_status(
     let deactivated =
         workload.is_some_and(|w| w.pointer("/spec/active") == Some(&Value::Bool(false)));
     let (agrees, diffs) = match (&compared.predicted, &compared.observed) {
-        (Some(p), Some(o)) => {
+        // Nothing was predicted to compare with.
+        (Some(p), Some(o)) if p.not_predicted.is_none() => {
             let mut d = differences(p, o);
             // The prediction cannot know how an admission check ends: a job evicted by its
             // failed check was placed as predicted.
@@ -824,6 +839,7 @@ mod tests {
             &[pool()],
             Some(&snapshot),
             &PlacementRecords::default(),
+            &Manager::default(),
             None,
         );
         let job = &report.jobs[0];
@@ -848,14 +864,22 @@ mod tests {
     fn what_could_not_be_read_is_noted() {
         let desired = desired(vec![rayjob()]);
         let none = PlacementRecords::default();
-        let missing = live_report(&desired, None, &[], None, &none, None);
+        let missing = live_report(&desired, None, &[], None, &none, &Manager::default(), None);
         assert_eq!(
             missing.notes,
             ["the cluster c does not exist; `gkq apply` creates it"]
         );
         assert!(!missing.jobs[0].submitted);
         let cluster = json!({"name": "c"});
-        let unreachable = live_report(&desired, Some(&cluster), &[], None, &none, None);
+        let unreachable = live_report(
+            &desired,
+            Some(&cluster),
+            &[],
+            None,
+            &none,
+            &Manager::default(),
+            None,
+        );
         assert!(unreachable.notes[0].starts_with("Kubernetes could not be reached"));
         let no_kueue = live_report(
             &desired,
@@ -863,6 +887,7 @@ mod tests {
             &[],
             Some(&KubeSnapshot::default()),
             &none,
+            &Manager::default(),
             None,
         );
         assert_eq!(
@@ -934,6 +959,7 @@ mod tests {
                 &[],
                 Some(&snapshot),
                 &PlacementRecords::default(),
+                &Manager::default(),
                 None,
             );
             assert_eq!(report.jobs[0].workload.as_deref(), Some(expected));
@@ -1039,6 +1065,11 @@ mod tests {
         }
 
         fn report(records: &PlacementRecords) -> LiveReport {
+            report_under(records, &Manager::default())
+        }
+
+        /// The report when `kueue` is the Kueue manager that runs.
+        fn report_under(records: &PlacementRecords, kueue: &Manager) -> LiveReport {
             let cluster = json!({"name": "c", "status": "RUNNING"});
             live_report(
                 &desired(vec![job("a"), job("b"), job("c")]),
@@ -1046,8 +1077,54 @@ mod tests {
                 &[],
                 Some(&snapshot()),
                 records,
+                kueue,
                 None,
             )
+        }
+
+        /// Under a Kueue release gkq does not model, a waiting job is "not predicted" with the
+        /// plan's reason (`placement::unmodelled`), and nothing is compared; a job Kueue placed
+        /// is still compared with its record. A patch release of the modelled one, or
+        /// `--predict-anyway`, predicts it as before.
+        #[test]
+        fn a_waiting_job_is_not_predicted_under_a_kueue_release_gkq_does_not_model() {
+            let records = PlacementRecords {
+                jobs: vec![record("a", "a-1", "dws")],
+                omitted: 0,
+            };
+            let running = |version: &str, predict_anyway: bool| Manager {
+                version: Some(version.to_string()),
+                predict_anyway,
+                ..Manager::default()
+            };
+            let other = report_under(&records, &running("v0.20.0", false));
+            let c = &other.jobs[2];
+            assert_eq!(c.compared_with, ComparedWith::Prediction);
+            let why = c
+                .predicted
+                .as_ref()
+                .and_then(|p| p.not_predicted.as_deref());
+            assert!(
+                why.is_some_and(
+                    |w| w.starts_with("not predicted: Kueue v0.20 is installed; gkq models v0.19")
+                ),
+                "{c:#?}"
+            );
+            assert_eq!((c.agrees, c.differences.is_empty()), (None, true));
+            let json = serde_json::to_value(c).unwrap();
+            assert!(json["predicted"]["notPredicted"].is_string(), "{json:#}");
+            assert_eq!(
+                other.jobs[0].agrees,
+                Some(true),
+                "the placed job keeps its record"
+            );
+
+            for (version, anyway) in [("v0.19.7", false), ("v0.20.0", true)] {
+                let predicted = report_under(&records, &running(version, anyway));
+                let c = predicted.jobs[2].predicted.as_ref().unwrap();
+                assert_eq!(c.not_predicted, None, "{version} {anyway}");
+                assert_eq!(headline_flavor(c).as_deref(), Some("on-demand"));
+            }
         }
 
         /// A job Kueue placed is compared with the prediction recorded for its run, which

@@ -102,7 +102,7 @@ fn api_object(fake: &Fake, path: &str) -> Option<Value> {
         "/apis/jobset.x-k8s.io/v1alpha2/namespaces/team/jobsets/slices" => json!({
             "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
             "metadata": {"name": "slices", "namespace": "team"}}),
-        "/apis/kueue.x-k8s.io/v1beta2/workloads" => {
+        "/apis/kueue.x-k8s.io/v1beta2/namespaces/team/workloads" => {
             let mut conditions = vec![json!({"type": "QuotaReserved", "status": "True"})];
             if admitted {
                 conditions.push(json!({"type": "Admitted", "status": "True"}));
@@ -148,7 +148,8 @@ async fn answer(State(fake): State<Arc<Fake>>, mut request: Request) -> Response
         fake.forwards.lock().unwrap().push(seen);
         return upgrade(&fake, &mut request);
     }
-    if path == "/api/v1/pods" {
+    // The head pod is listed in the job's namespace only: a cluster-wide list is answered 404.
+    if path == "/api/v1/namespaces/team/pods" {
         let selector = request.uri().query().unwrap_or_default().to_string();
         return axum::Json(head_pods(&fake, &selector)).into_response();
     }

@@ -1128,6 +1128,178 @@ fn the_pinned_kueue_release_decides_whether_the_local_plan_predicts() {
     );
 }
 
+/// `gkq status` re-predicts the jobs Kueue has not placed with the plan's rule: under a Kueue
+/// release gkq does not model (the spec pins v0.20.0, which the install would run), each
+/// waiting job says "not predicted" with the reason, in JSON and in text, and is compared with
+/// nothing; `--predict-anyway` predicts them with v0.19's rules.
+#[test]
+fn status_does_not_predict_waiting_jobs_under_a_kueue_release_gkq_does_not_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let stack = dir.path().join("stack");
+    std::fs::create_dir_all(&stack).unwrap();
+    std::fs::copy(
+        repo_root().join("examples/tpu-dws/train.py"),
+        stack.join("train.py"),
+    )
+    .unwrap();
+    let example = std::fs::read_to_string(repo_root().join("examples/tpu-dws/gkq.yaml")).unwrap();
+    let spec = example.replace(
+        "kueue:\n  version: v0.19.2\n",
+        "kueue:\n  version: v0.20.0\n",
+    );
+    assert_ne!(spec, example, "the example's kueue.version line moved");
+    std::fs::write(stack.join("gkq.yaml"), spec).unwrap();
+    let state = dir.path().join("state");
+    let status = |extra: &[&str]| -> Value {
+        let mut args = vec!["status", "-o", "json"];
+        args.extend_from_slice(extra);
+        serde_json::from_str(&ok(gkq_stack(&stack, &state, &args))).unwrap()
+    };
+
+    let report = status(&[]);
+    let jobs = report["jobs"].as_array().unwrap();
+    assert_eq!(jobs.len(), 2, "{report:#}");
+    for job in jobs {
+        assert_eq!(job["comparedWith"]["source"], "prediction", "{job:#}");
+        assert!(
+            job["predicted"]["notPredicted"]
+                .as_str()
+                .is_some_and(|why| why
+                    .starts_with("not predicted: Kueue v0.20 is installed; gkq models v0.19")),
+            "{job:#}"
+        );
+        assert!(job.get("agrees").is_none_or(Value::is_null), "{job:#}");
+    }
+    let shown = ok(gkq_stack(&stack, &state, &["status"]));
+    assert!(
+        shown.contains("predicted:  not predicted: Kueue v0.20 is installed; gkq models v0.19"),
+        "{shown}"
+    );
+
+    let anyway = status(&["--predict-anyway"]);
+    for job in anyway["jobs"].as_array().unwrap() {
+        assert!(job["predicted"].get("notPredicted").is_none(), "{job:#}");
+        assert!(job["predicted"]["clusterQueue"].is_string(), "{job:#}");
+    }
+}
+
+/// The objects of `kind` named `name` anywhere in a local cluster's state file.
+fn stored<'a>(state: &'a Value, kind: &str, name: &str, found: &mut Vec<&'a Value>) {
+    match state {
+        Value::Object(map) => {
+            if map.get("kind").and_then(Value::as_str) == Some(kind)
+                && state.pointer("/metadata/name").and_then(Value::as_str) == Some(name)
+            {
+                found.push(state);
+            }
+            map.values().for_each(|v| stored(v, kind, name, found));
+        }
+        Value::Array(items) => items.iter().for_each(|v| stored(v, kind, name, found)),
+        _ => {}
+    }
+}
+
+/// Kueue's configuration and the manager's pod-template annotations in a local state file.
+fn kueue_config_and_restart_mark(kubernetes: &Path) -> (String, Value) {
+    let state: Value = serde_json::from_str(&std::fs::read_to_string(kubernetes).unwrap()).unwrap();
+    let mut maps = Vec::new();
+    stored(&state, "ConfigMap", "kueue-manager-config", &mut maps);
+    let mut managers = Vec::new();
+    stored(
+        &state,
+        "Deployment",
+        "kueue-controller-manager",
+        &mut managers,
+    );
+    let (Some(map), Some(manager)) = (maps.first(), managers.first()) else {
+        panic!(
+            "no Kueue configuration or manager in {}",
+            kubernetes.display()
+        );
+    };
+    (
+        map["data"]["controller_manager_config.yaml"]
+            .as_str()
+            .unwrap()
+            .to_string(),
+        manager["spec"]["template"]["metadata"]["annotations"]["gkq.dev/kueue-config-digest"]
+            .clone(),
+    )
+}
+
+/// Kueue installed from manifests whose configuration leaves JobSets out while `jobset.install`
+/// is `none`; the spec then installs JobSet (`external`): the plan updates Kueue's installation,
+/// saying its configuration comes to list JobSets and its manager restarts; apply rewrites the
+/// configuration and changes the manager's pod template (the restart), and the next plan has
+/// nothing to do.
+#[test]
+fn kueue_is_installed_again_when_jobset_goes_from_none_to_installed() {
+    let dir = tempfile::tempdir().unwrap();
+    let stack = dir.path().join("stack");
+    std::fs::create_dir_all(&stack).unwrap();
+    std::fs::copy(
+        repo_root().join("examples/tpu-dws/train.py"),
+        stack.join("train.py"),
+    )
+    .unwrap();
+    let release =
+        std::fs::read_to_string(repo_root().join("assets/kueue/manifests-v0.19.2.yaml")).unwrap();
+    let without_jobsets = release.replace("      - \"jobset.x-k8s.io/jobset\"\n", "");
+    assert_ne!(
+        without_jobsets, release,
+        "the release's framework line moved"
+    );
+    let manifests = dir.path().join("kueue-without-jobsets.yaml");
+    std::fs::write(&manifests, without_jobsets).unwrap();
+    let example = std::fs::read_to_string(repo_root().join("examples/tpu-dws/gkq.yaml")).unwrap();
+    let with = |jobset: &str| {
+        let spec = example.replace(
+            "kueue:\n  version: v0.19.2\n",
+            &format!(
+                "jobset:\n  install: {jobset}\nkueue:\n  version: v0.19.2\n  manifests: {}\n",
+                manifests.display()
+            ),
+        );
+        assert_ne!(spec, example, "the example's kueue.version line moved");
+        std::fs::write(stack.join("gkq.yaml"), spec).unwrap();
+    };
+    let state = dir.path().join("state");
+    let run = |args: &[&str]| gkq_stack(&stack, &state, args);
+    let kubernetes = state.join("clusters/my-project/us-east5-b/tpu-cluster/kubernetes.json");
+
+    with("none");
+    ok(run(&["apply", "--auto-approve"]));
+    let (config, mark) = kueue_config_and_restart_mark(&kubernetes);
+    assert!(!config.contains("jobset.x-k8s.io/jobset"), "{config}");
+    assert!(mark.is_string(), "{mark}");
+
+    with("external");
+    let plan: Value = serde_json::from_str(&ok(run(&["plan", "-o", "json"]))).unwrap();
+    let install = plan["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["addr"] == "kueue.install/kueue")
+        .unwrap_or_else(|| panic!("Kueue's installation is not redone: {plan:#}"));
+    assert_eq!(install["kind"], "update", "{install:#}");
+    let reason = install["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("comes to list jobset.x-k8s.io/jobset")
+            && reason.contains("manager restarts"),
+        "{reason}"
+    );
+    let shown = ok(run(&["plan"]));
+    assert!(shown.contains("jobset.x-k8s.io/jobset"), "{shown}");
+
+    ok(run(&["apply", "--auto-approve"]));
+    let (config, restarted) = kueue_config_and_restart_mark(&kubernetes);
+    assert!(config.contains("jobset.x-k8s.io/jobset"), "{config}");
+    assert!(config.contains("ray.io/rayjob"), "{config}");
+    assert_ne!(restarted, mark, "the manager's pod template did not change");
+    let again = run(&["plan", "--detailed-exitcode"]);
+    assert_eq!(again.status.code(), Some(0), "{:?}", text(&again));
+}
+
 /// The flavor of `podset` in the placement `plan` predicts for `job`.
 fn planned_flavor(plan: &Value, job: &str, podset: &str) -> String {
     let placement = plan["placements"]

@@ -143,7 +143,7 @@ async fn answer(State(fake): State<Arc<Fake>>, OriginalUri(uri): OriginalUri) ->
             "apiVersion": "batch/v1", "kind": "Job",
             "metadata": {"name": "train", "namespace": "team", "uid": "job-uid"},
             "spec": {"suspend": !admitted}})),
-        "/apis/kueue.x-k8s.io/v1beta2/workloads" => {
+        "/apis/kueue.x-k8s.io/v1beta2/namespaces/team/workloads" => {
             let mut conditions = vec![json!({"type": "QuotaReserved", "status": "True"})];
             if admitted {
                 conditions.push(json!({"type": "Admitted", "status": "True"}));
@@ -160,7 +160,9 @@ async fn answer(State(fake): State<Arc<Fake>>, OriginalUri(uri): OriginalUri) ->
                     "admissionChecks": [{"name": "dws-prov", "state": state}]}})],
             ))
         }
-        "/api/v1/pods" => {
+        // Pods and Workloads are listed in the job's namespace only: a cluster-wide list
+        // (`/api/v1/pods`, `/apis/kueue.x-k8s.io/v1beta2/workloads`) is answered 404 and fails.
+        "/api/v1/namespaces/team/pods" => {
             let selector = uri.query().unwrap_or_default().to_string();
             assert!(
                 selector.contains("batch.kubernetes.io%2Fjob-name%3Dtrain"),

@@ -175,6 +175,16 @@ impl PrivateControlPlane {
         Self { dir }
     }
 
+    /// [`PrivateControlPlane::start_audited`] on a cluster JobSet was never installed in: no
+    /// JobSet CRD (`GKQ_CP_NO_JOBSET`) and no JobSet controller; Kueue lists JobSet in its
+    /// frameworks and waits for the CRD to be served.
+    pub fn start_audited_without_jobset() -> Self {
+        let dir = run_dir("gkq-cp-nojobset");
+        up_with(&dir, &[("GKQ_CP_AUDIT", "1"), ("GKQ_CP_NO_JOBSET", "1")])
+            .unwrap_or_else(|e| panic!("{e:#}"));
+        Self { dir }
+    }
+
     pub fn kubeconfig(&self) -> PathBuf {
         self.dir.join("kubeconfig")
     }
@@ -333,6 +343,7 @@ pub fn api_resource(api_version: &str, kind: &str) -> Result<(ApiResource, bool)
         "ProvisioningRequest" => ("provisioningrequests", true),
         "ConfigMap" => ("configmaps", true),
         "Deployment" => ("deployments", true),
+        "Namespace" => ("namespaces", false),
         other => bail!("api_resource: unknown kind {other}"),
     };
     let gvk = GroupVersionKind::gvk(group, version, kind);

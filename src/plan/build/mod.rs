@@ -124,6 +124,7 @@ impl<'a> Planner<'a> {
     /// Adds an action: its diff of a new resource, and its sensitive values sealed away from
     /// what is shown and saved.
     fn add(&mut self, mut action: Action, graph_object: Option<&'a Value>) {
+        explain_kueue_restart(&mut action);
         if action.kind == ActionKind::Create && action.diff.is_empty() {
             action.diff = self
                 .judge
@@ -140,6 +141,33 @@ impl<'a> Planner<'a> {
             },
         );
     }
+}
+
+/// An update of Kueue's installation that changes the frameworks its configuration lists (JobSet
+/// installed where it was `none`) says what it does: the configuration ConfigMap is rewritten and
+/// the manager restarts, since Kueue reads its configuration only when it starts (its pod
+/// template carries the configuration's digest, `model::kueue_install::CONFIG_DIGEST_ANNOTATION`).
+fn explain_kueue_restart(action: &mut Action) {
+    if action.addr.kind != crate::addr::ResourceKind::KueueInstall
+        || action.kind != ActionKind::Update
+    {
+        return;
+    }
+    let listed: Vec<&str> = action
+        .changes
+        .iter()
+        .filter(|change| change.path.starts_with("spec.frameworks"))
+        .filter_map(|change| change.path.split('"').nth(1))
+        .collect();
+    if listed.is_empty() {
+        return;
+    }
+    action.reason = format!(
+        "{}; Kueue's configuration ({}) comes to list {} (JobSet is installed), and Kueue's manager restarts to read it",
+        action.reason,
+        crate::model::kueue_install::CONFIG_MAP,
+        listed.join(", ")
+    );
 }
 
 /// What an action on an existing resource was planned against: its live fingerprint and the
