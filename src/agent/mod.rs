@@ -169,7 +169,66 @@ pub async fn run(
         store: Default::default(),
         controller: Default::default(),
     });
-    let listening = Listening {
+    on_listen(serve_endpoints(&options, &endpoints).await?);
+    let interrupt = crate::interrupt::Interrupt::new();
+    let stop = interrupting_on(stop, interrupt.clone());
+    let (trigger, triggers) = mpsc::unbounded_channel();
+    let started = Started {
+        endpoints,
+        metrics,
+        interrupt,
+        trigger,
+    };
+    let webhook = tokio_stream_of(triggers);
+    match &options.management {
+        Management::Kube {
+            kubeconfig,
+            watch_namespace,
+            lease_namespace,
+            lease_name,
+        } => {
+            let lease = leader::LeaderOptions {
+                namespace: lease_namespace.clone(),
+                name: lease_name.clone(),
+                identity: options.identity.clone(),
+                lease_duration: options.lease_duration,
+            };
+            let management = (kubeconfig.as_deref(), watch_namespace.clone());
+            run_on_kube(&options, management, lease, started, webhook, stop).await
+        }
+        Management::Local { state_dir, stacks } => {
+            run_on_local(&options, state_dir, stacks, started, webhook, stop).await
+        }
+    }
+}
+
+/// What the agent has once its endpoints serve, whichever way it keeps its stacks.
+struct Started {
+    endpoints: Arc<Endpoints>,
+    metrics: Arc<Metrics>,
+    interrupt: crate::interrupt::Interrupt,
+    /// Where the webhook endpoint sends the stacks a push asks to be fetched now.
+    trigger: mpsc::UnboundedSender<kube::runtime::reflector::ObjectRef<GkqStack>>,
+}
+
+impl Started {
+    /// Hands the controller's context and the webhook's trigger to the endpoints, which are then
+    /// ready.
+    fn ready(&self, ctx: &Arc<Context>) {
+        let _ = self
+            .endpoints
+            .controller
+            .set((ctx.clone(), self.trigger.clone()));
+        self.endpoints.ready.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Serves the webhook and metrics endpoints; returns where.
+async fn serve_endpoints(
+    options: &AgentOptions,
+    endpoints: &Arc<Endpoints>,
+) -> Result<Listening, AgentError> {
+    Ok(Listening {
         webhook: serve(
             options.webhook_listen,
             http::webhook_router(endpoints.clone()),
@@ -180,112 +239,109 @@ pub async fn run(
             http::metrics_router(endpoints.clone()),
         )
         .await?,
-    };
-    on_listen(listening);
-    let interrupt = crate::interrupt::Interrupt::new();
-    let stop = {
-        let interrupt = interrupt.clone();
-        async move {
-            stop.await;
-            tracing::info!("stopping: running applies stop between actions");
-            interrupt.trigger();
-        }
-    };
+    })
+}
 
-    let (trigger, triggers) = mpsc::unbounded_channel();
-    let webhook = tokio_stream_of(triggers);
-    match &options.management {
-        Management::Kube {
-            kubeconfig,
-            watch_namespace,
-            lease_namespace,
-            lease_name,
-        } => {
-            let config = management_config(kubeconfig.as_deref()).await?;
-            let client = kube::Client::try_from(config.clone())
-                .map_err(|e| AgentError::Connect(e.to_string()))?;
-            let store = Arc::new(
-                KubeStore::new(client.clone(), watch_namespace.clone(), &options.identity)
-                    .acting_as_stacks(config, options.default_service_account.clone()),
-            );
-            let _ = endpoints.store.set(store.clone());
-            endpoints.ready.store(true, Ordering::SeqCst);
-            // The agent's own client requests the stacks' ServiceAccount tokens.
-            let token_requests = client.clone();
-            let leadership = leader::lead(
-                client,
-                leader::LeaderOptions {
-                    namespace: lease_namespace.clone(),
-                    name: lease_name.clone(),
-                    identity: options.identity.clone(),
-                    lease_duration: options.lease_duration,
-                },
-                |holder| tracing::info!("standing by: {holder} leads"),
-            )
-            .await
-            .map_err(AgentError::Leader)?;
-            let api = store.api();
-            let leadership = Arc::new(leadership);
-            let ctx = context(
-                &options,
-                store,
-                metrics,
-                leadership.clone(),
-                &interrupt,
-                Some(token_requests),
-            );
-            let _ = endpoints.controller.set((ctx.clone(), trigger));
-            endpoints.ready.store(true, Ordering::SeqCst);
-            let concurrency = if options.target.target == Some(Target::Local) {
-                1
-            } else {
-                options.concurrency
-            };
-            drive(
-                Controller::new(api, watcher::Config::default()),
-                concurrency,
-                webhook,
-                stop,
-                ctx,
-            )
-            .await;
-            leadership.release().await;
-        }
-        Management::Local { state_dir, stacks } => {
-            let lock = crate::ops::lock::lock_state_dir(
-                &state_dir.join("agent"),
-                Duration::from_secs(u64::MAX / 4),
-            )
-            .await
-            .map_err(|e| AgentError::Lock(format!("{e:#}")))?;
-            let store = Arc::new(LocalStore::new(state_dir));
-            for file in stacks {
-                let text = std::fs::read_to_string(file).map_err(|e| store::StoreError::Local {
-                    path: file.display().to_string(),
-                    message: e.to_string(),
-                })?;
-                let n = store.load_manifests(&text, &file.display().to_string())?;
-                tracing::info!("{}: {n} stack(s)", file.display());
-            }
-            let (reader, writer) = reflector::store();
-            let stream = reflector::reflector(writer, poll_local(store.clone())).applied_objects();
-            let _ = endpoints.store.set(store.clone());
-            let ctx = context(
-                &options,
-                store,
-                metrics,
-                Arc::new(leader::Alone),
-                &interrupt,
-                None,
-            );
-            let _ = endpoints.controller.set((ctx.clone(), trigger));
-            endpoints.ready.store(true, Ordering::SeqCst);
-            // Stacks on one local target share its state directory: one at a time.
-            let controller = Controller::for_stream(stream, reader);
-            drive(controller, 1, webhook, stop, ctx).await;
-            lock.release().await;
-        }
+/// `stop`, which when it resolves also interrupts the running applies (they stop between
+/// actions).
+async fn interrupting_on(
+    stop: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+    interrupt: crate::interrupt::Interrupt,
+) {
+    stop.await;
+    tracing::info!("stopping: running applies stop between actions");
+    interrupt.trigger();
+}
+
+/// The agent over the GkqStacks of a Kubernetes API server (`kubeconfig`, the namespace watched):
+/// once this replica leads (`lease`), until `stop`; then the Lease is released.
+async fn run_on_kube(
+    options: &AgentOptions,
+    (kubeconfig, watch_namespace): (Option<&std::path::Path>, Option<String>),
+    lease: leader::LeaderOptions,
+    started: Started,
+    webhook: impl futures::Stream<Item = kube::runtime::reflector::ObjectRef<GkqStack>> + Send + 'static,
+    stop: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) -> Result<(), AgentError> {
+    let config = management_config(kubeconfig).await?;
+    let client =
+        kube::Client::try_from(config.clone()).map_err(|e| AgentError::Connect(e.to_string()))?;
+    let store = Arc::new(
+        KubeStore::new(client.clone(), watch_namespace, &options.identity)
+            .acting_as_stacks(config, options.default_service_account.clone()),
+    );
+    let _ = started.endpoints.store.set(store.clone());
+    started.endpoints.ready.store(true, Ordering::SeqCst);
+    // The agent's own client requests the stacks' ServiceAccount tokens.
+    let token_requests = client.clone();
+    let leadership = leader::lead(client, lease, |holder| {
+        tracing::info!("standing by: {holder} leads")
+    })
+    .await
+    .map_err(AgentError::Leader)?;
+    let api = store.api();
+    let leadership = Arc::new(leadership);
+    let ctx = context(
+        options,
+        store,
+        started.metrics.clone(),
+        leadership.clone(),
+        &started.interrupt,
+        Some(token_requests),
+    );
+    started.ready(&ctx);
+    let concurrency = if options.target.target == Some(Target::Local) {
+        1
+    } else {
+        options.concurrency
+    };
+    let controller = Controller::new(api, watcher::Config::default());
+    drive(controller, concurrency, webhook, stop, ctx).await;
+    leadership.release().await;
+    Ok(())
+}
+
+/// The agent over the local target's stacks in `state_dir` (those of the manifest files `stacks`
+/// created first), holding the directory's agent lock until `stop`.
+async fn run_on_local(
+    options: &AgentOptions,
+    state_dir: &std::path::Path,
+    stacks: &[PathBuf],
+    started: Started,
+    webhook: impl futures::Stream<Item = kube::runtime::reflector::ObjectRef<GkqStack>> + Send + 'static,
+    stop: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) -> Result<(), AgentError> {
+    let lock = crate::ops::lock::lock_state_dir(
+        &state_dir.join("agent"),
+        Duration::from_secs(u64::MAX / 4),
+    )
+    .await
+    .map_err(|e| AgentError::Lock(format!("{e:#}")))?;
+    let store = Arc::new(LocalStore::new(state_dir));
+    for file in stacks {
+        let text = std::fs::read_to_string(file).map_err(|e| store::StoreError::Local {
+            path: file.display().to_string(),
+            message: e.to_string(),
+        })?;
+        let n = store.load_manifests(&text, &file.display().to_string())?;
+        tracing::info!("{}: {n} stack(s)", file.display());
     }
+    let (reader, writer) = reflector::store();
+    let stream = reflector::reflector(writer, poll_local(store.clone())).applied_objects();
+    let _ = started.endpoints.store.set(store.clone());
+    let ctx = context(
+        options,
+        store,
+        started.metrics.clone(),
+        Arc::new(leader::Alone),
+        &started.interrupt,
+        None,
+    );
+    started.ready(&ctx);
+    // Stacks on one local target share its state directory: one at a time.
+    let controller = Controller::for_stream(stream, reader);
+    drive(controller, 1, webhook, stop, ctx).await;
+    lock.release().await;
     Ok(())
 }
 

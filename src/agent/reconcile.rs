@@ -263,22 +263,8 @@ pub const DEFAULT_MIN_INTERVAL: Duration = Duration::from_secs(10);
 /// asked, its spec or approval changed) and asks to be called again at its next interval.
 pub async fn reconcile(stack: Arc<GkqStack>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
     let key = key(&stack);
-    let finalized = stack.finalizers().iter().any(|f| f == FINALIZER);
-    let deleting = stack.metadata.deletion_timestamp.is_some();
-    if deleting && !finalized {
-        // Gone as far as the agent is concerned; the API server removes it.
-        return Ok(Action::await_change());
-    }
-    if !deleting && !finalized && ctx.leadership.is_leading() {
-        // Before anything is applied: a stack that owns objects is deleted through the agent.
-        if let Err(e) = ctx.store.set_finalizer(&stack, true).await {
-            tracing::warn!(stack = %key, "adding the finalizer: {e}");
-        }
-        return Ok(Action::requeue(Duration::from_millis(100)));
-    }
-    if deleting && stack.spec.suspend {
-        // A suspended stack acts on nothing, also when it is deleted.
-        return finish_deletion(&stack, &ctx, "Released", "the stack was suspended: nothing was deleted and its objects keep their owner annotation").await;
+    if let Some(action) = finalizer_step(&stack, &ctx, &key).await? {
+        return Ok(action);
     }
     let interval = match super::decide::interval(&stack.spec.interval, ctx.min_interval) {
         Ok(d) => d,
@@ -306,87 +292,148 @@ pub async fn reconcile(stack: Arc<GkqStack>, ctx: Arc<Context>) -> Result<Action
         write_changed_status(&ctx, &stack, status).await?;
         return Ok(Action::requeue(interval));
     }
-    let interval_ms = u64::try_from(interval.as_millis()).unwrap_or(u64::MAX);
     let approval = stack.annotations().get(APPROVE_ANNOTATION).cloned();
-    let requested = stack.annotations().get(REQUESTED_ANNOTATION).cloned();
-    let generation = stack.metadata.generation;
-    let now = ctx.now_ms();
-    {
-        let mut stacks = ctx.stacks.lock().unwrap_or_else(|e| e.into_inner());
-        let state = stacks.entry(key.clone()).or_default();
-        let run = state.forced
-            || state.approval != approval
-            || state.requested != requested
-            || state.generation != generation
-            || due(state.last_run, interval_ms, now);
-        if !run {
-            let left =
-                interval_ms.saturating_sub(now.saturating_sub(state.last_run.unwrap_or(now)));
-            return Ok(Action::requeue(Duration::from_millis(left.max(100))));
-        }
-        if state.forced
-            || state.approval != approval
-            || state.requested != requested
-            || state.generation != generation
-        {
-            // Asked for, not only due: planned again whatever live state says.
-            state.unchanged = None;
-        }
-        state.skipped = false;
-        state.forced = false;
-        state.approval = approval.clone();
-        state.requested = requested;
-        state.generation = generation;
-        state.last_run = Some(now);
+    if let Some(left) = claim_run(&ctx, &stack, &key, interval, approval.as_deref()) {
+        return Ok(Action::requeue(left));
     }
     if !ctx.leadership.is_leading() {
         tracing::warn!(stack = %key, "not reconciling: this replica no longer leads");
         return Ok(Action::requeue(interval));
     }
     let started = Instant::now();
-    // The pipeline's futures are not all provably Send (closures over borrowed data in
-    // `buffer_unordered`, rust-lang/rust#102211), and the controller spawns reconciles: the run
-    // goes on a blocking thread of the same runtime, which drives it without needing Send.
+    let status = run_off_the_runtime(&stack, &ctx, approval).await?;
+    ctx.metrics
+        .observe_reconcile(started.elapsed().as_secs_f64());
+    record_run(&stack, &ctx, status)
+        .await
+        .map(|action| action.unwrap_or_else(|| Action::requeue(interval)))
+}
+
+/// The finalizer's part of a reconcile, before the stack's own: `Some` action when the call ends
+/// here (a deleted stack without the finalizer, the finalizer just added, a suspended stack's
+/// deletion finished).
+async fn finalizer_step(
+    stack: &GkqStack,
+    ctx: &Context,
+    key: &str,
+) -> Result<Option<Action>, ReconcileError> {
+    let finalized = stack.finalizers().iter().any(|f| f == FINALIZER);
+    let deleting = stack.metadata.deletion_timestamp.is_some();
+    if deleting && !finalized {
+        // Gone as far as the agent is concerned; the API server removes it.
+        return Ok(Some(Action::await_change()));
+    }
+    if !deleting && !finalized && ctx.leadership.is_leading() {
+        // Before anything is applied: a stack that owns objects is deleted through the agent.
+        if let Err(e) = ctx.store.set_finalizer(stack, true).await {
+            tracing::warn!(stack = %key, "adding the finalizer: {e}");
+        }
+        return Ok(Some(Action::requeue(Duration::from_millis(100))));
+    }
+    if deleting && stack.spec.suspend {
+        // A suspended stack acts on nothing, also when it is deleted.
+        return finish_deletion(stack, ctx, "Released", "the stack was suspended: nothing was deleted and its objects keep their owner annotation").await.map(Some);
+    }
+    Ok(None)
+}
+
+/// Whether the stack runs now: `None` (and the run is recorded as started) when its interval has
+/// passed or a webhook, its spec, approval or reconcile request asks; otherwise how long until
+/// it is due.
+fn claim_run(
+    ctx: &Context,
+    stack: &GkqStack,
+    key: &str,
+    interval: Duration,
+    approval: Option<&str>,
+) -> Option<Duration> {
+    let interval_ms = u64::try_from(interval.as_millis()).unwrap_or(u64::MAX);
+    let approval = approval.map(str::to_string);
+    let requested = stack.annotations().get(REQUESTED_ANNOTATION).cloned();
+    let generation = stack.metadata.generation;
+    let now = ctx.now_ms();
+    let mut stacks = ctx.stacks.lock().unwrap_or_else(|e| e.into_inner());
+    let state = stacks.entry(key.to_string()).or_default();
+    let asked = state.forced
+        || state.approval != approval
+        || state.requested != requested
+        || state.generation != generation;
+    if !asked && !due(state.last_run, interval_ms, now) {
+        let left = interval_ms.saturating_sub(now.saturating_sub(state.last_run.unwrap_or(now)));
+        return Some(Duration::from_millis(left.max(100)));
+    }
+    if asked {
+        // Asked for, not only due: planned again whatever live state says.
+        state.unchanged = None;
+    }
+    state.skipped = false;
+    state.forced = false;
+    state.approval = approval;
+    state.requested = requested;
+    state.generation = generation;
+    state.last_run = Some(now);
+    None
+}
+
+/// [`run_stack`] on a blocking thread of the current runtime. The pipeline's futures are not all
+/// provably Send (closures over borrowed data in `buffer_unordered`, rust-lang/rust#102211), and
+/// the controller spawns reconciles: that thread drives the run without needing Send.
+async fn run_off_the_runtime(
+    stack: &Arc<GkqStack>,
+    ctx: &Arc<Context>,
+    approval: Option<String>,
+) -> Result<GkqStackStatus, ReconcileError> {
     let handle = tokio::runtime::Handle::current();
     let (task_stack, task_ctx) = (stack.clone(), ctx.clone());
-    let status = tokio::task::spawn_blocking(move || {
+    tokio::task::spawn_blocking(move || {
         handle.block_on(run_stack(&task_stack, &task_ctx, approval.as_deref()))
     })
     .await
     .map_err(|e| ReconcileError::Stopped {
-        stack: key.clone(),
+        stack: key(stack),
         message: e.to_string(),
-    })?;
-    ctx.metrics
-        .observe_reconcile(started.elapsed().as_secs_f64());
+    })
+}
+
+/// Writes what a run found: the status (only if it changed, when the run did not plan), or,
+/// for a deleted stack now applied, the end of its deletion. `Some` action when the stack is not
+/// requeued at its interval.
+async fn record_run(
+    stack: &GkqStack,
+    ctx: &Context,
+    status: GkqStackStatus,
+) -> Result<Option<Action>, ReconcileError> {
+    let key = key(stack);
     if ctx.stack_state(&key).skipped {
-        return write_changed_status(&ctx, &stack, status)
+        return write_changed_status(ctx, stack, status)
             .await
-            .map(|()| Action::requeue(interval));
+            .map(|()| None);
     }
+    let deleting = stack.metadata.deletion_timestamp.is_some();
     if deleting
         && status
             .condition("Ready")
             .is_some_and(|c| c.status == "True")
     {
-        let note = if stack.spec.prune {
-            "the stack was deleted with spec.prune: the objects it owned were deleted"
+        let (reason, note) = if stack.spec.prune {
+            (
+                "Pruned",
+                "the stack was deleted with spec.prune: the objects it owned were deleted",
+            )
         } else {
-            "the stack was deleted: its objects stay, and no longer name it as their owner"
+            (
+                "Released",
+                "the stack was deleted: its objects stay, and no longer name it as their owner",
+            )
         };
-        let reason = if stack.spec.prune {
-            "Pruned"
-        } else {
-            "Released"
-        };
-        return finish_deletion(&stack, &ctx, reason, note).await;
+        return finish_deletion(stack, ctx, reason, note).await.map(Some);
     }
-    if let Err(e) = write_status(&ctx, &stack, &status).await {
+    if let Err(e) = write_status(ctx, stack, &status).await {
         // The next run plans again and writes what it finds.
         ctx.remember_unchanged(&key, None);
         return Err(e);
     }
-    Ok(Action::requeue(interval))
+    Ok(None)
 }
 
 /// The last step of a stack's deletion: its checkout and metrics go, an Event says what became
@@ -524,6 +571,56 @@ async fn run_stack(stack: &GkqStack, ctx: &Context, approval: Option<&str>) -> G
         secrets: Vec::new(),
     };
     run.status.observed_generation = stack.metadata.generation;
+    let Some(fetched) = fetch_stack(&mut run).await else {
+        return run.status;
+    };
+    let deleting = stack.metadata.deletion_timestamp.is_some();
+    if !deleting
+        && ctx
+            .still_unchanged(&key, &fetched.commit, &fetched.target)
+            .await
+    {
+        return run.status;
+    }
+    ctx.remember_unchanged(&key, None);
+    run.status.last_attempted_revision = Some(fetched.commit.clone());
+    let source = SpecSource {
+        spec: fetched.dir.join(&stack.spec.path),
+        env: stack.spec.env.clone(),
+        vars: stack
+            .spec
+            .variables
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        git_ref: Some(fetched.commit.clone()),
+    };
+    let Some((loaded, desired)) = load_or_report(&mut run, &source, &fetched).await else {
+        return run.status;
+    };
+    let (opts, desired) = plan_options(&key, deleting, stack.spec.prune, desired);
+    let plan_source = PlanSource::Spec {
+        spec: &source,
+        loaded,
+        desired,
+        opts,
+    };
+    converge_stack(run, plan_source, &fetched, approval).await
+}
+
+/// A stack's repository fetched at a commit, and how its plans act.
+struct Fetched {
+    /// The checkout.
+    dir: PathBuf,
+    commit: String,
+    /// The target as the stack acts on it: its ServiceAccount, its Google identity.
+    target: TargetOptions,
+}
+
+/// Checks the stack's source, finds whom it acts as and its credentials, and fetches its
+/// repository; `None` (the failure in the run's status) when one of them fails.
+async fn fetch_stack(run: &mut Run<'_>) -> Option<Fetched> {
+    let (stack, ctx) = (run.stack, run.ctx);
     // Before anything else runs with the stack's values (its Secret is not even read).
     let checked = match source_check::check(
         stack,
@@ -535,7 +632,7 @@ async fn run_stack(stack: &GkqStack, ctx: &Context, approval: Option<&str>) -> G
             let message = e.to_string();
             run.condition("Stalled", true, "InvalidSource", &message);
             run.failed("InvalidSource", &message).await;
-            return run.status;
+            return None;
         }
     };
     // Whom the stack acts as: its ServiceAccount, so that the cluster's RBAC (and not the
@@ -547,18 +644,15 @@ async fn run_stack(stack: &GkqStack, ctx: &Context, approval: Option<&str>) -> G
         Some(Ok(identity)) => Some(identity),
         Some(Err(message)) => {
             run.failed("CredentialsUnavailable", &message).await;
-            return run.status;
+            return None;
         }
     };
     let credentials = match ctx.store.credentials(stack).await {
         Ok(c) => c,
         Err(e) => {
-            run.failed(
-                "CredentialsUnavailable",
-                &format!("reading spec.secretRef: {e}"),
-            )
-            .await;
-            return run.status;
+            let message = format!("reading spec.secretRef: {e}");
+            run.failed("CredentialsUnavailable", &message).await;
+            return None;
         }
     };
     run.secrets = credentials.secrets();
@@ -570,36 +664,33 @@ async fn run_stack(stack: &GkqStack, ctx: &Context, approval: Option<&str>) -> G
         Ok(commit) => commit,
         Err(e) => {
             run.failed("FetchFailed", &e.to_string()).await;
-            return run.status;
+            return None;
         }
     };
-    let deleting = stack.metadata.deletion_timestamp.is_some();
     let target = TargetOptions {
         impersonate: acting_as,
         workload_identity,
         ..ctx.target.clone()
     };
-    if !deleting && ctx.still_unchanged(&key, &commit, &target).await {
-        return run.status;
-    }
-    ctx.remember_unchanged(&key, None);
-    let short = crate::plan::provenance::short_commit(&commit).to_string();
-    run.status.last_attempted_revision = Some(commit.clone());
-    let source = SpecSource {
-        spec: dir.join(&stack.spec.path),
-        env: stack.spec.env.clone(),
-        vars: stack
-            .spec
-            .variables
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect(),
-        git_ref: Some(commit.clone()),
-    };
-    let validated = load_valid(&source);
-    let Some((loaded, desired)) = validated.valid else {
+    Some(Fetched {
+        dir,
+        commit,
+        target,
+    })
+}
+
+/// Loads and validates the spec at the fetched commit; when it is invalid, `None`, with its
+/// diagnostics (redacted, paths relative to the checkout) in the status and an Event.
+async fn load_or_report(
+    run: &mut Run<'_>,
+    source: &SpecSource,
+    fetched: &Fetched,
+) -> Option<(crate::spec::Loaded, crate::model::DesiredState)> {
+    let short = crate::plan::provenance::short_commit(&fetched.commit).to_string();
+    let validated = load_valid(source);
+    let Some(valid) = validated.valid else {
         let text = validated.diagnostics.report(&validated.sources).to_string();
-        let prefix = format!("{}/", dir.display());
+        let prefix = format!("{}/", fetched.dir.display());
         let text = text.replace(&prefix, "");
         run.status.diagnostics = Some(redact(&text, &run.secrets));
         run.condition(
@@ -622,16 +713,14 @@ async fn run_stack(stack: &GkqStack, ctx: &Context, approval: Option<&str>) -> G
             "InvalidSpec",
             "waiting for a commit that fixes the spec",
         );
+        let first = text.lines().next().unwrap_or_default();
         run.event(
             Severity::Warning,
             "InvalidSpec",
-            &format!(
-                "commit {short}: {}",
-                text.lines().next().unwrap_or_default()
-            ),
+            &format!("commit {short}: {first}"),
         )
         .await;
-        return run.status;
+        return None;
     };
     run.status.diagnostics = None;
     run.condition(
@@ -640,13 +729,24 @@ async fn run_stack(stack: &GkqStack, ctx: &Context, approval: Option<&str>) -> G
         "Valid",
         &format!("commit {short} validates"),
     );
-    let (options, desired) = match (deleting, stack.spec.prune) {
+    Some(valid)
+}
+
+/// How the stack `key` is planned, and what it plans to: as it is, or, when it is being deleted,
+/// every object it owns deleted (`prune`) or released from it.
+fn plan_options(
+    key: &str,
+    deleting: bool,
+    prune: bool,
+    desired: crate::model::DesiredState,
+) -> (PlanOptions, crate::model::DesiredState) {
+    match (deleting, prune) {
         // Deleted with prune: a plan of no objects deletes every object the stack owns (a
         // plan that stops running jobs is held, as any other).
         (true, true) => (
             PlanOptions {
                 prune: true,
-                owner: Some(key.clone()),
+                owner: Some(key.to_string()),
                 ..PlanOptions::default()
             },
             desired.without_objects(),
@@ -654,7 +754,7 @@ async fn run_stack(stack: &GkqStack, ctx: &Context, approval: Option<&str>) -> G
         // Deleted without prune: the objects are applied without the owner annotation.
         (true, false) => (
             PlanOptions {
-                release_from: Some(key.clone()),
+                release_from: Some(key.to_string()),
                 ..PlanOptions::default()
             },
             desired,
@@ -665,25 +765,37 @@ async fn run_stack(stack: &GkqStack, ctx: &Context, approval: Option<&str>) -> G
                 // approval).
                 prune: true,
                 // What this stack applies is this stack's: no other stack changes or deletes it.
-                owner: Some(key.clone()),
+                owner: Some(key.to_string()),
                 ..PlanOptions::default()
             },
             desired,
         ),
-    };
+    }
+}
+
+/// Plans and applies through `ops::converge::apply` with the agent's front end, remembers a plan
+/// without changes, and concludes the run's status from what happened.
+async fn converge_stack(
+    run: Run<'_>,
+    plan_source: PlanSource<'_>,
+    fetched: &Fetched,
+    approval: Option<&str>,
+) -> GkqStackStatus {
+    let (stack, ctx, key) = (run.stack, run.ctx, run.key.clone());
+    let deleting = stack.metadata.deletion_timestamp.is_some();
+    let commit = fetched.commit.as_str();
     let choices = ApplyChoices {
         lock_timeout: ctx.lock_timeout,
         follow_jobs: false,
         // Once per commit, not at every interval; never for a deletion.
-        record_unchanged: !deleting
-            && run.status.last_applied_revision.as_deref() != Some(commit.as_str()),
+        record_unchanged: !deleting && run.status.last_applied_revision.as_deref() != Some(commit),
         interrupt: ctx.interrupt.clone(),
         lock_holder: Some(ctx.lock_holder(&key)),
         submit_wait: ctx.submit_wait,
     };
     let front = AgentFront {
         run: tokio::sync::Mutex::new(run),
-        commit: &commit,
+        commit,
         approval,
         decision: RefCell::new(None),
         not_leading: Cell::new(false),
@@ -691,13 +803,7 @@ async fn run_stack(stack: &GkqStack, ctx: &Context, approval: Option<&str>) -> G
         sink: LogSink { stack: key },
         reads: RefCell::new(None),
     };
-    let plan_source = PlanSource::Spec {
-        spec: &source,
-        loaded,
-        desired,
-        opts: options,
-    };
-    let outcome = converge::apply(plan_source, &target, &choices, &front).await;
+    let outcome = converge::apply(plan_source, &fetched.target, &choices, &front).await;
     let AgentFront {
         run,
         decision,
@@ -709,9 +815,8 @@ async fn run_stack(stack: &GkqStack, ctx: &Context, approval: Option<&str>) -> G
     match outcome {
         Ok(applied) => {
             if matches!(applied, Applied::NoChanges) && !deleting {
-                let reads = reads.into_inner();
-                let unchanged = reads.map(|reads| Unchanged {
-                    commit: commit.clone(),
+                let unchanged = reads.into_inner().map(|reads| Unchanged {
+                    commit: commit.to_string(),
                     reads,
                 });
                 ctx.remember_unchanged(&run.key, unchanged);
@@ -721,7 +826,7 @@ async fn run_stack(stack: &GkqStack, ctx: &Context, approval: Option<&str>) -> G
                 not_leading: not_leading.get(),
                 recorded: choices.record_unchanged,
             };
-            conclude(&mut run, &commit, ended, applied).await;
+            conclude(&mut run, commit, ended, applied).await;
         }
         Err(ConvergeError::StateLock(e) | ConvergeError::ClusterLock(e)) => {
             run.failed("LockFailed", &format!("{e:#}")).await;

@@ -103,34 +103,18 @@ pub async fn fetch(
     if !dir.join(".git").exists() {
         git.run(&["init", "--quiet"], Vec::new()).await?;
     }
-    let (refspec, tracking) = match reference {
+    // The remote's ref, and where the checkout keeps it.
+    let (remote_ref, tracking) = match reference {
         GitRef::Branch(b) => (
-            format!("+refs/heads/{b}:refs/remotes/origin/{b}"),
+            format!("refs/heads/{b}"),
             format!("refs/remotes/origin/{b}"),
         ),
-        GitRef::Tag(t) => (
-            format!("+refs/tags/{t}:refs/tags/{t}"),
-            format!("refs/tags/{t}"),
-        ),
+        GitRef::Tag(t) => (format!("refs/tags/{t}"), format!("refs/tags/{t}")),
     };
     // Removed when dropped: after the fetch, and also when it fails or is cancelled.
     let ssh = SshFiles::write(dir, credentials).map_err(|e| checkout(e.to_string()))?;
     let env = environment(credentials, ssh.as_ref());
-    let fetched = git
-        .run(
-            &[
-                "fetch",
-                "--quiet",
-                "--no-tags",
-                "--force",
-                "--no-recurse-submodules",
-                "--",
-                url,
-                &refspec,
-            ],
-            env,
-        )
-        .await;
+    let fetched = fetch_if_moved(&git, &remote_ref, &tracking, env).await;
     drop(ssh);
     fetched?;
     let commit = git::resolve_commit(dir, &tracking).map_err(|e| checkout(e.to_string()))?;
@@ -148,6 +132,50 @@ pub async fn fetch(
     )
     .await?;
     Ok(commit)
+}
+
+/// Fetches the remote's `remote_ref` into the checkout's `tracking` ref unless it already points
+/// where `tracking` does: an idle interval asks the remote with one `git ls-remote` (no objects
+/// negotiated, no connectivity check, no maintenance run) and reads the checkout's ref from
+/// `.git` itself. A remote that does not list the ref is fetched, so its error is git's own.
+async fn fetch_if_moved(
+    git: &Git<'_>,
+    remote_ref: &str,
+    tracking: &str,
+    env: Vec<(String, String)>,
+) -> Result<(), SourceError> {
+    if let Some(local) = git::reference_id(git.dir, tracking) {
+        let listed = git
+            .run(&["ls-remote", "--", git.url, remote_ref], env.clone())
+            .await?;
+        if listed_id(&listed, remote_ref) == Some(local.as_str()) {
+            return Ok(());
+        }
+    }
+    git.run(
+        &[
+            "fetch",
+            "--quiet",
+            "--no-tags",
+            "--force",
+            "--no-recurse-submodules",
+            "--",
+            git.url,
+            &format!("+{remote_ref}:{tracking}"),
+        ],
+        env,
+    )
+    .await
+    .map(drop)
+}
+
+/// The object id `git ls-remote` lists for exactly `reference` (its patterns also match refs
+/// that only end with it, such as `refs/heads/x/refs/heads/main`).
+fn listed_id<'a>(listed: &'a str, reference: &str) -> Option<&'a str> {
+    listed.lines().find_map(|line| {
+        let (id, name) = line.split_once('\t')?;
+        (name == reference).then_some(id)
+    })
 }
 
 /// The SSH key and `known_hosts` of one fetch, in a directory only this user may enter
@@ -272,7 +300,8 @@ struct Git<'a> {
 }
 
 impl Git<'_> {
-    async fn run(&self, args: &[&str], env: Vec<(String, String)>) -> Result<(), SourceError> {
+    /// Runs `git ARGS` in the checkout; returns what it wrote on stdout.
+    async fn run(&self, args: &[&str], env: Vec<(String, String)>) -> Result<String, SourceError> {
         let output = tokio::process::Command::new("git")
             .args(args)
             .current_dir(self.dir)
@@ -288,7 +317,7 @@ impl Git<'_> {
             .await
             .map_err(SourceError::GitMissing)?;
         if output.status.success() {
-            return Ok(());
+            return Ok(String::from_utf8_lossy(&output.stdout).into_owned());
         }
         Err(SourceError::Failed {
             step: args.first().copied().unwrap_or_default().to_string(),
@@ -373,6 +402,113 @@ mod tests {
             ssh_command(Path::new("/k"), None),
             r#"ssh -o 'IdentityFile="/k"' -o IdentitiesOnly=yes -o BatchMode=yes -o StrictHostKeyChecking=accept-new"#
         );
+    }
+
+    /// Commits `text` as `gkq.yaml` on `main` of the repository at `dir`; returns the commit.
+    fn commit_spec(dir: &Path, text: &str) -> String {
+        let repo = git2::Repository::open(dir)
+            .or_else(|_| {
+                let mut options = git2::RepositoryInitOptions::new();
+                options.initial_head("main");
+                git2::Repository::init_opts(dir, &options)
+            })
+            .unwrap();
+        std::fs::write(dir.join("gkq.yaml"), text).unwrap();
+        let mut index = repo.index().unwrap();
+        index.add_path(Path::new("gkq.yaml")).unwrap();
+        index.write().unwrap();
+        let tree = repo.find_tree(index.write_tree().unwrap()).unwrap();
+        let who = git2::Signature::now("t", "t@example.com").unwrap();
+        let parent = repo.head().ok().and_then(|h| h.peel_to_commit().ok());
+        let parents: Vec<&git2::Commit> = parent.iter().collect();
+        repo.commit(Some("HEAD"), &who, &who, "c", &tree, &parents)
+            .unwrap()
+            .to_string()
+    }
+
+    fn file_source(remote: &Path, reference: GitRef) -> Source {
+        Source {
+            url: format!("file://{}", remote.display()),
+            reference,
+            file: true,
+            acting_as: None,
+        }
+    }
+
+    /// `FETCH_HEAD`, which every `git fetch` rewrites.
+    fn fetch_head(checkout: &Path) -> Option<(std::time::SystemTime, String)> {
+        let path = checkout.join(".git/FETCH_HEAD");
+        let modified = std::fs::metadata(&path).ok()?.modified().ok()?;
+        Some((modified, std::fs::read_to_string(&path).ok()?))
+    }
+
+    /// An interval whose branch has not moved on the remote runs no `git fetch` (the checkout's
+    /// FETCH_HEAD is not rewritten); a new commit is fetched and checked out by the next one.
+    #[tokio::test]
+    async fn an_unmoved_branch_is_not_fetched_again_and_a_new_commit_is() {
+        let remote = tempfile::tempdir().unwrap();
+        let checkout = tempfile::tempdir().unwrap();
+        let dir = checkout.path().join("stack");
+        let first = commit_spec(remote.path(), "a: 1\n");
+        let source = file_source(remote.path(), GitRef::Branch("main".into()));
+        let none = Credentials::default();
+        assert_eq!(fetch(&dir, &source, &none).await.unwrap(), first);
+        let fetched = fetch_head(&dir).expect("the first interval fetches");
+        // Coarse file times: a rewrite within the same tick would not show in the time alone.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        assert_eq!(fetch(&dir, &source, &none).await.unwrap(), first);
+        assert_eq!(fetch_head(&dir), Some(fetched.clone()), "not fetched again");
+
+        let second = commit_spec(remote.path(), "a: 2\n");
+        assert_eq!(fetch(&dir, &source, &none).await.unwrap(), second);
+        assert_ne!(
+            fetch_head(&dir),
+            Some(fetched),
+            "the new commit was fetched"
+        );
+        assert!(git::is_checkout_of(&dir, &second));
+        assert_eq!(
+            std::fs::read_to_string(dir.join("gkq.yaml")).unwrap(),
+            "a: 2\n"
+        );
+    }
+
+    /// A tag moved to another commit on the remote (an annotated tag, listed by its tag object)
+    /// is fetched again.
+    #[tokio::test]
+    async fn a_moved_tag_is_fetched_again() {
+        let remote = tempfile::tempdir().unwrap();
+        let checkout = tempfile::tempdir().unwrap();
+        let dir = checkout.path().join("stack");
+        let tag = |commit: &str| {
+            let repo = git2::Repository::open(remote.path()).unwrap();
+            let target = repo.revparse_single(commit).unwrap();
+            let who = git2::Signature::now("t", "t@example.com").unwrap();
+            repo.tag("v1", &target, &who, "v1", true).unwrap();
+        };
+        let first = commit_spec(remote.path(), "a: 1\n");
+        tag(&first);
+        let source = file_source(remote.path(), GitRef::Tag("v1".into()));
+        let none = Credentials::default();
+        assert_eq!(fetch(&dir, &source, &none).await.unwrap(), first);
+        assert_eq!(fetch(&dir, &source, &none).await.unwrap(), first);
+        let second = commit_spec(remote.path(), "a: 2\n");
+        assert_eq!(
+            fetch(&dir, &source, &none).await.unwrap(),
+            first,
+            "the tag did not move"
+        );
+        tag(&second);
+        assert_eq!(fetch(&dir, &source, &none).await.unwrap(), second);
+        assert!(git::is_checkout_of(&dir, &second));
+    }
+
+    #[test]
+    fn only_the_exact_reference_listed_counts() {
+        let listed = "1111\trefs/heads/x/refs/heads/main\n2222\trefs/heads/main\n";
+        assert_eq!(listed_id(listed, "refs/heads/main"), Some("2222"));
+        assert_eq!(listed_id(listed, "refs/heads/other"), None);
+        assert_eq!(listed_id("", "refs/heads/main"), None);
     }
 
     #[test]

@@ -81,6 +81,15 @@ pub fn is_checkout_of(dir: &Path, commit: &str) -> bool {
         .is_ok_and(|statuses| statuses.is_empty())
 }
 
+/// The object id the reference `name` (such as `refs/remotes/origin/main`) holds in the
+/// repository at `dir` (itself, not a parent), as git stores it: not peeled, so an annotated
+/// tag's is the tag object's, as `git ls-remote` lists it. `None` when there is no such
+/// reference (or no repository). Read from `.git`, without running git.
+pub fn reference_id(dir: &Path, name: &str) -> Option<String> {
+    let repo = git2::Repository::open(dir).ok()?;
+    repo.refname_to_id(name).ok().map(|id| id.to_string())
+}
+
 fn repo_name(repo: &git2::Repository) -> String {
     repo.workdir()
         .unwrap_or_else(|| repo.path())
@@ -229,6 +238,26 @@ mod tests {
         repo.commit(Some("HEAD"), &who, &who, "c", &tree, &parents)
             .unwrap()
             .to_string()
+    }
+
+    /// A reference's stored id, not peeled: an annotated tag's is its tag object's.
+    #[test]
+    fn a_reference_id_is_read_as_stored() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(reference_id(dir.path(), "refs/heads/main"), None);
+        let repo = git2::Repository::init(dir.path()).unwrap();
+        let first = commit(&repo, dir.path(), "gkq.yaml", "a: 1\n");
+        let head = repo.head().unwrap().name().unwrap().to_string();
+        assert_eq!(reference_id(dir.path(), &head), Some(first.clone()));
+        let target = repo.revparse_single(&first).unwrap();
+        let who = git2::Signature::now("t", "t@example.com").unwrap();
+        let tag = repo.tag("v1", &target, &who, "v1", false).unwrap();
+        assert_eq!(
+            reference_id(dir.path(), "refs/tags/v1"),
+            Some(tag.to_string())
+        );
+        assert_ne!(tag.to_string(), first);
+        assert_eq!(reference_id(dir.path(), "refs/remotes/origin/main"), None);
     }
 
     /// Only HEAD at that commit with every tracked file as committed is a checkout of it; an

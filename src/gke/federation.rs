@@ -68,7 +68,7 @@ impl WorkloadIdentity {
                 "{audience:?} is not a workload identity audience: expected identitynamespace:PROJECT.svc.id.goog:PROVIDER or //iam.googleapis.com/projects/NUMBER/locations/global/workloadIdentityPools/POOL/providers/PROVIDER"
             ))
         })?;
-        let http = reqwest::Client::builder()
+        let http = super::rest::http_client_builder()?
             .timeout(Duration::from_secs(30))
             .build()
             .map_err(|e| GkeError::Transport(e.to_string()))?;

@@ -431,13 +431,48 @@ impl RestGke {
 }
 
 fn build_http(retry: &RetryConfig) -> GkeResult<reqwest::Client> {
-    install_tls_provider();
-    reqwest::Client::builder()
+    http_client_builder()?
         .user_agent(concat!("gkq/", env!("CARGO_PKG_VERSION")))
         .timeout(retry.request_timeout)
         .connect_timeout(retry.request_timeout.min(Duration::from_secs(10)))
         .build()
         .map_err(|e| GkeError::Transport(format!("building the HTTP client: {e}")))
+}
+
+/// A client builder for Google's APIs (and the emulator) with the TLS configuration every such
+/// client shares: the platform's trust roots, as reqwest would load them, but loaded once per
+/// process. reqwest reads and parses the whole system certificate store (hundreds of files) for
+/// each client it builds, and the agent connects a session, so builds its clients, at every
+/// stack's interval: that was most of an idle round's CPU.
+pub(crate) fn http_client_builder() -> GkeResult<reqwest::ClientBuilder> {
+    Ok(reqwest::Client::builder().tls_backend_preconfigured(shared_tls()?))
+}
+
+/// The TLS configuration reqwest builds by default (platform verifier, the crypto provider of
+/// [`install_tls_provider`], TLS 1.2 and 1.3, HTTP/2 or 1.1 by ALPN), made once.
+fn shared_tls() -> GkeResult<rustls::ClientConfig> {
+    use rustls_platform_verifier::BuilderVerifierExt;
+    static SHARED: std::sync::Mutex<Option<rustls::ClientConfig>> = std::sync::Mutex::new(None);
+    let mut shared = SHARED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(config) = shared.as_ref() {
+        return Ok(config.clone());
+    }
+    install_tls_provider();
+    let failed = |e: &dyn std::fmt::Display| {
+        GkeError::Transport(format!("building the HTTP client's TLS configuration: {e}"))
+    };
+    let provider = rustls::crypto::CryptoProvider::get_default()
+        .cloned()
+        .ok_or_else(|| failed(&"no TLS crypto provider is installed"))?;
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| failed(&e))?
+        .with_platform_verifier()
+        .map_err(|e| failed(&e))?
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    *shared = Some(config.clone());
+    Ok(config)
 }
 
 fn error_chain(e: &dyn std::error::Error) -> String {
