@@ -679,7 +679,7 @@ async fn run_stack(stack: &GkqStack, ctx: &Context, approval: Option<&str>) -> G
             && run.status.last_applied_revision.as_deref() != Some(commit.as_str()),
         interrupt: ctx.interrupt.clone(),
         lock_holder: Some(ctx.lock_holder(&key)),
-        submit_wait: ctx.submit_wait,
+        submit_wait: checked.submit_wait.unwrap_or(ctx.submit_wait),
     };
     let front = AgentFront {
         run: tokio::sync::Mutex::new(run),
