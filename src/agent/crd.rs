@@ -64,6 +64,13 @@ pub struct GkqStackSpec {
     #[serde(default = "default_interval")]
     #[schemars(regex(pattern = INTERVAL_PATTERN), length(min = 1, max = 64))]
     pub interval: String,
+    /// After creating each job Kueue queues, how long an apply of this stack waits at most for
+    /// Kueue's decision on it before creating the next (`10s`, `2m`; `0s` does not wait), so
+    /// that Kueue sees the jobs one after another as the plan predicted; at most 10m. The
+    /// agent's `--submit-wait` when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = INTERVAL_PATTERN), length(min = 1, max = 64))]
+    pub submit_wait: Option<String>,
     /// Stop reconciling this stack (nothing is fetched, planned or applied).
     #[serde(default)]
     pub suspend: bool,

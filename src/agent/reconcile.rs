@@ -791,7 +791,7 @@ async fn converge_stack(
         record_unchanged: !deleting && run.status.last_applied_revision.as_deref() != Some(commit),
         interrupt: ctx.interrupt.clone(),
         lock_holder: Some(ctx.lock_holder(&key)),
-        submit_wait: ctx.submit_wait,
+        submit_wait: checked.submit_wait.unwrap_or(ctx.submit_wait),
     };
     let front = AgentFront {
         run: tokio::sync::Mutex::new(run),

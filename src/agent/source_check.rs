@@ -31,6 +31,9 @@ pub struct Source {
     /// The user every Kubernetes request of the stack impersonates
     /// (`system:serviceaccount:NAMESPACE:NAME`), see [`identity`].
     pub acting_as: Option<String>,
+    /// The stack's own `spec.submitWait`, checked ([`check_submit_wait`]); the agent's
+    /// `--submit-wait` applies when it is `None`.
+    pub submit_wait: Option<std::time::Duration>,
 }
 
 /// Why a stack's source is refused; `field` names the stack's field (`spec.url`).
@@ -66,12 +69,48 @@ pub fn check(
     if let Some(env) = &spec.env {
         check_env(env)?;
     }
+    let submit_wait = spec
+        .submit_wait
+        .as_deref()
+        .map(check_submit_wait)
+        .transpose()?;
     Ok(Source {
         url: spec.url.clone(),
         reference,
         file,
         acting_as: identity(stack, default_service_account)?,
+        submit_wait,
     })
+}
+
+/// The most a stack may wait for Kueue's decision on each job it submits: a job Kueue has not
+/// decided on in ten minutes waits for something no waiting fixes (a stopped queue, a missing
+/// LocalQueue), and every wait holds the stack's apply and the cluster's Lease.
+pub const MAX_SUBMIT_WAIT: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// `spec.submitWait`: a duration of gkq's one grammar (`vocab::duration`), at most
+/// [`MAX_SUBMIT_WAIT`]. The CRD's schema checks the grammar before a stack is stored; a stack
+/// stored before the field had a schema is checked here all the same.
+fn check_submit_wait(text: &str) -> Result<std::time::Duration, InvalidSource> {
+    const FIELD: &str = "spec.submitWait";
+    let help = "Give a duration of at most 10m, such as `30s` or `2m` (`0s` does not wait), or remove it to use the agent's --submit-wait";
+    plain_text(FIELD, text, help)?;
+    match crate::vocab::duration::parse(text) {
+        Ok(wait) if wait <= MAX_SUBMIT_WAIT => Ok(wait),
+        Ok(_) => Err(invalid(
+            FIELD,
+            format!(
+                "{} is longer than the most a stack may wait, 10m",
+                quoted(text)
+            ),
+            help,
+        )),
+        Err(_) => Err(invalid(
+            FIELD,
+            format!("{} is not a duration", quoted(text)),
+            help,
+        )),
+    }
 }
 
 fn invalid(field: &'static str, problem: impl Into<String>, help: &str) -> InvalidSource {
@@ -331,6 +370,37 @@ mod tests {
 
     fn url_ok(url: &str, allow_file: bool) -> bool {
         check(&spec(url), allow_file).is_ok()
+    }
+
+    /// `spec.submitWait`: unset leaves the agent's flag in force; a duration up to 10m is the
+    /// stack's own; longer, or not a duration, refuses the stack with the field named.
+    #[test]
+    fn a_stacks_submit_wait_is_a_bounded_duration() {
+        let with = |wait: &str| {
+            let mut spec = spec("https://github.com/org/repo.git");
+            spec.submit_wait = Some(wait.to_string());
+            check(&spec, false)
+        };
+        let unset = check(&spec("https://github.com/org/repo.git"), false).unwrap();
+        assert_eq!(unset.submit_wait, None);
+        assert_eq!(
+            with("2m").unwrap().submit_wait,
+            Some(std::time::Duration::from_secs(120))
+        );
+        assert_eq!(
+            with("0s").unwrap().submit_wait,
+            Some(std::time::Duration::ZERO)
+        );
+        assert_eq!(with("10m").unwrap().submit_wait, Some(MAX_SUBMIT_WAIT));
+        for (wait, problem) in [
+            ("11m", "is longer than the most a stack may wait, 10m"),
+            ("1d", "is longer than the most a stack may wait, 10m"),
+            ("soon", "is not a duration"),
+        ] {
+            let refused = with(wait).unwrap_err();
+            assert_eq!(refused.field, "spec.submitWait", "{wait}");
+            assert!(refused.to_string().contains(problem), "{wait}: {refused}");
+        }
     }
 
     #[test]

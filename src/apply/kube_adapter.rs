@@ -15,9 +15,11 @@ use crate::kube::{
     namespace_of, owned_selector, type_of,
 };
 use crate::model::KueueInstall;
+use crate::model::jobs::RAY_API;
 use crate::model::jobset_install::{self, CONTROLLER_DEPLOYMENT, JOBSET_NAMESPACE};
 use crate::model::kueue_install::{self, INSTALLATION_KIND, KUEUE_NAMESPACE, MANAGER_DEPLOYMENT};
-use crate::vocab::object::{condition, condition_true};
+use crate::placement::job_workload::JobWorkloads;
+use crate::vocab::object::{condition, condition_true, uid_of};
 
 pub struct KubeAdapter<'a> {
     api: &'a dyn KubeApi,
@@ -208,11 +210,12 @@ impl KubeAdapter<'_> {
     /// After a job is deleted: waits (at most `submit_wait`) until Kueue no longer counts the
     /// quota of its Workloads (each gone, or finished: Kueue finishes the Workload of a job that
     /// is gone, docs/kueue.md 1c.5), so that the jobs submitted next find that quota free, as
-    /// the plan predicted. A Kueue that does not release it in time is told, not an error.
-    async fn wait_for_release(&self, what: &str, uid: &str) -> Result<(), KubeApplyError> {
+    /// the plan predicted. Its Workloads are those the plan counted as released (`runs`, read
+    /// before the delete). A Kueue that does not release it in time is told, not an error.
+    async fn wait_for_release(&self, what: &str, runs: &JobRuns) -> Result<(), KubeApplyError> {
         let released =
             |workloads: &[Value]| !workloads.iter().any(crate::placement::held::holds_quota);
-        if !self.wait_for_workloads(uid, released).await? {
+        if !self.wait_for_workloads(runs, released).await? {
             tracing::warn!(
                 "Kueue still counts the quota of deleted {what} after {}s; the jobs submitted next may not land where the plan predicted",
                 self.submit_wait.as_secs()
@@ -221,26 +224,20 @@ impl KubeAdapter<'_> {
         Ok(())
     }
 
-    /// Reads the Workloads of the job with `uid` (by Kueue's `kueue.x-k8s.io/job-uid` label)
-    /// until `done` says so, at most `submit_wait`: whether it did (true also when Kueue's
-    /// Workloads are not served, so there is nothing to wait for).
+    /// Reads the Workloads of the job `runs` describes until `done` says so, at most
+    /// `submit_wait`: whether it did (true also when Kueue's Workloads are not served, so there
+    /// is nothing to wait for).
     async fn wait_for_workloads(
         &self,
-        uid: &str,
+        runs: &JobRuns,
         done: impl Fn(&[Value]) -> bool,
     ) -> Result<bool, KubeApplyError> {
         let Ok(info) = self.info("kueue.x-k8s.io/v1beta2", "Workload").await else {
             return Ok(true);
         };
-        let selector = format!("{}={uid}", crate::vocab::labels::JOB_UID_LABEL);
         let start = Instant::now();
         loop {
-            let workloads = self
-                .api
-                .list(&info, &selector)
-                .await
-                .map_err(to_apply_error)?;
-            if done(&workloads) {
+            if done(&self.workloads_of(&info, runs).await?) {
                 return Ok(true);
             }
             if start.elapsed() >= self.submit_wait {
@@ -248,6 +245,73 @@ impl KubeAdapter<'_> {
             }
             tokio::time::sleep(self.poll.min(Duration::from_millis(100))).await;
         }
+    }
+
+    /// What a job's Workloads are read by: the job as it is now (a RayJob's status names its
+    /// RayCluster) and the uids of the objects that may own them (the job's, its RayCluster's).
+    /// Read before a delete, which takes the job's status with it.
+    async fn runs_of(&self, job: Value) -> Result<JobRuns, KubeApplyError> {
+        let mut owner_uids = vec![uid_of(&job).to_string()];
+        if let Some(cluster) = crate::placement::job_workload::ray_cluster_of(&job)
+            && let Ok(info) = self.info(RAY_API, "RayCluster").await
+            && let Some(cluster) = self
+                .api
+                .get(&info, namespace_of(&job), cluster)
+                .await
+                .map_err(to_apply_error)?
+        {
+            owner_uids.push(uid_of(&cluster).to_string());
+        }
+        owner_uids.retain(|uid| !uid.is_empty());
+        Ok(JobRuns { job, owner_uids })
+    }
+
+    /// [`Self::runs_of`] the job about to be deleted: as it is live when it is still the run
+    /// with `uid` (the delete is conditional on that uid), else named by what the delete says.
+    async fn runs_before_delete(
+        &self,
+        info: &ResourceInfo,
+        namespace: Option<&str>,
+        name: &str,
+        uid: &str,
+    ) -> Result<JobRuns, KubeApplyError> {
+        let live = self
+            .api
+            .get(info, namespace, name)
+            .await
+            .map_err(to_apply_error)?
+            .filter(|job| uid_of(job) == uid);
+        let job = live.unwrap_or_else(|| {
+            serde_json::json!({"apiVersion": info.api_version, "kind": info.kind,
+                "metadata": {"namespace": namespace, "name": name, "uid": uid}})
+        });
+        self.runs_of(job).await
+    }
+
+    /// The job's Workloads by the one rule (`placement::job_workload`, as the plan reads them),
+    /// among those Kueue labelled with the uid of an object that may own them
+    /// (`kueue.x-k8s.io/job-uid`, one list per uid).
+    async fn workloads_of(
+        &self,
+        info: &ResourceInfo,
+        runs: &JobRuns,
+    ) -> Result<Vec<Value>, KubeApplyError> {
+        let mut listed = Vec::new();
+        for uid in &runs.owner_uids {
+            let selector = format!("{}={uid}", crate::vocab::labels::JOB_UID_LABEL);
+            listed.extend(
+                self.api
+                    .list(info, &selector)
+                    .await
+                    .map_err(to_apply_error)?,
+            );
+        }
+        let rule = JobWorkloads::new(&listed);
+        Ok(rule
+            .all_of(&runs.job)
+            .into_iter()
+            .map(|found| found.workload.clone())
+            .collect())
     }
 
     /// Server-side apply of `object`, conditional on `version` when given; the object as stored.
@@ -393,6 +457,15 @@ impl KubeAdapter<'_> {
     }
 }
 
+/// A job whose Workloads apply waits on, as the plan attributes them
+/// (`placement::job_workload`).
+struct JobRuns {
+    /// The job as read (with its status), or its kind, name and uid when it could not be read.
+    job: Value,
+    /// The uids of the objects that may own its Workloads: the job's, and its RayCluster's.
+    owner_uids: Vec<String>,
+}
+
 /// Admission-check controllers that run inside Kueue's manager, so Kueue itself marks their
 /// checks Active. Checks of other controllers are not waited for: gkq cannot know when (or
 /// whether) someone else's controller runs.
@@ -496,9 +569,9 @@ impl KubeApplier for KubeAdapter<'_> {
             .map(|_| ())
     }
 
-    /// Kueue has decided on a job when its Workload (found by Kueue's job-uid label) has a
-    /// `QuotaReserved` condition of either status (reserved, or `Pending` with a scheduling
-    /// attempt's reason) or an `Admitted` one.
+    /// Kueue has decided on a job when one of its Workloads (by the one rule, as
+    /// [`Self::workloads_of`] reads them) has a `QuotaReserved` condition of either status
+    /// (reserved, or `Pending` with a scheduling attempt's reason) or an `Admitted` one.
     async fn kueue_decided(&self, object: &Value) -> Result<Option<bool>, KubeApplyError> {
         let (api_version, kind) = type_of(object);
         let info = self.info(api_version, kind).await?;
@@ -511,18 +584,14 @@ impl KubeApplier for KubeAdapter<'_> {
         else {
             return Ok(None);
         };
-        let Some(uid) = job.pointer("/metadata/uid").and_then(Value::as_str) else {
+        if uid_of(&job).is_empty() {
             return Ok(None);
-        };
+        }
         let Ok(info) = self.info("kueue.x-k8s.io/v1beta2", "Workload").await else {
             return Ok(None);
         };
-        let selector = format!("{}={uid}", crate::vocab::labels::JOB_UID_LABEL);
-        let workloads = self
-            .api
-            .list(&info, &selector)
-            .await
-            .map_err(to_apply_error)?;
+        let runs = self.runs_of(job).await?;
+        let workloads = self.workloads_of(&info, &runs).await?;
         Ok(Some(workloads.iter().any(|w| {
             condition(w, "QuotaReserved").is_some() || condition(w, "Admitted").is_some()
         })))
@@ -553,6 +622,16 @@ impl KubeApplier for KubeAdapter<'_> {
         }
         let info = self.info(api_version, kind).await?;
         let namespace = namespace.filter(|_| info.namespaced);
+        // A job's quota is free once Kueue has let go of its Workloads: what the plan's next
+        // submissions count on. Which Workloads those are is read before the delete.
+        let is_run = crate::addr::ResourceKind::of(api_version, kind).is_run();
+        let runs = match version {
+            Some(version) if is_run => Some(
+                self.runs_before_delete(&info, namespace, name, &version.uid)
+                    .await?,
+            ),
+            _ => None,
+        };
         let deletion = self
             .api
             .delete(&info, namespace, name, version)
@@ -570,15 +649,12 @@ impl KubeApplier for KubeAdapter<'_> {
             })
             .await?;
         }
-        // A job's quota is free once Kueue has let go of its Workload: what the plan's next
-        // submissions count on.
-        let is_run = crate::addr::ResourceKind::of(api_version, kind).is_run();
-        match version {
-            Some(version) if is_run => {
-                self.wait_for_release(&format!("{kind} {name}"), &version.uid)
+        match runs {
+            Some(runs) => {
+                self.wait_for_release(&format!("{kind} {name}"), &runs)
                     .await
             }
-            _ => Ok(()),
+            None => Ok(()),
         }
     }
 }

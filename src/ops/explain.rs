@@ -14,8 +14,10 @@ use crate::placement::remedy::{self, NodeResources, Subject, World};
 use crate::placement::unmodelled;
 use crate::placement::{Cluster, PendingWorkload, Placement, observed_placement};
 use crate::plan::PlanOptions;
-use crate::plan::placements::prediction_world;
-use crate::report::explain::{ExplainInputs, Explanation, SpecLocations, explain as explain_job};
+use crate::plan::placements::{kueue_changes, prediction_world};
+use crate::report::explain::{
+    ExplainInputs, Explanation, PlanEffect, SpecLocations, explain as explain_job,
+};
 use crate::spec::{Loaded, Path};
 use crate::vocab::object::{name_of, namespace_of};
 
@@ -67,29 +69,22 @@ pub async fn explain(
         placement
     };
     let nodes = node_resources(&objects, &planned.desired.gke.node_pools);
-    let (job, observed, predicted, remedies) = match workload {
+    let (job, observed, predicted, after_apply, remedies) = match workload {
         Some(w) => {
             let observed = observed_placement(w).map_err(|e| anyhow::anyhow!("{e}"))?;
             let job = format!("{} {namespace}/{}", observed.kind, observed.job);
-            // A live Workload still waiting: predicted with every other live Workload over the
-            // world as read. Admitted work is not re-predicted (Kueue keeps what it admitted).
-            let world = World {
-                cluster: Cluster::from_objects_lenient(objects.iter().copied()),
-                jobs: Vec::new(),
-            };
-            let subject = PendingWorkload::from_object(w).ok().and_then(|pending| {
-                world
-                    .cluster
-                    .pending_workloads
-                    .iter()
-                    .position(|q| q.namespace == pending.namespace && q.name == pending.name)
-                    .map(Subject::Queued)
+            let (predicted, after_apply, remedies) = explain_waiting(&planned, &objects, w, &nodes);
+            let after_apply = after_apply.map(|mut effect: PlanEffect| {
+                effect.placement = effect.placement.map(mark);
+                effect
             });
-            let predicted = subject.and_then(|s| world.placement_of(s)).map(mark);
-            let remedies = subject
-                .map(|s| remedy::remedies(&world, s, &nodes))
-                .unwrap_or_default();
-            (job, Some(observed), predicted, remedies)
+            (
+                job,
+                Some(observed),
+                predicted.map(mark),
+                after_apply,
+                remedies,
+            )
         }
         None => {
             // A job the plan submits: its predicted placement, no Workload yet.
@@ -104,12 +99,15 @@ pub async fn explain(
                         "no Workload in namespace {namespace} is named {name} or belongs to a job named {name}, and the spec submits no job {what}"
                     )
                 })?;
-            let (cluster, jobs) =
-                prediction_world(&planned.plan, &planned.desired, planned.world.as_ref());
-            let index = jobs.iter().position(|j| {
+            let world = prediction_world(
+                &planned.plan,
+                &planned.desired,
+                &planned.live,
+                planned.world.as_ref(),
+            );
+            let index = world.jobs.iter().position(|j| {
                 j.namespace == namespace && j.name == name && j.kind == placement.kind
             });
-            let world = World { cluster, jobs };
             let remedies = index
                 .map(|i| remedy::remedies(&world, Subject::Job(i), &nodes))
                 .unwrap_or_default();
@@ -117,6 +115,7 @@ pub async fn explain(
                 format!("{} {namespace}/{name}", placement.kind),
                 None,
                 Some(placement),
+                None,
                 remedies,
             )
         }
@@ -130,7 +129,59 @@ pub async fn explain(
         spec: &locations,
         spec_job,
         remedies: &remedies,
+        after_apply,
     }))
+}
+
+/// A live Workload still waiting: gkq's reproduction of Kueue's decision over the world as
+/// read (with every other live Workload; admitted work is not re-predicted, Kueue keeps what it
+/// admitted), and, when the plan changes what Kueue decides with, the job in the world the plan
+/// predicts (`plan::placements::prediction_world`: its jobs submitted in order, the runs it
+/// deletes or replaces released, its queue changes made). The fixes are changes to this spec,
+/// so they are searched in that world: each admits the job when made on top of the spec.
+fn explain_waiting(
+    planned: &super::plan::Planned,
+    objects: &[&serde_json::Value],
+    workload: &serde_json::Value,
+    nodes: &NodeResources,
+) -> (Option<Placement>, Option<PlanEffect>, Vec<remedy::Remedy>) {
+    let Ok(pending) = PendingWorkload::from_object(workload) else {
+        return (None, None, Vec::new());
+    };
+    let queued_in = |world: &World| {
+        world
+            .cluster
+            .pending_workloads
+            .iter()
+            .position(|q| q.namespace == pending.namespace && q.name == pending.name)
+            .map(Subject::Queued)
+    };
+    let live = World {
+        cluster: Cluster::from_objects_lenient(objects.iter().copied()),
+        jobs: Vec::new(),
+        released: Vec::new(),
+    };
+    let Some(subject) = queued_in(&live) else {
+        return (None, None, Vec::new());
+    };
+    let predicted = live.placement_of(subject);
+    let changes = kueue_changes(&planned.plan);
+    if changes.is_empty() {
+        let remedies = remedy::remedies(&live, subject, nodes);
+        return (predicted, None, remedies);
+    }
+    let after = prediction_world(
+        &planned.plan,
+        &planned.desired,
+        &planned.live,
+        planned.world.as_ref(),
+    );
+    let subject = queued_in(&after);
+    let placement = subject.and_then(|s| after.placement_of(s));
+    let remedies = subject
+        .map(|s| remedy::remedies(&after, s, nodes))
+        .unwrap_or_default();
+    (predicted, Some(PlanEffect { changes, placement }), remedies)
 }
 
 /// Whether each flavor's nodes have TPUs, where the spec's node pools say which machine type

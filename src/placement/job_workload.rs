@@ -44,7 +44,7 @@ fn namespace(object: &Value) -> &str {
 }
 
 /// The RayCluster KubeRay made for a RayJob, as the RayJob's status names it.
-fn ray_cluster_of(job: &Value) -> Option<&str> {
+pub fn ray_cluster_of(job: &Value) -> Option<&str> {
     (job["kind"] == "RayJob")
         .then(|| {
             job.pointer("/status/rayClusterName")

@@ -341,6 +341,38 @@ impl RequestShape {
     }
 }
 
+/// The ClusterQueues of `cluster` that admit jobs to `flavor` (list it in a resource group)
+/// without a ProvisioningRequest admission check on it: none of their checks that apply to the
+/// flavor (`onFlavors` empty or naming it; `pkg/util/admissioncheck/admissioncheck.go`,
+/// `NewAdmissionChecks`, docs/kueue.md 1a.8) is an AdmissionCheck of Kueue's ProvisioningRequest
+/// controller. Kueue admits a job there without asking for nodes, so on a queued-provisioning pool (whose
+/// nodes come only through a ProvisioningRequest) it waits forever. The checks and queues are
+/// read wherever `cluster` found them: the spec's kueue section, raw manifests, live objects.
+pub fn queues_without_provisioning_check<'a>(cluster: &'a Cluster, flavor: &str) -> Vec<&'a str> {
+    let provisioning = |name: &str| {
+        cluster
+            .admission_checks
+            .iter()
+            .any(|ac| ac.name == name && ac.controller_name == PROVISIONING_REQUEST_CONTROLLER)
+    };
+    cluster
+        .cluster_queues
+        .iter()
+        .filter(|cq| {
+            cq.resource_groups
+                .iter()
+                .any(|group| group.flavors.iter().any(|f| f.flavor == flavor))
+        })
+        .filter(|cq| {
+            !cq.admission_checks.iter().any(|rule| {
+                (rule.on_flavors.is_empty() || rule.on_flavors.iter().any(|f| f == flavor))
+                    && provisioning(&rule.name)
+            })
+        })
+        .map(|cq| cq.name.as_str())
+        .collect()
+}
+
 /// The ProvisioningRequests of `workload` in `cluster` (`syncOwnedProvisionRequest` and
 /// `mergePodSets` of Kueue v0.19.2's `pkg/controller/admissionchecks/provisioning/controller.go`):
 /// one per ProvisioningRequest check of the ClusterQueue its LocalQueue names, whose

@@ -36,6 +36,9 @@ use crate::vocab::quantity::Quantity;
 pub struct World {
     pub cluster: Cluster,
     pub jobs: Vec<PendingWorkload>,
+    /// Live runs a plan deletes or replaces on the way, and before which job
+    /// (`plan::placements`); empty for the world as it is.
+    pub released: Vec<super::Released>,
 }
 
 /// The job a remedy is for: one of the world's `jobs`, or a live Workload still waiting
@@ -63,7 +66,7 @@ impl World {
 
     /// The subject's placement, predicted as a plan predicts (`predict_in_order`).
     pub fn placement_of(&self, subject: Subject) -> Option<Placement> {
-        let prediction = super::predict_in_order(&self.cluster, &self.jobs, &[]);
+        let prediction = super::predict_in_order(&self.cluster, &self.jobs, &self.released);
         match subject {
             Subject::Job(i) => prediction.placements.into_iter().nth(i),
             Subject::Queued(i) => {

@@ -14,6 +14,7 @@ use crate::model::live::KubeSnapshot;
 use crate::placement::dws::{self, Reclaim};
 use crate::placement::held::{held_quota, holds_quota};
 use crate::placement::job_workload::JobWorkloads;
+use crate::placement::remedy::World;
 use crate::placement::unmodelled::{
     self, MODELLED_MINOR, MODELLED_VERSION, Manager, NEXT_VERSION_DOCS, VersionFit,
 };
@@ -204,21 +205,44 @@ fn after_objects<'a>(
     )
 }
 
-/// What the plan's placements are predicted from: Kueue's world after the plan, and the jobs it
-/// submits in submission order (`gkq explain` checks its fixes against the same world).
+/// What the plan's placements are predicted from: Kueue's world after the plan, the jobs it
+/// submits in submission order, and the live runs its deletes and replaces release on the way
+/// ([`released_runs`]). `gkq explain` predicts and checks its fixes in the same world.
 pub fn prediction_world(
     plan: &Plan,
     desired: &crate::model::DesiredState,
+    live: &crate::model::live::LiveState,
     world: Option<&KubeSnapshot>,
-) -> (Cluster, Vec<PendingWorkload>) {
+) -> World {
     let after = after_objects(plan, desired, world);
-    (
-        Cluster::from_objects_lenient(after.iter().copied()),
-        submitted_jobs(plan, desired)
-            .into_iter()
-            .map(|(_, job)| job)
-            .collect(),
-    )
+    let submissions = submitted_jobs(plan, desired);
+    let workloads = world.map(|w| w.kind("Workload")).unwrap_or_default();
+    let observed = match &live.kubernetes {
+        crate::model::live::KubeLive::Observed { objects } => Some(objects),
+        crate::model::live::KubeLive::NotObserved => None,
+    };
+    let live_at = |addr: &ResourceAddr| {
+        observed
+            .and_then(|objects| objects.get(addr))
+            .and_then(|o| o.live.as_ref())
+    };
+    let released = released_runs(plan, &submissions, workloads, &live_at);
+    World {
+        cluster: Cluster::from_objects_lenient(after.iter().copied()),
+        jobs: submissions.into_iter().map(|(_, job)| job).collect(),
+        released,
+    }
+}
+
+/// The plan's actions that change what Kueue decides with, `verb address` each: the jobs it
+/// submits, replaces or deletes, and its changes to Kueue's objects, namespaces and priority
+/// classes ([`changes_kueue`]).
+pub fn kueue_changes(plan: &Plan) -> Vec<String> {
+    plan.actions
+        .iter()
+        .filter(|a| a.kind.is_change() && (a.addr.kind.is_run() || changes_kueue(&a.addr)))
+        .map(|a| format!("{} {}", a.kind.verb(), a.addr))
+        .collect()
 }
 
 /// The jobs of the plan whose DWS ProvisioningRequest GKE would refuse (more than one PodSet),

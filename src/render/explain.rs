@@ -79,6 +79,34 @@ pub fn to_text(e: &Explanation) -> String {
         }
         None => {}
     }
+    if let Some(after) = &e.after_apply {
+        let _ = writeln!(
+            out,
+            "\nAfter gkq apply of this spec ({}):",
+            after.changes.join(", ")
+        );
+        match &after.gkq {
+            Some(g) => {
+                let _ = writeln!(
+                    out,
+                    "  gkq predicts: {}{}",
+                    state_words(g.state, &g.podsets),
+                    g.reason
+                        .as_ref()
+                        .map(|r| format!(": {r}"))
+                        .unwrap_or_default()
+                );
+            }
+            None => {
+                let _ = writeln!(out, "  its Workload is not in the world after the plan");
+            }
+        }
+    } else if e.workload.is_some() && e.gkq.is_some() {
+        let _ = writeln!(
+            out,
+            "\nThe plan of this spec changes nothing Kueue decides with: this is the live state."
+        );
+    }
     for (title, fixes) in [("What to change:", &e.fixes), ("Notes:", &e.notes)] {
         if fixes.is_empty() {
             continue;
@@ -230,6 +258,7 @@ mod tests {
         let world = World {
             cluster: Cluster::from_objects(&objects).unwrap(),
             jobs: vec![PendingWorkload::from_object(&job).unwrap()],
+            released: Vec::new(),
         };
         let predicted = world.placement_of(Subject::Job(0)).unwrap();
         assert_eq!(predicted.state, PlacementState::Pending);
@@ -252,6 +281,7 @@ mod tests {
             spec: &spec,
             spec_job: Some("gkq.yaml:40:5".to_string()),
             remedies: &found,
+            after_apply: None,
         });
         let [preempt, raise] = &explanation.fixes[..] else {
             panic!("two fixes: {:#?}", explanation.fixes);

@@ -73,6 +73,9 @@ pub fn write_text(plan: &Plan, out: &mut dyn Write) -> io::Result<()> {
             Some(addr) => writeln!(out, "{DIM}Note: {addr}: {}{DIM:#}", notice.message)?,
             None => writeln!(out, "{DIM}Note: {}{DIM:#}", notice.message)?,
         }
+        if let Some(help) = &notice.help {
+            writeln!(out, "{DIM}  help: {help}{DIM:#}")?;
+        }
     }
     Ok(())
 }

@@ -49,6 +49,11 @@ pub struct Explanation {
     pub agrees: Option<bool>,
     /// How they differ, one line each.
     pub differences: Vec<String>,
+    /// For a live Workload, when the plan of this spec changes what Kueue decides with (jobs it
+    /// submits, replaces or deletes; queue changes): where gkq predicts the job after that
+    /// apply. `null`: the plan changes nothing for it, and the explanation is of the live state.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub after_apply: Option<AfterApply>,
     /// What to change, cheapest first: for a pending job, each fix admits it in gkq's
     /// simulation when made alone; for a job waiting on admission checks, what they wait for.
     pub fixes: Vec<Fix>,
@@ -89,6 +94,23 @@ pub struct GkqSays {
     /// Each flavor a podset could not use, in the order Kueue tries them.
     pub attempts: Vec<AttemptText>,
     pub not_predicted: Option<String>,
+}
+
+/// A live Workload in the world the plan predicts (`plan::placements::prediction_world`).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AfterApply {
+    /// The plan's actions that change what Kueue decides with, `verb address` each.
+    pub changes: Vec<String>,
+    /// gkq's prediction for the job once the plan is applied; `null` when its Workload is not
+    /// in that world.
+    pub gkq: Option<GkqSays>,
+}
+
+/// A live Workload after the plan, as read: what the plan changes, and the prediction there.
+pub struct PlanEffect {
+    pub changes: Vec<String>,
+    pub placement: Option<Placement>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -162,8 +184,11 @@ pub struct ExplainInputs<'a> {
     pub spec: &'a SpecLocations,
     /// The job's entry in `jobs:` when the spec submits it.
     pub spec_job: Option<String>,
-    /// What would admit the job, each checked by gkq's simulation (`placement::remedy`).
+    /// What would admit the job, each checked by gkq's simulation (`placement::remedy`), in
+    /// the world after the plan when `after_apply` is given.
     pub remedies: &'a [Remedy],
+    /// For a live Workload whose world the plan changes: the job after the plan.
+    pub after_apply: Option<PlanEffect>,
 }
 
 pub fn explain(inputs: ExplainInputs<'_>) -> Explanation {
@@ -184,7 +209,80 @@ pub fn explain(inputs: ExplainInputs<'_>) -> Explanation {
                 .collect(),
             provisioning_request: workload_request(w, inputs.provisioning_requests),
         });
-    let gkq = inputs.predicted.as_ref().map(|p| GkqSays {
+    let gkq = inputs.predicted.as_ref().map(gkq_says);
+    let (agrees, differences) = match (&inputs.predicted, &inputs.observed) {
+        (Some(predicted), Some(observed)) if predicted.not_predicted.is_none() => {
+            let differences = predicted.differences(observed);
+            (Some(differences.is_empty()), differences)
+        }
+        _ => (None, Vec::new()),
+    };
+    // Fixes are changes to this spec: when its plan changes the job's world, they are for the
+    // job as it will be after that apply.
+    let for_fixes = match &inputs.after_apply {
+        Some(effect) => effect.placement.as_ref(),
+        None => inputs.predicted.as_ref(),
+    };
+    let (mut fixes, mut notes) = match for_fixes {
+        Some(predicted) => placement_fixes(
+            predicted,
+            inputs.remedies,
+            inputs.spec,
+            inputs.spec_job.as_deref(),
+        ),
+        None => (Vec::new(), Vec::new()),
+    };
+    let after_apply = inputs.after_apply.map(|effect| {
+        let now_waiting = inputs
+            .predicted
+            .as_ref()
+            .is_some_and(|p| p.state == PlacementState::Pending);
+        if now_waiting
+            && effect.placement.as_ref().is_some_and(|p| {
+                matches!(
+                    p.state,
+                    PlacementState::Admitted | PlacementState::WaitingForAdmissionChecks
+                )
+            })
+        {
+            notes.push(Fix::note(
+                "gkq apply of this spec gets the job its quota (see after apply): nothing else needs to change".to_string(),
+            ));
+        }
+        AfterApply {
+            changes: effect.changes,
+            gkq: effect.placement.as_ref().map(gkq_says),
+        }
+    });
+    if let Some(kueue) = &kueue {
+        fixes.extend(check_fixes(kueue));
+    }
+    Explanation {
+        format_version: 1,
+        workload: inputs.workload.map(|w| {
+            format!(
+                "{}/{}",
+                w.pointer("/metadata/namespace")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default(),
+                w.pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+            )
+        }),
+        job: inputs.job,
+        kueue,
+        gkq,
+        agrees,
+        differences,
+        after_apply,
+        fixes,
+        notes,
+    }
+}
+
+fn gkq_says(p: &Placement) -> GkqSays {
+    GkqSays {
         state: p.state,
         cluster_queue: p.cluster_queue.clone(),
         podsets: p.podsets.clone(),
@@ -212,46 +310,6 @@ pub fn explain(inputs: ExplainInputs<'_>) -> Explanation {
             })
             .collect(),
         not_predicted: p.not_predicted.clone(),
-    });
-    let (agrees, differences) = match (&inputs.predicted, &inputs.observed) {
-        (Some(predicted), Some(observed)) if predicted.not_predicted.is_none() => {
-            let differences = predicted.differences(observed);
-            (Some(differences.is_empty()), differences)
-        }
-        _ => (None, Vec::new()),
-    };
-    let (mut fixes, notes) = match &inputs.predicted {
-        Some(predicted) => placement_fixes(
-            predicted,
-            inputs.remedies,
-            inputs.spec,
-            inputs.spec_job.as_deref(),
-        ),
-        None => (Vec::new(), Vec::new()),
-    };
-    if let Some(kueue) = &kueue {
-        fixes.extend(check_fixes(kueue));
-    }
-    Explanation {
-        format_version: 1,
-        workload: inputs.workload.map(|w| {
-            format!(
-                "{}/{}",
-                w.pointer("/metadata/namespace")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default(),
-                w.pointer("/metadata/name")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-            )
-        }),
-        job: inputs.job,
-        kueue,
-        gkq,
-        agrees,
-        differences,
-        fixes,
-        notes,
     }
 }
 

@@ -1229,3 +1229,38 @@ async fn the_agent_needs_no_more_than_the_deployed_rbac() {
     let logs = agent.take_stderr();
     assert!(!logs.contains("forbidden"), "{logs}");
 }
+
+/// `spec.submitWait` on the API server: the CRD's schema admits durations of gkq's grammar and
+/// refuses anything else before the stack is stored (the agent bounds it to 10m, see
+/// `agent::source_check`).
+#[tokio::test]
+async fn the_crd_admits_a_stacks_submit_wait_only_as_a_duration() {
+    let env = test_env("agent-submit-wait").await;
+    install_crd(&env.client).await;
+    let stacks: Api<DynamicObject> =
+        Api::namespaced_with(env.client.clone(), &env.namespace, &stack_resource());
+    let stack = |name: &str, wait: &str| -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": format!("{GROUP}/v1alpha1"), "kind": "GkqStack",
+            "metadata": {"name": name},
+            "spec": {"url": "https://github.com/acme/infra.git", "submitWait": wait}
+        }))
+        .unwrap()
+    };
+    let created = stacks
+        .create(&PostParams::default(), &stack("patient", "2m"))
+        .await
+        .unwrap();
+    assert_eq!(
+        serde_json::to_value(&created).unwrap()["spec"]["submitWait"],
+        "2m"
+    );
+    for (name, wait) in [("soon", "soon"), ("minus", "-1s"), ("empty", "")] {
+        let refused = stacks
+            .create(&PostParams::default(), &stack(name, wait))
+            .await
+            .expect_err(wait);
+        let text = refused.to_string();
+        assert!(text.contains("spec.submitWait"), "{wait}: {text}");
+    }
+}

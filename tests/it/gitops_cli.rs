@@ -1774,3 +1774,109 @@ fn plan_text_of_a_quota_a_script_and_a_label_change() {
     );
     insta::assert_snapshot!("plan_text_label_change", labels);
 }
+
+/// `gkq explain` of a live job that waits explains it in the world the spec's plan would make:
+/// with the DWS quota at 0 applied, run 2 waits; the spec raises it again (not applied), so
+/// explain says Kueue's word and gkq's reproduction of the live state, then what the plan
+/// changes and that after that apply the job gets its quota, and offers no fix the spec already
+/// makes. With nothing to apply, it says it explains the live state.
+#[test]
+fn explain_of_a_waiting_live_job_accounts_for_the_plan_of_the_spec() {
+    let ws = Workspace::example();
+    let (infinite, zero) = (
+        "1000000000Gi, google.com/tpu: 1000000000}",
+        "1000000000Gi, google.com/tpu: 0}",
+    );
+    ws.edit(infinite, zero);
+    let out = run(&ws, &["apply", "infra", "--env", "local", "--auto-approve"]);
+    assert!(out.status.success(), "{}", explain(&out));
+    let explain_json = |ws: &Workspace| {
+        let out = run(
+            ws,
+            &[
+                "explain",
+                "default/rayjob-tpu-v6e-dws-2",
+                "infra",
+                "--env",
+                "local",
+                "-o",
+                "json",
+            ],
+        );
+        assert!(out.status.success(), "{}", explain(&out));
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    let explain_text = |ws: &Workspace| {
+        let out = run(
+            ws,
+            &[
+                "explain",
+                "default/rayjob-tpu-v6e-dws-2",
+                "infra",
+                "--env",
+                "local",
+            ],
+        );
+        assert!(out.status.success(), "{}", explain(&out));
+        text(&out.stdout)
+    };
+
+    // Nothing to apply: the live state, said so; the fix is the DWS quota.
+    let live = explain_json(&ws);
+    assert_eq!(live["kueue"]["state"], "pending", "{live:#}");
+    assert_eq!(live["gkq"]["state"], "pending", "{live:#}");
+    assert!(live.get("afterApply").is_none(), "{live:#}");
+    assert!(!live["fixes"].as_array().unwrap().is_empty(), "{live:#}");
+    assert!(
+        explain_text(&ws).contains("changes nothing Kueue decides with: this is the live state"),
+        "{}",
+        explain_text(&ws)
+    );
+
+    // The spec gives dws its quota again, not applied yet.
+    ws.edit(zero, infinite);
+    let planned = explain_json(&ws);
+    assert_eq!(planned["kueue"]["state"], "pending", "{planned:#}");
+    assert_eq!(
+        planned["gkq"]["state"], "pending",
+        "gkq reproduces the live state"
+    );
+    assert_eq!(planned["agrees"], true, "{planned:#}");
+    let after = &planned["afterApply"];
+    assert_eq!(
+        after["changes"],
+        serde_json::json!(["update in-place kueue.clusterqueue/cluster-queue"]),
+        "{planned:#}"
+    );
+    assert_eq!(
+        after["gkq"]["state"], "waiting-for-admission-checks",
+        "{planned:#}"
+    );
+    assert_eq!(after["gkq"]["podsets"][1]["flavor"], "dws", "{planned:#}");
+    assert_eq!(
+        planned["fixes"],
+        serde_json::json!([]),
+        "the spec already makes the fix"
+    );
+    let said = explain_text(&ws);
+    assert!(
+        said.contains(
+            "After gkq apply of this spec (update in-place kueue.clusterqueue/cluster-queue):"
+        ),
+        "{said}"
+    );
+    assert!(
+        said.contains("gkq apply of this spec gets the job its quota"),
+        "{said}"
+    );
+
+    // Applied: Kueue does what explain said.
+    let out = run(&ws, &["apply", "infra", "--env", "local", "--auto-approve"]);
+    assert!(out.status.success(), "{}", explain(&out));
+    let applied = explain_json(&ws);
+    assert_ne!(applied["kueue"]["state"], "pending", "{applied:#}");
+    assert_eq!(
+        applied["kueue"]["podsets"][1]["flavor"], "dws",
+        "{applied:#}"
+    );
+}

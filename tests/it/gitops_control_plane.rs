@@ -2124,3 +2124,176 @@ async fn a_burst_of_200_jobs_is_admitted_as_the_plan_lists_on_the_real_kueue() {
             .collect::<Vec<_>>()
     );
 }
+
+/// A raw RayJob of `manifests:` with two identical TPU worker groups `a` and `b`, in the
+/// LocalQueue `queue` (which the spec does not declare).
+fn two_tpu_groups_rayjob(queue: &str) -> String {
+    let worker = |group: &str| {
+        format!(
+            r#"          - groupName: {group}
+            replicas: 1
+            numOfHosts: 4
+            rayStartParams: {{}}
+            template:
+              spec:
+                tolerations:
+                  - {{key: google.com/tpu, operator: Exists, effect: NoSchedule}}
+                  - {{key: cloud.google.com/gke-queued, operator: Exists, effect: NoSchedule}}
+                nodeSelector:
+                  cloud.google.com/gke-tpu-accelerator: tpu-v6e-slice
+                  cloud.google.com/gke-tpu-topology: 4x4
+                containers:
+                  - name: ray-worker
+                    image: rayproject/ray:2.53.0-py311
+                    resources:
+                      requests: {{cpu: "8", memory: 16Gi, google.com/tpu: "4"}}
+                      limits: {{cpu: "8", memory: 16Gi, google.com/tpu: "4"}}
+"#
+        )
+    };
+    format!(
+        r#"
+manifests:
+  - apiVersion: ray.io/v1
+    kind: RayJob
+    metadata:
+      name: two-groups
+      namespace: ${{NS}}
+      labels: {{kueue.x-k8s.io/queue-name: {queue}}}
+    spec:
+      suspend: true
+      shutdownAfterJobFinishes: true
+      entrypoint: python /app/train.py
+      rayClusterSpec:
+        headGroupSpec:
+          rayStartParams: {{}}
+          template:
+            spec:
+              nodeSelector: {{cloud.google.com/gke-nodepool: default-pool}}
+              containers:
+                - name: ray-head
+                  image: rayproject/ray:2.53.0-py311
+                  resources:
+                    requests: {{cpu: "2", memory: 4Gi}}
+                    limits: {{cpu: "2", memory: 4Gi}}
+        workerGroupSpecs:
+{}{}"#,
+        worker("a"),
+        worker("b")
+    )
+}
+
+/// The DWS single-podset notice of a plan, from what lives in the cluster: someone else's
+/// ClusterQueue and LocalQueue put a ProvisioningRequest check, whose config has no
+/// `podSetMergePolicy`, on the DWS flavor. `validate` cannot see them (the spec declares none of
+/// them), so the plan says it: a RayJob with two TPU worker groups would send GKE a request of two
+/// PodSets, which GKE refuses. The notice is in `-o json` `notices`, the text and the markdown,
+/// with the merge policy as its fix; once the live config merges the podsets, it is gone.
+#[tokio::test]
+async fn a_plan_notes_a_live_dws_check_that_would_send_several_podsets() {
+    use support::kueue::{KUEUE, cluster_queue, group, local_queue};
+    let s = Stack::new("dws-live-split").await;
+    let ns = s.namespace.clone();
+    let (check, config, cq) = (
+        unique_name("live-dws"),
+        unique_name("live-prc"),
+        unique_name("team-cq"),
+    );
+    let dws = s.vars["DWS"].clone();
+    let live_config = |merge: Option<&str>| {
+        let mut config = serde_json::json!({"apiVersion": KUEUE, "kind": "ProvisioningRequestConfig",
+            "metadata": {"name": config},
+            "spec": {"provisioningClassName": "queued-provisioning.gke.io",
+                "managedResources": ["google.com/tpu"]}});
+        if let Some(policy) = merge {
+            config["spec"]["podSetMergePolicy"] = serde_json::json!(policy);
+        }
+        config
+    };
+    let client = client().await;
+    for object in [
+        live_config(None),
+        serde_json::json!({"apiVersion": KUEUE, "kind": "AdmissionCheck",
+            "metadata": {"name": check},
+            "spec": {"controllerName": "kueue.x-k8s.io/provisioning-request",
+                "parameters": {"apiGroup": "kueue.x-k8s.io",
+                    "kind": "ProvisioningRequestConfig", "name": config}}}),
+        cluster_queue(
+            &cq,
+            vec![group(
+                &["cpu", "memory", "google.com/tpu"],
+                &[(
+                    &dws,
+                    &[
+                        ("cpu", "1000"),
+                        ("memory", "1000Gi"),
+                        ("google.com/tpu", "64"),
+                    ],
+                )],
+            )],
+            serde_json::json!({"admissionChecksStrategy": {"admissionChecks": [{"name": check}]}}),
+        ),
+        local_queue(&ns, "team-queue", &cq),
+    ] {
+        crate::placement_kueue::apply(&client, &ns, &object)
+            .await
+            .unwrap();
+    }
+    let spec = s.path().join("infra/gkq.yaml");
+    std::fs::write(
+        &spec,
+        spec_without_jobs(&s) + &two_tpu_groups_rayjob("team-queue"),
+    )
+    .unwrap();
+    let out = s.run(&["plan", "-o", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", explain(&out));
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let job = format!("ray.rayjob/{ns}/two-groups");
+    let notices: Vec<&Value> = plan["notices"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{plan:#}"))
+        .iter()
+        .filter(|n| n["addr"] == job.as_str())
+        .collect();
+    assert_eq!(notices.len(), 1, "{plan:#}");
+    let message = notices[0]["message"].as_str().unwrap();
+    let expected = format!(
+        "RayJob `two-groups` would send GKE a DWS ProvisioningRequest with 2 podsets (a, b) through the cluster's admission check `{check}` (ProvisioningRequestConfig `{config}`)"
+    );
+    assert!(message.contains(&expected), "{message}");
+    let help = notices[0]["help"].as_str().unwrap_or_default();
+    assert!(
+        help.contains(&format!(
+            "set `spec.podSetMergePolicy: IdenticalPodTemplates` on ProvisioningRequestConfig `{config}`"
+        )),
+        "{help}"
+    );
+
+    let out = s.run(&["plan"]);
+    assert_eq!(out.status.code(), Some(0), "{}", explain(&out));
+    let said = text(&out.stdout);
+    assert!(said.contains(&format!("Note: {job}: {expected}")), "{said}");
+    assert!(said.contains(help), "{said}");
+    let out = s.run(&["plan", "-o", "markdown"]);
+    assert_eq!(out.status.code(), Some(0), "{}", explain(&out));
+    assert!(text(&out.stdout).contains(&expected), "{}", explain(&out));
+
+    // The live config merges identical podsets: one PodSet, nothing to say.
+    crate::placement_kueue::apply(&client, &ns, &live_config(Some("IdenticalPodTemplates")))
+        .await
+        .unwrap();
+    let out = s.run(&["plan", "-o", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", explain(&out));
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        !plan["notices"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|n| n["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("DWS ProvisioningRequest")),
+        "{plan:#}"
+    );
+}

@@ -871,3 +871,107 @@ async fn a_cluster_queue_delete_held_by_admitted_jobs_names_them_at_once() {
         "{held:#}"
     );
 }
+
+/// A RayJob whose Workload is owned by the RayCluster its status names (the one rule,
+/// `placement::job_workload`, by which the plan counts that quota as released): Kueue's decision
+/// on the RayJob is read from that Workload, and deleting the RayJob waits until the RayCluster's
+/// Workload no longer holds quota, not only for Workloads the RayJob owns itself (it owns none).
+/// No KubeRay controller or garbage collector runs here, so the test removes the RayCluster, as
+/// KubeRay does after the RayJob is gone, two seconds into the wait.
+#[tokio::test]
+async fn a_rayjob_delete_waits_for_its_ray_clusters_workload_to_release_its_quota() {
+    use gkq::apply::KubeApplier;
+    use support::kueue::{QUEUE_LABEL, cluster_queue, group, local_queue, pool_flavor};
+    let s = stack("ray-release").await;
+    let ns = s.namespace.as_str();
+    let (flavor, cq, job, cluster) = (
+        unique_name("rr-f"),
+        unique_name("rr-cq"),
+        unique_name("rr-job"),
+        unique_name("rr-cluster"),
+    );
+    let mut adapter = KubeAdapter::new(&s.kube, s.stack_name());
+    adapter.timeout = Duration::from_secs(60);
+    adapter.poll = Duration::from_millis(200);
+    adapter.submit_wait = Duration::from_secs(60);
+    let pod = |name: &str| {
+        json!({"spec": {"containers": [{"name": name, "image": "rayproject/ray:2.53.0",
+            "resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "1"}}}]}})
+    };
+    for object in [
+        pool_flavor(&flavor, "pool"),
+        cluster_queue(
+            &cq,
+            vec![group(&["cpu"], &[(&flavor, &[("cpu", "4")])])],
+            json!({}),
+        ),
+        local_queue(ns, "lq", &cq),
+        // The RayCluster Kueue manages (its own queue label): its Workload is owned by it.
+        json!({"apiVersion": "ray.io/v1", "kind": "RayCluster",
+            "metadata": {"namespace": ns, "name": cluster, "labels": {QUEUE_LABEL: "lq"}},
+            "spec": {"headGroupSpec": {"rayStartParams": {}, "template": pod("ray-head")},
+                "workerGroupSpecs": [{"groupName": "workers", "replicas": 1, "minReplicas": 1,
+                    "maxReplicas": 1, "rayStartParams": {}, "template": pod("ray-worker")}]}}),
+        // The RayJob running on it: no Workload of its own.
+        json!({"apiVersion": "ray.io/v1", "kind": "RayJob",
+            "metadata": {"namespace": ns, "name": job},
+            "spec": {"entrypoint": "python train.py", "shutdownAfterJobFinishes": true,
+                "rayClusterSpec": {"headGroupSpec": {"rayStartParams": {}, "template": pod("ray-head")}}}}),
+    ] {
+        adapter.apply(&object, None).await.unwrap();
+    }
+    let rayjobs =
+        support::control_plane::dynamic_api(&s.client, "ray.io/v1", "RayJob", ns).unwrap();
+    rayjobs
+        .patch_status(
+            &job,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"status": {"rayClusterName": cluster}})),
+        )
+        .await
+        .unwrap();
+    until_a_workload_is_admitted(&s.client, ns).await;
+    let workloads = list(&s.client, ns, KUEUE_API, "Workload").await.unwrap();
+    assert_eq!(workloads.len(), 1, "{workloads:#?}");
+    assert_eq!(
+        workloads[0]["metadata"]["ownerReferences"][0]["kind"], "RayCluster",
+        "{workloads:#?}"
+    );
+
+    let live = get(&s.client, ns, "ray.io/v1", "RayJob", &job)
+        .await
+        .unwrap();
+    assert_eq!(
+        adapter.kueue_decided(&live).await.unwrap(),
+        Some(true),
+        "Kueue's decision on the RayJob is its RayCluster's Workload's"
+    );
+
+    let version = gkq::kube::Version::of(&live).unwrap();
+    let clusters =
+        support::control_plane::dynamic_api(&s.client, "ray.io/v1", "RayCluster", ns).unwrap();
+    let kuberay_removes_the_cluster = async {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        clusters
+            .delete(&cluster, &Default::default())
+            .await
+            .unwrap();
+    };
+    let started = std::time::Instant::now();
+    let (deleted, ()) = tokio::join!(
+        adapter.delete("ray.io/v1", "RayJob", Some(ns), &job, Some(&version)),
+        kuberay_removes_the_cluster
+    );
+    deleted.unwrap();
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_secs(2),
+        "the delete returned while the RayCluster's Workload still held quota: {waited:?}"
+    );
+    assert!(waited < Duration::from_secs(60), "{waited:?}");
+    let workloads = list(&s.client, ns, KUEUE_API, "Workload").await.unwrap();
+    assert!(
+        !workloads.iter().any(gkq::placement::held::holds_quota),
+        "{workloads:#?}"
+    );
+}

@@ -1916,6 +1916,7 @@ fn fixes_for(cluster_objects: &[Value], job_objects: &[Value], index: usize) -> 
     let world = World {
         cluster: cluster(cluster_objects),
         jobs: jobs(job_objects),
+        released: Vec::new(),
     };
     remedies(&world, Subject::Job(index), &NodeResources::default())
 }

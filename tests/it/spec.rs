@@ -1668,3 +1668,81 @@ fn the_merge_policy_the_dws_lint_suggests_makes_the_spec_valid() {
         assert_eq!(config, Some(json!("IdenticalPodTemplates")), "{name}");
     }
 }
+
+/// A flavor on a queued-provisioning pool needs a ProvisioningRequest check in every queue that
+/// admits to it, wherever the check and the queue are written: the two bad specs, given the
+/// check in raw manifests (Kueue's ProvisioningRequest controller, its config, a queue's
+/// `admissionChecksStrategy`), are valid without any `provisioning: dws` being added.
+#[test]
+fn a_queued_flavors_check_written_as_raw_manifests_satisfies_the_rule() {
+    let raw_check = "  - apiVersion: kueue.x-k8s.io/v1beta2
+    kind: AdmissionCheck
+    metadata:
+      name: approval
+    spec:
+      controllerName: kueue.x-k8s.io/provisioning-request
+      parameters:
+        apiGroup: kueue.x-k8s.io
+        kind: ProvisioningRequestConfig
+        name: raw-dws-config
+  - apiVersion: kueue.x-k8s.io/v1beta2
+    kind: ProvisioningRequestConfig
+    metadata:
+      name: raw-dws-config
+    spec:
+      provisioningClassName: queued-provisioning.gke.io
+      managedResources: [google.com/tpu]
+";
+    type Fix<'a> = &'a dyn Fn(&str) -> String;
+    let cases: [(&str, Fix); 2] = [
+        // The kueue section's queue names a raw check, now Kueue's ProvisioningRequest check.
+        (
+            "queued-flavor-with-another-controllers-check.yaml",
+            &|text| {
+                let start = text
+                    .find("  - apiVersion: kueue.x-k8s.io/v1beta2\n    kind: AdmissionCheck")
+                    .unwrap();
+                format!("{}{raw_check}", &text[..start])
+            },
+        ),
+        // The raw queue lists the DWS check gkq renders for `provisioning: dws` flavors.
+        ("raw-queue-on-dws-flavor-without-check.yaml", &|text| {
+            text.replace(
+                    "      namespaceSelector: {}\n",
+                    "      namespaceSelector: {}\n      admissionChecksStrategy:\n        admissionChecks:\n          - name: dws-prov\n            onFlavors: [dws]\n",
+                )
+        }),
+    ];
+    for (name, fix) in cases {
+        let text = std::fs::read_to_string(root().join("tests/bad-specs").join(name)).unwrap();
+        let fixed = fix(&text);
+        assert_ne!(fixed, text, "{name}");
+        assert_eq!(
+            fixed.matches("provisioning: dws").count(),
+            text.matches("provisioning: dws").count(),
+            "{name}: no `provisioning: dws` is added"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::copy(
+            root().join("tests/bad-specs/train.py"),
+            dir.path().join("train.py"),
+        )
+        .unwrap();
+        let file = dir.path().join(name);
+        std::fs::write(&file, fixed).unwrap();
+        let opts = LoadOptions {
+            env_lookup: Some(Box::new(|_| None)),
+            ..Default::default()
+        };
+        let loaded = spec::load(&WorkingTree, &file, &opts).unwrap_or_else(|f| {
+            panic!(
+                "{name}: {:?}",
+                f.diagnostics.iter().map(|d| &d.message).collect::<Vec<_>>()
+            )
+        });
+        let (desired, diags) = model::build(&loaded);
+        let errors: Vec<&String> = diags.errors().map(|d| &d.message).collect();
+        assert!(errors.is_empty(), "{name}: {errors:#?}");
+        assert!(desired.is_some(), "{name}");
+    }
+}

@@ -285,6 +285,7 @@ pub fn check_every_fix_admits(
     let world = World {
         cluster: cluster.clone(),
         jobs: jobs.to_vec(),
+        released: Vec::new(),
     };
     let placement_in = |world: &World, subject: Subject| -> Placement {
         world.placement_of(subject).expect("the job is predicted")

@@ -29,41 +29,25 @@ pub(super) fn check(c: &mut Checker, spec: &Spec) {
     check_job_reach(c, spec);
 }
 
-/// Flavors over queued-provisioning pools need the DWS admission check; two flavors over one
-/// pool count its capacity twice; a TPU quota on a pool without TPUs can never be used.
+/// Two flavors over one pool count its capacity twice; a TPU quota on a pool without TPUs can
+/// never be used. (Flavors over queued-provisioning pools: [`check_queued_flavors`].)
 fn check_flavor_pools(c: &mut Checker, spec: &Spec) {
     let flavors = Path::root().key("kueue").key("flavors");
     let mut by_pool: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-    for (i, flavor) in spec.kueue.flavors.iter().enumerate() {
+    for flavor in &spec.kueue.flavors {
         let Some(pool_name) = flavor.node_pool.as_deref() else {
             continue;
         };
         by_pool.entry(pool_name).or_default().push(&flavor.name);
         // The cluster's default pool is a plain CPU pool of its own machine type.
-        let (machine_type, has_tpu_topology, queued) =
+        let (machine_type, has_tpu_topology) =
             match spec.node_pools.iter().find(|p| p.name == pool_name) {
-                Some(pool) => (
-                    pool.machine_type.as_str(),
-                    pool.tpu_topology.is_some(),
-                    pool.queued_provisioning,
-                ),
-                None if pool_name == spec.cluster.default_pool.name => (
-                    spec.cluster.default_pool.machine_type.as_str(),
-                    false,
-                    false,
-                ),
+                Some(pool) => (pool.machine_type.as_str(), pool.tpu_topology.is_some()),
+                None if pool_name == spec.cluster.default_pool.name => {
+                    (spec.cluster.default_pool.machine_type.as_str(), false)
+                }
                 None => continue,
             };
-        if queued && flavor.provisioning != Some(Provisioning::Dws) {
-            c.error(
-                &flavors.index(i).key("nodePool"),
-                format!(
-                    "flavor `{}` places jobs on node pool `{pool_name}`, which uses queued provisioning: its nodes come only through a ProvisioningRequest, so jobs admitted here would wait forever",
-                    flavor.name
-                ),
-                "add `provisioning: dws` to the flavor (gkq then adds the ProvisioningRequest admission check), or point it at a pool without queued provisioning",
-            );
-        }
         if !has_tpu_topology && crate::model::gke::tpu_chips_per_vm(machine_type).is_none() {
             for (path, quota) in super::flavor_quotas(spec) {
                 if quota.name != flavor.name {
@@ -110,6 +94,111 @@ fn check_flavor_pools(c: &mut Checker, spec: &Spec) {
             );
         }
     }
+}
+
+/// A flavor over a queued-provisioning pool (the spec's, or a ResourceFlavor in `manifests:`)
+/// needs a ProvisioningRequest admission check in every ClusterQueue that admits jobs to it:
+/// the pool's nodes come only through a ProvisioningRequest. Read from the rendered objects
+/// (`cluster`), as the DWS single-podset lint reads them, so checks and queues written as raw
+/// manifests count as the kueue section's do (`placement::provisioning`,
+/// `queues_without_provisioning_check`). A flavor no queue uses needs `provisioning: dws` or a
+/// queue that checks it, so that a queue added later is not left without one.
+pub(super) fn check_queued_flavors(c: &mut Checker, spec: &Spec, cluster: &Cluster) {
+    use crate::placement::pools::node_pool_of;
+    use crate::placement::provisioning::queues_without_provisioning_check;
+    for flavor in &cluster.resource_flavors {
+        let Some(pool) = node_pool_of(flavor).filter(|pool| {
+            spec.node_pools
+                .iter()
+                .any(|p| &p.name == pool && p.queued_provisioning)
+        }) else {
+            continue;
+        };
+        let declared = spec
+            .kueue
+            .flavors
+            .iter()
+            .position(|f| f.name == flavor.name);
+        let at = match declared {
+            Some(i) => Path::root()
+                .key("kueue")
+                .key("flavors")
+                .index(i)
+                .key("nodePool"),
+            None => match manifest_index(spec, "ResourceFlavor", &flavor.name) {
+                Some(i) => Path::root().key("manifests").index(i),
+                None => continue,
+            },
+        };
+        let dws =
+            declared.is_some_and(|i| spec.kueue.flavors[i].provisioning == Some(Provisioning::Dws));
+        let used = cluster.cluster_queues.iter().any(|cq| {
+            cq.resource_groups
+                .iter()
+                .any(|g| g.flavors.iter().any(|f| f.flavor == flavor.name))
+        });
+        let missing = queues_without_provisioning_check(cluster, &flavor.name);
+        if missing.is_empty() && (used || dws) {
+            continue;
+        }
+        let (which, hint) = match missing.as_slice() {
+            [] => (
+                String::new(),
+                "add `provisioning: dws` to the flavor (gkq then adds the ProvisioningRequest admission check), or point it at a pool without queued provisioning".to_string(),
+            ),
+            queues => (
+                format!(
+                    ", and ClusterQueue {} admits jobs to it without a ProvisioningRequest admission check",
+                    queues.iter().map(|q| format!("`{q}`")).collect::<Vec<_>>().join(", ")
+                ),
+                missing_check_hint(spec, &flavor.name, queues, declared.is_some() && !dws),
+            ),
+        };
+        c.error(
+            &at,
+            format!(
+                "flavor `{}` places jobs on node pool `{pool}`, which uses queued provisioning: its nodes come only through a ProvisioningRequest{which}, so jobs admitted here would wait forever",
+                flavor.name
+            ),
+            hint,
+        );
+    }
+}
+
+/// Where `kind` `name` is written in `manifests:`, if it is.
+fn manifest_index(spec: &Spec, kind: &str, name: &str) -> Option<usize> {
+    spec.manifests
+        .iter()
+        .position(|m| m["kind"] == kind && m["metadata"]["name"] == name)
+}
+
+/// How to give `queues` a ProvisioningRequest check on `flavor`: `provisioning: dws` covers the
+/// kueue section's queues (when the flavor is the spec's and lacks it); a queue written in
+/// `manifests:` lists a check itself.
+fn missing_check_hint(spec: &Spec, flavor: &str, queues: &[&str], offer_dws: bool) -> String {
+    let mut fixes = Vec::new();
+    for queue in queues {
+        let in_section = spec
+            .kueue
+            .cluster_queues
+            .iter()
+            .position(|cq| &cq.name == queue);
+        let fix = match (in_section, manifest_index(spec, "ClusterQueue", queue)) {
+            (Some(_), _) if offer_dws => "add `provisioning: dws` to the flavor (gkq then adds the ProvisioningRequest admission check to the kueue section's queues)".to_string(),
+            (Some(i), _) => format!(
+                "list a ProvisioningRequest admission check for it in kueue.clusterQueues[{i}].admissionChecks (`{{name: <check>, onFlavors: [{flavor}]}}`)"
+            ),
+            (None, Some(i)) => format!(
+                "list a ProvisioningRequest admission check for it in manifests[{i}] (`spec.admissionChecksStrategy.admissionChecks: [{{name: <check>, onFlavors: [{flavor}]}}]`)"
+            ),
+            (None, None) => continue,
+        };
+        if !fixes.contains(&fix) {
+            fixes.push(fix);
+        }
+    }
+    fixes.push("point the flavor at a pool without queued provisioning".to_string());
+    fixes.join("; or ")
 }
 
 /// A TPU worker group needs one node per host: a slice of `hosts` nodes on an on-demand pool,

@@ -378,6 +378,7 @@ pub fn check_rendered(loaded: &Loaded, desired: &super::DesiredState) -> Diagnos
         // Jobs are not part of the cluster: each is checked on its own below.
         let _ = cluster.add_object(o);
     }
+    capacity::check_queued_flavors(&mut c, spec, &cluster);
     for (i, job) in spec.jobs.iter().enumerate() {
         check_rendered_job(&mut c, spec, &cluster, desired, i, job);
     }

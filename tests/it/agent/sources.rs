@@ -88,6 +88,12 @@ fn forms(markers: &Path, repo: &str) -> Vec<Form> {
             "env-escape",
             json!({"url": repo, "env": "../../../etc/passwd"}),
         ),
+        // Not hostile, but refused the same way: a submit wait above the agent's 10m bound,
+        // which the schema (a duration's grammar) cannot tell from a valid one.
+        (
+            "submit-wait-too-long",
+            json!({"url": repo, "submitWait": "11m"}),
+        ),
     ];
     forms.sort_by_key(|(name, _)| *name);
     forms
@@ -235,7 +241,12 @@ async fn hostile_sources_are_refused_by_the_schema_or_the_agent_on_a_real_api_se
     }
     // Forms the schema cannot tell apart reach the agent, and a valid file:// stack that only an
     // agent with --allow-file-urls may fetch.
-    for must in ["ssh-user-host-option", "path-escape", "env-escape"] {
+    for must in [
+        "ssh-user-host-option",
+        "path-escape",
+        "env-escape",
+        "submit-wait-too-long",
+    ] {
         assert!(created.contains(&must), "{must} in {created:?}");
     }
     f.create_stack_of("file-url", &repo, "2s", None).await;
