@@ -1,12 +1,14 @@
 //! Placement benchmark: predicts 1k, 10k and 100k pending RayJobs spread over 4 ClusterQueues
 //! that share 8 flavors in one cohort, and prints timings; then what a quota change does to 1k
-//! and 10k live Workloads (`plan::workload_changes`, both worlds predicted). Run with
+//! and 10k live Workloads (`plan::workload_changes`, both worlds predicted); then 200 and 1k jobs
+//! predicted in submission order (`predict_in_order`, how a plan predicts the jobs `gkq apply`
+//! submits one after another). Run with
 //! `cargo bench --bench placement`. It prints figures and asserts nothing.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use gkq::placement::{Cluster, PendingWorkload, PlacementState, predict};
+use gkq::placement::{Cluster, PendingWorkload, PlacementState, predict, predict_in_order};
 use gkq::plan::workload_changes::{Worlds, workload_changes, world_after};
 use serde_json::{Value, json};
 
@@ -187,6 +189,51 @@ fn bench_workload_changes(count: usize, runs: usize) {
     );
 }
 
+/// Jobs predicted in submission order, each arriving once the simulated scheduler settled the
+/// ones before (`predict_in_order`), beside the same jobs arriving together (`predict`).
+fn bench_in_order(cluster: &Cluster, runs_override: Option<usize>) {
+    println!(
+        "\nin order: jobs submitted one after another (predict_in_order) beside together (predict)"
+    );
+    println!(
+        "{:>8}  {:>12}  {:>14}  {:>12}  {:>14}",
+        "jobs", "in order min", "in order median", "together min", "min per job"
+    );
+    let sizes: Vec<usize> = std::env::var("PLACEMENT_BENCH_IN_ORDER_SIZES")
+        .ok()
+        .map(|v| v.split(',').filter_map(|s| s.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![200, 1_000]);
+    for count in sizes {
+        let jobs: Vec<PendingWorkload> = (0..count)
+            .map(|i| PendingWorkload::from_object(&ray_job(i)).expect("benchmark job parses"))
+            .collect();
+        let runs = runs_override.unwrap_or(11);
+        let time = |in_order: bool| {
+            let samples = (0..runs)
+                .map(|_| {
+                    let started = Instant::now();
+                    if in_order {
+                        black_box(predict_in_order(black_box(cluster), black_box(&jobs), &[]));
+                    } else {
+                        black_box(predict(black_box(cluster), black_box(&jobs)));
+                    }
+                    started.elapsed()
+                })
+                .collect();
+            summary(samples)
+        };
+        let (in_order, in_order_median) = time(true);
+        let (together, _) = time(false);
+        println!(
+            "{count:>8}  {:>10.1}ms  {:>12.1}ms  {:>10.1}ms  {:>12.2}µs",
+            in_order.as_secs_f64() * 1e3,
+            in_order_median.as_secs_f64() * 1e3,
+            together.as_secs_f64() * 1e3,
+            in_order.as_secs_f64() * 1e6 / count as f64,
+        );
+    }
+}
+
 /// `(fastest, median)`: on a shared machine the fastest run is the best estimate of the
 /// uncontended time, the median shows the spread.
 fn summary(mut samples: Vec<Duration>) -> (Duration, Duration) {
@@ -255,6 +302,7 @@ fn main() {
             count - placed,
         );
     }
+    bench_in_order(&cluster, runs_override);
     println!(
         "\nworkload changes: doubling team-0's quotas, live Workloads predicted before and after"
     );

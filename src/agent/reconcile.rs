@@ -615,6 +615,9 @@ struct Fetched {
     commit: String,
     /// The target as the stack acts on it: its ServiceAccount, its Google identity.
     target: TargetOptions,
+    /// How long each job waits for Kueue's decision: the stack's own `submitWait`, else the
+    /// agent's `--submit-wait`.
+    submit_wait: Duration,
 }
 
 /// Checks the stack's source, finds whom it acts as and its credentials, and fetches its
@@ -676,6 +679,7 @@ async fn fetch_stack(run: &mut Run<'_>) -> Option<Fetched> {
         dir,
         commit,
         target,
+        submit_wait: checked.submit_wait.unwrap_or(ctx.submit_wait),
     })
 }
 
@@ -791,7 +795,7 @@ async fn converge_stack(
         record_unchanged: !deleting && run.status.last_applied_revision.as_deref() != Some(commit),
         interrupt: ctx.interrupt.clone(),
         lock_holder: Some(ctx.lock_holder(&key)),
-        submit_wait: checked.submit_wait.unwrap_or(ctx.submit_wait),
+        submit_wait: fetched.submit_wait,
     };
     let front = AgentFront {
         run: tokio::sync::Mutex::new(run),

@@ -432,6 +432,7 @@ mod tests {
             reference,
             file: true,
             acting_as: None,
+            submit_wait: None,
         }
     }
 

@@ -15,13 +15,18 @@ use crate::gitops::revision::{Recorded, read_configmap};
 use crate::kube::KubeApi;
 use crate::model::DesiredState;
 use crate::model::live::KubeSnapshot;
-use crate::observe::cluster::{read_kubernetes, read_stack_jobs};
+use crate::observe::cluster::{
+    KUEUE_WORLD_KINDS, KindRef, PROVISIONING_REQUEST, WORKLOAD, read_kinds, read_kubernetes,
+    read_stack_jobs,
+};
 use crate::placement::PlacementState;
 use crate::placement::unmodelled::Manager;
 use crate::plan::PlanOptions;
 use crate::plan::revision::{LabelRevision, PlacementRecords};
 use crate::report::stack::{Checkout, StackStatus, StatusInputs, stack_status};
-use crate::report::status::{GkeNodePool, LiveReport, Simulated, job_objects, live_report};
+use crate::report::status::{
+    GkeNodePool, LiveReport, Simulated, job_objects, job_report_reads, jobs_report, live_report,
+};
 use crate::spec::Loaded;
 
 /// What `gkq status` found, and the plan it made to find drift.
@@ -145,16 +150,7 @@ pub async fn live_report_of(
     records: &PlacementRecords,
     kueue: &Manager,
 ) -> anyhow::Result<LiveReport> {
-    let has_endpoint = cluster
-        .and_then(|c| c.get("endpoint"))
-        .and_then(Value::as_str)
-        .is_some_and(|e| !e.is_empty());
-    let simulated = session.kube.local().map(|k| Simulated {
-        state_dir: session.state_dir.as_ref().map(|d| d.display().to_string()),
-        kubernetes_state: k.state_file().display().to_string(),
-        settings: k.settings().describe(),
-    });
-    let observed = match api.filter(|_| has_endpoint) {
+    let observed = match api.filter(|_| has_endpoint(cluster)) {
         Some(api) => Some(
             read_kubernetes(api, known)
                 .await
@@ -170,8 +166,53 @@ pub async fn live_report_of(
         observed.as_ref(),
         records,
         kueue,
-        simulated,
+        simulated(session),
     ))
+}
+
+/// What the report of where an apply's jobs landed reads: it reports on the spec's jobs only,
+/// so it lists those (after a successful apply gkq's labels select each of them) and Kueue's
+/// Workloads (where Kueue placed each), then only what [`job_report_reads`] asks for: Kueue's
+/// queues and namespaces when a queued job still waits (its prediction now weighs them), the
+/// ProvisioningRequests when a Workload has admission checks. Not the nodes, nor every other
+/// tenant's jobs.
+async fn read_for_jobs_report(
+    api: &dyn KubeApi,
+    stack: &str,
+    desired: &DesiredState,
+) -> crate::kube::KubeResult<KubeSnapshot> {
+    let (jobs, workloads) = futures::try_join!(
+        read_stack_jobs(api, stack, KubeSnapshot::default()),
+        read_kinds(api, &[WORKLOAD], KubeSnapshot::default()),
+    )?;
+    let mut observed = jobs;
+    observed.by_kind.extend(workloads.by_kind);
+    let needs = job_report_reads(desired, &observed);
+    let mut more: Vec<KindRef> = Vec::new();
+    if needs.queues {
+        more.extend(KUEUE_WORLD_KINDS);
+    }
+    if needs.provisioning_requests {
+        more.push(PROVISIONING_REQUEST);
+    }
+    read_kinds(api, &more, observed).await
+}
+
+/// Whether GKE's cluster has an endpoint to reach its Kubernetes at.
+fn has_endpoint(cluster: Option<&Value>) -> bool {
+    cluster
+        .and_then(|c| c.get("endpoint"))
+        .and_then(Value::as_str)
+        .is_some_and(|e| !e.is_empty())
+}
+
+/// On the local target: what the report's figures are simulated from.
+fn simulated(session: &Session) -> Option<Simulated> {
+    session.kube.local().map(|k| Simulated {
+        state_dir: session.state_dir.as_ref().map(|d| d.display().to_string()),
+        kubernetes_state: k.state_file().display().to_string(),
+        settings: k.settings().describe(),
+    })
 }
 
 /// Where the jobs an apply of `planned` submitted landed: read now, waiting a little on a real
@@ -198,26 +239,22 @@ pub async fn landed_jobs(planned: &Planned) -> Option<LiveReport> {
                 .get_cluster(&desired.gke.cluster_ref)
                 .await
                 .map_err(|e| anyhow::anyhow!("reading the cluster from GKE: {e}"))?;
-            // Only the spec's jobs are reported on, and after a successful apply gkq's labels
-            // select each of them.
-            let jobs = match kube.api() {
-                Some(api) => {
-                    read_stack_jobs(api, &planned.plan.cluster.cluster, KubeSnapshot::default())
+            let observed = match kube.api() {
+                Some(api) if has_endpoint(cluster.as_ref()) => Some(
+                    read_for_jobs_report(api, &planned.plan.cluster.cluster, desired)
                         .await
-                        .map_err(|e| anyhow::anyhow!("reading the spec's jobs: {e}"))?
-                }
-                None => KubeSnapshot::default(),
+                        .map_err(|e| anyhow::anyhow!("reading the spec's jobs: {e}"))?,
+                ),
+                _ => None,
             };
-            live_report_of(
-                session,
+            anyhow::Ok(jobs_report(
                 desired,
                 cluster.as_ref(),
-                kube.api(),
-                jobs,
+                observed.as_ref(),
                 &records,
                 &planned.kueue,
-            )
-            .await
+                simulated(session),
+            ))
         };
         match read.await {
             Ok(r) => {

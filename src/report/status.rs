@@ -399,6 +399,9 @@ fn predictions(
     waiting: &[(&Value, Option<&Value>)],
     kueue: &Manager,
 ) -> Vec<Option<Placement>> {
+    if waiting.is_empty() {
+        return Vec::new();
+    }
     let queue_kinds = crate::placement::objects::KUEUE_KINDS;
     let live_queues = !observed.kind("ClusterQueue").is_empty();
     // Every object the prediction reads, for what of Kueue gkq does not model.
@@ -466,6 +469,26 @@ pub fn live_report(
     kueue: &Manager,
     simulated: Option<Simulated>,
 ) -> LiveReport {
+    let empty = KubeSnapshot::default();
+    let kube = observed.unwrap_or(&empty);
+    LiveReport {
+        node_pools: pool_statuses(pools, observed),
+        cluster_queues: queue_statuses(desired, kube),
+        ..jobs_report(desired, cluster, observed, records, kueue, simulated)
+    }
+}
+
+/// The report on the spec's jobs alone, for the lines after an apply: [`live_report`] without
+/// the node pools and queues, from `observed` holding the spec's jobs, Kueue's Workloads and
+/// what [`job_report_reads`] asked for.
+pub fn jobs_report(
+    desired: &DesiredState,
+    cluster: Option<&Value>,
+    observed: Option<&KubeSnapshot>,
+    records: &PlacementRecords,
+    kueue: &Manager,
+    simulated: Option<Simulated>,
+) -> LiveReport {
     let cluster_ref = &desired.gke.cluster_ref;
     let empty = KubeSnapshot::default();
     let kube = observed.unwrap_or(&empty);
@@ -480,9 +503,9 @@ pub fn live_report(
         },
         simulated,
         kubernetes: observed.is_some(),
-        node_pools: pool_statuses(pools, observed),
+        node_pools: Vec::new(),
         jobs: job_statuses(desired, kube, records, kueue),
-        cluster_queues: queue_statuses(desired, kube),
+        cluster_queues: Vec::new(),
         notes: live_notes(desired, cluster, observed),
     }
 }
@@ -540,6 +563,90 @@ fn pool_statuses(pools: &[GkeNodePool], observed: Option<&KubeSnapshot>) -> Vec<
         .collect()
 }
 
+/// The spec's jobs as observed: each job of the spec (in order), as it lives, its Workload and
+/// the placement Kueue made, read from that Workload.
+struct ObservedJobs<'a> {
+    spec_jobs: Vec<&'a Value>,
+    live_jobs: Vec<Option<&'a Value>>,
+    workloads: Vec<Option<&'a Value>>,
+    placements: Vec<Option<Placement>>,
+}
+
+impl<'a> ObservedJobs<'a> {
+    fn of(desired: &'a DesiredState, kube: &'a KubeSnapshot) -> Self {
+        let spec_jobs = job_objects(desired);
+        let live_jobs: Vec<Option<&Value>> = spec_jobs
+            .iter()
+            .map(|job| {
+                let kind = job["kind"].as_str().unwrap_or_default();
+                kube.kind(kind).iter().find(|o| {
+                    str_at(o, "/metadata/name") == str_at(job, "/metadata/name")
+                        && str_at(o, "/metadata/namespace").unwrap_or("default")
+                            == str_at(job, "/metadata/namespace").unwrap_or("default")
+                })
+            })
+            .collect();
+        let job_workloads = JobWorkloads::new(kube.kind("Workload"));
+        let workloads: Vec<Option<&Value>> = live_jobs
+            .iter()
+            .map(|live| {
+                live.and_then(|job| job_workloads.of(job))
+                    .map(|w| w.workload)
+            })
+            .collect();
+        let placements = workloads
+            .iter()
+            .map(|w| w.and_then(|w| observed_placement(w).ok()))
+            .collect();
+        ObservedJobs {
+            spec_jobs,
+            live_jobs,
+            workloads,
+            placements,
+        }
+    }
+
+    /// The jobs Kueue has not placed (each with its live job, if submitted): they are
+    /// predicted now.
+    fn waiting(&self) -> Vec<(&'a Value, Option<&'a Value>)> {
+        self.spec_jobs
+            .iter()
+            .zip(&self.live_jobs)
+            .zip(&self.placements)
+            .filter(|(_, observed)| !observed.as_ref().is_some_and(placed))
+            .map(|((job, live), _)| (*job, *live))
+            .collect()
+    }
+}
+
+/// What a report on the spec's jobs alone ([`jobs_report`]) needs read beyond the spec's jobs
+/// and Kueue's Workloads, which `observed` holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobReportReads {
+    /// Kueue's queues, flavors, checks, priorities and the namespaces: a job Kueue queues that
+    /// it has not placed yet is predicted now, over the live queues. A job without a queue is
+    /// predicted unmanaged over any queues, and a placed one is compared with its record.
+    pub queues: bool,
+    /// ProvisioningRequests: a job's Workload has admission checks.
+    pub provisioning_requests: bool,
+}
+
+/// What [`jobs_report`] needs read beyond `observed` (the spec's jobs and the Workloads).
+pub fn job_report_reads(desired: &DesiredState, observed: &KubeSnapshot) -> JobReportReads {
+    let jobs = ObservedJobs::of(desired, observed);
+    JobReportReads {
+        queues: jobs
+            .waiting()
+            .iter()
+            .any(|(job, _)| crate::model::jobs::queued_by_kueue(job)),
+        provisioning_requests: jobs.workloads.iter().flatten().any(|w| {
+            w.pointer("/status/admissionChecks")
+                .and_then(Value::as_array)
+                .is_some_and(|checks| !checks.is_empty())
+        }),
+    }
+}
+
 /// Each of the spec's jobs: as it lives, its Workload, where Kueue placed it and how that
 /// compares with the recorded (placed jobs) or the current (waiting jobs) prediction.
 fn job_statuses(
@@ -548,37 +655,14 @@ fn job_statuses(
     records: &PlacementRecords,
     kueue: &Manager,
 ) -> Vec<JobStatus> {
-    // The spec's jobs as they live.
-    let mut live_jobs: Vec<Option<&Value>> = Vec::new();
-    for job in job_objects(desired) {
-        let kind = job["kind"].as_str().unwrap_or_default();
-        let found = kube.kind(kind).iter().find(|o| {
-            str_at(o, "/metadata/name") == str_at(job, "/metadata/name")
-                && str_at(o, "/metadata/namespace").unwrap_or("default")
-                    == str_at(job, "/metadata/namespace").unwrap_or("default")
-        });
-        live_jobs.push(found);
-    }
-    let job_workloads = JobWorkloads::new(kube.kind("Workload"));
-    let workloads: Vec<Option<&Value>> = live_jobs
-        .iter()
-        .map(|live| {
-            live.and_then(|job| job_workloads.of(job))
-                .map(|w| w.workload)
-        })
-        .collect();
-    let observed_placements: Vec<Option<Placement>> = workloads
-        .iter()
-        .map(|w| w.and_then(|w| observed_placement(w).ok()))
-        .collect();
-    let spec_jobs = job_objects(desired);
-    let waiting: Vec<(&Value, Option<&Value>)> = spec_jobs
-        .iter()
-        .zip(&live_jobs)
-        .zip(&observed_placements)
-        .filter(|(_, observed)| !observed.as_ref().is_some_and(placed))
-        .map(|((job, live), _)| (*job, *live))
-        .collect();
+    let observed = ObservedJobs::of(desired, kube);
+    let waiting = observed.waiting();
+    let ObservedJobs {
+        spec_jobs,
+        live_jobs,
+        workloads,
+        placements: observed_placements,
+    } = observed;
     let mut predicted_now = predictions(desired, kube, &waiting, kueue).into_iter();
 
     let mut jobs = Vec::new();
@@ -858,6 +942,69 @@ mod tests {
         assert_eq!(report.node_pools[0].nodes, Some(1));
         assert_eq!(report.node_pools[0].autoscaling, Some((0, 4)));
         assert!(report.kubernetes);
+    }
+
+    /// The report on the jobs alone asks for Kueue's queues only while a queued job waits (its
+    /// prediction weighs them), and for ProvisioningRequests only when a Workload has checks.
+    #[test]
+    fn a_report_on_the_jobs_reads_the_queues_only_for_a_waiting_queued_job() {
+        let mut unqueued = rayjob();
+        unqueued["metadata"]["labels"] = json!({});
+        unqueued["metadata"]["name"] = json!("free");
+        let mut live_job = rayjob();
+        live_job["metadata"]["uid"] = json!("job-1");
+        let workload = |conditions: Value, checks: Value| {
+            json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+                "metadata": {"namespace": "ml", "name": "rayjob-train-abc12",
+                    "ownerReferences": [{"kind": "RayJob", "name": "train", "uid": "job-1"}]},
+                "spec": {"queueName": "user-queue"},
+                "status": {"conditions": conditions, "admissionChecks": checks,
+                    "admission": {"clusterQueue": "cq", "podSetAssignments": []}}})
+        };
+        let reserved = json!([{"type": "QuotaReserved", "status": "True"},
+            {"type": "Admitted", "status": "True"}]);
+        let snapshot = |workloads: Vec<Value>| KubeSnapshot {
+            by_kind: [("RayJob", vec![live_job.clone()]), ("Workload", workloads)].into(),
+        };
+        let queued_and_free = desired(vec![rayjob(), unqueued.clone()]);
+        let reads = |desired: &DesiredState, observed: &KubeSnapshot| {
+            let r = job_report_reads(desired, observed);
+            (r.queues, r.provisioning_requests)
+        };
+        // Submitted, no Workload yet: the queued job waits.
+        assert_eq!(reads(&queued_and_free, &snapshot(vec![])), (true, false));
+        // Placed: compared with its record; the job without a queue is unmanaged anyway.
+        assert_eq!(
+            reads(
+                &queued_and_free,
+                &snapshot(vec![workload(reserved.clone(), json!([]))])
+            ),
+            (false, false)
+        );
+        let checked = workload(reserved, json!([{"name": "dws-prov", "state": "Pending"}]));
+        assert_eq!(
+            reads(&queued_and_free, &snapshot(vec![checked.clone()])),
+            (false, true)
+        );
+        // Only jobs without a queue: nothing beyond the jobs and Workloads.
+        assert_eq!(
+            reads(&desired(vec![unqueued]), &snapshot(vec![])),
+            (false, false)
+        );
+        // The report itself: the jobs, no node pools or queues.
+        let cluster = json!({"name": "c", "status": "RUNNING"});
+        let report = jobs_report(
+            &queued_and_free,
+            Some(&cluster),
+            Some(&snapshot(vec![checked])),
+            &PlacementRecords::default(),
+            &Manager::default(),
+            None,
+        );
+        assert_eq!(report.jobs.len(), 2);
+        assert_eq!(report.jobs[0].admission_checks[0].name, "dws-prov");
+        assert!(report.jobs[1].is_unmanaged());
+        assert!(report.node_pools.is_empty() && report.cluster_queues.is_empty());
     }
 
     #[test]
