@@ -16,7 +16,7 @@ use crate::placement::{Cluster, PendingWorkload, Placement, observed_placement};
 use crate::plan::PlanOptions;
 use crate::plan::placements::{kueue_changes, prediction_world};
 use crate::report::explain::{
-    ExplainInputs, Explanation, PlanEffect, SpecLocations, explain as explain_job,
+    ExplainInputs, Explanation, Fix, PlanEffect, SpecLocations, explain as explain_job,
 };
 use crate::spec::{Loaded, Path};
 use crate::vocab::object::{name_of, namespace_of};
@@ -120,7 +120,11 @@ pub async fn explain(
             )
         }
     };
-    Ok(explain_job(ExplainInputs {
+    let rung = rung_note(
+        &planned.loaded.spec,
+        [observed.as_ref(), predicted.as_ref()],
+    );
+    let mut explanation = explain_job(ExplainInputs {
         job,
         workload,
         observed,
@@ -130,7 +134,32 @@ pub async fn explain(
         spec_job,
         remedies: &remedies,
         after_apply,
-    }))
+    });
+    explanation.notes.extend(rung);
+    Ok(explanation)
+}
+
+/// For a job not running yet on a flavor of the spec's capacity ladder: the rung it waits for,
+/// what happens if that rung is out of capacity, and where later jobs go (the plan's words,
+/// `render::plan::rung_lines`). Kueue's own flavor first, else gkq's reproduction of it.
+fn rung_note(spec: &crate::spec::types::Spec, placements: [Option<&Placement>; 2]) -> Option<Fix> {
+    use crate::placement::PlacementState as S;
+    let (placement, rung) = placements.into_iter().flatten().find_map(|p| {
+        let rung = crate::plan::ladder::job_rungs(spec, std::slice::from_ref(p));
+        rung.into_iter().next().map(|r| (p, r))
+    })?;
+    let verb = match placement.state {
+        S::Pending | S::WaitingForAdmissionChecks => "waits for",
+        S::Admitted => "admitted on",
+        S::Rejected | S::Unmanaged | S::Finished => return None,
+    };
+    let lines = crate::render::plan::rung_lines(&rung);
+    Some(Fix {
+        text: format!("capacity ladder: {verb} {}", lines.join("; ")),
+        at: None,
+        then: None,
+        changes: Vec::new(),
+    })
 }
 
 /// A live Workload still waiting: gkq's reproduction of Kueue's decision over the world as

@@ -260,6 +260,7 @@ pub async fn plan_valid(
     check_external_jobset(&loaded, &desired, &session, recording.as_ref()).await?;
     jobset_takeovers(&mut plan, &stack, recording.as_ref()).await?;
     crate::plan::placements::annotate(&mut plan, &desired, &live, world.as_ref(), &kueue);
+    plan.rungs = crate::plan::ladder::job_rungs(&loaded.spec, &plan.placements);
     stamp(&mut plan, revision, &session);
     let reads = PlanReads {
         target: session.target,

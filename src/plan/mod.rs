@@ -19,6 +19,7 @@ pub mod conflicts;
 pub mod digest;
 pub mod disruption;
 pub mod graph;
+pub mod ladder;
 mod ownership;
 pub mod placements;
 pub mod provenance;
@@ -134,6 +135,10 @@ pub struct Plan {
     /// queue, flavor, cohort, check or priority changes alter, before and after.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub workload_changes: Vec<workload_changes::WorkloadChange>,
+    /// For the jobs placed on flavors of the spec's capacity ladder: the rung that serves each
+    /// and what happens when it is out of capacity (empty without `capacity:`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rungs: Vec<ladder::JobRung>,
     /// What the plan was computed from (spec digest, commit, target, gkq version). `gkq apply
     /// PLANFILE` checks it before acting.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -651,6 +656,7 @@ pub(crate) fn plan_for_tests(
         placements: vec![],
         quota: vec![],
         workload_changes: vec![],
+        rungs: vec![],
         provenance: None,
         sealed: Default::default(),
         options: Default::default(),

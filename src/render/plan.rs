@@ -8,8 +8,10 @@ use super::{BOLD, CYAN, DIM, GREEN, RED, YELLOW, kind_style};
 use crate::diff::{ChangeEffect, FieldChange};
 use crate::placement::held::HeldQuota;
 use crate::plan::conflicts::Resolution;
+use crate::plan::ladder::{FallbackKind, JobRung, NextFlavor, RungRef};
 use crate::plan::workload_changes::{WorkloadChange, WorkloadState};
 use crate::plan::{Action, ActionKind, Notice, NoticeSeverity, Orphan, Plan, ReplaceStrategy};
+use crate::spec::ladder::RungKind;
 
 /// Writes the plan for people: one block per change with its glyph, reason, field changes,
 /// API calls and unified diff; notices; the summary line. A plan without changes is the one
@@ -228,6 +230,101 @@ fn reclaim_text(reclaim: &crate::placement::dws::Reclaim) -> String {
     )
 }
 
+/// The capacity-ladder rung the plan predicts for a placed job, if it is on a ladder flavor.
+fn job_rung_of<'a>(plan: &'a Plan, p: &crate::placement::Placement) -> Option<&'a JobRung> {
+    if p.preempted_by.is_some() {
+        return None;
+    }
+    plan.rungs
+        .iter()
+        .find(|r| r.namespace == p.namespace && r.job == p.job)
+}
+
+/// `reserved (reservation)`, `dws (flex-start-queued, pool dws-pool, budget 3d)`.
+fn rung_words(rung: &RungRef) -> String {
+    let mut details = vec![rung.kind.as_str().to_string()];
+    if let Some(pool) = &rung.pool {
+        details.push(format!("pool {pool}"));
+    }
+    if let Some(budget) = rung.budget_seconds {
+        details.push(format!(
+            "budget {}",
+            crate::vocab::duration::format_seconds(budget)
+        ));
+    }
+    format!("{} ({})", rung.name, details.join(", "))
+}
+
+/// The flavor Kueue gives later jobs: `rung 3 dws`, `rung 4 spot (flavor spot-2)`, `flavor
+/// ladder-2 (ComputeClass tpu-ladder-2, from rung 4 spot)`.
+fn next_words(next: &NextFlavor) -> String {
+    let rung = format!("rung {} {}", next.rung.index, next.rung.name);
+    match &next.compute_class {
+        Some(class) => format!("flavor {} (ComputeClass {class}, from {rung})", next.flavor),
+        None if next.flavor == next.rung.name => rung,
+        None => format!("{rung} (flavor {})", next.flavor),
+    }
+}
+
+/// Which rung of the capacity ladder serves a job, what happens when it is out of capacity, and
+/// where later jobs go (docs/design/capacity-ladder.md, section 6).
+pub fn rung_lines(r: &JobRung) -> Vec<String> {
+    let mut lines = Vec::new();
+    let out_of_capacity = match &r.rung {
+        Some(rung) => {
+            lines.push(format!(
+                "rung {} of {}: {}",
+                rung.index,
+                r.rungs,
+                rung_words(rung)
+            ));
+            format!("if {} is out of capacity", rung.name)
+        }
+        None => {
+            let tries: Vec<String> = r.tries.iter().map(rung_words).collect();
+            lines.push(format!(
+                "rung: not predicted (GKE decides at scale-up; gkq cannot see capacity): ComputeClass {} tries {}",
+                r.compute_class.as_deref().unwrap_or("-"),
+                tries.join(", then ")
+            ));
+            "if none of them can be obtained".to_string()
+        }
+    };
+    let rung_name = r.rung.as_ref().map(|x| x.name.as_str()).unwrap_or("-");
+    let then = match r.fallback.kind {
+        FallbackKind::WaitOnRung => {
+            let mut text = format!(
+                "the job stays admitted on {rung_name} and its pods wait (Kueue falls through on quota, not capacity)"
+            );
+            if r.rung.as_ref().is_some_and(|x| x.kind == RungKind::Spot) {
+                text.push_str("; Spot nodes can be reclaimed at any time (30-second notice)");
+            }
+            text
+        }
+        FallbackKind::NodeByNode => {
+            "nodes come one by one as flex-start capacity appears (gkq does not predict when)".to_string()
+        }
+        FallbackKind::Queue => "its ProvisioningRequest waits until DWS obtains every VM of the slice at once (gkq does not predict when)".to_string(),
+        FallbackKind::GkePriorities => {
+            "the pods stay pending (whenUnsatisfiable: DoNotScaleUp)".to_string()
+        }
+    };
+    lines.push(format!("{out_of_capacity}: {then}"));
+    lines.push(match (&r.fallback.next, r.fallback.unbounded_quota) {
+        (_, true) => format!(
+            "later jobs: no later rung is reached, {}'s quota is unbounded",
+            r.flavor
+        ),
+        (Some(next), false) => format!(
+            "later jobs: {} once {}'s quota is used",
+            next_words(next),
+            r.flavor
+        ),
+        (None, false) => "later jobs: no rung follows".to_string(),
+    });
+    lines
+}
+
 /// Quota as a bar: live use, this plan's use, free.
 fn quota_bar(u: &crate::placement::FlavorUsage) -> String {
     const WIDTH: usize = 20;
@@ -281,6 +378,9 @@ fn write_placements(plan: &Plan, out: &mut dyn Write) -> io::Result<()> {
         }
         if let Some(reclaim) = &p.reclaim {
             writeln!(out, "      {}", reclaim_text(reclaim))?;
+        }
+        for line in job_rung_of(plan, p).map(rung_lines).unwrap_or_default() {
+            writeln!(out, "      {line}")?;
         }
     }
     let interesting: Vec<_> = plan
@@ -618,6 +718,9 @@ fn append_placements(plan: &Plan, md: &mut String) {
         if let Some(reclaim) = &p.reclaim {
             state.push_str(&format!("; {}", table_cell(&reclaim_text(reclaim))));
         }
+        for line in job_rung_of(plan, p).map(rung_lines).unwrap_or_default() {
+            state.push_str(&format!("; {}", table_cell(&line)));
+        }
         for (i, ps) in p.podsets.iter().enumerate() {
             md.push_str(&format!(
                 "| {} | {} | {} | {} | {} |\n",
@@ -875,6 +978,79 @@ mod tests {
             not_predicted: None,
             attempts: Vec::new(),
         }
+    }
+
+    fn rung(
+        name: &str,
+        index: usize,
+        kind: crate::spec::ladder::RungKind,
+    ) -> crate::plan::ladder::RungRef {
+        crate::plan::ladder::RungRef {
+            name: name.into(),
+            index,
+            kind,
+            pool: Some(format!("{name}-pool")),
+            budget_seconds: kind.is_flex().then_some(3 * 86_400),
+        }
+    }
+
+    #[test]
+    fn rung_lines_name_the_rung_its_fallback_and_where_later_jobs_go() {
+        use crate::plan::ladder::{Fallback, FallbackKind, JobRung, NextFlavor};
+        use crate::spec::ladder::RungKind;
+        let on_demand = JobRung {
+            namespace: "default".into(),
+            job: "a".into(),
+            flavor: "on-demand".into(),
+            rungs: 4,
+            rung: Some(rung("on-demand", 2, RungKind::OnDemand)),
+            compute_class: None,
+            tries: Vec::new(),
+            fallback: Fallback {
+                kind: FallbackKind::WaitOnRung,
+                next: Some(NextFlavor {
+                    flavor: "dws".into(),
+                    rung: rung("dws", 3, RungKind::FlexStartQueued),
+                    compute_class: None,
+                }),
+                unbounded_quota: false,
+            },
+        };
+        assert_eq!(
+            super::rung_lines(&on_demand),
+            [
+                "rung 2 of 4: on-demand (on-demand, pool on-demand-pool)",
+                "if on-demand is out of capacity: the job stays admitted on on-demand and its pods wait (Kueue falls through on quota, not capacity)",
+                "later jobs: rung 3 dws once on-demand's quota is used",
+            ]
+        );
+        let class = JobRung {
+            rung: None,
+            compute_class: Some("c-ladder".into()),
+            tries: vec![
+                rung("reserved", 1, RungKind::Reservation),
+                rung("flex", 2, RungKind::FlexStart),
+            ],
+            fallback: Fallback {
+                kind: FallbackKind::GkePriorities,
+                next: None,
+                unbounded_quota: false,
+            },
+            ..on_demand.clone()
+        };
+        let lines = super::rung_lines(&class);
+        assert!(lines[0].starts_with("rung: not predicted"), "{lines:?}");
+        assert!(
+            lines[0].ends_with(
+                "ComputeClass c-ladder tries reserved (reservation, pool reserved-pool), then flex (flex-start, pool flex-pool, budget 3d)"
+            ),
+            "{lines:?}"
+        );
+        assert_eq!(
+            lines[1],
+            "if none of them can be obtained: the pods stay pending (whenUnsatisfiable: DoNotScaleUp)"
+        );
+        assert_eq!(lines[2], "later jobs: no rung follows");
     }
 
     #[test]

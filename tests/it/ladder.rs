@@ -292,3 +292,159 @@ fn a_multi_host_rung_of_n_slices_is_n_pools_and_n_flavors_in_ladder_order() {
         ]
     );
 }
+
+/// The example with four runs of its job, on the local target plus `overlay` (`--env test`).
+fn example_workspace(overlay: &str) -> crate::support::workspace::Workspace {
+    let ws = crate::support::workspace::Workspace::copy_of(
+        "examples/tpu-capacity-ladder",
+        &["gkq.yaml", "train.py"],
+    );
+    ws.edit("    count: 2", "    count: 4");
+    let envs = ws.spec_dir().join("environments");
+    std::fs::create_dir_all(&envs).unwrap();
+    let local = std::fs::read_to_string(repo_root().join("environments/local.yaml")).unwrap();
+    std::fs::write(envs.join("test.yaml"), format!("{local}\n{overlay}")).unwrap();
+    ws
+}
+
+/// `gkq plan` of [`example_workspace`] as text and JSON.
+fn plan_example(overlay: &str) -> (String, Value) {
+    let ws = example_workspace(overlay);
+    let state = tempfile::tempdir().unwrap();
+    let run = |output: &str| {
+        let out = gkq()
+            .args(["plan", ".", "--env", "test", "-o", output, "--state-dir"])
+            .arg(state.path())
+            .env("NO_COLOR", "1")
+            .current_dir(ws.spec_dir())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    (run("text"), serde_json::from_str(&run("json")).unwrap())
+}
+
+fn rung_of<'a>(plan: &'a Value, job: &str) -> &'a Value {
+    plan["rungs"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no rungs: {plan:#}"))
+        .iter()
+        .find(|r| r["job"] == job)
+        .unwrap_or_else(|| panic!("no rung for {job}: {plan:#}"))
+}
+
+/// `mode: kueue`: each run lands on the next rung as quota is used, and the plan names the rung,
+/// what happens when it is out of capacity, and where later jobs go.
+#[test]
+fn plan_names_each_jobs_rung_and_fallback_in_kueue_mode() {
+    let (text, json) = plan_example("");
+    let expected = [
+        ("train-v6e-1", "reserved", 1, "reservation", "wait-on-rung"),
+        ("train-v6e-2", "on-demand", 2, "on-demand", "wait-on-rung"),
+        ("train-v6e-3", "dws", 3, "flex-start-queued", "queue"),
+        ("train-v6e-4", "spot", 4, "spot", "wait-on-rung"),
+    ];
+    for (job, rung, index, kind, fallback) in expected {
+        let r = rung_of(&json, job);
+        assert_eq!(r["rung"]["name"], rung, "{r:#}");
+        assert_eq!(r["rung"]["index"], index, "{r:#}");
+        assert_eq!(r["rung"]["kind"], kind, "{r:#}");
+        assert_eq!(r["fallback"]["kind"], fallback, "{r:#}");
+        assert_eq!(r["rungs"], 4);
+    }
+    assert_eq!(
+        rung_of(&json, "train-v6e-3")["rung"]["budgetSeconds"],
+        3 * 86_400
+    );
+    assert_eq!(rung_of(&json, "train-v6e-4")["rung"]["pool"], "spot-pool-1");
+    assert_eq!(
+        rung_of(&json, "train-v6e-4")["fallback"]["next"]["flavor"],
+        "spot-2"
+    );
+    for line in [
+        "rung 2 of 4: on-demand (on-demand, pool on-demand-pool)",
+        "if on-demand is out of capacity: the job stays admitted on on-demand and its pods wait (Kueue falls through on quota, not capacity)",
+        "later jobs: rung 3 dws once on-demand's quota is used",
+        "rung 3 of 4: dws (flex-start-queued, pool dws-pool, budget 3d)",
+        "if dws is out of capacity: its ProvisioningRequest waits until DWS obtains every VM of the slice at once",
+        "Spot nodes can be reclaimed at any time (30-second notice)",
+    ] {
+        assert!(text.contains(line), "missing {line:?} in:\n{text}");
+    }
+}
+
+/// `mode: computeclass`: GKE picks the rung among the class's priorities, so the plan says the
+/// order and "not predicted" instead of one rung; the queued rung keeps its own pool and rung.
+#[test]
+fn plan_says_the_order_gke_tries_in_computeclass_mode() {
+    let overlay = std::fs::read_to_string(
+        repo_root().join("examples/tpu-capacity-ladder/environments/computeclass.yaml"),
+    )
+    .unwrap();
+    let (text, json) = plan_example(&overlay);
+    let first = rung_of(&json, "train-v6e-1");
+    assert!(first.get("rung").is_none(), "{first:#}");
+    assert_eq!(first["computeClass"], "tpu-cluster-ladder-1");
+    let tries: Vec<&str> = first["tries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(tries, ["reserved", "on-demand"]);
+    assert_eq!(first["fallback"]["kind"], "gke-priorities");
+    assert_eq!(rung_of(&json, "train-v6e-2")["rung"]["name"], "dws");
+    assert!(
+        text.contains("rung: not predicted (GKE decides at scale-up; gkq cannot see capacity): ComputeClass tpu-cluster-ladder-1 tries reserved (reservation), then on-demand (on-demand)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("if none of them can be obtained: the pods stay pending (whenUnsatisfiable: DoNotScaleUp)"),
+        "{text}"
+    );
+}
+
+/// `gkq explain` of an applied job on the local target names the rung of its flavor (while
+/// its DWS request waits, or once admitted), in the plan's words.
+#[test]
+fn explain_names_the_rung_a_job_waits_for() {
+    let ws = example_workspace("");
+    let state = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let out = gkq()
+            .args(args)
+            .args([".", "--env", "test", "--state-dir"])
+            .arg(state.path())
+            .env("NO_COLOR", "1")
+            .current_dir(ws.spec_dir())
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(
+            out.status.success(),
+            "{args:?}: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        text
+    };
+    run(&["apply", "--auto-approve"]);
+    let text = run(&["explain", "default/train-v6e-3"]);
+    let note = text
+        .lines()
+        .find(|l| l.contains("capacity ladder: "))
+        .unwrap_or_else(|| panic!("no rung note in:\n{text}"));
+    assert!(
+        note.contains("rung 3 of 4: dws (flex-start-queued, pool dws-pool, budget 3d); if dws is out of capacity: its ProvisioningRequest waits"),
+        "{note}"
+    );
+    assert!(
+        note.contains("capacity ladder: waits for")
+            || note.contains("capacity ladder: admitted on"),
+        "{note}"
+    );
+}

@@ -18,7 +18,7 @@ use crate::model::ladder::{
 use crate::spec::Path;
 use crate::spec::ladder::{Capacity, CapacityMode, Rung, RungAccelerator, RungKind};
 use crate::spec::types::Spec;
-use crate::vocab::duration::parse_whole_seconds;
+use crate::vocab::duration::{format_seconds, parse_whole_seconds};
 
 pub(super) fn check(c: &mut Checker, spec: &Spec) {
     let Some(cap) = &spec.capacity else {
@@ -43,6 +43,7 @@ pub(super) fn check(c: &mut Checker, spec: &Spec) {
     }
     check_reachability(c, cap);
     check_jobs_against_rungs(c, spec, cap);
+    check_job_budgets(c, spec, cap);
 }
 
 /// The queue, the rungs, the version and quota the mode needs.
@@ -444,6 +445,81 @@ fn check_jobs_against_rungs(c: &mut Checker, spec: &Spec, cap: &Capacity) {
                 format!("no job asks for the slice rung `{}` provides", rung.name),
                 "change the rung's accelerator to a shape a job asks for, or remove the rung",
             );
+        }
+    }
+}
+
+/// A job whose declared `duration` is longer than the `maxRunDuration` of a flex-start rung
+/// that can serve it is cut short there: GKE removes flex-start nodes when that budget ends
+/// (docs/gke-facts.md, "The capacity ladder", L3; `FLEX_START_MAX_RUN_SECONDS`). An error when
+/// every rung that can serve the job is such a rung, a warning when another rung can serve it.
+/// (A duration over flex-start's own 7 days is the jobs section's rule.)
+fn check_job_budgets(c: &mut Checker, spec: &Spec, cap: &Capacity) {
+    let shapes: Vec<Option<(&str, Option<&str>)>> = cap
+        .rungs
+        .iter()
+        .map(|r| rung_accelerator(cap, r).and_then(rung_shape))
+        .collect();
+    let budgets: Vec<Option<u64>> = cap
+        .rungs
+        .iter()
+        .map(|r| {
+            let d = r.max_run_duration.as_deref().filter(|_| r.kind.is_flex())?;
+            parse_whole_seconds(d).ok()
+        })
+        .collect();
+    for (ji, job) in spec.jobs.iter().enumerate() {
+        let Some(d) = job.duration.as_deref() else {
+            continue;
+        };
+        let Ok(secs) = parse_whole_seconds(d) else {
+            continue;
+        };
+        let on_ladder = crate::model::queue_of(spec, &job.namespace, &job.queue)
+            .is_some_and(|q| q.name == cap.cluster_queue);
+        if !on_ladder {
+            continue;
+        }
+        let wanted: Vec<(&str, Option<&str>)> = crate::model::jobs::pod_groups(job)
+            .iter()
+            .filter_map(|g| g.accelerator.filter(|a| crate::model::jobs::is_tpu(a)))
+            .map(|a| (a.kind.as_str(), a.topology.as_deref()))
+            .collect();
+        let serving: Vec<usize> = (0..cap.rungs.len())
+            .filter(|&ri| {
+                shapes[ri].is_some_and(|(label, topology)| {
+                    wanted
+                        .iter()
+                        .any(|w| label == w.0 && (w.1.is_none() || topology == w.1))
+                })
+            })
+            .collect();
+        let cut: Vec<usize> = serving
+            .iter()
+            .copied()
+            .filter(|&ri| budgets[ri].is_some_and(|b| b < secs))
+            .collect();
+        if cut.is_empty() {
+            continue;
+        }
+        let names: Vec<String> = cut
+            .iter()
+            .map(|&ri| {
+                let budget = format_seconds(budgets[ri].unwrap_or_default());
+                format!("`{}` (maxRunDuration {budget})", cap.rungs[ri].name)
+            })
+            .collect();
+        let message = format!(
+            "job `{}` declares duration {d}, longer than the time budget of flex-start rung {}: GKE removes the rung's nodes when the budget ends and the run is cut short",
+            job.name,
+            names.join(", ")
+        );
+        let hint = "raise the rung's `maxRunDuration` (at most 7d), or shorten the run (checkpoint and resume)";
+        let at = Path::root().key("jobs").index(ji).key("duration");
+        if cut.len() == serving.len() {
+            c.error(&at, message, hint);
+        } else {
+            c.warning(&at, message, hint);
         }
     }
 }

@@ -37,6 +37,7 @@ impl Planner<'_> {
             placements: Vec::new(),
             quota: Vec::new(),
             workload_changes: Vec::new(),
+            rungs: Vec::new(),
             provenance: None,
             sealed,
             options: options.clone(),
