@@ -317,19 +317,24 @@ pub fn provision(ctx: &mut Ctx<'_>) -> Outcome {
 
 /// One ProvisioningRequest: accepted (or refused) when first seen, resolved as planned once due.
 fn provision_request(ctx: &mut Ctx<'_>, key: &Key) -> bool {
+    let id = format!("{}/{}", key.namespace, key.name);
+    let plan = ctx.sim.provisioning.get(&id).cloned();
+    // A request resolved or not yet due has nothing to do: it is not copied.
+    if plan
+        .as_ref()
+        .is_some_and(|p| p.resolved || p.due_ms > ctx.now)
+    {
+        return false;
+    }
     let Some(pr) = ctx.store.get(key).cloned() else {
         return false;
     };
     if pr.pointer("/metadata/deletionTimestamp").is_some() {
         return false;
     }
-    let id = format!("{}/{}", key.namespace, key.name);
-    let Some(plan) = ctx.sim.provisioning.get(&id).cloned() else {
+    let Some(plan) = plan else {
         return accept_request(ctx, key, &pr, id);
     };
-    if plan.resolved || plan.due_ms > ctx.now {
-        return false;
-    }
     let now = ctx.now;
     let mut changed = false;
     match plan.outcome {

@@ -10,9 +10,9 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::controller::{Ctx, Outcome, Run};
+use super::controller::{Ctx, Outcome, Run, jobs_to_visit};
 use super::nodes::{Demand, node_keys};
-use super::store::{Key, timestamp};
+use super::store::{Changes, Key, timestamp};
 use super::workload::{SIMULATED_ANNOTATION, SIMULATED_VALUE};
 use crate::placement::PendingWorkload;
 use crate::placement::pools::flavor_pools;
@@ -28,12 +28,22 @@ fn cluster_name(job: &Value) -> String {
     format!("{name}-{}", &hash[..5])
 }
 
+/// KubeRay's RayJob controller, over the RayJobs that changed (or whose RayCluster did) since
+/// its last pass and those with a run: the others' status cannot have moved.
 pub fn reconcile(ctx: &mut Ctx<'_>) -> Outcome {
     let mut changed = false;
-    let jobs = ctx.store.keys_of_kind("ray.io", "RayJob");
-    changed |= ctx
-        .sim
-        .forget_runs_of_deleted(ctx.store, &["RayJob"], &jobs);
+    let changes = std::mem::replace(&mut ctx.sim.ray_changes, Changes::none());
+    let (jobs, removed) = jobs_to_visit(
+        ctx.store,
+        ctx.sim,
+        &changes,
+        &[("ray.io", "RayJob")],
+        &[("ray.io", "RayCluster")],
+    );
+    if removed {
+        let all = ctx.store.keys_of_kind("ray.io", "RayJob");
+        changed |= ctx.sim.forget_runs_of_deleted(ctx.store, &["RayJob"], &all);
+    }
     for key in jobs {
         changed |= reconcile_job(ctx, &key);
     }
