@@ -167,13 +167,15 @@ fn scheduling_input(ctx: &mut Ctx<'_>, tried: &Option<BTreeSet<Key>>) -> (Cluste
     let strict_fifo = strict_fifo_queues(ctx.store);
     let mut cluster = Cluster::default();
     let mut holding = BTreeSet::new();
+    let mut read: Vec<&Value> = Vec::new();
+    let mut pending_any = false;
     for w in ctx.store.of_kind(KUEUE, "Workload") {
         if deleting(w) || finished(w) {
             continue;
         }
         if reserving(w) {
             holding.insert(Key::of(w));
-            let _ = cluster.add_object(w);
+            read.push(w);
             continue;
         }
         let waiting = w
@@ -194,11 +196,13 @@ fn scheduling_input(ctx: &mut Ctx<'_>, tried: &Option<BTreeSet<Key>>) -> (Cluste
         if waiting || is_parked || !wanted {
             continue;
         }
-        let _ = cluster.add_object(w);
+        pending_any = true;
+        read.push(w);
     }
-    if cluster.pending_workloads.is_empty() {
+    if !pending_any {
         return (cluster, holding);
     }
+    // The queues and flavors first: the Workloads are read against them.
     let kueue_kinds = KUEUE_KINDS.iter().map(|kind| (KUEUE, *kind));
     let others = [("scheduling.k8s.io", "PriorityClass"), ("", "Namespace")];
     for (group, kind) in kueue_kinds.chain(others) {
@@ -209,6 +213,9 @@ fn scheduling_input(ctx: &mut Ctx<'_>, tried: &Option<BTreeSet<Key>>) -> (Cluste
             }
             let _ = cluster.add_object(o);
         }
+    }
+    for w in read {
+        let _ = cluster.add_object(w);
     }
     (cluster, holding)
 }
