@@ -4,7 +4,7 @@
 //! (DWS flex-start) pools: the request is accepted at once and resolved after the configured
 //! delay, provisioned (its nodes appear at once), failed, or never.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Value, json};
 
@@ -302,7 +302,7 @@ pub fn provision(ctx: &mut Ctx<'_>) -> Outcome {
     let keys = ctx
         .store
         .keys_of_kind("autoscaling.x-k8s.io", "ProvisioningRequest");
-    let live: Vec<String> = keys
+    let live: BTreeSet<String> = keys
         .iter()
         .map(|k| format!("{}/{}", k.namespace, k.name))
         .collect();
@@ -310,131 +310,163 @@ pub fn provision(ctx: &mut Ctx<'_>) -> Outcome {
     ctx.sim.provisioning.retain(|k, _| live.contains(k));
     changed |= before != ctx.sim.provisioning.len();
     for key in keys {
-        let Some(pr) = ctx.store.get(&key).cloned() else {
-            continue;
-        };
-        if pr.pointer("/metadata/deletionTimestamp").is_some() {
-            continue;
-        }
-        let id = format!("{}/{}", key.namespace, key.name);
-        let class = pr["spec"]["provisioningClassName"]
-            .as_str()
-            .unwrap_or_default();
-        if !ctx.sim.provisioning.contains_key(&id) {
-            let (outcome, delay) = ctx.settings.provisioning.plan();
-            ctx.sim.provisioning.insert(
-                id.clone(),
-                ProvisioningPlan {
-                    due_ms: ctx.now + delay,
-                    outcome,
-                    resolved: false,
-                },
-            );
-            let waiting = match outcome {
-                ProvisioningOutcome::Never => {
-                    "Waiting for flex-start capacity (simulated: it never becomes available, GKQ_LOCAL_PROVISIONING=never)".to_string()
-                }
-                ProvisioningOutcome::Provisioned => format!(
-                    "Waiting for flex-start capacity (simulated: it arrives {} after the request)",
-                    crate::vocab::duration::format_ms(delay)
-                ),
-                ProvisioningOutcome::Failed => format!(
-                    "Waiting for flex-start capacity (simulated: the request fails {} after it was made, GKQ_LOCAL_PROVISIONING=fail)",
-                    crate::vocab::duration::format_ms(delay)
-                ),
-            };
-            let accepted = class == CLASS_QUEUED;
-            let now = ctx.now;
-            changed |= ctx.store.update(&key, "cluster-autoscaler", true, now, |o| {
-                if accepted {
-                    set_condition(o, "Accepted", "True", "Accepted", "The ProvisioningRequest was accepted (simulated).", now);
-                    set_condition(o, "Provisioned", "False", "CapacityIsNotFound", &waiting, now);
-                } else {
-                    set_condition(o, "Failed", "True", "UnsupportedProvisioningClass", &format!("provisioning class {class:?} is not supported by the simulated GKE (only {CLASS_QUEUED})"), now);
-                }
-            });
-            if !accepted && let Some(plan) = ctx.sim.provisioning.get_mut(&id) {
-                plan.resolved = true;
-            }
-            continue;
-        }
-        let plan = ctx.sim.provisioning[&id].clone();
-        if plan.resolved || plan.due_ms > ctx.now {
-            continue;
-        }
-        let now = ctx.now;
-        match plan.outcome {
-            ProvisioningOutcome::Never => {}
-            ProvisioningOutcome::Failed => {
-                changed |= ctx.store.update(&key, "cluster-autoscaler", true, now, |o| {
-                    set_condition(o, "Provisioned", "False", "ProvisioningFailed", "simulated: no flex-start capacity was found (GKQ_LOCAL_PROVISIONING=fail)", now);
-                    set_condition(o, "Failed", "True", "ProvisioningFailed", "simulated: no flex-start capacity was found (GKQ_LOCAL_PROVISIONING=fail)", now);
-                });
-            }
-            ProvisioningOutcome::Provisioned => {
-                let pools = ctx.pools.to_vec();
-                match request_target(ctx.store, &pr, &pools) {
-                    Ok((pool, nodes)) => {
-                        let held = node_keys(ctx.store, &pool.name).len() as i64;
-                        let in_use = provisioned_nodes(ctx.store, &pool.name);
-                        let free_ready = (held - in_use).max(0);
-                        let to_add = (nodes - free_ready).max(0);
-                        if held + to_add > pool.max_nodes() {
-                            let message = format!(
-                                "Waiting for room in node pool {} (simulated: {nodes} nodes needed, the pool may have {} and {in_use} are in use)",
-                                pool.name,
-                                pool.max_nodes()
-                            );
-                            changed |=
-                                ctx.store
-                                    .update(&key, "cluster-autoscaler", true, now, |o| {
-                                        set_condition(
-                                            o,
-                                            "Provisioned",
-                                            "False",
-                                            "CapacityIsNotFound",
-                                            &message,
-                                            now,
-                                        );
-                                    });
-                            continue;
-                        }
-                        changed |= add_nodes(ctx, &pool, to_add);
-                        let pool_name = pool.name.clone();
-                        changed |= ctx
-                            .store
-                            .update(&key, "cluster-autoscaler", false, now, |o| {
-                                o["metadata"]["annotations"]["gkq.dev/node-pool"] =
-                                    json!(pool_name);
-                                o["metadata"]["annotations"]["gkq.dev/nodes"] =
-                                    json!(nodes.to_string());
-                            });
-                        changed |= ctx.store.update(&key, "cluster-autoscaler", true, now, |o| {
-                            set_condition(o, "Provisioned", "True", "Provisioned", &format!("Provisioning Request was successfully provisioned: {nodes} node(s) in {pool_name} (simulated)."), now);
-                        });
-                    }
-                    Err(why) => {
-                        let message = format!("simulated: cannot provision: {why}");
-                        changed |= ctx
-                            .store
-                            .update(&key, "cluster-autoscaler", true, now, |o| {
-                                set_condition(
-                                    o,
-                                    "Failed",
-                                    "True",
-                                    "ProvisioningFailed",
-                                    &message,
-                                    now,
-                                );
-                            });
-                    }
-                }
-            }
-        }
-        if let Some(plan) = ctx.sim.provisioning.get_mut(&id) {
-            plan.resolved = true;
-            changed = true;
-        }
+        changed |= provision_request(ctx, &key);
     }
     Outcome { changed }
+}
+
+/// One ProvisioningRequest: accepted (or refused) when first seen, resolved as planned once due.
+fn provision_request(ctx: &mut Ctx<'_>, key: &Key) -> bool {
+    let id = format!("{}/{}", key.namespace, key.name);
+    let plan = ctx.sim.provisioning.get(&id).cloned();
+    // A request resolved or not yet due has nothing to do: it is not copied.
+    if plan
+        .as_ref()
+        .is_some_and(|p| p.resolved || p.due_ms > ctx.now)
+    {
+        return false;
+    }
+    let Some(pr) = ctx.store.get(key).cloned() else {
+        return false;
+    };
+    if pr.pointer("/metadata/deletionTimestamp").is_some() {
+        return false;
+    }
+    let Some(plan) = plan else {
+        return accept_request(ctx, key, &pr, id);
+    };
+    let now = ctx.now;
+    let mut changed = false;
+    match plan.outcome {
+        ProvisioningOutcome::Never => {}
+        ProvisioningOutcome::Failed => {
+            changed |= ctx.store.update(key, "cluster-autoscaler", true, now, |o| {
+                set_condition(
+                    o,
+                    "Provisioned",
+                    "False",
+                    "ProvisioningFailed",
+                    "simulated: no flex-start capacity was found (GKQ_LOCAL_PROVISIONING=fail)",
+                    now,
+                );
+                set_condition(
+                    o,
+                    "Failed",
+                    "True",
+                    "ProvisioningFailed",
+                    "simulated: no flex-start capacity was found (GKQ_LOCAL_PROVISIONING=fail)",
+                    now,
+                );
+            });
+        }
+        ProvisioningOutcome::Provisioned => {
+            let (provided, resolved) = provide_nodes(ctx, key, &pr);
+            if !resolved {
+                return provided;
+            }
+            changed |= provided;
+        }
+    }
+    if let Some(plan) = ctx.sim.provisioning.get_mut(&id) {
+        plan.resolved = true;
+        changed = true;
+    }
+    changed
+}
+
+/// A request seen for the first time: when and how it resolves is planned
+/// (`GKQ_LOCAL_PROVISIONING`), and it is accepted (queued provisioning's class) or failed.
+fn accept_request(ctx: &mut Ctx<'_>, key: &Key, pr: &Value, id: String) -> bool {
+    let class = pr["spec"]["provisioningClassName"]
+        .as_str()
+        .unwrap_or_default();
+    let (outcome, delay) = ctx.settings.provisioning.plan();
+    ctx.sim.provisioning.insert(
+        id.clone(),
+        ProvisioningPlan {
+            due_ms: ctx.now + delay,
+            outcome,
+            resolved: false,
+        },
+    );
+    let waiting = match outcome {
+        ProvisioningOutcome::Never => {
+            "Waiting for flex-start capacity (simulated: it never becomes available, GKQ_LOCAL_PROVISIONING=never)".to_string()
+        }
+        ProvisioningOutcome::Provisioned => format!(
+            "Waiting for flex-start capacity (simulated: it arrives {} after the request)",
+            crate::vocab::duration::format_ms(delay)
+        ),
+        ProvisioningOutcome::Failed => format!(
+            "Waiting for flex-start capacity (simulated: the request fails {} after it was made, GKQ_LOCAL_PROVISIONING=fail)",
+            crate::vocab::duration::format_ms(delay)
+        ),
+    };
+    let accepted = class == CLASS_QUEUED;
+    let now = ctx.now;
+    let changed = ctx.store.update(key, "cluster-autoscaler", true, now, |o| {
+        if accepted {
+            set_condition(o, "Accepted", "True", "Accepted", "The ProvisioningRequest was accepted (simulated).", now);
+            set_condition(o, "Provisioned", "False", "CapacityIsNotFound", &waiting, now);
+        } else {
+            set_condition(o, "Failed", "True", "UnsupportedProvisioningClass", &format!("provisioning class {class:?} is not supported by the simulated GKE (only {CLASS_QUEUED})"), now);
+        }
+    });
+    if !accepted && let Some(plan) = ctx.sim.provisioning.get_mut(&id) {
+        plan.resolved = true;
+    }
+    changed
+}
+
+/// A request due to be provisioned: its nodes added to the pool its pods select and the request
+/// `Provisioned`, or, without room in the pool, left waiting (not resolved), or failed when it
+/// selects no queued-provisioning pool. Returns whether anything changed and whether it is
+/// resolved.
+fn provide_nodes(ctx: &mut Ctx<'_>, key: &Key, pr: &Value) -> (bool, bool) {
+    let now = ctx.now;
+    let pools = ctx.pools.to_vec();
+    let (pool, nodes) = match request_target(ctx.store, pr, &pools) {
+        Ok(target) => target,
+        Err(why) => {
+            let message = format!("simulated: cannot provision: {why}");
+            let changed = ctx.store.update(key, "cluster-autoscaler", true, now, |o| {
+                set_condition(o, "Failed", "True", "ProvisioningFailed", &message, now);
+            });
+            return (changed, true);
+        }
+    };
+    let held = node_keys(ctx.store, &pool.name).len() as i64;
+    let in_use = provisioned_nodes(ctx.store, &pool.name);
+    let free_ready = (held - in_use).max(0);
+    let to_add = (nodes - free_ready).max(0);
+    if held + to_add > pool.max_nodes() {
+        let message = format!(
+            "Waiting for room in node pool {} (simulated: {nodes} nodes needed, the pool may have {} and {in_use} are in use)",
+            pool.name,
+            pool.max_nodes()
+        );
+        let changed = ctx.store.update(key, "cluster-autoscaler", true, now, |o| {
+            set_condition(
+                o,
+                "Provisioned",
+                "False",
+                "CapacityIsNotFound",
+                &message,
+                now,
+            );
+        });
+        return (changed, false);
+    }
+    let mut changed = add_nodes(ctx, &pool, to_add);
+    let pool_name = pool.name.clone();
+    changed |= ctx
+        .store
+        .update(key, "cluster-autoscaler", false, now, |o| {
+            o["metadata"]["annotations"]["gkq.dev/node-pool"] = json!(pool_name);
+            o["metadata"]["annotations"]["gkq.dev/nodes"] = json!(nodes.to_string());
+        });
+    changed |= ctx.store.update(key, "cluster-autoscaler", true, now, |o| {
+        set_condition(o, "Provisioned", "True", "Provisioned", &format!("Provisioning Request was successfully provisioned: {nodes} node(s) in {pool_name} (simulated)."), now);
+    });
+    (changed, true)
 }

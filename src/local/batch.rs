@@ -9,8 +9,8 @@
 
 use serde_json::{Value, json};
 
-use super::controller::{Ctx, Outcome, Run};
-use super::store::{Key, set_condition, timestamp};
+use super::controller::{Ctx, Outcome, Run, jobs_to_visit};
+use super::store::{Changes, Key, set_condition, timestamp};
 use crate::placement::PendingWorkload;
 use crate::placement::podsets::stored_job_set_replicas;
 use crate::vocab::object::uid_of;
@@ -52,15 +52,21 @@ fn finished(job: &Value) -> bool {
         || crate::vocab::object::condition_true(job, "Complete")
 }
 
+/// The JobSet and Job controllers, over the jobs that changed since their last pass and those
+/// with a run: the others' status cannot have moved.
 pub fn reconcile(ctx: &mut Ctx<'_>) -> Outcome {
     let mut changed = false;
-    let keys: Vec<Key> = KINDS
-        .iter()
-        .flat_map(|(group, kind)| ctx.store.keys_of_kind(group, kind))
-        .collect();
-    changed |= ctx
-        .sim
-        .forget_runs_of_deleted(ctx.store, &["JobSet", "Job"], &keys);
+    let changes = std::mem::replace(&mut ctx.sim.batch_changes, Changes::none());
+    let (keys, removed) = jobs_to_visit(ctx.store, ctx.sim, &changes, &KINDS, &[]);
+    if removed {
+        let all: Vec<Key> = KINDS
+            .iter()
+            .flat_map(|(group, kind)| ctx.store.keys_of_kind(group, kind))
+            .collect();
+        changed |= ctx
+            .sim
+            .forget_runs_of_deleted(ctx.store, &["JobSet", "Job"], &all);
+    }
     for key in keys {
         let Some(job) = ctx.store.get(&key).cloned() else {
             continue;

@@ -117,6 +117,82 @@ pub struct ParkedWorkloads {
     pub queues: BTreeMap<String, i64>,
 }
 
+/// What Kueue's scheduler knew after its last run: the Workloads holding quota then, and when
+/// it ran. A Workload it found no room for stays parked (as Kueue parks an inadmissible
+/// Workload) until a Workload it counted as holding lets its quota go or a queue, flavor,
+/// check or priority class changes; a new or changed Workload is tried at once.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SchedulerMemory {
+    pub holding: BTreeSet<super::store::Key>,
+    pub at_ms: u64,
+    /// How many pending Workloads its last run tried.
+    pub tried: usize,
+}
+
+/// The jobs of `kinds` a job controller looks at in a pass, and whether any job of those kinds
+/// went (then the runs of deleted jobs are forgotten): all of them after a restart, else those
+/// `changes` names, the owners of the changed objects `owned` names, and the jobs with a run
+/// (whose status follows the clock).
+pub fn jobs_to_visit(
+    store: &Store,
+    sim: &SimState,
+    changes: &super::store::Changes,
+    kinds: &[(&str, &str)],
+    owned: &[(&str, &str)],
+) -> (Vec<super::store::Key>, bool) {
+    use super::store::Key;
+    if changes.all {
+        let keys = kinds
+            .iter()
+            .flat_map(|(group, kind)| store.keys_of_kind(group, kind))
+            .collect();
+        return (keys, true);
+    }
+    let mut keys: BTreeSet<Key> = BTreeSet::new();
+    let mut removed = false;
+    for (group, kind) in kinds {
+        for key in changes.of_kind(group, kind) {
+            if store.get(key).is_some() {
+                keys.insert(key.clone());
+            } else {
+                removed = true;
+            }
+        }
+    }
+    for (group, kind) in owned {
+        for object in changes.of_kind(group, kind).filter_map(|k| store.get(k)) {
+            for owner in crate::vocab::object::owners(object) {
+                let (Some(api_version), Some(owner_kind), Some(name)) = (
+                    owner["apiVersion"].as_str(),
+                    owner["kind"].as_str(),
+                    owner["name"].as_str(),
+                ) else {
+                    continue;
+                };
+                let key = Key::new(
+                    api_version,
+                    owner_kind,
+                    crate::vocab::object::namespace_of(object),
+                    name,
+                );
+                if kinds.iter().any(|(g, k)| key.group == *g && key.kind == *k)
+                    && store.get(&key).is_some()
+                {
+                    keys.insert(key);
+                }
+            }
+        }
+    }
+    for run in sim.runs.values() {
+        let key = run.job_key();
+        if kinds.iter().any(|(g, k)| key.group == *g && key.kind == *k) && store.get(&key).is_some()
+        {
+            keys.insert(key);
+        }
+    }
+    (keys.into_iter().collect(), removed)
+}
+
 /// What the simulation remembers besides the objects.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -148,10 +224,23 @@ pub struct SimState {
     /// ([`ParkedWorkloads`]).
     #[serde(default)]
     pub kueue_parked: Vec<ParkedWorkloads>,
-    /// Kueue objects changed since Kueue's controllers last ran (not kept on disk: after a
-    /// restart every object is looked at once).
+    /// Kueue objects (and the jobs, priority classes and namespaces Kueue reads) changed since
+    /// Kueue's controllers last ran (not kept on disk: after a restart every object is looked
+    /// at once).
     #[serde(skip)]
     pub kueue_changes: super::store::Changes,
+    /// The same for the scheduler, which runs only when what it reads changed.
+    #[serde(skip)]
+    pub scheduler_changes: super::store::Changes,
+    /// What Kueue's scheduler knew after its last run in this process (`None` before it ran).
+    #[serde(skip)]
+    pub scheduler: Option<SchedulerMemory>,
+    /// RayJobs and RayClusters changed since KubeRay's controller last ran.
+    #[serde(skip)]
+    pub ray_changes: super::store::Changes,
+    /// JobSets and Jobs changed since their controllers last ran.
+    #[serde(skip)]
+    pub batch_changes: super::store::Changes,
     /// The node pools the controllers last settled with, when they reached a state where
     /// nothing more changes (not kept on disk: a new process settles once).
     #[serde(skip)]
@@ -166,14 +255,14 @@ impl SimState {
         kinds: &[&str],
         jobs: &[super::store::Key],
     ) -> bool {
-        let uids: Vec<&str> = jobs
+        let uids: std::collections::HashSet<&str> = jobs
             .iter()
             .filter_map(|k| store.get(k))
             .map(crate::vocab::object::uid_of)
             .collect();
         let before = self.runs.len();
         self.runs
-            .retain(|u, r| !kinds.contains(&r.kind.as_str()) || uids.contains(&u.as_str()));
+            .retain(|u, r| !kinds.contains(&r.kind.as_str()) || uids.contains(u.as_str()));
         before != self.runs.len()
     }
 }

@@ -10,9 +10,9 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::controller::{Ctx, Outcome, Run};
+use super::controller::{Ctx, Outcome, Run, jobs_to_visit};
 use super::nodes::{Demand, node_keys};
-use super::store::{Key, timestamp};
+use super::store::{Changes, Key, timestamp};
 use super::workload::{SIMULATED_ANNOTATION, SIMULATED_VALUE};
 use crate::placement::PendingWorkload;
 use crate::placement::pools::flavor_pools;
@@ -28,155 +28,190 @@ fn cluster_name(job: &Value) -> String {
     format!("{name}-{}", &hash[..5])
 }
 
+/// KubeRay's RayJob controller, over the RayJobs that changed (or whose RayCluster did) since
+/// its last pass and those with a run: the others' status cannot have moved.
 pub fn reconcile(ctx: &mut Ctx<'_>) -> Outcome {
     let mut changed = false;
+    let changes = std::mem::replace(&mut ctx.sim.ray_changes, Changes::none());
+    let (jobs, removed) = jobs_to_visit(
+        ctx.store,
+        ctx.sim,
+        &changes,
+        &[("ray.io", "RayJob")],
+        &[("ray.io", "RayCluster")],
+    );
+    if removed {
+        let all = ctx.store.keys_of_kind("ray.io", "RayJob");
+        changed |= ctx.sim.forget_runs_of_deleted(ctx.store, &["RayJob"], &all);
+    }
+    for key in jobs {
+        changed |= reconcile_job(ctx, &key);
+    }
+    changed |= ctx.store.collect_garbage(ctx.now);
+    Outcome { changed }
+}
+
+/// KubeRay's reconciler for one RayJob: its finalizer, its run, its status, its RayCluster and
+/// pods.
+fn reconcile_job(ctx: &mut Ctx<'_>, key: &Key) -> bool {
+    let mut changed = false;
+    let now = ctx.now;
+    let Some(job) = ctx.store.get(key).cloned() else {
+        return false;
+    };
+    let job_uid = uid_of(&job).to_string();
+    let finalizers = super::store::finalizers(&job);
+    if job.pointer("/metadata/deletionTimestamp").is_some() {
+        ctx.sim.runs.remove(&job_uid);
+        if finalizers.iter().any(|f| f == RAYJOB_FINALIZER) {
+            changed |= ctx.store.update(key, MANAGER, false, now, |o| {
+                let rest: Vec<String> = super::store::finalizers(o)
+                    .into_iter()
+                    .filter(|f| f != RAYJOB_FINALIZER)
+                    .collect();
+                o["metadata"]["finalizers"] = json!(rest);
+            });
+        }
+        return changed;
+    }
+    if !finalizers.iter().any(|f| f == RAYJOB_FINALIZER) {
+        changed |= ctx.store.update(key, MANAGER, false, now, |o| {
+            let mut list = super::store::finalizers(o);
+            list.push(RAYJOB_FINALIZER.to_string());
+            o["metadata"]["finalizers"] = json!(list);
+        });
+    }
+    let suspended = job.pointer("/spec/suspend") == Some(&json!(true));
+    let complete = job.pointer("/status/jobDeploymentStatus") == Some(&json!("Complete"));
+    changed |= track_run(ctx, key, &job, suspended, complete);
+    let run = ctx.sim.runs.get(&job_uid).cloned();
+    let ray_cluster = cluster_name(&job);
+    let status = match (&run, complete) {
+        (_, true) => None,
+        (None, false) => Some(json!({
+            "jobDeploymentStatus": "Suspended",
+            "message": "suspended until Kueue admits the job (simulated KubeRay)",
+        })),
+        (Some(run), false) => Some(run_status(run, key, &job_uid, &ray_cluster, ctx)),
+    };
+    if let Some(status) = status {
+        let done = status["jobDeploymentStatus"] == "Complete";
+        changed |= ctx.store.update(key, MANAGER, true, now, |o| {
+            o["status"] = status;
+        });
+        let wants_cluster = run.is_some() && !done && !suspended;
+        changed |= sync_cluster(ctx, &job, &ray_cluster, wants_cluster);
+    }
+    let run = ctx.sim.runs.get(&job_uid).cloned();
+    changed |= super::pods::sync(ctx, &job, run.as_ref());
+    changed
+}
+
+/// The job's run: forgotten while it is suspended, started when it is first not suspended
+/// (and not complete). Returns whether the runs changed.
+fn track_run(ctx: &mut Ctx<'_>, key: &Key, job: &Value, suspended: bool, complete: bool) -> bool {
+    let job_uid = uid_of(job);
+    if suspended {
+        return ctx.sim.runs.remove(job_uid).is_some();
+    }
+    if complete || ctx.sim.runs.contains_key(job_uid) {
+        return false;
+    }
+    let runtime_ms = declared_runtime_ms(job, ctx.settings.run_ms);
+    ctx.sim.runs.insert(
+        job_uid.to_string(),
+        Run {
+            kind: "RayJob".to_string(),
+            namespace: key.namespace.clone(),
+            name: key.name.clone(),
+            admitted_ms: ctx.now,
+            scheduled_ms: None,
+            runtime_ms,
+            waiting: None,
+        },
+    );
+    true
+}
+
+/// The status of a RayJob with a run: `Initializing` until its pods run, `Running`, then
+/// `Complete` once its runtime has passed.
+fn run_status(run: &Run, key: &Key, job_uid: &str, ray_cluster: &str, ctx: &Ctx<'_>) -> Value {
     let now = ctx.now;
     let startup = ctx.settings.ray_startup_ms;
-    let jobs = ctx.store.keys_of_kind("ray.io", "RayJob");
-    changed |= ctx
-        .sim
-        .forget_runs_of_deleted(ctx.store, &["RayJob"], &jobs);
-    for key in jobs {
-        let Some(job) = ctx.store.get(&key).cloned() else {
-            continue;
-        };
-        let job_uid = uid_of(&job).to_string();
-        let finalizers = super::store::finalizers(&job);
-        if job.pointer("/metadata/deletionTimestamp").is_some() {
-            ctx.sim.runs.remove(&job_uid);
-            if finalizers.iter().any(|f| f == RAYJOB_FINALIZER) {
-                changed |= ctx.store.update(&key, MANAGER, false, now, |o| {
-                    let rest: Vec<String> = super::store::finalizers(o)
-                        .into_iter()
-                        .filter(|f| f != RAYJOB_FINALIZER)
-                        .collect();
-                    o["metadata"]["finalizers"] = json!(rest);
-                });
-            }
-            continue;
-        }
-        if !finalizers.iter().any(|f| f == RAYJOB_FINALIZER) {
-            changed |= ctx.store.update(&key, MANAGER, false, now, |o| {
-                let mut list = super::store::finalizers(o);
-                list.push(RAYJOB_FINALIZER.to_string());
-                o["metadata"]["finalizers"] = json!(list);
-            });
-        }
-        let suspended = job.pointer("/spec/suspend") == Some(&json!(true));
-        let complete = job.pointer("/status/jobDeploymentStatus") == Some(&json!("Complete"));
-        if suspended {
-            if ctx.sim.runs.remove(&job_uid).is_some() {
-                changed = true;
-            }
-        } else if !complete && !ctx.sim.runs.contains_key(&job_uid) {
-            let runtime_ms = declared_runtime_ms(&job, ctx.settings.run_ms);
-            ctx.sim.runs.insert(
-                job_uid.clone(),
-                Run {
-                    kind: "RayJob".to_string(),
-                    namespace: key.namespace.clone(),
-                    name: key.name.clone(),
-                    admitted_ms: now,
-                    scheduled_ms: None,
-                    runtime_ms,
-                    waiting: None,
-                },
-            );
-            changed = true;
-        }
-        let run = ctx.sim.runs.get(&job_uid).cloned();
-        let ray_cluster = cluster_name(&job);
-        let status = match (&run, suspended, complete) {
-            (_, _, true) => None,
-            (None, true, _) | (None, false, _) => Some(json!({
-                "jobDeploymentStatus": "Suspended",
-                "message": "suspended until Kueue admits the job (simulated KubeRay)",
-            })),
-            (Some(run), _, _) => {
-                let running = run.running_ms(startup).filter(|t| *t <= now);
-                let finished = run.finished_ms(startup).filter(|t| *t <= now);
-                Some(match (running, finished) {
-                    (_, Some(end)) => json!({
-                        "jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED",
-                        "jobId": format!("{}-{}", key.name, &job_uid[..5.min(job_uid.len())]),
-                        "rayClusterName": ray_cluster,
-                        "startTime": timestamp(run.admitted_ms), "endTime": timestamp(end),
-                        "succeeded": 1, "failed": 0,
-                        "message": "Job finished successfully (simulated KubeRay)",
-                    }),
-                    (Some(_), None) => json!({
-                        "jobDeploymentStatus": "Running", "jobStatus": "RUNNING",
-                        "jobId": format!("{}-{}", key.name, &job_uid[..5.min(job_uid.len())]),
-                        "rayClusterName": ray_cluster,
-                        "startTime": timestamp(run.admitted_ms),
-                        "message": format!("running (simulated: the job runs {})", crate::vocab::duration::format_ms(run.runtime_ms)),
-                    }),
-                    (None, None) => json!({
-                        "jobDeploymentStatus": "Initializing",
-                        "rayClusterName": ray_cluster,
-                        "startTime": timestamp(run.admitted_ms),
-                        "message": run.waiting.clone().unwrap_or_else(|| "starting the Ray cluster (simulated)".to_string()),
-                    }),
-                })
-            }
-        };
-        if let Some(status) = status {
-            let done = status["jobDeploymentStatus"] == "Complete";
-            changed |= ctx.store.update(&key, MANAGER, true, now, |o| {
-                o["status"] = status;
-            });
-            let cluster_key = Key::new(
-                "ray.io/v1",
-                "RayCluster",
-                Some(&key.namespace),
-                &ray_cluster,
-            );
-            let wants_cluster = run.is_some() && !done && !suspended;
-            let exists = ctx.store.get(&cluster_key).is_some();
-            if wants_cluster && !exists {
-                let cluster = json!({
-                    "apiVersion": "ray.io/v1", "kind": "RayCluster",
-                    "metadata": {"name": ray_cluster, "namespace": key.namespace,
-                        "labels": {"ray.io/originated-from-crd": "RayJob", "ray.io/originated-from-cr-name": key.name},
-                        "annotations": {SIMULATED_ANNOTATION: SIMULATED_VALUE},
-                        "ownerReferences": [{"apiVersion": "ray.io/v1", "kind": "RayJob", "name": key.name,
-                            "uid": job_uid, "controller": true, "blockOwnerDeletion": true}]},
-                    "spec": job.pointer("/spec/rayClusterSpec").cloned().unwrap_or_else(|| json!({})),
-                });
-                changed |= ctx.store.create(cluster, MANAGER, now);
-            } else if !wants_cluster && exists {
-                changed |= ctx.store.delete(&cluster_key, false, now);
-            }
-            if exists || wants_cluster {
-                let state = if ctx
-                    .sim
-                    .runs
-                    .get(&job_uid)
-                    .and_then(|r| r.scheduled_ms)
-                    .is_some()
-                {
-                    "ready"
-                } else {
-                    "pending"
-                };
-                changed |= ctx.store.update(&cluster_key, MANAGER, true, now, |o| {
-                    o["status"]["state"] = json!(state);
-                });
-                if let Some(cluster) = ctx
-                    .store
-                    .get(&cluster_key)
-                    .filter(|c| c.pointer("/metadata/deletionTimestamp").is_none())
-                    .cloned()
-                {
-                    changed |= super::pods::sync_head(ctx, &cluster, state == "ready");
-                }
-            }
-        }
-        let run = ctx.sim.runs.get(&job_uid).cloned();
-        changed |= super::pods::sync(ctx, &job, run.as_ref());
+    let running = run.running_ms(startup).filter(|t| *t <= now);
+    let finished = run.finished_ms(startup).filter(|t| *t <= now);
+    let job_id = format!("{}-{}", key.name, &job_uid[..5.min(job_uid.len())]);
+    match (running, finished) {
+        (_, Some(end)) => json!({
+            "jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED",
+            "jobId": job_id,
+            "rayClusterName": ray_cluster,
+            "startTime": timestamp(run.admitted_ms), "endTime": timestamp(end),
+            "succeeded": 1, "failed": 0,
+            "message": "Job finished successfully (simulated KubeRay)",
+        }),
+        (Some(_), None) => json!({
+            "jobDeploymentStatus": "Running", "jobStatus": "RUNNING",
+            "jobId": job_id,
+            "rayClusterName": ray_cluster,
+            "startTime": timestamp(run.admitted_ms),
+            "message": format!("running (simulated: the job runs {})", crate::vocab::duration::format_ms(run.runtime_ms)),
+        }),
+        (None, None) => json!({
+            "jobDeploymentStatus": "Initializing",
+            "rayClusterName": ray_cluster,
+            "startTime": timestamp(run.admitted_ms),
+            "message": run.waiting.clone().unwrap_or_else(|| "starting the Ray cluster (simulated)".to_string()),
+        }),
     }
-    changed |= ctx.store.collect_garbage(now);
-    Outcome { changed }
+}
+
+/// The job's RayCluster created while it is wanted and deleted when not, its state `ready` once
+/// the run is on nodes, and its head pod.
+fn sync_cluster(ctx: &mut Ctx<'_>, job: &Value, ray_cluster: &str, wants_cluster: bool) -> bool {
+    let mut changed = false;
+    let now = ctx.now;
+    let namespace = job["metadata"]["namespace"].as_str().unwrap_or_default();
+    let job_name = job["metadata"]["name"].as_str().unwrap_or_default();
+    let job_uid = uid_of(job);
+    let cluster_key = Key::new("ray.io/v1", "RayCluster", Some(namespace), ray_cluster);
+    let exists = ctx.store.get(&cluster_key).is_some();
+    if wants_cluster && !exists {
+        let cluster = json!({
+            "apiVersion": "ray.io/v1", "kind": "RayCluster",
+            "metadata": {"name": ray_cluster, "namespace": namespace,
+                "labels": {"ray.io/originated-from-crd": "RayJob", "ray.io/originated-from-cr-name": job_name},
+                "annotations": {SIMULATED_ANNOTATION: SIMULATED_VALUE},
+                "ownerReferences": [{"apiVersion": "ray.io/v1", "kind": "RayJob", "name": job_name,
+                    "uid": job_uid, "controller": true, "blockOwnerDeletion": true}]},
+            "spec": job.pointer("/spec/rayClusterSpec").cloned().unwrap_or_else(|| json!({})),
+        });
+        changed |= ctx.store.create(cluster, MANAGER, now);
+    } else if !wants_cluster && exists {
+        changed |= ctx.store.delete(&cluster_key, false, now);
+    }
+    if !(exists || wants_cluster) {
+        return changed;
+    }
+    let scheduled = ctx
+        .sim
+        .runs
+        .get(job_uid)
+        .and_then(|r| r.scheduled_ms)
+        .is_some();
+    let state = if scheduled { "ready" } else { "pending" };
+    changed |= ctx.store.update(&cluster_key, MANAGER, true, now, |o| {
+        o["status"]["state"] = json!(state);
+    });
+    if let Some(cluster) = ctx
+        .store
+        .get(&cluster_key)
+        .filter(|c| c.pointer("/metadata/deletionTimestamp").is_none())
+        .cloned()
+    {
+        changed |= super::pods::sync_head(ctx, &cluster, scheduled);
+    }
+    changed
 }
 
 /// How long a job runs: its declared duration (`provreq.kueue.x-k8s.io/maxRunDurationSeconds`,

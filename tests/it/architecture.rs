@@ -600,17 +600,6 @@ fn references_are_read_from_use_trees_and_paths() {
 /// line to its closing brace: a longer one is split into named steps.
 const MAX_FUNCTION_LINES: usize = 120;
 
-/// Functions still over [`MAX_FUNCTION_LINES`], by file and name. Other work is rewriting these
-/// files (the agent, the local simulator, the model's validation and Kueue's queue simulation),
-/// so they are split once it has landed rather than under it. The list only shrinks:
-/// [`no_function_is_over_the_line_limit`] fails on an entry whose function is now short or gone.
-const LONG_FUNCTIONS_FOR_NOW: &[(&str, &str)] = &[
-    ("src/local/autoscaler.rs", "provision"),
-    ("src/local/kueue/provisioning.rs", "provisioning_checks"),
-    ("src/local/ray.rs", "reconcile"),
-    ("src/local/store/apply.rs", "apply"),
-];
-
 /// A function longer than the limit: its name, the line of its `fn` (from 1) and how many lines
 /// it spans.
 #[derive(Debug, PartialEq)]
@@ -823,8 +812,7 @@ fn long_functions(text: &str, limit: usize) -> Vec<LongFunction> {
     long
 }
 
-/// Every function in `src/` is at most [`MAX_FUNCTION_LINES`] long, but for the ones
-/// [`LONG_FUNCTIONS_FOR_NOW`] names, each of which must still be over it.
+/// Every function in `src/` is at most [`MAX_FUNCTION_LINES`] long.
 #[test]
 fn no_function_is_over_the_line_limit() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -838,28 +826,12 @@ fn no_function_is_over_the_line_limit() {
     }
     let over: Vec<String> = found
         .iter()
-        .filter(|(file, f)| !LONG_FUNCTIONS_FOR_NOW.contains(&(file.as_str(), f.name.as_str())))
         .map(|(file, f)| format!("{file}:{} `{}` is {} lines", f.line, f.name, f.lines))
-        .collect();
-    let stale: Vec<String> = LONG_FUNCTIONS_FOR_NOW
-        .iter()
-        .filter(|(file, name)| {
-            !found
-                .iter()
-                .any(|(f, long)| f == file && long.name == *name)
-        })
-        .map(|(file, name)| format!("{file} `{name}`"))
         .collect();
     assert!(
         over.is_empty(),
         "functions over {MAX_FUNCTION_LINES} lines (split each into named steps):\n{}",
         over.join("\n")
-    );
-    assert!(
-        stale.is_empty(),
-        "LONG_FUNCTIONS_FOR_NOW names functions no longer over {MAX_FUNCTION_LINES} lines (or gone): \
-         remove them from the list:\n{}",
-        stale.join("\n")
     );
 }
 

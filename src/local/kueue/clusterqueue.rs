@@ -21,7 +21,7 @@ pub(super) struct QueueInputs {
 
 impl QueueInputs {
     pub fn read(store: &Store) -> QueueInputs {
-        let workloads: Vec<Value> = store.of_kind(KUEUE, "Workload").cloned().collect();
+        let workloads: Vec<Value> = store.of_kind(KUEUE, "Workload").map(status_part).collect();
         let mut kueue = Cluster::default();
         for kind in [
             "ResourceFlavor",
@@ -34,6 +34,16 @@ impl QueueInputs {
         }
         QueueInputs { workloads, kueue }
     }
+}
+
+/// What of a Workload its queues' status reads (its queue, whether it is active, its status):
+/// not its podsets, which are most of it.
+fn status_part(w: &Value) -> Value {
+    json!({
+        "metadata": {"namespace": w["metadata"]["namespace"], "name": w["metadata"]["name"]},
+        "spec": {"queueName": w["spec"]["queueName"], "active": w["spec"]["active"]},
+        "status": w["status"],
+    })
 }
 
 /// A Workload waiting for quota (and allowed to get it).

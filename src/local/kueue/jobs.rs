@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use serde_json::{Value, json};
 
 use super::super::controller::Ctx;
-use super::super::store::{Key, Store, child_map, set_condition};
+use super::super::store::{Changes, Key, Store, child_map, set_condition};
 use super::podset::{flavor, inject_flavor, merge_into};
 use super::workload::{check_states, drop_finalizer};
 use super::{KUEUE, MANAGER, PROVREQ_PREFIX, condition_true, deleting, finished, workload_keys};
@@ -72,31 +72,59 @@ fn workload_priority_class(job: &Value) -> Option<String> {
     }
 }
 
-pub(super) fn jobs_to_workloads(ctx: &mut Ctx<'_>) -> bool {
+/// The queued jobs that may lack a Workload: every one when a Workload went (or after a
+/// restart), else those written since the last pass. Only those not being deleted, with a
+/// queue, and not finished.
+fn jobs_that_may_need_workloads(store: &Store, changes: &Changes) -> Vec<Key> {
+    let workload_gone = changes
+        .of_kind(KUEUE, "Workload")
+        .any(|k| store.get(k).is_none());
+    let keys: Vec<Key> = if changes.all || workload_gone {
+        JOB_KINDS
+            .iter()
+            .flat_map(|(group, kind)| store.keys_of_kind(group, kind))
+            .collect()
+    } else {
+        JOB_KINDS
+            .iter()
+            .flat_map(|(group, kind)| changes.of_kind(group, kind).cloned())
+            .collect()
+    };
+    keys.into_iter()
+        .filter(|key| {
+            store.get(key).is_some_and(|job| {
+                !deleting(job)
+                    && job
+                        .pointer("/metadata/labels")
+                        .and_then(|l| l.get(QUEUE_NAME_LABEL))
+                        .is_some()
+                    && job.pointer("/status/jobDeploymentStatus") != Some(&json!("Complete"))
+                    && job_outcome(job).is_none()
+            })
+        })
+        .collect()
+}
+
+/// A Workload for each queued job without one (of its current run).
+pub(super) fn jobs_to_workloads(ctx: &mut Ctx<'_>, changes: &Changes) -> bool {
     let mut changed = false;
-    let jobs: Vec<Value> = JOB_KINDS
-        .iter()
-        .flat_map(|(group, kind)| ctx.store.of_kind(group, kind))
-        .cloned()
-        .collect();
-    let owned = super::super::workload::current_runs(ctx.store.of_kind(KUEUE, "Workload"), &jobs);
+    let keys = jobs_that_may_need_workloads(ctx.store, changes);
+    if keys.is_empty() {
+        return false;
+    }
+    let jobs: Vec<Value> = {
+        let candidates: Vec<&Value> = keys.iter().filter_map(|k| ctx.store.get(k)).collect();
+        let owned = super::super::workload::current_runs(
+            ctx.store.of_kind(KUEUE, "Workload"),
+            candidates.iter().copied(),
+        );
+        candidates
+            .into_iter()
+            .filter(|job| !owned.contains_key(uid_of(job)))
+            .cloned()
+            .collect()
+    };
     for job in jobs {
-        if deleting(&job)
-            || job
-                .pointer("/metadata/labels")
-                .and_then(|l| l.get(QUEUE_NAME_LABEL))
-                .is_none()
-        {
-            continue;
-        }
-        if owned.contains_key(uid_of(&job)) {
-            continue;
-        }
-        if job.pointer("/status/jobDeploymentStatus") == Some(&json!("Complete"))
-            || job_outcome(&job).is_some()
-        {
-            continue;
-        }
         let mut workload = super::super::workload::for_job(&job, priority_of(ctx.store, &job));
         if let Some(class) = workload_priority_class(&job) {
             // v1beta2 names the class, whose value the WorkloadPriorityClass controller keeps
@@ -214,14 +242,24 @@ fn template_pointer(job: &Value, podset: &str) -> Option<String> {
 pub(super) fn suspend_or_resume_jobs(ctx: &mut Ctx<'_>) -> bool {
     let mut changed = false;
     let now = ctx.now;
-    for key in workload_keys(ctx.store) {
-        let Some(w) = ctx.store.get(&key).cloned() else {
-            continue;
-        };
-        let Some(job) = owner_job(ctx.store, &w).cloned() else {
-            continue;
-        };
+    // Only the Workloads whose job is to be resumed or suspended are copied.
+    let acting: Vec<(Value, Value)> = ctx
+        .store
+        .of_kind(KUEUE, "Workload")
+        .filter_map(|w| {
+            let job = owner_job(ctx.store, w)?;
+            let suspended = job.pointer("/spec/suspend") == Some(&json!(true));
+            let admitted = condition_true(w, "Admitted") && !finished(w);
+            let acts = (admitted && suspended) || (!admitted && !suspended && !finished(w));
+            acts.then(|| (w.clone(), job.clone()))
+        })
+        .collect();
+    for (w, job) in acting {
         let job_key = Key::of(&job);
+        // As written by the Workloads before this one.
+        let Some(job) = ctx.store.get(&job_key).cloned() else {
+            continue;
+        };
         let suspended = job.pointer("/spec/suspend") == Some(&json!(true));
         let admitted = condition_true(&w, "Admitted") && !finished(&w);
         if admitted && suspended {

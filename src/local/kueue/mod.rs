@@ -104,6 +104,17 @@ pub fn parse_time(text: &str) -> Option<u64> {
         .map(|t| (t.seconds.max(0) as u64) * 1000 + u64::from(t.nanos / 1_000_000))
 }
 
+/// Whether Kueue's controllers read objects at `key`: its own kinds, the jobs it queues,
+/// priority classes and namespaces.
+pub fn reads(key: &Key) -> bool {
+    key.group == KUEUE
+        || jobs::JOB_KINDS
+            .iter()
+            .any(|(group, kind)| key.group == *group && key.kind == *kind)
+        || (key.group == "scheduling.k8s.io" && key.kind == "PriorityClass")
+        || (key.group.is_empty() && key.kind == "Namespace")
+}
+
 fn workload_keys(store: &Store) -> Vec<Key> {
     store.keys_of_kind(KUEUE, "Workload")
 }
@@ -126,7 +137,7 @@ pub fn reconcile(ctx: &mut Ctx<'_>) -> Outcome {
     changed |= workload::release_deleted(ctx);
     changed |= workloadpriorityclass::workload_priorities(ctx, &changes);
     changed |= workload::release_on_queue_stops(ctx, &changes);
-    changed |= jobs::jobs_to_workloads(ctx);
+    changed |= jobs::jobs_to_workloads(ctx, &changes);
     changed |= jobs::finish_workloads(ctx);
     changed |= workload::requeue(ctx);
     changed |= scheduler::schedule(ctx);

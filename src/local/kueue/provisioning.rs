@@ -65,151 +65,186 @@ pub(super) fn admission_check_status(ctx: &mut Ctx<'_>) -> bool {
 /// The ProvisioningRequest admission check controller.
 pub(super) fn provisioning_checks(ctx: &mut Ctx<'_>) -> bool {
     let mut changed = false;
-    let now = ctx.now;
     for key in workload_keys(ctx.store) {
-        let Some(w) = ctx.store.get(&key).cloned() else {
+        // Only Workloads holding quota with a pending check are this controller's.
+        let Some(w) = ctx
+            .store
+            .get(&key)
+            .filter(|w| reserving(w) && !deleting(w))
+            .filter(|w| check_states(w).iter().any(|s| s["state"] == "Pending"))
+            .cloned()
+        else {
             continue;
         };
-        if !reserving(&w) || deleting(&w) {
-            continue;
-        }
         for state in check_states(&w) {
-            let check = state["name"].as_str().unwrap_or_default().to_string();
             if state["state"] != "Pending" {
                 continue;
             }
-            let Some(ac) = ctx
-                .store
-                .get(&Key::new(
-                    "kueue.x-k8s.io/v1beta2",
-                    "AdmissionCheck",
-                    None,
-                    &check,
-                ))
-                .cloned()
-            else {
-                continue;
-            };
-            if ac.pointer("/spec/controllerName").and_then(Value::as_str)
-                != Some(PROVISIONING_CONTROLLER)
-                || !condition_true(&ac, "Active")
-            {
-                continue;
-            }
-            let config_name = ac
-                .pointer("/spec/parameters/name")
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            let Some(config) = ctx
-                .store
-                .get(&Key::new(
-                    "kueue.x-k8s.io/v1beta2",
-                    "ProvisioningRequestConfig",
-                    None,
-                    config_name,
-                ))
-                .cloned()
-            else {
-                continue;
-            };
-            let attempt = *ctx.sim.attempts.entry(uid_of(&w).to_string()).or_insert(1);
-            let pr_name = format!("{}-{check}-{attempt}", name_of(&w));
-            let namespace = key.namespace.clone();
-            let pr_key = Key::new(
-                "autoscaling.x-k8s.io/v1",
-                "ProvisioningRequest",
-                Some(&namespace),
-                &pr_name,
-            );
-            let Some(pr) = ctx.store.get(&pr_key).cloned() else {
-                changed |= create_request(ctx, &w, &config, &pr_name);
-                continue;
-            };
-            let class = config
-                .pointer("/spec/provisioningClassName")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string();
-            let message_of = |kind: &str| {
-                condition(&pr, kind)
-                    .and_then(|c| c["message"].as_str())
-                    .unwrap_or_default()
-                    .to_string()
-            };
-            // The one rule for which condition wins (placement::provisioning), as status and watch
-            // read it.
-            let admitted = condition_true(&w, "Admitted");
-            let pr_state = crate::placement::provisioning::request_state(&pr, admitted).state;
-            if pr_state == RequestState::Provisioned {
-                let updates: Vec<Value> = pr["spec"]["podSets"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|ps| ps.pointer("/podTemplateRef/name").and_then(Value::as_str))
-                    .filter_map(|t| t.strip_prefix(&format!("ppt-{pr_name}-")))
-                    .map(|podset| {
-                        json!({"name": podset, "annotations": {
-                            CONSUME_ANNOTATION: pr_name, CLASS_ANNOTATION: class}})
-                    })
-                    .collect();
-                changed |= ctx.store.update(&key, MANAGER, true, now, |o| {
-                    set_check(o, &check, "Ready", "", Some(Value::Array(updates)), now);
-                });
-            } else if pr_state.is_failure() {
-                let limit = config
-                    .pointer("/spec/retryStrategy/backoffLimitCount")
-                    .and_then(Value::as_u64)
-                    .unwrap_or(3) as u32;
-                let base = config
-                    .pointer("/spec/retryStrategy/backoffBaseSeconds")
-                    .and_then(Value::as_u64)
-                    .unwrap_or(60);
-                let max = config
-                    .pointer("/spec/retryStrategy/backoffMaxSeconds")
-                    .and_then(Value::as_u64)
-                    .unwrap_or(1800);
-                let failure = message_of(pr_state.as_str());
-                if attempt <= limit {
-                    let backoff = (base.saturating_mul(1 << (attempt - 1).min(20))).min(max);
-                    let at = timestamp(now + backoff * 1000);
-                    ctx.sim.attempts.insert(uid_of(&w).to_string(), attempt + 1);
-                    changed |= ctx.store.update(&key, MANAGER, true, now, |o| {
-                        set_check(
-                            o,
-                            &check,
-                            "Pending",
-                            &format!("Retrying after failure: {failure}"),
-                            None,
-                            now,
-                        );
-                        evict(
-                            o,
-                            "AdmissionCheck",
-                            &format!("At least one admission check is false: {check}: {failure}"),
-                            now,
-                        );
-                        o["status"]["requeueState"] = json!({"count": attempt, "requeueAt": at});
-                    });
-                } else {
-                    changed |= ctx.store.update(&key, MANAGER, true, now, |o| {
-                        set_check(o, &check, "Rejected", &failure, None, now);
-                        evict(o, "Deactivated", &format!("The workload is deactivated due to Rejected admission check {check} after {limit} retries"), now);
-                    });
-                    changed |= ctx.store.update(&key, MANAGER, false, now, |o| {
-                        o["spec"]["active"] = json!(false);
-                    });
-                }
-                changed |= ctx.store.delete(&pr_key, false, now);
-            } else {
-                let message = message_of("Provisioned");
-                if state["message"] != message.as_str() {
-                    changed |= ctx.store.update(&key, MANAGER, true, now, |o| {
-                        set_check(o, &check, "Pending", &message, None, now);
-                    });
-                }
-            }
+            changed |= pending_check(ctx, &key, &w, &state);
         }
     }
+    changed
+}
+
+/// The ProvisioningRequestConfig of the active provisioning AdmissionCheck named `check`.
+fn provisioning_config(ctx: &Ctx<'_>, check: &str) -> Option<Value> {
+    let ac = ctx.store.get(&Key::new(
+        "kueue.x-k8s.io/v1beta2",
+        "AdmissionCheck",
+        None,
+        check,
+    ))?;
+    if ac.pointer("/spec/controllerName").and_then(Value::as_str) != Some(PROVISIONING_CONTROLLER)
+        || !condition_true(ac, "Active")
+    {
+        return None;
+    }
+    let config_name = ac
+        .pointer("/spec/parameters/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    ctx.store
+        .get(&Key::new(
+            "kueue.x-k8s.io/v1beta2",
+            "ProvisioningRequestConfig",
+            None,
+            config_name,
+        ))
+        .cloned()
+}
+
+/// One pending provisioning check of the Workload `w` (at `key`): its ProvisioningRequest
+/// created, or the request's state mirrored into the check.
+fn pending_check(ctx: &mut Ctx<'_>, key: &Key, w: &Value, state: &Value) -> bool {
+    let now = ctx.now;
+    let check = state["name"].as_str().unwrap_or_default().to_string();
+    let Some(config) = provisioning_config(ctx, &check) else {
+        return false;
+    };
+    let attempt = *ctx.sim.attempts.entry(uid_of(w).to_string()).or_insert(1);
+    let pr_name = format!("{}-{check}-{attempt}", name_of(w));
+    let pr_key = Key::new(
+        "autoscaling.x-k8s.io/v1",
+        "ProvisioningRequest",
+        Some(&key.namespace),
+        &pr_name,
+    );
+    let Some(pr) = ctx.store.get(&pr_key).cloned() else {
+        return create_request(ctx, w, &config, &pr_name);
+    };
+    // The one rule for which condition wins (placement::provisioning), as status and watch
+    // read it.
+    let admitted = condition_true(w, "Admitted");
+    let pr_state = crate::placement::provisioning::request_state(&pr, admitted).state;
+    if pr_state == RequestState::Provisioned {
+        let class = config
+            .pointer("/spec/provisioningClassName")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let updates = pod_set_updates(&pr, &pr_name, class);
+        ctx.store.update(key, MANAGER, true, now, |o| {
+            set_check(o, &check, "Ready", "", Some(updates), now);
+        })
+    } else if pr_state.is_failure() {
+        let failure = request_message(&pr, pr_state.as_str());
+        let failed = FailedRequest {
+            check: &check,
+            config: &config,
+            attempt,
+            failure: &failure,
+        };
+        let mut changed = retry_or_reject(ctx, key, w, &failed);
+        changed |= ctx.store.delete(&pr_key, false, now);
+        changed
+    } else {
+        let message = request_message(&pr, "Provisioned");
+        if state["message"] == message.as_str() {
+            return false;
+        }
+        ctx.store.update(key, MANAGER, true, now, |o| {
+            set_check(o, &check, "Pending", &message, None, now);
+        })
+    }
+}
+
+/// The message of the request's condition `kind` (empty without one).
+fn request_message(pr: &Value, kind: &str) -> String {
+    condition(pr, kind)
+        .and_then(|c| c["message"].as_str())
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// The pod-set updates a provisioned request gives its Workload's podsets: the annotations that
+/// make their pods consume it.
+fn pod_set_updates(pr: &Value, pr_name: &str, class: &str) -> Value {
+    let prefix = format!("ppt-{pr_name}-");
+    let updates: Vec<Value> = pr["spec"]["podSets"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|ps| ps.pointer("/podTemplateRef/name").and_then(Value::as_str))
+        .filter_map(|t| t.strip_prefix(&prefix))
+        .map(|podset| {
+            json!({"name": podset, "annotations": {
+                CONSUME_ANNOTATION: pr_name, CLASS_ANNOTATION: class}})
+        })
+        .collect();
+    Value::Array(updates)
+}
+
+/// A ProvisioningRequest that failed: which check, its config, which attempt it was, and why.
+struct FailedRequest<'a> {
+    check: &'a str,
+    config: &'a Value,
+    attempt: u32,
+    failure: &'a str,
+}
+
+/// After a failed request: the Workload evicted and retried after Kueue's backoff, or, past the
+/// config's `backoffLimitCount`, the check rejected and the Workload deactivated.
+fn retry_or_reject(ctx: &mut Ctx<'_>, key: &Key, w: &Value, failed: &FailedRequest<'_>) -> bool {
+    let now = ctx.now;
+    let retry = |field: &str, default: u64| {
+        failed
+            .config
+            .pointer(&format!("/spec/retryStrategy/{field}"))
+            .and_then(Value::as_u64)
+            .unwrap_or(default)
+    };
+    let limit = retry("backoffLimitCount", 3) as u32;
+    let base = retry("backoffBaseSeconds", 60);
+    let max = retry("backoffMaxSeconds", 1800);
+    let (check, failure, attempt) = (failed.check, failed.failure, failed.attempt);
+    if attempt <= limit {
+        let backoff = (base.saturating_mul(1 << (attempt - 1).min(20))).min(max);
+        let at = timestamp(now + backoff * 1000);
+        ctx.sim.attempts.insert(uid_of(w).to_string(), attempt + 1);
+        return ctx.store.update(key, MANAGER, true, now, |o| {
+            set_check(
+                o,
+                check,
+                "Pending",
+                &format!("Retrying after failure: {failure}"),
+                None,
+                now,
+            );
+            evict(
+                o,
+                "AdmissionCheck",
+                &format!("At least one admission check is false: {check}: {failure}"),
+                now,
+            );
+            o["status"]["requeueState"] = json!({"count": attempt, "requeueAt": at});
+        });
+    }
+    let mut changed = ctx.store.update(key, MANAGER, true, now, |o| {
+        set_check(o, check, "Rejected", failure, None, now);
+        evict(o, "Deactivated", &format!("The workload is deactivated due to Rejected admission check {check} after {limit} retries"), now);
+    });
+    changed |= ctx.store.update(key, MANAGER, false, now, |o| {
+        o["spec"]["active"] = json!(false);
+    });
     changed
 }
 

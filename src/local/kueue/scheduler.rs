@@ -9,58 +9,31 @@
 
 use serde_json::{Value, json};
 
-use super::super::controller::Ctx;
-use super::super::store::{Key, remove_condition, set_condition, timestamp};
+use std::collections::BTreeSet;
+
+use super::super::controller::{Ctx, SchedulerMemory};
+use super::super::store::{Changes, Key, remove_condition, set_condition, timestamp};
 use super::workload::evict;
 use super::{KUEUE, MANAGER, deleting, finished, parse_time, reserving, sum};
 use crate::placement::objects::KUEUE_KINDS;
 use crate::placement::{Cluster, PendingWorkload, Placement, PlacementState, predict};
-use crate::vocab::object::{name_of, namespace_of, owners};
+use crate::vocab::object::{condition, name_of, namespace_of, owners};
 
 /// The scheduler: gkq's placement prediction over the live cluster decides.
 pub(super) fn schedule(ctx: &mut Ctx<'_>) -> bool {
     let now = ctx.now;
-    // Nothing to admit without a Workload waiting for quota: then the queues are not read.
-    if !ctx
-        .store
-        .of_kind(KUEUE, "Workload")
-        .any(|w| !deleting(w) && !reserving(w) && !finished(w))
-    {
+    let Some(tried) = what_to_try(ctx) else {
         return false;
-    }
-    // Workloads Kueue parked without retrying them stay where they are.
-    let parked = super::workload::parked(ctx);
-    let mut cluster = Cluster::default();
-    let kueue_kinds = KUEUE_KINDS.iter().map(|kind| (KUEUE, *kind));
-    let others = [("scheduling.k8s.io", "PriorityClass"), ("", "Namespace")];
-    for (group, kind) in kueue_kinds.chain(others) {
-        for o in ctx.store.of_kind(group, kind) {
-            let queue_like = matches!(kind, "ClusterQueue" | "LocalQueue" | "Cohort");
-            if queue_like && deleting(o) {
-                continue;
-            }
-            let _ = cluster.add_object(o);
-        }
-    }
-    for w in ctx.store.of_kind(KUEUE, "Workload") {
-        let waiting = w
-            .pointer("/status/requeueState/requeueAt")
-            .and_then(Value::as_str)
-            .and_then(parse_time)
-            .is_some_and(|t| t > now);
-        let is_parked = !parked.is_empty()
-            && !reserving(w)
-            && parked.contains(&format!(
-                "{}/{}",
-                namespace_of(w).unwrap_or_default(),
-                name_of(w)
-            ));
-        if deleting(w) || waiting || is_parked {
-            continue;
-        }
-        let _ = cluster.add_object(w);
-    }
-    if cluster.pending_workloads.is_empty() {
+    };
+    let (cluster, holding) = scheduling_input(ctx, &tried);
+    let pending_any = !cluster.pending_workloads.is_empty();
+    let mut memory = SchedulerMemory {
+        holding,
+        at_ms: now,
+        tried: cluster.pending_workloads.len(),
+    };
+    if !pending_any {
+        ctx.sim.scheduler = Some(memory);
         return false;
     }
     let pending: Vec<PendingWorkload> = cluster.pending_workloads.clone();
@@ -75,51 +48,22 @@ pub(super) fn schedule(ctx: &mut Ctx<'_>) -> bool {
         );
         match placement.state {
             PlacementState::Admitted | PlacementState::WaitingForAdmissionChecks => {
-                let cq = placement.cluster_queue.clone().unwrap_or_default();
-                let assignments: Vec<Value> = placement
-                    .podsets
-                    .iter()
-                    .map(|ps| {
-                        let requests = workload
-                            .pod_sets
-                            .iter()
-                            .find(|p| p.name == ps.name)
-                            .map(|p| p.requests.clone())
-                            .unwrap_or_default();
-                        let mut usage = serde_json::Map::new();
-                        for resource in ps.flavors.keys() {
-                            if resource == "pods" {
-                                // Kueue's `pods` resource counts one per pod.
-                                usage.insert(resource.clone(), json!(ps.count.max(0).to_string()));
-                                continue;
-                            }
-                            if let Some(q) = requests.get(resource) {
-                                let copies = vec![*q; ps.count.max(0) as usize];
-                                usage.insert(resource.clone(), json!(sum(&copies).to_canonical_string()));
-                            }
-                        }
-                        json!({"name": ps.name, "flavors": ps.flavors, "resourceUsage": usage, "count": ps.count})
-                    })
-                    .collect();
-                let checks = placement.admission_checks.clone();
-                changed |= ctx.store.update(&key, MANAGER, true, now, |o| {
-                    o["status"]["admission"] =
-                        json!({"clusterQueue": cq, "podSetAssignments": assignments});
-                    set_condition(o, "QuotaReserved", "True", "QuotaReserved", &format!("Quota reserved in ClusterQueue {cq}"), now);
-                    remove_condition(o, "Evicted");
-                    if checks.is_empty() {
-                        set_condition(o, "Admitted", "True", "Admitted", "The workload is admitted", now);
-                    } else {
-                        let states: Vec<Value> = checks
-                            .iter()
-                            .map(|c| json!({"name": c, "state": "Pending", "message": "", "lastTransitionTime": timestamp(now)}))
-                            .collect();
-                        o["status"]["admissionChecks"] = Value::Array(states);
-                    }
-                });
+                changed |= reserve(ctx, &key, workload, placement);
+                memory.holding.insert(key);
             }
             PlacementState::Pending => {
                 let message = placement.reason.clone().unwrap_or_default();
+                let decided = ctx
+                    .store
+                    .get(&key)
+                    .and_then(|w| condition(w, "QuotaReserved"));
+                if decided.is_some_and(|c| {
+                    c["status"] == "False"
+                        && c["reason"] == "Pending"
+                        && c["message"] == message.as_str()
+                }) {
+                    continue;
+                }
                 changed |= ctx.store.update(&key, MANAGER, true, now, |o| {
                     set_condition(o, "QuotaReserved", "False", "Pending", &message, now);
                 });
@@ -127,7 +71,204 @@ pub(super) fn schedule(ctx: &mut Ctx<'_>) -> bool {
             _ => {}
         }
     }
+    ctx.sim.scheduler = Some(memory);
     changed
+}
+
+/// Which pending Workloads a run tries: `None` when nothing the scheduler reads changed since
+/// its last run (then it would decide as it did), `Some(None)` for all of them (after a restart,
+/// or when quota may have been freed or a queue, flavor, check, priority class or namespace
+/// changed), else `Some(Some(keys))`: the Workloads written since (new ones among them) and
+/// those Kueue keeps retrying (see [`tried_anyway`]). A Workload Kueue found no room for is
+/// parked as inadmissible and tried again only after such an event, as Kueue does
+/// (`pkg/cache/queue/cluster_queue.go`, `requeueIfNotPresent`; docs/kueue.md 1b).
+fn what_to_try(ctx: &mut Ctx<'_>) -> Option<Option<BTreeSet<Key>>> {
+    let mut changes = std::mem::replace(&mut ctx.sim.scheduler_changes, Changes::none());
+    let mut written = ctx.store.pending_changes().clone();
+    written.keys.retain(super::reads);
+    changes.merge(written);
+    let Some(memory) = &ctx.sim.scheduler else {
+        return Some(None);
+    };
+    let is_workload = |k: &Key| k.group == KUEUE && k.kind == "Workload";
+    let is_job = |k: &Key| {
+        super::jobs::JOB_KINDS
+            .iter()
+            .any(|(group, kind)| k.group == *group && k.kind == *kind)
+    };
+    let others = changes.keys.iter().any(|k| !is_workload(k) && !is_job(k));
+    let released = changes.keys.iter().filter(|k| is_workload(k)).any(|k| {
+        memory.holding.contains(k)
+            && ctx
+                .store
+                .get(k)
+                .is_none_or(|w| !reserving(w) || deleting(w))
+    });
+    if changes.all || others || released {
+        return Some(None);
+    }
+    let workloads: BTreeSet<Key> = changes.keys.into_iter().filter(is_workload).collect();
+    (!workloads.is_empty() || memory.at_ms != ctx.now).then_some(Some(workloads))
+}
+
+/// Pending Workloads tried whether or not they changed: those Kueue requeues by itself (after a
+/// backoff or an eviction), and those of a StrictFIFO queue, whose head blocks the rest.
+fn tried_anyway(w: &Value, strict_fifo: &BTreeSet<(String, String)>) -> bool {
+    let queue = (
+        namespace_of(w).unwrap_or_default().to_string(),
+        w.pointer("/spec/queueName")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
+    );
+    condition(w, "QuotaReserved").is_none()
+        || w.pointer("/status/requeueState").is_some()
+        || condition(w, "Evicted").is_some()
+        || strict_fifo.contains(&queue)
+}
+
+/// The LocalQueues (`namespace`, `name`) whose ClusterQueue is StrictFIFO, or missing.
+fn strict_fifo_queues(store: &super::super::store::Store) -> BTreeSet<(String, String)> {
+    store
+        .of_kind(KUEUE, "LocalQueue")
+        .filter(|lq| {
+            let cq = lq
+                .pointer("/spec/clusterQueue")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            store
+                .get(&Key::new(
+                    "kueue.x-k8s.io/v1beta2",
+                    "ClusterQueue",
+                    None,
+                    cq,
+                ))
+                .is_none_or(|cq| {
+                    cq.pointer("/spec/queueingStrategy").and_then(Value::as_str)
+                        == Some("StrictFIFO")
+                })
+        })
+        .map(|lq| {
+            (
+                namespace_of(lq).unwrap_or_default().to_string(),
+                name_of(lq).to_string(),
+            )
+        })
+        .collect()
+}
+
+/// The cluster the prediction reads: Kueue's objects, priority classes, namespaces, the
+/// Workloads holding quota and the pending ones `tried` names (all with `None`), less those
+/// waiting for a requeue or parked; and the keys of the Workloads holding quota.
+fn scheduling_input(ctx: &mut Ctx<'_>, tried: &Option<BTreeSet<Key>>) -> (Cluster, BTreeSet<Key>) {
+    let now = ctx.now;
+    // Workloads Kueue parked without retrying them stay where they are.
+    let parked = super::workload::parked(ctx);
+    let strict_fifo = strict_fifo_queues(ctx.store);
+    let mut cluster = Cluster::default();
+    let mut holding = BTreeSet::new();
+    let mut read: Vec<&Value> = Vec::new();
+    let mut pending_any = false;
+    for w in ctx.store.of_kind(KUEUE, "Workload") {
+        if deleting(w) || finished(w) {
+            continue;
+        }
+        if reserving(w) {
+            holding.insert(Key::of(w));
+            read.push(w);
+            continue;
+        }
+        let waiting = w
+            .pointer("/status/requeueState/requeueAt")
+            .and_then(Value::as_str)
+            .and_then(parse_time)
+            .is_some_and(|t| t > now);
+        let is_parked = !parked.is_empty()
+            && parked.contains(&format!(
+                "{}/{}",
+                namespace_of(w).unwrap_or_default(),
+                name_of(w)
+            ));
+        let wanted = match tried {
+            None => true,
+            Some(keys) => tried_anyway(w, &strict_fifo) || keys.contains(&Key::of(w)),
+        };
+        if waiting || is_parked || !wanted {
+            continue;
+        }
+        pending_any = true;
+        read.push(w);
+    }
+    if !pending_any {
+        return (cluster, holding);
+    }
+    // The queues and flavors first: the Workloads are read against them.
+    let kueue_kinds = KUEUE_KINDS.iter().map(|kind| (KUEUE, *kind));
+    let others = [("scheduling.k8s.io", "PriorityClass"), ("", "Namespace")];
+    for (group, kind) in kueue_kinds.chain(others) {
+        for o in ctx.store.of_kind(group, kind) {
+            let queue_like = matches!(kind, "ClusterQueue" | "LocalQueue" | "Cohort");
+            if queue_like && deleting(o) {
+                continue;
+            }
+            let _ = cluster.add_object(o);
+        }
+    }
+    for w in read {
+        let _ = cluster.add_object(w);
+    }
+    (cluster, holding)
+}
+
+/// Writes the reservation the prediction made for `workload` as Kueue writes it.
+fn reserve(
+    ctx: &mut Ctx<'_>,
+    key: &Key,
+    workload: &PendingWorkload,
+    placement: &Placement,
+) -> bool {
+    let now = ctx.now;
+    let cq = placement.cluster_queue.clone().unwrap_or_default();
+    let assignments: Vec<Value> = placement
+        .podsets
+        .iter()
+        .map(|ps| {
+            let requests = workload
+                .pod_sets
+                .iter()
+                .find(|p| p.name == ps.name)
+                .map(|p| p.requests.clone())
+                .unwrap_or_default();
+            let mut usage = serde_json::Map::new();
+            for resource in ps.flavors.keys() {
+                if resource == "pods" {
+                    // Kueue's `pods` resource counts one per pod.
+                    usage.insert(resource.clone(), json!(ps.count.max(0).to_string()));
+                    continue;
+                }
+                if let Some(q) = requests.get(resource) {
+                    let copies = vec![*q; ps.count.max(0) as usize];
+                    usage.insert(resource.clone(), json!(sum(&copies).to_canonical_string()));
+                }
+            }
+            json!({"name": ps.name, "flavors": ps.flavors, "resourceUsage": usage, "count": ps.count})
+        })
+        .collect();
+    let checks = placement.admission_checks.clone();
+    ctx.store.update(key, MANAGER, true, now, |o| {
+        o["status"]["admission"] = json!({"clusterQueue": cq, "podSetAssignments": assignments});
+        set_condition(o, "QuotaReserved", "True", "QuotaReserved", &format!("Quota reserved in ClusterQueue {cq}"), now);
+        remove_condition(o, "Evicted");
+        if checks.is_empty() {
+            set_condition(o, "Admitted", "True", "Admitted", "The workload is admitted", now);
+        } else {
+            let states: Vec<Value> = checks
+                .iter()
+                .map(|c| json!({"name": c, "state": "Pending", "message": "", "lastTransitionTime": timestamp(now)}))
+                .collect();
+            o["status"]["admissionChecks"] = Value::Array(states);
+        }
+    })
 }
 
 /// Evicts the Workloads holding quota that the prediction preempts (`preempted` names each by

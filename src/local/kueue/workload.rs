@@ -193,7 +193,20 @@ pub(super) fn release_on_queue_stops(ctx: &mut Ctx<'_>, changes: &Changes) -> bo
             let _ = cluster.add_object(queue);
         }
     }
-    for w in ctx.store.of_kind(KUEUE, "Workload") {
+    // A queue's change can release any Workload; a Workload's change only itself.
+    let queues_changed = changes.all
+        || ["ClusterQueue", "LocalQueue"]
+            .iter()
+            .any(|kind| changes.touches(KUEUE, kind));
+    let workloads: Vec<&Value> = if queues_changed {
+        ctx.store.of_kind(KUEUE, "Workload").collect()
+    } else {
+        changes
+            .of_kind(KUEUE, "Workload")
+            .filter_map(|k| ctx.store.get(k))
+            .collect()
+    };
+    for w in workloads {
         if reserving(w) && !deleting(w) {
             let _ = cluster.add_object(w);
         }

@@ -32,166 +32,39 @@ impl Store {
             object: describe.clone(),
             message,
         };
-        let name = object
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .filter(|n| !n.is_empty())
-            .ok_or_else(|| invalid("metadata.name: Required value: name is required".into()))?;
-        let namespace = object
-            .pointer("/metadata/namespace")
-            .and_then(Value::as_str);
-        let namespace = match (info.namespaced, namespace) {
-            (true, Some(ns)) if !ns.is_empty() => Some(ns),
-            (true, _) => {
-                return Err(invalid(
-                    "metadata.namespace: Required value: the kind is namespaced".into(),
-                ));
-            }
-            (false, _) => None,
-        };
-        if let Some(ns) = namespace
-            && !self.namespace_exists(ns)
-        {
-            return Err(KubeError::Api {
-                object: describe,
-                code: 404,
-                reason: "NotFound".into(),
-                message: format!("namespaces \"{ns}\" not found"),
-            });
-        }
-        if object["apiVersion"] != info.api_version.as_str() || object["kind"] != info.kind.as_str()
-        {
-            return Err(invalid(format!(
-                "the object is {} {}, not {} {}",
-                object["apiVersion"], object["kind"], info.api_version, info.kind
-            )));
-        }
-        let key = Key::new(&info.api_version, &info.kind, namespace, name);
-
-        // Strict field validation against the CRD schema, as gkq's applies request.
-        let schema = self
-            .crd_for(&info.api_version, &info.kind)
-            .and_then(|crd| schema::version_schema(crd, version_of(&info.api_version)))
-            .cloned();
-        if let Some(schema) = &schema {
-            let problems = schema::problems(schema, object);
-            if !problems.is_empty() {
-                return Err(invalid(format!(
-                    "failed to create typed patch object ({}, Kind={}): {}",
-                    info.api_version,
-                    info.kind,
-                    problems.join(", ")
-                )));
-            }
-        }
-        validate_metadata(object).map_err(invalid)?;
+        let key = self.apply_target(info, object, &describe)?;
+        self.validate_applied(info, object).map_err(invalid)?;
 
         let live = self.objects.get(&key).cloned();
-        // As the API server: a resourceVersion in the applied object is a precondition on an
-        // update, and ignored on a create (docs/kubernetes-api.md 1).
-        if let (Some(live), Some(wanted)) = (&live, resource_version(object))
-            && resource_version(live) != Some(wanted)
-        {
-            return Err(KubeError::Changed {
-                object: describe,
-                message: format!(
-                    "the object has been modified (resourceVersion {wanted} is now {})",
-                    resource_version(live).unwrap_or("")
-                ),
-            });
-        }
+        check_resource_version(live.as_ref(), object, &describe)?;
         let mut applied = object.clone();
         if let Some(map) = applied.as_object_mut() {
             map.remove("status");
         }
         let applied_fields = apply_fieldset(&applied);
         let mut entries = live.as_ref().map(managed_entries).unwrap_or_default();
-
-        // Conflicts with every other manager's fields.
-        let mut conflicts = Vec::new();
-        for entry in entries.iter_mut() {
-            if entry.is(manager, Operation::Apply) || entry.subresource.is_some() {
-                continue;
-            }
-            let mut taken = Vec::new();
-            for field in &applied_fields {
-                for owned in overlapping(&entry.fields, field) {
-                    let shorter = if field.len() <= owned.len() {
-                        field
-                    } else {
-                        owned
-                    };
-                    let live_value = live.as_ref().and_then(|l| value_at(l, shorter));
-                    let applied_value = value_at(&applied, shorter);
-                    // An empty map owns no keys inside it: no conflict with deeper fields.
-                    if field != owned
-                        && (applied_value.is_some_and(Value::is_object)
-                            || live_value.is_some_and(Value::is_object))
-                    {
-                        continue;
-                    }
-                    if live_value != applied_value {
-                        conflicts.push(FieldConflict {
-                            field: format!(".{}", owned.join(".")),
-                            manager: entry.manager.clone(),
-                        });
-                        taken.push(owned.clone());
-                    }
-                }
-            }
-            if force {
-                for f in &taken {
-                    entry.fields.remove(f);
-                }
-            }
-        }
+        let conflicts = take_conflicting_fields(
+            &mut entries,
+            manager,
+            &applied_fields,
+            live.as_ref(),
+            &applied,
+            force,
+        );
         if !conflicts.is_empty() && !force {
-            conflicts.dedup();
-            let message = format!(
-                "Apply failed with {} conflict{}: {}",
-                conflicts.len(),
-                if conflicts.len() == 1 { "" } else { "s" },
-                conflicts
-                    .iter()
-                    .map(|c| format!(
-                        "conflict with \"{}\" using {}: {}",
-                        c.manager, info.api_version, c.field
-                    ))
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            );
-            return Err(KubeError::Conflict {
-                object: describe,
-                conflicts,
-                message,
-            });
+            return Err(conflict_error(describe, conflicts, &info.api_version));
         }
 
         let create = live.is_none();
-        let mut new = live.clone().unwrap_or_else(|| {
-            json!({"apiVersion": info.api_version, "kind": info.kind, "metadata": {"name": name}})
-        });
-        if let Some(ns) = namespace {
-            new["metadata"]["namespace"] = json!(ns);
-        }
-        // Leaves this manager applied before and no longer does go, unless someone else owns them.
-        let previous: FieldSet = entries
-            .iter()
-            .find(|e| e.is(manager, Operation::Apply))
-            .map(|e| e.fields.clone())
-            .unwrap_or_default();
-        for field in previous.difference(&applied_fields) {
-            let shared = entries
-                .iter()
-                .filter(|e| !e.is(manager, Operation::Apply))
-                .any(|e| !overlapping(&e.fields, field).is_empty());
-            if !shared {
-                remove_at(&mut new, field);
-            }
-        }
-        merge(&mut new, &applied);
-        new["apiVersion"] = json!(info.api_version);
-
+        let new = merged_object(
+            info,
+            &key,
+            live.as_ref(),
+            &applied,
+            &entries,
+            manager,
+            &applied_fields,
+        );
         entries.retain(|e| !e.is(manager, Operation::Apply));
         entries.push(ManagedEntry {
             manager: manager.to_string(),
@@ -218,6 +91,75 @@ impl Store {
             },
             other => other,
         })
+    }
+
+    /// The key an applied object is stored under: its name, its namespace (required for a
+    /// namespaced kind, and existing), and the kind `info` names.
+    fn apply_target(
+        &self,
+        info: &ResourceInfo,
+        object: &Value,
+        describe: &str,
+    ) -> Result<Key, KubeError> {
+        let invalid = |message: String| KubeError::Invalid {
+            object: describe.to_string(),
+            message,
+        };
+        let name = object
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| invalid("metadata.name: Required value: name is required".into()))?;
+        let namespace = object
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str);
+        let namespace = match (info.namespaced, namespace) {
+            (true, Some(ns)) if !ns.is_empty() => Some(ns),
+            (true, _) => {
+                return Err(invalid(
+                    "metadata.namespace: Required value: the kind is namespaced".into(),
+                ));
+            }
+            (false, _) => None,
+        };
+        if let Some(ns) = namespace
+            && !self.namespace_exists(ns)
+        {
+            return Err(KubeError::Api {
+                object: describe.to_string(),
+                code: 404,
+                reason: "NotFound".into(),
+                message: format!("namespaces \"{ns}\" not found"),
+            });
+        }
+        if object["apiVersion"] != info.api_version.as_str() || object["kind"] != info.kind.as_str()
+        {
+            return Err(invalid(format!(
+                "the object is {} {}, not {} {}",
+                object["apiVersion"], object["kind"], info.api_version, info.kind
+            )));
+        }
+        Ok(Key::new(&info.api_version, &info.kind, namespace, name))
+    }
+
+    /// Strict field validation against the CRD schema, as gkq's applies request, and the
+    /// metadata every kind has.
+    fn validate_applied(&self, info: &ResourceInfo, object: &Value) -> Result<(), String> {
+        let schema = self
+            .crd_for(&info.api_version, &info.kind)
+            .and_then(|crd| schema::version_schema(crd, version_of(&info.api_version)));
+        if let Some(schema) = schema {
+            let problems = schema::problems(schema, object);
+            if !problems.is_empty() {
+                return Err(format!(
+                    "failed to create typed patch object ({}, Kind={}): {}",
+                    info.api_version,
+                    info.kind,
+                    problems.join(", ")
+                ));
+            }
+        }
+        validate_metadata(object)
     }
 
     /// Defaults, admission, metadata, and the write itself (unless `dry_run`).
@@ -394,6 +336,140 @@ impl Store {
         self.put(key, object);
         true
     }
+}
+
+/// As the API server: a resourceVersion in the applied object is a precondition on an update,
+/// and ignored on a create (docs/kubernetes-api.md 1).
+fn check_resource_version(
+    live: Option<&Value>,
+    object: &Value,
+    describe: &str,
+) -> Result<(), KubeError> {
+    if let (Some(live), Some(wanted)) = (live, resource_version(object))
+        && resource_version(live) != Some(wanted)
+    {
+        return Err(KubeError::Changed {
+            object: describe.to_string(),
+            message: format!(
+                "the object has been modified (resourceVersion {wanted} is now {})",
+                resource_version(live).unwrap_or("")
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// The fields of every other manager that `applied` sets to a different value (conflicts);
+/// with `force`, they are taken from that manager's entry.
+fn take_conflicting_fields(
+    entries: &mut [ManagedEntry],
+    manager: &str,
+    applied_fields: &FieldSet,
+    live: Option<&Value>,
+    applied: &Value,
+    force: bool,
+) -> Vec<FieldConflict> {
+    let mut conflicts = Vec::new();
+    for entry in entries.iter_mut() {
+        if entry.is(manager, Operation::Apply) || entry.subresource.is_some() {
+            continue;
+        }
+        let mut taken = Vec::new();
+        for field in applied_fields {
+            for owned in overlapping(&entry.fields, field) {
+                let shorter = if field.len() <= owned.len() {
+                    field
+                } else {
+                    owned
+                };
+                let live_value = live.and_then(|l| value_at(l, shorter));
+                let applied_value = value_at(applied, shorter);
+                // An empty map owns no keys inside it: no conflict with deeper fields.
+                if field != owned
+                    && (applied_value.is_some_and(Value::is_object)
+                        || live_value.is_some_and(Value::is_object))
+                {
+                    continue;
+                }
+                if live_value != applied_value {
+                    conflicts.push(FieldConflict {
+                        field: format!(".{}", owned.join(".")),
+                        manager: entry.manager.clone(),
+                    });
+                    taken.push(owned.clone());
+                }
+            }
+        }
+        if force {
+            for f in &taken {
+                entry.fields.remove(f);
+            }
+        }
+    }
+    conflicts
+}
+
+/// The API server's answer to an apply that conflicts without `force`.
+fn conflict_error(
+    describe: String,
+    mut conflicts: Vec<FieldConflict>,
+    api_version: &str,
+) -> KubeError {
+    conflicts.dedup();
+    let message = format!(
+        "Apply failed with {} conflict{}: {}",
+        conflicts.len(),
+        if conflicts.len() == 1 { "" } else { "s" },
+        conflicts
+            .iter()
+            .map(|c| format!(
+                "conflict with \"{}\" using {}: {}",
+                c.manager, api_version, c.field
+            ))
+            .collect::<Vec<_>>()
+            .join("; ")
+    );
+    KubeError::Conflict {
+        object: describe,
+        conflicts,
+        message,
+    }
+}
+
+/// The live object (or a new one) with `applied` merged in, less the leaves `manager` applied
+/// before and no longer does (unless another manager owns them too).
+fn merged_object(
+    info: &ResourceInfo,
+    key: &Key,
+    live: Option<&Value>,
+    applied: &Value,
+    entries: &[ManagedEntry],
+    manager: &str,
+    applied_fields: &FieldSet,
+) -> Value {
+    let mut new = live.cloned().unwrap_or_else(
+        || json!({"apiVersion": info.api_version, "kind": info.kind, "metadata": {"name": key.name}}),
+    );
+    if !key.namespace.is_empty() {
+        new["metadata"]["namespace"] = json!(key.namespace);
+    }
+    let previous: FieldSet = entries
+        .iter()
+        .find(|e| e.is(manager, Operation::Apply))
+        .map(|e| e.fields.clone())
+        .unwrap_or_default();
+    for field in previous.difference(applied_fields) {
+        let shared = entries
+            .iter()
+            .filter(|e| !e.is(manager, Operation::Apply))
+            .any(|e| !overlapping(&e.fields, field).is_empty());
+        if !shared {
+            remove_at(&mut new, field);
+        }
+    }
+    merge(&mut new, applied);
+    new["apiVersion"] = json!(info.api_version);
+    new
 }
 
 /// The fields in `set` that overlap `field` (one is a prefix of the other), without scanning the

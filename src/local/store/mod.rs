@@ -316,6 +316,11 @@ impl Store {
         self.changes.all || !self.changes.keys.is_empty()
     }
 
+    /// What changed since the last [`Store::take_changes`], without taking it.
+    pub fn pending_changes(&self) -> &Changes {
+        &self.changes
+    }
+
     /// What changed since the last call (see [`Changes`]).
     pub fn take_changes(&mut self) -> Changes {
         std::mem::replace(&mut self.changes, Changes::none())
