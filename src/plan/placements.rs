@@ -331,7 +331,9 @@ pub fn annotate(
         .actions
         .iter()
         .any(|a| a.kind.is_change() && changes_kueue(&a.addr));
-    let live_work_affected = touches_kueue && world.is_some();
+    // Live work moves when Kueue's objects change, and when the plan deletes or replaces a run
+    // that holds quota: what it frees goes to the Workloads that waited for it.
+    let live_work_affected = (touches_kueue || !released.is_empty()) && world.is_some();
     if jobs.is_empty() && !live_work_affected {
         plan.placements = Vec::new();
         plan.quota = Vec::new();

@@ -1506,6 +1506,80 @@ fn a_predicted_preemption_evicts_the_victim_on_the_local_target() {
     );
 }
 
+/// A plan that only deletes a running job (nothing of Kueue's changes) still says what Kueue
+/// then does with the quota it frees: the job that waited for that quota is admitted, in the
+/// plan's `workloadChanges`, and the local target's Kueue then admits it there.
+#[test]
+fn deleting_a_running_job_shows_the_waiting_job_it_lets_in() {
+    let ws = support::Workspace::example();
+    let state = ws.path().join("state");
+    let run = |args: &[&str]| ok(gkq_in(&ws, &state, args));
+    ws.edit("count: 2 ", "count: 1 ");
+    ws.edit(
+        "            - name: dws           # fallback: \"infinite\" quota\n              quota: {cpu: 1000000000, memory: 1000000000Gi, google.com/tpu: 1000000000}\n",
+        "",
+    );
+    let spec = std::fs::read_to_string(ws.spec_file()).unwrap();
+    let at = spec.find("  - name: rayjob-tpu-v6e-dws\n").unwrap();
+    let waiting = spec[at..]
+        .replacen("  - name: rayjob-tpu-v6e-dws\n", "  - name: waiting\n", 1)
+        .replacen(
+            "configMap: jax-train-script",
+            "configMap: waiting-train-script",
+            1,
+        );
+    std::fs::write(ws.spec_file(), format!("{spec}{waiting}")).unwrap();
+    run(&["apply", "--auto-approve"]);
+    let report = status_in(&ws, &state);
+    assert_eq!(
+        podset_flavor(&job(&report, JOB1)["observed"], "tpu-group"),
+        "on-demand",
+        "{report:#}"
+    );
+    assert_eq!(
+        job(&report, "waiting-1")["observed"]["state"],
+        "pending",
+        "{report:#}"
+    );
+
+    // The first job leaves the spec: the plan deletes its run and nothing else.
+    std::fs::write(ws.spec_file(), format!("{}{waiting}", &spec[..at])).unwrap();
+    let plan: Value = serde_json::from_str(&run(&["plan", "--prune", "-o", "json"])).unwrap();
+    assert!(
+        action_kinds(&plan).contains(&(format!("ray.rayjob/default/{JOB1}"), "delete".to_string())),
+        "{:?}",
+        action_kinds(&plan)
+    );
+    let changes = plan["workloadChanges"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let let_in = changes
+        .iter()
+        .find(|c| c["job"].as_str().is_some_and(|j| j.ends_with("/waiting-1")))
+        .unwrap_or_else(|| panic!("the waiting job is not in workloadChanges: {plan:#}"));
+    assert_eq!(let_in["before"]["state"], "pending", "{let_in:#}");
+    assert_eq!(let_in["after"]["state"], "admitted", "{let_in:#}");
+    assert_eq!(podset_flavor(&let_in["after"], "tpu-group"), "on-demand");
+    // The deleted run is the plan's own action, not a change to other work.
+    assert!(
+        !changes
+            .iter()
+            .any(|c| c["job"].as_str().is_some_and(|j| j.ends_with(JOB1))),
+        "{changes:#?}"
+    );
+    let text = run(&["plan", "--prune"]);
+    assert!(text.contains("waiting-1"), "{text}");
+
+    run(&["apply", "--prune", "--auto-approve", "--allow-disruption"]);
+    let report = status_in(&ws, &state);
+    assert_eq!(
+        podset_flavor(&job(&report, "waiting-1")["observed"], "tpu-group"),
+        "on-demand",
+        "{report:#}"
+    );
+}
+
 /// `gkq <args> infra --env local --state-dir <state>` in a workspace, with `env` set.
 fn run_in(ws: &support::Workspace, state: &Path, env: &[(&str, &str)], args: &[&str]) -> Output {
     let mut c = support::gkq();
