@@ -227,7 +227,12 @@ pub fn changes_from(
             changes.push(change(workload, before_state, after_state, None));
             continue;
         }
-        if let Some(note) = kept_over_quota(&reserving.cluster_queue, observed, &after.usage) {
+        if let Some(note) = plan_keeps_over_quota(
+            &reserving.cluster_queue,
+            observed,
+            &before.usage,
+            &after.usage,
+        ) {
             let after_state = before_state.clone();
             changes.push(change(workload, before_state, after_state, Some(note)));
         }
@@ -275,6 +280,20 @@ fn admitted_workloads(world: &[&Value]) -> BTreeMap<(String, String), Placement>
             })
         })
         .collect()
+}
+
+/// [`kept_over_quota`] after the plan, when the plan is what makes it so: a queue that already
+/// ran over its nominal quota before the plan (work borrowed from its cohort, in a queue the plan
+/// does not touch) is not a change the plan makes to that work.
+fn plan_keeps_over_quota(
+    cluster_queue: &str,
+    observed: &Placement,
+    usage_before: &[FlavorUsage],
+    usage_after: &[FlavorUsage],
+) -> Option<String> {
+    let after = kept_over_quota(cluster_queue, observed, usage_after)?;
+    let before = kept_over_quota(cluster_queue, observed, usage_before);
+    (before.as_ref() != Some(&after)).then_some(after)
 }
 
 /// When an admitted Workload's ClusterQueue ends up using more of one of the workload's flavors
@@ -458,6 +477,21 @@ mod tests {
             borrowing.contains("only by borrowing from cohort c"),
             "{borrowing}"
         );
+        // Borrowing that the plan leaves as it was is not the plan's change; more of it is.
+        let before = [usage("4", "6", Some("c"))];
+        assert_eq!(
+            plan_keeps_over_quota("cq", &placement, &before, &before),
+            None
+        );
+        let more = plan_keeps_over_quota("cq", &placement, &before, &[usage("2", "6", Some("c"))]);
+        assert!(more.is_some_and(|m| m.contains("nominal quota of 2")));
+        let lowered = plan_keeps_over_quota(
+            "cq",
+            &placement,
+            &[usage("8", "6", None)],
+            &[usage("4", "6", None)],
+        );
+        assert!(lowered.is_some());
         let gone = kept_over_quota("cq", &placement, &[]).unwrap();
         assert!(gone.contains("is gone after this plan"), "{gone}");
         let mut other = usage("4", "0", None);
