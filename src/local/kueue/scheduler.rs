@@ -75,20 +75,27 @@ pub(super) fn schedule(ctx: &mut Ctx<'_>) -> bool {
     changed
 }
 
+/// Which pending Workloads a scheduler run tries.
+enum ToTry {
+    /// All of them: after a restart, or when quota may have been freed or a queue, flavor,
+    /// check, priority class or namespace changed.
+    Every,
+    /// The Workloads written since the last run (new ones among them) and those Kueue keeps
+    /// retrying (see [`tried_anyway`]).
+    These(BTreeSet<Key>),
+}
+
 /// Which pending Workloads a run tries: `None` when nothing the scheduler reads changed since
-/// its last run (then it would decide as it did), `Some(None)` for all of them (after a restart,
-/// or when quota may have been freed or a queue, flavor, check, priority class or namespace
-/// changed), else `Some(Some(keys))`: the Workloads written since (new ones among them) and
-/// those Kueue keeps retrying (see [`tried_anyway`]). A Workload Kueue found no room for is
+/// its last run (then it would decide as it did). A Workload Kueue found no room for is
 /// parked as inadmissible and tried again only after such an event, as Kueue does
 /// (`pkg/cache/queue/cluster_queue.go`, `requeueIfNotPresent`; docs/kueue.md 1b).
-fn what_to_try(ctx: &mut Ctx<'_>) -> Option<Option<BTreeSet<Key>>> {
+fn what_to_try(ctx: &mut Ctx<'_>) -> Option<ToTry> {
     let mut changes = std::mem::replace(&mut ctx.sim.scheduler_changes, Changes::none());
     let mut written = ctx.store.pending_changes().clone();
     written.keys.retain(super::reads);
     changes.merge(written);
     let Some(memory) = &ctx.sim.scheduler else {
-        return Some(None);
+        return Some(ToTry::Every);
     };
     let is_workload = |k: &Key| k.group == KUEUE && k.kind == "Workload";
     let is_job = |k: &Key| {
@@ -105,10 +112,10 @@ fn what_to_try(ctx: &mut Ctx<'_>) -> Option<Option<BTreeSet<Key>>> {
                 .is_none_or(|w| !reserving(w) || deleting(w))
     });
     if changes.all || others || released {
-        return Some(None);
+        return Some(ToTry::Every);
     }
     let workloads: BTreeSet<Key> = changes.keys.into_iter().filter(is_workload).collect();
-    (!workloads.is_empty() || memory.at_ms != ctx.now).then_some(Some(workloads))
+    (!workloads.is_empty() || memory.at_ms != ctx.now).then_some(ToTry::These(workloads))
 }
 
 /// Pending Workloads tried whether or not they changed: those Kueue requeues by itself (after a
@@ -158,9 +165,9 @@ fn strict_fifo_queues(store: &super::super::store::Store) -> BTreeSet<(String, S
 }
 
 /// The cluster the prediction reads: Kueue's objects, priority classes, namespaces, the
-/// Workloads holding quota and the pending ones `tried` names (all with `None`), less those
+/// Workloads holding quota and the pending ones `tried` names, less those
 /// waiting for a requeue or parked; and the keys of the Workloads holding quota.
-fn scheduling_input(ctx: &mut Ctx<'_>, tried: &Option<BTreeSet<Key>>) -> (Cluster, BTreeSet<Key>) {
+fn scheduling_input(ctx: &mut Ctx<'_>, tried: &ToTry) -> (Cluster, BTreeSet<Key>) {
     let now = ctx.now;
     // Workloads Kueue parked without retrying them stay where they are.
     let parked = super::workload::parked(ctx);
@@ -190,8 +197,8 @@ fn scheduling_input(ctx: &mut Ctx<'_>, tried: &Option<BTreeSet<Key>>) -> (Cluste
                 name_of(w)
             ));
         let wanted = match tried {
-            None => true,
-            Some(keys) => tried_anyway(w, &strict_fifo) || keys.contains(&Key::of(w)),
+            ToTry::Every => true,
+            ToTry::These(keys) => tried_anyway(w, &strict_fifo) || keys.contains(&Key::of(w)),
         };
         if waiting || is_parked || !wanted {
             continue;
