@@ -7,7 +7,8 @@
 //! metadata, spot and max pods are fixed at creation: changing them replaces the pool.
 //! `initialNodeCount` is never compared after creation (the autoscaler owns the size).
 //!
-//! Clusters: version, addons, image streaming default, release channel, logging and monitoring by
+//! Clusters: version, addons, image streaming default, release channel, node auto-provisioning
+//! (`autoscaling`), logging and monitoring by
 //! `clusters.update`, resource labels by `clusters.setResourceLabels`. Everything else (name,
 //! location, network settings) would mean recreating the cluster, which gkq plans only as a
 //! blocked action that needs explicit consent.
@@ -158,6 +159,7 @@ pub fn classify_cluster(path: &[PathSeg]) -> ChangeEffect {
         ["monitoringService"] => update("desiredMonitoringService"),
         ["workloadIdentityConfig", ..] => update("desiredWorkloadIdentityConfig"),
         ["verticalPodAutoscaling", ..] => update("desiredVerticalPodAutoscaling"),
+        ["autoscaling", ..] => update("desiredClusterAutoscaling"),
         ["resourceLabels", ..] => ChangeEffect::InPlace(UpdateMethod::SetClusterResourceLabels),
         ["name"] => replace("a cluster's name is its identity"),
         _ => replace(format!(
@@ -209,6 +211,7 @@ pub fn request_body(method: &UpdateMethod, desired: &Value, live: &Value) -> Val
                 "desiredMonitoringService" => at("/monitoringService"),
                 "desiredWorkloadIdentityConfig" => at("/workloadIdentityConfig"),
                 "desiredVerticalPodAutoscaling" => at("/verticalPodAutoscaling"),
+                "desiredClusterAutoscaling" => at("/autoscaling"),
                 _ => Value::Null,
             };
             let mut update = Map::new();
@@ -409,6 +412,27 @@ mod tests {
         assert_eq!(
             request_body(&diff.methods()[0], &newer, &live),
             json!({"desiredMasterVersion": "1.35"})
+        );
+    }
+
+    /// Turning on node auto-provisioning (or changing its limits) is one `clusters.update` with
+    /// `desiredClusterAutoscaling`, the whole object, not a recreation of the cluster.
+    #[test]
+    fn node_auto_provisioning_is_a_cluster_update() {
+        let live = json!({"name": "tpu-cluster", "initialClusterVersion": "1.34",
+            "autoscaling": {"autoscalingProfile": "BALANCED"}});
+        let autoscaling = json!({"enableNodeAutoprovisioning": true, "resourceLimits": [
+            {"resourceType": "cpu", "maximum": "720"}, {"resourceType": "memory", "maximum": "2880"}]});
+        let desired = json!({"name": "tpu-cluster", "initialClusterVersion": "1.34",
+            "autoscaling": autoscaling.clone()});
+        let diff = diff_cluster(&desired, &live);
+        let method = UpdateMethod::UpdateCluster {
+            field: "desiredClusterAutoscaling".into(),
+        };
+        assert_eq!(diff.methods(), std::slice::from_ref(&method));
+        assert_eq!(
+            request_body(&method, &desired, &live),
+            json!({"desiredClusterAutoscaling": autoscaling})
         );
     }
 }
