@@ -79,6 +79,11 @@ pub struct TpuGeneration {
     pub flex_start_zones: Option<&'static [&'static str]>,
     /// The oldest GKE version whose Standard clusters can run it, where Google states one.
     pub min_gke: Option<GkeVersion>,
+    /// The oldest GKE versions whose node auto-provisioning creates node pools of this
+    /// generation, one per minor release where Google names several (a version of a later
+    /// minor meets them all); empty where the sources read state none. See
+    /// [`compare_with_floors`].
+    pub nap_min_gke: &'static [GkeVersion],
 }
 
 /// A table row; `vcpus` and `memory_gb` only where a Google page states them (docs/gke-facts.md,
@@ -109,7 +114,10 @@ const FOUR_CHIP_2D: &[&str] = &["2x2", "2x4", "4x4", "4x8", "8x8", "8x16", "16x1
 const EIGHT_CHIP_2D: &[&str] = &["2x4"];
 
 /// The TPU generations GKE runs (docs/gke-facts.md, "Machine types", "Zones", "Flex-start",
-/// "GKE versions"). Sources: machine types and per-VM size from
+/// "GKE versions"; node auto-provisioning floors: "The capacity ladder", L2, from "Use node
+/// auto-provisioning", <https://cloud.google.com/kubernetes-engine/docs/how-to/node-auto-provisioning>,
+/// "Requirements": v4 and v5e from 1.27.6, v5p from 1.28.7-gke.1020000 in 1.28 and
+/// 1.29.2-gke.1035000 in 1.29, v6e (Trillium) from 1.31.1-gke.1146000; TPU7x not listed). Sources: machine types and per-VM size from
 /// <https://cloud.google.com/tpu/docs/v6e>, <https://cloud.google.com/tpu/docs/v5e>,
 /// <https://cloud.google.com/tpu/docs/v5p>, <https://cloud.google.com/tpu/docs/v4> and the
 /// Compute Engine machine type list; zones from <https://cloud.google.com/tpu/docs/regions-zones>;
@@ -158,6 +166,7 @@ pub const TPU_GENERATIONS: &[TpuGeneration] = &[
         ],
         flex_start_zones: Some(&["asia-northeast1-b", "us-east5-a", "us-east5-b"]),
         min_gke: None,
+        nap_min_gke: &[(1, 31, 1, 1_146_000)],
     },
     TpuGeneration {
         name: "v5e",
@@ -200,6 +209,7 @@ pub const TPU_GENERATIONS: &[TpuGeneration] = &[
         ],
         flex_start_zones: Some(&["us-west4-a"]),
         min_gke: None,
+        nap_min_gke: &[(1, 27, 6, 0)],
     },
     TpuGeneration {
         name: "v5p",
@@ -224,6 +234,7 @@ pub const TPU_GENERATIONS: &[TpuGeneration] = &[
         ],
         flex_start_zones: Some(&["us-east5-a"]),
         min_gke: None,
+        nap_min_gke: &[(1, 28, 7, 1_020_000), (1, 29, 2, 1_035_000)],
     },
     TpuGeneration {
         name: "v4",
@@ -237,6 +248,7 @@ pub const TPU_GENERATIONS: &[TpuGeneration] = &[
         // "TPU v3 and v4 are not supported" by flex-start.
         flex_start_zones: Some(&[]),
         min_gke: None,
+        nap_min_gke: &[(1, 27, 6, 0)],
     },
     TpuGeneration {
         name: "tpu7x",
@@ -259,6 +271,7 @@ pub const TPU_GENERATIONS: &[TpuGeneration] = &[
         // Google-authored tooling added TPU7x flex-start in 2026, but no GKE page read lists it.
         flex_start_zones: None,
         min_gke: Some((1, 34, 0, 2_201_000)),
+        nap_min_gke: &[],
     },
 ];
 
@@ -279,6 +292,23 @@ pub const FLEX_START_MAX_RUN_SECONDS: u64 = 7 * 24 * 3600;
 /// Custom ComputeClasses need this GKE version or later (docs/gke-facts.md, L1;
 /// <https://cloud.google.com/kubernetes-engine/docs/concepts/about-custom-compute-classes>).
 pub const COMPUTE_CLASS_MIN_GKE: GkeVersion = (1, 30, 3, 1_451_000);
+/// From this version a ComputeClass with `nodePoolAutoCreation.enabled: true` gets node pools
+/// without cluster-level node auto-provisioning; below it the cluster needs auto-provisioning
+/// on. **Unconfirmed** (docs/gke-facts.md, L2): stated only in Google's agent skills for GKE
+/// (<https://github.com/google/skills>, `skills/cloud/gke-compute-classes/SKILL.md`), not on a
+/// reference page ("About node pool auto-creation",
+/// <https://cloud.google.com/kubernetes-engine/docs/concepts/node-auto-provisioning>, names no
+/// version), so it is judged only by a warning that names this source.
+pub const CC_AUTO_CREATION_WITHOUT_NAP_MIN_GKE: GkeVersion = (1, 33, 3, 1_136_000);
+/// Where [`CC_AUTO_CREATION_WITHOUT_NAP_MIN_GKE`] and [`COMPUTE_CLASS_MAX_PRIORITIES`] come from.
+pub const GKE_SKILLS_SOURCE: &str = "Google's agent skills for GKE (github.com/google/skills, gke-compute-classes), not a GKE reference page";
+/// About this many priorities in one ComputeClass: beyond it, priorities found unobtainable
+/// leave their five-minute cooldown before GKE reaches the end of the list, and scale-up loops.
+/// **Unconfirmed** (docs/gke-facts.md, L1): Google's agent skills for GKE
+/// (`references/compute-class-prioritization.md`, "Max ~10 entries";
+/// `references/compute-class-debug.md`, "List Loops / Backoff"); no reference page read states a
+/// limit, so more is only a warning.
+pub const COMPUTE_CLASS_MAX_PRIORITIES: usize = 10;
 
 /// vCPUs and memory (GB) of the non-TPU machine types gkq sizes nodes for (docs/gke-facts.md,
 /// "Machine types"; <https://cloud.google.com/compute/docs/general-purpose-machines>, N2: 4 GB
@@ -794,6 +824,24 @@ pub fn compare_with_floor(version: &str, floor: GkeVersion) -> VersionVsFloor {
     }
 }
 
+/// Compares a version with floors stated per minor release (`1.28.7-gke.1020000` in 1.28,
+/// `1.29.2-gke.1035000` in 1.29): the floor that counts is the last one whose minor the version
+/// reaches, so 1.30 meets both and 1.29.1 is below the second. Returns that floor with the
+/// verdict; `None` when there are no floors.
+pub fn compare_with_floors(
+    version: &str,
+    floors: &[GkeVersion],
+) -> Option<(VersionVsFloor, GkeVersion)> {
+    let first = *floors.first()?;
+    let reached = floors
+        .iter()
+        .rev()
+        .find(|f| compare_with_floor(version, (f.0, f.1, 0, 0)) == VersionVsFloor::Meets)
+        .copied();
+    let floor = reached.unwrap_or(first);
+    Some((compare_with_floor(version, floor), floor))
+}
+
 pub fn format_version(v: GkeVersion) -> String {
     format!("{}.{}.{}-gke.{}", v.0, v.1, v.2, v.3)
 }
@@ -1032,5 +1080,37 @@ mod tests {
             assert_eq!(compare_with_floor(version, floor), want, "{version}");
         }
         assert_eq!(format_version(floor), "1.33.0-gke.1712000");
+    }
+
+    #[test]
+    fn versions_against_floors_per_minor() {
+        use VersionVsFloor::*;
+        let v5p = tpu_generation_by_family("ct5p").unwrap().nap_min_gke;
+        let cases = [
+            ("1.27", Below),
+            ("1.28.7-gke.1019999", Below),
+            ("1.28.7-gke.1020000", Meets),
+            ("1.28", Meets),
+            ("1.29.1", Below),
+            ("1.29.2-gke.1034000", Below),
+            ("1.29.2-gke.1035000", Meets),
+            ("1.29", Meets),
+            ("1.30.0", Meets),
+            ("latest", Meets),
+            ("1.x", Unknown),
+        ];
+        for (version, want) in cases {
+            let got = compare_with_floors(version, v5p).map(|(v, _)| v);
+            assert_eq!(got, Some(want), "{version}");
+        }
+        assert_eq!(compare_with_floors("1.29.1", v5p).unwrap().1, v5p[1]);
+        assert_eq!(compare_with_floors("1.30", &[]), None);
+        for g in TPU_GENERATIONS {
+            let sorted = g
+                .nap_min_gke
+                .windows(2)
+                .all(|w| (w[0].0, w[0].1) < (w[1].0, w[1].1));
+            assert!(sorted, "{}: one floor per minor, in order", g.name);
+        }
     }
 }
