@@ -8,7 +8,7 @@ use serde_json::{Map, Value, json};
 
 pub use super::gke_facts::{topology_chips, tpu_chips_per_vm};
 use super::{GKE_MANAGED_BY_LABEL, GKE_STACK_LABEL, MANAGED_BY_VALUE};
-use crate::spec::types::{Cluster, NodePool, Spec, Taint};
+use crate::spec::types::{Cluster, NodeAutoProvisioning, NodePool, Spec, Taint};
 
 /// The six "gke-default" OAuth scopes gcloud sends for every pool, sorted as gcloud sorts them.
 pub const GKE_DEFAULT_SCOPES: [&str; 6] = [
@@ -129,11 +129,32 @@ pub fn cluster_body(spec: &Spec) -> Value {
             json!({"nodeConfigDefaults": {"gcfsConfig": {"enabled": true}}}),
         );
     }
+    if let Some(nap) = &c.node_auto_provisioning {
+        body.insert("autoscaling".into(), cluster_autoscaling(nap));
+    }
     body.insert(
         "resourceLabels".into(),
         ownership_labels(&c.name, &c.labels),
     );
     Value::Object(body)
+}
+
+/// The API's `ClusterAutoscaling` for `cluster.nodeAutoProvisioning`: auto-provisioning on, and a
+/// maximum per resource (`ResourceLimit`: `resourceType` "cpu", "memory" in GB, or an
+/// accelerator type; `maximum` is an int64, which the API's JSON writes as a string). The same
+/// object goes to `clusters.update` as `desiredClusterAutoscaling`.
+pub fn cluster_autoscaling(nap: &NodeAutoProvisioning) -> Value {
+    let limit = |kind: &str, max: u64| json!({"resourceType": kind, "maximum": max.to_string()});
+    let mut limits = vec![
+        limit("cpu", nap.max_cpu),
+        limit("memory", nap.max_memory_gb),
+    ];
+    limits.extend(
+        nap.max_accelerators
+            .iter()
+            .map(|(kind, max)| limit(kind, *max)),
+    );
+    json!({"enableNodeAutoprovisioning": true, "resourceLimits": limits})
 }
 
 /// The `nodePool` of `nodePools.create`.
@@ -378,5 +399,46 @@ mod owner_label_tests {
         assert_eq!(value.len(), 63, "{value}");
         assert_ne!(value, owner_label_value(&other));
         assert_eq!(owner_from_label(&value), value);
+    }
+}
+
+#[cfg(test)]
+mod cluster_autoscaling_tests {
+    use super::*;
+
+    fn spec_with(nap: Option<NodeAutoProvisioning>) -> Spec {
+        Spec {
+            cluster: Cluster {
+                name: "c".into(),
+                node_auto_provisioning: nap,
+                ..Cluster::default()
+            },
+            ..Spec::default()
+        }
+    }
+
+    /// Without `nodeAutoProvisioning` the body has no `autoscaling` at all (the seed renders as
+    /// before); with it, auto-provisioning is on with one limit per resource, accelerators by
+    /// their GKE type, int64 maxima as strings.
+    #[test]
+    fn node_auto_provisioning_renders_the_clusters_autoscaling() {
+        assert!(cluster_body(&spec_with(None)).get("autoscaling").is_none());
+        let nap = NodeAutoProvisioning {
+            max_cpu: 720,
+            max_memory_gb: 2880,
+            max_accelerators: [("tpu-v6e-slice".to_string(), 16)].into(),
+        };
+        let body = cluster_body(&spec_with(Some(nap)));
+        assert_eq!(
+            body["autoscaling"],
+            json!({
+                "enableNodeAutoprovisioning": true,
+                "resourceLimits": [
+                    {"resourceType": "cpu", "maximum": "720"},
+                    {"resourceType": "memory", "maximum": "2880"},
+                    {"resourceType": "tpu-v6e-slice", "maximum": "16"},
+                ]
+            })
+        );
     }
 }

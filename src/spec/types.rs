@@ -89,6 +89,28 @@ pub struct Cluster {
     /// While true, `gkq destroy` refuses to delete the cluster.
     #[serde(default = "default_true")]
     pub deletion_protection: bool,
+    /// Cluster-level node auto-provisioning (`--enable-autoprovisioning`): GKE may create and
+    /// delete node pools within these limits. Below GKE 1.33.3-gke.1136000 a ComputeClass needs
+    /// it to get node pools of its own (docs/gke-facts.md, "The capacity ladder", L2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_auto_provisioning: Option<NodeAutoProvisioning>,
+}
+
+/// The limits of node auto-provisioning, rendered as the cluster's `autoscaling` with
+/// `enableNodeAutoprovisioning: true` and one `resourceLimits` entry each. They bound the whole
+/// cluster (every node pool, hand-made ones included), not only the pools GKE creates.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NodeAutoProvisioning {
+    /// Most vCPUs in the cluster (gcloud's `--max-cpu`).
+    pub max_cpu: u64,
+    /// Most memory in the cluster, in GB (gcloud's `--max-memory`).
+    pub max_memory_gb: u64,
+    /// Most accelerators in the cluster per GKE accelerator type: TPU chips of a TPU type
+    /// (`tpu-v6e-slice: 16`), GPUs of a GPU type (`nvidia-l4: 8`). Without an entry for a type,
+    /// auto-provisioning creates no node pools of it.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub max_accelerators: BTreeMap<String, u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
