@@ -432,17 +432,44 @@ fn warn_not_listed(
     );
 }
 
-fn check_version_floor(c: &mut Checker, spec: &Spec, floor: GkeVersion, what: &str) {
+/// `cluster.version` below `floor` cannot run `what`: an error at the version. A spec without a
+/// version (the release channel's default) is not judged; an alias (`1.33`) means its newest
+/// patch.
+pub(super) fn check_version_floor(c: &mut Checker, spec: &Spec, floor: GkeVersion, what: &str) {
+    check_version_floors(c, spec, &[floor], what);
+}
+
+/// As [`check_version_floor`], with floors stated per minor release
+/// ([`facts::compare_with_floors`]).
+pub(super) fn check_version_floors(
+    c: &mut Checker,
+    spec: &Spec,
+    floors: &[GkeVersion],
+    what: &str,
+) {
     let Some(version) = &spec.cluster.version else {
         return;
     };
-    if facts::compare_with_floor(version, floor) == VersionVsFloor::Below {
+    if let Some((VersionVsFloor::Below, floor)) = facts::compare_with_floors(version, floors) {
         let exact = facts::format_version(floor);
+        let later = if floors.len() > 1 {
+            format!(
+                " (in other minors: {})",
+                floors
+                    .iter()
+                    .filter(|f| **f != floor)
+                    .map(|f| facts::format_version(*f))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        } else {
+            String::new()
+        };
         c.error(
             &Path::root().key("cluster").key("version"),
             format!("GKE {version} is older than {exact}, the first version that runs {what}"),
             format!(
-                "set cluster.version to {exact} or later (the alias {}.{} picks its newest patch)",
+                "set cluster.version to {exact} or later{later} (the alias {}.{} picks its newest patch)",
                 floor.0, floor.1
             ),
         );

@@ -354,6 +354,19 @@ fn check_reachability(c: &mut Checker, cap: &Capacity) {
     }
 }
 
+/// The node pool names the ladder's rungs expand to: every other pool of the spec is hand-written.
+pub(super) fn generated_pools(cap: &Capacity) -> Vec<String> {
+    cap.rungs
+        .iter()
+        .filter_map(|r| {
+            let acc = rung_accelerator(cap, r)?;
+            Some(crate::model::ladder::units_of(r, slice_hosts(acc)))
+        })
+        .flatten()
+        .map(|(pool, _)| pool)
+        .collect()
+}
+
 /// The `(accelerator label, topology)` a rung provides, when it is a TPU the table knows.
 fn rung_shape(acc: &RungAccelerator) -> Option<(&'static str, Option<&str>)> {
     tpu_accelerator_label(acc).map(|label| (label, acc.topology.as_deref()))
@@ -367,16 +380,7 @@ fn check_jobs_against_rungs(c: &mut Checker, spec: &Spec, cap: &Capacity) {
         .iter()
         .map(|r| rung_accelerator(cap, r).and_then(rung_shape))
         .collect();
-    let generated: Vec<String> = cap
-        .rungs
-        .iter()
-        .filter_map(|r| {
-            let acc = rung_accelerator(cap, r)?;
-            Some(crate::model::ladder::units_of(r, slice_hosts(acc)))
-        })
-        .flatten()
-        .map(|(pool, _)| pool)
-        .collect();
+    let generated = generated_pools(cap);
     let hand_written: Vec<(&str, Option<&str>)> = spec
         .node_pools
         .iter()

@@ -9,6 +9,7 @@ mod facts;
 mod jobs_section;
 mod kueue_section;
 mod ladder;
+mod ladder_gke;
 mod manifests;
 mod names;
 mod node_pools;
@@ -167,6 +168,7 @@ pub fn validate(loaded: &Loaded) -> Diagnostics {
     prerequisites::check_prerequisites(&mut c, spec);
     capacity::check(&mut c, spec);
     ladder::check(&mut c, spec);
+    ladder_gke::check(&mut c, spec);
     facts::check(&mut c, spec);
 
     if spec.project.trim().is_empty() {
