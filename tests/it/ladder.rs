@@ -448,3 +448,180 @@ fn explain_names_the_rung_a_job_waits_for() {
         "{note}"
     );
 }
+
+/// Every problem (severity, message) of a spec text, loaded from a fresh directory.
+fn problems_of(text: &str) -> Vec<(String, String)> {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("train.py"), "print(1)\n").unwrap();
+    std::fs::write(dir.path().join("gkq.yaml"), text).unwrap();
+    let opts = LoadOptions {
+        env_lookup: Some(Box::new(|_| None)),
+        ..Default::default()
+    };
+    let diags = match spec::load(&WorkingTree, dir.path(), &opts) {
+        Err(f) => f.diagnostics,
+        Ok(loaded) => model::build(&loaded).1,
+    };
+    diags
+        .iter()
+        .map(|d| {
+            (
+                format!("{:?}", d.severity).to_lowercase(),
+                d.message.clone(),
+            )
+        })
+        .collect()
+}
+
+/// One bad spec with some text replaced; `want` is `Some((severity, text))` for a problem that
+/// must be reported, `None` for `text` that must not appear in any problem.
+type Case = (
+    &'static str,
+    &'static [(&'static str, &'static str)],
+    Option<&'static str>,
+    &'static str,
+);
+
+fn check_cases(cases: &[Case]) {
+    let mut failures = Vec::new();
+    for (file, replacements, severity, text) in cases {
+        let mut spec =
+            std::fs::read_to_string(repo_root().join("tests/bad-specs").join(file)).unwrap();
+        for (from, to) in *replacements {
+            assert!(spec.contains(from), "{file}: no `{from}`");
+            spec = spec.replacen(from, to, 1);
+        }
+        let got = problems_of(&spec);
+        let found = got
+            .iter()
+            .any(|(s, m)| m.contains(text) && severity.is_none_or(|w| s == w));
+        if found != severity.is_some() {
+            failures.push(format!(
+                "{file} {replacements:?}: {severity:?} `{text}`, got {got:#?}"
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The ladder's rules against the cluster judge each case of their kind, not only their bad
+/// spec: version aliases mean their newest patch, a missing version (the channel's default) is
+/// not judged, floors stated per minor release are met by later minors, regional and zonal
+/// clusters, pools that cannot consume a reservation, and classes cut by a queued rung.
+#[test]
+fn ladder_cluster_rules_judge_every_case_of_their_kind() {
+    const NAP_WARNING: &str = "may need the cluster's node auto-provisioning";
+    const NEEDS_NAP: &str = "warnings/cc-auto-creation-needs-nap.yaml";
+    const V5P: &str = "nap-v5p-below-floor.yaml";
+    const SHADOWED: &str = "warnings/ladder-reservation-shadowed.yaml";
+    const ZONE: &str = "ladder-reservation-zone-unknown.yaml";
+    const NAP: &str = "  nodeAutoProvisioning: {maxCpu: 1000, maxMemoryGb: 4000, maxAccelerators: {tpu-v6e-slice: 64}}\n\ncapacity:";
+    check_cases(&[
+        (NEEDS_NAP, &[], Some("warning"), NAP_WARNING),
+        (NEEDS_NAP, &[("\"1.33.2\"", "\"1.33\"")], None, NAP_WARNING),
+        (
+            NEEDS_NAP,
+            &[("  version: \"1.33.2\"\n", "")],
+            None,
+            NAP_WARNING,
+        ),
+        (
+            NEEDS_NAP,
+            &[("\"1.33.2\"", "\"1.33.3-gke.1136000\"")],
+            None,
+            NAP_WARNING,
+        ),
+        (
+            NEEDS_NAP,
+            &[(
+                "  rungs:",
+                "  computeClass: {autoCreation: false}\n  rungs:",
+            )],
+            None,
+            NAP_WARNING,
+        ),
+        (NEEDS_NAP, &[("\ncapacity:", NAP)], None, NAP_WARNING),
+        (
+            NEEDS_NAP,
+            &[("\"1.33.2\"", "\"1.31.0\"")],
+            Some("error"),
+            "older than 1.31.1-gke.1146000",
+        ),
+        (
+            NEEDS_NAP,
+            &[("\"1.33.2\"", "\"1.31\"")],
+            None,
+            "1.31.1-gke.1146000",
+        ),
+        (
+            NEEDS_NAP,
+            &[("location: us-east5-b", "location: us-east5")],
+            Some("error"),
+            "the cluster is regional",
+        ),
+        (
+            NEEDS_NAP,
+            &[
+                ("location: us-east5-b", "location: us-east5"),
+                ("tpu-v6e-res,", "tpu-v6e-res, zone: us-east5-a,"),
+            ],
+            None,
+            "tpu-v6e-res",
+        ),
+        (
+            NEEDS_NAP,
+            &[("tpu-v6e-res,", "tpu-v6e-res, zone: us-west1-c,")],
+            Some("error"),
+            "could never consume it",
+        ),
+        (V5P, &[], Some("error"), "older than 1.29.2-gke.1035000"),
+        (V5P, &[("\"1.29.1\"", "\"1.29\"")], None, "TPU v5p"),
+        (
+            V5P,
+            &[("\"1.29.1\"", "\"1.28.7-gke.1020000\"")],
+            None,
+            "TPU v5p",
+        ),
+        (
+            V5P,
+            &[("\"1.29.1\"", "\"1.28.6\"")],
+            Some("error"),
+            "older than 1.28.7-gke.1020000",
+        ),
+        (
+            V5P,
+            &[
+                ("tpu-v5p-slice", "tpu-v5-lite-podslice"),
+                ("\"1.29.1\"", "\"1.27.5\""),
+            ],
+            Some("error"),
+            "TPU v5e",
+        ),
+        (V5P, &[("tpu-v5p-slice", "tpu7x")], None, "TPU7x"),
+        (SHADOWED, &[], Some("warning"), "may consume reservation"),
+        (
+            SHADOWED,
+            &[("reservationAffinity: any", "reservationAffinity: none")],
+            None,
+            "may consume reservation",
+        ),
+        (
+            SHADOWED,
+            &[("    reservationAffinity: any\n", "")],
+            Some("warning"),
+            "Compute Engine's default: any",
+        ),
+        (
+            SHADOWED,
+            &[("reservationAffinity: any", "spot: true")],
+            None,
+            "may consume reservation",
+        ),
+        (
+            ZONE,
+            &[("slices: 1}", "zone: us-east5-b, slices: 1}")],
+            Some("warning"),
+            "gkq cannot pin a node pool",
+        ),
+    ]);
+}
