@@ -107,8 +107,7 @@ pub struct NodeAutoProvisioning {
     /// Most memory in the cluster, in GB (gcloud's `--max-memory`).
     pub max_memory_gb: u64,
     /// Most accelerators in the cluster per GKE accelerator type: TPU chips of a TPU type
-    /// (`tpu-v6e-slice: 16`), GPUs of a GPU type (`nvidia-l4: 8`). Without an entry for a type,
-    /// auto-provisioning creates no node pools of it.
+    /// (`tpu-v6e-slice: 16`), GPUs of a GPU type (`nvidia-l4: 8`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub max_accelerators: BTreeMap<String, u64>,
 }
