@@ -625,6 +625,9 @@ def test_ladder_refusals_on_updates(client, ladder):
             desired_node_pool_id="dws-upd2",
             desired_node_pool_autoscaling=c.NodePoolAutoscaling(enabled=False))),
          "INVALID_ARGUMENT", "require autoscaling to be enabled"),
+        (lambda: client.update_cluster(name=ladder, update=c.ClusterUpdate(
+            desired_node_pool_id="dws-upd2", desired_node_version="1.32")),
+         "FAILED_PRECONDITION", "1.33.0-gke.1712000"),
     ]
     before = client.get_node_pool(name=dws)
     for call, status, text in calls:

@@ -492,6 +492,14 @@ fn mutation_refusals() -> Vec<Refusal> {
             message: "require autoscaling to be enabled",
         },
         Refusal {
+            what: "cluster update: a node version below the TPU flex-start floor",
+            method: M::PUT,
+            path: format!("{PARENT}/clusters/c"),
+            body: json!({"update": {"desiredNodePoolId": "dws", "desiredNodeVersion": "1.32"}}),
+            status: "FAILED_PRECONDITION",
+            message: "1.33.0-gke.1712000",
+        },
+        Refusal {
             what: "cluster update: auto-provisioning without a memory limit",
             method: M::PUT,
             path: format!("{PARENT}/clusters/c"),

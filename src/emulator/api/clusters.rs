@@ -238,6 +238,11 @@ pub(super) fn update_cluster(
     for (k, v) in &update {
         op_type = update_cluster_field(ctx, &master, &mut work, &update, k, v, op_type)?;
     }
+    // Whatever the update touched (a pool's autoscaling or node version, the zones), every pool
+    // must still be one a create would accept.
+    for pool in &work.pools {
+        check_existing_pool(ctx.cfg, &pool.json)?;
+    }
     work.json["status"] = json!("RECONCILING");
     work.touch();
     *st.cluster_mut(p, l, c).expect("checked") = work;
@@ -273,7 +278,6 @@ fn update_cluster_field(
             check_autoscaling(&np, &mut a)?;
             let pool = work.pool_mut(&np).expect("checked");
             pool.json["autoscaling"] = a;
-            check_existing_pool(ctx.cfg, &pool.json)?;
             pool.touch();
         }
         "desiredClusterAutoscaling" => {
