@@ -588,13 +588,12 @@ async fn refused_combinations_get_googles_status_and_change_nothing() {
         assert_eq!(v["error"]["status"], r.status, "{}: {v}", r.what);
         let message = v["error"]["message"].as_str().unwrap();
         assert!(message.contains(r.message), "{}: {message}", r.what);
-        let (_, x) = call(
-            &http,
-            M::GET,
-            format!("{url}{PARENT}/clusters/c/nodePools/x"),
-            None,
-        )
-        .await;
+        // A refused create leaves no pool `x` in the cluster it named.
+        let probe = match r.path.strip_suffix("/nodePools") {
+            Some(cluster) => format!("{cluster}/nodePools/x"),
+            None => format!("{PARENT}/clusters/c/nodePools/x"),
+        };
+        let (_, x) = call(&http, M::GET, format!("{url}{probe}"), None).await;
         assert_eq!(x["error"]["code"], 404, "{}: nothing created", r.what);
     }
     let (cluster_after, count_after) = before(http.clone(), url.clone()).await;
@@ -613,7 +612,7 @@ async fn refused_combinations_get_googles_status_and_change_nothing() {
 /// `gkq render` of the ladder example, in both modes, creates on the emulator as is.
 #[tokio::test]
 async fn rendered_ladder_example_is_accepted_in_both_modes() {
-    for env in [None, Some("computeclass")] {
+    for env in [None, Some("prod"), Some("computeclass")] {
         let mut cmd = crate::support::gkq();
         cmd.args(["render", "examples/tpu-capacity-ladder", "-o", "json"]);
         if let Some(env) = env {
@@ -673,12 +672,12 @@ async fn rendered_ladder_example_is_accepted_in_both_modes() {
             p["config"]["reservationAffinity"]["consumeReservationType"] == "SPECIFIC_RESERVATION"
         });
         match env {
-            None => assert_eq!(
+            None | Some("prod") => assert_eq!(
                 reserved.expect("kueue mode has a reservation pool")["config"]["reservationAffinity"]
                     ["values"],
                 json!(["projects/capacity-project/reservations/tpu-v6e-res"])
             ),
-            Some(_) => assert!(
+            _ => assert!(
                 reserved.is_none(),
                 "computeclass mode: the class holds the reservation"
             ),
