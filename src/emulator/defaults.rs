@@ -183,7 +183,7 @@ pub fn fill_pool(
             "Node pool \"{name}\": initial_node_count must be non-negative."
         )));
     }
-    let version = pool_version(cfg, ctx, pool)?;
+    let version = pool_version(cfg, ctx.master_version, pool)?;
     pool.insert("version".into(), json!(version));
 
     let cluster_locations: Vec<Value> = ctx
@@ -238,22 +238,22 @@ pub fn fill_pool(
     Ok(initial)
 }
 
-/// A new node pool's version: the master's, or a resolved alias that is not newer than it.
-fn pool_version(
+/// A new node pool's version: the master's (`master_version`), or a resolved alias that is not
+/// newer than it.
+pub fn pool_version(
     cfg: &EmulatorConfig,
-    ctx: &PoolContext<'_>,
+    master_version: &str,
     pool: &Map<String, Value>,
 ) -> Result<String, ApiError> {
     Ok(match pool.get("version").and_then(Value::as_str) {
-        None | Some("") | Some("-") => ctx.master_version.to_string(),
+        None | Some("") | Some("-") => master_version.to_string(),
         Some(v) => {
             let r = resolve_version(cfg, v).ok_or_else(|| {
                 ApiError::invalid(format!("Node version \"{v}\" is unsupported."))
             })?;
-            if version_cmp(&r, ctx.master_version).is_gt() {
+            if version_cmp(&r, master_version).is_gt() {
                 return Err(ApiError::invalid(format!(
-                    "Node version \"{r}\" must not be newer than the master version \"{}\".",
-                    ctx.master_version
+                    "Node version \"{r}\" must not be newer than the master version \"{master_version}\"."
                 )));
             }
             r

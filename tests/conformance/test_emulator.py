@@ -4,6 +4,7 @@ transport, anonymous credentials): the seed walk-through's calls and their answe
 The same scenarios run through gkq's own client in tests/gke_client.rs.
 """
 import time
+from datetime import timedelta
 
 import pytest
 from google.api_core import exceptions
@@ -400,3 +401,240 @@ def test_fields_newer_than_the_clients_protos(client, emulator, cluster):
     assert "NodeConfigUpdateMode" in err["error"]["message"]
     op = client.delete_node_pool(name=name)
     wait(client, op)
+
+
+# The capacity ladder (docs/gke-facts.md, "L8. What the GKE API refuses"): the settings its rungs
+# need, sent with the official client's own types, and the combinations GKE refuses.
+
+RESERVATION_KEY = "compute.googleapis.com/reservation-name"
+
+
+def tpu_pool(name, **config):
+    """A TPU v6e 4x4 pool of the ladder, on-demand unless `config` says otherwise."""
+    return c.NodePool(
+        name=name,
+        config=c.NodeConfig(
+            machine_type="ct6e-standard-4t",
+            reservation_affinity=c.ReservationAffinity(
+                consume_reservation_type=c.ReservationAffinity.Type.NO_RESERVATION),
+            **config),
+        autoscaling=c.NodePoolAutoscaling(enabled=True, max_node_count=4),
+        placement_policy=c.NodePool.PlacementPolicy(tpu_topology="4x4"))
+
+
+def reserved_pool(name, *values):
+    pool = tpu_pool(name)
+    pool.config.reservation_affinity = c.ReservationAffinity(
+        consume_reservation_type=c.ReservationAffinity.Type.SPECIFIC_RESERVATION,
+        key=RESERVATION_KEY, values=list(values))
+    return pool
+
+
+def flex_pool(name, queued=False, days=3):
+    pool = tpu_pool(name, flex_start=True, max_run_duration=timedelta(days=days))
+    pool.management = c.NodeManagement(auto_repair=False, auto_upgrade=True)
+    if queued:
+        pool.queued_provisioning = c.NodePool.QueuedProvisioning(enabled=True)
+    return pool
+
+
+def limits(**maxima):
+    return [c.ResourceLimit(resource_type=k.replace("_", "-"), maximum=v) for k, v in maxima.items()]
+
+
+def nap(**maxima):
+    return c.ClusterAutoscaling(enable_node_autoprovisioning=True, resource_limits=limits(**maxima))
+
+
+def versioned_cluster(name, version, **fields):
+    cluster = seed_cluster(name)
+    cluster.initial_cluster_version = version
+    for k, v in fields.items():
+        setattr(cluster, k, v)
+    return cluster
+
+
+@pytest.fixture(scope="module")
+def ladder(client):
+    """A 1.34 cluster with node auto-provisioning, and a 1.32 one (below flex-start's TPU floor)."""
+    wait(client, client.create_cluster(parent=PARENT, cluster=versioned_cluster(
+        "ladder", "1.34", autoscaling=nap(cpu=720, memory=2880, tpu_v6e_slice=48))))
+    wait(client, client.create_cluster(parent=PARENT, cluster=versioned_cluster("old", "1.32")))
+    return f"{PARENT}/clusters/ladder"
+
+
+def status_of(error):
+    """The google.rpc status name of a refused call (the exception class only says the HTTP status)."""
+    return error.response.json()["error"]["status"]
+
+
+def test_ladder_cluster_autoscaling(client, ladder):
+    got = client.get_cluster(name=ladder).autoscaling
+    assert got.enable_node_autoprovisioning
+    assert [(r.resource_type, r.maximum) for r in got.resource_limits] == [
+        ("cpu", 720), ("memory", 2880), ("tpu-v6e-slice", 48)]
+    wait(client, client.update_cluster(name=ladder, update=c.ClusterUpdate(
+        desired_cluster_autoscaling=nap(cpu=1000, memory=4000))))
+    got = client.get_cluster(name=ladder).autoscaling
+    assert [(r.resource_type, r.maximum) for r in got.resource_limits] == [
+        ("cpu", 1000), ("memory", 4000)]
+    # Turning auto-provisioning on needs a maximum for both cpu and memory.
+    bare = c.ClusterAutoscaling(enable_node_autoprovisioning=True)
+    for bad, missing in [(nap(cpu=8), "memory"), (nap(memory=64), "cpu"), (bare, "cpu, memory")]:
+        with pytest.raises(exceptions.BadRequest) as e:
+            client.create_cluster(parent=PARENT, cluster=versioned_cluster("nap-bad", "1.34", autoscaling=bad))
+        assert f"missing: {missing}" in e.value.message, e.value.message
+        assert status_of(e.value) == "INVALID_ARGUMENT"
+        if bad is bare:
+            continue  # an update that names no limits keeps the cluster's (below)
+        with pytest.raises(exceptions.BadRequest) as e:
+            client.update_cluster(name=ladder, update=c.ClusterUpdate(desired_cluster_autoscaling=bad))
+        assert f"missing: {missing}" in e.value.message, e.value.message
+    with pytest.raises(exceptions.NotFound):
+        client.get_cluster(name=f"{PARENT}/clusters/nap-bad")
+    wait(client, client.update_cluster(name=ladder, update=c.ClusterUpdate(
+        desired_cluster_autoscaling=bare)))
+    assert client.get_cluster(name=ladder).autoscaling.resource_limits[0].maximum == 1000
+
+
+def test_ladder_pools_are_accepted_and_read_back(client, emulator, ladder):
+    pools = [
+        reserved_pool("reserved", "projects/capacity-project/reservations/tpu-v6e-res"),
+        reserved_pool("reserved-here", "tpu-v6e-res"),
+        tpu_pool("on-demand"),
+        flex_pool("flex-vms"),
+        flex_pool("dws", queued=True),
+        tpu_pool("spot", spot=True),
+    ]
+    for pool in pools:
+        wait(client, client.create_node_pool(parent=ladder, node_pool=pool))
+    get = lambda n: client.get_node_pool(name=f"{ladder}/nodePools/{n}")
+    affinity = get("reserved").config.reservation_affinity
+    assert affinity.consume_reservation_type == c.ReservationAffinity.Type.SPECIFIC_RESERVATION
+    assert affinity.key == RESERVATION_KEY
+    assert list(affinity.values) == ["projects/capacity-project/reservations/tpu-v6e-res"]
+    assert list(get("reserved-here").config.reservation_affinity.values) == ["tpu-v6e-res"]
+    dws = get("dws")
+    assert dws.config.flex_start and dws.queued_provisioning.enabled
+    assert dws.config.max_run_duration == timedelta(days=3)
+    assert dws.placement_policy.tpu_topology == "4x4"
+    assert get("flex-vms").config.resource_labels["goog-gke-node-pool-provisioning-model"] == "flex-start"
+    spot = get("spot")
+    assert spot.config.spot
+    assert spot.config.resource_labels["goog-gke-node-pool-provisioning-model"] == "spot"
+    # The wire carried the Duration as proto3 JSON seconds.
+    status, raw = emulator.raw("GET", f"/v1/{ladder}/nodePools/dws")
+    assert raw["config"]["maxRunDuration"] == "259200s"
+
+
+def _set(pool, **fields):
+    """`pool` with config fields (or, for `queued`/`initial`, pool fields) changed."""
+    for k, v in fields.items():
+        if k == "queued":
+            pool.queued_provisioning = c.NodePool.QueuedProvisioning(enabled=v)
+        elif k == "initial":
+            pool.initial_node_count = v
+        elif k == "autoscaling":
+            pool.autoscaling = v
+        elif k == "topology":
+            pool.placement_policy = c.NodePool.PlacementPolicy(tpu_topology=v)
+        else:
+            setattr(pool.config, k, v)
+    return pool
+
+
+SPECIFIC = c.ReservationAffinity(
+    consume_reservation_type=c.ReservationAffinity.Type.SPECIFIC_RESERVATION,
+    key=RESERVATION_KEY, values=["tpu-v6e-res"])
+
+REFUSED_POOLS = [
+    ("spot+flex-start", "ladder", lambda: _set(flex_pool("x"), spot=True),
+     "INVALID_ARGUMENT", "cannot use Spot"),
+    ("spot+queued", "ladder", lambda: _set(flex_pool("x", queued=True), spot=True),
+     "INVALID_ARGUMENT", "cannot use Spot"),
+    ("queued+specific-reservation", "ladder",
+     lambda: _set(flex_pool("x", queued=True), reservation_affinity=SPECIFIC),
+     "INVALID_ARGUMENT", "NO_RESERVATION, not SPECIFIC_RESERVATION"),
+    ("queued+any-reservation", "ladder",
+     lambda: _set(flex_pool("x", queued=True), reservation_affinity=c.ReservationAffinity(
+         consume_reservation_type=c.ReservationAffinity.Type.ANY_RESERVATION)),
+     "INVALID_ARGUMENT", "NO_RESERVATION, not ANY_RESERVATION"),
+    ("queued-without-autoscaling", "ladder",
+     lambda: _set(flex_pool("x", queued=True), autoscaling=c.NodePoolAutoscaling(enabled=False)),
+     "INVALID_ARGUMENT", "require autoscaling to be enabled"),
+    ("queued-with-initial-nodes", "ladder", lambda: _set(flex_pool("x", queued=True), initial=4),
+     "INVALID_ARGUMENT", "initial_node_count must be 0"),
+    ("queued-with-minimum", "ladder", lambda: _set(flex_pool("x", queued=True),
+     autoscaling=c.NodePoolAutoscaling(enabled=True, min_node_count=4, max_node_count=4)),
+     "INVALID_ARGUMENT", "minimum node count of 0"),
+    ("specific-without-values", "ladder", lambda: reserved_pool("x"),
+     "INVALID_ARGUMENT", "must name the reservation"),
+    ("specific-without-key", "ladder", lambda: _set(reserved_pool("x", "r"),
+     reservation_affinity=c.ReservationAffinity(
+         consume_reservation_type=c.ReservationAffinity.Type.SPECIFIC_RESERVATION, values=["r"])),
+     "INVALID_ARGUMENT", "must name the reservation"),
+    ("reservation-path-without-name", "ladder",
+     lambda: reserved_pool("x", "projects/capacity-project/reservations/"),
+     "INVALID_ARGUMENT", "Invalid reservation"),
+    ("reservation-not-a-name", "ladder", lambda: reserved_pool("x", "Capacity_Res"),
+     "INVALID_ARGUMENT", "Invalid reservation"),
+    ("flex-start-over-7-days", "ladder", lambda: flex_pool("x", days=8),
+     "INVALID_ARGUMENT", "at most 604800s"),
+    ("flex-start-on-tpu-v4", "ladder",
+     lambda: _set(flex_pool("x"), machine_type="ct4p-hightpu-4t", topology="2x2x2"),
+     "INVALID_ARGUMENT", "Flex-start does not support TPU v4"),
+    ("topology-not-for-machine", "ladder", lambda: _set(tpu_pool("x"), machine_type="ct6e-standard-8t"),
+     "INVALID_ARGUMENT", 'Invalid TPU topology "4x4"'),
+    ("topology-on-cpu-machine", "ladder", lambda: _set(tpu_pool("x"), machine_type="n2-standard-8"),
+     "INVALID_ARGUMENT", "only be set on a TPU machine type"),
+    ("tpu-flex-start-below-floor", "old", lambda: flex_pool("x"),
+     "FAILED_PRECONDITION", "1.33.0-gke.1712000 or later"),
+    ("tpu-queued-below-floor", "old", lambda: flex_pool("x", queued=True),
+     "FAILED_PRECONDITION", "1.33.0-gke.1712000 or later"),
+]
+
+
+@pytest.mark.parametrize("cluster_name,make,status,text",
+                         [r[1:] for r in REFUSED_POOLS], ids=[r[0] for r in REFUSED_POOLS])
+def test_ladder_refusals(client, ladder, cluster_name, make, status, text):
+    parent = f"{PARENT}/clusters/{cluster_name}"
+    with pytest.raises(exceptions.BadRequest) as e:
+        client.create_node_pool(parent=parent, node_pool=make())
+    assert text in e.value.message, e.value.message
+    assert status_of(e.value) == status
+    with pytest.raises(exceptions.NotFound):
+        client.get_node_pool(name=f"{parent}/nodePools/x")
+
+
+def test_ladder_refusals_on_updates(client, ladder):
+    """A mutation cannot reach what a create is refused: every path checks the pool as it would be."""
+    wait(client, client.create_node_pool(parent=ladder, node_pool=tpu_pool("spot-upd", spot=True)))
+    wait(client, client.create_node_pool(parent=ladder, node_pool=flex_pool("dws-upd2", queued=True)))
+    spot, dws = f"{ladder}/nodePools/spot-upd", f"{ladder}/nodePools/dws-upd2"
+    calls = [
+        (lambda: client.update_node_pool(request=c.UpdateNodePoolRequest(name=spot, flex_start=True)),
+         "INVALID_ARGUMENT", "cannot use Spot"),
+        (lambda: client.update_node_pool(request=c.UpdateNodePoolRequest(
+            name=dws, max_run_duration=timedelta(days=9))), "INVALID_ARGUMENT", "at most 604800s"),
+        (lambda: client.update_node_pool(request=c.UpdateNodePoolRequest(
+            name=dws, node_version="1.32")), "FAILED_PRECONDITION", "1.33.0-gke.1712000"),
+        (lambda: client.set_node_pool_autoscaling(request=c.SetNodePoolAutoscalingRequest(
+            name=dws, autoscaling=c.NodePoolAutoscaling(enabled=True, min_node_count=1, max_node_count=4))),
+         "INVALID_ARGUMENT", "minimum node count of 0"),
+        (lambda: client.update_cluster(name=ladder, update=c.ClusterUpdate(
+            desired_node_pool_id="dws-upd2",
+            desired_node_pool_autoscaling=c.NodePoolAutoscaling(enabled=False))),
+         "INVALID_ARGUMENT", "require autoscaling to be enabled"),
+        (lambda: client.update_cluster(name=ladder, update=c.ClusterUpdate(
+            desired_node_pool_id="dws-upd2", desired_node_version="1.32")),
+         "FAILED_PRECONDITION", "1.33.0-gke.1712000"),
+    ]
+    before = client.get_node_pool(name=dws)
+    for call, status, text in calls:
+        with pytest.raises(exceptions.BadRequest) as e:
+            call()
+        assert text in e.value.message, e.value.message
+        assert status_of(e.value) == status
+    after = client.get_node_pool(name=dws)
+    assert after.etag == before.etag and after.version == before.version
+    assert not client.get_node_pool(name=spot).config.flex_start

@@ -23,6 +23,7 @@ mod gitops_control_plane;
 mod gke_auth;
 mod gke_client;
 mod gke_emulator;
+mod gke_emulator_ladder;
 mod image;
 mod jobset_install;
 mod k8s_proof;

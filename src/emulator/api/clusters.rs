@@ -2,15 +2,16 @@
 
 use serde_json::{Map, Value, json};
 
-use super::dws_rules::check_pool_rules;
+use super::cluster_rules::{check_cluster_autoscaling, updated_cluster_autoscaling};
 use super::labels::check_labels;
+use super::pool_rules::{check_existing_pool, check_pool_rules};
 use super::{
     Ctx, PointerBool, Reply, check_etag, check_idle, find_cluster, find_pool, parse, start,
     stockout_failure,
 };
 use crate::emulator::defaults::{
     PoolContext, check_autoscaling, check_location, check_name, fill_cluster, fill_pool,
-    resolve_version, version_cmp,
+    pool_version, resolve_version, version_cmp,
 };
 use crate::emulator::rpc::ApiError;
 use crate::emulator::state::{ClusterRec, Effect, PoolRec, State, cluster_key};
@@ -59,8 +60,11 @@ pub(super) fn create_cluster(
     if st.cluster(p, l, &name).is_some() {
         return Err(ApiError::already_exists(&cluster_key(p, l, &name)));
     }
+    if let Some(autoscaling) = cluster.get("autoscaling") {
+        check_cluster_autoscaling(autoscaling, "cluster.autoscaling")?;
+    }
     let pools = initial_pools(&mut cluster)?;
-    check_initial_pools(ctx, &pools)?;
+    check_unique_pool_names(&pools)?;
     fill_cluster(ctx.cfg, p, l, &mut cluster, ctx.now)?;
     let cluster_json = Value::Object(cluster);
     let recs = initial_pool_recs(ctx, p, &name, &cluster_json, pools)?;
@@ -129,8 +133,8 @@ fn initial_pools(cluster: &mut Map<String, Value>) -> Result<Vec<Value>, ApiErro
     Ok(pools)
 }
 
-/// A new cluster's node pools have unique names, and each keeps the pool rules.
-fn check_initial_pools(ctx: &Ctx<'_>, pools: &[Value]) -> Result<(), ApiError> {
+/// A new cluster's node pools have unique names.
+fn check_unique_pool_names(pools: &[Value]) -> Result<(), ApiError> {
     let mut names = std::collections::BTreeSet::new();
     for pool in pools {
         let n = pool.get("name").and_then(Value::as_str).unwrap_or("");
@@ -139,12 +143,12 @@ fn check_initial_pools(ctx: &Ctx<'_>, pools: &[Value]) -> Result<(), ApiError> {
                 "Node pool names must be unique; \"{n}\" is used more than once."
             )));
         }
-        check_pool_rules(ctx.cfg, pool)?;
     }
     Ok(())
 }
 
-/// A new cluster's node pools, their server defaults filled.
+/// A new cluster's node pools, each checked against the pool rules and its server defaults
+/// filled.
 fn initial_pool_recs(
     ctx: &Ctx<'_>,
     p: &str,
@@ -161,6 +165,8 @@ fn initial_pool_recs(
         let Value::Object(mut pool) = pool else {
             continue;
         };
+        let version = pool_version(ctx.cfg, &master, &pool)?;
+        check_pool_rules(ctx.cfg, &Value::Object(pool.clone()), &version)?;
         let pctx = PoolContext {
             project: p,
             cluster: name,
@@ -232,6 +238,11 @@ pub(super) fn update_cluster(
     for (k, v) in &update {
         op_type = update_cluster_field(ctx, &master, &mut work, &update, k, v, op_type)?;
     }
+    // Whatever the update touched (a pool's autoscaling or node version, the zones), every pool
+    // must still be one a create would accept.
+    for pool in &work.pools {
+        check_existing_pool(ctx.cfg, &pool.json)?;
+    }
     work.json["status"] = json!("RECONCILING");
     work.touch();
     *st.cluster_mut(p, l, c).expect("checked") = work;
@@ -268,6 +279,11 @@ fn update_cluster_field(
             let pool = work.pool_mut(&np).expect("checked");
             pool.json["autoscaling"] = a;
             pool.touch();
+        }
+        "desiredClusterAutoscaling" => {
+            let next = updated_cluster_autoscaling(work.json.get("autoscaling"), v);
+            check_cluster_autoscaling(&next, "update.desired_cluster_autoscaling")?;
+            work.json["autoscaling"] = next;
         }
         "desiredNodeVersion" | "desiredImageType" => {
             update_pool_node(ctx, master, work, update, k, v)?;

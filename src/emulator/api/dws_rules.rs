@@ -3,30 +3,8 @@
 
 use serde_json::Value;
 
-use crate::emulator::EmulatorConfig;
-use crate::emulator::defaults::is_tpu_machine;
-use crate::emulator::faults::TPU_FLEX_START_QUEUED;
 use crate::emulator::rpc::ApiError;
-
-fn tpu_flex_start_queued(pool: &Value) -> bool {
-    let machine = pool
-        .pointer("/config/machineType")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    is_tpu_machine(machine)
-        && pool.pointer("/config/flexStart").and_then(Value::as_bool) == Some(true)
-        && pool
-            .pointer("/queuedProvisioning/enabled")
-            .and_then(Value::as_bool)
-            == Some(true)
-}
-
-pub(super) fn check_pool_rules(cfg: &EmulatorConfig, pool: &Value) -> Result<(), ApiError> {
-    if cfg.reject_tpu_flex_start_queued && tpu_flex_start_queued(pool) {
-        return Err(ApiError::invalid(TPU_FLEX_START_QUEUED));
-    }
-    check_dws_rules(pool)
-}
+use crate::model::gke_facts::FLEX_START_MAX_RUN_SECONDS;
 
 /// What flex-start and queued provisioning demand of a pool (DWS): nodes come and go with
 /// demand, so the pool autoscales and starts from zero, takes no reservation, is not Spot, and
@@ -61,6 +39,19 @@ pub(super) fn check_dws_rules(pool: &Value) -> Result<(), ApiError> {
             format!("{what} require a minimum node count of 0."),
         ));
     }
+    let initial = pool
+        .get("initialNodeCount")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    if queued && initial != 0 {
+        return Err(ApiError::invalid_field(
+            "node_pool.initial_node_count",
+            format!(
+                "{what} start with no nodes: initial_node_count must be 0, not {initial} \
+                 (nodes come only through ProvisioningRequests)."
+            ),
+        ));
+    }
     if flag("/config/spot") || flag("/config/preemptible") {
         return Err(ApiError::invalid_field(
             "node_pool.config.spot",
@@ -81,6 +72,33 @@ pub(super) fn check_dws_rules(pool: &Value) -> Result<(), ApiError> {
         return Err(ApiError::invalid_field(
             "node_pool.management.auto_repair",
             "Flex-start node pools require node auto-repair to be disabled.",
+        ));
+    }
+    if flex_start {
+        check_flex_start_run_duration(pool)?;
+    }
+    Ok(())
+}
+
+/// A flex-start node runs at most seven days, so a longer `maxRunDuration` cannot be honoured.
+/// (On other pools the field has no such bound: REST `NodeConfig.maxRunDuration` applies to any
+/// node, "If unspecified, the nodes can exist indefinitely".)
+fn check_flex_start_run_duration(pool: &Value) -> Result<(), ApiError> {
+    let Some(text) = pool
+        .pointer("/config/maxRunDuration")
+        .and_then(Value::as_str)
+    else {
+        return Ok(());
+    };
+    // The wire layer has already checked the proto3 form (`-?\d+(\.\d{1,9})?s`).
+    let seconds: f64 = text.trim_end_matches('s').parse().unwrap_or(0.0);
+    if seconds > FLEX_START_MAX_RUN_SECONDS as f64 {
+        return Err(ApiError::invalid_field(
+            "node_pool.config.max_run_duration",
+            format!(
+                "Flex-start nodes run at most {FLEX_START_MAX_RUN_SECONDS}s (7 days); \
+                 max_run_duration \"{text}\" is longer."
+            ),
         ));
     }
     Ok(())

@@ -1,11 +1,13 @@
 //! The container v1 methods: routing, and the helpers every resource's handlers share. The
 //! handlers live with their resource: clusters, node pools, operations.
 
+mod cluster_rules;
 mod clusters;
 mod dws_rules;
 mod labels;
 mod node_pools;
 mod operations;
+mod pool_rules;
 
 use serde_json::{Map, Value};
 

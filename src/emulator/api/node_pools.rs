@@ -3,15 +3,15 @@
 
 use serde_json::{Map, Value, json};
 
-use super::dws_rules::{check_dws_rules, check_pool_rules};
 use super::labels::check_labels;
+use super::pool_rules::{check_existing_pool, check_pool_rules};
 use super::{
     Ctx, PointerBool, Reply, check_etag, check_idle, find_cluster, find_pool, parse, start,
     stockout_failure,
 };
 use crate::emulator::defaults::{
     PoolContext, check_auto_upgrade, check_autoscaling, check_name, ensure_queued_taint, fill_pool,
-    resolve_version, version_cmp,
+    pool_version, resolve_version, version_cmp,
 };
 use crate::emulator::faults::stockout_message;
 use crate::emulator::rpc::ApiError;
@@ -61,13 +61,14 @@ pub(super) fn create_pool(
             rec.key()
         )));
     }
-    check_pool_rules(ctx.cfg, &Value::Object(pool.clone()))?;
-    check_idle(st, p, l, c)?;
-    let rec = st.cluster(p, l, c).expect("checked");
     let master = rec.json["currentMasterVersion"]
         .as_str()
         .unwrap_or_default()
         .to_string();
+    let version = pool_version(ctx.cfg, &master, &pool)?;
+    check_pool_rules(ctx.cfg, &Value::Object(pool.clone()), &version)?;
+    check_idle(st, p, l, c)?;
+    let rec = st.cluster(p, l, c).expect("checked");
     let pctx = PoolContext {
         project: p,
         cluster: c,
@@ -180,6 +181,7 @@ pub(super) fn update_pool(
             op_type = upgrade;
         }
     }
+    check_existing_pool(ctx.cfg, &work)?;
     work["status"] = json!("RECONCILING");
     pool.json = work;
     pool.touch();
@@ -357,7 +359,7 @@ pub(super) fn set_autoscaling(
         let rec = find_cluster(st, p, l, c)?;
         let mut after = find_pool(rec, np)?.json.clone();
         after["autoscaling"] = a.clone();
-        check_dws_rules(&after)?;
+        check_existing_pool(ctx.cfg, &after)?;
     }
     let rec = pool_mutation(st, p, l, c, np)?;
     let pool = rec.pool_mut(np).expect("checked");
@@ -432,7 +434,7 @@ pub(super) fn set_management(
         let mut after = find_pool(rec, np)?.json.clone();
         check_auto_upgrade(&rec.json, Some(&m))?;
         after["management"] = m.clone();
-        check_dws_rules(&after)?;
+        check_existing_pool(ctx.cfg, &after)?;
     }
     let rec = pool_mutation(st, p, l, c, np)?;
     let pool = rec.pool_mut(np).expect("checked");
