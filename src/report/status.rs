@@ -202,6 +202,10 @@ pub struct JobStatus {
     pub evicted: Option<String>,
     /// The Workload is deactivated (`spec.active: false`): Kueue will not admit it again.
     pub deactivated: bool,
+    /// Where the job stands on the capacity ladder (only with a `capacity:` section:
+    /// [`super::rung::set_rungs`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rung: Option<super::rung::RungStatus>,
 }
 
 /// What a job's placement is compared with (`comparedWith.source` in JSON).
@@ -765,6 +769,7 @@ fn job_status(
         progress: live.and_then(JobProgress::of),
         evicted,
         deactivated,
+        rung: None,
     }
 }
 
