@@ -45,6 +45,21 @@ pub struct RungStatus {
     pub waiting: Option<String>,
 }
 
+/// A job as the rung report needs it: what Kueue made of it, whether its pods run, and its
+/// ProvisioningRequest's state, from `gkq status`'s report or watch's job timeline.
+#[derive(Debug, Clone, Copy)]
+pub struct LadderJob<'a> {
+    pub kind: &'a str,
+    pub name: &'a str,
+    pub namespace: &'a str,
+    /// Kueue's placement, read from the job's Workload.
+    pub observed: Option<&'a Placement>,
+    /// The job's controller says its pods run or have run.
+    pub runs: bool,
+    /// The job's ProvisioningRequest, `name: message`, when it has one with a message.
+    pub provisioning: Option<&'a str>,
+}
+
 /// Each job's [`RungStatus`] (left `None` for a job Kueue has not put on a ladder flavor).
 /// `events` and `nodes`: the cluster's Events and Nodes as read.
 pub fn set_rungs(spec: &Spec, jobs: &mut [JobStatus], events: &[Value], nodes: &[Value]) {
@@ -52,21 +67,39 @@ pub fn set_rungs(spec: &Spec, jobs: &mut [JobStatus], events: &[Value], nodes: &
         return;
     }
     for job in jobs.iter_mut() {
-        job.rung = job_rung(spec, job, events, nodes);
+        let provisioning = job
+            .provisioning_request
+            .as_ref()
+            .filter(|pr| !pr.message.is_empty())
+            .map(|pr| format!("ProvisioningRequest {}: {}", pr.name, pr.message));
+        let ladder_job = LadderJob {
+            kind: &job.kind,
+            name: &job.job,
+            namespace: &job.namespace,
+            observed: job.observed.as_ref(),
+            runs: runs(job),
+            provisioning: provisioning.as_deref(),
+        };
+        job.rung = rung_status(spec, &ladder_job, events, nodes);
     }
 }
 
-/// One job's place on the ladder.
-fn job_rung(spec: &Spec, job: &JobStatus, events: &[Value], nodes: &[Value]) -> Option<RungStatus> {
-    let observed = job.observed.as_ref().filter(|o| admitted(o))?;
+/// One job's place on the ladder (`None`: not on a ladder flavor, or not admitted yet).
+pub fn rung_status(
+    spec: &Spec,
+    job: &LadderJob<'_>,
+    events: &[Value],
+    nodes: &[Value],
+) -> Option<RungStatus> {
+    let observed = job.observed.filter(|o| admitted(o))?;
     let on_ladder = job_rungs(spec, std::slice::from_ref(observed))
         .into_iter()
         .next()?;
     let event = |reason: &str| {
         events.iter().find(|e| {
             e["reason"] == reason
-                && e.pointer("/involvedObject/kind").and_then(Value::as_str) == Some(&job.kind)
-                && e.pointer("/involvedObject/name").and_then(Value::as_str) == Some(&job.job)
+                && e.pointer("/involvedObject/kind").and_then(Value::as_str) == Some(job.kind)
+                && e.pointer("/involvedObject/name").and_then(Value::as_str) == Some(job.name)
                 && e.pointer("/involvedObject/namespace")
                     .and_then(Value::as_str)
                     .unwrap_or("default")
@@ -83,7 +116,7 @@ fn job_rung(spec: &Spec, job: &JobStatus, events: &[Value], nodes: &[Value]) -> 
         compute_class: on_ladder.compute_class.clone(),
         waiting: None,
     };
-    if runs(job) {
+    if job.runs || observed.state == PlacementState::Finished {
         status.landed = true;
         status.rung = event(SCHEDULED)
             .and_then(|e| rung_in(&message(e)))
@@ -94,26 +127,23 @@ fn job_rung(spec: &Spec, job: &JobStatus, events: &[Value], nodes: &[Value]) -> 
     if status.rung.is_none() {
         status.rung = scale_up.as_deref().and_then(rung_in);
     }
-    let provisioning = job
-        .provisioning_request
-        .as_ref()
-        .filter(|pr| !pr.message.is_empty())
-        .map(|pr| format!("ProvisioningRequest {}: {}", pr.name, pr.message));
     status.waiting = Some(
         event(FAILED_SCALE_UP)
             .map(message)
-            .or(provisioning)
+            .or(job.provisioning.map(str::to_string))
             .or(scale_up.map(|m| format!("nodes are being added ({m})")))
             .unwrap_or_else(|| "its nodes are not ready yet".to_string()),
     );
     Some(status)
 }
 
-/// Kueue has put the job on a flavor (its quota is reserved).
+/// Kueue has put the job on a flavor (its quota is reserved), or had until the job finished.
 fn admitted(placement: &Placement) -> bool {
     matches!(
         placement.state,
-        PlacementState::Admitted | PlacementState::WaitingForAdmissionChecks
+        PlacementState::Admitted
+            | PlacementState::WaitingForAdmissionChecks
+            | PlacementState::Finished
     ) && placement.podsets.iter().any(|p| p.flavor.is_some())
 }
 
@@ -124,7 +154,14 @@ fn runs(job: &JobStatus) -> bool {
         .as_ref()
         .and_then(|r| r.deployment_status.as_deref());
     let progress = job.progress.as_ref().map(|p| p.state.as_str());
-    matches!(ray, Some("Running" | "Complete")) || matches!(progress, Some("Running" | "Completed"))
+    pods_run(ray, progress)
+}
+
+/// Whether a RayJob's `jobDeploymentStatus`, or a JobSet's or Job's progress state
+/// (`super::status::JobProgress`), says its pods run or have run.
+pub fn pods_run(ray_deployment: Option<&str>, progress: Option<&str>) -> bool {
+    matches!(ray_deployment, Some("Running" | "Complete"))
+        || matches!(progress, Some("Running" | "Completed"))
 }
 
 /// The ladder rung of the first pool an event's text names: a node of it (the scheduler names
@@ -180,5 +217,111 @@ pub fn rung_text(status: &RungStatus) -> String {
             "waiting for a rung of ComputeClass {}: {why}",
             status.compute_class.as_deref().unwrap_or("?")
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::placement::PodSetPlacement;
+    use serde_json::json;
+    use std::collections::BTreeMap;
+
+    fn spec(mode: &str) -> Spec {
+        let capacity = json!({
+            "mode": mode, "clusterQueue": "cq", "quota": {"google.com/tpu": 4},
+            "accelerator": {"machineType": "ct6e-standard-4t", "topology": "2x2"},
+            "rungs": [
+                {"name": "res", "kind": "reservation", "reservation": {"name": "r", "slices": 1}},
+                {"name": "od", "kind": "on-demand", "slices": 1},
+            ],
+        });
+        let mut spec = Spec {
+            capacity: Some(serde_json::from_value(capacity).unwrap()),
+            ..Default::default()
+        };
+        spec.cluster.name = "c".into();
+        spec
+    }
+
+    fn admitted_on(flavor: &str) -> Placement {
+        Placement {
+            job: "j".into(),
+            namespace: "default".into(),
+            kind: "RayJob".into(),
+            cluster_queue: Some("cq".into()),
+            podsets: vec![PodSetPlacement {
+                name: "w".into(),
+                count: 1,
+                flavor: Some(flavor.into()),
+                flavors: BTreeMap::from([("google.com/tpu".into(), flavor.into())]),
+            }],
+            state: PlacementState::Admitted,
+            reason: None,
+            admission_checks: Vec::new(),
+            reclaim: None,
+            preempts: Vec::new(),
+            preempted_by: None,
+            not_predicted: None,
+            attempts: Vec::new(),
+        }
+    }
+
+    fn event(reason: &str, message: &str) -> Value {
+        json!({"reason": reason, "message": message,
+            "involvedObject": {"kind": "RayJob", "name": "j", "namespace": "default"}})
+    }
+
+    fn job<'a>(observed: &'a Placement, runs: bool) -> LadderJob<'a> {
+        LadderJob {
+            kind: "RayJob",
+            name: "j",
+            namespace: "default",
+            observed: Some(observed),
+            runs,
+            provisioning: None,
+        }
+    }
+
+    #[test]
+    fn kueue_mode_a_job_waits_on_its_flavors_rung_with_the_autoscalers_reason() {
+        let placed = admitted_on("res");
+        let failed = [event(FAILED_SCALE_UP, "simulated stockout")];
+        let status = rung_status(&spec("kueue"), &job(&placed, false), &failed, &[]).unwrap();
+        assert_eq!(status.rung.as_ref().unwrap().name, "res");
+        assert_eq!(
+            rung_text(&status),
+            "waiting for rung res: simulated stockout"
+        );
+        let other = admitted_on("default-cpu");
+        assert_eq!(
+            rung_status(&spec("kueue"), &job(&other, true), &[], &[]),
+            None
+        );
+    }
+
+    #[test]
+    fn computeclass_mode_the_rung_is_the_pool_of_the_jobs_nodes() {
+        let placed = admitted_on("ladder");
+        let cc = spec("computeclass");
+        let waiting = rung_status(&cc, &job(&placed, false), &[], &[]).unwrap();
+        assert_eq!(waiting.rung, None);
+        assert!(rung_text(&waiting).starts_with("waiting for a rung of ComputeClass c-ladder: "));
+        // The scheduler names a node; GKE's node names hold the pool's.
+        let scheduled = [event(
+            SCHEDULED,
+            "Successfully assigned default/j to gke-c-default-pool-1a2b3c4d-0001, gke-c-gk-c-ladder-2-5e6f7a8b-0002",
+        )];
+        let landed = rung_status(&cc, &job(&placed, true), &scheduled, &[]).unwrap();
+        assert_eq!(
+            rung_text(&landed),
+            "rung: od (2 of 2, on-demand, pool gk-c-ladder-2)"
+        );
+        // A node read from the cluster names its pool by label.
+        let node =
+            json!({"metadata": {"name": "n1", "labels": {NODE_POOL_LABEL: "gk-c-ladder-1"}}});
+        let scheduled = [event(SCHEDULED, "Successfully assigned default/j to n1")];
+        let landed = rung_status(&cc, &job(&placed, true), &scheduled, &[node]).unwrap();
+        assert_eq!(landed.rung.unwrap().name, "res");
     }
 }

@@ -457,7 +457,7 @@ fn ladder_spec(capacity: &str, jobs: &[(&str, &str)]) -> tempfile::TempDir {
     let mut jobs_yaml = String::new();
     for (name, workers) in jobs {
         jobs_yaml.push_str(&format!(
-            "  - name: {name}\n    queue: user-queue\n    script: train.py\n    image: rayproject/ray:2.53.0-py311\n    duration: 6h\n    head: {{cpu: 2, memory: 4Gi, nodePool: default-pool}}\n    workers:\n      - {workers}\n"
+            "  - name: {name}\n    queue: user-queue\n    script: train.py\n    image: rayproject/ray:2.53.0-py311\n    head: {{cpu: 2, memory: 4Gi, nodePool: default-pool}}\n    workers:\n      - {workers}\n"
         ));
     }
     let spec = format!(
@@ -468,7 +468,7 @@ cluster:
   name: ladder
   version: "1.34"
   deletionProtection: false
-  defaultPool: {{machineType: n2-standard-16}}
+  defaultPool: {{machineType: n2-standard-16, nodes: 8}}
   addons: {{rayOperator: true}}
 capacity:
 {capacity}
@@ -525,12 +525,13 @@ fn planned_rungs(spec: &Path) -> Vec<Value> {
 }
 
 /// Applies the spec on a fresh local target with `GKQ_LOCAL_CAPACITY=capacity`, lets an hour
-/// and more of simulated time pass (the jobs run 6h), and returns `gkq status -o json`'s jobs.
+/// and more of simulated time pass (the jobs run 100h), and returns `gkq status -o json`'s jobs.
 fn jobs_under(spec: &Path, capacity: &str) -> Vec<Value> {
     let state = tempfile::tempdir().unwrap();
     let env = [
         ("GKQ_LOCAL_CAPACITY", capacity),
         ("GKQ_LOCAL_CLOCK", "3600x"),
+        ("GKQ_LOCAL_RUN", "100h"),
     ];
     run_ok(spec, state.path(), &env, &["apply", "--auto-approve"]);
     std::thread::sleep(std::time::Duration::from_millis(1500));
@@ -544,7 +545,7 @@ fn jobs_under(spec: &Path, capacity: &str) -> Vec<Value> {
             let line = text
                 .lines()
                 .skip_while(|l| !l.trim_start().starts_with(&format!("{name} ->")))
-                .find(|l| l.contains("ladder:"))
+                .find(|l| l.trim_start().starts_with("ladder:"))
                 .unwrap_or_else(|| panic!("no ladder line for {name} in:\n{text}"));
             let words = if rung["landed"] == true {
                 format!("rung: {}", rung["rung"]["name"].as_str().unwrap())
