@@ -109,7 +109,7 @@ pub async fn status(
     Ok(StatusReport { status, warnings })
 }
 
-/// Each job's rung on the capacity ladder (`report::rung`), from the cluster's Events and Nodes,
+/// Each job's rung on the capacity ladder (`report::status::set_rungs`), from the cluster's Events and Nodes,
 /// read only for a spec with a ladder. Unreadable Events leave the jobs without a rung line.
 async fn set_ladder_rungs(
     api: &dyn KubeApi,
@@ -117,7 +117,7 @@ async fn set_ladder_rungs(
     live: &mut LiveReport,
 ) {
     match read_kinds(api, &[EVENT, NODE], KubeSnapshot::default()).await {
-        Ok(read) => crate::report::rung::set_rungs(
+        Ok(read) => crate::report::status::set_rungs(
             spec,
             &mut live.jobs,
             read.kind(EVENT.1),

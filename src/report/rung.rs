@@ -14,7 +14,6 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use super::status::JobStatus;
 use crate::placement::{Placement, PlacementState};
 use crate::plan::ladder::{RungRef, job_rungs, rung_of_pool};
 use crate::spec::types::Spec;
@@ -46,7 +45,8 @@ pub struct RungStatus {
 }
 
 /// A job as the rung report needs it: what Kueue made of it, whether its pods run, and its
-/// ProvisioningRequest's state, from `gkq status`'s report or watch's job timeline.
+/// ProvisioningRequest's state, from `gkq status`'s report (`super::status::set_rungs`) or
+/// watch's job timeline.
 #[derive(Debug, Clone, Copy)]
 pub struct LadderJob<'a> {
     pub kind: &'a str,
@@ -58,30 +58,6 @@ pub struct LadderJob<'a> {
     pub runs: bool,
     /// The job's ProvisioningRequest, `name: message`, when it has one with a message.
     pub provisioning: Option<&'a str>,
-}
-
-/// Each job's [`RungStatus`] (left `None` for a job Kueue has not put on a ladder flavor).
-/// `events` and `nodes`: the cluster's Events and Nodes as read.
-pub fn set_rungs(spec: &Spec, jobs: &mut [JobStatus], events: &[Value], nodes: &[Value]) {
-    if spec.capacity.is_none() {
-        return;
-    }
-    for job in jobs.iter_mut() {
-        let provisioning = job
-            .provisioning_request
-            .as_ref()
-            .filter(|pr| !pr.message.is_empty())
-            .map(|pr| format!("ProvisioningRequest {}: {}", pr.name, pr.message));
-        let ladder_job = LadderJob {
-            kind: &job.kind,
-            name: &job.job,
-            namespace: &job.namespace,
-            observed: job.observed.as_ref(),
-            runs: runs(job),
-            provisioning: provisioning.as_deref(),
-        };
-        job.rung = rung_status(spec, &ladder_job, events, nodes);
-    }
 }
 
 /// One job's place on the ladder (`None`: not on a ladder flavor, or not admitted yet).
@@ -145,16 +121,6 @@ fn admitted(placement: &Placement) -> bool {
             | PlacementState::WaitingForAdmissionChecks
             | PlacementState::Finished
     ) && placement.podsets.iter().any(|p| p.flavor.is_some())
-}
-
-/// The job's pods run or have run (its controller says so).
-fn runs(job: &JobStatus) -> bool {
-    let ray = job
-        .ray
-        .as_ref()
-        .and_then(|r| r.deployment_status.as_deref());
-    let progress = job.progress.as_ref().map(|p| p.state.as_str());
-    pods_run(ray, progress)
 }
 
 /// Whether a RayJob's `jobDeploymentStatus`, or a JobSet's or Job's progress state
