@@ -8,14 +8,16 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Value, json};
 
+use super::controller::Provisioning;
 use super::controller::{Ctx, Outcome};
 use super::nodes::{
-    Demand, Pods, PoolInfo, ProvisioningOutcome, ProvisioningPlan, StartingNodes, node_keys,
+    Availability, Demand, LocalCapacity, Pods, PoolInfo, ProvisioningOutcome, ProvisioningPlan,
+    StartingNodes, all_pools, node_keys,
 };
 use super::store::{Key, Store, set_condition};
 use super::workload::{SIMULATED_ANNOTATION, SIMULATED_VALUE};
 use crate::model::gke_facts::machine_shape;
-use crate::vocab::labels::NODE_POOL_LABEL;
+use crate::vocab::labels::{COMPUTE_CLASS_LABEL, NODE_POOL_LABEL};
 use crate::vocab::quantity::Quantity;
 
 fn node_object(ctx: &Ctx<'_>, pool: &PoolInfo, seq: u64) -> Value {
@@ -49,6 +51,13 @@ fn node_object(ctx: &Ctx<'_>, pool: &PoolInfo, seq: u64) -> Value {
     }
     if pool.spot {
         labels["cloud.google.com/gke-spot"] = json!("true");
+    }
+    for (key, value) in &pool.labels {
+        labels[key.as_str()] = json!(value);
+    }
+    // GKE taints the nodes it creates for a ComputeClass with the class (docs/gke-facts.md, L1).
+    if let Some(class) = pool.labels.get(COMPUTE_CLASS_LABEL) {
+        taints.push(json!({"key": COMPUTE_CLASS_LABEL, "value": class, "effect": "NoSchedule"}));
     }
     if pool.queued_provisioning {
         labels["cloud.google.com/gke-queued"] = json!("true");
@@ -92,70 +101,14 @@ fn remove_nodes(ctx: &mut Ctx<'_>, pool: &str, count: i64) -> bool {
 }
 
 /// The simulated cluster autoscaler: node objects for fixed pools, scale-up for the demand of
-/// admitted jobs (queued-provisioning pools only grow through ProvisioningRequests), scale-down
-/// after `scale_down_ms` below demand. Returns what changed.
+/// admitted jobs (queued-provisioning pools only grow through ProvisioningRequests) within what
+/// each rung can obtain (`GKQ_LOCAL_CAPACITY`), scale-down after `scale_down_ms` below demand.
+/// Returns what changed.
 pub fn autoscale(ctx: &mut Ctx<'_>, demand: &Demand) -> Outcome {
     let mut changed = false;
-    let pools = ctx.pools.to_vec();
+    let pools = all_pools(ctx.pools, &ctx.sim.auto_pools);
     for pool in &pools {
-        let ready = node_keys(ctx.store, &pool.name).len() as i64;
-        let starting: i64 = ctx
-            .sim
-            .starting
-            .iter()
-            .filter(|s| s.pool == pool.name)
-            .map(|s| s.count)
-            .sum();
-        let wanted: i64 = demand
-            .iter()
-            .filter(|(_, p, _)| *p == pool.name)
-            .map(|(_, _, n)| n)
-            .sum();
-        let target = if !pool.limits.autoscaled {
-            pool.limits.max
-        } else if pool.queued_provisioning {
-            // Grows only through ProvisioningRequests.
-            0
-        } else {
-            let slice = pool.slice_nodes().max(1);
-            let wanted = wanted.max(pool.min_nodes());
-            let rounded = (wanted + slice - 1) / slice * slice;
-            rounded.min(pool.max_nodes())
-        };
-        if !pool.limits.autoscaled {
-            if ready < target {
-                changed |= add_nodes(ctx, pool, target - ready);
-            } else if ready > target {
-                changed |= remove_nodes(ctx, &pool.name, ready - target);
-            }
-            continue;
-        }
-        if target > ready + starting && !pool.queued_provisioning {
-            ctx.sim.starting.push(StartingNodes {
-                pool: pool.name.clone(),
-                count: target - ready - starting,
-                ready_ms: ctx.now + ctx.settings.node_startup_ms,
-            });
-            changed = true;
-        }
-        let floor = if pool.queued_provisioning {
-            provisioned_nodes(ctx.store, &pool.name).max(pool.min_nodes())
-        } else {
-            target
-        };
-        if ready > floor && starting == 0 {
-            let since = *ctx
-                .sim
-                .low_since
-                .entry(pool.name.clone())
-                .or_insert(ctx.now);
-            if ctx.now >= since + ctx.settings.scale_down_ms {
-                changed |= remove_nodes(ctx, &pool.name, ready - floor);
-                ctx.sim.low_since.remove(&pool.name);
-            }
-        } else {
-            ctx.sim.low_since.remove(&pool.name);
-        }
+        changed |= autoscale_pool(ctx, &pools, pool, demand);
     }
     // Nodes whose start-up time has come.
     let due: Vec<StartingNodes> = ctx
@@ -192,6 +145,250 @@ pub fn autoscale(ctx: &mut Ctx<'_>, demand: &Demand) -> Outcome {
     }
     ctx.sim.starting.retain(|s| names.contains(&s.pool));
     Outcome { changed }
+}
+
+/// Nodes being started for a pool.
+fn starting_nodes(ctx: &Ctx<'_>, pool: &str) -> i64 {
+    ctx.sim
+        .starting
+        .iter()
+        .filter(|s| s.pool == pool)
+        .map(|s| s.count)
+        .sum()
+}
+
+/// One pool: its fixed size, or its scale-up (within what it can obtain) and scale-down.
+fn autoscale_pool(ctx: &mut Ctx<'_>, pools: &[PoolInfo], pool: &PoolInfo, demand: &Demand) -> bool {
+    let mut changed = false;
+    let ready = node_keys(ctx.store, &pool.name).len() as i64;
+    let starting = starting_nodes(ctx, &pool.name);
+    let wanted: i64 = demand
+        .iter()
+        .filter(|(_, p, _)| *p == pool.name)
+        .map(|(_, _, n)| n)
+        .sum();
+    let target = if !pool.limits.autoscaled {
+        pool.limits.max
+    } else if pool.queued_provisioning {
+        // Grows only through ProvisioningRequests.
+        0
+    } else {
+        let slice = pool.slice_nodes().max(1);
+        let wanted = wanted.max(pool.min_nodes());
+        let rounded = (wanted + slice - 1) / slice * slice;
+        rounded.min(pool.max_nodes())
+    };
+    if !pool.limits.autoscaled {
+        if ready < target {
+            changed |= add_nodes(ctx, pool, target - ready);
+        } else if ready > target {
+            changed |= remove_nodes(ctx, &pool.name, ready - target);
+        }
+        return changed;
+    }
+    if target > ready + starting && !pool.queued_provisioning {
+        changed |= scale_up(ctx, pools, pool, target - ready - starting, demand);
+    }
+    let floor = if pool.queued_provisioning {
+        provisioned_nodes(ctx.store, &pool.name).max(pool.min_nodes())
+    } else {
+        target
+    };
+    if ready > floor && starting == 0 {
+        let since = *ctx
+            .sim
+            .low_since
+            .entry(pool.name.clone())
+            .or_insert(ctx.now);
+        if ctx.now >= since + ctx.settings.scale_down_ms {
+            changed |= remove_nodes(ctx, &pool.name, ready - floor);
+            ctx.sim.low_since.remove(&pool.name);
+        }
+    } else {
+        ctx.sim.low_since.remove(&pool.name);
+    }
+    changed
+}
+
+/// Starts `want` more nodes for a pool, as many as it can obtain (whole slices for a multi-host
+/// pool: a slice needs all its VMs); the jobs waiting on it are told (`TriggeredScaleUp`, or
+/// `FailedScaleUp` for what cannot be obtained).
+fn scale_up(
+    ctx: &mut Ctx<'_>,
+    pools: &[PoolInfo],
+    pool: &PoolInfo,
+    want: i64,
+    demand: &Demand,
+) -> bool {
+    let mut changed = false;
+    let obtainable = obtainable(ctx, pools, pool);
+    let slice = pool.slice_nodes().max(1);
+    let grant = match obtainable.room {
+        None => want,
+        Some(room) => want.min(room.max(0)) / slice * slice,
+    };
+    let waiting: Vec<String> = demand
+        .iter()
+        .filter(|(u, p, _)| *p == pool.name && !is_scheduled(ctx, u))
+        .map(|(u, _, _)| u.clone())
+        .collect();
+    if grant > 0 {
+        let ready = node_keys(ctx.store, &pool.name).len() as i64;
+        let from = ready + starting_nodes(ctx, &pool.name);
+        ctx.sim.starting.push(StartingNodes {
+            pool: pool.name.clone(),
+            count: grant,
+            ready_ms: ctx.now + ctx.settings.node_startup_ms + obtainable.delay_ms,
+        });
+        changed = true;
+        let message = format!(
+            "pod triggered scale-up: [{{{} {from}->{} (max: {})}}] (simulated)",
+            pool.name,
+            from + grant,
+            pool.max_nodes()
+        );
+        for job in &waiting {
+            changed |= record_event(ctx, job, TRIGGERED_SCALE_UP, &message);
+        }
+    }
+    if grant < want {
+        let message = stockout(pool, want, grant, obtainable.entry.as_deref());
+        for job in &waiting {
+            changed |= record_event(ctx, job, FAILED_SCALE_UP, &message);
+        }
+    } else {
+        for job in &waiting {
+            changed |= clear_event(ctx, job, FAILED_SCALE_UP);
+        }
+    }
+    changed
+}
+
+fn is_scheduled(ctx: &Ctx<'_>, job_uid: &str) -> bool {
+    ctx.sim
+        .runs
+        .get(job_uid)
+        .is_some_and(|r| r.scheduled_ms.is_some())
+}
+
+/// Why a pool got fewer nodes than it wanted.
+pub fn stockout(pool: &PoolInfo, want: i64, got: i64, entry: Option<&str>) -> String {
+    format!(
+        "simulated stockout in node pool {} ({}): {want} node(s) needed, {got} obtained ({} {})",
+        pool.name,
+        pool.kind().as_str(),
+        LocalCapacity::VARIABLE,
+        entry.unwrap_or("unlimited"),
+    )
+}
+
+/// What a pool can still obtain under `GKQ_LOCAL_CAPACITY`.
+pub struct Obtainable {
+    /// More nodes it can get (`None`: unlimited).
+    pub room: Option<i64>,
+    /// After this delay (a `queued` rung: the provisioning delay).
+    pub delay_ms: u64,
+    /// The entry deciding it, as written (`on-demand:4`).
+    pub entry: Option<String>,
+}
+
+/// What `pool` can still obtain: the count of its capacity entry (by its name, else its kind)
+/// less the nodes every autoscaled pool under that same entry holds or is starting.
+pub fn obtainable(ctx: &Ctx<'_>, pools: &[PoolInfo], pool: &PoolInfo) -> Obtainable {
+    let capacity = &ctx.settings.capacity;
+    let Some(entry) = capacity.entry(&pool.name, pool.kind()) else {
+        return Obtainable {
+            room: None,
+            delay_ms: 0,
+            entry: None,
+        };
+    };
+    let text = Some(entry.text());
+    let (limit, delay_ms) = match entry.value {
+        Availability::Unlimited => (None, 0),
+        Availability::Never => (Some(0), 0),
+        Availability::Queued => match ctx.settings.provisioning {
+            Provisioning::After(ms) => (None, ms),
+            Provisioning::Never | Provisioning::Fail(_) => (Some(0), 0),
+        },
+        Availability::Nodes(n) => (Some(n), 0),
+    };
+    let room = limit.map(|limit| {
+        let used: i64 = pools
+            .iter()
+            // A fixed-size pool has its nodes whatever the rung's capacity: it governs nothing
+            // and uses none of it.
+            .filter(|p| p.limits.autoscaled && capacity.entry(&p.name, p.kind()) == Some(entry))
+            .map(|p| node_keys(ctx.store, &p.name).len() as i64 + starting_nodes(ctx, &p.name))
+            .sum();
+        (limit - used).max(0)
+    });
+    Obtainable {
+        room,
+        delay_ms,
+        entry: text,
+    }
+}
+
+pub const TRIGGERED_SCALE_UP: &str = "TriggeredScaleUp";
+pub const FAILED_SCALE_UP: &str = "FailedScaleUp";
+/// The scheduler's event when a job's pods are placed on nodes.
+pub const SCHEDULED: &str = "Scheduled";
+
+/// The Event `reason` about the job of run `job_uid`. The cluster autoscaler's and scheduler's
+/// events are about pods; the simulation has no worker pods, so they are about the job (one
+/// Event per job and reason, owned by the job so that it goes with it).
+fn event_key(ctx: &Ctx<'_>, job_uid: &str, reason: &str) -> Option<(Key, Value)> {
+    let run = ctx.sim.runs.get(job_uid)?;
+    let job = ctx.store.get(&run.job_key())?;
+    let name = format!("{}.{}", run.name, reason.to_ascii_lowercase());
+    let key = Key::new("v1", "Event", Some(&run.namespace), &name);
+    let involved = json!({"apiVersion": job["apiVersion"], "kind": job["kind"],
+        "name": run.name, "namespace": run.namespace, "uid": job_uid});
+    Some((key, involved))
+}
+
+/// Records (or updates) the Event `reason` about a job's pods.
+pub fn record_event(ctx: &mut Ctx<'_>, job_uid: &str, reason: &str, message: &str) -> bool {
+    let Some((key, involved)) = event_key(ctx, job_uid, reason) else {
+        return false;
+    };
+    let now = super::store::timestamp(ctx.now);
+    let (component, kind) = match reason {
+        SCHEDULED => ("default-scheduler", "Normal"),
+        FAILED_SCALE_UP => ("cluster-autoscaler", "Warning"),
+        _ => ("cluster-autoscaler", "Normal"),
+    };
+    if let Some(live) = ctx.store.get(&key) {
+        if live["message"] == message {
+            return false;
+        }
+        return ctx.store.update(&key, component, false, ctx.now, |o| {
+            o["message"] = json!(message);
+            o["lastTimestamp"] = json!(now);
+            o["count"] = json!(o["count"].as_i64().unwrap_or(1) + 1);
+        });
+    }
+    let event = json!({
+        "apiVersion": "v1", "kind": "Event",
+        "metadata": {"name": key.name, "namespace": key.namespace,
+            "annotations": {SIMULATED_ANNOTATION: SIMULATED_VALUE},
+            "ownerReferences": [{"apiVersion": involved["apiVersion"], "kind": involved["kind"],
+                "name": involved["name"], "uid": involved["uid"]}]},
+        "involvedObject": involved,
+        "reason": reason, "message": message, "type": kind,
+        "source": {"component": component},
+        "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+    });
+    ctx.store.create(event, component, ctx.now)
+}
+
+/// Removes the Event `reason` about a job (what it said no longer holds).
+pub fn clear_event(ctx: &mut Ctx<'_>, job_uid: &str, reason: &str) -> bool {
+    match event_key(ctx, job_uid, reason) {
+        Some((key, _)) if ctx.store.get(&key).is_some() => ctx.store.delete(&key, false, ctx.now),
+        _ => false,
+    }
 }
 
 /// Nodes held by provisioned ProvisioningRequests on a pool.
@@ -444,6 +641,26 @@ fn provide_nodes(ctx: &mut Ctx<'_>, key: &Key, pr: &Value) -> (bool, bool) {
             "Waiting for room in node pool {} (simulated: {nodes} nodes needed, the pool may have {} and {in_use} are in use)",
             pool.name,
             pool.max_nodes()
+        );
+        let changed = ctx.store.update(key, "cluster-autoscaler", true, now, |o| {
+            set_condition(
+                o,
+                "Provisioned",
+                "False",
+                "CapacityIsNotFound",
+                &message,
+                now,
+            );
+        });
+        return (changed, false);
+    }
+    // The rung's capacity (`GKQ_LOCAL_CAPACITY`): a request gets all its nodes or none.
+    let obtainable = obtainable(ctx, &all_pools(&pools, &ctx.sim.auto_pools), &pool);
+    if obtainable.room.is_some_and(|room| room < to_add) {
+        // All or nothing: a request's nodes come at once.
+        let message = format!(
+            "Waiting for flex-start capacity ({})",
+            stockout(&pool, to_add, 0, obtainable.entry.as_deref())
         );
         let changed = ctx.store.update(key, "cluster-autoscaler", true, now, |o| {
             set_condition(

@@ -7,7 +7,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::nodes::{PoolInfo, ProvisioningOutcome, ProvisioningPlan, StartingNodes};
+use super::nodes::{
+    AutoPools, LocalCapacity, PoolInfo, ProvisioningOutcome, ProvisioningPlan, StartingNodes,
+};
 use super::store::Store;
 
 /// How the simulation behaves (from `GKQ_LOCAL_*`; see [`super::Settings::from_env`]).
@@ -22,6 +24,8 @@ pub struct SimSettings {
     pub ray_startup_ms: u64,
     /// How long the autoscaler waits before removing unneeded nodes.
     pub scale_down_ms: u64,
+    /// What each rung can obtain (`GKQ_LOCAL_CAPACITY`).
+    pub capacity: LocalCapacity,
 }
 
 impl Default for SimSettings {
@@ -32,6 +36,7 @@ impl Default for SimSettings {
             node_startup_ms: 60_000,
             ray_startup_ms: 20_000,
             scale_down_ms: 600_000,
+            capacity: LocalCapacity::default(),
         }
     }
 }
@@ -224,6 +229,9 @@ pub struct SimState {
     /// ([`ParkedWorkloads`]).
     #[serde(default)]
     pub kueue_parked: Vec<ParkedWorkloads>,
+    /// Node pools GKE created for ComputeClasses ([`super::computeclass`]).
+    #[serde(default)]
+    pub auto_pools: AutoPools,
     /// Kueue objects (and the jobs, priority classes and namespaces Kueue reads) changed since
     /// Kueue's controllers last ran (not kept on disk: after a restart every object is looked
     /// at once).

@@ -16,7 +16,7 @@
 //! `<state-dir>/kubernetes.json` for whichever cluster ran last; the first command that finds
 //! that cluster running moves the file to its place. A new cluster comes with what GKE gives
 //! it: the `default`, `kube-system`, `kube-public` and `kube-node-lease` namespaces, the
-//! ProvisioningRequest CRD, the KubeRay CRDs when the Ray operator add-on is on, the JobSet
+//! ProvisioningRequest and ComputeClass CRDs, the KubeRay CRDs when the Ray operator add-on is on, the JobSet
 //! v0.12.0 CRD (as if JobSet's release manifests had been applied: GKE does not install JobSet),
 //! and its nodes.
 //!
@@ -38,6 +38,7 @@
 
 pub mod autoscaler;
 pub mod batch;
+pub mod computeclass;
 pub mod controller;
 pub mod dashboard;
 pub mod kueue;
@@ -104,6 +105,10 @@ const JOBSET_CRDS: &str = include_str!("../../assets/crds/jobset-v0.12.0.default
 /// The ProvisioningRequest CRD GKE serves (cluster-autoscaler 1.36.1).
 const PROVREQ_CRD: &str =
     include_str!("../../assets/crds/autoscaling.x-k8s.io_provisioningrequests.yaml");
+/// GKE's ComputeClass CRD, cut down to the fields of its reference page (written by gkq from the
+/// documented field list, not copied from a cluster; see the file's header).
+const COMPUTECLASS_CRD: &str =
+    include_str!("../../assets/crds/cloud.google.com_computeclasses.yaml");
 
 /// How the local target simulates time and capacity, from the environment:
 ///
@@ -112,6 +117,9 @@ const PROVREQ_CRD: &str =
 ///   (default: provisioned 20 s after it is requested), `never` (stays pending), `fail` or
 ///   `fail:30s` (fails; Kueue retries with backoff, then rejects the job).
 /// - `GKQ_LOCAL_RUN`: how long a job runs when it declares no `duration` (default `2m`).
+/// - `GKQ_LOCAL_CAPACITY`: what each rung of capacity can obtain, e.g.
+///   `reservation:0,on-demand:4,flex-start:queued` ([`nodes::LocalCapacity`]; default: every
+///   rung unlimited).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Settings {
     pub clock: f64,
@@ -165,6 +173,10 @@ impl Settings {
                 format!("GKQ_LOCAL_RUN={run:?}: expected a duration such as 90s, 2m or 1h")
             })?;
         }
+        if let Some(capacity) = get(nodes::LocalCapacity::VARIABLE).filter(|c| !c.trim().is_empty())
+        {
+            settings.sim.capacity = nodes::LocalCapacity::parse(&capacity)?;
+        }
         Ok(settings)
     }
 
@@ -180,10 +192,14 @@ impl Settings {
         } else {
             format!("{}x", self.clock)
         };
-        format!(
+        let mut line = format!(
             "clock {clock}; {provisioning}; jobs without a duration run {}",
             format_ms(self.sim.run_ms)
-        )
+        );
+        if !self.sim.capacity.entries.is_empty() {
+            line.push_str(&format!("; capacity {}", self.sim.capacity.describe()));
+        }
+        line
     }
 }
 
@@ -302,8 +318,10 @@ impl World {
             world.store.create(ns, "kube-apiserver", now);
         }
         let mut crds: Vec<Value> = Vec::new();
-        if let Ok(crd) = serde_saphyr::from_str::<Value>(PROVREQ_CRD) {
-            crds.push(crd);
+        for crd in [PROVREQ_CRD, COMPUTECLASS_CRD] {
+            if let Ok(crd) = serde_saphyr::from_str::<Value>(crd) {
+                crds.push(crd);
+            }
         }
         if cluster.pointer("/addonsConfig/rayOperatorConfig/enabled") == Some(&Value::Bool(true))
             && let Ok(Value::Array(list)) = serde_json::from_str::<Value>(KUBERAY_CRDS)
@@ -729,6 +747,7 @@ impl LocalKube {
         }
         let now = world.clock.advance(wall, self.settings.clock);
         world.pools = PoolInfo::from_cluster(&cluster);
+        warn_of_unknown_capacity_keys(&self.settings, &world);
         let pools = world.pools.clone();
         changed |= self.reconcile(&mut world, &pools, now);
         // Only a change is written. When only the clock moved, the next command brings the
@@ -829,6 +848,31 @@ impl Drop for LocalKube {
             tracing::warn!("{e}");
         }
     }
+}
+
+/// A `GKQ_LOCAL_CAPACITY` key naming no node pool of the cluster (nor one the simulated GKE
+/// created for a ComputeClass, nor the `gk-` name of one it may create) is said once per
+/// process, with the kinds and the pools that exist: it governs nothing.
+fn warn_of_unknown_capacity_keys(settings: &Settings, world: &World) {
+    static WARNED: AtomicBool = AtomicBool::new(false);
+    let mut names: Vec<&str> = world.pools.iter().map(|p| p.name.as_str()).collect();
+    names.extend(world.sim.auto_pools.pools.keys().map(String::as_str));
+    let unknown: Vec<&str> = settings
+        .sim
+        .capacity
+        .unknown_pools(&names)
+        .into_iter()
+        .filter(|p| !p.starts_with("gk-"))
+        .collect();
+    if unknown.is_empty() || WARNED.swap(true, Ordering::Relaxed) {
+        return;
+    }
+    tracing::warn!(
+        "{} names node pools the cluster does not have: {}; a key is a node pool ({}) or a kind (reservation, on-demand, flex-start, flex-start-queued or queued, spot)",
+        nodes::LocalCapacity::VARIABLE,
+        unknown.join(", "),
+        names.join(", ")
+    );
 }
 
 fn lock_of<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -1028,6 +1072,52 @@ mod tests {
         assert!(Settings::from_lookup(env(&[("GKQ_LOCAL_CLOCK", "fast")])).is_err());
         assert!(Settings::from_lookup(env(&[("GKQ_LOCAL_PROVISIONING", "soon")])).is_err());
         assert!(Settings::from_lookup(env(&[("GKQ_LOCAL_CLOCK", "-1x")])).is_err());
+    }
+
+    #[test]
+    fn capacity_parses_kinds_pools_and_values() {
+        use crate::spec::types::RungKind;
+        use nodes::{Availability, CapacityKey, LocalCapacity};
+        let lookup =
+            |v: &'static str| move |k: &str| (k == "GKQ_LOCAL_CAPACITY").then(|| v.to_string());
+        let s = Settings::from_lookup(lookup(
+            "reservation:0, on-demand:4,flex-start:queued,queued:never,my-pool:unlimited",
+        ))
+        .unwrap();
+        let c = &s.sim.capacity;
+        assert_eq!(c.entries.len(), 5);
+        assert_eq!(
+            c.entries[3].key,
+            CapacityKey::Kind(RungKind::FlexStartQueued)
+        );
+        assert_eq!(c.entries[3].value, Availability::Never);
+        // A pool's name wins over its kind.
+        assert_eq!(
+            c.entry("my-pool", RungKind::Reservation).unwrap().value,
+            Availability::Unlimited
+        );
+        assert_eq!(
+            c.entry("other", RungKind::Reservation).unwrap().value,
+            Availability::Nodes(0)
+        );
+        assert_eq!(c.entry("other", RungKind::Spot), None);
+        assert!(s.describe().ends_with("; capacity reservation:0,on-demand:4,flex-start:queued,flex-start-queued:never,my-pool:unlimited"), "{}", s.describe());
+        for bad in [
+            "on-demand",
+            "on-demand:-1",
+            "on-demand:lots",
+            "Bad_Pool:1",
+            "spot:1,spot:2",
+            "spot:1,",
+        ] {
+            let e = Settings::from_lookup(lookup(bad)).unwrap_err();
+            assert!(e.starts_with(&format!("GKQ_LOCAL_CAPACITY={bad:?}")), "{e}");
+            assert!(e.contains("unlimited, queued or never"), "{e}");
+        }
+        assert_eq!(
+            LocalCapacity::parse("x:1").unwrap().unknown_pools(&["y"]),
+            ["x"]
+        );
     }
 
     #[test]

@@ -14,7 +14,8 @@ use serde_json::{Value, json};
 use super::store::{Key, Store};
 use crate::model::gke::{NodeLimits, node_pool_limits};
 use crate::model::gke_facts::machine_shape;
-use crate::vocab::labels::NODE_POOL_LABEL;
+use crate::spec::types::RungKind;
+use crate::vocab::labels::{COMPUTE_CLASS_LABEL, NODE_POOL_LABEL};
 use crate::vocab::quantity::Quantity;
 
 /// A node pool as the simulation needs it, read from `clusters.get`.
@@ -29,6 +30,11 @@ pub struct PoolInfo {
     pub tpu_topology: Option<String>,
     pub zones: i64,
     pub spot: bool,
+    /// The pool consumes a specific reservation (`SPECIFIC_RESERVATION` affinity).
+    pub reservation: bool,
+    /// Node labels GKE adds to the pool's nodes besides its own (an auto-created pool's
+    /// ComputeClass label).
+    pub labels: BTreeMap<String, String>,
 }
 
 impl PoolInfo {
@@ -55,8 +61,30 @@ impl PoolInfo {
                     .as_array()
                     .map_or(1, |l| l.len().max(1) as i64),
                 spot: p.pointer("/config/spot") == Some(&json!(true)),
+                reservation: p
+                    .pointer("/config/reservationAffinity/consumeReservationType")
+                    .and_then(Value::as_str)
+                    == Some("SPECIFIC_RESERVATION"),
+                labels: BTreeMap::new(),
             })
             .collect()
+    }
+
+    /// The kind of capacity the pool draws on, read from its own fields (so hand-written pools
+    /// have one too): a specific reservation, queued provisioning, flex-start, Spot, else
+    /// on-demand.
+    pub fn kind(&self) -> RungKind {
+        if self.reservation {
+            RungKind::Reservation
+        } else if self.queued_provisioning {
+            RungKind::FlexStartQueued
+        } else if self.flex_start {
+            RungKind::FlexStart
+        } else if self.spot {
+            RungKind::Spot
+        } else {
+            RungKind::OnDemand
+        }
     }
 
     /// Nodes per TPU slice (`4x4` of 4-chip VMs is 4 nodes); 1 for other pools.
@@ -167,4 +195,200 @@ pub struct ProvisioningPlan {
     pub outcome: ProvisioningOutcome,
     #[serde(default)]
     pub resolved: bool,
+}
+
+/// How much capacity each rung can obtain now (`GKQ_LOCAL_CAPACITY`, design section 7): entries
+/// `key:value`, the key a node pool's name or a kind of capacity, the value a node count (0: out
+/// of capacity), `unlimited` (every rung's default), `queued` (the capacity comes after
+/// `GKQ_LOCAL_PROVISIONING`'s delay) or `never`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LocalCapacity {
+    pub entries: Vec<CapacityEntry>,
+}
+
+/// One `key:value` of [`LocalCapacity`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CapacityEntry {
+    pub key: CapacityKey,
+    pub value: Availability,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CapacityKey {
+    /// A node pool by name (GKE's or one created for a ComputeClass).
+    Pool(String),
+    /// Every pool (and ComputeClass priority) of this kind.
+    Kind(RungKind),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Availability {
+    /// At most this many nodes at a time (0: a stockout).
+    Nodes(i64),
+    Unlimited,
+    /// Obtained after the provisioning delay (`GKQ_LOCAL_PROVISIONING`).
+    Queued,
+    /// Never obtained.
+    Never,
+}
+
+/// The kinds a `GKQ_LOCAL_CAPACITY` key may name, as the spec spells them, and `queued`.
+const KIND_KEYS: [(&str, RungKind); 6] = [
+    ("reservation", RungKind::Reservation),
+    ("on-demand", RungKind::OnDemand),
+    ("flex-start", RungKind::FlexStart),
+    ("flex-start-queued", RungKind::FlexStartQueued),
+    ("queued", RungKind::FlexStartQueued),
+    ("spot", RungKind::Spot),
+];
+
+impl LocalCapacity {
+    pub const VARIABLE: &'static str = "GKQ_LOCAL_CAPACITY";
+
+    /// Parses `GKQ_LOCAL_CAPACITY`; an error names the variable, the entry and the accepted
+    /// forms.
+    pub fn parse(text: &str) -> Result<LocalCapacity, String> {
+        let bad = |entry: &str, why: &str| {
+            format!(
+                "{}={text:?}: {why} in `{entry}`; expected comma-separated key:value entries, the key a node pool name or a kind (reservation, on-demand, flex-start, flex-start-queued or queued, spot), the value a node count (0 = out of capacity), unlimited, queued or never, e.g. reservation:0,on-demand:4,flex-start:queued",
+                Self::VARIABLE
+            )
+        };
+        let mut entries: Vec<CapacityEntry> = Vec::new();
+        for entry in text.split(',').map(str::trim) {
+            let Some((key, value)) = entry.split_once(':') else {
+                return Err(bad(entry, "no `:`"));
+            };
+            let (key, value) = (key.trim(), value.trim());
+            let key = match KIND_KEYS.iter().find(|(k, _)| *k == key) {
+                Some((_, kind)) => CapacityKey::Kind(*kind),
+                None if crate::vocab::label_syntax::is_dns_label(key) => {
+                    CapacityKey::Pool(key.to_string())
+                }
+                None => return Err(bad(entry, "the key is neither a kind nor a node pool name")),
+            };
+            let value = match value {
+                "unlimited" => Availability::Unlimited,
+                "queued" => Availability::Queued,
+                "never" => Availability::Never,
+                n => match n.parse::<i64>() {
+                    Ok(n) if n >= 0 => Availability::Nodes(n),
+                    _ => return Err(bad(entry, "the value is not a node count")),
+                },
+            };
+            if entries.iter().any(|e| e.key == key) {
+                return Err(bad(entry, "the key is given twice"));
+            }
+            entries.push(CapacityEntry { key, value });
+        }
+        Ok(LocalCapacity { entries })
+    }
+
+    /// The entry that governs a pool: its name's, else its kind's (`None`: unlimited).
+    pub fn entry(&self, pool: &str, kind: RungKind) -> Option<&CapacityEntry> {
+        let named = self
+            .entries
+            .iter()
+            .find(|e| e.key == CapacityKey::Pool(pool.to_string()));
+        named.or_else(|| {
+            self.entries
+                .iter()
+                .find(|e| e.key == CapacityKey::Kind(kind))
+        })
+    }
+
+    /// The node pool names among the keys that name none of `pools`.
+    pub fn unknown_pools<'a>(&'a self, pools: &[&str]) -> Vec<&'a str> {
+        self.entries
+            .iter()
+            .filter_map(|e| match &e.key {
+                CapacityKey::Pool(p) if !pools.contains(&p.as_str()) => Some(p.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// `reservation:0,on-demand:4`, as it would be written.
+    pub fn describe(&self) -> String {
+        self.entries
+            .iter()
+            .map(CapacityEntry::text)
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+}
+
+impl CapacityEntry {
+    /// The entry as written: `on-demand:0`.
+    pub fn text(&self) -> String {
+        let key = match &self.key {
+            CapacityKey::Pool(p) => p.as_str(),
+            CapacityKey::Kind(k) => k.as_str(),
+        };
+        let value = match self.value {
+            Availability::Nodes(n) => n.to_string(),
+            Availability::Unlimited => "unlimited".to_string(),
+            Availability::Queued => "queued".to_string(),
+            Availability::Never => "never".to_string(),
+        };
+        format!("{key}:{value}")
+    }
+}
+
+/// The most nodes a pool created for a ComputeClass may have: GKE sizes auto-created pools by
+/// demand (and the cluster's resource limits, which the simulation does not have).
+pub const AUTO_POOL_MAX_NODES: i64 = 1000;
+
+/// Node pools the simulated GKE created for ComputeClasses (node-pool auto-creation), and the
+/// pool each job's class podsets were given. GKE's own `clusters.get` does not list them in the
+/// simulation: gkq neither owns nor diffs them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AutoPools {
+    #[serde(default)]
+    pub pools: BTreeMap<String, AutoPool>,
+    /// Job uid -> the auto-created pool its ComputeClass podsets run on.
+    #[serde(default)]
+    pub jobs: BTreeMap<String, String>,
+}
+
+/// One auto-created pool: the class and priority (from 0) it was created for, and the
+/// priority's machine.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AutoPool {
+    pub class: String,
+    pub priority: usize,
+    pub machine_type: String,
+    #[serde(default)]
+    pub tpu_topology: Option<String>,
+    pub kind: RungKind,
+}
+
+impl AutoPool {
+    pub fn info(&self, name: &str) -> PoolInfo {
+        PoolInfo {
+            name: name.to_string(),
+            machine_type: self.machine_type.clone(),
+            limits: NodeLimits {
+                min: 0,
+                max: AUTO_POOL_MAX_NODES,
+                autoscaled: true,
+            },
+            queued_provisioning: false,
+            flex_start: self.kind == RungKind::FlexStart,
+            tpu_topology: self.tpu_topology.clone(),
+            zones: 1,
+            spot: self.kind == RungKind::Spot,
+            reservation: self.kind == RungKind::Reservation,
+            labels: BTreeMap::from([(COMPUTE_CLASS_LABEL.to_string(), self.class.clone())]),
+        }
+    }
+}
+
+/// GKE's pools and those created for ComputeClasses.
+pub fn all_pools(gke: &[PoolInfo], auto: &AutoPools) -> Vec<PoolInfo> {
+    let mut pools = gke.to_vec();
+    pools.extend(auto.pools.iter().map(|(name, p)| p.info(name)));
+    pools
 }

@@ -11,11 +11,11 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use super::controller::{Ctx, Outcome, Run, jobs_to_visit};
-use super::nodes::{Demand, node_keys};
+use super::nodes::{Demand, all_pools, node_keys};
 use super::store::{Changes, Key, timestamp};
 use super::workload::{SIMULATED_ANNOTATION, SIMULATED_VALUE};
 use crate::placement::PendingWorkload;
-use crate::placement::pools::flavor_pools;
+use crate::placement::pools::{FlavorNodes, flavor_nodes};
 use crate::vocab::labels::{MAX_RUN_DURATION_ANNOTATION, NODE_POOL_LABEL};
 use crate::vocab::object::uid_of;
 
@@ -226,10 +226,13 @@ pub fn declared_runtime_ms(job: &Value, default_ms: u64) -> u64 {
     .map_or(default_ms, |s| s * 1000)
 }
 
-/// The pool a podset's pods go to: its flavor's node pool ([`flavor_pools`]), else the pod
-/// template's own node selector.
+/// The pool a podset's pods go to: its flavor's node pool, or the pool its job was given in the
+/// flavor's ComputeClass ([`super::computeclass::job_pool`]), else the pod template's own node
+/// selector.
 fn pool_of(
-    flavor_pools: &BTreeMap<String, String>,
+    ctx: &Ctx<'_>,
+    job_uid: &str,
+    flavor_nodes: &BTreeMap<String, FlavorNodes>,
     flavors: Option<&Value>,
     template_selector: Option<&str>,
 ) -> Option<String> {
@@ -238,7 +241,12 @@ fn pool_of(
         .into_iter()
         .flatten()
         .filter_map(|(_, f)| f.as_str())
-        .find_map(|f| flavor_pools.get(f).cloned());
+        .find_map(|f| match flavor_nodes.get(f)? {
+            FlavorNodes::Pool(pool) => Some(pool.clone()),
+            FlavorNodes::ComputeClass(class) => {
+                Some(super::computeclass::job_pool(ctx, job_uid, class))
+            }
+        });
     from_flavor.or_else(|| template_selector.map(str::to_string))
 }
 
@@ -259,7 +267,8 @@ pub fn demand(ctx: &Ctx<'_>) -> Demand {
         .collect();
     let owned =
         super::workload::current_runs(ctx.store.of_kind("kueue.x-k8s.io", "Workload"), jobs);
-    let flavor_pools = flavor_pools(ctx.store.of_kind("kueue.x-k8s.io", "ResourceFlavor"));
+    let flavor_nodes = flavor_nodes(ctx.store.of_kind("kueue.x-k8s.io", "ResourceFlavor"));
+    let pools = all_pools(ctx.pools, &ctx.sim.auto_pools);
     for (job_uid, run) in runs {
         let Some(job) = ctx.store.get(&run.job_key()) else {
             continue;
@@ -281,7 +290,7 @@ pub fn demand(ctx: &Ctx<'_>) -> Demand {
                 .node_selector
                 .get(NODE_POOL_LABEL)
                 .map(String::as_str);
-            let Some(pool) = pool_of(&flavor_pools, flavors, selector) else {
+            let Some(pool) = pool_of(ctx, job_uid, &flavor_nodes, flavors, selector) else {
                 continue;
             };
             per_pool
@@ -290,11 +299,11 @@ pub fn demand(ctx: &Ctx<'_>) -> Demand {
                 .push((i64::from(pod_set.count), pod_set.requests.clone()));
         }
         for (pool, pods) in per_pool {
-            let nodes = ctx
-                .pools
+            // A pool not created yet (a ComputeClass's): one node, which does not come.
+            let nodes = pools
                 .iter()
                 .find(|p| p.name == pool)
-                .map_or(0, |p| p.nodes_for(&pods));
+                .map_or(1, |p| p.nodes_for(&pods));
             out.push((job_uid.clone(), pool, nodes));
         }
     }
@@ -304,6 +313,7 @@ pub fn demand(ctx: &Ctx<'_>) -> Demand {
 /// Puts jobs on nodes: a job's pods start together once every pool it needs has room.
 pub fn schedule(ctx: &mut Ctx<'_>, demand: &Demand) -> Outcome {
     let mut changed = false;
+    let pools = all_pools(ctx.pools, &ctx.sim.auto_pools);
     let mut used: BTreeMap<String, i64> = BTreeMap::new();
     let mut order: Vec<String> = Vec::new();
     for (u, _, _) in demand {
@@ -328,11 +338,16 @@ pub fn schedule(ctx: &mut Ctx<'_>, demand: &Demand) -> Outcome {
             let ready = node_keys(ctx.store, pool).len() as i64;
             let taken = used.get(*pool).copied().unwrap_or(0);
             if !scheduled && taken + n > ready {
-                let max = ctx
-                    .pools
+                let Some(max) = pools
                     .iter()
                     .find(|p| &p.name == *pool)
-                    .map_or(0, |p| p.max_nodes());
+                    .map(|p| p.max_nodes())
+                else {
+                    short.push(format!(
+                        "nodes of {pool}, which has no node pool for them yet (simulated)"
+                    ));
+                    continue;
+                };
                 short.push(if taken + n > max {
                     format!("{n} node(s) of node pool {pool}, which may have at most {max} ({taken} in use): pods stay pending (simulated)")
                 } else {
@@ -353,6 +368,7 @@ pub fn schedule(ctx: &mut Ctx<'_>, demand: &Demand) -> Outcome {
             run.scheduled_ms = Some(ctx.now);
             run.waiting = None;
             changed = true;
+            changed |= record_scheduled(ctx, &job_uid, &needs_pools(&needs));
         } else {
             let waiting = Some(format!("waiting for {}", short.join("; ")));
             if run.waiting != waiting {
@@ -362,4 +378,31 @@ pub fn schedule(ctx: &mut Ctx<'_>, demand: &Demand) -> Outcome {
         }
     }
     Outcome { changed }
+}
+
+fn needs_pools(needs: &[(&String, i64)]) -> Vec<String> {
+    needs.iter().map(|(p, _)| (*p).clone()).collect()
+}
+
+/// The scheduler's `Scheduled` event for a job placed on nodes, naming one node of each pool
+/// its pods run on (as the scheduler names a pod's node); what failed before no longer holds.
+fn record_scheduled(ctx: &mut Ctx<'_>, job_uid: &str, pools: &[String]) -> bool {
+    let Some(run) = ctx.sim.runs.get(job_uid) else {
+        return false;
+    };
+    let nodes: Vec<String> = pools
+        .iter()
+        .filter_map(|p| node_keys(ctx.store, p).into_iter().next())
+        .map(|k| k.name)
+        .collect();
+    let message = format!(
+        "Successfully assigned {}/{} to {} (simulated: one node of each node pool its pods run on)",
+        run.namespace,
+        run.name,
+        nodes.join(", ")
+    );
+    let mut changed =
+        super::autoscaler::record_event(ctx, job_uid, super::autoscaler::SCHEDULED, &message);
+    changed |= super::autoscaler::clear_event(ctx, job_uid, super::autoscaler::FAILED_SCALE_UP);
+    changed
 }

@@ -16,7 +16,9 @@
 //!   the RayCluster, the finalizer;
 //! - JobSet and the Job controller ([`super::batch`]): JobSets and batch Jobs Suspended ->
 //!   starting (pods waiting for nodes) -> running -> Completed / Complete;
-//! - GKE ([`super::autoscaler`]): the cluster autoscaler and DWS provisioning.
+//! - GKE ([`super::autoscaler`]): the cluster autoscaler and DWS provisioning, within what each
+//!   rung can obtain (`GKQ_LOCAL_CAPACITY`); node-pool auto-creation for ComputeClasses
+//!   ([`super::computeclass`]).
 
 use serde_json::{Value, json};
 
@@ -181,6 +183,7 @@ fn step(ctx: &mut Ctx<'_>) -> bool {
     changed |= super::ray::reconcile(ctx).changed;
     changed |= super::batch::reconcile(ctx).changed;
     changed |= super::autoscaler::provision(ctx).changed;
+    changed |= super::computeclass::reconcile(ctx).changed;
     let demand = super::ray::demand(ctx);
     changed |= super::autoscaler::autoscale(ctx, &demand).changed;
     changed |= super::ray::schedule(ctx, &demand).changed;

@@ -20,7 +20,10 @@ pub const PROVISIONING_REQUEST: KindRef = ("autoscaling.x-k8s.io/v1", "Provision
 const RAYJOB: KindRef = ("ray.io/v1", "RayJob");
 const JOBSET: KindRef = ("jobset.x-k8s.io/v1alpha2", "JobSet");
 const JOB: KindRef = ("batch/v1", "Job");
-const NODE: KindRef = ("v1", "Node");
+pub const NODE: KindRef = ("v1", "Node");
+/// Events: `gkq status` reads them for a spec with a capacity ladder (the scheduler's and the
+/// cluster autoscaler's say which rung a job's nodes came from, or why they did not).
+pub const EVENT: KindRef = ("v1", "Event");
 
 /// Kueue's world as `placement::Cluster` reads it: the queues, flavors, checks and priorities,
 /// every Workload, and the namespaces (for `namespaceSelector`). Planning reads these, so that

@@ -16,8 +16,8 @@ use crate::kube::KubeApi;
 use crate::model::DesiredState;
 use crate::model::live::KubeSnapshot;
 use crate::observe::cluster::{
-    KUEUE_WORLD_KINDS, KindRef, PROVISIONING_REQUEST, WORKLOAD, read_kinds, read_kubernetes,
-    read_stack_jobs,
+    EVENT, KUEUE_WORLD_KINDS, KindRef, NODE, PROVISIONING_REQUEST, WORKLOAD, read_kinds,
+    read_kubernetes, read_stack_jobs,
 };
 use crate::placement::PlacementState;
 use crate::placement::unmodelled::Manager;
@@ -81,7 +81,7 @@ pub async fn status(
         &local_spec.path,
     );
     // The Workloads planning read: status reads them once.
-    let live = live_report_of(
+    let mut live = live_report_of(
         &planned.session,
         &planned.desired,
         live_cluster,
@@ -91,6 +91,12 @@ pub async fn status(
         &planned.kueue,
     )
     .await?;
+    if planned.loaded.spec.capacity.is_some()
+        && live.kubernetes
+        && let Some(api) = kube.api()
+    {
+        set_ladder_rungs(api, &planned.loaded.spec, &mut live).await;
+    }
     let status = stack_status(StatusInputs {
         target: planned.session.target,
         applied,
@@ -101,6 +107,24 @@ pub async fn status(
         live,
     });
     Ok(StatusReport { status, warnings })
+}
+
+/// Each job's rung on the capacity ladder (`report::status::set_rungs`), from the cluster's Events and Nodes,
+/// read only for a spec with a ladder. Unreadable Events leave the jobs without a rung line.
+async fn set_ladder_rungs(
+    api: &dyn KubeApi,
+    spec: &crate::spec::types::Spec,
+    live: &mut LiveReport,
+) {
+    match read_kinds(api, &[EVENT, NODE], KubeSnapshot::default()).await {
+        Ok(read) => crate::report::status::set_rungs(
+            spec,
+            &mut live.jobs,
+            read.kind(EVENT.1),
+            read.kind(NODE.1),
+        ),
+        Err(e) => tracing::debug!("capacity ladder: cannot read Events: {e}"),
+    }
 }
 
 fn checkout(head: Option<&LocalHead>, applied_commit: Option<&str>, spec: &str) -> Checkout {

@@ -11,7 +11,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::model::gke_facts::FLEX_START_MAX_RUN_SECONDS;
-use crate::model::ladder::computeclass::{Segment, segments};
+use crate::model::ladder::computeclass::{Segment, auto_pool_priority, segments};
 use crate::model::ladder::{rung_accelerator, slice_hosts, units_of};
 use crate::placement::Placement;
 use crate::spec::ladder::{Capacity, CapacityMode, Rung, RungKind};
@@ -153,6 +153,36 @@ pub fn job_rungs(spec: &Spec, placements: &[Placement]) -> Vec<JobRung> {
         });
     }
     out
+}
+
+/// The rung whose nodes a node pool holds: a pool the expansion made for a rung (`mode: kueue`,
+/// and a queued rung in both modes), or a pool made for a priority of one of the ladder's
+/// ComputeClasses (named by `model::ladder::computeclass::auto_pool_name`, as the local target
+/// names them). `None` for any other pool, and without a `capacity:` section.
+pub fn rung_of_pool(spec: &Spec, pool: &str) -> Option<RungRef> {
+    let cap = spec.capacity.as_ref()?;
+    let own_pool = |ri: usize| {
+        let rung = &cap.rungs[ri];
+        let acc = rung_accelerator(cap, rung)?;
+        units_of(rung, slice_hosts(acc))
+            .into_iter()
+            .any(|(p, _)| p == pool)
+            .then(|| rung_ref(ri, rung, Some(pool.to_string())))
+    };
+    match cap.mode {
+        CapacityMode::Kueue => (0..cap.rungs.len()).find_map(own_pool),
+        CapacityMode::Computeclass => {
+            segments(spec, cap)
+                .into_iter()
+                .find_map(|segment| match segment {
+                    Segment::Queued(ri) => own_pool(ri),
+                    Segment::Class { class, rungs, .. } => {
+                        let ri = *rungs.get(auto_pool_priority(&class, pool)?)?;
+                        Some(rung_ref(ri, &cap.rungs[ri], Some(pool.to_string())))
+                    }
+                })
+        }
+    }
 }
 
 /// The ladder's flavors in the order the expansion lists them in the queue.
@@ -380,6 +410,23 @@ mod tests {
             Some("tpu-ladder-2")
         );
         assert_eq!(rungs[2].tries[0].name, "spot");
+    }
+
+    #[test]
+    fn a_pool_names_its_rung_in_both_modes() {
+        let kueue = spec("kueue", true);
+        let rung = rung_of_pool(&kueue, "spot-pool-2").unwrap();
+        assert_eq!((rung.name.as_str(), rung.index), ("spot", 4));
+        assert_eq!(rung_of_pool(&kueue, "default-pool"), None);
+        let cc = spec("computeclass", true);
+        let pool = crate::model::ladder::computeclass::auto_pool_name("tpu-ladder-1", 1);
+        let rung = rung_of_pool(&cc, &pool).unwrap();
+        assert_eq!((rung.name.as_str(), rung.index), ("on-demand", 2));
+        assert_eq!(rung.pool.as_deref(), Some(pool.as_str()));
+        let spot = crate::model::ladder::computeclass::auto_pool_name("tpu-ladder-2", 0);
+        assert_eq!(rung_of_pool(&cc, &spot).unwrap().name, "spot");
+        assert_eq!(rung_of_pool(&cc, "dws-pool").unwrap().index, 3);
+        assert_eq!(rung_of_pool(&cc, "gk-tpu-ladder-1-3"), None);
     }
 
     #[test]

@@ -227,6 +227,13 @@ fn write_job(out: &mut String, job: &JobStatus) {
     {
         let _ = writeln!(out, "      podsets:    {}", podsets_text(o));
     }
+    if let Some(rung) = &job.rung {
+        let _ = writeln!(
+            out,
+            "      ladder:     {}",
+            crate::report::rung::rung_text(rung)
+        );
+    }
     if let Some(evicted) = &job.evicted {
         let _ = writeln!(out, "      evicted:    {evicted}");
     } else if let Some(o) = &job.observed

@@ -7,6 +7,7 @@
 pub mod dashboard;
 pub mod explain;
 pub mod logs;
+pub mod rung;
 pub mod stack;
 pub mod status;
 pub mod timeline;

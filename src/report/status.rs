@@ -15,6 +15,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
+use super::rung::{LadderJob, pods_run, rung_status};
 use crate::model::DesiredState;
 use crate::model::gke::node_pool_limits;
 use crate::model::live::KubeSnapshot;
@@ -25,6 +26,7 @@ use crate::placement::{
     Cluster, PendingWorkload, Placement, PlacementState, observed_placement, predict,
 };
 use crate::plan::revision::{PlacementRecords, RecordOrigin};
+use crate::spec::types::Spec;
 use crate::vocab::object::{condition, condition_true, conditions};
 
 /// The live part of `gkq status -o json` (flattened into it).
@@ -202,6 +204,10 @@ pub struct JobStatus {
     pub evicted: Option<String>,
     /// The Workload is deactivated (`spec.active: false`): Kueue will not admit it again.
     pub deactivated: bool,
+    /// Where the job stands on the capacity ladder (only with a `capacity:` section:
+    /// [`set_rungs`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rung: Option<super::rung::RungStatus>,
 }
 
 /// What a job's placement is compared with (`comparedWith.source` in JSON).
@@ -765,6 +771,37 @@ fn job_status(
         progress: live.and_then(JobProgress::of),
         evicted,
         deactivated,
+        rung: None,
+    }
+}
+
+/// Each job's place on the capacity ladder ([`super::rung::rung_status`]; left `None` for a job
+/// Kueue has not put on a ladder flavor, and for every job without a `capacity:` section).
+/// `events` and `nodes`: the cluster's Events and Nodes as read.
+pub fn set_rungs(spec: &Spec, jobs: &mut [JobStatus], events: &[Value], nodes: &[Value]) {
+    if spec.capacity.is_none() {
+        return;
+    }
+    for job in jobs.iter_mut() {
+        let provisioning = job
+            .provisioning_request
+            .as_ref()
+            .filter(|pr| !pr.message.is_empty())
+            .map(|pr| format!("ProvisioningRequest {}: {}", pr.name, pr.message));
+        let ray = job
+            .ray
+            .as_ref()
+            .and_then(|r| r.deployment_status.as_deref());
+        let progress = job.progress.as_ref().map(|p| p.state.as_str());
+        let ladder_job = LadderJob {
+            kind: &job.kind,
+            name: &job.job,
+            namespace: &job.namespace,
+            observed: job.observed.as_ref(),
+            runs: pods_run(ray, progress),
+            provisioning: provisioning.as_deref(),
+        };
+        job.rung = rung_status(spec, &ladder_job, events, nodes);
     }
 }
 

@@ -7,6 +7,9 @@ pub const NODE_POOL_LABEL: &str = "cloud.google.com/gke-nodepool";
 pub const TPU_ACCELERATOR_LABEL: &str = "cloud.google.com/gke-tpu-accelerator";
 /// The node label naming a TPU slice's topology (`4x4`).
 pub const TPU_TOPOLOGY_LABEL: &str = "cloud.google.com/gke-tpu-topology";
+/// The node label (and taint key) by which pods select a GKE ComputeClass, and which GKE puts
+/// on the nodes it creates for the class (docs/gke-facts.md, L1).
+pub const COMPUTE_CLASS_LABEL: &str = "cloud.google.com/compute-class";
 /// The node label naming a node's GPU type.
 pub const GPU_ACCELERATOR_LABEL: &str = "cloud.google.com/gke-accelerator";
 /// The taint GKE puts on nodes of queued-provisioning (DWS) pools.

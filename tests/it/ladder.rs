@@ -625,3 +625,320 @@ fn ladder_cluster_rules_judge_every_case_of_their_kind() {
         ),
     ]);
 }
+
+/// A spec on the local target with `capacity` (the ladder's YAML, indented under
+/// `capacity:`) and jobs `train-<n>` of `workers` (the worker group's YAML), `count` runs
+/// each; the queue's hand-written flavor `default-cpu` holds the Ray heads.
+fn ladder_spec(capacity: &str, jobs: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let mut jobs_yaml = String::new();
+    for (name, workers) in jobs {
+        jobs_yaml.push_str(&format!(
+            "  - name: {name}\n    queue: user-queue\n    script: train.py\n    image: rayproject/ray:2.53.0-py311\n    head: {{cpu: 2, memory: 4Gi, nodePool: default-pool}}\n    workers:\n      - {workers}\n"
+        ));
+    }
+    let spec = format!(
+        r#"target: local
+project: local-project
+location: us-east5-b
+cluster:
+  name: ladder
+  version: "1.34"
+  deletionProtection: false
+  defaultPool: {{machineType: n2-standard-16, nodes: 8}}
+  addons: {{rayOperator: true}}
+capacity:
+{capacity}
+kueue:
+  manifests: builtin
+  flavors:
+    - {{name: default-cpu, nodePool: default-pool}}
+  clusterQueues:
+    - name: cluster-queue
+      resourceGroups:
+        - resources: [cpu, memory, google.com/tpu]
+          flavors:
+            - name: default-cpu
+              quota: {{cpu: 40, memory: 80Gi, google.com/tpu: 0}}
+  localQueues:
+    - {{name: user-queue, namespace: default, clusterQueue: cluster-queue}}
+jobs:
+{jobs_yaml}"#
+    );
+    std::fs::write(dir.path().join("gkq.yaml"), spec).unwrap();
+    std::fs::write(dir.path().join("train.py"), "print('train')\n").unwrap();
+    dir
+}
+
+/// `gkq ARGS <spec> --state-dir <state>` with `env` set; stdout, or a panic with stderr.
+fn run_ok(spec: &Path, state: &Path, env: &[(&str, &str)], args: &[&str]) -> String {
+    let mut c = gkq();
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let out = c
+        .args(args)
+        .arg(spec)
+        .arg("--state-dir")
+        .arg(state)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?} with {env:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// What `gkq plan -o json` predicts per job (its `rungs` entry), on a fresh local target.
+fn planned_rungs(spec: &Path) -> Vec<Value> {
+    let state = tempfile::tempdir().unwrap();
+    let plan: Value =
+        serde_json::from_str(&run_ok(spec, state.path(), &[], &["plan", "-o", "json"])).unwrap();
+    plan["rungs"].as_array().cloned().unwrap_or_default()
+}
+
+/// Applies the spec on a fresh local target with `GKQ_LOCAL_CAPACITY=capacity`, lets an hour
+/// and more of simulated time pass (the jobs run 100h), and returns `gkq status -o json`'s jobs.
+fn jobs_under(spec: &Path, capacity: &str) -> Vec<Value> {
+    let state = tempfile::tempdir().unwrap();
+    let env = [
+        ("GKQ_LOCAL_CAPACITY", capacity),
+        ("GKQ_LOCAL_CLOCK", "3600x"),
+        ("GKQ_LOCAL_RUN", "100h"),
+    ];
+    run_ok(spec, state.path(), &env, &["apply", "--auto-approve"]);
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let status: Value =
+        serde_json::from_str(&run_ok(spec, state.path(), &env, &["status", "-o", "json"])).unwrap();
+    let text = run_ok(spec, state.path(), &env, &["status"]);
+    let jobs = status["jobs"].as_array().cloned().unwrap();
+    for job in &jobs {
+        if let Some(rung) = job.get("rung") {
+            let name = job["job"].as_str().unwrap();
+            let line = text
+                .lines()
+                .skip_while(|l| !l.trim_start().starts_with(&format!("{name} ->")))
+                .find(|l| l.trim_start().starts_with("ladder:"))
+                .unwrap_or_else(|| panic!("no ladder line for {name} in:\n{text}"));
+            let words = if rung["landed"] == true {
+                format!("rung: {}", rung["rung"]["name"].as_str().unwrap())
+            } else {
+                "waiting for ".to_string()
+            };
+            assert!(line.contains(&words), "{line:?} for {rung:#}");
+        }
+    }
+    jobs
+}
+
+fn job_named<'a>(jobs: &'a [Value], name: &str) -> &'a Value {
+    jobs.iter()
+        .find(|j| j["job"] == name)
+        .unwrap_or_else(|| panic!("no job {name} in {jobs:#?}"))
+}
+
+/// `mode: kueue`, the example's four rungs (reservation, on-demand, flex-start queued, Spot of
+/// two 4x4 slices), one job per rung as the plan predicts: with each rung's pool out of
+/// capacity in turn, the job the plan put there stays admitted on that rung and waits, saying
+/// why (Kueue falls through on quota, not capacity), and every other job runs on its predicted
+/// rung.
+#[test]
+fn kueue_mode_a_stocked_out_rung_keeps_its_job_waiting_as_the_plan_says() {
+    let base =
+        std::fs::read_to_string(repo_root().join("examples/tpu-capacity-ladder/gkq.yaml")).unwrap();
+    let capacity = base
+        .lines()
+        .skip_while(|l| !l.starts_with("capacity:"))
+        .skip(1)
+        .take_while(|l| l.starts_with(' ') || l.is_empty())
+        .map(|l| format!("{l}\n"))
+        .collect::<String>()
+        .replace("${RESERVATION_PROJECT}", "capacity-project");
+    let multi = "{group: tpu-group, replicas: 1, hosts: 4, cpu: 8, memory: 16Gi, accelerator: {type: tpu-v6e-slice, topology: 4x4, chips: 4}}";
+    let jobs: Vec<(String, &str)> = (1..=4).map(|i| (format!("train-{i}"), multi)).collect();
+    let jobs: Vec<(&str, &str)> = jobs.iter().map(|(n, w)| (n.as_str(), *w)).collect();
+    let spec = ladder_spec(&capacity, &jobs);
+    let planned = planned_rungs(spec.path());
+    assert_eq!(planned.len(), 4, "{planned:#?}");
+    for stocked_out in &planned {
+        let pool = stocked_out["rung"]["pool"].as_str().unwrap();
+        let jobs = jobs_under(spec.path(), &format!("{pool}:0"));
+        for plan in &planned {
+            let job = job_named(&jobs, plan["job"].as_str().unwrap());
+            let rung = &job["rung"];
+            assert_eq!(rung["rung"]["name"], plan["rung"]["name"], "{job:#}");
+            assert_eq!(rung["rung"]["index"], plan["rung"]["index"], "{job:#}");
+            if plan["job"] == stocked_out["job"] {
+                assert_eq!(rung["landed"], false, "{pool}:0 {job:#}");
+                let why = rung["waiting"].as_str().unwrap();
+                assert!(why.contains("simulated stockout"), "{why}");
+                assert!(
+                    why.contains(&format!("GKQ_LOCAL_CAPACITY {pool}:0")),
+                    "{why}"
+                );
+            } else {
+                assert_eq!(rung["landed"], true, "{pool}:0 {job:#}");
+            }
+        }
+    }
+}
+
+/// The spec's ComputeClass ladder (one class of three single-host rungs of different kinds):
+/// with the first `n` rungs out of capacity, the job lands on rung `n + 1` of the order the
+/// plan says GKE tries, and with every rung out it waits, saying no priority could be obtained.
+#[test]
+fn computeclass_mode_a_job_lands_on_the_next_rung_with_capacity() {
+    let capacity = "  mode: computeclass
+  clusterQueue: cluster-queue
+  quota: {cpu: 100, memory: 400Gi, google.com/tpu: 16}
+  accelerator: {machineType: ct6e-standard-4t, topology: 2x2}
+  rungs:
+    - {name: reserved, kind: reservation, reservation: {name: res, slices: 1}}
+    - {name: spot, kind: spot, slices: 1}
+    - {name: on-demand, kind: on-demand, slices: 2}
+";
+    let single = "{group: tpu-group, replicas: 1, hosts: 1, cpu: 8, memory: 16Gi, accelerator: {type: tpu-v6e-slice, topology: 2x2, chips: 4}}";
+    let spec = ladder_spec(capacity, &[("train", single)]);
+    let planned = planned_rungs(spec.path());
+    let plan = &planned[0];
+    let class = plan["computeClass"].as_str().unwrap();
+    let tries = plan["tries"].as_array().unwrap();
+    assert_eq!(tries.len(), 3, "{plan:#}");
+    let pool = |i: usize| format!("gk-{class}-{}", i + 1);
+    // Each rung alone out of capacity, then it and every rung before it.
+    for out in 0..tries.len() {
+        let alone = format!("{}:0", pool(out));
+        let landed_on = if out == 0 { 1 } else { 0 };
+        let jobs = jobs_under(spec.path(), &alone);
+        let rung = &job_named(&jobs, "train")["rung"];
+        assert_eq!(rung["landed"], true, "{alone}: {rung:#}");
+        assert_eq!(
+            rung["rung"]["name"], tries[landed_on]["name"],
+            "{alone}: {rung:#}"
+        );
+        assert_eq!(rung["rung"]["index"], tries[landed_on]["index"]);
+
+        if out == 0 {
+            continue;
+        }
+        let cumulative: Vec<String> = (0..=out).map(|i| format!("{}:0", pool(i))).collect();
+        let cumulative = cumulative.join(",");
+        let jobs = jobs_under(spec.path(), &cumulative);
+        let rung = &job_named(&jobs, "train")["rung"];
+        if let Some(next) = tries.get(out + 1) {
+            assert_eq!(rung["landed"], true, "{cumulative}: {rung:#}");
+            assert_eq!(rung["rung"]["name"], next["name"], "{cumulative}: {rung:#}");
+        } else {
+            assert_eq!(rung["landed"], false, "{cumulative}: {rung:#}");
+            assert_eq!(rung["computeClass"], class);
+            let why = rung["waiting"].as_str().unwrap();
+            assert!(
+                why.contains(&format!(
+                    "no priority of ComputeClass {class} could be obtained"
+                )),
+                "{why}"
+            );
+        }
+    }
+    // Kinds work as keys too: the class's reservation and Spot rungs out by kind.
+    let jobs = jobs_under(spec.path(), "reservation:0,spot:0");
+    let rung = &job_named(&jobs, "train")["rung"];
+    assert_eq!(rung["rung"]["name"], "on-demand", "{rung:#}");
+}
+
+/// A multi-host job (a 4x4 slice of four VMs) never lands on a single-host rung (2x2), in
+/// either mode, even when the single-host rungs come first and have capacity: Kueue skips a
+/// flavor whose topology label the job's selector does not match (kueue mode), and GKE a
+/// priority that cannot hold the slice (computeclass mode). A single-host job takes the first.
+#[test]
+fn a_multi_host_job_never_lands_on_a_single_host_rung() {
+    let multi = "{group: tpu-group, replicas: 1, hosts: 4, cpu: 8, memory: 16Gi, accelerator: {type: tpu-v6e-slice, topology: 4x4, chips: 4}}";
+    let single = "{group: tpu-group, replicas: 1, hosts: 1, cpu: 8, memory: 16Gi, accelerator: {type: tpu-v6e-slice, topology: 2x2, chips: 4}}";
+    let rungs = "  rungs:
+    - {name: small-od, kind: on-demand, slices: 2, accelerator: {machineType: ct6e-standard-4t, topology: 2x2}}
+    - {name: small-spot, kind: spot, slices: 2, accelerator: {machineType: ct6e-standard-4t, topology: 2x2}}
+    - {name: big-spot, kind: spot, slices: 1, accelerator: {machineType: ct6e-standard-4t, topology: 4x4}}
+";
+    for mode in [
+        "  mode: kueue\n  clusterQueue: cluster-queue\n",
+        "  mode: computeclass\n  clusterQueue: cluster-queue\n  quota: {cpu: 100, memory: 400Gi, google.com/tpu: 32}\n",
+    ] {
+        let spec = ladder_spec(
+            &format!("{mode}{rungs}"),
+            &[("big", multi), ("small", single)],
+        );
+        let planned = planned_rungs(spec.path());
+        // Every rung unlimited; then no on-demand capacity and Spot for both jobs' nodes.
+        for capacity in ["", "on-demand:0,spot:5"] {
+            let jobs = jobs_under(spec.path(), capacity);
+            let big = &job_named(&jobs, "big")["rung"];
+            assert_eq!(big["landed"], true, "{mode}{capacity}: {big:#}");
+            assert_eq!(big["rung"]["name"], "big-spot", "{mode}{capacity}: {big:#}");
+            let small = &job_named(&jobs, "small")["rung"];
+            assert_ne!(
+                small["rung"]["name"], "big-spot",
+                "{mode}{capacity}: {small:#}"
+            );
+            // What the plan said: the rung itself (kueue mode), or the order GKE tries.
+            for (job, rung) in [("big", big), ("small", small)] {
+                let plan = planned.iter().find(|p| p["job"] == job).unwrap();
+                match plan.get("rung") {
+                    Some(predicted) => assert_eq!(predicted["name"], rung["rung"]["name"]),
+                    None => assert!(
+                        plan["tries"]
+                            .as_array()
+                            .unwrap()
+                            .iter()
+                            .any(|t| t["name"] == rung["rung"]["name"]),
+                        "{plan:#} {rung:#}"
+                    ),
+                }
+            }
+        }
+    }
+}
+
+/// A bad `GKQ_LOCAL_CAPACITY` stops the command with an error naming the variable, the value
+/// and the forms it accepts.
+#[test]
+fn a_bad_local_capacity_is_an_error_naming_the_variable() {
+    let spec = ladder_spec(
+        "  mode: kueue\n  clusterQueue: cluster-queue\n  accelerator: {machineType: ct6e-standard-4t, topology: 2x2}\n  rungs:\n    - {name: od, kind: on-demand, slices: 1}\n",
+        &[(
+            "train",
+            "{group: tpu-group, replicas: 1, hosts: 1, cpu: 8, memory: 16Gi, accelerator: {type: tpu-v6e-slice, topology: 2x2, chips: 4}}",
+        )],
+    );
+    for bad in [
+        "on-demand",
+        "spot:-2",
+        "spot:plenty",
+        "Spot_Pool:1",
+        "spot:1,spot:2",
+    ] {
+        let state = tempfile::tempdir().unwrap();
+        let out = gkq()
+            .args(["plan"])
+            .arg(spec.path())
+            .arg("--state-dir")
+            .arg(state.path())
+            .env("GKQ_LOCAL_CAPACITY", bad)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{bad}: {stderr}");
+        assert!(
+            stderr.contains(&format!("GKQ_LOCAL_CAPACITY={bad:?}")),
+            "{bad}: {stderr}"
+        );
+        assert!(
+            stderr.contains("on-demand, flex-start, flex-start-queued or queued, spot"),
+            "{stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+}

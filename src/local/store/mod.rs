@@ -58,6 +58,7 @@ use selector::Selector;
 /// `(apiVersion, kind, plural, namespaced)` of every built-in kind the store serves.
 pub const BUILTIN_KINDS: &[(&str, &str, &str, bool)] = &[
     ("v1", "ConfigMap", "configmaps", true),
+    ("v1", "Event", "events", true),
     ("v1", "Namespace", "namespaces", false),
     ("v1", "Node", "nodes", false),
     ("v1", "Pod", "pods", true),

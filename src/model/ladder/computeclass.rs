@@ -19,7 +19,25 @@ use crate::vocab::duration::parse_whole_seconds;
 pub const API_VERSION: &str = "cloud.google.com/v1";
 pub const KIND: &str = "ComputeClass";
 /// The node label (and taint) by which pods select a ComputeClass (L1).
-pub const CLASS_LABEL: &str = "cloud.google.com/compute-class";
+pub const CLASS_LABEL: &str = crate::vocab::labels::COMPUTE_CLASS_LABEL;
+
+/// The name the local target gives the node pool it creates for priority `priority` (from 0)
+/// of ComputeClass `class`: `gk-<class>-<priority + 1>` (GKE names its auto-created pools
+/// otherwise; the local target's name says which priority the pool serves).
+pub fn auto_pool_name(class: &str, priority: usize) -> String {
+    format!("gk-{class}-{}", priority + 1)
+}
+
+/// The priority (from 0) of `class` whose pool [`auto_pool_name`] named `pool`.
+pub fn auto_pool_priority(class: &str, pool: &str) -> Option<usize> {
+    let n: usize = pool
+        .strip_prefix("gk-")?
+        .strip_prefix(class)?
+        .strip_prefix('-')?
+        .parse()
+        .ok()?;
+    n.checked_sub(1)
+}
 
 /// One part of the ladder: a ComputeClass over a run of rungs, or a queued rung of its own.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,15 +1,23 @@
 //! Following the jobs a watch applied: each job's admission stage, stuck warnings, and how
 //! Kueue's placement compares with the recorded prediction.
 
+use std::collections::BTreeMap;
+
 use serde_json::Value;
 
 use super::pools::pool_sizes;
 use super::{WatchEvent, Watcher};
 use crate::model::live::KubeSnapshot;
-use crate::observe::cluster::{JOB_TIMELINE_KINDS, read_kinds, workloads_only};
+use crate::observe::cluster::{EVENT, JOB_TIMELINE_KINDS, read_kinds, workloads_only};
 use crate::ops::status::recorded_placements;
+use crate::placement::job_workload::JobWorkloads;
+use crate::placement::observed_placement;
+use crate::placement::provisioning::workload_request;
+use crate::report::rung::{LadderJob, pods_run, rung_status, rung_text};
+use crate::report::status::JobProgress;
 use crate::report::status::{PlacedComparison, placed_comparisons};
 use crate::report::timeline::{self, Capacity, JobState};
+use crate::vocab::object::{name_of, namespace_of};
 
 impl Watcher<'_> {
     /// Reads the jobs' Kueue and KubeRay state and tells each job whose stage changed, and each
@@ -21,7 +29,7 @@ impl Watcher<'_> {
             self.records =
                 recorded_placements(planned.kube().api(), &planned.plan.cluster.cluster).await;
         }
-        let (states, comparisons) = match self.job_states(just_planned).await {
+        let (states, comparisons, rungs) = match self.job_states(just_planned).await {
             Some(read) => read,
             None => {
                 self.jobs_in_flight = false;
@@ -36,7 +44,10 @@ impl Watcher<'_> {
             }
         }
         for state in &states {
-            let stage = state.stage.to_string();
+            let mut stage = state.stage.to_string();
+            if let Some(rung) = rungs.get(&state.job) {
+                stage = format!("{stage}; ladder: {rung}");
+            }
             if self.job_lines.get(&state.job) != Some(&stage) {
                 self.job_lines.insert(state.job.clone(), stage.clone());
                 self.sink.event(WatchEvent::JobStage {
@@ -61,7 +72,11 @@ impl Watcher<'_> {
     async fn job_states(
         &self,
         just_planned: bool,
-    ) -> Option<(Vec<JobState>, Vec<PlacedComparison>)> {
+    ) -> Option<(
+        Vec<JobState>,
+        Vec<PlacedComparison>,
+        BTreeMap<String, String>,
+    )> {
         let planned = self.last.as_ref()?;
         let kube = planned.kube();
         let api = kube.api()?;
@@ -96,6 +111,56 @@ impl Watcher<'_> {
             k8s_openapi::jiff::Timestamp::now(),
         );
         let comparisons = placed_comparisons(&jobs, snapshot.kind("Workload"), &self.records);
-        Some((states, comparisons))
+        let rungs = match &planned.loaded.spec.capacity {
+            Some(_) => ladder_lines(api, &planned.loaded.spec, &jobs, &snapshot).await,
+            None => BTreeMap::new(),
+        };
+        Some((states, comparisons, rungs))
     }
+}
+
+/// Each job's place on the capacity ladder as `gkq status` words it (`report::rung`), by
+/// `namespace/name`: from the Workloads, ProvisioningRequests and Nodes read, and the Events
+/// (read here, for a spec with a ladder only).
+async fn ladder_lines(
+    api: &dyn crate::kube::KubeApi,
+    spec: &crate::spec::types::Spec,
+    jobs: &[Value],
+    snapshot: &KubeSnapshot,
+) -> BTreeMap<String, String> {
+    let events = match read_kinds(api, &[EVENT], KubeSnapshot::default()).await {
+        Ok(read) => read.by_kind.get(EVENT.1).cloned().unwrap_or_default(),
+        Err(e) => {
+            tracing::debug!("capacity ladder: cannot read Events: {e}");
+            return BTreeMap::new();
+        }
+    };
+    let workloads = JobWorkloads::new(snapshot.kind("Workload"));
+    let mut lines = BTreeMap::new();
+    for job in jobs {
+        let workload = workloads.of(job).map(|w| w.workload);
+        let observed = workload.and_then(|w| observed_placement(w).ok());
+        let provisioning = workload
+            .and_then(|w| workload_request(w, snapshot.kind("ProvisioningRequest")))
+            .filter(|pr| !pr.message.is_empty())
+            .map(|pr| format!("ProvisioningRequest {}: {}", pr.name, pr.message));
+        let progress = JobProgress::of(job);
+        let (name, namespace) = (name_of(job), namespace_of(job).unwrap_or("default"));
+        let ladder_job = LadderJob {
+            kind: job["kind"].as_str().unwrap_or_default(),
+            name,
+            namespace,
+            observed: observed.as_ref(),
+            runs: pods_run(
+                job.pointer("/status/jobDeploymentStatus")
+                    .and_then(Value::as_str),
+                progress.as_ref().map(|p| p.state.as_str()),
+            ),
+            provisioning: provisioning.as_deref(),
+        };
+        if let Some(status) = rung_status(spec, &ladder_job, &events, snapshot.kind("Node")) {
+            lines.insert(format!("{namespace}/{name}"), rung_text(&status));
+        }
+    }
+    lines
 }
