@@ -679,6 +679,9 @@ const TO_KUEUE: (&str, &str) = (
     "  mode: kueue\n",
 );
 
+/// The GPU ladder's Spot rung made a flex-start rung with a 3-hour budget: one line more.
+const GPU_SPOT_TO_FLEX: (&str, &str) = ("kind: spot", "kind: flex-start\n      maxRunDuration: 3h");
+
 /// Every rule of the ladder fires for a rung whatever the mode renders it as: a node pool of
 /// gkq's (`mode: kueue`, and queued rungs in both modes) or a ComputeClass priority (no pool),
 /// each at the rung's own field. The bad specs are written in one mode; these are the other.
@@ -947,6 +950,84 @@ fn ladder_rules_judge_a_rung_in_either_mode() {
             "error",
             "22:60",
             "`topology` is set but `g2-standard-24` is not a TPU machine type",
+        ),
+        // Budgets and the kinds' exclusions, for ComputeClass priorities and pools alike.
+        (
+            "ladder-flex-below-floor.yaml",
+            &[("maxRunDuration: 1d", "maxRunDuration: 8d")],
+            "error",
+            "27:23",
+            "at most 7 days",
+        ),
+        (
+            "ladder-flex-below-floor.yaml",
+            &[("maxRunDuration: 1d", "maxRunDuration: 8d"), TO_KUEUE],
+            "error",
+            "26:23",
+            "at most 7 days",
+        ),
+        (
+            "ladder-reservation-on-spot.yaml",
+            &[("kind: spot", "kind: flex-start-queued")],
+            "error",
+            "32:7",
+            "a `flex-start-queued` rung consumes no reservation",
+        ),
+        (
+            "ladder-reservation-on-spot.yaml",
+            &[TO_CLASS, ("kind: spot", "kind: flex-start")],
+            "error",
+            "33:7",
+            "a `flex-start` rung consumes no reservation",
+        ),
+        // GPU rungs: compared with jobs by GPU type, in both modes.
+        (
+            "cc-gpu-job-no-rung.yaml",
+            &[],
+            "warning",
+            "21:13",
+            "no job asks for the slice rung `on-demand` provides",
+        ),
+        (
+            "ladder-gpu-job-no-rung.yaml",
+            &[],
+            "warning",
+            "20:13",
+            "no job asks for the slice rung `on-demand` provides",
+        ),
+        (
+            "cc-gpu-job-no-rung.yaml",
+            &[
+                GPU_SPOT_TO_FLEX,
+                ("type: nvidia-h100-80gb", "type: nvidia-l4"),
+            ],
+            "warning",
+            "52:15",
+            "longer than the time budget of flex-start rung `spot` (maxRunDuration 3h)",
+        ),
+        (
+            "ladder-gpu-job-no-rung.yaml",
+            &[
+                GPU_SPOT_TO_FLEX,
+                ("type: nvidia-h100-80gb", "type: nvidia-l4"),
+            ],
+            "warning",
+            "51:15",
+            "longer than the time budget of flex-start rung `spot` (maxRunDuration 3h)",
+        ),
+        (
+            "cc-gpu-job-no-rung.yaml",
+            &[
+                GPU_SPOT_TO_FLEX,
+                (
+                    "kind: on-demand",
+                    "kind: flex-start\n      maxRunDuration: 3h",
+                ),
+                ("type: nvidia-h100-80gb", "type: nvidia-l4"),
+            ],
+            "error",
+            "53:15",
+            "longer than the time budget of flex-start rung `on-demand` (maxRunDuration 3h)",
         ),
         (
             "warnings/cc-rung-after-unbounded.yaml",
