@@ -769,7 +769,13 @@ fn ladder_rules_judge_a_rung_in_either_mode() {
         ),
         (
             "ladder-too-many-slices.yaml",
-            &[TO_CLASS],
+            &[
+                TO_CLASS,
+                (
+                    "kind: spot\n      slices: 100",
+                    "kind: flex-start-queued\n      slices: 100",
+                ),
+            ],
             "error",
             "33:15",
             "stops at 64",
@@ -1035,6 +1041,27 @@ fn ladder_rules_judge_a_rung_in_either_mode() {
             "warning",
             "26:13",
             "rung `spot` is never reached: rung `dws` before it has unbounded quota",
+        ),
+    ]);
+}
+
+/// gkq makes a node pool per slice only for a rung rendered as pools (every rung in kueue mode,
+/// a queued rung in both): a ComputeClass priority of many slices is GKE's to create, so the
+/// pool-count limit does not apply to it.
+#[test]
+fn a_computeclass_priority_is_not_cut_into_slice_pools() {
+    check_cases(&[
+        (
+            "ladder-too-many-slices.yaml",
+            &[],
+            Some("error"),
+            "stops at 64",
+        ),
+        (
+            "ladder-too-many-slices.yaml",
+            &[TO_CLASS],
+            None,
+            "stops at 64",
         ),
     ]);
 }

@@ -297,8 +297,9 @@ fn check_rung_shape(c: &mut Checker, cap: &Capacity, ri: usize, rung: &Rung) {
             "`mode: kueue` is known to serve multi-host slices (one pool per slice)",
         );
     }
+    // A ComputeClass priority makes no pool of gkq's per slice: GKE creates the class's pools.
     let slices = crate::model::ladder::rung_slices(rung);
-    if hosts > 1 && slices > MAX_SLICE_POOLS {
+    if hosts > 1 && slices > MAX_SLICE_POOLS && !is_priority(cap, rung) {
         let path = if rung.kind == RungKind::Reservation {
             rp.key("reservation").key("slices")
         } else {
