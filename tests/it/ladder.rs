@@ -986,6 +986,29 @@ fn ladder_rules_judge_a_rung_in_either_mode() {
             "33:7",
             "a `flex-start` rung consumes no reservation",
         ),
+        // Flex-start VMs without `maxRunDuration` still end after 7 days, in both modes.
+        (
+            "ladder-flex-below-floor.yaml",
+            &[
+                ("      maxRunDuration: 1d\n", ""),
+                ("duration: 6h", "duration: 8d"),
+            ],
+            "warning",
+            "51:15",
+            "longer than the time budget of flex-start rung `flex` (flex-start's limit of 7 days)",
+        ),
+        (
+            "ladder-flex-below-floor.yaml",
+            &[
+                ("      maxRunDuration: 1d\n", ""),
+                ("duration: 6h", "duration: 8d"),
+                ("kind: on-demand", "kind: flex-start"),
+                TO_KUEUE,
+            ],
+            "error",
+            "50:15",
+            "longer than the time budget of flex-start rung `on-demand` (flex-start's limit of 7 days), `flex` (flex-start's limit of 7 days)",
+        ),
         // GPU rungs: compared with jobs by GPU type, in both modes.
         (
             "cc-gpu-job-no-rung.yaml",

@@ -481,21 +481,15 @@ fn check_jobs_against_rungs(c: &mut Checker, spec: &Spec, cap: &Capacity) {
 /// that can serve it is cut short there: GKE removes flex-start nodes when that budget ends
 /// (docs/gke-facts.md, "The capacity ladder", L3; `FLEX_START_MAX_RUN_SECONDS`). An error when
 /// every rung that can serve the job is such a rung, a warning when another rung can serve it.
-/// (A duration over flex-start's own 7 days is the jobs section's rule.)
+/// A flex-start VMs rung without `maxRunDuration` has flex-start's own 7 days (`rung_budget`);
+/// a queued rung without one is the jobs section's rule (a DWS flavor and a duration over 7 days).
 fn check_job_budgets(c: &mut Checker, spec: &Spec, cap: &Capacity) {
     let shapes: Vec<Option<(&str, Option<&str>)>> = cap
         .rungs
         .iter()
         .map(|r| rung_accelerator(cap, r).and_then(rung_shape))
         .collect();
-    let budgets: Vec<Option<u64>> = cap
-        .rungs
-        .iter()
-        .map(|r| {
-            let d = r.max_run_duration.as_deref().filter(|_| r.kind.is_flex())?;
-            parse_whole_seconds(d).ok()
-        })
-        .collect();
+    let budgets: Vec<Option<u64>> = cap.rungs.iter().map(rung_budget).collect();
     for (ji, job) in spec.jobs.iter().enumerate() {
         let Some(d) = job.duration.as_deref() else {
             continue;
@@ -529,8 +523,14 @@ fn check_job_budgets(c: &mut Checker, spec: &Spec, cap: &Capacity) {
         let names: Vec<String> = cut
             .iter()
             .map(|&ri| {
-                let budget = format_seconds(budgets[ri].unwrap_or_default());
-                format!("`{}` (maxRunDuration {budget})", cap.rungs[ri].name)
+                let rung = &cap.rungs[ri];
+                match &rung.max_run_duration {
+                    Some(_) => {
+                        let budget = format_seconds(budgets[ri].unwrap_or_default());
+                        format!("`{}` (maxRunDuration {budget})", rung.name)
+                    }
+                    None => format!("`{}` (flex-start's limit of 7 days)", rung.name),
+                }
             })
             .collect();
         let message = format!(
@@ -545,6 +545,20 @@ fn check_job_budgets(c: &mut Checker, spec: &Spec, cap: &Capacity) {
         } else {
             c.warning(&at, message, hint);
         }
+    }
+}
+
+/// The time budget of a flex-start rung: its `maxRunDuration`, else, for flex-start VMs,
+/// flex-start's own 7 days (`FLEX_START_MAX_RUN_SECONDS`). A queued rung without one is left to
+/// the jobs section's rule of DWS flavors (a duration over 7 days), so it is not said twice.
+fn rung_budget(rung: &Rung) -> Option<u64> {
+    if !rung.kind.is_flex() {
+        return None;
+    }
+    match rung.max_run_duration.as_deref() {
+        Some(d) => parse_whole_seconds(d).ok(),
+        None if rung.kind == RungKind::FlexStart => Some(FLEX_START_MAX_RUN_SECONDS),
+        None => None,
     }
 }
 
