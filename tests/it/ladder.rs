@@ -687,7 +687,6 @@ const GPU_SPOT_TO_FLEX: (&str, &str) = ("kind: spot", "kind: flex-start\n      m
 /// each at the rung's own field. The bad specs are written in one mode; these are the other.
 #[test]
 fn ladder_rules_judge_a_rung_in_either_mode() {
-    const SHADOWED: &str = "warnings/ladder-reservation-shadowed.yaml";
     check_located(&[
         // Rules of the ladder itself, in computeclass mode (the bad specs are kueue mode).
         (
@@ -760,6 +759,14 @@ fn ladder_rules_judge_a_rung_in_either_mode() {
             "23:46",
             "could never consume it",
         ),
+    ]);
+}
+
+/// The ladder's rules of budgets, jobs and reachability, in computeclass mode (their bad specs
+/// are kueue mode).
+#[test]
+fn ladder_job_rules_judge_a_rung_in_either_mode() {
+    check_located(&[
         (
             "ladder-flex-budget-over-7d.yaml",
             &[TO_CLASS],
@@ -822,6 +829,15 @@ fn ladder_rules_judge_a_rung_in_either_mode() {
             "30:13",
             "is never reached",
         ),
+    ]);
+}
+
+/// The node-pool rules that judge a rung through its pool (a queued rung is a pool in both modes;
+/// a hand-written pool stays hand-written whatever the mode).
+#[test]
+fn pool_rules_judge_a_rung_rendered_as_a_pool_in_either_mode() {
+    const SHADOWED: &str = "warnings/ladder-reservation-shadowed.yaml";
+    check_located(&[
         // A queued rung is a node pool in both modes: the node-pool rules judge it.
         (
             "ladder-pool-collides.yaml",
@@ -853,6 +869,14 @@ fn ladder_rules_judge_a_rung_in_either_mode() {
             "18:26",
             "may consume reservation `tpu-v6e-res` before rung `reserved` does",
         ),
+    ]);
+}
+
+/// The facts of machines, topologies, TPU zones and GKE versions judge a ComputeClass priority as
+/// they judge the pool the rung expands to in `mode: kueue`, at the same fields.
+#[test]
+fn machine_facts_judge_a_rung_in_either_mode() {
+    check_located(&[
         // Facts of machines, topologies, zones and versions: a rung is judged as its pool would be.
         (
             "ladder-flex-start-on-v4-computeclass.yaml",
@@ -957,6 +981,13 @@ fn ladder_rules_judge_a_rung_in_either_mode() {
             "22:60",
             "`topology` is set but `g2-standard-24` is not a TPU machine type",
         ),
+    ]);
+}
+
+/// Budgets, the kinds' exclusions and GPU rungs, for ComputeClass priorities and pools alike.
+#[test]
+fn budgets_exclusions_and_gpu_rungs_in_either_mode() {
+    check_located(&[
         // Budgets and the kinds' exclusions, for ComputeClass priorities and pools alike.
         (
             "ladder-flex-below-floor.yaml",
