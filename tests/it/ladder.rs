@@ -451,6 +451,14 @@ fn explain_names_the_rung_a_job_waits_for() {
 
 /// Every problem (severity, message) of a spec text, loaded from a fresh directory.
 fn problems_of(text: &str) -> Vec<(String, String)> {
+    located_problems_of(text)
+        .into_iter()
+        .map(|(severity, message, _)| (severity, message))
+        .collect()
+}
+
+/// Every problem (severity, message, `LINE:COL`) of a spec text, loaded from a fresh directory.
+fn located_problems_of(text: &str) -> Vec<(String, String, String)> {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("train.py"), "print(1)\n").unwrap();
     std::fs::write(dir.path().join("gkq.yaml"), text).unwrap();
@@ -465,9 +473,11 @@ fn problems_of(text: &str) -> Vec<(String, String)> {
     diags
         .iter()
         .map(|d| {
+            let span = d.span.unwrap_or_default();
             (
                 format!("{:?}", d.severity).to_lowercase(),
                 d.message.clone(),
+                format!("{}:{}", span.line, span.column),
             )
         })
         .collect()
@@ -941,4 +951,488 @@ fn a_bad_local_capacity_is_an_error_naming_the_variable() {
         );
         assert!(!stderr.contains("panicked"), "{stderr}");
     }
+}
+
+/// A bad spec with some text replaced, and the problem it must report: severity, `LINE:COL`
+/// and a part of the message.
+type Located = (
+    &'static str,
+    &'static [(&'static str, &'static str)],
+    &'static str,
+    &'static str,
+    &'static str,
+);
+
+fn check_located(cases: &[Located]) {
+    let mut failures = Vec::new();
+    for (file, replacements, severity, at, text) in cases {
+        let mut spec =
+            std::fs::read_to_string(repo_root().join("tests/bad-specs").join(file)).unwrap();
+        for (from, to) in *replacements {
+            assert!(spec.contains(from), "{file}: no `{from}`");
+            spec = spec.replacen(from, to, 1);
+        }
+        let got = located_problems_of(&spec);
+        let found = got
+            .iter()
+            .any(|(s, m, l)| s == severity && l == at && m.contains(text));
+        if !found {
+            failures.push(format!(
+                "{file} {replacements:?}: {severity} at {at} `{text}`, got {got:#?}"
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// `mode: kueue` -> `mode: computeclass` with the class's quota: one line more after the mode.
+const TO_CLASS: (&str, &str) = (
+    "mode: kueue",
+    "mode: computeclass\n  quota: {cpu: 720, memory: 2880Gi, google.com/tpu: 16}",
+);
+/// `mode: computeclass` -> `mode: kueue`: one line less after the mode.
+const TO_KUEUE: (&str, &str) = (
+    "  mode: computeclass\n  quota: {cpu: 720, memory: 2880Gi, google.com/tpu: 16}\n",
+    "  mode: kueue\n",
+);
+
+/// The GPU ladder's Spot rung made a flex-start rung with a 3-hour budget: one line more.
+const GPU_SPOT_TO_FLEX: (&str, &str) = ("kind: spot", "kind: flex-start\n      maxRunDuration: 3h");
+
+/// Every rule of the ladder fires for a rung whatever the mode renders it as: a node pool of
+/// gkq's (`mode: kueue`, and queued rungs in both modes) or a ComputeClass priority (no pool),
+/// each at the rung's own field. The bad specs are written in one mode; these are the other.
+#[test]
+fn ladder_rules_judge_a_rung_in_either_mode() {
+    check_located(&[
+        // Rules of the ladder itself, in computeclass mode (the bad specs are kueue mode).
+        (
+            "ladder-queue-undefined.yaml",
+            &[TO_CLASS],
+            "error",
+            "18:17",
+            "ClusterQueue `cluster-queu` is not defined",
+        ),
+        (
+            "ladder-queue-undefined.yaml",
+            &[
+                TO_CLASS,
+                ("cluster-queu\n", "cluster-queue\n"),
+                ("[cpu, memory, google.com/tpu]", "[cpu, memory]"),
+            ],
+            "error",
+            "18:17",
+            "has no resource group for the ladder's accelerator",
+        ),
+        (
+            "ladder-queue-undefined.yaml",
+            &[
+                ("cluster-queu\n", "cluster-queue\n"),
+                ("[cpu, memory, google.com/tpu]", "[cpu, memory]"),
+            ],
+            "error",
+            "17:17",
+            "has no resource group for the ladder's accelerator",
+        ),
+        (
+            "ladder-empty.yaml",
+            &[TO_CLASS],
+            "error",
+            "20:10",
+            "has no rungs",
+        ),
+        (
+            "ladder-duplicate-rung.yaml",
+            &[TO_CLASS],
+            "error",
+            "31:13",
+            "duplicate rung `dws`",
+        ),
+        (
+            "ladder-field-for-other-kind.yaml",
+            &[TO_CLASS],
+            "error",
+            "33:7",
+            "has no time budget",
+        ),
+        (
+            "ladder-reservation-on-spot.yaml",
+            &[TO_CLASS],
+            "error",
+            "33:7",
+            "consumes no reservation",
+        ),
+        (
+            "ladder-reservation-bad-name.yaml",
+            &[TO_CLASS],
+            "error",
+            "23:27",
+            "not a Compute Engine resource name",
+        ),
+        (
+            "ladder-reservation-zone-other.yaml",
+            &[TO_CLASS],
+            "error",
+            "23:46",
+            "could never consume it",
+        ),
+    ]);
+}
+
+/// The ladder's rules of budgets, jobs and reachability, in computeclass mode (their bad specs
+/// are kueue mode).
+#[test]
+fn ladder_job_rules_judge_a_rung_in_either_mode() {
+    check_located(&[
+        (
+            "ladder-flex-budget-over-7d.yaml",
+            &[TO_CLASS],
+            "error",
+            "29:23",
+            "at most 7 days",
+        ),
+        (
+            "ladder-too-many-slices.yaml",
+            &[
+                TO_CLASS,
+                (
+                    "kind: spot\n      slices: 100",
+                    "kind: flex-start-queued\n      slices: 100",
+                ),
+            ],
+            "error",
+            "33:15",
+            "stops at 64",
+        ),
+        (
+            "ladder-job-no-rung.yaml",
+            &[TO_CLASS],
+            "error",
+            "69:22",
+            "no rung of the capacity ladder provides",
+        ),
+        (
+            "ladder-job-longer-than-only-rung.yaml",
+            &[TO_CLASS],
+            "error",
+            "59:15",
+            "longer than the time budget of flex-start rung `dws` (maxRunDuration 3h)",
+        ),
+        (
+            "warnings/ladder-job-longer-than-flex-rung.yaml",
+            &[TO_CLASS],
+            "warning",
+            "68:15",
+            "longer than the time budget of flex-start rung `dws`",
+        ),
+        (
+            "warnings/ladder-multi-host-on-flex-vms.yaml",
+            &[TO_CLASS],
+            "warning",
+            "28:13",
+            "documents for single-host slices",
+        ),
+        (
+            "warnings/ladder-rung-unused.yaml",
+            &[TO_CLASS],
+            "warning",
+            "31:13",
+            "no job asks for the slice rung `spot` provides",
+        ),
+        (
+            "warnings/ladder-rung-after-unbounded.yaml",
+            &[TO_CLASS],
+            "warning",
+            "30:13",
+            "is never reached",
+        ),
+    ]);
+}
+
+/// The node-pool rules that judge a rung through its pool (a queued rung is a pool in both modes;
+/// a hand-written pool stays hand-written whatever the mode).
+#[test]
+fn pool_rules_judge_a_rung_rendered_as_a_pool_in_either_mode() {
+    const SHADOWED: &str = "warnings/ladder-reservation-shadowed.yaml";
+    check_located(&[
+        // A queued rung is a node pool in both modes: the node-pool rules judge it.
+        (
+            "ladder-pool-collides.yaml",
+            &[TO_CLASS, ("name: on-demand-pool", "name: dws-pool")],
+            "error",
+            "32:13",
+            "duplicate node pool",
+        ),
+        (
+            "ladder-job-no-rung.yaml",
+            &[("\"1.34\"", "\"1.33\"")],
+            "warning",
+            "27:13",
+            "may reject TPU flex-start with queued provisioning",
+        ),
+        (
+            "ladder-job-no-rung.yaml",
+            &[TO_CLASS, ("\"1.34\"", "\"1.33\"")],
+            "warning",
+            "28:13",
+            "may reject TPU flex-start with queued provisioning",
+        ),
+        // A hand-written pool named as a ComputeClass rung's pool would be in kueue mode is
+        // still hand-written in computeclass mode.
+        (
+            SHADOWED,
+            &[TO_CLASS, ("other-v6e", "on-demand-pool")],
+            "warning",
+            "18:26",
+            "may consume reservation `tpu-v6e-res` before rung `reserved` does",
+        ),
+    ]);
+}
+
+/// The facts of machines, topologies, TPU zones and GKE versions judge a ComputeClass priority as
+/// they judge the pool the rung expands to in `mode: kueue`, at the same fields.
+#[test]
+fn machine_facts_judge_a_rung_in_either_mode() {
+    check_located(&[
+        // Facts of machines, topologies, zones and versions: a rung is judged as its pool would be.
+        (
+            "ladder-flex-start-on-v4-computeclass.yaml",
+            &[],
+            "error",
+            "25:13",
+            "flex-start does not offer TPU v4",
+        ),
+        (
+            "ladder-flex-start-on-v4-computeclass.yaml",
+            &[TO_KUEUE],
+            "error",
+            "24:13",
+            "flex-start does not offer TPU v4",
+        ),
+        (
+            "cc-machine-type-not-in-family.yaml",
+            &[TO_KUEUE],
+            "error",
+            "18:30",
+            "`ct6e-standard-8` is not a TPU v6e machine type",
+        ),
+        (
+            "cc-topology-not-2d.yaml",
+            &[TO_KUEUE],
+            "error",
+            "18:58",
+            "TPU v6e slices are 2D",
+        ),
+        (
+            "cc-topology-not-2d.yaml",
+            &[("topology: 2x2x2}", "topology: 4x4}")],
+            "error",
+            "19:58",
+            "`ct6e-standard-8t` cannot form a 4x4 slice",
+        ),
+        (
+            "warnings/cc-flex-start-zone-not-listed.yaml",
+            &[TO_KUEUE],
+            "warning",
+            "24:13",
+            "is not listed as offering flex-start TPU v6e",
+        ),
+        (
+            "warnings/cc-flex-start-zone-not-listed.yaml",
+            &[],
+            "warning",
+            "19:30",
+            "is not listed as offering TPU v6e",
+        ),
+        (
+            "cc-tpu7x-below-floor.yaml",
+            &[TO_KUEUE],
+            "error",
+            "9:12",
+            "the first version that runs TPU7x (Ironwood) nodes (node pool `on-demand-pool`)",
+        ),
+        (
+            "cc-tpu7x-below-floor.yaml",
+            &[(
+                "machineType: tpu7x-standard-4t",
+                "machineType: tpu7x-standard-4",
+            )],
+            "error",
+            "19:30",
+            "`tpu7x-standard-4` is not a TPU7x (Ironwood) machine type",
+        ),
+        (
+            "ladder-flex-below-floor.yaml",
+            &[
+                (
+                    "machineType: ct6e-standard-8t, topology: 2x4}",
+                    "machineType: g2-standard-24, gpu: {type: nvidia-l4, count: 2}}",
+                ),
+                ("\"1.32\"", "\"1.32.1\""),
+            ],
+            "error",
+            "9:12",
+            "the first version that runs flex-start nodes (flex-start rung `flex` of the ComputeClass ladder)",
+        ),
+        (
+            "ladder-flex-below-floor.yaml",
+            &[
+                (
+                    "machineType: ct6e-standard-8t, topology: 2x4}",
+                    "machineType: g2-standard-24, gpu: {type: nvidia-l4, count: 2}}",
+                ),
+                ("\"1.32\"", "\"1.32.1\""),
+                TO_KUEUE,
+            ],
+            "error",
+            "9:12",
+            "the first version that runs flex-start nodes (node pool `flex-pool`)",
+        ),
+        (
+            "cc-gpu-rung-topology.yaml",
+            &[(
+                "\n    - name: on-demand",
+                "\n    - name: on-demand\n      accelerator: {machineType: g2-standard-24, topology: 1x1, gpu: {type: nvidia-l4, count: 2}}",
+            )],
+            "error",
+            "22:60",
+            "`topology` is set but `g2-standard-24` is not a TPU machine type",
+        ),
+    ]);
+}
+
+/// Budgets, the kinds' exclusions and GPU rungs, for ComputeClass priorities and pools alike.
+#[test]
+fn budgets_exclusions_and_gpu_rungs_in_either_mode() {
+    check_located(&[
+        // Budgets and the kinds' exclusions, for ComputeClass priorities and pools alike.
+        (
+            "ladder-flex-below-floor.yaml",
+            &[("maxRunDuration: 1d", "maxRunDuration: 8d")],
+            "error",
+            "27:23",
+            "at most 7 days",
+        ),
+        (
+            "ladder-flex-below-floor.yaml",
+            &[("maxRunDuration: 1d", "maxRunDuration: 8d"), TO_KUEUE],
+            "error",
+            "26:23",
+            "at most 7 days",
+        ),
+        (
+            "ladder-reservation-on-spot.yaml",
+            &[("kind: spot", "kind: flex-start-queued")],
+            "error",
+            "32:7",
+            "a `flex-start-queued` rung consumes no reservation",
+        ),
+        (
+            "ladder-reservation-on-spot.yaml",
+            &[TO_CLASS, ("kind: spot", "kind: flex-start")],
+            "error",
+            "33:7",
+            "a `flex-start` rung consumes no reservation",
+        ),
+        // Flex-start VMs without `maxRunDuration` still end after 7 days, in both modes.
+        (
+            "ladder-flex-below-floor.yaml",
+            &[
+                ("      maxRunDuration: 1d\n", ""),
+                ("duration: 6h", "duration: 8d"),
+            ],
+            "warning",
+            "51:15",
+            "longer than the time budget of flex-start rung `flex` (flex-start's limit of 7 days)",
+        ),
+        (
+            "ladder-flex-below-floor.yaml",
+            &[
+                ("      maxRunDuration: 1d\n", ""),
+                ("duration: 6h", "duration: 8d"),
+                ("kind: on-demand", "kind: flex-start"),
+                TO_KUEUE,
+            ],
+            "error",
+            "50:15",
+            "longer than the time budget of flex-start rung `on-demand` (flex-start's limit of 7 days), `flex` (flex-start's limit of 7 days)",
+        ),
+        // GPU rungs: compared with jobs by GPU type, in both modes.
+        (
+            "cc-gpu-job-no-rung.yaml",
+            &[],
+            "warning",
+            "21:13",
+            "no job asks for the slice rung `on-demand` provides",
+        ),
+        (
+            "ladder-gpu-job-no-rung.yaml",
+            &[],
+            "warning",
+            "20:13",
+            "no job asks for the slice rung `on-demand` provides",
+        ),
+        (
+            "cc-gpu-job-no-rung.yaml",
+            &[
+                GPU_SPOT_TO_FLEX,
+                ("type: nvidia-h100-80gb", "type: nvidia-l4"),
+            ],
+            "warning",
+            "52:15",
+            "longer than the time budget of flex-start rung `spot` (maxRunDuration 3h)",
+        ),
+        (
+            "ladder-gpu-job-no-rung.yaml",
+            &[
+                GPU_SPOT_TO_FLEX,
+                ("type: nvidia-h100-80gb", "type: nvidia-l4"),
+            ],
+            "warning",
+            "51:15",
+            "longer than the time budget of flex-start rung `spot` (maxRunDuration 3h)",
+        ),
+        (
+            "cc-gpu-job-no-rung.yaml",
+            &[
+                GPU_SPOT_TO_FLEX,
+                (
+                    "kind: on-demand",
+                    "kind: flex-start\n      maxRunDuration: 3h",
+                ),
+                ("type: nvidia-h100-80gb", "type: nvidia-l4"),
+            ],
+            "error",
+            "53:15",
+            "longer than the time budget of flex-start rung `on-demand` (maxRunDuration 3h)",
+        ),
+        (
+            "warnings/cc-rung-after-unbounded.yaml",
+            &[TO_KUEUE],
+            "warning",
+            "26:13",
+            "rung `spot` is never reached: rung `dws` before it has unbounded quota",
+        ),
+    ]);
+}
+
+/// gkq makes a node pool per slice only for a rung rendered as pools (every rung in kueue mode,
+/// a queued rung in both): a ComputeClass priority of many slices is GKE's to create, so the
+/// pool-count limit does not apply to it.
+#[test]
+fn a_computeclass_priority_is_not_cut_into_slice_pools() {
+    check_cases(&[
+        (
+            "ladder-too-many-slices.yaml",
+            &[],
+            Some("error"),
+            "stops at 64",
+        ),
+        (
+            "ladder-too-many-slices.yaml",
+            &[TO_CLASS],
+            None,
+            "stops at 64",
+        ),
+    ]);
 }

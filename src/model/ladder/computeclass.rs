@@ -9,7 +9,9 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{Expansion, capacity_path, expand_rung, push_flavor, push_quota, rung_accelerator};
+use super::{
+    Expansion, capacity_path, expand_rung, is_priority, push_flavor, push_quota, rung_accelerator,
+};
 use crate::model::gke_facts::{parse_location, tpu_chips_per_vm};
 use crate::model::k8s_meta;
 use crate::spec::ladder::{Capacity, CapacityMode, Rung, RungKind};
@@ -55,7 +57,7 @@ pub enum Segment {
 pub fn segments(spec: &Spec, cap: &Capacity) -> Vec<Segment> {
     let mut runs: Vec<Result<Vec<usize>, usize>> = Vec::new();
     for (ri, rung) in cap.rungs.iter().enumerate() {
-        if rung.kind == RungKind::FlexStartQueued {
+        if !is_priority(cap, rung) {
             runs.push(Err(ri));
         } else if let Some(Ok(run)) = runs.last_mut() {
             run.push(ri);

@@ -48,6 +48,13 @@ pub fn rung_accelerator<'a>(cap: &'a Capacity, rung: &'a Rung) -> Option<&'a Run
     rung.accelerator.as_ref().or(cap.accelerator.as_ref())
 }
 
+/// Whether the rung is a ComputeClass priority: in `mode: computeclass` every rung but a queued
+/// one (design 4.2: a `flex-start-queued` rung keeps its own node pool and flavor). Such a rung
+/// has no node pool of gkq's, so the rules of node pools must judge it as a rung.
+pub fn is_priority(cap: &Capacity, rung: &Rung) -> bool {
+    cap.mode == CapacityMode::Computeclass && rung.kind != RungKind::FlexStartQueued
+}
+
 /// Where the rung's accelerator is written.
 pub fn accelerator_path(index: usize, rung: &Rung) -> Path {
     if rung.accelerator.is_some() {

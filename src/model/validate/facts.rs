@@ -7,6 +7,7 @@ use crate::model::gke_facts::{
     self as facts, CHECKED_ON, GkeVersion, Location, LocationProblem, MachineTypeFact, Offering,
     TopologyProblem, TpuGeneration, TpuMachineType, VersionVsFloor,
 };
+use crate::model::ladder::{accelerator_path, is_priority, rung_accelerator, rung_path};
 use crate::spec::types::{NodePool, Spec};
 use crate::spec::{Path, suggest};
 
@@ -24,80 +25,173 @@ pub(super) fn check(c: &mut Checker, spec: &Spec) {
         &spec.cluster.default_pool.machine_type,
     );
     for (i, pool) in spec.node_pools.iter().enumerate() {
-        let p = Path::root().key("nodePools").index(i);
-        match facts::classify_machine_type(&pool.machine_type) {
-            MachineTypeFact::Tpu(generation, machine) => {
-                if let Some(topology) = &pool.tpu_topology {
-                    check_pool_topology(c, &p, generation, machine, topology);
-                }
-                check_tpu_offering(c, spec, &p, pool, generation, location.as_ref());
+        let view = MachineView::of_pool(i, pool);
+        check_machine(c, spec, &view, location.as_ref());
+    }
+    for view in class_rung_views(spec) {
+        check_machine(c, spec, &view, location.as_ref());
+    }
+    check_job_topologies(c, spec);
+}
+
+/// What the machine-type, topology and flex-start facts judge: a node pool of the spec, or a rung
+/// of the capacity ladder that is a ComputeClass priority. GKE creates such a rung's pools, so
+/// there is no pool of gkq's to judge; the rung is judged by the same rules, at its own fields
+/// (where its expanded pool would be reported in `mode: kueue` too).
+struct MachineView<'a> {
+    /// Whose nodes these are, for messages: "node pool `x`", "on-demand rung `x` of ...".
+    subject: String,
+    machine_type: &'a str,
+    tpu_topology: Option<&'a str>,
+    flex_start: bool,
+    machine_type_at: Path,
+    topology_at: Path,
+    /// The field that asks for flex-start: a pool's `flexStart`, a rung's `kind`.
+    flex_start_at: Path,
+}
+
+impl<'a> MachineView<'a> {
+    fn of_pool(index: usize, pool: &'a NodePool) -> Self {
+        let p = Path::root().key("nodePools").index(index);
+        MachineView {
+            subject: format!("node pool `{}`", pool.name),
+            machine_type: &pool.machine_type,
+            tpu_topology: pool.tpu_topology.as_deref(),
+            flex_start: pool.flex_start,
+            machine_type_at: p.key("machineType"),
+            topology_at: p.key("tpuTopology"),
+            flex_start_at: p.key("flexStart"),
+        }
+    }
+
+    /// The field name of the topology as the user wrote it: a pool's `tpuTopology`, a rung's
+    /// (or its expanded pool's) `topology`.
+    fn topology_key(&self, c: &Checker) -> &'static str {
+        let rung = matches!(self.topology_at.0.last(), Some(crate::spec::node::Seg::Key(k)) if k == "topology")
+            || c.loaded.origins.is_generated(&self.topology_at);
+        if rung { "topology" } else { "tpuTopology" }
+    }
+
+    /// How to stop asking for flex-start: a hand-written pool drops the flag, a rung (a
+    /// ComputeClass priority, or the pool a rung expanded to) takes another kind.
+    fn flex_start_fix(&self, c: &Checker) -> &'static str {
+        let rung = matches!(self.flex_start_at.0.last(), Some(crate::spec::node::Seg::Key(k)) if k == "kind")
+            || c.loaded.origins.is_generated(&self.flex_start_at);
+        if rung {
+            "give the rung another `kind` (on-demand, spot or reservation)"
+        } else {
+            "remove flexStart"
+        }
+    }
+}
+
+/// The rungs of a `mode: computeclass` ladder that are ComputeClass priorities (not the queued
+/// rungs, which are node pools of their own and judged as pools).
+fn class_rung_views(spec: &Spec) -> Vec<MachineView<'_>> {
+    let Some(cap) = &spec.capacity else {
+        return Vec::new();
+    };
+    cap.rungs
+        .iter()
+        .enumerate()
+        .filter(|(_, rung)| is_priority(cap, rung))
+        .filter_map(|(ri, rung)| {
+            let acc = rung_accelerator(cap, rung)?;
+            let at = accelerator_path(ri, rung);
+            Some(MachineView {
+                subject: format!(
+                    "{} rung `{}` of the ComputeClass ladder",
+                    rung.kind.as_str(),
+                    rung.name
+                ),
+                machine_type: &acc.machine_type,
+                tpu_topology: acc.topology.as_deref(),
+                flex_start: rung.kind.is_flex(),
+                machine_type_at: at.key("machineType"),
+                topology_at: at.key("topology"),
+                flex_start_at: rung_path(ri).key("kind"),
+            })
+        })
+        .collect()
+}
+
+/// The machine type, TPU topology, TPU offering and flex-start facts of one pool or rung.
+fn check_machine(c: &mut Checker, spec: &Spec, view: &MachineView, location: Option<&Location>) {
+    match facts::classify_machine_type(view.machine_type) {
+        MachineTypeFact::Tpu(generation, machine) => {
+            if let Some(topology) = view.tpu_topology {
+                check_pool_topology(c, &view.topology_at, generation, machine, topology);
             }
-            MachineTypeFact::TpuTypeNotInFamily(generation) => {
-                let names: Vec<&str> = generation.machine_types.iter().map(|m| m.name).collect();
-                let help = match suggest(&pool.machine_type, names.iter().copied()) {
-                    Some(s) => format!(
-                        "did you mean `{s}`? {} machine types: {}",
-                        generation.name,
-                        names.join(", ")
-                    ),
-                    None => format!("{} machine types: {}", generation.name, names.join(", ")),
-                };
+            check_tpu_offering(c, spec, view, generation, location);
+        }
+        MachineTypeFact::TpuTypeNotInFamily(generation) => {
+            let names: Vec<&str> = generation.machine_types.iter().map(|m| m.name).collect();
+            let help = match suggest(view.machine_type, names.iter().copied()) {
+                Some(s) => format!(
+                    "did you mean `{s}`? {} machine types: {}",
+                    generation.name,
+                    names.join(", ")
+                ),
+                None => format!("{} machine types: {}", generation.name, names.join(", ")),
+            };
+            c.error(
+                &view.machine_type_at,
+                format!(
+                    "`{}` is not a {} machine type, though `{}` is that generation's family",
+                    view.machine_type, generation.label, generation.machine_family
+                ),
+                help,
+            );
+            if let Some(topology) = view.tpu_topology
+                && let Err(problem) = generation_topology(generation, topology)
+            {
+                report_topology(c, &view.topology_at, generation, topology, problem);
+            }
+        }
+        MachineTypeFact::UnknownTpuFamily { chips_per_vm } => {
+            c.warning(
+                &view.machine_type_at,
+                format!(
+                    "`{}` looks like a TPU machine type, but its family is not in gkq's table of GKE facts (as of {CHECKED_ON})",
+                    view.machine_type
+                ),
+                format!(
+                    "check the name (known TPU machine types: {}); if Google added it since, the table is out of date",
+                    known_tpu_machine_types().join(", ")
+                ),
+            );
+            if let Some(topology) = view.tpu_topology {
+                check_unknown_family_topology(c, view, topology, chips_per_vm);
+            }
+        }
+        fact @ (MachineTypeFact::KnownSeries
+        | MachineTypeFact::UnknownSeries
+        | MachineTypeFact::Malformed) => {
+            report_general_machine_type(c, &view.machine_type_at, view.machine_type, fact);
+            if view.flex_start && fact != MachineTypeFact::Malformed {
+                check_version_floor(
+                    c,
+                    spec,
+                    facts::FLEX_START_MIN_GKE,
+                    &format!("flex-start nodes ({})", view.subject),
+                );
+            }
+            if view.tpu_topology.is_some() && fact != MachineTypeFact::Malformed {
                 c.error(
-                    &p.key("machineType"),
+                    &view.topology_at,
                     format!(
-                        "`{}` is not a {} machine type, though `{}` is that generation's family",
-                        pool.machine_type, generation.label, generation.machine_family
-                    ),
-                    help,
-                );
-                if let Some(topology) = &pool.tpu_topology
-                    && let Err(problem) = generation_topology(generation, topology)
-                {
-                    report_topology(c, &p.key("tpuTopology"), generation, topology, problem);
-                }
-            }
-            MachineTypeFact::UnknownTpuFamily { chips_per_vm } => {
-                c.warning(
-                    &p.key("machineType"),
-                    format!(
-                        "`{}` looks like a TPU machine type, but its family is not in gkq's table of GKE facts (as of {CHECKED_ON})",
-                        pool.machine_type
+                        "`{}` is set but `{}` is not a TPU machine type",
+                        view.topology_key(c),
+                        view.machine_type
                     ),
                     format!(
-                        "check the name (known TPU machine types: {}); if Google added it since, the table is out of date",
-                        known_tpu_machine_types().join(", ")
+                        "use a TPU machine type such as ct6e-standard-4t, or remove `{}`",
+                        view.topology_key(c)
                     ),
                 );
-                if let Some(topology) = &pool.tpu_topology {
-                    check_unknown_family_topology(c, &p, pool, topology, chips_per_vm);
-                }
-            }
-            fact @ (MachineTypeFact::KnownSeries
-            | MachineTypeFact::UnknownSeries
-            | MachineTypeFact::Malformed) => {
-                report_general_machine_type(c, &p.key("machineType"), &pool.machine_type, fact);
-                if pool.flex_start && fact != MachineTypeFact::Malformed {
-                    check_version_floor(
-                        c,
-                        spec,
-                        facts::FLEX_START_MIN_GKE,
-                        &format!("flex-start nodes (node pool `{}`)", pool.name),
-                    );
-                }
-                if pool.tpu_topology.is_some() && fact != MachineTypeFact::Malformed {
-                    c.error(
-                        &p.key("tpuTopology"),
-                        format!(
-                            "`tpuTopology` is set but `{}` is not a TPU machine type",
-                            pool.machine_type
-                        ),
-                        "use a TPU machine type such as ct6e-standard-4t, or remove tpuTopology",
-                    );
-                }
             }
         }
     }
-    check_job_topologies(c, spec);
 }
 
 fn plural(n: u32, word: &str) -> String {
@@ -225,13 +319,12 @@ fn report_general_machine_type(
 
 fn check_pool_topology(
     c: &mut Checker,
-    p: &Path,
+    path: &Path,
     generation: &TpuGeneration,
     machine: &TpuMachineType,
     topology: &str,
 ) {
     if let Err(problem) = facts::check_topology(generation, machine, topology) {
-        let path = p.key("tpuTopology");
         match problem {
             TopologyProblem::NotForMachineType { machine_types } => {
                 let own = match machine.topologies {
@@ -239,7 +332,7 @@ fn check_pool_topology(
                     facts::Topologies::Cubes => facts::describe_topologies(generation),
                 };
                 c.error(
-                    &path,
+                    path,
                     format!(
                         "`{}` cannot form a {topology} slice: with {} per VM it forms only {own}",
                         machine.name,
@@ -251,7 +344,7 @@ fn check_pool_topology(
                     ),
                 );
             }
-            other => report_topology(c, &path, generation, topology, other),
+            other => report_topology(c, path, generation, topology, other),
         }
     }
 }
@@ -321,24 +414,18 @@ fn report_topology(
 }
 
 /// A TPU family newer than the table: only what its name says can be checked.
-fn check_unknown_family_topology(
-    c: &mut Checker,
-    p: &Path,
-    pool: &NodePool,
-    topology: &str,
-    per_vm: u32,
-) {
+fn check_unknown_family_topology(c: &mut Checker, view: &MachineView, topology: &str, per_vm: u32) {
     match facts::topology_chips(topology) {
         None => c.error(
-            &p.key("tpuTopology"),
+            &view.topology_at,
             format!("TPU topology `{topology}` is not valid"),
             "write dimensions joined by x, such as 2x2, 4x4 or 2x2x4",
         ),
         Some(chips) if chips % per_vm != 0 || chips < per_vm => c.error(
-            &p.key("tpuTopology"),
+            &view.topology_at,
             format!(
                 "TPU topology {topology} has {chips} chips, which {} VMs with {per_vm} chips each cannot form",
-                pool.machine_type
+                view.machine_type
             ),
             format!("choose a topology whose chip count is a multiple of {per_vm}"),
         ),
@@ -346,12 +433,12 @@ fn check_unknown_family_topology(
     }
 }
 
-/// Where and from which GKE version the pool's TPU generation (and flex-start) is offered.
+/// Where and from which GKE version the TPU generation of a pool or rung (and flex-start) is
+/// offered.
 fn check_tpu_offering(
     c: &mut Checker,
     spec: &Spec,
-    p: &Path,
-    pool: &NodePool,
+    view: &MachineView,
     generation: &TpuGeneration,
     location: Option<&Location>,
 ) {
@@ -361,7 +448,7 @@ fn check_tpu_offering(
         let zones = generation.zones;
         warn_not_listed(
             c,
-            &p.key("machineType"),
+            &view.machine_type_at,
             spec,
             generation.label,
             zones,
@@ -373,18 +460,19 @@ fn check_tpu_offering(
             c,
             spec,
             floor,
-            &format!("{} nodes (node pool `{}`)", generation.label, pool.name),
+            &format!("{} nodes ({})", generation.label, view.subject),
         );
     }
-    if !pool.flex_start {
+    if !view.flex_start {
         return;
     }
     if facts::flex_start_unsupported(generation) {
         c.error(
-            &p.key("flexStart"),
+            &view.flex_start_at,
             format!("flex-start does not offer {}", generation.label),
             format!(
-                "flex-start runs TPU {}; remove flexStart or change the machine type",
+                "flex-start runs TPU {}; {} or change the machine type",
+                view.flex_start_fix(c),
                 facts::TPU_GENERATIONS
                     .iter()
                     .filter(|g| g.flex_start_zones.is_some_and(|zones| !zones.is_empty()))
@@ -400,13 +488,13 @@ fn check_tpu_offering(
     {
         let what = format!("flex-start {}", generation.label);
         let zones = generation.flex_start_zones.unwrap_or_default();
-        warn_not_listed(c, &p.key("flexStart"), spec, &what, zones, FLEX_START_PAGE);
+        warn_not_listed(c, &view.flex_start_at, spec, &what, zones, FLEX_START_PAGE);
     }
     check_version_floor(
         c,
         spec,
         facts::FLEX_START_TPU_MIN_GKE,
-        &format!("TPU flex-start nodes (node pool `{}`)", pool.name),
+        &format!("TPU flex-start nodes ({})", view.subject),
     );
 }
 

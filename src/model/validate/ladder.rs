@@ -12,8 +12,8 @@ use crate::model::gke_facts::{
     format_version,
 };
 use crate::model::ladder::{
-    MAX_SLICE_POOLS, accelerator_path, capacity_path, rung_accelerator, rung_path, slice_hosts,
-    target_group, tpu_accelerator_label,
+    MAX_SLICE_POOLS, accelerator_path, capacity_path, is_priority, rung_accelerator, rung_path,
+    slice_hosts, target_group, tpu_accelerator_label,
 };
 use crate::spec::Path;
 use crate::spec::ladder::{Capacity, CapacityMode, Rung, RungAccelerator, RungKind};
@@ -197,9 +197,7 @@ fn check_rung_fields(c: &mut Checker, cap: &Capacity, ri: usize, rung: &Rung) {
             "`maxNodes` is the pool's autoscaling maximum of a single-host rung; `slices` counts slices",
         );
     }
-    let class_rung =
-        cap.mode == CapacityMode::Computeclass && rung.kind != RungKind::FlexStartQueued;
-    if class_rung {
+    if is_priority(cap, rung) {
         for (key, set) in [
             ("pool", rung.pool.is_some()),
             ("quota", rung.quota.is_some()),
@@ -292,16 +290,16 @@ fn check_rung_shape(c: &mut Checker, cap: &Capacity, ri: usize, rung: &Rung) {
             "use `kind: flex-start-queued` to get all of the slice's VMs at once (docs/gke-facts.md, L3)",
         );
     }
-    if hosts > 1 && cap.mode == CapacityMode::Computeclass && rung.kind != RungKind::FlexStartQueued
-    {
+    if hosts > 1 && is_priority(cap, rung) {
         c.warning(
             &accelerator_path(ri, rung),
             format!("rung `{}` is a multi-host slice in a ComputeClass priority: node-pool auto-creation of multi-host TPU slices for a ComputeClass is not documented", rung.name),
             "`mode: kueue` is known to serve multi-host slices (one pool per slice)",
         );
     }
+    // A ComputeClass priority makes no pool of gkq's per slice: GKE creates the class's pools.
     let slices = crate::model::ladder::rung_slices(rung);
-    if hosts > 1 && slices > MAX_SLICE_POOLS {
+    if hosts > 1 && slices > MAX_SLICE_POOLS && !is_priority(cap, rung) {
         let path = if rung.kind == RungKind::Reservation {
             rp.key("reservation").key("slices")
         } else {
@@ -330,11 +328,10 @@ fn check_rung_shape(c: &mut Checker, cap: &Capacity, ri: usize, rung: &Rung) {
 }
 
 /// Kueue falls through on quota (docs/kueue.md 1a.5): after a rung with unbounded quota (a
-/// queued rung without `quota`), no later rung is ever chosen.
+/// queued rung without `quota`), no later rung is ever chosen. In both modes: a queued rung is
+/// a flavor of its own in `mode: computeclass` too, so the ComputeClass flavors after it are
+/// never reached either.
 fn check_reachability(c: &mut Checker, cap: &Capacity) {
-    if cap.mode != CapacityMode::Kueue {
-        return;
-    }
     let Some(unbounded) = cap
         .rungs
         .iter()
@@ -354,10 +351,12 @@ fn check_reachability(c: &mut Checker, cap: &Capacity) {
     }
 }
 
-/// The node pool names the ladder's rungs expand to: every other pool of the spec is hand-written.
+/// The node pool names the ladder's rungs expand to (not the ComputeClass priorities, which have
+/// none): every other pool of the spec is hand-written.
 pub(super) fn generated_pools(cap: &Capacity) -> Vec<String> {
     cap.rungs
         .iter()
+        .filter(|r| !is_priority(cap, r))
         .filter_map(|r| {
             let acc = rung_accelerator(cap, r)?;
             Some(crate::model::ladder::units_of(r, slice_hosts(acc)))
@@ -367,9 +366,27 @@ pub(super) fn generated_pools(cap: &Capacity) -> Vec<String> {
         .collect()
 }
 
-/// The `(accelerator label, topology)` a rung provides, when it is a TPU the table knows.
-fn rung_shape(acc: &RungAccelerator) -> Option<(&'static str, Option<&str>)> {
-    tpu_accelerator_label(acc).map(|label| (label, acc.topology.as_deref()))
+/// The `(accelerator type, topology)` a rung provides: a TPU the table knows (its
+/// `gke-tpu-accelerator` label and topology), or a GPU (its GKE type, no topology).
+fn rung_shape(acc: &RungAccelerator) -> Option<(&str, Option<&str>)> {
+    match &acc.gpu {
+        Some(gpu) => Some((gpu.kind.as_str(), None)),
+        None => tpu_accelerator_label(acc).map(|label| (label, acc.topology.as_deref())),
+    }
+}
+
+/// `tpu-v6e-slice 4x4`, `nvidia-l4`.
+fn show_shape((kind, topology): (&str, Option<&str>)) -> String {
+    match topology {
+        Some(t) => format!("{kind} {t}"),
+        None => kind.to_string(),
+    }
+}
+
+/// Whether a rung of shape `offered` serves a pod group asking for `wanted`: the same
+/// accelerator type, and the same topology when the group names one.
+fn serves(offered: (&str, Option<&str>), wanted: (&str, Option<&str>)) -> bool {
+    offered.0 == wanted.0 && (wanted.1.is_none() || offered.1 == wanted.1)
 }
 
 /// A job on the ladder's queue whose TPU shape no rung (and no hand-written pool) provides can
@@ -381,10 +398,16 @@ fn check_jobs_against_rungs(c: &mut Checker, spec: &Spec, cap: &Capacity) {
         .map(|r| rung_accelerator(cap, r).and_then(rung_shape))
         .collect();
     let generated = generated_pools(cap);
-    let hand_written: Vec<(&str, Option<&str>)> = spec
-        .node_pools
-        .iter()
-        .filter(|p| !generated.contains(&p.name))
+    let hand_written_pools = || {
+        spec.node_pools
+            .iter()
+            .filter(|p| !generated.contains(&p.name))
+    };
+    // A pool states no GPUs (gkq's node pools have no accelerator field): any hand-written pool
+    // that is not a TPU pool may hold the GPUs a job asks for, so none is called unservable.
+    let gpu_by_hand = hand_written_pools()
+        .any(|p| crate::model::gke_facts::tpu_chips_per_vm(&p.machine_type).is_none());
+    let hand_written: Vec<(&str, Option<&str>)> = hand_written_pools()
         .filter_map(|p| {
             let acc = RungAccelerator {
                 machine_type: p.machine_type.clone(),
@@ -401,35 +424,36 @@ fn check_jobs_against_rungs(c: &mut Checker, spec: &Spec, cap: &Capacity) {
         let on_ladder = crate::model::queue_of(spec, &job.namespace, &job.queue)
             .is_some_and(|q| q.name == cap.cluster_queue);
         for group in crate::model::jobs::pod_groups(job) {
-            let Some(a) = group.accelerator.filter(|a| crate::model::jobs::is_tpu(a)) else {
+            let Some(a) = group.accelerator else {
                 continue;
             };
             let wants = (a.kind.as_str(), a.topology.as_deref());
             let mut served = false;
             for (ri, shape) in shapes.iter().enumerate() {
-                if shape.is_some_and(|(label, topology)| {
-                    label == wants.0 && (wants.1.is_none() || topology == wants.1)
-                }) {
+                if shape.is_some_and(|offered| serves(offered, wants)) {
                     used[ri] = true;
                     served = true;
                 }
             }
-            let by_hand = hand_written.iter().any(|(label, topology)| {
-                *label == wants.0 && (wants.1.is_none() || *topology == wants.1)
-            });
+            let by_hand = if crate::model::jobs::is_tpu(a) {
+                hand_written.iter().any(|&offered| serves(offered, wants))
+            } else {
+                gpu_by_hand
+            };
             if on_ladder && !served && !by_hand {
-                let offered: Vec<String> = shapes
-                    .iter()
-                    .flatten()
-                    .map(|(label, topology)| format!("{label} {}", topology.unwrap_or("-")))
-                    .collect();
+                let offered: Vec<String> =
+                    shapes.iter().flatten().map(|&s| show_shape(s)).collect();
+                let what = if crate::model::jobs::is_tpu(a) {
+                    "slice"
+                } else {
+                    "GPU"
+                };
                 c.error(
                     &group_accelerator_path(ji, &group),
                     format!(
-                        "job `{}` asks for {} {} on queue `{}`, but no rung of the capacity ladder provides that slice",
+                        "job `{}` asks for {} on queue `{}`, but no rung of the capacity ladder provides that {what}",
                         job.name,
-                        wants.0,
-                        wants.1.unwrap_or("-"),
+                        show_shape(wants),
                         cap.cluster_queue
                     ),
                     format!("the rungs provide: {}; add a rung of this shape, or change the job's accelerator", offered.join(", ")),
@@ -457,21 +481,15 @@ fn check_jobs_against_rungs(c: &mut Checker, spec: &Spec, cap: &Capacity) {
 /// that can serve it is cut short there: GKE removes flex-start nodes when that budget ends
 /// (docs/gke-facts.md, "The capacity ladder", L3; `FLEX_START_MAX_RUN_SECONDS`). An error when
 /// every rung that can serve the job is such a rung, a warning when another rung can serve it.
-/// (A duration over flex-start's own 7 days is the jobs section's rule.)
+/// A flex-start VMs rung without `maxRunDuration` has flex-start's own 7 days (`rung_budget`);
+/// a queued rung without one is the jobs section's rule (a DWS flavor and a duration over 7 days).
 fn check_job_budgets(c: &mut Checker, spec: &Spec, cap: &Capacity) {
     let shapes: Vec<Option<(&str, Option<&str>)>> = cap
         .rungs
         .iter()
         .map(|r| rung_accelerator(cap, r).and_then(rung_shape))
         .collect();
-    let budgets: Vec<Option<u64>> = cap
-        .rungs
-        .iter()
-        .map(|r| {
-            let d = r.max_run_duration.as_deref().filter(|_| r.kind.is_flex())?;
-            parse_whole_seconds(d).ok()
-        })
-        .collect();
+    let budgets: Vec<Option<u64>> = cap.rungs.iter().map(rung_budget).collect();
     for (ji, job) in spec.jobs.iter().enumerate() {
         let Some(d) = job.duration.as_deref() else {
             continue;
@@ -486,16 +504,12 @@ fn check_job_budgets(c: &mut Checker, spec: &Spec, cap: &Capacity) {
         }
         let wanted: Vec<(&str, Option<&str>)> = crate::model::jobs::pod_groups(job)
             .iter()
-            .filter_map(|g| g.accelerator.filter(|a| crate::model::jobs::is_tpu(a)))
+            .filter_map(|g| g.accelerator)
             .map(|a| (a.kind.as_str(), a.topology.as_deref()))
             .collect();
         let serving: Vec<usize> = (0..cap.rungs.len())
             .filter(|&ri| {
-                shapes[ri].is_some_and(|(label, topology)| {
-                    wanted
-                        .iter()
-                        .any(|w| label == w.0 && (w.1.is_none() || topology == w.1))
-                })
+                shapes[ri].is_some_and(|offered| wanted.iter().any(|&w| serves(offered, w)))
             })
             .collect();
         let cut: Vec<usize> = serving
@@ -509,8 +523,14 @@ fn check_job_budgets(c: &mut Checker, spec: &Spec, cap: &Capacity) {
         let names: Vec<String> = cut
             .iter()
             .map(|&ri| {
-                let budget = format_seconds(budgets[ri].unwrap_or_default());
-                format!("`{}` (maxRunDuration {budget})", cap.rungs[ri].name)
+                let rung = &cap.rungs[ri];
+                match &rung.max_run_duration {
+                    Some(_) => {
+                        let budget = format_seconds(budgets[ri].unwrap_or_default());
+                        format!("`{}` (maxRunDuration {budget})", rung.name)
+                    }
+                    None => format!("`{}` (flex-start's limit of 7 days)", rung.name),
+                }
             })
             .collect();
         let message = format!(
@@ -525,6 +545,20 @@ fn check_job_budgets(c: &mut Checker, spec: &Spec, cap: &Capacity) {
         } else {
             c.warning(&at, message, hint);
         }
+    }
+}
+
+/// The time budget of a flex-start rung: its `maxRunDuration`, else, for flex-start VMs,
+/// flex-start's own 7 days (`FLEX_START_MAX_RUN_SECONDS`). A queued rung without one is left to
+/// the jobs section's rule of DWS flavors (a duration over 7 days), so it is not said twice.
+fn rung_budget(rung: &Rung) -> Option<u64> {
+    if !rung.kind.is_flex() {
+        return None;
+    }
+    match rung.max_run_duration.as_deref() {
+        Some(d) => parse_whole_seconds(d).ok(),
+        None if rung.kind == RungKind::FlexStart => Some(FLEX_START_MAX_RUN_SECONDS),
+        None => None,
     }
 }
 

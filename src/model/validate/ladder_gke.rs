@@ -1,18 +1,20 @@
 //! The capacity ladder against the cluster it runs on (docs/design/capacity-ladder.md, section 5;
 //! facts L1-L5 of docs/gke-facts.md, "The capacity ladder"): the GKE versions a ComputeClass's
-//! rungs need (node-pool auto-creation, TPU generations, flex-start), node auto-provisioning,
-//! the zone of a reservation, pools that may consume a reservation before its rung does, and how
+//! auto-creation needs (with or without node auto-provisioning, per TPU generation), node
+//! auto-provisioning's limits, the zone of a reservation, pools that may consume a reservation before its rung does, and how
 //! many priorities one class holds. Versions are judged by the one comparison of
 //! `gke_facts::compare_with_floor(s)` through `facts::check_version_floor(s)`: a spec without a
-//! version (the channel's default) is not judged, an alias means its newest patch.
+//! version (the channel's default) is not judged, an alias means its newest patch. The machine,
+//! topology and flex-start facts of a rung that is a ComputeClass priority are the node pools'
+//! rules, judged over the rung (`facts::check`).
 
 use std::collections::BTreeMap;
 
 use super::Checker;
-use super::facts::{check_version_floor, check_version_floors};
+use super::facts::check_version_floors;
 use crate::model::gke_facts::{
     self as facts, CC_AUTO_CREATION_WITHOUT_NAP_MIN_GKE, COMPUTE_CLASS_MAX_PRIORITIES,
-    FLEX_START_MIN_GKE, FLEX_START_TPU_MIN_GKE, GKE_SKILLS_SOURCE, TpuGeneration, VersionVsFloor,
+    GKE_SKILLS_SOURCE, TpuGeneration, VersionVsFloor,
 };
 use crate::model::ladder::computeclass::{Segment, segments};
 use crate::model::ladder::{capacity_path, rung_accelerator, rung_path, tpu_accelerator_label};
@@ -28,7 +30,6 @@ pub(super) fn check(c: &mut Checker, spec: &Spec) {
     if cap.mode == CapacityMode::Computeclass {
         let classes = class_segments(spec, cap);
         check_auto_creation(c, spec, cap, &classes);
-        check_class_flex_versions(c, spec, cap, &classes);
         check_priority_count(c, cap, &classes);
     }
     for (ri, rung) in cap.rungs.iter().enumerate() {
@@ -189,45 +190,6 @@ fn check_auto_creation(
     for (generation, rungs) in by_generation.values() {
         let wanted_by = format!("{} of the ComputeClass ladder", rung_names(cap, rungs));
         report_nap_floor(c, spec, generation, &wanted_by);
-    }
-}
-
-/// `ladder-flex-version`: a `flex-start` rung that is a ComputeClass priority has no node pool of
-/// gkq's, so the node-pool rule cannot see it: the same floors (docs/gke-facts.md, L3), judged
-/// here. (Rungs rendered as pools are judged by the node-pool rule.)
-fn check_class_flex_versions(
-    c: &mut Checker,
-    spec: &Spec,
-    cap: &Capacity,
-    classes: &[(String, Vec<usize>)],
-) {
-    let mut tpu = Vec::new();
-    let mut other = Vec::new();
-    for &ri in classes.iter().flat_map(|(_, rungs)| rungs) {
-        let rung = &cap.rungs[ri];
-        if rung.kind != RungKind::FlexStart {
-            continue;
-        }
-        let is_tpu = rung_accelerator(cap, rung).is_some_and(|acc| {
-            acc.gpu.is_none() && facts::tpu_chips_per_vm(&acc.machine_type).is_some()
-        });
-        if is_tpu {
-            tpu.push(ri);
-        } else {
-            other.push(ri);
-        }
-    }
-    for (floor, rungs, what) in [
-        (FLEX_START_TPU_MIN_GKE, tpu, "TPU flex-start nodes"),
-        (FLEX_START_MIN_GKE, other, "flex-start nodes"),
-    ] {
-        if !rungs.is_empty() {
-            let what = format!(
-                "{what} (flex-start {} of the ComputeClass ladder)",
-                rung_names(cap, &rungs)
-            );
-            check_version_floor(c, spec, floor, &what);
-        }
     }
 }
 
