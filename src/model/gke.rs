@@ -47,6 +47,24 @@ pub fn is_gke_name(name: &str) -> bool {
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
 }
 
+/// A Compute Engine resource name (a reservation's): `[a-z]([-a-z0-9]{0,61}[a-z0-9])?`, the
+/// `name` field of <https://cloud.google.com/compute/docs/reference/rest/v1/reservations>.
+/// The ladder's validator and the GKE emulator both use this one rule.
+pub fn is_compute_engine_name(name: &str) -> bool {
+    (1..=63).contains(&name.len())
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && !name.ends_with('-')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+}
+
+/// A Google Cloud project ID: 6 to 30 characters of the resource-name alphabet, a letter
+/// first (<https://cloud.google.com/resource-manager/docs/creating-managing-projects>).
+pub fn is_project_id(id: &str) -> bool {
+    (6..=30).contains(&id.len()) && is_compute_engine_name(id)
+}
+
 /// Longest RayJob name KubeRay accepts: it derives the RayCluster's name (and from it Service
 /// and Pod names) by appending a suffix, so the job's own name is capped below 63 (KubeRay's
 /// `ValidateRayJobMetadata` in `ray-operator/controllers/ray/utils/validation.go`: at most

@@ -10,6 +10,7 @@ use crate::emulator::EmulatorConfig;
 use crate::emulator::defaults::is_tpu_machine;
 use crate::emulator::faults::TPU_FLEX_START_QUEUED;
 use crate::emulator::rpc::ApiError;
+use crate::model::gke::{is_compute_engine_name, is_project_id};
 use crate::model::gke_facts::{
     FLEX_START_MIN_GKE, FLEX_START_TPU_MIN_GKE, MachineTypeFact, TopologyProblem, VersionVsFloor,
     check_topology, classify_machine_type, compare_with_floor, flex_start_unsupported,
@@ -105,20 +106,6 @@ fn check_reservation_affinity(pool: &Value) -> Result<(), ApiError> {
     }
 }
 
-/// A Compute Engine resource name: `[a-z]([-a-z0-9]{0,61}[a-z0-9])?`.
-fn is_resource_name(s: &str) -> bool {
-    (1..=63).contains(&s.len())
-        && s.starts_with(|c: char| c.is_ascii_lowercase())
-        && !s.ends_with('-')
-        && s.chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-}
-
-/// A project ID: 6 to 30 characters of the resource-name alphabet, starting with a letter.
-fn is_project_id(s: &str) -> bool {
-    (6..=30).contains(&s.len()) && is_resource_name(s)
-}
-
 /// `NAME` or `projects/PROJECT/reservations/NAME`, optionally followed by
 /// `/reservationBlocks/BLOCK` (a block of that reservation), which is accepted unchecked.
 fn is_reservation_reference(value: &str) -> bool {
@@ -127,9 +114,9 @@ fn is_reservation_reference(value: &str) -> bool {
         None => (value, None),
     };
     match reservation.split('/').collect::<Vec<_>>().as_slice() {
-        [name] => is_resource_name(name),
+        [name] => is_compute_engine_name(name),
         ["projects", project, "reservations", name] => {
-            is_project_id(project) && is_resource_name(name)
+            is_project_id(project) && is_compute_engine_name(name)
         }
         _ => false,
     }

@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 
 use super::Checker;
+use crate::model::gke::{is_compute_engine_name, is_project_id};
 use crate::model::gke_facts::{
     COMPUTE_CLASS_MIN_GKE, FLEX_START_MAX_RUN_SECONDS, VersionVsFloor, compare_with_floor,
     format_version,
@@ -226,15 +227,7 @@ fn check_reservation(
     r: &crate::spec::ladder::RungReservation,
 ) {
     let rp = rung_path(ri).key("reservation");
-    let resource_name = |s: &str| {
-        !s.is_empty()
-            && s.len() <= 63
-            && s.starts_with(|c: char| c.is_ascii_lowercase())
-            && !s.ends_with('-')
-            && s.chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-    };
-    if !resource_name(&r.name) {
+    if !is_compute_engine_name(&r.name) {
         c.error(
             &rp.key("name"),
             format!("reservation name `{}` is not a Compute Engine resource name", r.name),
@@ -242,7 +235,7 @@ fn check_reservation(
         );
     }
     if let Some(p) = &r.project
-        && !(resource_name(p) && (6..=30).contains(&p.len()))
+        && !is_project_id(p)
     {
         c.error(
             &rp.key("project"),
