@@ -13,6 +13,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures::{FutureExt, StreamExt};
 use serde_json::Value;
 
 use super::{
@@ -54,6 +55,20 @@ pub trait KubeApplier: Send + Sync {
     /// Every object of a kind that gkq owns in the stack being applied, in one request; empty
     /// when the server does not serve the kind. This is how the executor checks a plan.
     async fn list(&self, api_version: &str, kind: &str) -> Result<Vec<Value>, KubeApplyError>;
+    /// [`KubeApplier::list`], handing each object to `each` as it is read instead of collecting
+    /// them: the check keeps only what it needs of each (its version, whether it is as planned),
+    /// never a whole list of trees.
+    async fn list_each(
+        &self,
+        api_version: &str,
+        kind: &str,
+        each: &mut (dyn FnMut(Value) + Send),
+    ) -> Result<(), KubeApplyError> {
+        for object in self.list(api_version, kind).await? {
+            each(object);
+        }
+        Ok(())
+    }
     /// The live object at `addr` (`object` is the desired or last-seen object, for its
     /// apiVersion and kind); `None` if it does not exist. Read for targets the lists do not
     /// have, and again when a conditional write finds its target moved on.
@@ -83,7 +98,20 @@ pub trait KubeApplier: Send + Sync {
         let _ = object;
         Ok(None)
     }
+    /// Before `object`, a job Kueue queues, is created: starts following what Kueue writes from
+    /// now on, so that the wait for its decision wakes as soon as Kueue has written one instead of
+    /// reading [`KubeApplier::kueue_decided`] every [`DECISION_POLL`]. Each wake says that
+    /// Kueue may have decided (it is read again to know). `None` when Kueue's writes cannot be
+    /// followed: the wait reads the decision every [`DECISION_POLL`] then.
+    async fn follow_decisions(&self, object: &Value) -> Option<Wakes> {
+        let _ = object;
+        None
+    }
 }
+
+/// What [`KubeApplier::follow_decisions`] gives: an item each time Kueue may have decided; the
+/// stream ends when it can no longer tell (the watch ended).
+pub type Wakes = futures::stream::BoxStream<'static, ()>;
 
 /// An object naming the action's target, for reading it: the desired one, or the one being
 /// deleted. `None` when the action has no Kubernetes target.
@@ -116,11 +144,22 @@ pub(super) async fn run_action(
         }));
     };
     let mut version = checked.version(&action.addr)?.cloned();
+    // A job submitted to Kueue: what Kueue writes is followed from before its creation, so that
+    // no decision on it is missed (not when the apply does not wait for decisions).
+    let follow = submission
+        .is_some()
+        .then_some(action.desired.as_deref())
+        .flatten()
+        .filter(|_| !executor.options.submit_wait.is_zero());
+    let mut wakes = None;
     for step in &action.steps {
         executor.sink.emit(&ApplyEvent::StepStarted {
             addr: action.addr.clone(),
             step: step.to_string(),
         });
+        if let (Some(job), Step::KubeApply { .. }) = (follow, step) {
+            wakes = kube.follow_decisions(job).await;
+        }
         conditionally(kube, action, step, &mut version).await?;
         if matches!(step, Step::KubeDelete { .. }) {
             // What follows (a replace's create) makes a new object.
@@ -128,22 +167,25 @@ pub(super) async fn run_action(
         }
     }
     if let (Some(submission), Some(job)) = (submission, action.desired.as_deref()) {
-        await_decision(executor, kube, &action.addr, job, submission).await;
+        await_decision(executor, kube, &action.addr, job, submission, wakes).await;
     }
     Ok(())
 }
 
 /// After job `submission.job` of the jobs an apply submits to Kueue was created: waits until
 /// Kueue has decided on it, so that the next one reaches Kueue after it (as the plan
-/// predicted), at most the apply's `submit_wait`, telling the sink about once a second. When
-/// the time runs out, or Kueue cannot be asked, the sink is told so and the apply goes on: the
-/// job was created.
+/// predicted), at most the apply's `submit_wait`, telling the sink about once a second. The
+/// decision is read right after the create and again each time `wakes` says Kueue may have
+/// decided (at the latest after [`DECISION_FALLBACK`]), or every [`DECISION_POLL`] without
+/// them. When the time runs out, or Kueue cannot be asked, the sink is told so and the apply
+/// goes on: the job was created.
 async fn await_decision(
     executor: &Executor<'_>,
     kube: &dyn KubeApplier,
     addr: &ResourceAddr,
     job: &Value,
     submission: Submission,
+    mut wakes: Option<Wakes>,
 ) {
     let limit = executor.options.submit_wait;
     let started = Instant::now();
@@ -184,14 +226,43 @@ async fn await_decision(
             });
             told = Some(elapsed);
         }
-        if executor.pause(DECISION_POLL.min(limit - elapsed)).await {
+        if woken(executor, &mut wakes, limit - elapsed).await {
             return;
         }
     }
 }
 
-/// How often Kueue's decision on a submitted job is read.
+/// Waits until `wakes` says Kueue may have decided, or for [`DECISION_FALLBACK`] (without
+/// wakes, or once they ended: [`DECISION_POLL`]), at most `left`; `true` if the apply was
+/// interrupted meanwhile. Wakes already waiting are taken together: one read answers them all.
+async fn woken(executor: &Executor<'_>, wakes: &mut Option<Wakes>, left: Duration) -> bool {
+    let Some(stream) = wakes.as_mut() else {
+        return executor.pause(DECISION_POLL.min(left)).await;
+    };
+    let mut ended = tokio::select! {
+        interrupted = executor.pause(DECISION_FALLBACK.min(left)) => return interrupted,
+        woke = stream.next() => woke.is_none(),
+    };
+    while !ended {
+        match stream.next().now_or_never() {
+            Some(Some(())) => {}
+            Some(None) => ended = true,
+            None => break,
+        }
+    }
+    if ended {
+        *wakes = None;
+    }
+    false
+}
+
+/// How often Kueue's decision on a submitted job is read when what Kueue writes is not
+/// followed ([`KubeApplier::follow_decisions`]).
 const DECISION_POLL: Duration = Duration::from_millis(100);
+
+/// How long a wait that follows what Kueue writes goes without reading the decision, should no
+/// wake come (a watch that stalls without ending).
+const DECISION_FALLBACK: Duration = Duration::from_secs(1);
 
 /// Sends `step` at `version`; when the target moved on, reads it again and, if it is still as
 /// the plan found it, sends the step again at its new version (see the module docs).

@@ -5,6 +5,7 @@
 
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use serde_json::Value;
 
 use super::{KubeApplier, KubeApplyError};
@@ -17,6 +18,7 @@ use crate::kube::{
 use crate::model::KueueInstall;
 use crate::model::jobs::RAY_API;
 use crate::model::jobset_install::{self, CONTROLLER_DEPLOYMENT, JOBSET_NAMESPACE};
+use crate::model::kueue::KUEUE_API;
 use crate::model::kueue_install::{self, INSTALLATION_KIND, KUEUE_NAMESPACE, MANAGER_DEPLOYMENT};
 use crate::placement::job_workload::JobWorkloads;
 use crate::vocab::object::{condition, condition_true, uid_of};
@@ -232,7 +234,7 @@ impl KubeAdapter<'_> {
         runs: &JobRuns,
         done: impl Fn(&[Value]) -> bool,
     ) -> Result<bool, KubeApplyError> {
-        let Ok(info) = self.info("kueue.x-k8s.io/v1beta2", "Workload").await else {
+        let Ok(info) = self.info(KUEUE_API, "Workload").await else {
             return Ok(true);
         };
         let start = Instant::now();
@@ -359,7 +361,7 @@ impl KubeAdapter<'_> {
     /// A ClusterQueue being deleted stays until its admitted jobs finish (Kueue's finalizer),
     /// which may take days: rather than wait for that, says which jobs it waits for.
     async fn refuse_to_wait_for_admitted(&self, cluster_queue: &str) -> Result<(), KubeApplyError> {
-        let Ok(info) = self.info("kueue.x-k8s.io/v1beta2", "Workload").await else {
+        let Ok(info) = self.info(KUEUE_API, "Workload").await else {
             return Ok(());
         };
         let workloads = self.api.list(&info, "").await.map_err(to_apply_error)?;
@@ -466,6 +468,12 @@ struct JobRuns {
     owner_uids: Vec<String>,
 }
 
+/// Whether Kueue has decided on the job `workload` is for: it reserved quota, or recorded why
+/// it did not (a `QuotaReserved` condition of either status), or admitted it.
+fn shows_decision(workload: &Value) -> bool {
+    condition(workload, "QuotaReserved").is_some() || condition(workload, "Admitted").is_some()
+}
+
 /// Admission-check controllers that run inside Kueue's manager, so Kueue itself marks their
 /// checks Active. Checks of other controllers are not waited for: gkq cannot know when (or
 /// whether) someone else's controller runs.
@@ -522,6 +530,27 @@ impl KubeApplier for KubeAdapter<'_> {
             Some(info) => self
                 .api
                 .list(&info, &owned_selector(&self.stack))
+                .await
+                .map_err(to_apply_error),
+        }
+    }
+
+    async fn list_each(
+        &self,
+        api_version: &str,
+        kind: &str,
+        each: &mut (dyn FnMut(Value) + Send),
+    ) -> Result<(), KubeApplyError> {
+        match self
+            .api
+            .resource(api_version, kind)
+            .await
+            .map_err(to_apply_error)?
+        {
+            None => Ok(()),
+            Some(info) => self
+                .api
+                .list_each(&info, &owned_selector(&self.stack), each)
                 .await
                 .map_err(to_apply_error),
         }
@@ -587,14 +616,48 @@ impl KubeApplier for KubeAdapter<'_> {
         if uid_of(&job).is_empty() {
             return Ok(None);
         }
-        let Ok(info) = self.info("kueue.x-k8s.io/v1beta2", "Workload").await else {
+        let Ok(info) = self.info(KUEUE_API, "Workload").await else {
             return Ok(None);
         };
         let runs = self.runs_of(job).await?;
         let workloads = self.workloads_of(&info, &runs).await?;
-        Ok(Some(workloads.iter().any(|w| {
-            condition(w, "QuotaReserved").is_some() || condition(w, "Admitted").is_some()
-        })))
+        Ok(Some(workloads.iter().any(shows_decision)))
+    }
+
+    /// Watches Kueue's Workloads in the job's namespace from now ([`KubeApi::watch_from_now`]),
+    /// waking for each one that may be the job's (owned by its kind and name, or, for a RayJob,
+    /// by a RayCluster, as `placement::job_workload` attributes them) and shows a decision.
+    async fn follow_decisions(&self, object: &Value) -> Option<super::Wakes> {
+        let namespace = namespace_of(object)?;
+        let info = self.info(KUEUE_API, "Workload").await.ok()?;
+        let changes = match self.api.watch_from_now(&info, namespace).await {
+            Ok(changes) => changes?,
+            Err(e) => {
+                tracing::debug!(
+                    "watching Kueue's Workloads in {namespace}: {e}; reading the decision every poll instead"
+                );
+                return None;
+            }
+        };
+        let (kind, name) = (type_of(object).1.to_string(), name_of(object).to_string());
+        let job =
+            serde_json::json!({"kind": kind, "metadata": {"namespace": namespace, "name": name}});
+        let may_be_the_jobs = move |workload: &Value| {
+            !JobWorkloads::new([workload]).all_of(&job).is_empty()
+                || (kind == "RayJob"
+                    && crate::vocab::object::owners(workload).any(|o| o["kind"] == "RayCluster"))
+        };
+        let wakes = changes
+            // An error ends the watch: the wait reads every poll from then on.
+            .take_while(|change| std::future::ready(change.is_ok()))
+            .filter_map(move |change| {
+                let wake = change
+                    .ok()
+                    .filter(|w| shows_decision(w) && may_be_the_jobs(w))
+                    .map(|_| ());
+                std::future::ready(wake)
+            });
+        Some(wakes.boxed())
     }
 
     async fn delete(

@@ -54,7 +54,7 @@ use crate::plan::{Action, ActionKind, Plan};
 pub use crate::gke::PollConfig;
 pub use crate::interrupt::Interrupt;
 pub use events::{ApplyEvent, FanOut, NullSink, RecordingSink, Sink};
-pub use kube::{KubeApplier, KubeApplyError};
+pub use kube::{KubeApplier, KubeApplyError, Wakes};
 pub use verify::{Checked, VerifyError};
 
 /// Most Kubernetes actions in flight at once, unless [`Executor::with_kube_concurrency`] says

@@ -9,7 +9,7 @@
 //! [`Executor::verify`] refuses a stale plan as a whole, so that nothing at all is applied from
 //! it, and names every resource that moved (saved plans are applied this way).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use futures::StreamExt;
 use futures::future::join_all;
@@ -241,13 +241,13 @@ impl Executor<'_> {
         }
         let lists = join_all(
             by_kind
-                .keys()
-                .map(|&(api_version, kind)| async move { kube.list(api_version, kind).await }),
+                .into_iter()
+                .map(|(kind, targets)| check_listed(kube, kind, targets)),
         )
         .await;
-        for (targets, listed) in by_kind.into_values().zip(lists) {
-            let listed = match listed {
-                Ok(listed) => listed,
+        for (targets, listed) in lists {
+            let mut found = match listed {
+                Ok(found) => found,
                 Err(error) => {
                     for action in targets {
                         let refusal = Refusal::Unread {
@@ -259,18 +259,10 @@ impl Executor<'_> {
                     continue;
                 }
             };
-            let mut found: BTreeMap<ResourceAddr, Value> = listed
-                .into_iter()
-                .filter_map(|o| Some((ResourceAddr::from_object(&o).ok()?, o)))
-                .collect();
-            let wanted: BTreeSet<&ResourceAddr> = targets.iter().map(|a| &a.addr).collect();
-            found.retain(|addr, _| wanted.contains(addr));
             for action in targets {
                 match found.remove(&action.addr) {
-                    Some(live) => {
-                        checked
-                            .targets
-                            .insert(action.addr.clone(), seen(action, Some(live)));
+                    Some(outcome) => {
+                        checked.targets.insert(action.addr.clone(), outcome);
                     }
                     // Not among gkq's objects: as the plan found it if the plan found nothing;
                     // otherwise read on its own below.
@@ -302,6 +294,36 @@ impl Executor<'_> {
         checked.targets.extend(read);
         checked
     }
+}
+
+/// The outcome of checking one kind's targets against its list: each target the list has, by
+/// address (the others are not in it).
+type Listed = Result<BTreeMap<ResourceAddr, Result<Seen, Refusal>>, KubeApplyError>;
+
+/// Lists what gkq owns of `kind` and checks each of `targets` the list has. Each listed object is
+/// checked as it is read, and only what the walk needs of it is kept (its version; for a delete
+/// or replace, the object): the list is never held whole as trees.
+async fn check_listed<'p>(
+    kube: &dyn super::KubeApplier,
+    (api_version, kind): (&str, &str),
+    targets: Vec<&'p Action>,
+) -> (Vec<&'p Action>, Listed) {
+    let wanted: BTreeMap<&ResourceAddr, &Action> = targets
+        .iter()
+        .map(|&action| (&action.addr, action))
+        .collect();
+    let mut found = BTreeMap::new();
+    let listed = kube
+        .list_each(api_version, kind, &mut |object| {
+            let Ok(addr) = ResourceAddr::from_object(&object) else {
+                return;
+            };
+            if let Some(action) = wanted.get(&addr) {
+                found.insert(addr, seen(action, Some(object)));
+            }
+        })
+        .await;
+    (targets, listed.map(|()| found))
 }
 
 /// What checking `action` against `live` gives.

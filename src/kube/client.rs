@@ -3,9 +3,10 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+use futures::StreamExt;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GetParams, ListParams, Patch, PatchParams,
-    Preconditions,
+    Preconditions, WatchEvent, WatchParams,
 };
 use kube::core::GroupVersionKind;
 use kube::{Client, Config};
@@ -14,9 +15,13 @@ use serde_json::Value;
 use crate::diff::applied::{self, is_own_apply, is_own_apply_entry};
 
 use super::{
-    ApplyOptions, Deletion, FieldConflict, KubeApi, KubeError, KubeResult, MANAGER, ObjectName,
-    ResourceInfo, Version, describe,
+    ApplyOptions, Changes, Deletion, FieldConflict, KubeApi, KubeError, KubeResult, MANAGER,
+    ObjectName, ResourceInfo, Version, describe,
 };
+
+/// How long the server keeps one watch open (under kube-rs's limit of 295 s): a wait longer than
+/// that reads again on its own.
+const WATCH_SECONDS: u32 = 290;
 
 pub struct RealKube {
     client: Client,
@@ -460,6 +465,49 @@ impl KubeApi for RealKube {
             Err(kube::Error::Api(status)) if status.is_not_found() => Ok(None),
             Err(e) => Err(map_error(&format!("{} {name}", info.kind), e)),
         }
+    }
+
+    async fn watch_from_now(
+        &self,
+        info: &ResourceInfo,
+        namespace: &str,
+    ) -> KubeResult<Option<Changes>> {
+        let api = self.api(info, Some(namespace));
+        let what = format!("watch {} in namespace {namespace}", info.kind);
+        // The collection's resourceVersion now, from a list of one object's metadata at most:
+        // the watch starts there, so a change made after this returns is in it
+        // (docs/kubernetes-api.md, section 9).
+        let now = api
+            .list_metadata(&ListParams::default().limit(1))
+            .await
+            .map_err(|e| map_error(&what, e))?;
+        let version = now.metadata.resource_version.unwrap_or_default();
+        let events = api
+            .watch(&WatchParams::default().timeout(WATCH_SECONDS), &version)
+            .await
+            .map_err(|e| map_error(&what, e))?;
+        let info = info.clone();
+        let changes = events.filter_map(move |event| {
+            let change = match event {
+                Ok(WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o)) => {
+                    Some(
+                        serde_json::to_value(o)
+                            .map(|object| as_read(object, &info))
+                            .map_err(|e| KubeError::Transport(format!("{what}: {e}"))),
+                    )
+                }
+                Ok(WatchEvent::Bookmark(_)) => None,
+                Ok(WatchEvent::Error(status)) => Some(Err(KubeError::Api {
+                    object: what.clone(),
+                    code: status.code,
+                    reason: status.reason,
+                    message: status.message,
+                })),
+                Err(e) => Some(Err(map_error(&what, e))),
+            };
+            std::future::ready(change)
+        });
+        Ok(Some(changes.boxed()))
     }
 
     async fn apply(

@@ -101,6 +101,17 @@ impl KubeApi for LazyKube<'_> {
             .list_in(info, namespace, label_selector)
             .await
     }
+    async fn list_each(
+        &self,
+        info: &ResourceInfo,
+        label_selector: &str,
+        each: &mut (dyn FnMut(Value) + Send),
+    ) -> KubeResult<()> {
+        self.client()
+            .await?
+            .list_each(info, label_selector, each)
+            .await
+    }
     async fn get(
         &self,
         info: &ResourceInfo,
@@ -108,6 +119,13 @@ impl KubeApi for LazyKube<'_> {
         name: &str,
     ) -> KubeResult<Option<Value>> {
         self.client().await?.get(info, namespace, name).await
+    }
+    async fn watch_from_now(
+        &self,
+        info: &ResourceInfo,
+        namespace: &str,
+    ) -> KubeResult<Option<super::Changes>> {
+        self.client().await?.watch_from_now(info, namespace).await
     }
     async fn apply(
         &self,

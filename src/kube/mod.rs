@@ -190,6 +190,18 @@ pub trait KubeApi: Send + Sync {
         namespace: Option<&str>,
         name: &str,
     ) -> KubeResult<Option<Value>>;
+    /// Every change to the objects of a namespaced kind in `namespace` from now on: the
+    /// collection's current `resourceVersion` is read first and the watch starts there, so that
+    /// nothing written after this call returns is missed. `Ok(None)` when this API offers no
+    /// watches (the local target, fakes): the caller reads again from time to time instead.
+    async fn watch_from_now(
+        &self,
+        info: &ResourceInfo,
+        namespace: &str,
+    ) -> KubeResult<Option<Changes>> {
+        let _ = (info, namespace);
+        Ok(None)
+    }
     /// Server-side apply of `object` with gkq's field manager; returns the object as the server
     /// (would) store it.
     async fn apply(
@@ -236,6 +248,11 @@ pub trait KubeApi: Send + Sync {
     /// Forgets cached discovery (after CRDs were installed).
     fn refresh_discovery(&self) {}
 }
+
+/// What [`KubeApi::watch_from_now`] sees: each object as it was added, modified or deleted, in
+/// the order the server wrote them. The stream ends when the watch does (the server's timeout, a
+/// dropped connection, or an error it yields last); a caller that needs more watches again.
+pub type Changes = futures::stream::BoxStream<'static, KubeResult<Value>>;
 
 /// The bytes to and from a pod's port, as [`KubeApi::port_forward`] opens them.
 pub trait PortStream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}

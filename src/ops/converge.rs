@@ -141,6 +141,16 @@ impl Ready<'_> {
         }
     }
 
+    /// Lets go of what only showing the plan needed: Kueue's world as planning read it (every
+    /// queue, flavor and Workload, for the predictions and the front end's report). Executing
+    /// the plan and reading where its jobs landed read what they need afresh, and an apply of
+    /// thousands of objects would otherwise hold the world beside its checks and writes.
+    fn release_shown(&mut self) {
+        if let Ready::Planned(planned) = self {
+            planned.world = None;
+        }
+    }
+
     /// A saved plan's "nothing to do" may be stale: it is verified like any other.
     fn verifies_when_unchanged(&self) -> bool {
         matches!(self, Ready::Saved { .. })
@@ -214,8 +224,8 @@ pub async fn apply(
         .await
         .map_err(ConvergeError::StateLock)?;
     let outcome = match prepare(source, target).await {
-        Ok(Ok(ready)) => {
-            let outcome = converge(&ready, choices, front).await;
+        Ok(Ok(mut ready)) => {
+            let outcome = converge(&mut ready, choices, front).await;
             // The local world is written back when its session goes: before the lock does.
             drop(ready);
             outcome
@@ -346,13 +356,15 @@ async fn lock(ready: &Ready<'_>, choices: &ApplyChoices) -> Result<ApplyLock, Co
 }
 
 async fn converge(
-    ready: &Ready<'_>,
+    ready: &mut Ready<'_>,
     choices: &ApplyChoices,
     front: &dyn ApplyFront,
 ) -> Result<Applied, ConvergeError> {
+    front.planned(ready).await.map_err(ConvergeError::Front)?;
+    ready.release_shown();
+    let ready = &*ready;
     let plan = ready.plan();
     let destroy = plan.options.destroy;
-    front.planned(ready).await.map_err(ConvergeError::Front)?;
     if !plan.has_changes() && !ready.verifies_when_unchanged() {
         // Nothing to change, but the cluster now runs this revision of the spec.
         if !destroy && choices.record_unchanged {

@@ -975,3 +975,50 @@ async fn a_rayjob_delete_waits_for_its_ray_clusters_workload_to_release_its_quot
         "{workloads:#?}"
     );
 }
+
+/// The wait for Kueue's decision on a job follows Kueue's Workloads with a watch opened before
+/// the job is created (`KubeApplier::follow_decisions`): Kueue's decision on another job does
+/// not wake it, Kueue's decision on this one does (nothing Kueue writes after the watch opened
+/// is missed), and the decision read then is Kueue's.
+#[tokio::test]
+async fn a_watch_opened_before_a_jobs_create_wakes_on_kueues_decision_on_it() {
+    use futures::{FutureExt, StreamExt};
+    use gkq::apply::KubeApplier;
+    use support::kueue::{batch_job, cluster_queue, group, local_queue, pool_flavor};
+    let s = stack("decision-watch").await;
+    let ns = s.namespace.as_str();
+    let (flavor, cq) = (unique_name("dw-f"), unique_name("dw-cq"));
+    let mut adapter = KubeAdapter::new(&s.kube, s.stack_name());
+    adapter.timeout = Duration::from_secs(60);
+    for object in [
+        pool_flavor(&flavor, "pool"),
+        cluster_queue(
+            &cq,
+            vec![group(&["cpu"], &[(&flavor, &[("cpu", "4")])])],
+            json!({}),
+        ),
+        local_queue(ns, "lq", &cq),
+    ] {
+        adapter.apply(&object, None).await.unwrap();
+    }
+    let other = batch_job(ns, &unique_name("dw-other"), "lq", 1, &[("cpu", "1")]);
+    let job = batch_job(ns, &unique_name("dw-job"), "lq", 1, &[("cpu", "1")]);
+
+    let mut wakes = adapter
+        .follow_decisions(&job)
+        .await
+        .expect("the API server offers watches");
+    adapter.apply(&other, None).await.unwrap();
+    until_a_workload_is_admitted(&s.client, ns).await;
+    assert!(
+        wakes.next().now_or_never().is_none(),
+        "Kueue's decision on another job woke the wait"
+    );
+
+    adapter.apply(&job, None).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(90), wakes.next())
+        .await
+        .expect("Kueue's decision on the job woke the wait")
+        .expect("the watch is still open");
+    assert_eq!(adapter.kueue_decided(&job).await.unwrap(), Some(true));
+}

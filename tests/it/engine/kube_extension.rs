@@ -36,6 +36,19 @@ struct FakeKube {
     decides_at: Option<usize>,
     /// The questions asked about Kueue's decisions, job by job, and what was applied by then.
     asked: Mutex<Vec<(ResourceAddr, usize)>>,
+    /// Kueue's writes can be followed (`KubeApplier::follow_decisions`): each question answered
+    /// "not yet" is followed by a wake this long after (`None`: they cannot, and the wait reads
+    /// every poll).
+    wake_after: Option<std::time::Duration>,
+    /// After this many wakes the following ends (the watch closes).
+    wakes_until: Option<usize>,
+    /// The wakes sent so far, and how many had been sent at each question.
+    woken: Arc<AtomicU64>,
+    woken_at_question: Mutex<Vec<u64>>,
+    /// Where the current following's wakes go.
+    wake: Arc<Mutex<Option<futures::channel::mpsc::UnboundedSender<()>>>>,
+    /// How many times following began.
+    follows: Mutex<usize>,
 }
 
 impl FakeKube {
@@ -149,7 +162,37 @@ impl KubeApplier for FakeKube {
         let applied = self.applied.lock().unwrap().len();
         let mut asked = self.asked.lock().unwrap();
         asked.push((addr.clone(), applied));
-        Ok(Some(asked.iter().filter(|(a, _)| *a == addr).count() >= at))
+        self.woken_at_question
+            .lock()
+            .unwrap()
+            .push(self.woken.load(Ordering::SeqCst));
+        let decided = asked.iter().filter(|(a, _)| *a == addr).count() >= at;
+        if let (false, Some(after)) = (decided, self.wake_after) {
+            // Kueue writes something about the job a little later: the following wakes the wait.
+            let (wake, woken, until) = (self.wake.clone(), self.woken.clone(), self.wakes_until);
+            tokio::spawn(async move {
+                tokio::time::sleep(after).await;
+                let mut wake = wake.lock().unwrap();
+                if let Some(sender) = wake.as_ref() {
+                    let _ = sender.unbounded_send(());
+                    let sent = woken.fetch_add(1, Ordering::SeqCst) + 1;
+                    if until.is_some_and(|until| sent >= until as u64) {
+                        // The watch ends: its stream closes.
+                        *wake = None;
+                    }
+                }
+            });
+        }
+        Ok(Some(decided))
+    }
+
+    async fn follow_decisions(&self, _object: &Value) -> Option<gkq::apply::Wakes> {
+        use futures::StreamExt;
+        self.wake_after?;
+        *self.follows.lock().unwrap() += 1;
+        let (sender, wakes) = futures::channel::mpsc::unbounded();
+        *self.wake.lock().unwrap() = Some(sender);
+        Some(wakes.boxed())
     }
 
     async fn delete(
@@ -609,4 +652,70 @@ async fn each_job_waits_for_kueues_decision_on_the_one_before_within_the_submit_
         .collect();
     assert_eq!(undecided, [first.to_string(), second.to_string()]);
     assert!(asked.iter().any(|(a, _)| *a == second), "{asked:?}");
+}
+
+/// With Kueue's writes followed (a watch opened before each create), the wait for a decision
+/// reads it once after the create and then only when woken: no read happens before the wake
+/// that prompts it, although the wakes come long after the 100 ms poll would have read again.
+/// A following that ends falls back to reading every poll, and an apply that does not wait
+/// (`--submit-wait 0`) follows nothing.
+#[tokio::test]
+async fn the_wait_for_kueues_decision_reads_it_when_woken_not_every_poll() {
+    let desired = desired();
+    let gke = FakeGke::new();
+    let wait = |wakes_until: Option<usize>, submit_wait: std::time::Duration| {
+        let (gke, desired) = (&gke, &desired);
+        async move {
+            let kube = FakeKube {
+                decides_at: Some(3),
+                wake_after: Some(std::time::Duration::from_millis(600)),
+                wakes_until,
+                ..FakeKube::default()
+            };
+            let planned = plan(
+                desired,
+                &observe(gke, &kube, desired).await,
+                &PlanOptions::default(),
+            )
+            .unwrap();
+            let sink = RecordingSink::new();
+            let report = Executor::new(gke, &sink)
+                .with_kube(&kube)
+                .with_options(ApplyOptions {
+                    poll: PollConfig::immediate(),
+                    submit_wait,
+                })
+                .apply(&planned)
+                .await;
+            assert!(
+                report.is_success(),
+                "{:?}",
+                report.failures().collect::<Vec<_>>()
+            );
+            let decided = sink.events().iter().any(|e| {
+                matches!(
+                    e,
+                    gkq::apply::ApplyEvent::KueueDecided { decided: true, .. }
+                )
+            });
+            let woken = kube.woken_at_question.lock().unwrap().clone();
+            let follows = *kube.follows.lock().unwrap();
+            (decided, woken, follows)
+        }
+    };
+
+    // Decided at the third read: the first right after the create, each later one after a wake.
+    let (decided, woken, follows) = wait(None, std::time::Duration::from_secs(30)).await;
+    assert!(decided);
+    assert_eq!(follows, 1, "one job, followed from before its create");
+    assert_eq!(woken, [0, 1, 2], "each read after the first follows a wake");
+
+    // The following ends after one wake: the wait reads every poll from then on, without wakes.
+    let (decided, woken, _) = wait(Some(1), std::time::Duration::from_secs(30)).await;
+    assert!(decided);
+    assert_eq!(woken, [0, 1, 1], "the third read came from the poll");
+
+    // Not waiting for decisions: nothing is followed.
+    let (_, _, follows) = wait(None, std::time::Duration::ZERO).await;
+    assert_eq!(follows, 0);
 }
