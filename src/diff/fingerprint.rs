@@ -1,6 +1,7 @@
 //! Fingerprints: what a plan's action was based on, hashed, so that apply can refuse to act on
 //! something that changed since the plan was made.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
@@ -9,7 +10,7 @@ use sha2::{Digest, Sha256};
 use super::compare::owned;
 use super::gke::{diff_cluster, diff_node_pool};
 use super::normalize::{Dialect, is_ignored_gke_label, kube_view};
-use super::text::canonical;
+use super::text::canonical_owned;
 use crate::addr::{ResourceAddr, ResourceKind};
 use crate::model::{MANAGED_BY_LABEL, STACK_LABEL};
 
@@ -28,7 +29,7 @@ use crate::model::{MANAGED_BY_LABEL, STACK_LABEL};
 ///   spec" or not (see [`crate::diff::sensitive`]).
 /// - Kubernetes, deletes: the object's identity (uid) and gkq's ownership labels.
 pub fn fingerprint(addr: &ResourceAddr, desired: Option<&Value>, live: &Value) -> String {
-    hash(&basis(addr, desired, live))
+    hash(&canonical_owned(basis(addr, desired, live)))
 }
 
 /// [`fingerprint`] and [`fingerprint_fields`] from one walk of the live object, for the planner,
@@ -38,7 +39,27 @@ pub fn fingerprint_with_fields(
     desired: Option<&Value>,
     live: &Value,
 ) -> (String, BTreeMap<String, String>) {
-    let basis = basis(addr, desired, live);
+    with_fields(basis(addr, desired, live))
+}
+
+/// [`fingerprint_with_fields`] of a desired Kubernetes object, from the views of it and of the
+/// live object ([`kube_view`]) that the caller compares anyway: the same answer, without making
+/// them again.
+pub fn kube_fingerprint_of_views(
+    desired: &Value,
+    desired_view: &Value,
+    live_view: &Value,
+) -> (String, BTreeMap<String, String>) {
+    let basis = match crate::diff::sensitive::as_stored_cow(desired) {
+        Cow::Borrowed(desired) => kube_basis(desired, desired_view, live_view),
+        // A Secret's `stringData` is compared as stored: its view is another one.
+        Cow::Owned(stored) => kube_basis(&stored, &kube_view(&stored), live_view),
+    };
+    with_fields(basis)
+}
+
+fn with_fields(basis: Value) -> (String, BTreeMap<String, String>) {
+    let basis = canonical_owned(basis);
     (hash(&basis), fields_of(&basis))
 }
 
@@ -50,9 +71,10 @@ pub fn fingerprint_fields(
     desired: Option<&Value>,
     live: &Value,
 ) -> BTreeMap<String, String> {
-    fields_of(&basis(addr, desired, live))
+    fields_of(&canonical_owned(basis(addr, desired, live)))
 }
 
+/// Each part of a basis (keys sorted, [`canonical_owned`]) by field path, with its short hash.
 fn fields_of(basis: &Value) -> BTreeMap<String, String> {
     let mut fields = BTreeMap::new();
     if let Value::Object(top) = basis {
@@ -94,10 +116,8 @@ fn basis(addr: &ResourceAddr, desired: Option<&Value>, live: &Value) -> Value {
         (ResourceKind::GkeCluster, None) => identity(live, "/resourceLabels"),
         (ResourceKind::GkeNodePool, None) => identity(live, "/config/resourceLabels"),
         (_, Some(desired)) => {
-            let desired = crate::diff::sensitive::as_stored(desired);
-            let mut view = owned(&kube_view(&desired), &kube_view(live), Dialect::Kube).live_view;
-            crate::diff::sensitive::mask_for_fingerprint(&desired, &mut view);
-            view
+            let desired = crate::diff::sensitive::as_stored_cow(desired);
+            kube_basis(&desired, &kube_view(&desired), &kube_view(live))
         }
         (_, None) => {
             let labels: serde_json::Map<String, Value> = live
@@ -118,6 +138,14 @@ fn basis(addr: &ResourceAddr, desired: Option<&Value>, live: &Value) -> Value {
     }
 }
 
+/// The basis of a desired Kubernetes object (`desired`, as stored) from its view and the live
+/// object's: the live values at the paths the desired object sets, sensitive ones masked.
+fn kube_basis(desired: &Value, desired_view: &Value, live_view: &Value) -> Value {
+    let mut view = owned(desired_view, live_view, Dialect::Kube).live_view;
+    crate::diff::sensitive::mask_for_fingerprint(desired, &mut view);
+    view
+}
+
 fn identity(live: &Value, labels_pointer: &str) -> Value {
     let labels: serde_json::Map<String, Value> = live
         .pointer(labels_pointer)
@@ -133,8 +161,9 @@ fn identity(live: &Value, labels_pointer: &str) -> Value {
     json!({"name": live.get("name"), "labels": labels})
 }
 
+/// The short hash of a part of a basis whose keys are sorted already.
 fn short_hash(value: &Value) -> String {
-    let text = serde_json::to_string(&canonical(value)).unwrap_or_default();
+    let text = serde_json::to_string(value).unwrap_or_default();
     Sha256::digest(text.as_bytes())
         .iter()
         .take(4)
@@ -142,8 +171,9 @@ fn short_hash(value: &Value) -> String {
         .collect()
 }
 
+/// The hash of a basis whose keys are sorted already ([`canonical_owned`]).
 fn hash(value: &Value) -> String {
-    let text = serde_json::to_string(&canonical(value)).unwrap_or_default();
+    let text = serde_json::to_string(value).unwrap_or_default();
     let digest = Sha256::digest(text.as_bytes());
     let hex: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
     format!("sha256:{hex}")

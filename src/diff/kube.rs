@@ -11,10 +11,13 @@
 //! of a running job; a LocalQueue's
 //! `spec.clusterQueue` is immutable in Kueue.
 
+use std::collections::BTreeMap;
+
 use serde_json::Value;
 
 use super::applied::{dropped_fields, with_field};
-use super::compare::{full, owned};
+use super::compare::{Comparison, full, owned};
+use super::fingerprint::kube_fingerprint_of_views;
 use super::normalize::{
     Dialect, keys_of, kube_view, spell_quantities_alike, without_kueue_injections,
 };
@@ -30,34 +33,61 @@ pub fn diff_object(
     predicted: Option<&Value>,
 ) -> ResourceDiff {
     let mut live_view = kube_view(live);
-    let (comparison, desired_view) = match predicted {
+    match predicted {
         Some(predicted) => {
             let mut predicted_view = kube_view(predicted);
             if addr.kind.is_run() {
                 without_kueue_injections(&mut live_view, &predicted_view);
             }
             spell_quantities_alike(&mut predicted_view, &mut live_view);
-            (
-                full(&predicted_view, &live_view, Dialect::Kube),
-                predicted_view,
-            )
+            let comparison = full(&predicted_view, &live_view, Dialect::Kube);
+            finished(addr, comparison, predicted_view)
         }
-        None => {
-            let mut desired_view = kube_view(desired);
-            spell_quantities_alike(&mut desired_view, &mut live_view);
-            let mut comparison = owned(&desired_view, &live_view, Dialect::Kube);
-            for dropped in dropped_fields(live, &desired_view, &live_view) {
-                comparison
-                    .changes
-                    .retain(|change| !change.path.starts_with(&dropped.path));
-                if let Some(before) = &dropped.before {
-                    with_field(&mut comparison.live_view, &dropped.path, before.clone());
-                }
-                comparison.changes.push(dropped);
-            }
-            (comparison, desired_view)
+        None => diff_listed(addr, live, kube_view(desired), live_view),
+    }
+}
+
+/// [`diff_object`] without a dry-run answer, and the live object's fingerprint with its fields
+/// ([`crate::diff::fingerprint::fingerprint_with_fields`]), from one view of each side: a plan
+/// compares every listed object this way, and records the fingerprint of each.
+pub fn diff_listed_with_fingerprint(
+    addr: &ResourceAddr,
+    desired: &Value,
+    live: &Value,
+) -> (ResourceDiff, (String, BTreeMap<String, String>)) {
+    let desired_view = kube_view(desired);
+    let live_view = kube_view(live);
+    let fingerprint = kube_fingerprint_of_views(desired, &desired_view, &live_view);
+    (
+        diff_listed(addr, live, desired_view, live_view),
+        fingerprint,
+    )
+}
+
+/// The fields the desired object sets compared with the live object's, and the fields gkq's
+/// last apply set that the spec no longer sets (removals): from the views of both.
+fn diff_listed(
+    addr: &ResourceAddr,
+    live: &Value,
+    mut desired_view: Value,
+    mut live_view: Value,
+) -> ResourceDiff {
+    spell_quantities_alike(&mut desired_view, &mut live_view);
+    let mut comparison = owned(&desired_view, &live_view, Dialect::Kube);
+    for dropped in dropped_fields(live, &desired_view, &live_view) {
+        comparison
+            .changes
+            .retain(|change| !change.path.starts_with(&dropped.path));
+        if let Some(before) = &dropped.before {
+            with_field(&mut comparison.live_view, &dropped.path, before.clone());
         }
-    };
+        comparison.changes.push(dropped);
+    }
+    finished(addr, comparison, desired_view)
+}
+
+/// The diff of a comparison: its changes classified, and both views as shown.
+fn finished(addr: &ResourceAddr, comparison: Comparison, desired_view: Value) -> ResourceDiff {
     let mut live_view = comparison.live_view;
     let mut desired_view = desired_view;
     let digest = [
@@ -373,5 +403,77 @@ mod tests {
                 .changes
                 .is_empty()
         );
+    }
+
+    /// A plan compares each listed object and fingerprints it from one view of each side: the
+    /// same diff as [`diff_object`] and the same fingerprint as the executor recomputes
+    /// ([`crate::diff::fingerprint::fingerprint_with_fields`]), for a quota respelled by
+    /// Kueue's webhook, a job with Kueue's and the server's fields, and a Secret's `stringData`
+    /// (compared as stored).
+    #[test]
+    fn one_view_of_each_side_gives_the_diff_and_fingerprint_of_each_alone() {
+        use crate::diff::fingerprint::fingerprint_with_fields;
+        let queue = |cpu: Value| {
+            json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+                "metadata": {"name": "cq", "labels": {"app.kubernetes.io/managed-by": "gkq"}},
+                "spec": {"resourceGroups": [{"flavors": [{"name": "f", "resources": [
+                    {"name": "cpu", "nominalQuota": cpu},
+                    {"name": "memory", "nominalQuota": "20Gi"}]}]}]}})
+        };
+        let mut live_queue = queue(json!("10"));
+        live_queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"][1]["nominalQuota"] =
+            json!("21474836480");
+        live_queue["metadata"]["resourceVersion"] = json!("7");
+        live_queue["status"] = json!({"pendingWorkloads": 0});
+        let job = json!({"apiVersion": "ray.io/v1", "kind": "RayJob",
+            "metadata": {"name": "j", "namespace": "default"},
+            "spec": {"suspend": true, "entrypoint": "python train.py"}});
+        let mut live_job = job.clone();
+        live_job["spec"]["suspend"] = json!(false);
+        live_job["status"] = json!({"jobDeploymentStatus": "Running"});
+        live_job["metadata"]["uid"] = json!("u");
+        let secret = json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "s", "namespace": "default"}, "stringData": {"token": "abc"}});
+        let live_secret = json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "s", "namespace": "default"}, "data": {"token": "YWJj"}});
+        let cases = [
+            (queue(json!(10)), live_queue.clone()),
+            (queue(json!(12)), live_queue),
+            (job.clone(), live_job.clone()),
+            (
+                job,
+                json!({"apiVersion": "ray.io/v1", "kind": "RayJob",
+                "metadata": {"name": "j", "namespace": "default"}, "spec": {"entrypoint": "x"}}),
+            ),
+            (secret.clone(), live_secret.clone()),
+            (
+                secret,
+                json!({"apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": "s", "namespace": "default"}, "data": {"token": "eHl6"}}),
+            ),
+        ];
+        let mut differing = 0;
+        for (desired, live) in cases {
+            let addr = ResourceAddr::from_object(&desired).unwrap();
+            let (diff, fingerprint) = diff_listed_with_fingerprint(&addr, &desired, &live);
+            let alone = diff_object(&addr, &desired, &live, None);
+            assert_eq!(diff.changes, alone.changes, "{desired}");
+            for (one, other) in [
+                (&diff.live_view, &alone.live_view),
+                (&diff.desired_view, &alone.desired_view),
+            ] {
+                // As text: the order of keys counts too.
+                assert_eq!(one.to_string(), other.to_string());
+            }
+            assert_eq!(
+                fingerprint,
+                fingerprint_with_fields(&addr, Some(&desired), &live),
+                "{desired}"
+            );
+            differing += usize::from(!diff.changes.is_empty());
+        }
+        // The second queue, the other job and both Secrets (`stringData` against `data`: a plan
+        // compares Secrets by their dry run).
+        assert_eq!(differing, 4);
     }
 }

@@ -352,8 +352,36 @@ fn drop_ignored_labels(labels: Option<&mut Value>) {
 
 /// A Kubernetes object without what the server and controllers write.
 pub fn kube_view(object: &Value) -> Value {
-    let mut view = object.clone();
-    let is_job = ResourceAddr::from_object(object).is_ok_and(|addr| addr.kind.is_run());
+    kube_view_owned(without_status(object))
+}
+
+/// A copy of `object` without its top-level `status` (often the larger part of a live object),
+/// its other fields in the order [`kube_view_owned`] leaves them when it removes `status` from
+/// the whole object (the last field takes `status`'s place), so both views are alike.
+fn without_status(object: &Value) -> Value {
+    let Value::Object(map) = object else {
+        return object.clone();
+    };
+    let mut fields: Vec<(String, Value)> = Vec::with_capacity(map.len());
+    let mut status_at = None;
+    for (key, value) in map {
+        if key == "status" {
+            status_at = Some(fields.len());
+        } else {
+            fields.push((key.clone(), value.clone()));
+        }
+    }
+    if let Some(at) = status_at.filter(|at| *at < fields.len())
+        && let Some(last) = fields.pop()
+    {
+        fields.insert(at, last);
+    }
+    Value::Object(fields.into_iter().collect())
+}
+
+/// [`kube_view`] of an object the caller is done with (not copied).
+pub fn kube_view_owned(mut view: Value) -> Value {
+    let is_job = ResourceAddr::from_object(&view).is_ok_and(|addr| addr.kind.is_run());
     if let Some(map) = view.as_object_mut() {
         map.remove("status");
     }
@@ -885,6 +913,30 @@ mod properties {
             prop_assert!(version_satisfied(&prefix, &live));
             prop_assert!(version_satisfied(&live, &live));
             prop_assert!(!version_satisfied(&next_minor, &live));
+        }
+    }
+
+    /// A view made from a borrowed object is the view of the whole object made in place, its
+    /// keys in the same order, wherever `status` was.
+    #[test]
+    fn a_view_of_a_borrowed_object_is_the_view_made_in_place() {
+        use serde_json::json;
+        let objects = [
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "status": {"x": 1},
+                "metadata": {"name": "a", "uid": "u", "annotations": {}}, "data": {"k": "v"}, "z": 1}),
+            json!({"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": "j",
+                "namespace": "n", "finalizers": ["ray.io/rayjob-finalizer"]},
+                "spec": {"suspend": false, "entrypoint": "e"}, "status": {"s": 1}}),
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}}),
+            json!("not an object"),
+        ];
+        for object in objects {
+            let view = kube_view(&object);
+            assert_eq!(
+                view.to_string(),
+                kube_view_owned(object.clone()).to_string()
+            );
+            assert!(view.get("status").is_none());
         }
     }
 }

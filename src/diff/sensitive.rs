@@ -98,12 +98,17 @@ fn sensitive_path_texts(object: &Value) -> Vec<String> {
 /// A Secret as the API server stores it: `stringData` folded into `data` (base64), so a desired
 /// Secret and a live one compare key by key.
 pub fn as_stored(object: &Value) -> Value {
-    let mut object = object.clone();
-    if secret_maps(&object).is_empty() {
-        return object;
+    as_stored_cow(object).into_owned()
+}
+
+/// [`as_stored`], borrowing `object` when it is already as stored (it has no `stringData`).
+pub fn as_stored_cow(object: &Value) -> std::borrow::Cow<'_, Value> {
+    if object.get("stringData").is_none() || secret_maps(object).is_empty() {
+        return std::borrow::Cow::Borrowed(object);
     }
+    let mut object = object.clone();
     let Some(map) = object.as_object_mut() else {
-        return object;
+        return std::borrow::Cow::Owned(object);
     };
     if let Some(Value::Object(string_data)) = map.remove("stringData") {
         let data = map
@@ -119,7 +124,7 @@ pub fn as_stored(object: &Value) -> Value {
             }
         }
     }
-    object
+    std::borrow::Cow::Owned(object)
 }
 
 /// Replaces each sensitive value of a live fingerprint basis (`live`, in the shape of the

@@ -57,9 +57,13 @@ pub fn text_change_size(before: &str, after: &str) -> String {
 /// The value with every object's keys sorted, so that text output does not depend on the order a
 /// server or a spec happened to use.
 pub fn canonical(value: &Value) -> Value {
-    let mut sorted = value.clone();
-    sort_keys(&mut sorted);
-    sorted
+    canonical_owned(value.clone())
+}
+
+/// [`canonical`] of a value the caller is done with (sorted in place, not copied).
+pub fn canonical_owned(mut value: Value) -> Value {
+    sort_keys(&mut value);
+    value
 }
 
 /// [`canonical`] in place.

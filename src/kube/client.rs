@@ -1,7 +1,7 @@
 //! [`KubeApi`] over a real API server with kube-rs.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
 use kube::api::{
@@ -23,16 +23,22 @@ use super::{
 /// that reads again on its own.
 const WATCH_SECONDS: u32 = 290;
 
+/// Clones share the connection and what discovery found (a plan may read through a clone
+/// while its spec is still being loaded).
+#[derive(Clone)]
 pub struct RealKube {
     client: Client,
-    discovered: Mutex<HashMap<(String, String), Option<ResourceInfo>>>,
+    discovered: Arc<Discovered>,
 }
+
+/// What discovery found, by `(apiVersion, kind)` (`None`: not served).
+type Discovered = Mutex<HashMap<(String, String), Option<ResourceInfo>>>;
 
 impl RealKube {
     pub fn new(client: Client) -> Self {
         Self {
             client,
-            discovered: Mutex::new(HashMap::new()),
+            discovered: Arc::new(Mutex::new(HashMap::new())),
         }
     }
 

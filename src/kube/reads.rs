@@ -90,6 +90,12 @@ impl<'a> Recording<'a> {
         reads.0.insert(read, digest);
     }
 
+    /// Adds what another recording read (for the same plan, through a client of its own).
+    pub fn absorb(&self, other: Reads) {
+        let mut reads = self.reads.lock().unwrap_or_else(|e| e.into_inner());
+        reads.0.extend(other.0);
+    }
+
     /// Everything read so far.
     pub fn reads(&self) -> Reads {
         self.reads.lock().unwrap_or_else(|e| e.into_inner()).clone()

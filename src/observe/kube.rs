@@ -23,7 +23,7 @@ use super::cluster::read_in_world;
 use super::without_bookkeeping;
 use crate::addr::ResourceAddr;
 use crate::diff::ResourceDiff;
-use crate::diff::kube::diff_object;
+use crate::diff::kube::{diff_listed_with_fingerprint, diff_object};
 use crate::kube::{
     ApplyOptions, KubeApi, KubeError, KubeResult, ObjectName, PER_OBJECT_CONCURRENCY, ResourceInfo,
     install, is_owned_by_stack, owned_selector,
@@ -33,7 +33,7 @@ use crate::model::kueue_install;
 use crate::model::live::{KubeLive, KubeObject, KubeSnapshot};
 use crate::placement::objects::KUEUE_KINDS;
 use crate::plan::conflicts::{Found, Resolved, resolve};
-use crate::plan::{Action, ActionKind, Judge, Preview};
+use crate::plan::{Action, ActionKind, Fingerprint, Judge, Preview};
 
 /// Kinds gkq may have created, listed even when the spec no longer has any (for prune).
 pub fn managed_kinds() -> impl Iterator<Item = (&'static str, &'static str)> {
@@ -93,18 +93,39 @@ pub async fn observe_kube(
     let reading_world = world.is_some();
     let in_world =
         |(api_version, kind): &&(String, String)| reading_world && read_in_world(api_version, kind);
+    // With a judge, each listed object the spec names is compared as its list arrives (those
+    // of the world's kinds once the world is read); an unchanged one is decided there and then
+    // (most of an unchanged plan's objects).
+    let wanted: BTreeMap<ResourceAddr, &Arc<Value>> = match judge {
+        Some(_) => desired
+            .kubernetes
+            .iter()
+            .filter_map(|object| Some((ResourceAddr::from_object(object).ok()?, object)))
+            .collect(),
+        None => BTreeMap::new(),
+    };
+    let early = judge.map(|judge| (judge, &wanted));
     let read_world = async {
-        match world {
-            Some(reading) => reading.await.map(Some),
-            None => Ok(None),
-        }
+        let Some(reading) = world else {
+            return Ok((None, Vec::new(), Vec::new()));
+        };
+        let world = reading.await?;
+        let (decided, compared) = match early {
+            Some(early) => {
+                compare_in_world(&world, kinds.iter().filter(|k| in_world(k)), stack, early)
+            }
+            None => (Vec::new(), Vec::new()),
+        };
+        KubeResult::Ok((Some(world), decided, compared))
     };
     let (world_read, outside) = futures::join!(
         read_world,
-        list_owned(api, kinds.iter().filter(|k| !in_world(k)), stack)
+        list_owned(api, kinds.iter().filter(|k| !in_world(k)), stack, early)
     );
-    let world_read = world_read?;
-    let (mut served, read) = outside?;
+    let (world_read, decided_in_world, compared_in_world) = world_read?;
+    let (mut served, read, mut decided) = outside?;
+    decided.extend(decided_in_world);
+    let compared_in_world = std::sync::Mutex::new(BTreeMap::from_iter(compared_in_world));
     let from_world = match &world_read {
         Some(world) => {
             let kinds = kinds.iter().filter(|k| in_world(k));
@@ -117,7 +138,9 @@ pub async fn observe_kube(
         Preview::DryRun => None,
         Preview::Lists => Some(
             taken_names(api, &served, desired, world, |addr| {
-                read.contains_key(addr) || from_world.contains_key(addr)
+                read.contains_key(addr)
+                    || from_world.contains_key(addr)
+                    || decided.contains_key(addr)
             })
             .await?,
         ),
@@ -134,6 +157,8 @@ pub async fn observe_kube(
         from_world: &from_world,
         read: &read,
         names_taken: names_taken.as_ref(),
+        decided: &decided,
+        compared_in_world: &compared_in_world,
     };
     let probes = desired
         .kubernetes
@@ -143,7 +168,8 @@ pub async fn observe_kube(
         .buffer_unordered(PER_OBJECT_CONCURRENCY)
         .collect()
         .await;
-    let (mut objects, judged) = gathered(probed)?;
+    let (mut objects, mut judged) = gathered(probed)?;
+    judged.extend(decided);
     // What gkq owns that no desired object names: prune reads it.
     let read = read.into_inner().unwrap_or_default();
     for (addr, live) in read
@@ -187,43 +213,146 @@ fn kinds_to_read(desired: &DesiredState) -> BTreeSet<(String, String)> {
 /// Which kinds the server serves.
 type Served = BTreeMap<(String, String), ResourceInfo>;
 
+/// The judge and the desired objects it decides as the lists arrive, by address.
+type Early<'a> = Option<(&'a Judge, &'a BTreeMap<ResourceAddr, &'a Arc<Value>>)>;
+
+/// What [`list_owned`] read: the kinds served, the objects kept for their probes (as text, see
+/// [`Kept`]), and the actions decided as the lists arrived.
+type Listed = (
+    Served,
+    BTreeMap<ResourceAddr, Kept>,
+    BTreeMap<ResourceAddr, Action>,
+);
+
 /// Discovers each kind of `kinds` and lists the objects of it gkq owns in `stack`, one list per
-/// kind, concurrently: the kinds served, and the objects read (as text, see [`Kept`]).
+/// kind, concurrently. With `early` (a judge), each listed object a desired object names is
+/// compared with it as it is read: an unchanged one is decided then, and not kept.
 async fn list_owned<'k>(
     api: &dyn KubeApi,
     kinds: impl Iterator<Item = &'k (String, String)>,
     stack: &str,
-) -> KubeResult<(Served, BTreeMap<ResourceAddr, Kept>)> {
+    early: Early<'_>,
+) -> KubeResult<Listed> {
     let selector = owned_selector(stack);
     let lists = kinds.map(|(api_version, kind)| {
         let selector = selector.clone();
         async move {
             let info = api.resource(api_version, kind).await?;
             let mut kept = Vec::new();
+            let mut decided = Vec::new();
             if let Some(info) = &info {
                 api.list_each(info, &selector, &mut |live| {
                     let live = without_bookkeeping(live);
-                    if let Ok(addr) = ResourceAddr::from_object(&live)
-                        && !part_of_installation(&live)
-                    {
-                        kept.push((addr, Kept::new(&live)));
+                    let Ok(addr) = ResourceAddr::from_object(&live) else {
+                        return;
+                    };
+                    if part_of_installation(&live) {
+                        return;
+                    }
+                    let key = (api_version, kind);
+                    let Some((judge, object)) = early
+                        .and_then(|(judge, wanted)| Some((judge, *wanted.get(&addr)?)))
+                        .filter(|(_, object)| of_kind(object, key))
+                    else {
+                        kept.push((addr, Kept::new(&live, None)));
+                        return;
+                    };
+                    match compare_listed(&addr, object, &live) {
+                        Compared::Unchanged(diff) => {
+                            let action = judge.kube_unchanged(&addr, object, &live, *diff);
+                            decided.push((addr, action));
+                        }
+                        changed => kept.push((addr, Kept::new(&live, Some(changed)))),
                     }
                 })
                 .await?;
             }
-            KubeResult::Ok(((api_version.clone(), kind.clone()), info, kept))
+            KubeResult::Ok(((api_version.clone(), kind.clone()), info, kept, decided))
         }
     });
     let mut served = Served::new();
     let mut read: BTreeMap<ResourceAddr, Kept> = BTreeMap::new();
+    let mut decided = BTreeMap::new();
     for result in join_all(lists).await {
-        let (key, info, kept) = result?;
+        let (key, info, kept, judged) = result?;
         if let Some(info) = info {
             served.insert(key, info);
         }
         read.extend(kept);
+        decided.extend(judged);
     }
-    Ok((served, read))
+    Ok((served, read, decided))
+}
+
+/// What [`compare_in_world`] found: the actions of unchanged objects, and how the others
+/// compared.
+type InWorld = (Vec<(ResourceAddr, Action)>, Vec<(ResourceAddr, Compared)>);
+
+/// The desired objects of `kinds` whose live objects (gkq's, in `stack`) Kueue's world holds,
+/// compared with them as [`list_owned`] compares its lists' (`early`): the actions of the
+/// unchanged ones, and how the others compared.
+fn compare_in_world<'k>(
+    world: &KubeSnapshot,
+    kinds: impl Iterator<Item = &'k (String, String)>,
+    stack: &str,
+    (judge, wanted): (&Judge, &BTreeMap<ResourceAddr, &Arc<Value>>),
+) -> InWorld {
+    let (mut decided, mut changed) = (Vec::new(), Vec::new());
+    let owned = kinds
+        .filter_map(|(api_version, kind)| {
+            let listed = world.by_kind.get(kind.as_str())?;
+            Some(listed.iter().map(move |live| ((api_version, kind), live)))
+        })
+        .flatten()
+        .filter(|(_, live)| is_owned_by_stack(live, stack) && !part_of_installation(live));
+    for (key, live) in owned {
+        let Some((addr, object)) = ResourceAddr::from_object(live)
+            .ok()
+            .and_then(|addr| Some((addr.clone(), *wanted.get(&addr)?)))
+            .filter(|(_, object)| of_kind(object, key))
+        else {
+            continue;
+        };
+        match compare_listed(&addr, object, live) {
+            Compared::Unchanged(diff) => {
+                let action = judge.kube_unchanged(&addr, object, live, *diff);
+                decided.push((addr, action));
+            }
+            compared => changed.push((addr, compared)),
+        }
+    }
+    (decided, changed)
+}
+
+/// Whether `object` is of `(apiVersion, kind)` as listed: only then is it compared as listed
+/// before its probe (an object of another version of the kind is probed as it is).
+fn of_kind(object: &Value, (api_version, kind): (&String, &String)) -> bool {
+    object.get("apiVersion").and_then(Value::as_str) == Some(api_version)
+        && object.get("kind").and_then(Value::as_str) == Some(kind)
+}
+
+/// A desired object compared with its listed live object, without a dry run.
+enum Compared {
+    /// Nothing differs: the (empty) diff and the live object's fingerprint.
+    Unchanged(Box<(ResourceDiff, Fingerprint)>),
+    /// Something differs; `in_place` when no difference needs a new object (nothing says to
+    /// replace it), and the live object's fingerprint.
+    Changed {
+        in_place: bool,
+        fingerprint: Fingerprint,
+    },
+}
+
+fn compare_listed(addr: &ResourceAddr, object: &Value, live: &Value) -> Compared {
+    let (diff, fingerprint) = diff_listed_with_fingerprint(addr, object, live);
+    if diff.is_empty() {
+        Compared::Unchanged(Box::new((diff, fingerprint)))
+    } else {
+        Compared::Changed {
+            in_place: diff.replace_reasons().is_empty(),
+            fingerprint,
+        }
+    }
 }
 
 /// The objects gkq owns in `stack` among those of `kinds` Kueue's world holds (borrowed from
@@ -264,6 +393,11 @@ struct Known<'a> {
     read: &'a std::sync::Mutex<BTreeMap<ResourceAddr, Kept>>,
     /// Without dry runs: the names taken, per kind.
     names_taken: Option<&'a TakenNames>,
+    /// The objects decided as their lists arrived (not probed again).
+    decided: &'a BTreeMap<ResourceAddr, Action>,
+    /// How the changed objects Kueue's world holds compared with their desired objects, until
+    /// probed.
+    compared_in_world: &'a std::sync::Mutex<BTreeMap<ResourceAddr, Compared>>,
 }
 
 /// Probes desired object `object` (`None`: it has no address): what was observed of it, or,
@@ -277,22 +411,36 @@ async fn probe_desired(
     let Ok(addr) = ResourceAddr::from_object(object) else {
         return KubeResult::Ok(None);
     };
-    let taken = known
+    if known.decided.contains_key(&addr) {
+        return KubeResult::Ok(None);
+    }
+    let (taken, compared) = known
         .read
         .lock()
         .ok()
         .and_then(|mut read| read.remove(&addr))
-        .map(|kept| kept.value());
+        .map(Kept::into_parts)
+        .unzip();
     let owned_live = taken
         .as_ref()
         .or_else(|| known.from_world.get(&addr).copied());
+    // Compared as listed already, or now.
+    let compared = compared.flatten().or_else(|| {
+        known
+            .compared_in_world
+            .lock()
+            .ok()
+            .and_then(|mut compared| compared.remove(&addr))
+            .filter(|_| taken.is_none())
+    });
+    let compared = compared.or_else(|| owned_live.map(|live| compare_listed(&addr, object, live)));
     let force = judge.is_some_and(Judge::forces_conflicts);
     let answer = probe(
         api,
         known.served,
         object,
         &addr,
-        owned_live,
+        owned_live.zip(compared),
         known.names_taken,
         force,
     )
@@ -313,14 +461,17 @@ async fn probe_desired(
                 Some(read) => read.as_ref(),
                 None => owned_live,
             };
+            // The listed object's fingerprint stands when the listed object is the live one.
+            let listed_fingerprint = answer.listed_fingerprint.filter(|_| answer.read.is_none());
             let action = match (answer.unchanged, live) {
-                (Some(diff), Some(live)) => judge.kube_unchanged(&addr, object, live, diff),
-                _ => judge.kube_action(
+                (Some(diff), Some(live)) => judge.kube_unchanged(&addr, object, live, *diff),
+                _ => judge.kube_action_on(
                     &addr,
                     object,
                     live,
                     answer.predicted.as_ref(),
                     answer.conflicts.as_ref(),
+                    listed_fingerprint,
                 ),
             };
             // A replace stops the live job: the disruption check reads it.
@@ -413,17 +564,22 @@ fn part_of_installation(live: &Value) -> bool {
 
 /// A listed object kept as its JSON text until its probe (or prune) reads it: a plan of
 /// thousands of changed objects holds every listed one until the server has answered its dry
-/// run, and as text each costs a fraction of its tree.
-struct Kept(Box<str>);
+/// run, and as text each costs a fraction of its tree. With how it compared with its desired
+/// object, when it was compared as listed.
+struct Kept(Box<str>, Option<Compared>);
 
 impl Kept {
-    fn new(object: &Value) -> Self {
-        Kept(object.to_string().into_boxed_str())
+    fn new(object: &Value, compared: Option<Compared>) -> Self {
+        Kept(object.to_string().into_boxed_str(), compared)
     }
 
     /// The object again; the text is a serialized `Value`, so it always reads back.
     fn value(&self) -> Value {
         serde_json::from_str(&self.0).unwrap_or_default()
+    }
+
+    fn into_parts(self) -> (Value, Option<Compared>) {
+        (self.value(), self.1)
     }
 }
 
@@ -435,9 +591,12 @@ struct Answer {
     read: Option<Option<Value>>,
     /// The server's dry-run answer, when it gave one and the object is not unchanged.
     predicted: Option<Value>,
-    /// The (empty) comparison of the object with its listed live state, when that showed it
-    /// unchanged and so nothing was sent.
-    unchanged: Option<ResourceDiff>,
+    /// The (empty) comparison of the object with its listed live state, with the live object's
+    /// fingerprint, when that showed it unchanged and so nothing was sent.
+    unchanged: Option<Box<(ResourceDiff, Fingerprint)>>,
+    /// The listed live object's fingerprint, when it differs (it stands for the live object
+    /// unless `read` has another).
+    listed_fingerprint: Option<Fingerprint>,
     /// The fields another manager owns that the last dry run named (`predicted` is then the
     /// answer with force), until [`probe`] resolves them into `conflicts`.
     found: Vec<Found>,
@@ -460,10 +619,11 @@ async fn probe(
     served: &BTreeMap<(String, String), ResourceInfo>,
     object: &Value,
     addr: &ResourceAddr,
-    owned_live: Option<&Value>,
+    listed: Option<(&Value, Compared)>,
     taken: Option<&TakenNames>,
     force: bool,
 ) -> KubeResult<Answer> {
+    let (owned_live, compared) = listed.unzip();
     if crate::model::is_installation(object) {
         return Ok(Answer {
             read: Some(install::observe_installation(api, object).await?),
@@ -477,19 +637,42 @@ async fn probe(
             ..Default::default()
         });
     };
-    let listed = owned_live.map(|live| diff_object(addr, object, live, None));
+    let (in_place, listed_fingerprint) = match compared {
+        Some(Compared::Unchanged(diff)) => {
+            return Ok(Answer {
+                unchanged: Some(diff),
+                ..Default::default()
+            });
+        }
+        Some(Compared::Changed {
+            in_place,
+            fingerprint,
+        }) => (in_place, Some(fingerprint)),
+        None => (false, None),
+    };
     // A job changed in place (its labels, say) is dry-run even without review: Kueue writes
     // into admitted jobs, and only the server knows which of gkq's fields it now owns.
-    let job_in_place = addr.kind.is_run()
-        && listed
-            .as_ref()
-            .is_some_and(|diff| diff.replace_reasons().is_empty());
-    if let Some(diff) = listed.filter(ResourceDiff::is_empty) {
-        return Ok(Answer {
-            unchanged: Some(diff),
-            ..Default::default()
-        });
-    }
+    let job_in_place = addr.kind.is_run() && in_place;
+    let answer = probe_changed(api, info, object, addr, owned_live, taken, job_in_place).await?;
+    let answer = resolve_conflicts(api, info, addr, object, owned_live, answer, force).await?;
+    Ok(Answer {
+        listed_fingerprint,
+        ..answer
+    })
+}
+
+/// [`probe`] of an object that is new or differs from its listed live object (`owned_live`):
+/// without a dry run (`taken`, and not a job changed in place) as listed, else the server's
+/// dry-run answer.
+async fn probe_changed(
+    api: &dyn KubeApi,
+    info: &ResourceInfo,
+    object: &Value,
+    addr: &ResourceAddr,
+    owned_live: Option<&Value>,
+    taken: Option<&TakenNames>,
+    job_in_place: bool,
+) -> KubeResult<Answer> {
     if let Some(taken) = taken.filter(|_| !job_in_place) {
         // Without a dry run: a changed object is compared as listed, a new one is created from
         // the spec, and one whose name is taken is read, for ownership and the diff.
@@ -505,8 +688,7 @@ async fn probe(
             ..Default::default()
         });
     }
-    let answer = dry_run_answer(api, info, object, addr, owned_live).await?;
-    resolve_conflicts(api, info, addr, object, owned_live, answer, force).await
+    dry_run_answer(api, info, object, addr, owned_live).await
 }
 
 /// What a server-side dry run of desired object `object` says of it, compared with its listed
@@ -1057,6 +1239,57 @@ mod tests {
             serde_json::to_value(&whole).unwrap()
         );
         assert!(judged.actions.iter().any(|a| a.kind == ActionKind::Delete));
+    }
+
+    /// With a judge, an unchanged listed object is decided as its list arrives: no request of
+    /// its own, and a plan without dry runs lists no names for a kind whose objects are all
+    /// unchanged. The actions are those of the plan made from the whole live state.
+    #[tokio::test]
+    async fn a_judge_decides_unchanged_objects_as_their_lists_arrive() {
+        let api = storing(vec![cm("same", "v", true), cm("also", "w", true)]);
+        let want = desired(vec![cm("same", "v", true), cm("also", "w", true)]);
+        let options = crate::plan::PlanOptions::default();
+        let judge = Judge::new(&want, &options);
+        for preview in [Preview::DryRun, Preview::Lists] {
+            let observed = observe_kube(&api, &want, "c", None, Some(&judge), preview)
+                .await
+                .unwrap();
+            let kinds: Vec<ActionKind> = observed.judged.values().map(|a| a.kind).collect();
+            assert_eq!(kinds, [ActionKind::NoOp, ActionKind::NoOp]);
+            let whole = crate::plan::plan(
+                &want,
+                &crate::model::live::LiveState {
+                    kubernetes: observe_kube(&api, &want, "c", None, None, preview)
+                        .await
+                        .unwrap()
+                        .live,
+                    ..Default::default()
+                },
+                &options,
+            )
+            .unwrap();
+            let mut compared = 0;
+            for action in &whole.actions {
+                let Some(early) = observed.judged.get(&action.addr) else {
+                    continue;
+                };
+                assert_eq!(early.kind, action.kind);
+                assert_eq!(
+                    (&early.live_fingerprint, &early.live_fields),
+                    (&action.live_fingerprint, &action.live_fields)
+                );
+                compared += 1;
+            }
+            assert_eq!(compared, 2);
+        }
+        assert_eq!(
+            (
+                api.count("dry-run"),
+                api.count("get"),
+                api.count("list names")
+            ),
+            (0, 0, 0)
+        );
     }
 
     #[tokio::test]

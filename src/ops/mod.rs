@@ -5,6 +5,7 @@
 //! ```text
 //! load     SpecSource -> a valid spec and its desired state, or diagnostics
 //! session  TargetOptions -> Session: the target, its GKE client, how Kubernetes is reached
+//! head_start reads a plan makes whatever its spec says, started while the spec is loaded
 //! plan     observe GKE and Kubernetes, plan, predict placements, notices, provenance -> Planned
 //! lock     the local target's state lock and the cluster's Lease
 //! apply    verify against live state and running work, execute, record the revision
@@ -27,6 +28,7 @@ pub mod apply;
 pub mod converge;
 pub mod dashboard;
 pub mod explain;
+pub mod head_start;
 pub mod load;
 pub mod lock;
 pub mod logs;

@@ -4,8 +4,9 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 
+use super::head_start::HeadStart;
 use super::load::SpecSource;
-use super::session::{KubeHandle, KubeSource, Session, TargetOptions, connect, connect_to};
+use super::session::{KubeHandle, KubeSource, Session, TargetOptions, connect_to, connect_with};
 use crate::addr::ClusterRef;
 use crate::gitops::provenance::{SpecInput, provenance_now, spec_revision_of};
 use crate::kube::client::RealKube;
@@ -175,10 +176,23 @@ impl Planned {
 /// ([`super::load::load_valid`]).
 pub async fn plan_valid(
     spec: &SpecSource,
+    loaded: Loaded,
+    desired: DesiredState,
+    target: &TargetOptions,
+    options: PlanOptions,
+) -> anyhow::Result<Planned> {
+    plan_started(spec, loaded, desired, target, options, HeadStart::default()).await
+}
+
+/// [`plan_valid`], taking over the reads `head` started while the spec was loaded
+/// ([`super::head_start`]).
+pub async fn plan_started(
+    spec: &SpecSource,
     mut loaded: Loaded,
     desired: DesiredState,
     target: &TargetOptions,
     options: PlanOptions,
+    mut head: HeadStart,
 ) -> anyhow::Result<Planned> {
     // A stack's objects say so (see `plan::ownership`).
     let desired = match &options.owner {
@@ -190,7 +204,7 @@ pub async fn plan_valid(
     // What validation said of the spec is part of what a reviewer reads with the plan.
     let spec_notices = Notice::of_spec(&loaded.diagnostics, &loaded.sources);
     loaded.release_documents();
-    let session = connect(target, &loaded).await?;
+    let session = connect_with(target, &loaded, head.kube().await).await?;
     if session.simulated() {
         tracing::info!("target local: simulated GKE in {:?}", session.state_dir);
     }
@@ -215,9 +229,10 @@ pub async fn plan_valid(
     let recording = kube_api(&session, kube_client.as_ref(), serving).map(Recording::new);
     live.kubernetes = match &recording {
         Some(api) => {
-            let (observed, read_world) = observe(api, &desired, &stack, judge, options.preview)
-                .await
-                .map_err(read)?;
+            let (observed, read_world) =
+                observe(api, &desired, &stack, judge, options.preview, &mut head)
+                    .await
+                    .map_err(read)?;
             world = Some(read_world);
             judged = observed.judged;
             observed.live
@@ -347,15 +362,24 @@ async fn jobset_takeovers(
 
 /// Kueue's world and the spec's objects, each kind listed once.
 async fn observe(
-    api: &dyn crate::kube::KubeApi,
+    api: &Recording<'_>,
     desired: &DesiredState,
     stack: &str,
     judge: Option<&Judge>,
     preview: Preview,
+    head: &mut HeadStart,
 ) -> crate::kube::KubeResult<(Observed, KubeSnapshot)> {
-    // The world is read beside the lists of the other kinds; the spec's Kueue objects are taken
-    // from it.
-    let world = Box::pin(read_kueue_world(api));
+    // The world is read beside the lists of the other kinds (or was, from the head start); the
+    // spec's Kueue objects are taken from it.
+    let world = Box::pin(async move {
+        match head.world().await {
+            Some((world, reads)) => {
+                api.absorb(reads);
+                world
+            }
+            None => read_kueue_world(api).await,
+        }
+    });
     let mut objects = observe_kube(api, desired, stack, Some(world), judge, preview).await?;
     let world = objects.world.take().unwrap_or_default();
     Ok((objects, world))

@@ -144,7 +144,8 @@ pub fn ensure_state_dir(dir: &Path) -> anyhow::Result<()> {
     }
 }
 
-async fn kubeconfig(args: &TargetOptions) -> anyhow::Result<Option<RealKube>> {
+/// The client of the kubeconfig (or context) `args` names; `None` when it names none.
+pub(super) async fn kubeconfig(args: &TargetOptions) -> anyhow::Result<Option<RealKube>> {
     if args.kubeconfig.is_none() && args.context.is_none() {
         return Ok(None);
     }
@@ -167,16 +168,27 @@ async fn kubeconfig(args: &TargetOptions) -> anyhow::Result<Option<RealKube>> {
 }
 
 pub async fn connect(args: &TargetOptions, loaded: &Loaded) -> anyhow::Result<Session> {
+    connect_with(args, loaded, None).await
+}
+
+/// [`connect`], with the kubeconfig's client as built already (`explicit`; `None`: built
+/// here), by a head start (`ops::head_start`).
+pub async fn connect_with(
+    args: &TargetOptions,
+    loaded: &Loaded,
+    explicit: Option<anyhow::Result<Option<RealKube>>>,
+) -> anyhow::Result<Session> {
     let cluster = ClusterRef {
         project: loaded.spec.project.clone(),
         location: loaded.spec.location.clone(),
         cluster: loaded.spec.cluster.name.clone(),
     };
-    connect_to(
+    connect_built(
         args,
         resolve_target(args, loaded),
         state_dir(args, loaded),
         &cluster,
+        explicit,
     )
     .await
 }
@@ -190,8 +202,21 @@ pub async fn connect_to(
     local_state_dir: PathBuf,
     cluster: &ClusterRef,
 ) -> anyhow::Result<Session> {
+    connect_built(args, target, local_state_dir, cluster, None).await
+}
+
+async fn connect_built(
+    args: &TargetOptions,
+    target: Target,
+    local_state_dir: PathBuf,
+    cluster: &ClusterRef,
+    explicit: Option<anyhow::Result<Option<RealKube>>>,
+) -> anyhow::Result<Session> {
     crate::gke::install_tls_provider();
-    let explicit_kube = kubeconfig(args).await?;
+    let explicit_kube = match explicit {
+        Some(built) => built?,
+        None => kubeconfig(args).await?,
+    };
     match target {
         Target::Local => {
             let dir = local_state_dir;

@@ -39,7 +39,7 @@ use crate::addr::ClusterRef;
 use crate::addr::ResourceAddr;
 use crate::diff::FieldChange;
 
-pub use build::{Judge, PlanError, plan, plan_judged};
+pub use build::{Fingerprint, Judge, PlanError, plan, plan_judged};
 pub use ownership::{conflicting_owner, gke_owned, kube_owned, kube_owner, owner_conflict};
 
 /// Bumped when the JSON shape changes incompatibly.

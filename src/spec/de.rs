@@ -5,7 +5,7 @@ use std::fmt;
 
 use serde::de::{self, DeserializeSeed, IntoDeserializer, Visitor};
 
-use super::node::{Node, NodeKind, Path};
+use super::node::{Node, NodeKind, Path, Seg};
 use super::source::{SourceMap, Span};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -42,12 +42,37 @@ impl Error {
         }
     }
 
-    fn locate(mut self, span: Span, path: &Path) -> Self {
+    fn locate(mut self, span: Span, at: &At<'_>) -> Self {
         if self.span.is_none() {
             self.span = Some(span);
-            self.path = Some(path.clone());
+            self.path = Some(at.path());
         }
         self
+    }
+}
+
+/// Where a node is: the steps from the root, each borrowed from the node tree and the decoding
+/// above it. A [`Path`] (owned) is made of it only for an error: decoding a spec of thousands
+/// of manifests visits every node, and owned paths cost allocations at each.
+#[derive(Clone, Copy)]
+enum At<'p> {
+    Root,
+    Key(&'p At<'p>, &'p str),
+    Index(&'p At<'p>, usize),
+}
+
+impl At<'_> {
+    fn path(&self) -> Path {
+        let mut path = match self {
+            At::Root => return Path::root(),
+            At::Key(parent, _) | At::Index(parent, _) => parent.path(),
+        };
+        path.0.push(match self {
+            At::Key(_, key) => Seg::Key(key.to_string()),
+            At::Index(_, index) => Seg::Index(*index),
+            At::Root => unreachable!("the root returned above"),
+        });
+        path
     }
 }
 
@@ -151,20 +176,20 @@ pub fn from_node<'a, T: de::Deserialize<'a>>(
 ) -> Result<T, Error> {
     T::deserialize(NodeDeserializer {
         node,
-        path: Path::root(),
+        at: At::Root,
         sources,
     })
 }
 
-pub struct NodeDeserializer<'a> {
+pub struct NodeDeserializer<'a, 'p> {
     node: &'a Node,
-    path: Path,
+    at: At<'p>,
     sources: &'a SourceMap,
 }
 
-impl<'a> NodeDeserializer<'a> {
+impl<'a> NodeDeserializer<'a, '_> {
     fn fail(&self, e: Error) -> Error {
-        self.echo_typed_number(e).locate(self.node.span, &self.path)
+        self.echo_typed_number(e).locate(self.node.span, &self.at)
     }
 
     /// Messages quote a number as the user typed it: `2.50000000000000001`, `1e400` and
@@ -244,7 +269,7 @@ macro_rules! ints {
     )*};
 }
 
-impl<'a> de::Deserializer<'a> for NodeDeserializer<'a> {
+impl<'a> de::Deserializer<'a> for NodeDeserializer<'a, '_> {
     type Error = Error;
 
     fn deserialize_any<V: Visitor<'a>>(self, visitor: V) -> Result<V::Value, Error> {
@@ -257,13 +282,13 @@ impl<'a> de::Deserializer<'a> for NodeDeserializer<'a> {
             NodeKind::Seq(items) => visitor.visit_seq(SeqAccess {
                 items: items.iter(),
                 index: 0,
-                path: &self.path,
+                at: &self.at,
                 sources: self.sources,
             }),
             NodeKind::Map(entries) => visitor.visit_map(MapAccess {
                 entries: entries.iter(),
                 value: None,
-                path: &self.path,
+                at: &self.at,
                 sources: self.sources,
             }),
         };
@@ -333,9 +358,8 @@ impl<'a> de::Deserializer<'a> for NodeDeserializer<'a> {
         match &self.node.kind {
             NodeKind::Null => visitor.visit_none().map_err(|e| self.fail(e)),
             _ => {
-                let span = self.node.span;
-                let path = self.path.clone();
-                visitor.visit_some(self).map_err(|e| e.locate(span, &path))
+                let (span, at) = (self.node.span, self.at);
+                visitor.visit_some(self).map_err(|e| e.locate(span, &at))
             }
         }
     }
@@ -360,11 +384,10 @@ impl<'a> de::Deserializer<'a> for NodeDeserializer<'a> {
         _name: &'static str,
         visitor: V,
     ) -> Result<V::Value, Error> {
-        let span = self.node.span;
-        let path = self.path.clone();
+        let (span, at) = (self.node.span, self.at);
         visitor
             .visit_newtype_struct(self)
-            .map_err(|e| e.locate(span, &path))
+            .map_err(|e| e.locate(span, &at))
     }
 
     fn deserialize_seq<V: Visitor<'a>>(self, visitor: V) -> Result<V::Value, Error> {
@@ -373,7 +396,7 @@ impl<'a> de::Deserializer<'a> for NodeDeserializer<'a> {
                 .visit_seq(SeqAccess {
                     items: items.iter(),
                     index: 0,
-                    path: &self.path,
+                    at: &self.at,
                     sources: self.sources,
                 })
                 .map_err(|e| self.fail(e)),
@@ -400,7 +423,7 @@ impl<'a> de::Deserializer<'a> for NodeDeserializer<'a> {
                 .visit_map(MapAccess {
                     entries: entries.iter(),
                     value: None,
-                    path: &self.path,
+                    at: &self.at,
                     sources: self.sources,
                 })
                 .map_err(|e| self.fail(e)),
@@ -444,7 +467,7 @@ impl<'a> de::Deserializer<'a> for NodeDeserializer<'a> {
 struct SeqAccess<'a, 'p> {
     items: std::slice::Iter<'a, Node>,
     index: usize,
-    path: &'p Path,
+    at: &'p At<'p>,
     sources: &'a SourceMap,
 }
 
@@ -458,15 +481,15 @@ impl<'a> de::SeqAccess<'a> for SeqAccess<'a, '_> {
         let Some(node) = self.items.next() else {
             return Ok(None);
         };
-        let path = self.path.index(self.index);
+        let at = At::Index(self.at, self.index);
         self.index += 1;
         seed.deserialize(NodeDeserializer {
             node,
-            path: path.clone(),
+            at,
             sources: self.sources,
         })
         .map(Some)
-        .map_err(|e| e.locate(node.span, &path))
+        .map_err(|e| e.locate(node.span, &at))
     }
 
     fn size_hint(&self) -> Option<usize> {
@@ -476,8 +499,9 @@ impl<'a> de::SeqAccess<'a> for SeqAccess<'a, '_> {
 
 struct MapAccess<'a, 'p> {
     entries: std::slice::Iter<'a, (super::node::Key, Node)>,
-    value: Option<(&'a Node, Path)>,
-    path: &'p Path,
+    /// The value of the key read last, and that key.
+    value: Option<(&'a Node, &'a str)>,
+    at: &'p At<'p>,
     sources: &'a SourceMap,
 }
 
@@ -491,23 +515,23 @@ impl<'a> de::MapAccess<'a> for MapAccess<'a, '_> {
         let Some((key, value)) = self.entries.next() else {
             return Ok(None);
         };
-        let path = self.path.key(key.name.clone());
-        self.value = Some((value, path.clone()));
+        self.value = Some((value, key.name.as_str()));
         let de: de::value::StrDeserializer<'_, Error> = key.name.as_str().into_deserializer();
         seed.deserialize(de)
             .map(Some)
-            .map_err(|e| e.locate(key.span, &path))
+            .map_err(|e| e.locate(key.span, &At::Key(self.at, &key.name)))
     }
 
     fn next_value_seed<V: DeserializeSeed<'a>>(&mut self, seed: V) -> Result<V::Value, Error> {
-        let Some((node, path)) = self.value.take() else {
+        let Some((node, key)) = self.value.take() else {
             return Err(de::Error::custom("value requested before key"));
         };
+        let at = At::Key(self.at, key);
         seed.deserialize(NodeDeserializer {
             node,
-            path: path.clone(),
+            at,
             sources: self.sources,
         })
-        .map_err(|e| e.locate(node.span, &path))
+        .map_err(|e| e.locate(node.span, &at))
     }
 }

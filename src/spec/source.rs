@@ -28,6 +28,8 @@ pub struct SourceFile {
     /// near each multiple of it, so that a column on a long line (a machine-made file on one line)
     /// is counted from the nearest mark, not from the start of the line.
     char_marks: Arc<[(usize, usize)]>,
+    /// Whether the text is ASCII only: then a byte offset is a character count.
+    ascii: bool,
 }
 
 /// Distance between two [`SourceFile::char_marks`].
@@ -36,6 +38,9 @@ const CHAR_MARK_BYTES: usize = 1024;
 impl SourceFile {
     /// The number of characters before byte `at` (a char boundary).
     fn chars_before(&self, at: usize) -> usize {
+        if self.ascii {
+            return at;
+        }
         let (byte, chars) = self
             .char_marks
             .get(at / CHAR_MARK_BYTES)
@@ -67,6 +72,7 @@ impl SourceMap {
         }
         self.files.push(SourceFile {
             path: path.into(),
+            ascii: text.is_ascii(),
             text,
             line_starts,
             char_marks: char_marks.into(),

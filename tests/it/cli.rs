@@ -964,3 +964,51 @@ fn every_commands_help_lists_its_argument_forms_with_an_example_each() {
     assert!(apply.contains("[SPEC | PLANFILE]"), "{apply}");
     assert!(apply.contains("gkq apply plan.json"), "{apply}");
 }
+
+/// A plan with a kubeconfig starts reading Kubernetes while the spec loads; an invalid spec's
+/// diagnostics are still all it says (whatever the kubeconfig), and a kubeconfig that cannot be
+/// read is told only once the spec is valid, as before.
+#[test]
+fn an_invalid_spec_is_all_a_plan_says_whatever_its_kubeconfig() {
+    let plan = |spec: &str, kubeconfig: Option<&str>| {
+        let mut command = gkq();
+        command
+            .args(["plan", spec, "--target", "gcp"])
+            .args(["--gke-endpoint", "http://127.0.0.1:1/"])
+            .current_dir(repo_root());
+        if let Some(kubeconfig) = kubeconfig {
+            command.args(["--kubeconfig", kubeconfig]);
+        }
+        let out = command.output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let bad = "tests/bad-specs/typo-nodepools.yaml";
+    let without = plan(bad, None);
+    assert_eq!(without.0, Some(1));
+    assert!(
+        without.1.contains("did you mean `nodePools`?"),
+        "{}",
+        without.1
+    );
+    // An unreadable kubeconfig, and one whose server nobody serves: the same words.
+    let dir = tempfile::tempdir().unwrap();
+    let unserved = dir.path().join("kubeconfig");
+    std::fs::write(
+        &unserved,
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters: [{name: c, cluster: {server: 'http://127.0.0.1:1'}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\nusers: [{name: u, user: {}}]\n",
+    )
+    .unwrap();
+    for kubeconfig in ["no/such/kubeconfig", unserved.to_str().unwrap()] {
+        assert_eq!(plan(bad, Some(kubeconfig)), without, "with {kubeconfig}");
+    }
+    // A valid spec: the kubeconfig's own error, once connecting.
+    let (code, stderr) = plan("examples/tpu-dws", Some("no/such/kubeconfig"));
+    assert_eq!(code, Some(1));
+    assert!(
+        stderr.contains("reading kubeconfig no/such/kubeconfig"),
+        "{stderr}"
+    );
+}

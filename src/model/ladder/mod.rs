@@ -436,6 +436,11 @@ pub fn expand_loaded(loaded: &mut Loaded) {
     if loaded.origins.expanded {
         return;
     }
+    if loaded.spec.capacity.is_none() {
+        // Nothing to expand: the spec stays as it is (not copied, manifests and all).
+        loaded.origins = Origins::expanded();
+        return;
+    }
     let Expansion { spec, origins, .. } = expand(&loaded.spec);
     loaded.spec = spec;
     loaded.origins = origins;

@@ -21,6 +21,10 @@ use crate::plan::ownership::{
 };
 use crate::plan::{Action, ActionKind, PlanOptions, ReplaceStrategy, Step};
 
+/// A live object's fingerprint and its parts by field
+/// ([`crate::diff::fingerprint::fingerprint_with_fields`]).
+pub type Fingerprint = (String, std::collections::BTreeMap<String, String>);
+
 /// Decides the action for one resource from its desired and live state. [`plan`](super::plan) decides every
 /// resource with one; an observer may decide each Kubernetes object with the same one as the
 /// server's answer for it arrives ([`Judge::kube_action`]), so that a plan of thousands of
@@ -82,10 +86,25 @@ impl Judge {
         predicted: Option<&Value>,
         resolved: Option<&Resolved>,
     ) -> Action {
+        self.kube_action_on(addr, object, live, predicted, resolved, None)
+    }
+
+    /// [`Judge::kube_action`], given the live object's fingerprint with its fields when the
+    /// caller made it already (of this `object` and this `live`:
+    /// [`crate::diff::kube::diff_listed_with_fingerprint`]).
+    pub fn kube_action_on(
+        &self,
+        addr: &ResourceAddr,
+        object: &Arc<Value>,
+        live: Option<&Value>,
+        predicted: Option<&Value>,
+        resolved: Option<&Resolved>,
+        fingerprint: Option<Fingerprint>,
+    ) -> Action {
         match live {
             None => self.kube_create(addr, object, predicted),
             Some(live) => {
-                let mut action = self.kube_change(addr, object, live, predicted);
+                let mut action = self.kube_change(addr, object, live, predicted, fingerprint);
                 if action.kind == ActionKind::Update
                     && let Some(resolved) = resolved
                 {
@@ -97,18 +116,21 @@ impl Judge {
     }
 
     /// The no-op for desired object `object` whose live state `live` already matches it, as
-    /// `diff` (empty, from comparing the two without a dry run) showed: the observer that
-    /// found it unchanged hands over its comparison rather than have it made twice.
+    /// `diff` (empty, from comparing the two without a dry run) showed, with the live object's
+    /// fingerprint made beside it ([`crate::diff::kube::diff_listed_with_fingerprint`]): the
+    /// observer that found it unchanged hands over its comparison rather than have it made
+    /// twice.
     pub fn kube_unchanged(
         &self,
         addr: &ResourceAddr,
         object: &Arc<Value>,
         live: &Value,
-        diff: ResourceDiff,
+        (diff, fingerprint): (ResourceDiff, Fingerprint),
     ) -> Action {
         debug_assert!(diff.is_empty());
-        let fingerprint = live_basis(addr, Some(object), live);
-        self.update_or_noop(addr, diff, object.clone(), live, true, fingerprint)
+        let (fingerprint, fields) = fingerprint;
+        let basis = (Some(fingerprint), fields);
+        self.update_or_noop(addr, diff, object.clone(), live, true, basis)
     }
 
     /// A diff as it may be shown, both sides with sensitive values replaced by markers, made
@@ -163,6 +185,7 @@ impl Judge {
         object: &Arc<Value>,
         live: &Value,
         predicted: Option<&Value>,
+        fingerprint: Option<Fingerprint>,
     ) -> Action {
         let owned = kube_owned(live, self.stack.as_deref()) || self.adopt;
         let released =
@@ -173,7 +196,10 @@ impl Judge {
             // The stack's annotation is the stack's, not a difference from this spec.
             diff.changes.retain(|change| !is_owner_only(change));
         }
-        let fingerprint = live_basis(addr, Some(object), live);
+        let fingerprint = match fingerprint {
+            Some((fingerprint, fields)) => (Some(fingerprint), fields),
+            None => live_basis(addr, Some(object), live),
+        };
         let reasons = diff.replace_reasons();
         if reasons.is_empty() {
             let mut action =

@@ -21,7 +21,7 @@ use crate::diff::fingerprint::fingerprint_with_fields;
 use crate::model::DesiredState;
 use crate::model::live::LiveState;
 
-pub use judge::Judge;
+pub use judge::{Fingerprint, Judge};
 
 /// Why no plan could be made. Each names what to fix.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

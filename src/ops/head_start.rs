@@ -1,0 +1,172 @@
+//! What a plan reads that its spec does not decide, started before the spec is loaded: with a
+//! kubeconfig, its client, API discovery of the kinds every plan lists, and Kueue's world (one
+//! unselected list per kind). The spec is loaded and validated meanwhile; the plan then takes
+//! over the client and the world as read ([`super::plan::plan_started`]).
+//!
+//! Only reads start early, and nothing that was read is shown when the spec turns out invalid:
+//! the spec's diagnostics are what the command says, as without a head start. The client's own
+//! error (an unreadable kubeconfig) is told where connecting would have told it, after the spec
+//! is known to be valid.
+
+use std::collections::BTreeMap;
+
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use super::session::TargetOptions;
+use crate::kube::KubeApi;
+use crate::kube::KubeResult;
+use crate::kube::client::RealKube;
+use crate::kube::reads::{Reads, Recording};
+use crate::model::live::KubeSnapshot;
+use crate::observe::cluster::{read_in_world, read_kueue_world};
+use crate::observe::kube::managed_kinds;
+
+/// Kueue's world as read early, and what reading it read ([`Recording`]).
+type WorldRead = (KubeResult<KubeSnapshot>, Reads);
+
+/// Kueue's world held as each object's JSON text until the plan takes it over: it is read while
+/// the spec loads, when the spec's document tree, its manifests and the rendered objects are all
+/// alive, and as trees it would add to that peak (about 7 MB at 1,000 objects, 34 MB at 5,000).
+type WorldText = BTreeMap<&'static str, Vec<Box<str>>>;
+
+/// [`WorldRead`] with the world as text.
+type TextRead = (KubeResult<WorldText>, Reads);
+
+fn as_text(world: KubeSnapshot) -> WorldText {
+    world
+        .by_kind
+        .into_iter()
+        .map(|(kind, objects)| {
+            let texts = objects
+                .iter()
+                .map(|object| object.to_string().into_boxed_str())
+                .collect();
+            (kind, texts)
+        })
+        .collect()
+}
+
+/// The world again; each text is a serialized `Value`, so it always reads back.
+fn from_text(world: WorldText) -> KubeSnapshot {
+    let by_kind = world
+        .into_iter()
+        .map(|(kind, texts)| {
+            let objects = texts
+                .iter()
+                .map(|text| serde_json::from_str(text).unwrap_or_default())
+                .collect();
+            (kind, objects)
+        })
+        .collect();
+    KubeSnapshot { by_kind }
+}
+
+/// Reads started before the spec is loaded (see the module docs). Dropping it stops what is
+/// still in flight.
+#[derive(Default)]
+pub struct HeadStart {
+    /// The kubeconfig's client as built (or why not); `None` without a kubeconfig.
+    kube: Option<oneshot::Receiver<anyhow::Result<Option<RealKube>>>>,
+    /// Kueue's world, being read through that client.
+    world: Option<JoinHandle<Option<TextRead>>>,
+}
+
+impl HeadStart {
+    /// Starts the reads `target` allows before its spec is known: with a kubeconfig (or a
+    /// context), its client, discovery of the kinds every plan lists and Kueue's world. Without
+    /// one, nothing (how Kubernetes is reached depends on the spec's cluster). Needs a Tokio
+    /// runtime.
+    pub fn start(target: &TargetOptions) -> Self {
+        if target.kubeconfig.is_none() && target.context.is_none() {
+            return HeadStart::default();
+        }
+        let (built, kube) = oneshot::channel();
+        let target = target.clone();
+        let world = tokio::spawn(async move {
+            crate::gke::install_tls_provider();
+            let client = match super::session::kubeconfig(&target).await {
+                Ok(Some(client)) => client,
+                other => {
+                    let _ = built.send(other);
+                    return None;
+                }
+            };
+            let recording = Recording::new(&client);
+            let world = read_kueue_world(&recording);
+            // Discovery of the other kinds every plan lists, before the client is handed
+            // over, so that the plan finds them known and never discovers a kind twice.
+            let discovered = discover_listed_kinds(&client);
+            let (world, ()) = futures::join!(world, async {
+                discovered.await;
+                let _ = built.send(Ok(Some(client.clone())));
+            });
+            Some((world.map(as_text), recording.reads()))
+        });
+        HeadStart {
+            kube: Some(kube),
+            world: Some(world),
+        }
+    }
+
+    /// The kubeconfig's client, once built: `None` when no head start was made (the session
+    /// builds its own).
+    pub async fn kube(&mut self) -> Option<anyhow::Result<Option<RealKube>>> {
+        let receiver = self.kube.take()?;
+        Some(receiver.await.unwrap_or_else(|_| {
+            Err(anyhow::anyhow!(
+                "building the Kubernetes client from the kubeconfig stopped"
+            ))
+        }))
+    }
+
+    /// Kueue's world as read through the head start's client, and the reads that made it (for
+    /// the plan's record); `None` when no world read was started or it did not finish.
+    pub async fn world(&mut self) -> Option<WorldRead> {
+        let (world, reads) = self.world.take()?.await.ok().flatten()?;
+        Some((world.map(from_text), reads))
+    }
+}
+
+impl Drop for HeadStart {
+    fn drop(&mut self) {
+        if let Some(world) = &self.world {
+            world.abort();
+        }
+    }
+}
+
+/// Discovers every kind a plan lists outside Kueue's world (the world's read discovers its own).
+async fn discover_listed_kinds(client: &RealKube) {
+    let kinds = managed_kinds().filter(|(api_version, kind)| !read_in_world(api_version, kind));
+    // An error is the plan's to meet again, and report, when it lists the kind.
+    futures::future::join_all(kinds.map(|(api_version, kind)| client.resource(api_version, kind)))
+        .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The world held as text reads back as it was read, fields in their order.
+    #[test]
+    fn the_world_held_as_text_reads_back_as_read() {
+        let mut world = KubeSnapshot::default();
+        world.by_kind.insert(
+            "ClusterQueue",
+            vec![serde_json::json!({"kind": "ClusterQueue", "metadata": {"name": "q"},
+                "spec": {"resourceGroups": [{"flavors": [{"name": "f", "resources":
+                    [{"name": "cpu", "nominalQuota": "10"}]}]}]}, "status": {"pendingWorkloads": 2}})],
+        );
+        world.by_kind.insert("Workload", Vec::new());
+        let again = from_text(as_text(world.clone()));
+        assert_eq!(
+            again.by_kind.keys().copied().collect::<Vec<_>>(),
+            ["ClusterQueue", "Workload"]
+        );
+        assert_eq!(
+            serde_json::to_string(&again.by_kind["ClusterQueue"]).unwrap(),
+            serde_json::to_string(&world.by_kind["ClusterQueue"]).unwrap()
+        );
+    }
+}
