@@ -7,7 +7,7 @@ use super::plan::plan_valid;
 use super::session::TargetOptions;
 use crate::model::DesiredState;
 use crate::model::gke_facts::machine_shape;
-use crate::observe::cluster::{JOB_KINDS, KindRef, PROVISIONING_REQUEST, read_kinds};
+use crate::observe::cluster::{EVENT, JOB_KINDS, KindRef, NODE, PROVISIONING_REQUEST, read_kinds};
 use crate::placement::job_workload::JobWorkloads;
 use crate::placement::pools::flavor_pools;
 use crate::placement::remedy::{self, NodeResources, Subject, World};
@@ -44,9 +44,12 @@ pub async fn explain(
     };
     // The jobs (to find a job's Workload by the one rule) and the ProvisioningRequests, in one
     // concurrent read.
+    // With a capacity ladder, also the Events and Nodes that say which rung a job waits for.
+    let ladder = planned.loaded.spec.capacity.is_some();
     let kinds: Vec<KindRef> = JOB_KINDS
         .into_iter()
         .chain([PROVISIONING_REQUEST])
+        .chain(ladder.then_some([EVENT, NODE]).into_iter().flatten())
         .collect();
     let read = read_kinds(api, &kinds, Default::default())
         .await
@@ -120,10 +123,27 @@ pub async fn explain(
             )
         }
     };
-    let rung = rung_note(
-        &planned.loaded.spec,
-        [observed.as_ref(), predicted.as_ref()],
-    );
+    let live_rung = observed.as_ref().and_then(|o| {
+        let job = jobs.iter().find(|j| {
+            j["kind"] == o.kind.as_str()
+                && name_of(j) == o.job
+                && namespace_of(j).unwrap_or("default") == o.namespace
+        })?;
+        crate::report::status::live_rung(
+            &planned.loaded.spec,
+            job,
+            workload,
+            read.kind(PROVISIONING_REQUEST.1),
+            read.kind(EVENT.1),
+            read.kind(NODE.1),
+        )
+    });
+    let rung = live_rung_note(live_rung.as_ref())
+        .into_iter()
+        .chain(rung_note(
+            &planned.loaded.spec,
+            [observed.as_ref(), predicted.as_ref()],
+        ));
     let mut explanation = explain_job(ExplainInputs {
         job,
         workload,
@@ -137,6 +157,23 @@ pub async fn explain(
     });
     explanation.notes.extend(rung);
     Ok(explanation)
+}
+
+/// For a job Kueue admitted on the capacity ladder whose pods wait: the rung it waits for and
+/// why, from what the cluster says (`report::rung`: the autoscaler's `FailedScaleUp` /
+/// `NotTriggerScaleUp` message, the ProvisioningRequest's condition, in `mode: computeclass`
+/// the priorities tried when the message names them). Nothing for a job whose pods run.
+fn live_rung_note(status: Option<&crate::report::rung::RungStatus>) -> Option<Fix> {
+    let status = status.filter(|s| !s.landed)?;
+    Some(Fix {
+        text: format!(
+            "capacity ladder, as the cluster says: {}",
+            crate::report::rung::rung_text(status)
+        ),
+        at: None,
+        then: None,
+        changes: Vec::new(),
+    })
 }
 
 /// For a job not running yet on a flavor of the spec's capacity ladder: the rung it waits for,
