@@ -44,13 +44,7 @@ pub async fn explain(
     };
     // The jobs (to find a job's Workload by the one rule) and the ProvisioningRequests, in one
     // concurrent read.
-    // With a capacity ladder, also the Events and Nodes that say which rung a job waits for.
-    let ladder = planned.loaded.spec.capacity.is_some();
-    let kinds: Vec<KindRef> = JOB_KINDS
-        .into_iter()
-        .chain([PROVISIONING_REQUEST])
-        .chain(ladder.then_some([EVENT, NODE]).into_iter().flatten())
-        .collect();
+    let kinds = kinds_read(&planned.loaded.spec);
     let read = read_kinds(api, &kinds, Default::default())
         .await
         .map_err(|e| anyhow::anyhow!("reading jobs and ProvisioningRequests: {e}"))?;
@@ -123,25 +117,11 @@ pub async fn explain(
             )
         }
     };
-    let live_rung = observed.as_ref().and_then(|o| {
-        let job = jobs.iter().find(|j| {
-            j["kind"] == o.kind.as_str()
-                && name_of(j) == o.job
-                && namespace_of(j).unwrap_or("default") == o.namespace
-        })?;
-        crate::report::status::live_rung(
-            &planned.loaded.spec,
-            job,
-            workload,
-            read.kind(PROVISIONING_REQUEST.1),
-            read.kind(EVENT.1),
-            read.kind(NODE.1),
-        )
-    });
-    let rung = live_rung_note(live_rung.as_ref())
+    let ladder_spec = &planned.loaded.spec;
+    let rung = live_rung_note(ladder_spec, observed.as_ref(), workload, &jobs, &read)
         .into_iter()
         .chain(rung_note(
-            &planned.loaded.spec,
+            ladder_spec,
             [observed.as_ref(), predicted.as_ref()],
         ));
     let mut explanation = explain_job(ExplainInputs {
@@ -159,16 +139,48 @@ pub async fn explain(
     Ok(explanation)
 }
 
+/// What explain reads besides the Kueue world: the jobs (to find a job's Workload by the one
+/// rule) and the ProvisioningRequests; with a capacity ladder, also the Events and Nodes that
+/// say which rung a job waits for.
+fn kinds_read(spec: &crate::spec::types::Spec) -> Vec<KindRef> {
+    let ladder = spec.capacity.is_some();
+    JOB_KINDS
+        .into_iter()
+        .chain([PROVISIONING_REQUEST])
+        .chain(ladder.then_some([EVENT, NODE]).into_iter().flatten())
+        .collect()
+}
+
 /// For a job Kueue admitted on the capacity ladder whose pods wait: the rung it waits for and
 /// why, from what the cluster says (`report::rung`: the autoscaler's `FailedScaleUp` /
 /// `NotTriggerScaleUp` message, the ProvisioningRequest's condition, in `mode: computeclass`
 /// the priorities tried when the message names them). Nothing for a job whose pods run.
-fn live_rung_note(status: Option<&crate::report::rung::RungStatus>) -> Option<Fix> {
-    let status = status.filter(|s| !s.landed)?;
+fn live_rung_note(
+    spec: &crate::spec::types::Spec,
+    observed: Option<&Placement>,
+    workload: Option<&serde_json::Value>,
+    jobs: &[&serde_json::Value],
+    read: &crate::model::live::KubeSnapshot,
+) -> Option<Fix> {
+    let observed = observed?;
+    let job = jobs.iter().find(|j| {
+        j["kind"] == observed.kind.as_str()
+            && name_of(j) == observed.job
+            && namespace_of(j).unwrap_or("default") == observed.namespace
+    })?;
+    let status = crate::report::status::live_rung(
+        spec,
+        job,
+        workload,
+        read.kind(PROVISIONING_REQUEST.1),
+        read.kind(EVENT.1),
+        read.kind(NODE.1),
+    )
+    .filter(|s| !s.landed)?;
     Some(Fix {
         text: format!(
             "capacity ladder, as the cluster says: {}",
-            crate::report::rung::rung_text(status)
+            crate::report::rung::rung_text(&status)
         ),
         at: None,
         then: None,
