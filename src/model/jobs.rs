@@ -357,9 +357,9 @@ fn merged_tolerations(implied: &[Toleration], own: &[Toleration]) -> Vec<Tolerat
 }
 
 /// The metadata every kind shares: gkq's labels, the queue, the priority class and the user's
-/// labels; the script digest, elasticity, the run duration on a DWS queue and the user's
+/// labels; the script digest, elasticity, the declared run duration and the user's
 /// annotations.
-fn job_meta(spec: &Spec, job: &Job, run_name: &str, queue_has_dws: bool, script: &str) -> Value {
+fn job_meta(spec: &Spec, job: &Job, run_name: &str, script: &str) -> Value {
     let mut meta = k8s_meta(spec, run_name, Some(&job.namespace));
     {
         let labels = meta["labels"]
@@ -384,11 +384,14 @@ fn job_meta(spec: &Spec, job: &Job, run_name: &str, queue_has_dws: bool, script:
     if job.elastic {
         annotations.insert(ELASTIC_JOB_ANNOTATION.into(), json!("true"));
     }
+    // Written on every queue, not only DWS ones: Kueue copies it only into the
+    // ProvisioningRequests it creates (elsewhere nothing reads it), and it is where the declared
+    // run time lives on the live object, for the plan's reclaim of flex-start VMs and for the
+    // local target's run length.
     if let Some(secs) = job
         .duration
         .as_deref()
         .and_then(|d| crate::vocab::duration::parse_whole_seconds(d).ok())
-        .filter(|_| queue_has_dws)
     {
         annotations.insert(MAX_RUN_DURATION_ANNOTATION.into(), json!(secs.to_string()));
     }
@@ -408,13 +411,7 @@ pub struct Run<'a> {
 
 impl Run<'_> {
     fn meta(&self) -> Value {
-        job_meta(
-            self.spec,
-            self.job,
-            self.name,
-            self.queue_has_dws,
-            self.script,
-        )
+        job_meta(self.spec, self.job, self.name, self.script)
     }
 }
 
@@ -813,6 +810,50 @@ mod tests {
             .map(|p| (p.name.as_str(), p.count))
             .collect();
         assert_eq!(shape, [("coordinator", 1), ("workers", 8)]);
+    }
+
+    /// A declared `duration` is on the job whatever its queue: on a queue without DWS (a
+    /// ComputeClass ladder, flex-start VMs, on-demand) it was dropped, so the local target ran
+    /// such jobs for `GKQ_LOCAL_RUN` instead of their duration.
+    #[test]
+    fn a_declared_duration_is_annotated_on_queues_with_and_without_dws() {
+        let job = Job {
+            name: "train".into(),
+            queue: "lq".into(),
+            script: "train.py".into(),
+            duration: Some("6h".into()),
+            ..Job::default()
+        };
+        let spec = spec();
+        for queue_has_dws in [false, true] {
+            let object = job_object(&Run {
+                spec: &spec,
+                job: &job,
+                name: "train",
+                queue_has_dws,
+                script: "",
+            });
+            assert_eq!(
+                object["metadata"]["annotations"][MAX_RUN_DURATION_ANNOTATION], "21600",
+                "queue_has_dws: {queue_has_dws}"
+            );
+        }
+        let without = Job {
+            duration: None,
+            ..job
+        };
+        let object = job_object(&Run {
+            spec: &spec,
+            job: &without,
+            name: "train",
+            queue_has_dws: true,
+            script: "",
+        });
+        assert!(
+            object["metadata"]["annotations"]
+                .get(MAX_RUN_DURATION_ANNOTATION)
+                .is_none()
+        );
     }
 
     #[test]

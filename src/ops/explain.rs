@@ -7,7 +7,7 @@ use super::plan::plan_valid;
 use super::session::TargetOptions;
 use crate::model::DesiredState;
 use crate::model::gke_facts::machine_shape;
-use crate::observe::cluster::{JOB_KINDS, KindRef, PROVISIONING_REQUEST, read_kinds};
+use crate::observe::cluster::{EVENT, JOB_KINDS, KindRef, NODE, PROVISIONING_REQUEST, read_kinds};
 use crate::placement::job_workload::JobWorkloads;
 use crate::placement::pools::flavor_pools;
 use crate::placement::remedy::{self, NodeResources, Subject, World};
@@ -44,10 +44,7 @@ pub async fn explain(
     };
     // The jobs (to find a job's Workload by the one rule) and the ProvisioningRequests, in one
     // concurrent read.
-    let kinds: Vec<KindRef> = JOB_KINDS
-        .into_iter()
-        .chain([PROVISIONING_REQUEST])
-        .collect();
+    let kinds = kinds_read(&planned.loaded.spec);
     let read = read_kinds(api, &kinds, Default::default())
         .await
         .map_err(|e| anyhow::anyhow!("reading jobs and ProvisioningRequests: {e}"))?;
@@ -120,10 +117,13 @@ pub async fn explain(
             )
         }
     };
-    let rung = rung_note(
-        &planned.loaded.spec,
-        [observed.as_ref(), predicted.as_ref()],
-    );
+    let ladder_spec = &planned.loaded.spec;
+    let rung = live_rung_note(ladder_spec, observed.as_ref(), workload, &jobs, &read)
+        .into_iter()
+        .chain(rung_note(
+            ladder_spec,
+            [observed.as_ref(), predicted.as_ref()],
+        ));
     let mut explanation = explain_job(ExplainInputs {
         job,
         workload,
@@ -137,6 +137,55 @@ pub async fn explain(
     });
     explanation.notes.extend(rung);
     Ok(explanation)
+}
+
+/// What explain reads besides the Kueue world: the jobs (to find a job's Workload by the one
+/// rule) and the ProvisioningRequests; with a capacity ladder, also the Events and Nodes that
+/// say which rung a job waits for.
+fn kinds_read(spec: &crate::spec::types::Spec) -> Vec<KindRef> {
+    let ladder = spec.capacity.is_some();
+    JOB_KINDS
+        .into_iter()
+        .chain([PROVISIONING_REQUEST])
+        .chain(ladder.then_some([EVENT, NODE]).into_iter().flatten())
+        .collect()
+}
+
+/// For a job Kueue admitted on the capacity ladder whose pods wait: the rung it waits for and
+/// why, from what the cluster says (`report::rung`: the autoscaler's `FailedScaleUp` /
+/// `NotTriggerScaleUp` message, the ProvisioningRequest's condition, in `mode: computeclass`
+/// the priorities tried when the message names them). Nothing for a job whose pods run.
+fn live_rung_note(
+    spec: &crate::spec::types::Spec,
+    observed: Option<&Placement>,
+    workload: Option<&serde_json::Value>,
+    jobs: &[&serde_json::Value],
+    read: &crate::model::live::KubeSnapshot,
+) -> Option<Fix> {
+    let observed = observed?;
+    let job = jobs.iter().find(|j| {
+        j["kind"] == observed.kind.as_str()
+            && name_of(j) == observed.job
+            && namespace_of(j).unwrap_or("default") == observed.namespace
+    })?;
+    let status = crate::report::status::live_rung(
+        spec,
+        job,
+        workload,
+        read.kind(PROVISIONING_REQUEST.1),
+        read.kind(EVENT.1),
+        read.kind(NODE.1),
+    )
+    .filter(|s| !s.landed)?;
+    Some(Fix {
+        text: format!(
+            "capacity ladder, as the cluster says: {}",
+            crate::report::rung::rung_text(&status)
+        ),
+        at: None,
+        then: None,
+        changes: Vec::new(),
+    })
 }
 
 /// For a job not running yet on a flavor of the spec's capacity ladder: the rung it waits for,

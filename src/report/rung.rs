@@ -7,8 +7,9 @@
 //! GKE's node name `gke-<cluster>-<pool>-...`), else by the autoscaler's `TriggeredScaleUp`
 //! event while nodes come. In `mode: kueue` a rung is also its flavor, so a job Kueue admitted
 //! has a rung before any event (`plan::ladder::job_rungs` over Kueue's placement). While its
-//! pods wait, the reason is the autoscaler's `FailedScaleUp` message, else the
-//! ProvisioningRequest's state, else the scale-up under way. A job Kueue has not admitted has
+//! pods wait, the reason is the autoscaler's `FailedScaleUp` (else `NotTriggerScaleUp`) message,
+//! else the ProvisioningRequest's state, else the scale-up under way (the events GKE's cluster
+//! autoscaler writes: docs/gke-facts.md L9). A job Kueue has not admitted has
 //! no rung line: the plan's prediction says where it would go.
 
 use serde::Serialize;
@@ -23,6 +24,8 @@ use crate::vocab::labels::NODE_POOL_LABEL;
 pub const SCHEDULED: &str = "Scheduled";
 pub const TRIGGERED_SCALE_UP: &str = "TriggeredScaleUp";
 pub const FAILED_SCALE_UP: &str = "FailedScaleUp";
+/// The cluster autoscaler found no node group whose scale-up would make the pod fit.
+pub const NOT_TRIGGER_SCALE_UP: &str = "NotTriggerScaleUp";
 
 /// A job on the ladder, as it lives.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -105,6 +108,7 @@ pub fn rung_status(
     }
     status.waiting = Some(
         event(FAILED_SCALE_UP)
+            .or_else(|| event(NOT_TRIGGER_SCALE_UP))
             .map(message)
             .or(job.provisioning.map(str::to_string))
             .or(scale_up.map(|m| format!("nodes are being added ({m})")))

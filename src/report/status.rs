@@ -786,8 +786,7 @@ pub fn set_rungs(spec: &Spec, jobs: &mut [JobStatus], events: &[Value], nodes: &
         let provisioning = job
             .provisioning_request
             .as_ref()
-            .filter(|pr| !pr.message.is_empty())
-            .map(|pr| format!("ProvisioningRequest {}: {}", pr.name, pr.message));
+            .and_then(provisioning_words);
         let ray = job
             .ray
             .as_ref()
@@ -803,6 +802,43 @@ pub fn set_rungs(spec: &Spec, jobs: &mut [JobStatus], events: &[Value], nodes: &
         };
         job.rung = rung_status(spec, &ladder_job, events, nodes);
     }
+}
+
+/// One job's place on the capacity ladder from its live object (`job`), its Workload and the
+/// cluster's ProvisioningRequests, Events and Nodes: what `gkq watch` appends to the job's
+/// stage and `gkq explain` says of it, in the words [`set_rungs`] gives `gkq status`.
+pub fn live_rung(
+    spec: &Spec,
+    job: &Value,
+    workload: Option<&Value>,
+    requests: &[Value],
+    events: &[Value],
+    nodes: &[Value],
+) -> Option<super::rung::RungStatus> {
+    let observed = workload.and_then(|w| observed_placement(w).ok());
+    let provisioning = workload
+        .and_then(|w| workload_request(w, requests))
+        .as_ref()
+        .and_then(provisioning_words);
+    let progress = JobProgress::of(job);
+    let ladder_job = LadderJob {
+        kind: job["kind"].as_str().unwrap_or_default(),
+        name: str_at(job, "/metadata/name").unwrap_or_default(),
+        namespace: str_at(job, "/metadata/namespace").unwrap_or("default"),
+        observed: observed.as_ref(),
+        runs: pods_run(
+            str_at(job, "/status/jobDeploymentStatus"),
+            progress.as_ref().map(|p| p.state.as_str()),
+        ),
+        provisioning: provisioning.as_deref(),
+    };
+    rung_status(spec, &ladder_job, events, nodes)
+}
+
+/// A ProvisioningRequest's state as a waiting reason (`None` while it says nothing).
+fn provisioning_words(request: &ProvisioningRequestState) -> Option<String> {
+    (!request.message.is_empty())
+        .then(|| format!("ProvisioningRequest {}: {}", request.name, request.message))
 }
 
 /// Each ClusterQueue of the spec: whether it is active, its Workload counts and its usage.

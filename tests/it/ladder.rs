@@ -644,7 +644,7 @@ fn ladder_spec(capacity: &str, jobs: &[(&str, &str)]) -> tempfile::TempDir {
     let mut jobs_yaml = String::new();
     for (name, workers) in jobs {
         jobs_yaml.push_str(&format!(
-            "  - name: {name}\n    queue: user-queue\n    script: train.py\n    image: rayproject/ray:2.53.0-py311\n    head: {{cpu: 2, memory: 4Gi, nodePool: default-pool}}\n    workers:\n      - {workers}\n"
+            "  - name: {name}\n    queue: user-queue\n    duration: 6h\n    script: train.py\n    image: rayproject/ray:2.53.0-py311\n    head: {{cpu: 2, memory: 4Gi, nodePool: default-pool}}\n    workers:\n      - {workers}\n"
         ));
     }
     let spec = format!(
@@ -711,17 +711,32 @@ fn planned_rungs(spec: &Path) -> Vec<Value> {
     plan["rungs"].as_array().cloned().unwrap_or_default()
 }
 
-/// Applies the spec on a fresh local target with `GKQ_LOCAL_CAPACITY=capacity`, lets an hour
-/// and more of simulated time pass (the jobs run 100h), and returns `gkq status -o json`'s jobs.
-fn jobs_under(spec: &Path, capacity: &str) -> Vec<Value> {
-    let state = tempfile::tempdir().unwrap();
-    let env = [
+/// The environment of a local target with `GKQ_LOCAL_CAPACITY=capacity`, an hour a second.
+fn local_env(capacity: &str) -> [(&'static str, &str); 2] {
+    [
         ("GKQ_LOCAL_CAPACITY", capacity),
         ("GKQ_LOCAL_CLOCK", "3600x"),
-        ("GKQ_LOCAL_RUN", "100h"),
-    ];
+    ]
+}
+
+/// Applies the spec on a fresh local target with `GKQ_LOCAL_CAPACITY=capacity` and lets an hour
+/// and more of simulated time pass; returns the state directory and the environment.
+fn applied_under<'a>(
+    spec: &Path,
+    capacity: &'a str,
+) -> (tempfile::TempDir, [(&'static str, &'a str); 2]) {
+    let state = tempfile::tempdir().unwrap();
+    let env = local_env(capacity);
     run_ok(spec, state.path(), &env, &["apply", "--auto-approve"]);
     std::thread::sleep(std::time::Duration::from_millis(1500));
+    (state, env)
+}
+
+/// Applies the spec on a fresh local target with `GKQ_LOCAL_CAPACITY=capacity`, lets an hour
+/// and more of simulated time pass (the jobs declare `duration: 6h`, which the local target
+/// runs them for on every queue, DWS or not), and returns `gkq status -o json`'s jobs.
+fn jobs_under(spec: &Path, capacity: &str) -> Vec<Value> {
+    let (state, env) = applied_under(spec, capacity);
     let status: Value =
         serde_json::from_str(&run_ok(spec, state.path(), &env, &["status", "-o", "json"])).unwrap();
     let text = run_ok(spec, state.path(), &env, &["status"]);
@@ -751,13 +766,9 @@ fn job_named<'a>(jobs: &'a [Value], name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no job {name} in {jobs:#?}"))
 }
 
-/// `mode: kueue`, the example's four rungs (reservation, on-demand, flex-start queued, Spot of
-/// two 4x4 slices), one job per rung as the plan predicts: with each rung's pool out of
-/// capacity in turn, the job the plan put there stays admitted on that rung and waits, saying
-/// why (Kueue falls through on quota, not capacity), and every other job runs on its predicted
-/// rung.
-#[test]
-fn kueue_mode_a_stocked_out_rung_keeps_its_job_waiting_as_the_plan_says() {
+/// The example's `capacity:` (kueue mode: reservation, on-demand, flex-start queued, Spot of
+/// two 4x4 slices) with four multi-host jobs `train-<n>`, one per rung as the plan predicts.
+fn example_ladder_spec() -> tempfile::TempDir {
     let base =
         std::fs::read_to_string(repo_root().join("examples/tpu-capacity-ladder/gkq.yaml")).unwrap();
     let capacity = base
@@ -768,10 +779,26 @@ fn kueue_mode_a_stocked_out_rung_keeps_its_job_waiting_as_the_plan_says() {
         .map(|l| format!("{l}\n"))
         .collect::<String>()
         .replace("${RESERVATION_PROJECT}", "capacity-project");
-    let multi = "{group: tpu-group, replicas: 1, hosts: 4, cpu: 8, memory: 16Gi, accelerator: {type: tpu-v6e-slice, topology: 4x4, chips: 4}}";
-    let jobs: Vec<(String, &str)> = (1..=4).map(|i| (format!("train-{i}"), multi)).collect();
+    let jobs: Vec<(String, &str)> = (1..=4)
+        .map(|i| (format!("train-{i}"), MULTI_HOST))
+        .collect();
     let jobs: Vec<(&str, &str)> = jobs.iter().map(|(n, w)| (n.as_str(), *w)).collect();
-    let spec = ladder_spec(&capacity, &jobs);
+    ladder_spec(&capacity, &jobs)
+}
+
+/// A worker group of one 4x4 v6e slice (four VMs).
+const MULTI_HOST: &str = "{group: tpu-group, replicas: 1, hosts: 4, cpu: 8, memory: 16Gi, accelerator: {type: tpu-v6e-slice, topology: 4x4, chips: 4}}";
+/// A worker group of one 2x2 v6e slice (one VM).
+const SINGLE_HOST: &str = "{group: tpu-group, replicas: 1, hosts: 1, cpu: 8, memory: 16Gi, accelerator: {type: tpu-v6e-slice, topology: 2x2, chips: 4}}";
+
+/// `mode: kueue`, the example's four rungs (reservation, on-demand, flex-start queued, Spot of
+/// two 4x4 slices), one job per rung as the plan predicts: with each rung's pool out of
+/// capacity in turn, the job the plan put there stays admitted on that rung and waits, saying
+/// why (Kueue falls through on quota, not capacity), and every other job runs on its predicted
+/// rung.
+#[test]
+fn kueue_mode_a_stocked_out_rung_keeps_its_job_waiting_as_the_plan_says() {
+    let spec = example_ladder_spec();
     let planned = planned_rungs(spec.path());
     assert_eq!(planned.len(), 4, "{planned:#?}");
     for stocked_out in &planned {
@@ -797,12 +824,9 @@ fn kueue_mode_a_stocked_out_rung_keeps_its_job_waiting_as_the_plan_says() {
     }
 }
 
-/// The spec's ComputeClass ladder (one class of three single-host rungs of different kinds):
-/// with the first `n` rungs out of capacity, the job lands on rung `n + 1` of the order the
-/// plan says GKE tries, and with every rung out it waits, saying no priority could be obtained.
-#[test]
-fn computeclass_mode_a_job_lands_on_the_next_rung_with_capacity() {
-    let capacity = "  mode: computeclass
+/// A `mode: computeclass` ladder: one class of three single-host rungs of different kinds, in an
+/// order that is not Google's (reservation, Spot, on-demand).
+const COMPUTECLASS_LADDER: &str = "  mode: computeclass
   clusterQueue: cluster-queue
   quota: {cpu: 100, memory: 400Gi, google.com/tpu: 16}
   accelerator: {machineType: ct6e-standard-4t, topology: 2x2}
@@ -811,6 +835,13 @@ fn computeclass_mode_a_job_lands_on_the_next_rung_with_capacity() {
     - {name: spot, kind: spot, slices: 1}
     - {name: on-demand, kind: on-demand, slices: 2}
 ";
+
+/// The spec's ComputeClass ladder (one class of three single-host rungs of different kinds):
+/// with the first `n` rungs out of capacity, the job lands on rung `n + 1` of the order the
+/// plan says GKE tries, and with every rung out it waits, saying no priority could be obtained.
+#[test]
+fn computeclass_mode_a_job_lands_on_the_next_rung_with_capacity() {
+    let capacity = COMPUTECLASS_LADDER;
     let single = "{group: tpu-group, replicas: 1, hosts: 1, cpu: 8, memory: 16Gi, accelerator: {type: tpu-v6e-slice, topology: 2x2, chips: 4}}";
     let spec = ladder_spec(capacity, &[("train", single)]);
     let planned = planned_rungs(spec.path());
@@ -1435,4 +1466,152 @@ fn a_computeclass_priority_is_not_cut_into_slice_pools() {
             "stops at 64",
         ),
     ]);
+}
+
+/// The note `gkq explain` gives from what the cluster says (`None`: it gave none).
+fn live_note(spec: &Path, state: &Path, env: &[(&str, &str)], job: &str) -> Option<String> {
+    let text = run_ok(spec, state, env, &["explain", &format!("default/{job}")]);
+    text.lines()
+        .find(|l| l.contains("capacity ladder, as the cluster says: "))
+        .map(str::to_string)
+}
+
+/// `mode: kueue`: with each rung of the example's ladder out of capacity in turn, `gkq explain`
+/// of the job the plan put there names that rung and why it waits, from the cluster (the
+/// autoscaler's stockout event, or the ProvisioningRequest of the queued rung that never gets
+/// capacity), and says nothing of the kind for the jobs whose pods run.
+#[test]
+fn explain_names_the_rung_a_stocked_out_job_waits_for_and_why() {
+    let spec = example_ladder_spec();
+    let planned = planned_rungs(spec.path());
+    assert_eq!(planned.len(), 4, "{planned:#?}");
+    for stocked_out in &planned {
+        let rung = &stocked_out["rung"];
+        let (name, pool) = (
+            rung["name"].as_str().unwrap(),
+            rung["pool"].as_str().unwrap(),
+        );
+        let queued = rung["kind"] == "flex-start-queued";
+        let capacity = format!("{pool}:{}", if queued { "never" } else { "0" });
+        let (state, env) = applied_under(spec.path(), &capacity);
+        let job = stocked_out["job"].as_str().unwrap();
+        let note = live_note(spec.path(), state.path(), &env, job)
+            .unwrap_or_else(|| panic!("{capacity}: no note from the cluster for {job}"));
+        assert!(
+            note.contains(&format!("waiting for rung {name}: ")),
+            "{capacity}: {note}"
+        );
+        if queued {
+            assert!(note.contains("ProvisioningRequest"), "{capacity}: {note}");
+        } else {
+            assert!(note.contains("simulated stockout"), "{capacity}: {note}");
+            assert!(
+                note.contains(&format!("GKQ_LOCAL_CAPACITY {capacity}")),
+                "{note}"
+            );
+        }
+        let running = planned.iter().find(|p| p["job"] != job).unwrap();
+        let running = running["job"].as_str().unwrap();
+        assert_eq!(
+            live_note(spec.path(), state.path(), &env, running),
+            None,
+            "{capacity}: {running} runs"
+        );
+    }
+}
+
+/// `mode: computeclass` with every priority out of capacity: `gkq explain` says the job waits
+/// for a rung of the class and which priorities were tried, and why each could not be had.
+#[test]
+fn explain_in_computeclass_mode_names_the_priorities_tried() {
+    let spec = ladder_spec(COMPUTECLASS_LADDER, &[("train", SINGLE_HOST)]);
+    let planned = planned_rungs(spec.path());
+    let class = planned[0]["computeClass"].as_str().unwrap();
+    let tries = planned[0]["tries"].as_array().unwrap();
+    let capacity: Vec<String> = (1..=tries.len())
+        .map(|i| format!("gk-{class}-{i}:0"))
+        .collect();
+    let capacity = capacity.join(",");
+    let (state, env) = applied_under(spec.path(), &capacity);
+    let note = live_note(spec.path(), state.path(), &env, "train")
+        .unwrap_or_else(|| panic!("no note from the cluster"));
+    assert!(
+        note.contains(&format!(
+            "waiting for a rung of ComputeClass {class}: no priority of ComputeClass {class} could be obtained"
+        )),
+        "{note}"
+    );
+    for (i, tried) in tries.iter().enumerate() {
+        let kind = tried["kind"].as_str().unwrap();
+        assert!(
+            note.contains(&format!("priority {} ({kind}): ", i + 1)),
+            "{note}"
+        );
+    }
+}
+
+/// `gkq watch` on the local target, in both modes: with the job's rungs out of capacity, its
+/// job line shows the rung it waits for (kueue mode: its flavor's rung; computeclass mode: a
+/// rung of the class); watched again after capacity changed, the rung it landed on.
+#[test]
+fn watch_shows_the_waiting_rung_then_the_landed_one() {
+    use crate::support::process::Running;
+    use std::time::Duration;
+    let kueue = "  mode: kueue\n  clusterQueue: cluster-queue\n  accelerator: {machineType: ct6e-standard-4t, topology: 2x2}\n  rungs:\n    - {name: first, kind: on-demand, slices: 1}\n    - {name: last, kind: spot, slices: 1}\n";
+    for ladder in [kueue, COMPUTECLASS_LADDER] {
+        let spec = ladder_spec(ladder, &[("train", SINGLE_HOST)]);
+        let plan = &planned_rungs(spec.path())[0];
+        // kueue mode: the predicted rung's pool out; computeclass: every priority but the last.
+        let (stockout, waiting, freed, landed) = match plan.get("rung") {
+            Some(rung) => {
+                let name = rung["name"].as_str().unwrap().to_string();
+                let pool = rung["pool"].as_str().unwrap();
+                (
+                    format!("{pool}:0"),
+                    format!("ladder: waiting for rung {name}: simulated stockout"),
+                    String::new(),
+                    format!("ladder: rung: {name} ("),
+                )
+            }
+            None => {
+                let class = plan["computeClass"].as_str().unwrap();
+                let tries = plan["tries"].as_array().unwrap();
+                let out: Vec<String> = (1..=tries.len())
+                    .map(|i| format!("gk-{class}-{i}:0"))
+                    .collect();
+                let last = tries.last().unwrap()["name"].as_str().unwrap();
+                (
+                    out.join(","),
+                    format!("ladder: waiting for a rung of ComputeClass {class}: no priority"),
+                    out[..out.len() - 1].join(","),
+                    format!("ladder: rung: {last} ("),
+                )
+            }
+        };
+        let (state, _) = applied_under(spec.path(), &stockout);
+        let watch = |capacity: &str| {
+            let mut command = gkq();
+            command
+                .args(["watch"])
+                .arg(spec.path())
+                .arg("--state-dir")
+                .arg(state.path())
+                .args(["--interval", "1s", "--job-interval", "1s"])
+                .env("NO_COLOR", "1");
+            for (k, v) in local_env(capacity) {
+                command.env(k, v);
+            }
+            Running::spawn(command)
+        };
+        let wait = Duration::from_secs(60);
+        let job_line = |out: &str, words: &str| {
+            out.lines()
+                .any(|l| l.contains("job default/train: ") && l.contains(words))
+        };
+        let mut stocked_out = watch(&stockout);
+        stocked_out.wait_for(&waiting, wait, |out| job_line(out, &waiting));
+        drop(stocked_out);
+        let mut freed = watch(&freed);
+        freed.wait_for(&landed, wait, |out| job_line(out, &landed));
+    }
 }

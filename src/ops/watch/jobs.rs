@@ -11,10 +11,8 @@ use crate::model::live::KubeSnapshot;
 use crate::observe::cluster::{EVENT, JOB_TIMELINE_KINDS, read_kinds, workloads_only};
 use crate::ops::status::recorded_placements;
 use crate::placement::job_workload::JobWorkloads;
-use crate::placement::observed_placement;
-use crate::placement::provisioning::workload_request;
-use crate::report::rung::{LadderJob, pods_run, rung_status, rung_text};
-use crate::report::status::JobProgress;
+use crate::report::rung::rung_text;
+use crate::report::status::live_rung;
 use crate::report::status::{PlacedComparison, placed_comparisons};
 use crate::report::timeline::{self, Capacity, JobState};
 use crate::vocab::object::{name_of, namespace_of};
@@ -139,26 +137,16 @@ async fn ladder_lines(
     let mut lines = BTreeMap::new();
     for job in jobs {
         let workload = workloads.of(job).map(|w| w.workload);
-        let observed = workload.and_then(|w| observed_placement(w).ok());
-        let provisioning = workload
-            .and_then(|w| workload_request(w, snapshot.kind("ProvisioningRequest")))
-            .filter(|pr| !pr.message.is_empty())
-            .map(|pr| format!("ProvisioningRequest {}: {}", pr.name, pr.message));
-        let progress = JobProgress::of(job);
-        let (name, namespace) = (name_of(job), namespace_of(job).unwrap_or("default"));
-        let ladder_job = LadderJob {
-            kind: job["kind"].as_str().unwrap_or_default(),
-            name,
-            namespace,
-            observed: observed.as_ref(),
-            runs: pods_run(
-                job.pointer("/status/jobDeploymentStatus")
-                    .and_then(Value::as_str),
-                progress.as_ref().map(|p| p.state.as_str()),
-            ),
-            provisioning: provisioning.as_deref(),
-        };
-        if let Some(status) = rung_status(spec, &ladder_job, &events, snapshot.kind("Node")) {
+        let requests = snapshot.kind("ProvisioningRequest");
+        if let Some(status) = live_rung(
+            spec,
+            job,
+            workload,
+            requests,
+            &events,
+            snapshot.kind("Node"),
+        ) {
+            let (name, namespace) = (name_of(job), namespace_of(job).unwrap_or("default"));
             lines.insert(format!("{namespace}/{name}"), rung_text(&status));
         }
     }
