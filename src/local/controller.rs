@@ -154,10 +154,11 @@ pub struct QueuedWorkload {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct QueueBook {
     pub workloads: BTreeMap<super::store::Key, QueuedWorkload>,
-    /// `(namespace, LocalQueue)` -> the Workloads naming it.
-    pub by_local_queue: BTreeMap<(String, String), BTreeSet<super::store::Key>>,
+    /// `(namespace, LocalQueue)` -> the Workloads naming it (a copy: a queue's status reads its
+    /// Workloads in one pass, without looking each up).
+    pub by_local_queue: BTreeMap<(String, String), BTreeMap<super::store::Key, QueuedWorkload>>,
     /// ClusterQueue -> the Workloads whose admission names it.
-    pub by_cluster_queue: BTreeMap<String, BTreeSet<super::store::Key>>,
+    pub by_cluster_queue: BTreeMap<String, BTreeMap<super::store::Key, QueuedWorkload>>,
 }
 
 impl QueueBook {
@@ -188,12 +189,12 @@ impl QueueBook {
             self.by_local_queue
                 .entry(new.local_queue.clone())
                 .or_default()
-                .insert(key.clone());
+                .insert(key.clone(), new.clone());
             if let Some(cq) = &new.cluster_queue {
                 self.by_cluster_queue
                     .entry(cq.clone())
                     .or_default()
-                    .insert(key.clone());
+                    .insert(key.clone(), new.clone());
             }
             self.workloads.insert(key.clone(), new);
         }

@@ -2,7 +2,7 @@
 //! `Active` condition, workload counts and `flavorsReservation` / `flavorsUsage`; and the status
 //! fields a LocalQueue shares with it.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
@@ -35,14 +35,12 @@ impl QueueInputs<'_> {
         QueueInputs { book, kueue }
     }
 
-    /// The Workloads of `keys`, in key order.
+    /// The Workloads of one queue, in key order.
     pub fn workloads<'a>(
         &'a self,
-        keys: Option<&'a BTreeSet<Key>>,
+        queue: Option<&'a BTreeMap<Key, QueuedWorkload>>,
     ) -> impl Iterator<Item = &'a QueuedWorkload> + 'a {
-        keys.into_iter()
-            .flatten()
-            .filter_map(|k| self.book.workloads.get(k))
+        queue.into_iter().flat_map(BTreeMap::values)
     }
 }
 
@@ -127,14 +125,15 @@ pub(super) fn cluster_queues(ctx: &mut Ctx<'_>, keys: Vec<Key>, inputs: &QueueIn
     changed
 }
 
-fn sum_usage(workloads: &[&QueuedWorkload], flavor: &str, resource: &str) -> Quantity {
-    let all: Vec<Quantity> = workloads
-        .iter()
-        .flat_map(|w| &w.usage)
-        .filter(|(f, r, _)| f == flavor && r == resource)
-        .map(|(_, _, q)| *q)
-        .collect();
-    sum(&all)
+/// What `workloads` use, by flavor and resource, summed in their order (one pass over them).
+fn usage_by_flavor<'w>(workloads: &[&'w QueuedWorkload]) -> BTreeMap<(&'w str, &'w str), Quantity> {
+    let mut used: BTreeMap<(&str, &str), Vec<Quantity>> = BTreeMap::new();
+    for (flavor, resource, q) in workloads.iter().flat_map(|w| &w.usage) {
+        used.entry((flavor.as_str(), resource.as_str()))
+            .or_default()
+            .push(*q);
+    }
+    used.into_iter().map(|(k, all)| (k, sum(&all))).collect()
 }
 
 /// The status Kueue writes on a ClusterQueue or a LocalQueue: the same fields on both.
@@ -192,6 +191,7 @@ impl QueueStatus {
 }
 
 pub(super) fn flavor_table(cq: &Value, workloads: &[&QueuedWorkload], borrowed: bool) -> Value {
+    let used = usage_by_flavor(workloads);
     let mut rows = Vec::new();
     for group in cq
         .pointer("/spec/resourceGroups")
@@ -207,7 +207,11 @@ pub(super) fn flavor_table(cq: &Value, workloads: &[&QueuedWorkload], borrowed: 
                 .flatten()
                 .map(|r| {
                     let rname = r["name"].as_str().unwrap_or_default();
-                    let total = sum_usage(workloads, fname, rname).to_canonical_string();
+                    let total = used
+                        .get(&(fname, rname))
+                        .copied()
+                        .unwrap_or(Quantity::ZERO)
+                        .to_canonical_string();
                     if borrowed {
                         json!({"name": rname, "total": total, "borrowed": "0"})
                     } else {

@@ -167,7 +167,7 @@ pub(super) fn finish_workloads(ctx: &mut Ctx<'_>, visit: &Visit) -> bool {
     let now = ctx.now;
     let keys = visit.keys(ctx.store);
     for key in &keys {
-        let Some(w) = ctx.store.get(&key) else {
+        let Some(w) = ctx.store.get(key) else {
             continue;
         };
         if finished(w) {

@@ -271,12 +271,12 @@ fn remember(ctx: &Ctx<'_>, memory: &mut SchedulerMemory, tried: &ToTry) -> BTree
                     }
                     (None, Err(_)) => {}
                 }
-                if w.is_some_and(|w| holds(w)) {
+                if w.is_some_and(&holds) {
                     memory.holding.insert(key.clone());
                 } else {
                     memory.holding.remove(key);
                 }
-                if w.is_some_and(|w| retried(w)) {
+                if w.is_some_and(&retried) {
                     memory.retried.insert(key.clone());
                 } else {
                     memory.retried.remove(key);

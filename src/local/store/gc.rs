@@ -104,7 +104,7 @@ impl Store {
                     !refs.is_empty()
                         && refs
                             .iter()
-                            .all(|r| !r["uid"].as_str().is_some_and(|u| index.by_uid(u).is_some()))
+                            .all(|r| r["uid"].as_str().is_none_or(|u| index.by_uid(u).is_none()))
                 })
     }
 
