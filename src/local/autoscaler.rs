@@ -190,7 +190,7 @@ fn autoscale_pool(ctx: &mut Ctx<'_>, pools: &[PoolInfo], pool: &PoolInfo, demand
         changed |= scale_up(ctx, pools, pool, target - ready - starting, demand);
     }
     let floor = if pool.queued_provisioning {
-        provisioned_nodes(ctx.store, &pool.name).max(pool.min_nodes())
+        provisioned_nodes(ctx, &pool.name).max(pool.min_nodes())
     } else {
         target
     };
@@ -391,22 +391,48 @@ pub fn clear_event(ctx: &mut Ctx<'_>, job_uid: &str, reason: &str) -> bool {
     }
 }
 
-/// Nodes held by provisioned ProvisioningRequests on a pool.
-fn provisioned_nodes(store: &Store, pool: &str) -> i64 {
-    store
-        .of_kind("autoscaling.x-k8s.io", "ProvisioningRequest")
-        .filter(|pr| pr.pointer("/metadata/deletionTimestamp").is_none())
-        .filter(|pr| crate::vocab::object::condition_true(pr, "Provisioned"))
-        .filter(|pr| {
-            pr.pointer("/metadata/annotations/gkq.dev~1node-pool")
-                .and_then(Value::as_str)
-                == Some(pool)
-        })
-        .filter_map(|pr| {
-            pr.pointer("/metadata/annotations/gkq.dev~1nodes")
-                .and_then(Value::as_str)
-                .and_then(|n| n.parse::<i64>().ok())
-        })
+/// The nodes a ProvisioningRequest holds: when it is provisioned (and not being deleted), its
+/// pool and node count.
+fn held_by(pr: &Value) -> Option<(String, i64)> {
+    if pr.pointer("/metadata/deletionTimestamp").is_some()
+        || !crate::vocab::object::condition_true(pr, "Provisioned")
+    {
+        return None;
+    }
+    let pool = pr
+        .pointer("/metadata/annotations/gkq.dev~1node-pool")
+        .and_then(Value::as_str)?;
+    let nodes = pr
+        .pointer("/metadata/annotations/gkq.dev~1nodes")
+        .and_then(Value::as_str)
+        .and_then(|n| n.parse::<i64>().ok())?;
+    Some((pool.to_string(), nodes))
+}
+
+/// Nodes held by provisioned ProvisioningRequests on a pool, from `sim.provisioned` ([`provision`]
+/// brings it up to each step's start), brought up to the requests written in this step (every
+/// request read once per process).
+fn provisioned_nodes(ctx: &mut Ctx<'_>, pool: &str) -> i64 {
+    let store = &*ctx.store;
+    let written = store.pending_changes();
+    if written.all {
+        ctx.sim.provisioned = None;
+    }
+    let held = ctx.sim.provisioned.get_or_insert_with(|| {
+        store
+            .of_kind("autoscaling.x-k8s.io", "ProvisioningRequest")
+            .filter_map(|pr| Some((Key::of(pr), held_by(pr)?)))
+            .collect()
+    });
+    for key in written.of_kind("autoscaling.x-k8s.io", "ProvisioningRequest") {
+        match store.get(key).and_then(held_by) {
+            Some(h) => held.insert(key.clone(), h),
+            None => held.remove(key),
+        };
+    }
+    held.values()
+        .filter(|(p, _)| p == pool)
+        .map(|(_, n)| n)
         .sum()
 }
 
@@ -494,18 +520,65 @@ fn request_target(
 }
 
 /// GKE's ProvisioningRequest processing for queued provisioning (simulated).
+/// Looks at the requests written since its last pass and those due and not yet resolved
+/// (every request after a restart).
 pub fn provision(ctx: &mut Ctx<'_>) -> Outcome {
     let mut changed = false;
-    let keys = ctx
-        .store
-        .keys_of_kind("autoscaling.x-k8s.io", "ProvisioningRequest");
-    let live: BTreeSet<String> = keys
-        .iter()
-        .map(|k| format!("{}/{}", k.namespace, k.name))
-        .collect();
-    let before = ctx.sim.provisioning.len();
-    ctx.sim.provisioning.retain(|k, _| live.contains(k));
-    changed |= before != ctx.sim.provisioning.len();
+    let changes = std::mem::replace(
+        &mut ctx.sim.provisioning_changes,
+        super::store::Changes::none(),
+    );
+    // What provisioned requests hold, as of the requests written before this step.
+    if changes.all {
+        ctx.sim.provisioned = None;
+    } else if let Some(held) = ctx.sim.provisioned.as_mut() {
+        for key in changes.of_kind("autoscaling.x-k8s.io", "ProvisioningRequest") {
+            match ctx.store.get(key).and_then(held_by) {
+                Some(h) => held.insert(key.clone(), h),
+                None => held.remove(key),
+            };
+        }
+    }
+    let keys = if changes.all {
+        let keys = ctx
+            .store
+            .keys_of_kind("autoscaling.x-k8s.io", "ProvisioningRequest");
+        let live: BTreeSet<String> = keys
+            .iter()
+            .map(|k| format!("{}/{}", k.namespace, k.name))
+            .collect();
+        let before = ctx.sim.provisioning.len();
+        ctx.sim.provisioning.retain(|k, _| live.contains(k));
+        changed |= before != ctx.sim.provisioning.len();
+        keys
+    } else {
+        let mut keys: BTreeSet<Key> = BTreeSet::new();
+        for key in changes.of_kind("autoscaling.x-k8s.io", "ProvisioningRequest") {
+            if ctx.store.get(key).is_some() {
+                keys.insert(key.clone());
+            } else {
+                let id = format!("{}/{}", key.namespace, key.name);
+                changed |= ctx.sim.provisioning.remove(&id).is_some();
+            }
+        }
+        let now = ctx.now;
+        keys.extend(
+            ctx.sim
+                .provisioning
+                .iter()
+                .filter(|(_, plan)| !plan.resolved && plan.due_ms <= now)
+                .filter_map(|(id, _)| id.split_once('/'))
+                .map(|(ns, name)| {
+                    Key::new(
+                        "autoscaling.x-k8s.io/v1",
+                        "ProvisioningRequest",
+                        Some(ns),
+                        name,
+                    )
+                }),
+        );
+        keys.into_iter().collect()
+    };
     for key in keys {
         changed |= provision_request(ctx, &key);
     }
@@ -621,6 +694,26 @@ fn accept_request(ctx: &mut Ctx<'_>, key: &Key, pr: &Value, id: String) -> bool 
 /// resolved.
 fn provide_nodes(ctx: &mut Ctx<'_>, key: &Key, pr: &Value) -> (bool, bool) {
     let now = ctx.now;
+    let id = format!("{}/{}", key.namespace, key.name);
+    // Still no room when neither the request nor its pool's nodes changed since it last waited.
+    let version = pr["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    if let Some((pool, held, in_use, seen, max)) = ctx.sim.room_waits.get(&id).cloned()
+        && seen == version
+        && ctx
+            .pools
+            .iter()
+            .find(|p| p.name == pool)
+            .map(PoolInfo::max_nodes)
+            == Some(max)
+        && node_keys(ctx.store, &pool).len() as i64 == held
+        && provisioned_nodes(ctx, &pool) == in_use
+    {
+        return (false, false);
+    }
+    ctx.sim.room_waits.remove(&id);
     let pools = ctx.pools.to_vec();
     let (pool, nodes) = match request_target(ctx.store, pr, &pools) {
         Ok(target) => target,
@@ -633,7 +726,7 @@ fn provide_nodes(ctx: &mut Ctx<'_>, key: &Key, pr: &Value) -> (bool, bool) {
         }
     };
     let held = node_keys(ctx.store, &pool.name).len() as i64;
-    let in_use = provisioned_nodes(ctx.store, &pool.name);
+    let in_use = provisioned_nodes(ctx, &pool.name);
     let free_ready = (held - in_use).max(0);
     let to_add = (nodes - free_ready).max(0);
     if held + to_add > pool.max_nodes() {
@@ -652,6 +745,20 @@ fn provide_nodes(ctx: &mut Ctx<'_>, key: &Key, pr: &Value) -> (bool, bool) {
                 now,
             );
         });
+        if let Some(version) = ctx
+            .store
+            .get(key)
+            .and_then(|pr| pr["metadata"]["resourceVersion"].as_str())
+        {
+            let wait = (
+                pool.name.clone(),
+                held,
+                in_use,
+                version.to_string(),
+                pool.max_nodes(),
+            );
+            ctx.sim.room_waits.insert(id, wait);
+        }
         return (changed, false);
     }
     // The rung's capacity (`GKQ_LOCAL_CAPACITY`): a request gets all its nodes or none.

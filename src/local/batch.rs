@@ -57,7 +57,12 @@ fn finished(job: &Value) -> bool {
 pub fn reconcile(ctx: &mut Ctx<'_>) -> Outcome {
     let mut changed = false;
     let changes = std::mem::replace(&mut ctx.sim.batch_changes, Changes::none());
-    let (keys, removed) = jobs_to_visit(ctx.store, ctx.sim, &changes, &KINDS, &[]);
+    let since = ctx.sim.batch_visited_ms.replace(ctx.now);
+    let (keys, removed) = jobs_to_visit(ctx, &changes, &KINDS, &[], since);
+    let runs = &ctx.sim.runs;
+    ctx.sim
+        .runs_moved
+        .retain(|uid| runs.get(uid).is_some_and(|r| r.kind == "RayJob"));
     if removed {
         let all: Vec<Key> = KINDS
             .iter()

@@ -132,20 +132,114 @@ pub struct SchedulerMemory {
     pub at_ms: u64,
     /// How many pending Workloads its last run tried.
     pub tried: usize,
+    /// The Workloads holding quota as placement reads them, in key order, and beside them
+    /// (same order) their keys and the resourceVersion each was read at: a Workload is read
+    /// again only when it was written.
+    pub reserving: Vec<crate::placement::objects::ReservingWorkload>,
+    pub reserving_read: Vec<(super::store::Key, String)>,
+    /// The pending Workloads every run tries, written or not (`tried_anyway`).
+    pub retried: BTreeSet<super::store::Key>,
+}
+
+/// What Kueue's queue status reads of one Workload: its LocalQueue, the ClusterQueue it holds
+/// quota in, whether it holds quota, is admitted or waits, and the quota it uses by flavor and
+/// resource (`status.admission.podSetAssignments`, in order).
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueuedWorkload {
+    pub local_queue: (String, String),
+    pub cluster_queue: Option<String>,
+    pub reserving: bool,
+    pub admitted: bool,
+    pub waiting: bool,
+    pub usage: Vec<(String, String, crate::vocab::quantity::Quantity)>,
+}
+
+/// The Workloads as Kueue's queue status reads them, by key and by queue, kept as they are
+/// written so that a queue's status is recomputed from its own Workloads without reading them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct QueueBook {
+    pub workloads: BTreeMap<super::store::Key, QueuedWorkload>,
+    /// `(namespace, LocalQueue)` -> the Workloads naming it (a copy: a queue's status reads its
+    /// Workloads in one pass, without looking each up).
+    pub by_local_queue: BTreeMap<(String, String), BTreeMap<super::store::Key, QueuedWorkload>>,
+    /// ClusterQueue -> the Workloads whose admission names it.
+    pub by_cluster_queue: BTreeMap<String, BTreeMap<super::store::Key, QueuedWorkload>>,
+}
+
+impl QueueBook {
+    /// Records what `key` is now (`None`: gone); returns what it was.
+    pub fn set(
+        &mut self,
+        key: &super::store::Key,
+        now: Option<QueuedWorkload>,
+    ) -> Option<QueuedWorkload> {
+        let before = self.workloads.remove(key);
+        if let Some(old) = &before {
+            if let Some(set) = self.by_local_queue.get_mut(&old.local_queue) {
+                set.remove(key);
+                if set.is_empty() {
+                    self.by_local_queue.remove(&old.local_queue);
+                }
+            }
+            if let Some(cq) = &old.cluster_queue
+                && let Some(set) = self.by_cluster_queue.get_mut(cq)
+            {
+                set.remove(key);
+                if set.is_empty() {
+                    self.by_cluster_queue.remove(cq);
+                }
+            }
+        }
+        if let Some(new) = now {
+            self.by_local_queue
+                .entry(new.local_queue.clone())
+                .or_default()
+                .insert(key.clone(), new.clone());
+            if let Some(cq) = &new.cluster_queue {
+                self.by_cluster_queue
+                    .entry(cq.clone())
+                    .or_default()
+                    .insert(key.clone(), new.clone());
+            }
+            self.workloads.insert(key.clone(), new);
+        }
+        before
+    }
+}
+
+/// What the node scheduler last read of each run's needs ([`super::ray::demand`]): the pools
+/// and flavors' pools it read them with, and per job uid the resourceVersions of the job and
+/// its Workload then and the nodes needed of each pool.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DemandRead {
+    pub inputs: Option<(
+        Vec<PoolInfo>,
+        BTreeMap<String, crate::placement::pools::FlavorNodes>,
+    )>,
+    #[allow(clippy::type_complexity)]
+    pub runs: BTreeMap<
+        String,
+        (
+            (String, Option<(super::store::Key, String)>, Option<String>),
+            Vec<(String, i64)>,
+        ),
+    >,
 }
 
 /// The jobs of `kinds` a job controller looks at in a pass, and whether any job of those kinds
 /// went (then the runs of deleted jobs are forgotten): all of them after a restart, else those
-/// `changes` names, the owners of the changed objects `owned` names, and the jobs with a run
-/// (whose status follows the clock).
+/// `changes` names, the owners of the changed objects `owned` names, and the jobs whose run
+/// moved: written by the node scheduler since (`sim.runs_moved`), or running or finished
+/// after `since` (the controller's last pass; `None`: it has not run) and by now.
 pub fn jobs_to_visit(
-    store: &Store,
-    sim: &SimState,
+    ctx: &Ctx<'_>,
     changes: &super::store::Changes,
     kinds: &[(&str, &str)],
     owned: &[(&str, &str)],
+    since: Option<u64>,
 ) -> (Vec<super::store::Key>, bool) {
     use super::store::Key;
+    let (store, sim) = (&*ctx.store, &*ctx.sim);
     if changes.all {
         let keys = kinds
             .iter()
@@ -188,7 +282,22 @@ pub fn jobs_to_visit(
             }
         }
     }
-    for run in sim.runs.values() {
+    let startup = ctx.settings.ray_startup_ms;
+    let moved_by_clock = |run: &Run| {
+        let Some(since) = since else {
+            return true;
+        };
+        [run.running_ms(startup), run.finished_ms(startup)]
+            .into_iter()
+            .flatten()
+            .any(|t| t > since && t <= ctx.now)
+    };
+    for (uid, run) in &sim.runs {
+        if !kinds.iter().any(|(_, k)| run.kind == *k)
+            || !(sim.runs_moved.contains(uid) || moved_by_clock(run))
+        {
+            continue;
+        }
         let key = run.job_key();
         if kinds.iter().any(|(g, k)| key.group == *g && key.kind == *k) && store.get(&key).is_some()
         {
@@ -237,12 +346,43 @@ pub struct SimState {
     /// at once).
     #[serde(skip)]
     pub kueue_changes: super::store::Changes,
+    /// When each Workload with a `requeueAt` may queue again, as Kueue's controllers last saw
+    /// it (`None` before they ran in this process).
+    #[serde(skip)]
+    pub kueue_requeue: Option<BTreeMap<super::store::Key, u64>>,
+    /// The Workloads as Kueue's queue status last read them (`None` before it ran).
+    #[serde(skip)]
+    pub kueue_queues: Option<QueueBook>,
     /// The same for the scheduler, which runs only when what it reads changed.
     #[serde(skip)]
     pub scheduler_changes: super::store::Changes,
     /// What Kueue's scheduler knew after its last run in this process (`None` before it ran).
     #[serde(skip)]
     pub scheduler: Option<SchedulerMemory>,
+    /// Runs the node scheduler changed (put on nodes, or waiting for other nodes) since the
+    /// job controllers last looked at them, by job uid.
+    #[serde(skip)]
+    pub runs_moved: BTreeSet<String>,
+    /// When KubeRay's controller and the JobSet and Job controllers last ran (simulated ms).
+    #[serde(skip)]
+    pub ray_visited_ms: Option<u64>,
+    #[serde(skip)]
+    pub batch_visited_ms: Option<u64>,
+    /// ProvisioningRequests changed since the simulated GKE last looked at them.
+    #[serde(skip)]
+    pub provisioning_changes: super::store::Changes,
+    /// The nodes each provisioned ProvisioningRequest holds, by request: pool and count (`None`
+    /// until read).
+    #[serde(skip)]
+    pub provisioned: Option<BTreeMap<super::store::Key, (String, i64)>>,
+    /// Requests due but waiting for room in their pool, by `namespace/name`: the pool, its
+    /// nodes and the nodes held when last looked at, the request's resourceVersion then and the
+    /// pool's most nodes.
+    #[serde(skip)]
+    pub room_waits: BTreeMap<String, (String, i64, i64, String, i64)>,
+    /// What the node scheduler last read of each run's needs.
+    #[serde(skip)]
+    pub demand_read: DemandRead,
     /// RayJobs and RayClusters changed since KubeRay's controller last ran.
     #[serde(skip)]
     pub ray_changes: super::store::Changes,

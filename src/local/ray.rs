@@ -33,13 +33,18 @@ fn cluster_name(job: &Value) -> String {
 pub fn reconcile(ctx: &mut Ctx<'_>) -> Outcome {
     let mut changed = false;
     let changes = std::mem::replace(&mut ctx.sim.ray_changes, Changes::none());
+    let since = ctx.sim.ray_visited_ms.replace(ctx.now);
     let (jobs, removed) = jobs_to_visit(
-        ctx.store,
-        ctx.sim,
+        ctx,
         &changes,
         &[("ray.io", "RayJob")],
         &[("ray.io", "RayCluster")],
+        since,
     );
+    let runs = &ctx.sim.runs;
+    ctx.sim
+        .runs_moved
+        .retain(|uid| runs.get(uid).is_some_and(|r| r.kind != "RayJob"));
     if removed {
         let all = ctx.store.keys_of_kind("ray.io", "RayJob");
         changed |= ctx.sim.forget_runs_of_deleted(ctx.store, &["RayJob"], &all);
@@ -251,7 +256,9 @@ fn pool_of(
 }
 
 /// What each running (or starting) job, of any kind, needs from each pool, in admission order.
-pub fn demand(ctx: &Ctx<'_>) -> Demand {
+/// A run's needs are read from its job and Workload again only when either was written or the
+/// pools or flavors changed (`sim.demand_read`).
+pub fn demand(ctx: &mut Ctx<'_>) -> Demand {
     let startup = ctx.settings.ray_startup_ms;
     let mut runs: Vec<(&String, &Run)> = ctx
         .sim
@@ -259,55 +266,106 @@ pub fn demand(ctx: &Ctx<'_>) -> Demand {
         .iter()
         .filter(|(_, r)| r.finished_ms(startup).is_none_or(|t| t > ctx.now))
         .collect();
-    runs.sort_by_key(|(u, r)| (r.scheduled_ms.is_none(), r.admitted_ms, (*u).clone()));
-    let mut out = Demand::new();
-    let jobs: Vec<&Value> = runs
-        .iter()
-        .filter_map(|(_, run)| ctx.store.get(&run.job_key()))
-        .collect();
-    let owned =
-        super::workload::current_runs(ctx.store.of_kind("kueue.x-k8s.io", "Workload"), jobs);
+    runs.sort_by(|(ua, a), (ub, b)| {
+        (a.scheduled_ms.is_none(), a.admitted_ms, ua).cmp(&(
+            b.scheduled_ms.is_none(),
+            b.admitted_ms,
+            ub,
+        ))
+    });
     let flavor_nodes = flavor_nodes(ctx.store.of_kind("kueue.x-k8s.io", "ResourceFlavor"));
-    let pools = all_pools(ctx.pools, &ctx.sim.auto_pools);
+    let inputs = (all_pools(ctx.pools, &ctx.sim.auto_pools), flavor_nodes);
+    let mut read = std::mem::take(&mut ctx.sim.demand_read);
+    if read.inputs.as_ref() != Some(&inputs) {
+        read.runs.clear();
+        read.inputs = Some(inputs.clone());
+    }
+    let mut out = Demand::new();
+    let mut seen: std::collections::HashSet<&String> = Default::default();
     for (job_uid, run) in runs {
         let Some(job) = ctx.store.get(&run.job_key()) else {
             continue;
         };
+        seen.insert(job_uid);
+        let workloads = super::workload::owned_workloads(ctx.store, job);
+        let owned = super::workload::current_runs(workloads, [job]);
         let workload = owned.get(job_uid.as_str()).and_then(|k| ctx.store.get(k));
-        let source = workload.unwrap_or(job);
-        let Ok(pending) = PendingWorkload::from_object(source) else {
+        let version = |o: &Value| {
+            o.pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
+        // A ComputeClass's job goes to the pool it was given: a new one is a new read.
+        let given = ctx.sim.auto_pools.jobs.get(job_uid.as_str()).cloned();
+        let versions = (
+            version(job),
+            workload.map(|w| (Key::of(w), version(w))),
+            given,
+        );
+        let needs = match read.runs.get(job_uid) {
+            Some((v, needs)) if *v == versions => needs.clone(),
+            _ => {
+                let needs = run_needs(ctx, job_uid, &inputs, job, workload);
+                read.runs.insert(job_uid.clone(), (versions, needs.clone()));
+                needs
+            }
+        };
+        out.extend(
+            needs
+                .into_iter()
+                .map(|(pool, nodes)| (job_uid.clone(), pool, nodes)),
+        );
+    }
+    read.runs.retain(|uid, _| seen.contains(uid));
+    ctx.sim.demand_read = read;
+    out
+}
+
+/// The nodes of each pool a job's pods need: its Workload's podsets (the job's when it has
+/// none) on the pools their flavors map to.
+fn run_needs(
+    ctx: &Ctx<'_>,
+    job_uid: &str,
+    (pools, flavor_nodes): &(Vec<super::nodes::PoolInfo>, BTreeMap<String, FlavorNodes>),
+    job: &Value,
+    workload: Option<&Value>,
+) -> Vec<(String, i64)> {
+    let source = workload.unwrap_or(job);
+    let Ok(pending) = PendingWorkload::from_object(source) else {
+        return Vec::new();
+    };
+    let mut per_pool: BTreeMap<String, super::nodes::Pods> = BTreeMap::new();
+    for pod_set in &pending.pod_sets {
+        let flavors = workload.and_then(|w| {
+            w.pointer("/status/admission/podSetAssignments")
+                .and_then(Value::as_array)
+                .and_then(|a| a.iter().find(|p| p["name"] == pod_set.name.as_str()))
+                .and_then(|p| p.get("flavors"))
+        });
+        let selector = pod_set
+            .node_selector
+            .get(NODE_POOL_LABEL)
+            .map(String::as_str);
+        let Some(pool) = pool_of(ctx, job_uid, flavor_nodes, flavors, selector) else {
             continue;
         };
-        let mut per_pool: BTreeMap<String, super::nodes::Pods> = BTreeMap::new();
-        for pod_set in &pending.pod_sets {
-            let flavors = workload.and_then(|w| {
-                w.pointer("/status/admission/podSetAssignments")
-                    .and_then(Value::as_array)
-                    .and_then(|a| a.iter().find(|p| p["name"] == pod_set.name.as_str()))
-                    .and_then(|p| p.get("flavors"))
-            });
-            let selector = pod_set
-                .node_selector
-                .get(NODE_POOL_LABEL)
-                .map(String::as_str);
-            let Some(pool) = pool_of(ctx, job_uid, &flavor_nodes, flavors, selector) else {
-                continue;
-            };
-            per_pool
-                .entry(pool)
-                .or_default()
-                .push((i64::from(pod_set.count), pod_set.requests.clone()));
-        }
-        for (pool, pods) in per_pool {
-            // A pool not created yet (a ComputeClass's): one node, which does not come.
+        per_pool
+            .entry(pool)
+            .or_default()
+            .push((i64::from(pod_set.count), pod_set.requests.clone()));
+    }
+    per_pool
+        .into_iter()
+        .map(|(pool, pods)| {
             let nodes = pools
                 .iter()
                 .find(|p| p.name == pool)
+                // A pool not created yet (a ComputeClass's): one node, which does not come.
                 .map_or(1, |p| p.nodes_for(&pods));
-            out.push((job_uid.clone(), pool, nodes));
-        }
-    }
-    out
+            (pool, nodes)
+        })
+        .collect()
 }
 
 /// Puts jobs on nodes: a job's pods start together once every pool it needs has room.
@@ -315,27 +373,29 @@ pub fn schedule(ctx: &mut Ctx<'_>, demand: &Demand) -> Outcome {
     let mut changed = false;
     let pools = all_pools(ctx.pools, &ctx.sim.auto_pools);
     let mut used: BTreeMap<String, i64> = BTreeMap::new();
-    let mut order: Vec<String> = Vec::new();
-    for (u, _, _) in demand {
-        if !order.contains(u) {
-            order.push(u.clone());
-        }
+    // Each job's needs, jobs in the demand's order.
+    let mut order: Vec<(&String, Vec<(&String, i64)>)> = Vec::new();
+    let mut position: std::collections::HashMap<&String, usize> = Default::default();
+    for (u, pool, n) in demand {
+        let at = *position.entry(u).or_insert_with(|| {
+            order.push((u, Vec::new()));
+            order.len() - 1
+        });
+        order[at].1.push((pool, *n));
     }
-    for job_uid in order {
-        let needs: Vec<(&String, i64)> = demand
-            .iter()
-            .filter(|(u, _, _)| *u == job_uid)
-            .map(|(_, p, n)| (p, *n))
-            .collect();
+    let mut ready_nodes: BTreeMap<&String, i64> = BTreeMap::new();
+    for (job_uid, needs) in order {
         let scheduled = ctx
             .sim
             .runs
-            .get(&job_uid)
+            .get(job_uid)
             .and_then(|r| r.scheduled_ms)
             .is_some();
         let mut short = Vec::new();
         for (pool, n) in &needs {
-            let ready = node_keys(ctx.store, pool).len() as i64;
+            let ready = *ready_nodes
+                .entry(pool)
+                .or_insert_with(|| node_keys(ctx.store, pool).len() as i64);
             let taken = used.get(*pool).copied().unwrap_or(0);
             if !scheduled && taken + n > ready {
                 let Some(max) = pools
@@ -358,23 +418,29 @@ pub fn schedule(ctx: &mut Ctx<'_>, demand: &Demand) -> Outcome {
         for (pool, n) in &needs {
             *used.entry((*pool).clone()).or_default() += n;
         }
-        let Some(run) = ctx.sim.runs.get_mut(&job_uid) else {
+        let Some(run) = ctx.sim.runs.get_mut(job_uid) else {
             continue;
         };
         if scheduled {
             continue;
         }
-        if short.is_empty() {
+        let moved = if short.is_empty() {
             run.scheduled_ms = Some(ctx.now);
             run.waiting = None;
-            changed = true;
-            changed |= record_scheduled(ctx, &job_uid, &needs_pools(&needs));
+            true
         } else {
             let waiting = Some(format!("waiting for {}", short.join("; ")));
-            if run.waiting != waiting {
-                run.waiting = waiting;
-                changed = true;
-            }
+            let moved = run.waiting != waiting;
+            run.waiting = waiting;
+            moved
+        };
+        let now_scheduled = short.is_empty();
+        if moved {
+            ctx.sim.runs_moved.insert(job_uid.clone());
+            changed = true;
+        }
+        if now_scheduled {
+            changed |= record_scheduled(ctx, job_uid, &needs_pools(&needs));
         }
     }
     Outcome { changed }

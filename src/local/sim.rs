@@ -166,10 +166,12 @@ fn step(ctx: &mut Ctx<'_>) -> bool {
         some.keys.retain(|k| keep(k));
         some
     };
-    let kueue = only(&super::kueue::reads);
-    ctx.sim.kueue_changes.merge(kueue.clone());
-    ctx.sim.scheduler_changes.merge(kueue);
+    ctx.sim.kueue_changes.merge(only(&super::kueue::watches));
+    ctx.sim.scheduler_changes.merge(only(&super::kueue::reads));
     ctx.sim.ray_changes.merge(only(&|k| k.group == "ray.io"));
+    ctx.sim
+        .provisioning_changes
+        .merge(only(&|k| k.kind == "ProvisioningRequest"));
     ctx.sim.batch_changes.merge(only(&|k| {
         matches!(
             (k.group.as_str(), k.kind.as_str()),
@@ -226,7 +228,7 @@ fn next_event(ctx: &Ctx<'_>, after: u64) -> Option<u64> {
             .values()
             .map(|since| since + settings.scale_down_ms),
     );
-    times.extend(super::kueue::requeue_times(ctx.store));
+    times.extend(super::kueue::requeue_times(ctx.store, ctx.sim));
     times.into_iter().filter(|t| *t > after).min()
 }
 
@@ -427,6 +429,95 @@ mod tests {
             .filter(|w| condition_true(w, "QuotaReserved") && !condition_true(w, "Finished"))
             .collect();
         assert_eq!(holding.len(), 1);
+    }
+
+    /// Submitting Workloads one at a time, each followed by the controllers (as `gkq apply`
+    /// submits queued jobs), costs each write what it wrote: the controllers' writes per
+    /// Workload do not grow with the Workloads already holding quota, the scheduler keeps what
+    /// it read of those holders instead of reading them again, and the queues' status still
+    /// counts every one of them.
+    #[test]
+    fn controller_work_per_queued_workload_does_not_grow_with_the_workloads() {
+        let (mut store, mut sim) = kueue_world();
+        store.create(
+            json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+                "metadata": {"name": "f"}, "spec": {}}),
+            "test",
+            2,
+        );
+        store.create(
+            json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+                "metadata": {"name": "big"}, "spec": {"namespaceSelector": {},
+                "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": "f",
+                    "resources": [{"name": "cpu", "nominalQuota": "1000"}]}]}]}}),
+            "test",
+            2,
+        );
+        store.create(
+            json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+                "metadata": {"name": "lq", "namespace": "default"},
+                "spec": {"clusterQueue": "big"}}),
+            "test",
+            2,
+        );
+        let settings = SimSettings::default();
+        reconcile(&mut store, &mut sim, &settings, &[], "c", 2);
+        let mut work = Vec::new();
+        for i in 0..300u64 {
+            let before = store.update_calls();
+            store.create(workload(&format!("w-{i:03}"), "1"), "test", 3 + i);
+            for _ in 0..2 {
+                reconcile(&mut store, &mut sim, &settings, &[], "c", 3 + i);
+            }
+            work.push(store.update_calls() - before);
+        }
+        let first: u64 = work[..50].iter().sum::<u64>() / 50;
+        let last: u64 = work[250..].iter().sum::<u64>() / 50;
+        assert!(
+            last <= first + 2,
+            "controller writes per Workload: {first} for the first 50, {last} for the last 50"
+        );
+        let memory = sim.scheduler.as_ref().expect("the scheduler ran");
+        assert_eq!(
+            memory.reserving.len(),
+            300,
+            "the holders the scheduler kept"
+        );
+        assert!(memory.tried <= 1, "the last run tried {}", memory.tried);
+        for (kind, name, namespace) in [
+            ("ClusterQueue", "big", None),
+            ("LocalQueue", "lq", Some("default")),
+        ] {
+            let key = Key::new("kueue.x-k8s.io/v1beta2", kind, namespace, name);
+            let queue = store.get(&key).expect("the queue exists");
+            assert_eq!(
+                queue.pointer("/status/reservingWorkloads"),
+                Some(&json!(300))
+            );
+            assert_eq!(
+                queue.pointer("/status/admittedWorkloads"),
+                Some(&json!(300))
+            );
+            assert_eq!(
+                queue.pointer("/status/flavorsReservation/0/resources/0/total"),
+                Some(&json!("300"))
+            );
+        }
+        // A restart reads everything again and decides the same.
+        let mut restarted = SimState {
+            reconciled_ms: sim.reconciled_ms,
+            ..SimState::default()
+        };
+        let mut reread: Store = serde_json::from_value(serde_json::to_value(&store).unwrap())
+            .expect("the store reads back");
+        assert!(!reconcile(
+            &mut reread,
+            &mut restarted,
+            &settings,
+            &[],
+            "c",
+            303
+        ));
     }
 
     /// Applying queues one at a time, each followed by the controllers (as every request to the

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use super::store::Key;
+use super::store::{Key, Store};
 use crate::placement::job_workload::JobWorkloads;
 use crate::placement::podsets::pod_set_templates;
 use crate::vocab::labels::{ELASTIC_JOB_ANNOTATION, QUEUE_NAME_LABEL};
@@ -65,6 +65,26 @@ pub fn for_job(job: &Value, priority: i32) -> Value {
             "podSets": pod_set_templates(job).unwrap_or_default(),
         },
     })
+}
+
+/// The Workloads that may be `job`'s by the one rule (`placement::job_workload`): those whose
+/// owners name the job, or the RayCluster its status names; found through the store's owner
+/// index rather than by reading every Workload.
+pub fn owned_workloads<'s>(store: &'s Store, job: &Value) -> Vec<&'s Value> {
+    let index = store.index();
+    let namespace = crate::vocab::object::namespace_of(job).unwrap_or_default();
+    let kind = job["kind"].as_str().unwrap_or_default();
+    let name = crate::vocab::object::name_of(job);
+    let by_job = index.dependents(namespace, kind, name);
+    let by_cluster = crate::placement::job_workload::ray_cluster_of(job)
+        .and_then(|cluster| index.dependents(namespace, "RayCluster", cluster));
+    by_job
+        .into_iter()
+        .chain(by_cluster)
+        .flatten()
+        .filter(|k| k.group == "kueue.x-k8s.io" && k.kind == "Workload")
+        .filter_map(|k| store.get(k))
+        .collect()
 }
 
 /// The Workload of the current run of each of `jobs` that has one, by job uid: the job's

@@ -6,22 +6,22 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::super::controller::Ctx;
+use super::super::controller::{Ctx, QueueBook, QueuedWorkload};
 use super::super::store::{Key, Store, set_condition};
 use super::{KUEUE, MANAGER, condition_true, deleting, finished, reserving, sum};
 use crate::placement::{Cluster, active};
 use crate::vocab::quantity::Quantity;
 
-/// What every queue's status reads besides the queue: the Workloads, and the flavors, checks and
-/// configs the queues name, read as placement reads them.
-pub(super) struct QueueInputs {
-    pub workloads: Vec<Value>,
+/// What every queue's status reads besides the queue: the Workloads (as the queue status
+/// last read them), and the flavors, checks and configs the queues name, read as placement
+/// reads them.
+pub(super) struct QueueInputs<'b> {
+    pub book: &'b QueueBook,
     pub kueue: Cluster,
 }
 
-impl QueueInputs {
-    pub fn read(store: &Store) -> QueueInputs {
-        let workloads: Vec<Value> = store.of_kind(KUEUE, "Workload").map(status_part).collect();
+impl QueueInputs<'_> {
+    pub fn read<'a>(store: &Store, book: &'a QueueBook) -> QueueInputs<'a> {
         let mut kueue = Cluster::default();
         for kind in [
             "ResourceFlavor",
@@ -32,18 +32,49 @@ impl QueueInputs {
                 let _ = kueue.add_object(o);
             }
         }
-        QueueInputs { workloads, kueue }
+        QueueInputs { book, kueue }
+    }
+
+    /// The Workloads of one queue, in key order.
+    pub fn workloads<'a>(
+        &'a self,
+        queue: Option<&'a BTreeMap<Key, QueuedWorkload>>,
+    ) -> impl Iterator<Item = &'a QueuedWorkload> + 'a {
+        queue.into_iter().flat_map(BTreeMap::values)
     }
 }
 
-/// What of a Workload its queues' status reads (its queue, whether it is active, its status):
+/// What a queue's status reads of Workload `w` (its queue, whether it is active, its status):
 /// not its podsets, which are most of it.
-fn status_part(w: &Value) -> Value {
-    json!({
-        "metadata": {"namespace": w["metadata"]["namespace"], "name": w["metadata"]["name"]},
-        "spec": {"queueName": w["spec"]["queueName"], "active": w["spec"]["active"]},
-        "status": w["status"],
-    })
+pub(super) fn queued(w: &Value) -> QueuedWorkload {
+    let (ns, lq) = queue_of(w);
+    let mut usage = Vec::new();
+    for a in w
+        .pointer("/status/admission/podSetAssignments")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        for (resource, quantity) in a["resourceUsage"].as_object().into_iter().flatten() {
+            if let (Some(flavor), Ok(q)) = (
+                a["flavors"][resource].as_str(),
+                Quantity::from_json(quantity),
+            ) {
+                usage.push((flavor.to_string(), resource.clone(), q));
+            }
+        }
+    }
+    QueuedWorkload {
+        local_queue: (ns.to_string(), lq.to_string()),
+        cluster_queue: w
+            .pointer("/status/admission/clusterQueue")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        reserving: reserving(w),
+        admitted: condition_true(w, "Admitted"),
+        waiting: waiting(w),
+        usage,
+    }
 }
 
 /// A Workload waiting for quota (and allowed to get it).
@@ -55,49 +86,36 @@ pub(super) fn waiting(w: &Value) -> bool {
 pub(super) fn cluster_queues(ctx: &mut Ctx<'_>, keys: Vec<Key>, inputs: &QueueInputs) -> bool {
     let mut changed = false;
     let now = ctx.now;
-    let workloads = &inputs.workloads;
     // The ClusterQueue of each LocalQueue that holds a Workload.
-    let mut cq_of_lq: BTreeMap<(String, String), Option<String>> = BTreeMap::new();
-    for w in workloads {
-        let (ns, lq) = queue_of(w);
-        cq_of_lq
-            .entry((ns.to_string(), lq.to_string()))
-            .or_insert_with(|| {
-                ctx.store
-                    .get(&Key::new(
-                        "kueue.x-k8s.io/v1beta2",
-                        "LocalQueue",
-                        Some(ns),
-                        lq,
-                    ))
-                    .and_then(|q| q.pointer("/spec/clusterQueue").and_then(Value::as_str))
-                    .map(str::to_string)
-            });
+    let mut cq_of_lq: BTreeMap<&(String, String), Option<String>> = BTreeMap::new();
+    for queue in inputs.book.by_local_queue.keys() {
+        let (ns, lq) = queue;
+        let cq = ctx
+            .store
+            .get(&Key::new(
+                "kueue.x-k8s.io/v1beta2",
+                "LocalQueue",
+                Some(ns),
+                lq,
+            ))
+            .and_then(|q| q.pointer("/spec/clusterQueue").and_then(Value::as_str))
+            .map(str::to_string);
+        cq_of_lq.insert(queue, cq);
     }
     for key in keys {
         let Some(cq) = ctx.store.get(&key).cloned() else {
             continue;
         };
         let (active, reason, message) = cq_state(&cq, &inputs.kueue);
-        let in_cq: Vec<&Value> = workloads
-            .iter()
-            .filter(|w| reserving(w))
-            .filter(|w| {
-                w.pointer("/status/admission/clusterQueue")
-                    .and_then(Value::as_str)
-                    == Some(key.name.as_str())
-            })
+        let in_cq: Vec<&QueuedWorkload> = inputs
+            .workloads(inputs.book.by_cluster_queue.get(&key.name))
+            .filter(|w| w.reserving)
             .collect();
-        let pending = workloads
+        let pending = cq_of_lq
             .iter()
-            .filter(|w| waiting(w))
-            .filter(|w| {
-                let (ns, lq) = queue_of(w);
-                cq_of_lq
-                    .get(&(ns.to_string(), lq.to_string()))
-                    .and_then(Option::as_deref)
-                    == Some(key.name.as_str())
-            })
+            .filter(|(_, cq)| cq.as_deref() == Some(key.name.as_str()))
+            .flat_map(|(queue, _)| inputs.workloads(inputs.book.by_local_queue.get(*queue)))
+            .filter(|w| w.waiting)
             .count();
         let status = QueueStatus::new((active, reason, message), &in_cq, pending, Some(&cq), true);
         changed |= ctx
@@ -107,25 +125,15 @@ pub(super) fn cluster_queues(ctx: &mut Ctx<'_>, keys: Vec<Key>, inputs: &QueueIn
     changed
 }
 
-fn sum_usage(workloads: &[&Value], flavor: &str, resource: &str) -> Quantity {
-    let mut all = Vec::new();
-    for w in workloads {
-        for a in w
-            .pointer("/status/admission/podSetAssignments")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            if a["flavors"][resource] == flavor
-                && let Some(q) = a["resourceUsage"]
-                    .get(resource)
-                    .and_then(|v| Quantity::from_json(v).ok())
-            {
-                all.push(q);
-            }
-        }
+/// What `workloads` use, by flavor and resource, summed in their order (one pass over them).
+fn usage_by_flavor<'w>(workloads: &[&'w QueuedWorkload]) -> BTreeMap<(&'w str, &'w str), Quantity> {
+    let mut used: BTreeMap<(&str, &str), Vec<Quantity>> = BTreeMap::new();
+    for (flavor, resource, q) in workloads.iter().flat_map(|w| &w.usage) {
+        used.entry((flavor.as_str(), resource.as_str()))
+            .or_default()
+            .push(*q);
     }
-    sum(&all)
+    used.into_iter().map(|(k, all)| (k, sum(&all))).collect()
 }
 
 /// The status Kueue writes on a ClusterQueue or a LocalQueue: the same fields on both.
@@ -145,16 +153,13 @@ impl QueueStatus {
     /// over the flavors of `cq` (none without a ClusterQueue).
     pub fn new(
         (active, reason, message): (bool, &'static str, String),
-        reserving: &[&Value],
+        reserving: &[&QueuedWorkload],
         pending: usize,
         cq: Option<&Value>,
         borrowed: bool,
     ) -> QueueStatus {
-        let admitted: Vec<&Value> = reserving
-            .iter()
-            .copied()
-            .filter(|w| condition_true(w, "Admitted"))
-            .collect();
+        let admitted: Vec<&QueuedWorkload> =
+            reserving.iter().copied().filter(|w| w.admitted).collect();
         let (reservation, usage) = match cq {
             Some(cq) => (
                 flavor_table(cq, reserving, borrowed),
@@ -185,7 +190,8 @@ impl QueueStatus {
     }
 }
 
-pub(super) fn flavor_table(cq: &Value, workloads: &[&Value], borrowed: bool) -> Value {
+pub(super) fn flavor_table(cq: &Value, workloads: &[&QueuedWorkload], borrowed: bool) -> Value {
+    let used = usage_by_flavor(workloads);
     let mut rows = Vec::new();
     for group in cq
         .pointer("/spec/resourceGroups")
@@ -201,7 +207,11 @@ pub(super) fn flavor_table(cq: &Value, workloads: &[&Value], borrowed: bool) -> 
                 .flatten()
                 .map(|r| {
                     let rname = r["name"].as_str().unwrap_or_default();
-                    let total = sum_usage(workloads, fname, rname).to_canonical_string();
+                    let total = used
+                        .get(&(fname, rname))
+                        .copied()
+                        .unwrap_or(Quantity::ZERO)
+                        .to_canonical_string();
                     if borrowed {
                         json!({"name": rname, "total": total, "borrowed": "0"})
                     } else {

@@ -12,7 +12,7 @@ use super::super::controller::Ctx;
 use super::super::store::{Changes, Key, Store, child_map, set_condition};
 use super::podset::{flavor, inject_flavor, merge_into};
 use super::workload::{check_states, drop_finalizer};
-use super::{KUEUE, MANAGER, PROVREQ_PREFIX, condition_true, deleting, finished, workload_keys};
+use super::{KUEUE, MANAGER, PROVREQ_PREFIX, Visit, condition_true, deleting, finished};
 use crate::vocab::labels::QUEUE_NAME_LABEL;
 use crate::vocab::object::uid_of;
 
@@ -112,18 +112,18 @@ pub(super) fn jobs_to_workloads(ctx: &mut Ctx<'_>, changes: &Changes) -> bool {
     if keys.is_empty() {
         return false;
     }
-    let jobs: Vec<Value> = {
-        let candidates: Vec<&Value> = keys.iter().filter_map(|k| ctx.store.get(k)).collect();
-        let owned = super::super::workload::current_runs(
-            ctx.store.of_kind(KUEUE, "Workload"),
-            candidates.iter().copied(),
-        );
-        candidates
-            .into_iter()
-            .filter(|job| !owned.contains_key(uid_of(job)))
-            .cloned()
-            .collect()
-    };
+    let jobs: Vec<Value> = keys
+        .iter()
+        .filter_map(|k| ctx.store.get(k))
+        .filter(|job| {
+            let owned = super::super::workload::current_runs(
+                super::super::workload::owned_workloads(ctx.store, job),
+                [*job],
+            );
+            !owned.contains_key(uid_of(job))
+        })
+        .cloned()
+        .collect();
     for job in jobs {
         let mut workload = super::super::workload::for_job(&job, priority_of(ctx.store, &job));
         if let Some(class) = workload_priority_class(&job) {
@@ -162,11 +162,12 @@ fn owner_job<'a>(store: &'a Store, w: &Value) -> Option<&'a Value> {
     (job.pointer("/metadata/uid") == owner.get("uid")).then_some(job)
 }
 
-pub(super) fn finish_workloads(ctx: &mut Ctx<'_>) -> bool {
+pub(super) fn finish_workloads(ctx: &mut Ctx<'_>, visit: &Visit) -> bool {
     let mut changed = false;
     let now = ctx.now;
-    for key in workload_keys(ctx.store) {
-        let Some(w) = ctx.store.get(&key) else {
+    let keys = visit.keys(ctx.store);
+    for key in &keys {
+        let Some(w) = ctx.store.get(key) else {
             continue;
         };
         if finished(w) {
@@ -178,29 +179,40 @@ pub(super) fn finish_workloads(ctx: &mut Ctx<'_>) -> bool {
         let Some(outcome) = job_outcome(job) else {
             continue;
         };
-        changed |= ctx.store.update(&key, MANAGER, true, now, |o| {
+        changed |= ctx.store.update(key, MANAGER, true, now, |o| {
             set_condition(o, "Finished", "True", outcome.0, outcome.1, now);
         });
-        changed |= ctx.store.update(&key, MANAGER, false, now, drop_finalizer);
+        changed |= ctx.store.update(key, MANAGER, false, now, drop_finalizer);
     }
-    // ProvisioningRequests of finished or evicted Workloads are deleted.
-    let done: BTreeSet<String> = ctx
-        .store
-        .of_kind(KUEUE, "Workload")
-        .filter(|w| finished(w) || !condition_true(w, "QuotaReserved"))
-        .map(|w| uid_of(w).to_string())
-        .collect();
-    let stale: Vec<Key> = ctx
-        .store
-        .of_kind("autoscaling.x-k8s.io", "ProvisioningRequest")
-        .filter(|pr| !deleting(pr))
-        .filter(|pr| {
-            pr.pointer("/metadata/ownerReferences/0/uid")
-                .and_then(Value::as_str)
-                .is_some_and(|u| done.contains(u))
-        })
-        .map(Key::of)
-        .collect();
+    // ProvisioningRequests of finished or evicted Workloads are deleted: those of the Workloads
+    // looked at (a request names its Workload as its first owner).
+    let index = ctx.store.index();
+    let mut stale: BTreeSet<Key> = BTreeSet::new();
+    for key in &keys {
+        let Some(w) = ctx
+            .store
+            .get(key)
+            .filter(|w| finished(w) || !condition_true(w, "QuotaReserved"))
+        else {
+            continue;
+        };
+        let uid = uid_of(w);
+        let requests = index
+            .dependents(&key.namespace, "Workload", &key.name)
+            .into_iter()
+            .flatten()
+            .filter(|k| k.group == "autoscaling.x-k8s.io" && k.kind == "ProvisioningRequest");
+        stale.extend(
+            requests
+                .filter(|k| {
+                    ctx.store.get(k).is_some_and(|pr| {
+                        !deleting(pr)
+                            && pr.pointer("/metadata/ownerReferences/0/uid") == Some(&json!(uid))
+                    })
+                })
+                .cloned(),
+        );
+    }
     for key in stale {
         changed |= ctx.store.delete(&key, false, now);
     }
@@ -239,13 +251,14 @@ fn template_pointer(job: &Value, podset: &str) -> Option<String> {
 }
 
 /// Admitted jobs run (suspend off, flavors injected); jobs that lost their admission stop.
-pub(super) fn suspend_or_resume_jobs(ctx: &mut Ctx<'_>) -> bool {
+pub(super) fn suspend_or_resume_jobs(ctx: &mut Ctx<'_>, visit: &Visit) -> bool {
     let mut changed = false;
     let now = ctx.now;
     // Only the Workloads whose job is to be resumed or suspended are copied.
-    let acting: Vec<(Value, Value)> = ctx
-        .store
-        .of_kind(KUEUE, "Workload")
+    let keys = visit.keys(ctx.store);
+    let acting: Vec<(Value, Value)> = keys
+        .iter()
+        .filter_map(|k| ctx.store.get(k))
         .filter_map(|w| {
             let job = owner_job(ctx.store, w)?;
             let suspended = job.pointer("/spec/suspend") == Some(&json!(true));

@@ -3,17 +3,16 @@
 
 use serde_json::Value;
 
-use super::super::controller::Ctx;
+use super::super::controller::{Ctx, QueuedWorkload};
 use super::super::store::Key;
-use super::clusterqueue::{QueueInputs, QueueStatus, cq_state, waiting};
-use super::{MANAGER, reserving};
+use super::MANAGER;
+use super::clusterqueue::{QueueInputs, QueueStatus, cq_state};
 
 /// The status of these LocalQueues: active when their ClusterQueue is, workload counts and
 /// flavor usage.
 pub(super) fn local_queues(ctx: &mut Ctx<'_>, keys: Vec<Key>, inputs: &QueueInputs) -> bool {
     let mut changed = false;
     let now = ctx.now;
-    let workloads = &inputs.workloads;
     for key in keys {
         let Some(lq) = ctx.store.get(&key) else {
             continue;
@@ -49,15 +48,16 @@ pub(super) fn local_queues(ctx: &mut Ctx<'_>, keys: Vec<Key>, inputs: &QueueInpu
                 "Can't submit new workloads to clusterQueue".to_string(),
             ),
         };
-        let mine: Vec<&Value> = workloads
-            .iter()
-            .filter(|w| w["metadata"]["namespace"] == key.namespace.as_str())
-            .filter(|w| {
-                w.pointer("/spec/queueName").and_then(Value::as_str) == Some(key.name.as_str())
-            })
+        let mine: Vec<&QueuedWorkload> = inputs
+            .workloads(
+                inputs
+                    .book
+                    .by_local_queue
+                    .get(&(key.namespace.clone(), key.name.clone())),
+            )
             .collect();
-        let in_lq: Vec<&Value> = mine.iter().copied().filter(|w| reserving(w)).collect();
-        let pending = mine.iter().filter(|w| waiting(w)).count();
+        let in_lq: Vec<&QueuedWorkload> = mine.iter().copied().filter(|w| w.reserving).collect();
+        let pending = mine.iter().filter(|w| w.waiting).count();
         let status = QueueStatus::new(
             (active, reason, message),
             &in_lq,

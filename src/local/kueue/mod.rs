@@ -41,7 +41,7 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use super::controller::{Ctx, Outcome};
+use super::controller::{Ctx, Outcome, QueueBook};
 use super::store::{Changes, Key, Store};
 use crate::vocab::object::condition_true;
 use crate::vocab::quantity::Quantity;
@@ -87,16 +87,44 @@ fn cq_checks(cq: &Value) -> Vec<String> {
     checks
 }
 
-/// Times at which evicted Workloads may be admitted again.
-pub fn requeue_times(store: &Store) -> Vec<u64> {
-    store
+fn requeue_at(w: &Value) -> Option<u64> {
+    w.pointer("/status/requeueState/requeueAt")
+        .and_then(Value::as_str)
+        .and_then(parse_time)
+}
+
+/// Times at which evicted Workloads may be admitted again: from what Kueue's last pass noted
+/// ([`note_requeue_times`]) when no Workload changed since, else read from every Workload.
+pub fn requeue_times(store: &Store, sim: &super::controller::SimState) -> Vec<u64> {
+    let unchanged = !sim.kueue_changes.touches(KUEUE, "Workload")
+        && !store.pending_changes().touches(KUEUE, "Workload");
+    match &sim.kueue_requeue {
+        Some(noted) if unchanged => noted.values().copied().collect(),
+        _ => store
+            .of_kind(KUEUE, "Workload")
+            .filter_map(requeue_at)
+            .collect(),
+    }
+}
+
+/// Notes when each Workload this pass looks at may be requeued (all of them after a restart),
+/// so that neither the requeue controller nor the clock's next event reads every Workload.
+fn note_requeue_times(ctx: &mut Ctx<'_>, visit: &Visit) {
+    let store = &*ctx.store;
+    if let (Visit::These(keys), Some(noted)) = (visit, ctx.sim.kueue_requeue.as_mut()) {
+        for key in keys {
+            match store.get(key).and_then(requeue_at) {
+                Some(t) => noted.insert(key.clone(), t),
+                None => noted.remove(key),
+            };
+        }
+        return;
+    }
+    let noted = store
         .of_kind(KUEUE, "Workload")
-        .filter_map(|w| {
-            w.pointer("/status/requeueState/requeueAt")
-                .and_then(Value::as_str)
-        })
-        .filter_map(parse_time)
-        .collect()
+        .filter_map(|w| Some((Key::of(w), requeue_at(w)?)))
+        .collect();
+    ctx.sim.kueue_requeue = Some(noted);
 }
 
 pub fn parse_time(text: &str) -> Option<u64> {
@@ -119,6 +147,86 @@ fn workload_keys(store: &Store) -> Vec<Key> {
     store.keys_of_kind(KUEUE, "Workload")
 }
 
+/// Whether Kueue's per-Workload controllers look at objects at `key`: what Kueue reads
+/// ([`reads`]), the ProvisioningRequests its check creates and the RayClusters a RayJob's
+/// Workload may be owned through.
+pub fn watches(key: &Key) -> bool {
+    reads(key)
+        || (key.group == "autoscaling.x-k8s.io" && key.kind == "ProvisioningRequest")
+        || (key.group == "ray.io" && key.kind == "RayCluster")
+}
+
+/// The Workloads Kueue's per-Workload controllers look at in a pass: each reads a Workload,
+/// its job and its ProvisioningRequests, and besides those only queues, flavors, checks and
+/// their configs. So a pass looks at the Workloads written since the last one, those of the
+/// jobs and requests written, and those a controller before it wrote in this pass; all of them
+/// after a restart or when anything else Kueue reads changed.
+pub(super) enum Visit {
+    All,
+    These(BTreeSet<Key>),
+}
+
+impl Visit {
+    fn of(store: &Store, changes: &Changes) -> Visit {
+        let related = changes.keys.iter().all(|k| {
+            (k.group == KUEUE && k.kind == "Workload")
+                || jobs::JOB_KINDS
+                    .iter()
+                    .any(|(group, kind)| k.group == *group && k.kind == *kind)
+                || !reads(k)
+        });
+        if changes.all || !related {
+            return Visit::All;
+        }
+        Visit::These(related_workloads(store, &changes.keys))
+    }
+
+    /// The Workloads to look at now: those of the pass and those written since it began.
+    fn keys(&self, store: &Store) -> Vec<Key> {
+        match self {
+            Visit::All => workload_keys(store),
+            Visit::These(keys) => {
+                let written = store.pending_changes();
+                if written.all {
+                    return workload_keys(store);
+                }
+                let mut keys = keys.clone();
+                keys.extend(related_workloads(store, &written.keys));
+                keys.into_iter().collect()
+            }
+        }
+    }
+}
+
+/// The Workloads `keys` name or belong to: Workloads themselves, the Workloads of jobs and
+/// RayClusters (by owner, as [`super::workload::current_runs`] finds them), the owners of
+/// ProvisioningRequests.
+fn related_workloads(store: &Store, keys: &BTreeSet<Key>) -> BTreeSet<Key> {
+    let is_workload = |k: &Key| k.group == KUEUE && k.kind == "Workload";
+    let index = store.index();
+    let mut out = BTreeSet::new();
+    for key in keys {
+        if is_workload(key) {
+            out.insert(key.clone());
+        } else if key.kind == "ProvisioningRequest" {
+            let owners = store
+                .get(key)
+                .into_iter()
+                .flat_map(crate::vocab::object::owners);
+            for owner in owners {
+                if let Some(found) = owner["uid"].as_str().and_then(|u| index.by_uid(u))
+                    && is_workload(found)
+                {
+                    out.insert(found.clone());
+                }
+            }
+        } else if let Some(dependents) = index.dependents(&key.namespace, &key.kind, &key.name) {
+            out.extend(dependents.iter().filter(|k| is_workload(k)).cloned());
+        }
+    }
+    out
+}
+
 fn finished(w: &Value) -> bool {
     condition_true(w, "Finished")
 }
@@ -132,19 +240,21 @@ pub fn reconcile(ctx: &mut Ctx<'_>) -> Outcome {
     let mut changed = false;
     // The Kueue objects written since the last pass; the writes of this pass are the next's.
     let changes = std::mem::replace(&mut ctx.sim.kueue_changes, Changes::none());
+    let visit = Visit::of(ctx.store, &changes);
+    note_requeue_times(ctx, &visit);
     changed |= finalizers::resource_in_use(ctx, &changes);
     changed |= provisioning::admission_check_status(ctx);
-    changed |= workload::release_deleted(ctx);
+    changed |= workload::release_deleted(ctx, &visit);
     changed |= workloadpriorityclass::workload_priorities(ctx, &changes);
     changed |= workload::release_on_queue_stops(ctx, &changes);
     changed |= jobs::jobs_to_workloads(ctx, &changes);
-    changed |= jobs::finish_workloads(ctx);
-    changed |= workload::requeue(ctx);
+    changed |= jobs::finish_workloads(ctx, &visit);
+    changed |= workload::requeue(ctx, &visit);
     changed |= scheduler::schedule(ctx);
-    changed |= workload::requeue_restarted(ctx, &changes);
-    changed |= provisioning::provisioning_checks(ctx);
-    changed |= workload::admit_when_ready(ctx);
-    changed |= jobs::suspend_or_resume_jobs(ctx);
+    changed |= workload::requeue_restarted(ctx, &changes, &visit);
+    changed |= provisioning::provisioning_checks(ctx, &visit);
+    changed |= workload::admit_when_ready(ctx, &visit);
+    changed |= jobs::suspend_or_resume_jobs(ctx, &visit);
     changed |= queue_status(ctx, &changes);
     Outcome { changed }
 }
@@ -160,28 +270,47 @@ fn sum(quantities: &[Quantity]) -> Quantity {
 /// Queue status, as Kueue keeps it. Only the queues whose inputs changed since the last pass
 /// are recomputed: a LocalQueue's status depends on itself, its ClusterQueue and the Workloads
 /// in it; a ClusterQueue's on itself, flavors, checks and Workloads. So applying thousands of
-/// queues costs each write its own queue, not all of them.
+/// queues costs each write its own queue, not all of them; and a written Workload costs its
+/// queues, which read what they need of each Workload from [`QueueBook`], not the Workloads.
 fn queue_status(ctx: &mut Ctx<'_>, changes: &Changes) -> bool {
     // What every queue's status reads: a change to any of it means every queue again.
     let everything = changes.all
         || [
             "ResourceFlavor",
             "AdmissionCheck",
-            "Workload",
             "ProvisioningRequestConfig",
         ]
         .iter()
         .any(|kind| changes.touches(KUEUE, kind));
+    let book_queues = note_queued_workloads(ctx, changes);
+    let everything = everything || book_queues.is_none();
+    let (written_lqs, written_cqs) = book_queues.unwrap_or_default();
     let cq_keys: Vec<Key> = if everything {
         ctx.store.keys_of_kind(KUEUE, "ClusterQueue")
     } else {
-        changes.of_kind(KUEUE, "ClusterQueue").cloned().collect()
+        let mut keys: BTreeSet<Key> = changes.of_kind(KUEUE, "ClusterQueue").cloned().collect();
+        keys.extend(
+            written_cqs
+                .iter()
+                .map(|cq| Key::new("kueue.x-k8s.io/v1beta2", "ClusterQueue", None, cq))
+                .filter(|k| ctx.store.get(k).is_some()),
+        );
+        keys.into_iter().collect()
     };
     let lq_keys: Vec<Key> = if everything {
         ctx.store.keys_of_kind(KUEUE, "LocalQueue")
     } else {
-        let cqs: BTreeSet<&str> = cq_keys.iter().map(|k| k.name.as_str()).collect();
+        let cqs: BTreeSet<&str> = changes
+            .of_kind(KUEUE, "ClusterQueue")
+            .map(|k| k.name.as_str())
+            .collect();
         let mut keys: BTreeSet<Key> = changes.of_kind(KUEUE, "LocalQueue").cloned().collect();
+        keys.extend(
+            written_lqs
+                .iter()
+                .map(|(ns, lq)| Key::new("kueue.x-k8s.io/v1beta2", "LocalQueue", Some(ns), lq))
+                .filter(|k| ctx.store.get(k).is_some()),
+        );
         if !cqs.is_empty() {
             keys.extend(
                 ctx.store
@@ -199,8 +328,60 @@ fn queue_status(ctx: &mut Ctx<'_>, changes: &Changes) -> bool {
     if cq_keys.is_empty() && lq_keys.is_empty() {
         return false;
     }
-    let inputs = QueueInputs::read(ctx.store);
+    let book = ctx.sim.kueue_queues.take().unwrap_or_default();
+    let inputs = QueueInputs::read(ctx.store, &book);
     let mut changed = clusterqueue::cluster_queues(ctx, cq_keys, &inputs);
     changed |= localqueue::local_queues(ctx, lq_keys, &inputs);
+    drop(inputs);
+    ctx.sim.kueue_queues = Some(book);
     changed
+}
+
+/// The LocalQueues (`namespace`, `name`) and ClusterQueues a queue's status reads Workloads of.
+type WrittenQueues = (BTreeSet<(String, String)>, BTreeSet<String>);
+
+/// Brings the [`QueueBook`] up to the Workloads written since the last pass and in this one;
+/// returns the queues those Workloads were or are in (each LocalQueue's ClusterQueue too).
+/// `None` when the book was read whole (after a restart): then every queue is recomputed.
+fn note_queued_workloads(ctx: &mut Ctx<'_>, changes: &Changes) -> Option<WrittenQueues> {
+    let store = &*ctx.store;
+    let written = store.pending_changes();
+    if changes.all || written.all || ctx.sim.kueue_queues.is_none() {
+        let mut book = QueueBook::default();
+        for w in store.of_kind(KUEUE, "Workload") {
+            book.set(&Key::of(w), Some(clusterqueue::queued(w)));
+        }
+        ctx.sim.kueue_queues = Some(book);
+        return None;
+    }
+    let book = ctx.sim.kueue_queues.as_mut()?;
+    let mut lqs: BTreeSet<(String, String)> = BTreeSet::new();
+    let mut cqs: BTreeSet<String> = BTreeSet::new();
+    let keys: BTreeSet<&Key> = changes
+        .of_kind(KUEUE, "Workload")
+        .chain(written.of_kind(KUEUE, "Workload"))
+        .collect();
+    for key in keys {
+        let now = store.get(key).map(clusterqueue::queued);
+        if book.workloads.get(key) == now.as_ref() {
+            continue;
+        }
+        let before = book.set(key, now.clone());
+        for w in before.iter().chain(&now) {
+            lqs.insert(w.local_queue.clone());
+            cqs.extend(w.cluster_queue.clone());
+        }
+    }
+    for (ns, lq) in &lqs {
+        let cq = store
+            .get(&Key::new(
+                "kueue.x-k8s.io/v1beta2",
+                "LocalQueue",
+                Some(ns),
+                lq,
+            ))
+            .and_then(|q| q.pointer("/spec/clusterQueue").and_then(Value::as_str));
+        cqs.extend(cq.map(str::to_string));
+    }
+    Some((lqs, cqs))
 }

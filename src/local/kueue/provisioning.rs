@@ -16,7 +16,7 @@ use super::podset::template_with_flavors;
 use super::workload::{check_states, evict, set_check};
 use super::{
     CLASS_ANNOTATION, CONSUME_ANNOTATION, KUEUE, MANAGER, PROVISIONING_CONTROLLER, PROVREQ_PREFIX,
-    condition_true, deleting, reserving, workload_keys,
+    Visit, condition_true, deleting, reserving,
 };
 use crate::placement::podsets::{PodSetMergePolicy, request_pod_sets};
 use crate::placement::{Cluster, PendingWorkload, active};
@@ -63,9 +63,9 @@ pub(super) fn admission_check_status(ctx: &mut Ctx<'_>) -> bool {
 }
 
 /// The ProvisioningRequest admission check controller.
-pub(super) fn provisioning_checks(ctx: &mut Ctx<'_>) -> bool {
+pub(super) fn provisioning_checks(ctx: &mut Ctx<'_>, visit: &Visit) -> bool {
     let mut changed = false;
-    for key in workload_keys(ctx.store) {
+    for key in visit.keys(ctx.store) {
         // Only Workloads holding quota with a pending check are this controller's.
         let Some(w) = ctx
             .store

@@ -16,6 +16,7 @@ use super::super::store::{Changes, Key, remove_condition, set_condition, timesta
 use super::workload::evict;
 use super::{KUEUE, MANAGER, deleting, finished, parse_time, reserving, sum};
 use crate::placement::objects::KUEUE_KINDS;
+use crate::placement::objects::ReservingWorkload;
 use crate::placement::{Cluster, PendingWorkload, Placement, PlacementState, predict};
 use crate::vocab::object::{condition, name_of, namespace_of, owners};
 
@@ -25,19 +26,18 @@ pub(super) fn schedule(ctx: &mut Ctx<'_>) -> bool {
     let Some(tried) = what_to_try(ctx) else {
         return false;
     };
-    let (cluster, holding) = scheduling_input(ctx, &tried);
-    let pending_any = !cluster.pending_workloads.is_empty();
-    let mut memory = SchedulerMemory {
-        holding,
-        at_ms: now,
-        tried: cluster.pending_workloads.len(),
-    };
-    if !pending_any {
+    let mut memory = ctx.sim.scheduler.take().unwrap_or_default();
+    let pending_keys = remember(ctx, &mut memory, &tried);
+    memory.at_ms = now;
+    let Some(mut cluster) = scheduling_input(ctx, &mut memory, &pending_keys) else {
+        memory.tried = 0;
         ctx.sim.scheduler = Some(memory);
         return false;
-    }
+    };
+    memory.tried = cluster.pending_workloads.len();
     let pending: Vec<PendingWorkload> = cluster.pending_workloads.clone();
-    let prediction = predict(&cluster, &[]);
+    let prediction = predict_without_needless_victims(&mut cluster);
+    memory.reserving = std::mem::take(&mut cluster.reserving_workloads);
     let mut changed = evict_victims(ctx, &prediction.preempted);
     for (workload, placement) in pending.iter().zip(&prediction.queued) {
         let key = Key::new(
@@ -73,6 +73,37 @@ pub(super) fn schedule(ctx: &mut Ctx<'_>) -> bool {
     }
     ctx.sim.scheduler = Some(memory);
     changed
+}
+
+/// [`predict`] over `cluster`, the Workloads holding quota read as possible victims only when
+/// one can be: when no ClusterQueue may preempt (placement's `can_preempt`, what its simulation
+/// asks before looking for victims), a holder that keeps its quota (placement's
+/// `active::released`) counts only for the quota it uses, which the prediction reads from its
+/// usage. So a run costs the pending Workloads' prediction, not every holder's.
+fn predict_without_needless_victims(cluster: &mut Cluster) -> crate::placement::Prediction {
+    let victims_possible = cluster
+        .cluster_queues
+        .iter()
+        .any(|cq| cq.preemption.can_preempt());
+    if victims_possible {
+        return predict(cluster, &[]);
+    }
+    let keeps: Vec<bool> = cluster
+        .reserving_workloads
+        .iter()
+        .map(|w| crate::placement::active::released(cluster, w).is_none())
+        .collect();
+    let mut set_aside: Vec<Option<PendingWorkload>> = Vec::with_capacity(keeps.len());
+    for (w, keeps) in cluster.reserving_workloads.iter_mut().zip(&keeps) {
+        set_aside.push(if *keeps { w.workload.take() } else { None });
+    }
+    let prediction = predict(cluster, &[]);
+    for (w, read) in cluster.reserving_workloads.iter_mut().zip(set_aside) {
+        if read.is_some() {
+            w.workload = read;
+        }
+    }
+    prediction
 }
 
 /// Which pending Workloads a scheduler run tries.
@@ -164,51 +195,140 @@ fn strict_fifo_queues(store: &super::super::store::Store) -> BTreeSet<(String, S
         .collect()
 }
 
+/// Brings the scheduler's memory up to the store: the Workloads holding quota (read again
+/// when written), and those every run tries. Returns the pending Workloads this run may try:
+/// every Workload, or those written since the last run and those tried anyway.
+fn remember(ctx: &Ctx<'_>, memory: &mut SchedulerMemory, tried: &ToTry) -> BTreeSet<Key> {
+    let store = &*ctx.store;
+    let strict_fifo = strict_fifo_queues(store);
+    let holds = |w: &Value| !deleting(w) && !finished(w) && reserving(w);
+    let retried =
+        |w: &Value| !deleting(w) && !finished(w) && !reserving(w) && tried_anyway(w, &strict_fifo);
+    let version = |w: &Value| {
+        w.pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    match tried {
+        ToTry::Every => {
+            // Read again only what was written since.
+            let mut known: std::collections::HashMap<Key, (String, ReservingWorkload)> = memory
+                .reserving_read
+                .drain(..)
+                .zip(memory.reserving.drain(..))
+                .map(|((key, version), read)| (key, (version, read)))
+                .collect();
+            memory.holding.clear();
+            memory.retried.clear();
+            let mut all = BTreeSet::new();
+            for w in store.of_kind(KUEUE, "Workload") {
+                let key = Key::of(w);
+                if holds(w) {
+                    memory.holding.insert(key.clone());
+                    let read = match known.remove(&key) {
+                        Some((v, read)) if v == version(w) => Some(read),
+                        _ => read_reserving(w),
+                    };
+                    if let Some(read) = read {
+                        memory.reserving_read.push((key.clone(), version(w)));
+                        memory.reserving.push(read);
+                    }
+                } else if retried(w) {
+                    memory.retried.insert(key.clone());
+                }
+                all.insert(key);
+            }
+            all
+        }
+        ToTry::These(written) => {
+            for key in written {
+                let w = store.get(key);
+                let at = memory.reserving_read.binary_search_by(|(k, _)| k.cmp(key));
+                match (w.filter(|w| holds(w)), at) {
+                    (Some(w), Ok(i)) if memory.reserving_read[i].1 == version(w) => {}
+                    (Some(w), at) => {
+                        let read = read_reserving(w);
+                        match (read, at) {
+                            (Some(read), Ok(i)) => {
+                                memory.reserving_read[i].1 = version(w);
+                                memory.reserving[i] = read;
+                            }
+                            (Some(read), Err(i)) => {
+                                memory.reserving_read.insert(i, (key.clone(), version(w)));
+                                memory.reserving.insert(i, read);
+                            }
+                            (None, Ok(i)) => {
+                                memory.reserving_read.remove(i);
+                                memory.reserving.remove(i);
+                            }
+                            (None, Err(_)) => {}
+                        }
+                    }
+                    (None, Ok(i)) => {
+                        memory.reserving_read.remove(i);
+                        memory.reserving.remove(i);
+                    }
+                    (None, Err(_)) => {}
+                }
+                if w.is_some_and(&holds) {
+                    memory.holding.insert(key.clone());
+                } else {
+                    memory.holding.remove(key);
+                }
+                if w.is_some_and(&retried) {
+                    memory.retried.insert(key.clone());
+                } else {
+                    memory.retried.remove(key);
+                }
+            }
+            written.union(&memory.retried).cloned().collect()
+        }
+    }
+}
+
+/// A Workload holding quota as placement reads it (`None` when placement does not count it:
+/// inactive).
+fn read_reserving(w: &Value) -> Option<ReservingWorkload> {
+    let mut one = Cluster::default();
+    let _ = one.add_object(w);
+    one.reserving_workloads.pop()
+}
+
 /// The cluster the prediction reads: Kueue's objects, priority classes, namespaces, the
-/// Workloads holding quota and the pending ones `tried` names, less those
-/// waiting for a requeue or parked; and the keys of the Workloads holding quota.
-fn scheduling_input(ctx: &mut Ctx<'_>, tried: &ToTry) -> (Cluster, BTreeSet<Key>) {
+/// Workloads holding quota (moved out of `memory`, to be put back) and the pending ones among
+/// `keys`, less those waiting for a requeue or parked. `None` when none is pending.
+fn scheduling_input(
+    ctx: &mut Ctx<'_>,
+    memory: &mut SchedulerMemory,
+    keys: &BTreeSet<Key>,
+) -> Option<Cluster> {
     let now = ctx.now;
     // Workloads Kueue parked without retrying them stay where they are.
     let parked = super::workload::parked(ctx);
-    let strict_fifo = strict_fifo_queues(ctx.store);
+    let pending: Vec<&Value> = keys
+        .iter()
+        .filter_map(|k| ctx.store.get(k))
+        .filter(|w| !deleting(w) && !finished(w) && !reserving(w))
+        .filter(|w| {
+            let waiting = w
+                .pointer("/status/requeueState/requeueAt")
+                .and_then(Value::as_str)
+                .and_then(parse_time)
+                .is_some_and(|t| t > now);
+            let is_parked = !parked.is_empty()
+                && parked.contains(&format!(
+                    "{}/{}",
+                    namespace_of(w).unwrap_or_default(),
+                    name_of(w)
+                ));
+            !waiting && !is_parked
+        })
+        .collect();
+    if pending.is_empty() {
+        return None;
+    }
     let mut cluster = Cluster::default();
-    let mut holding = BTreeSet::new();
-    let mut read: Vec<&Value> = Vec::new();
-    let mut pending_any = false;
-    for w in ctx.store.of_kind(KUEUE, "Workload") {
-        if deleting(w) || finished(w) {
-            continue;
-        }
-        if reserving(w) {
-            holding.insert(Key::of(w));
-            read.push(w);
-            continue;
-        }
-        let waiting = w
-            .pointer("/status/requeueState/requeueAt")
-            .and_then(Value::as_str)
-            .and_then(parse_time)
-            .is_some_and(|t| t > now);
-        let is_parked = !parked.is_empty()
-            && parked.contains(&format!(
-                "{}/{}",
-                namespace_of(w).unwrap_or_default(),
-                name_of(w)
-            ));
-        let wanted = match tried {
-            ToTry::Every => true,
-            ToTry::These(keys) => tried_anyway(w, &strict_fifo) || keys.contains(&Key::of(w)),
-        };
-        if waiting || is_parked || !wanted {
-            continue;
-        }
-        pending_any = true;
-        read.push(w);
-    }
-    if !pending_any {
-        return (cluster, holding);
-    }
     // The queues and flavors first: the Workloads are read against them.
     let kueue_kinds = KUEUE_KINDS.iter().map(|kind| (KUEUE, *kind));
     let others = [("scheduling.k8s.io", "PriorityClass"), ("", "Namespace")];
@@ -221,10 +341,13 @@ fn scheduling_input(ctx: &mut Ctx<'_>, tried: &ToTry) -> (Cluster, BTreeSet<Key>
             let _ = cluster.add_object(o);
         }
     }
-    for w in read {
+    // Workloads were read (the prediction counts their usage, not the queues' status).
+    cluster.workloads_observed = true;
+    cluster.reserving_workloads = std::mem::take(&mut memory.reserving);
+    for w in pending {
         let _ = cluster.add_object(w);
     }
-    (cluster, holding)
+    Some(cluster)
 }
 
 /// Writes the reservation the prediction made for `workload` as Kueue writes it.

@@ -15,17 +15,26 @@ use super::super::store::{
 };
 use super::super::workload::KUEUE_FINALIZER;
 use super::clusterqueue::waiting;
-use super::{KUEUE, MANAGER, condition_true, deleting, parse_time, reserving, workload_keys};
+use super::{KUEUE, MANAGER, Visit, condition_true, deleting, parse_time, reserving};
 use crate::placement::Cluster;
 use crate::placement::active::{self, Release};
 use crate::placement::podsets::StoppedQueue;
 use crate::vocab::object::{condition, name_of, namespace_of};
 
 /// Evicted Workloads whose backoff has passed queue again.
-pub(super) fn requeue(ctx: &mut Ctx<'_>) -> bool {
+pub(super) fn requeue(ctx: &mut Ctx<'_>, visit: &Visit) -> bool {
     let mut changed = false;
     let now = ctx.now;
-    for key in workload_keys(ctx.store) {
+    let mut keys: BTreeSet<Key> = visit.keys(ctx.store).into_iter().collect();
+    if let Some(noted) = &ctx.sim.kueue_requeue {
+        keys.extend(
+            noted
+                .iter()
+                .filter(|(_, t)| **t <= now)
+                .map(|(k, _)| k.clone()),
+        );
+    }
+    for key in keys {
         let due = ctx
             .store
             .get(&key)
@@ -103,10 +112,10 @@ pub(super) fn evict(o: &mut Value, reason: &str, message: &str, now: u64) {
 }
 
 /// A Workload whose checks are all Ready is admitted.
-pub(super) fn admit_when_ready(ctx: &mut Ctx<'_>) -> bool {
+pub(super) fn admit_when_ready(ctx: &mut Ctx<'_>, visit: &Visit) -> bool {
     let mut changed = false;
     let now = ctx.now;
-    for key in workload_keys(ctx.store) {
+    for key in visit.keys(ctx.store) {
         let Some(w) = ctx.store.get(&key) else {
             continue;
         };
@@ -131,10 +140,10 @@ pub(super) fn admit_when_ready(ctx: &mut Ctx<'_>) -> bool {
 }
 
 /// Workloads being deleted (their job is gone) release their quota and finalizer.
-pub(super) fn release_deleted(ctx: &mut Ctx<'_>) -> bool {
+pub(super) fn release_deleted(ctx: &mut Ctx<'_>, visit: &Visit) -> bool {
     let mut changed = false;
     let now = ctx.now;
-    for key in workload_keys(ctx.store) {
+    for key in visit.keys(ctx.store) {
         let Some(w) = ctx.store.get(&key) else {
             continue;
         };
@@ -372,13 +381,14 @@ fn runs(queue: &Value) -> bool {
 /// `LocalQueueRestarted` or `ClusterQueueRestarted` (`workload_controller.go`, `Reconcile`; the
 /// ClusterQueue is the one its LocalQueue names). Run after the scheduler: the Workloads that
 /// waited in the queue all along are scheduled first (docs/kueue.md 1g).
-pub(super) fn requeue_restarted(ctx: &mut Ctx<'_>, changes: &Changes) -> bool {
+pub(super) fn requeue_restarted(ctx: &mut Ctx<'_>, changes: &Changes, visit: &Visit) -> bool {
     if !queues_or_workloads_changed(changes) {
         return false;
     }
     let now = ctx.now;
     let mut restarted: Vec<(Key, &'static str, &'static str)> = Vec::new();
-    for w in ctx.store.of_kind(KUEUE, "Workload") {
+    let keys = visit.keys(ctx.store);
+    for w in keys.iter().filter_map(|k| ctx.store.get(k)) {
         let reason = condition(w, "Requeued")
             .filter(|c| c["status"] == "False")
             .and_then(|c| c["reason"].as_str());

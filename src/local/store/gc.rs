@@ -62,52 +62,25 @@ impl Store {
     /// them: dependents of deleted owners are deleted; a terminating namespace's objects are
     /// deleted and the namespace goes once it is empty. Returns whether anything changed.
     ///
-    /// It runs only when something it depends on changed since it last ran: an object went or
-    /// was marked for deletion, or was written with owners, or a namespace changed.
+    /// It looks only at what may have changed since it last ran: the objects written with other
+    /// owners or deletion marks and the dependents of objects that went ([`super::index`]);
+    /// everything after a namespace changed or when the store was just read.
     pub fn collect_garbage(&mut self, now: u64) -> bool {
         let mut changed = false;
-        if self.collected {
-            return false;
-        }
         loop {
-            let uids: BTreeSet<String> = self
-                .objects
-                .values()
-                .filter_map(|o| o.pointer("/metadata/uid").and_then(Value::as_str))
-                .map(str::to_string)
-                .collect();
-            let terminating: BTreeSet<String> = self
-                .of_kind("", "Namespace")
-                .filter(|n| n.pointer("/metadata/deletionTimestamp").is_some())
-                .filter_map(|n| n.pointer("/metadata/name").and_then(Value::as_str))
-                .map(str::to_string)
-                .collect();
-            let doomed: Vec<Key> = self
-                .objects
-                .iter()
-                .filter(|(k, o)| {
-                    o.pointer("/metadata/deletionTimestamp").is_none()
-                        && (terminating.contains(&k.namespace)
-                            || o.pointer("/metadata/ownerReferences")
-                                .and_then(Value::as_array)
-                                .is_some_and(|refs| {
-                                    !refs.is_empty()
-                                        && refs.iter().all(|r| {
-                                            !r["uid"].as_str().is_some_and(|u| uids.contains(u))
-                                        })
-                                }))
-                })
-                .map(|(k, _)| k.clone())
-                .collect();
-            let empty_namespaces: Vec<Key> = terminating
-                .iter()
-                .filter(|ns| !self.objects.keys().any(|k| &k.namespace == *ns))
-                .map(|ns| Key::new("v1", "Namespace", None, ns))
-                .collect();
+            let (doomed, empty_namespaces) = if self.garbage.all {
+                self.garbage_everywhere()
+            } else {
+                let keys = std::mem::take(&mut self.garbage.keys);
+                let doomed = keys
+                    .into_iter()
+                    .filter(|k| self.objects.get(k).is_some_and(|o| self.orphaned(o)))
+                    .collect();
+                (doomed, Vec::new())
+            };
+            self.garbage.all = false;
+            self.garbage.keys.clear();
             if doomed.is_empty() && empty_namespaces.is_empty() {
-                // Until something it depends on changes again (objects waiting for finalizers
-                // in a terminating namespace go through `update`, which says so).
-                self.collected = true;
                 return changed;
             }
             for key in doomed {
@@ -118,6 +91,48 @@ impl Store {
             }
             changed = true;
         }
+    }
+
+    /// Whether `object` (not being deleted) has owners and none of them exists any more.
+    fn orphaned(&self, object: &Value) -> bool {
+        let index = self.index();
+        object.pointer("/metadata/deletionTimestamp").is_none()
+            && object
+                .pointer("/metadata/ownerReferences")
+                .and_then(Value::as_array)
+                .is_some_and(|refs| {
+                    !refs.is_empty()
+                        && refs
+                            .iter()
+                            .all(|r| r["uid"].as_str().is_none_or(|u| index.by_uid(u).is_none()))
+                })
+    }
+
+    /// Every object to delete (orphaned, or in a terminating namespace) and the terminating
+    /// namespaces that are empty.
+    fn garbage_everywhere(&self) -> (Vec<Key>, Vec<Key>) {
+        let terminating: BTreeSet<String> = self
+            .of_kind("", "Namespace")
+            .filter(|n| n.pointer("/metadata/deletionTimestamp").is_some())
+            .filter_map(|n| n.pointer("/metadata/name").and_then(Value::as_str))
+            .map(str::to_string)
+            .collect();
+        let doomed: Vec<Key> = self
+            .objects
+            .iter()
+            .filter(|(k, o)| {
+                (terminating.contains(&k.namespace)
+                    && o.pointer("/metadata/deletionTimestamp").is_none())
+                    || self.orphaned(o)
+            })
+            .map(|(k, _)| k.clone())
+            .collect();
+        let empty_namespaces: Vec<Key> = terminating
+            .iter()
+            .filter(|ns| !self.objects.keys().any(|k| &k.namespace == *ns))
+            .map(|ns| Key::new("v1", "Namespace", None, ns))
+            .collect();
+        (doomed, empty_namespaces)
     }
 }
 

@@ -40,6 +40,7 @@ mod apply;
 mod conditions;
 mod gc;
 mod ids;
+pub mod index;
 mod managed_fields;
 mod selector;
 
@@ -206,14 +207,35 @@ pub struct Store {
     /// a store read from a file counts as all changed).
     #[serde(skip)]
     changes: Changes,
-    /// Whether garbage collection has nothing to do: no object went, was marked for deletion
-    /// or was written with owners since it last ran (not kept on disk).
+    /// What garbage collection has to look at since it last ran (not kept on disk: a store
+    /// read from a file is looked at whole).
     #[serde(skip)]
-    collected: bool,
+    garbage: Garbage,
+    /// Objects by uid and by the owners they name, built on first use ([`index::Index`]).
+    #[serde(skip)]
+    index: std::sync::OnceLock<index::Index>,
     /// Controller writes attempted ([`Store::update`] calls): the work the controllers do, for
     /// tests and profiles (not kept on disk).
     #[serde(skip)]
     update_calls: u64,
+}
+
+/// What garbage collection looks at when it next runs: everything (a store just read, a
+/// namespace changed), or the objects written with other owners or deletion marks and the
+/// dependents of objects that went.
+#[derive(Debug, Clone, PartialEq)]
+struct Garbage {
+    all: bool,
+    keys: BTreeSet<Key>,
+}
+
+impl Default for Garbage {
+    fn default() -> Self {
+        Garbage {
+            all: true,
+            keys: BTreeSet::new(),
+        }
+    }
 }
 
 /// Which objects changed: each write costs the controllers only what it touched, so that
@@ -337,11 +359,17 @@ impl Store {
             o.is_some_and(|o| o.pointer("/metadata/deletionTimestamp").is_some())
         }
         let before = self.objects.get(&key);
-        if owners(before) != owners(Some(&object))
-            || marked(before) != marked(Some(&object))
-            || (key.group.is_empty() && key.kind == "Namespace")
+        if key.group.is_empty() && key.kind == "Namespace" {
+            self.garbage.all = true;
+        } else if owners(before) != owners(Some(&object)) || marked(before) != marked(Some(&object))
         {
-            self.collected = false;
+            self.garbage.keys.insert(key.clone());
+        }
+        if let Some(index) = self.index.get_mut() {
+            if let Some(before) = before {
+                index.remove(&key, before);
+            }
+            index.add(&key, &object);
         }
         if !self.changes.all {
             self.changes.keys.insert(key.clone());
@@ -351,13 +379,38 @@ impl Store {
 
     /// Removes the object at `key`, noting the change.
     fn remove(&mut self, key: &Key) {
-        if self.objects.remove(key).is_some() {
-            self.collected = false;
+        if let Some(gone) = self.objects.remove(key) {
+            // Its dependents may have lost their last owner.
+            let dependents = self
+                .index()
+                .dependents(&key.namespace, &key.kind, &key.name)
+                .cloned()
+                .unwrap_or_default();
+            self.garbage.keys.extend(dependents);
+            if !key.namespace.is_empty() && self.terminating(&key.namespace) {
+                // The namespace goes once it is empty.
+                self.garbage.all = true;
+            }
+            if let Some(index) = self.index.get_mut() {
+                index.remove(key, &gone);
+            }
             if !self.changes.all {
                 self.changes.keys.insert(key.clone());
             }
         }
         self.resource_version += 1;
+    }
+
+    /// The lookups by uid and owner ([`index::Index`]).
+    pub fn index(&self) -> &index::Index {
+        self.index
+            .get_or_init(|| index::Index::build(&self.objects))
+    }
+
+    /// Whether namespace `name` is being deleted.
+    fn terminating(&self, name: &str) -> bool {
+        self.get(&Key::new("v1", "Namespace", None, name))
+            .is_some_and(|n| n.pointer("/metadata/deletionTimestamp").is_some())
     }
 
     /// Discovery: what serves `apiVersion` `kind`, if anything.
