@@ -163,7 +163,7 @@ fn step(ctx: &mut Ctx<'_>) -> bool {
     let changes = ctx.store.take_changes();
     let only = |keep: &dyn Fn(&Key) -> bool| {
         let mut some = changes.clone();
-        some.keys.retain(|k| keep(k));
+        some.retain(keep);
         some
     };
     ctx.sim.kueue_changes.merge(only(&super::kueue::watches));
@@ -429,6 +429,83 @@ mod tests {
             .filter(|w| condition_true(w, "QuotaReserved") && !condition_true(w, "Finished"))
             .collect();
         assert_eq!(holding.len(), 1);
+    }
+
+    /// A queue's status write (the counts Kueue keeps after each admission) is no queue change:
+    /// the scheduler does not retry every Workload it parked; a change to the queue's spec
+    /// still retries them.
+    #[test]
+    fn a_queue_status_write_does_not_retry_the_parked_workloads() {
+        let (mut store, mut sim) = kueue_world();
+        store.create(
+            json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+                "metadata": {"name": "f"}, "spec": {}}),
+            "test",
+            2,
+        );
+        store.create(
+            json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+                "metadata": {"name": "small"}, "spec": {"namespaceSelector": {},
+                "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": "f",
+                    "resources": [{"name": "cpu", "nominalQuota": "2"}]}]}]}}),
+            "test",
+            2,
+        );
+        store.create(
+            json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+                "metadata": {"name": "lq", "namespace": "default"},
+                "spec": {"clusterQueue": "small"}}),
+            "test",
+            2,
+        );
+        let settings = SimSettings::default();
+        store.create(workload("holder", "2"), "test", 3);
+        for i in 0..150 {
+            store.create(workload(&format!("big-{i:03}"), "2"), "test", 3);
+        }
+        reconcile(&mut store, &mut sim, &settings, &[], "c", 3);
+        let holding = |store: &Store| {
+            store
+                .of_kind("kueue.x-k8s.io", "Workload")
+                .filter(|w| condition_true(w, "QuotaReserved"))
+                .count()
+        };
+        assert_eq!(holding(&store), 1);
+
+        // Someone writes both queues' status, and a new Workload arrives.
+        let cq = Key::new("kueue.x-k8s.io/v1beta2", "ClusterQueue", None, "small");
+        let lq = Key::new(
+            "kueue.x-k8s.io/v1beta2",
+            "LocalQueue",
+            Some("default"),
+            "lq",
+        );
+        for key in [&cq, &lq] {
+            assert!(store.update(key, "test", true, 3, |o| {
+                o["status"]["pendingWorkloads"] = json!(0);
+            }));
+        }
+        store.create(workload("late", "2"), "test", 3);
+        // At the same time, so that no run is due to the clock alone.
+        reconcile(&mut store, &mut sim, &settings, &[], "c", 3);
+        let tried = sim.scheduler.as_ref().map(|m| m.tried);
+        assert!(tried <= Some(2), "the scheduler tried {tried:?} Workloads");
+        // Kueue's queue status controller still puts its counts back.
+        for key in [&cq, &lq] {
+            assert_eq!(
+                store.get(key).unwrap().pointer("/status/pendingWorkloads"),
+                Some(&json!(151))
+            );
+        }
+        assert_eq!(holding(&store), 1);
+
+        // More quota is a queue change: the parked Workloads are tried again.
+        assert!(store.update(&cq, "test", false, 5, |o| {
+            o["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] =
+                json!("4");
+        }));
+        reconcile(&mut store, &mut sim, &settings, &[], "c", 5);
+        assert_eq!(holding(&store), 2);
     }
 
     /// Submitting Workloads one at a time, each followed by the controllers (as `gkq apply`

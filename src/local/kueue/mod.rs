@@ -143,6 +143,36 @@ pub fn reads(key: &Key) -> bool {
         || (key.group.is_empty() && key.kind == "Namespace")
 }
 
+/// Kueue kinds whose status no decision of the scheduler or of the per-Workload controllers
+/// reads: the queues' counts and usage (which Kueue itself writes after every admission) and
+/// kinds without a status. AdmissionCheck is not among them: placement reads its `Active`
+/// condition.
+const STATUS_UNREAD_KINDS: &[&str] = &[
+    "ClusterQueue",
+    "LocalQueue",
+    "Cohort",
+    "ResourceFlavor",
+    "WorkloadPriorityClass",
+];
+
+/// Whether the write at `key` recorded in `changes` is a change Kueue retries every waiting
+/// Workload for: anything but a status-only write of a kind whose status it does not read.
+/// Kueue requeues parked Workloads on queue, cohort and flavor *spec* events, not on the status
+/// it writes itself (docs/kueue.md 1b).
+pub(super) fn queue_change(changes: &Changes, key: &Key) -> bool {
+    !(key.group == KUEUE && STATUS_UNREAD_KINDS.contains(&key.kind.as_str()))
+        || changes.changed_beyond_status(key)
+}
+
+/// [`queue_change`] for a whole Kueue kind: whether any write of `kind` in `changes` is one.
+pub(super) fn queue_kind_changed(changes: &Changes, kind: &str) -> bool {
+    if STATUS_UNREAD_KINDS.contains(&kind) {
+        changes.touches_spec(KUEUE, kind)
+    } else {
+        changes.touches(KUEUE, kind)
+    }
+}
+
 fn workload_keys(store: &Store) -> Vec<Key> {
     store.keys_of_kind(KUEUE, "Workload")
 }
@@ -174,6 +204,7 @@ impl Visit {
                     .iter()
                     .any(|(group, kind)| k.group == *group && k.kind == *kind)
                 || !reads(k)
+                || !queue_change(changes, k)
         });
         if changes.all || !related {
             return Visit::All;

@@ -109,7 +109,8 @@ fn predict_without_needless_victims(cluster: &mut Cluster) -> crate::placement::
 /// Which pending Workloads a scheduler run tries.
 enum ToTry {
     /// All of them: after a restart, or when quota may have been freed or a queue, flavor,
-    /// check, priority class or namespace changed.
+    /// check, priority class or namespace changed (a queue's status alone does not count:
+    /// [`super::queue_change`]).
     Every,
     /// The Workloads written since the last run (new ones among them) and those Kueue keeps
     /// retrying (see [`tried_anyway`]).
@@ -123,7 +124,7 @@ enum ToTry {
 fn what_to_try(ctx: &mut Ctx<'_>) -> Option<ToTry> {
     let mut changes = std::mem::replace(&mut ctx.sim.scheduler_changes, Changes::none());
     let mut written = ctx.store.pending_changes().clone();
-    written.keys.retain(super::reads);
+    written.retain(super::reads);
     changes.merge(written);
     let Some(memory) = &ctx.sim.scheduler else {
         return Some(ToTry::Every);
@@ -134,7 +135,10 @@ fn what_to_try(ctx: &mut Ctx<'_>) -> Option<ToTry> {
             .iter()
             .any(|(group, kind)| k.group == *group && k.kind == *kind)
     };
-    let others = changes.keys.iter().any(|k| !is_workload(k) && !is_job(k));
+    let others = changes
+        .keys
+        .iter()
+        .any(|k| !is_workload(k) && !is_job(k) && super::queue_change(&changes, k));
     let released = changes.keys.iter().filter(|k| is_workload(k)).any(|k| {
         memory.holding.contains(k)
             && ctx

@@ -168,13 +168,18 @@ fn workload_id(w: &Value) -> String {
     format!("{}/{}", namespace_of(w).unwrap_or_default(), name_of(w))
 }
 
-/// Whether Kueue's workload controller has anything to look at for queue stops: a queue or a
-/// Workload was written since the last pass.
+/// Whether a queue changed for queue stops: created, deleted or changed outside its status
+/// (the counts Kueue writes into a queue's status stop nothing).
+fn queues_changed(changes: &Changes) -> bool {
+    ["ClusterQueue", "LocalQueue"]
+        .iter()
+        .any(|kind| super::queue_kind_changed(changes, kind))
+}
+
+/// Whether Kueue's workload controller has anything to look at for queue stops: a queue
+/// changed ([`queues_changed`]) or a Workload was written since the last pass.
 fn queues_or_workloads_changed(changes: &Changes) -> bool {
-    changes.all
-        || ["ClusterQueue", "LocalQueue", "Workload"]
-            .iter()
-            .any(|kind| changes.touches(KUEUE, kind))
+    queues_changed(changes) || changes.touches(KUEUE, "Workload")
 }
 
 /// Workloads holding quota whose queues stop or go away (`reconcileOnLocalQueueActiveState`,
@@ -203,11 +208,7 @@ pub(super) fn release_on_queue_stops(ctx: &mut Ctx<'_>, changes: &Changes) -> bo
         }
     }
     // A queue's change can release any Workload; a Workload's change only itself.
-    let queues_changed = changes.all
-        || ["ClusterQueue", "LocalQueue"]
-            .iter()
-            .any(|kind| changes.touches(KUEUE, kind));
-    let workloads: Vec<&Value> = if queues_changed {
+    let workloads: Vec<&Value> = if queues_changed(changes) {
         ctx.store.of_kind(KUEUE, "Workload").collect()
     } else {
         changes

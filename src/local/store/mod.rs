@@ -245,6 +245,10 @@ pub struct Changes {
     /// Everything may have changed (a store just read, a controller that has not run yet).
     pub all: bool,
     pub keys: BTreeSet<Key>,
+    /// The keys among `keys` whose writes changed more than `status`: creates, deletes, and
+    /// writes that changed the spec or metadata (generation, labels, finalizers, deletion
+    /// mark). A key written only in its status is in `keys` alone.
+    spec_keys: BTreeSet<Key>,
 }
 
 impl Default for Changes {
@@ -252,6 +256,7 @@ impl Default for Changes {
         Changes {
             all: true,
             keys: BTreeSet::new(),
+            spec_keys: BTreeSet::new(),
         }
     }
 }
@@ -261,6 +266,7 @@ impl Changes {
         Changes {
             all: false,
             keys: BTreeSet::new(),
+            spec_keys: BTreeSet::new(),
         }
     }
 
@@ -268,9 +274,34 @@ impl Changes {
         self.all |= other.all;
         if !self.all {
             self.keys.extend(other.keys);
+            self.spec_keys.extend(other.spec_keys);
         } else {
             self.keys.clear();
+            self.spec_keys.clear();
         }
+    }
+
+    /// Notes a write at `key`; `beyond_status`: it changed more than the object's status.
+    fn record(&mut self, key: &Key, beyond_status: bool) {
+        if self.all {
+            return;
+        }
+        self.keys.insert(key.clone());
+        if beyond_status {
+            self.spec_keys.insert(key.clone());
+        }
+    }
+
+    /// Keeps only the changes at keys `keep` accepts.
+    pub fn retain(&mut self, keep: impl Fn(&Key) -> bool) {
+        self.keys.retain(&keep);
+        self.spec_keys.retain(&keep);
+    }
+
+    /// Whether a write at `key` since the last take changed more than its status (everything
+    /// counts when [`Changes::all`] is set).
+    pub fn changed_beyond_status(&self, key: &Key) -> bool {
+        self.all || self.spec_keys.contains(key)
     }
 
     /// The changed objects of one kind (nothing when [`Changes::all`] is set: then everything).
@@ -284,6 +315,45 @@ impl Changes {
     pub fn touches(&self, group: &str, kind: &str) -> bool {
         self.all || self.of_kind(group, kind).next().is_some()
     }
+
+    /// Whether an object of this kind was created, deleted, or changed outside its status: a
+    /// status-only write (a queue's counts, say) does not count.
+    pub fn touches_spec(&self, group: &str, kind: &str) -> bool {
+        self.all
+            || self
+                .spec_keys
+                .range(Key::first_of(group, kind)..)
+                .next()
+                .is_some_and(|k| k.group == group && k.kind == kind)
+    }
+}
+
+/// Whether `after` differs from `before` outside `status` and the server's bookkeeping
+/// (`resourceVersion`, `managedFields`): true for a create.
+fn changed_beyond_status(before: Option<&Value>, after: &Value) -> bool {
+    fn same_except(a: &Value, b: &Value, skip: &[&str]) -> bool {
+        match (a.as_object(), b.as_object()) {
+            (Some(a), Some(b)) => {
+                let kept = |m: &serde_json::Map<String, Value>| {
+                    m.keys().filter(|k| !skip.contains(&k.as_str())).count()
+                };
+                kept(a) == kept(b)
+                    && a.iter()
+                        .filter(|(k, _)| !skip.contains(&k.as_str()))
+                        .all(|(k, v)| b.get(k) == Some(v))
+            }
+            _ => a == b,
+        }
+    }
+    let Some(before) = before else {
+        return true;
+    };
+    !same_except(before, after, &["status", "metadata"])
+        || !same_except(
+            &before["metadata"],
+            &after["metadata"],
+            &["resourceVersion", "managedFields"],
+        )
 }
 
 mod object_list {
@@ -371,9 +441,8 @@ impl Store {
             }
             index.add(&key, &object);
         }
-        if !self.changes.all {
-            self.changes.keys.insert(key.clone());
-        }
+        let beyond_status = changed_beyond_status(before, &object);
+        self.changes.record(&key, beyond_status);
         self.objects.insert(key, object);
     }
 
@@ -394,9 +463,7 @@ impl Store {
             if let Some(index) = self.index.get_mut() {
                 index.remove(key, &gone);
             }
-            if !self.changes.all {
-                self.changes.keys.insert(key.clone());
-            }
+            self.changes.record(key, true);
         }
         self.resource_version += 1;
     }
