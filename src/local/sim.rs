@@ -359,12 +359,8 @@ mod tests {
                     {"name": "c", "resources": {"requests": {"cpu": cpu}}}]}}}]}})
     }
 
-    /// Kueue's scheduler tries a new Workload without trying again the ones it parked as
-    /// inadmissible (so a write costs the scheduler what it wrote, not every Workload waiting),
-    /// and tries them all once quota is freed.
-    #[test]
-    fn the_scheduler_retries_parked_workloads_only_when_quota_is_freed() {
-        let (mut store, mut sim) = kueue_world();
+    /// Flavor `f`, ClusterQueue `small` with 2 CPUs of it, and LocalQueue `default/lq` on it.
+    fn small_queue(store: &mut Store) {
         store.create(
             json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
                 "metadata": {"name": "f"}, "spec": {}}),
@@ -386,6 +382,15 @@ mod tests {
             "test",
             2,
         );
+    }
+
+    /// Kueue's scheduler tries a new Workload without trying again the ones it parked as
+    /// inadmissible (so a write costs the scheduler what it wrote, not every Workload waiting),
+    /// and tries them all once quota is freed.
+    #[test]
+    fn the_scheduler_retries_parked_workloads_only_when_quota_is_freed() {
+        let (mut store, mut sim) = kueue_world();
+        small_queue(&mut store);
         let settings = SimSettings::default();
         let mut at = 3;
         let mut add = |store: &mut Store, sim: &mut SimState, name: &str, cpu: &str| {
@@ -437,27 +442,7 @@ mod tests {
     #[test]
     fn a_queue_status_write_does_not_retry_the_parked_workloads() {
         let (mut store, mut sim) = kueue_world();
-        store.create(
-            json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
-                "metadata": {"name": "f"}, "spec": {}}),
-            "test",
-            2,
-        );
-        store.create(
-            json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
-                "metadata": {"name": "small"}, "spec": {"namespaceSelector": {},
-                "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": "f",
-                    "resources": [{"name": "cpu", "nominalQuota": "2"}]}]}]}}),
-            "test",
-            2,
-        );
-        store.create(
-            json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
-                "metadata": {"name": "lq", "namespace": "default"},
-                "spec": {"clusterQueue": "small"}}),
-            "test",
-            2,
-        );
+        small_queue(&mut store);
         let settings = SimSettings::default();
         store.create(workload("holder", "2"), "test", 3);
         for i in 0..150 {
