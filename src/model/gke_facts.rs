@@ -288,7 +288,7 @@ pub const FLEX_START_MIN_GKE: GkeVersion = (1, 32, 2, 1_652_000);
 /// A flex-start node (VMs or queued provisioning) runs at most seven days; `maxRunDuration`
 /// defaults to that (docs/gke-facts.md, "The capacity ladder", L3;
 /// <https://cloud.google.com/kubernetes-engine/docs/concepts/dws>).
-pub const FLEX_START_MAX_RUN_SECONDS: u64 = 7 * 24 * 3600;
+pub use crate::placement::dws::FLEX_START_MAX_RUN_SECONDS;
 /// Custom ComputeClasses need this GKE version or later (docs/gke-facts.md, L1;
 /// <https://cloud.google.com/kubernetes-engine/docs/concepts/about-custom-compute-classes>).
 pub const COMPUTE_CLASS_MIN_GKE: GkeVersion = (1, 30, 3, 1_451_000);

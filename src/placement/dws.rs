@@ -1,88 +1,16 @@
-//! The DWS flex-start time budget.
+//! The DWS flex-start time budget: when GKE takes Plan B nodes back.
 //!
 //! Flex-start capacity lives at most 7 days; a node pool may set a shorter maximum run
-//! duration. A job placed on the DWS flavor can declare how long it runs; gkq checks the
-//! declaration against both limits and passes it to Kueue with the
-//! [`MAX_RUN_DURATION_ANNOTATION`](crate::vocab::labels::MAX_RUN_DURATION_ANNOTATION) annotation, which Kueue copies into the ProvisioningRequest.
+//! duration, and a job may declare how long it runs (passed to Kueue with the
+//! [`MAX_RUN_DURATION_ANNOTATION`](crate::vocab::labels::MAX_RUN_DURATION_ANNOTATION)
+//! annotation, which Kueue copies into the ProvisioningRequest). The spec's duration rules are
+//! the validator's (`model::validate`); this module only says which limit ends a run first.
 
 use serde::{Deserialize, Serialize};
 
-use crate::vocab::duration::format_seconds;
-
-/// Flex-start nodes are reclaimed after at most 7 days.
+/// Flex-start nodes are reclaimed after at most 7 days. Placement sits under `model`, so the
+/// fact lives here; `model::gke_facts` re-exports it beside the GKE facts it belongs with.
 pub const FLEX_START_MAX_RUN_SECONDS: u64 = 7 * 24 * 3600;
-
-/// Above this share of the limit a declared duration gets a warning: a slow run would be cut.
-const HEADROOM_PERCENT: u64 = 90;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Severity {
-    Error,
-    Warning,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DurationFinding {
-    pub severity: Severity,
-    pub message: String,
-}
-
-/// Checks a job's declared run duration against flex-start's 7 days and the pool's own
-/// maximum (`maxRunDuration`), if any.
-pub fn check_run_duration(
-    job: &str,
-    declared_seconds: u64,
-    pool_max_run_seconds: Option<u64>,
-) -> Vec<DurationFinding> {
-    let mut findings = Vec::new();
-    let error = |message| DurationFinding {
-        severity: Severity::Error,
-        message,
-    };
-    if declared_seconds == 0 {
-        findings.push(error(format!(
-            "job {job}: the declared run duration must be positive"
-        )));
-        return findings;
-    }
-    if let Some(pool_max) = pool_max_run_seconds
-        && pool_max > FLEX_START_MAX_RUN_SECONDS
-    {
-        findings.push(error(format!(
-            "node pool max run duration {} exceeds flex-start's limit of {}",
-            format_seconds(pool_max),
-            format_seconds(FLEX_START_MAX_RUN_SECONDS)
-        )));
-    }
-    let (limit, source) = match pool_max_run_seconds {
-        Some(pool_max) if pool_max < FLEX_START_MAX_RUN_SECONDS => {
-            (pool_max, "the node pool's max run duration")
-        }
-        _ => (FLEX_START_MAX_RUN_SECONDS, "flex-start (DWS) capacity"),
-    };
-    if declared_seconds > limit {
-        findings.push(error(format!(
-            "job {job} declares {} ({declared_seconds}s) but {source} is reclaimed after {} ({limit}s); the run would be cut short",
-            format_seconds(declared_seconds),
-            format_seconds(limit)
-        )));
-    } else if declared_seconds.saturating_mul(100) > limit.saturating_mul(HEADROOM_PERCENT) {
-        findings.push(DurationFinding {
-            severity: Severity::Warning,
-            message: format!(
-                "job {job} declares {} of the {} {source} allows; a slower run than expected would be cut short",
-                format_seconds(declared_seconds),
-                format_seconds(limit)
-            ),
-        });
-    }
-    findings
-}
-
-/// The annotation value for a duration: whole seconds.
-pub fn annotation_value(seconds: u64) -> String {
-    seconds.to_string()
-}
 
 /// When GKE takes Plan B nodes back: a fixed time after they are provisioned.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -144,25 +72,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn eight_days_is_an_error() {
-        let findings = check_run_duration("train-2", 8 * 86_400, None);
-        assert_eq!(findings.len(), 1);
-        assert_eq!(findings[0].severity, Severity::Error);
-        assert_eq!(
-            findings[0].message,
-            "job train-2 declares 8d (691200s) but flex-start (DWS) capacity is reclaimed after 7d (604800s); the run would be cut short"
-        );
-    }
-
-    #[test]
-    fn the_pool_limit_wins_when_shorter() {
-        let findings = check_run_duration("train-2", 2 * 86_400, Some(86_400));
-        assert_eq!(findings[0].severity, Severity::Error);
-        assert!(
-            findings[0]
-                .message
-                .contains("the node pool's max run duration")
-        );
+    fn the_shortest_limit_ends_the_run_and_ties_go_to_the_most_specific() {
         assert_eq!(
             reclaimed_after(Some(3600), Some(86_400)),
             (3600, ReclaimLimit::JobDuration)
@@ -179,15 +89,9 @@ mod tests {
             reclaimed_after(Some(FLEX_START_MAX_RUN_SECONDS), None),
             (FLEX_START_MAX_RUN_SECONDS, ReclaimLimit::JobDuration)
         );
-    }
-
-    #[test]
-    fn little_headroom_is_a_warning() {
-        let findings = check_run_duration("train-2", 6 * 86_400 + 23 * 3600, None);
-        assert_eq!(findings.len(), 1);
-        assert_eq!(findings[0].severity, Severity::Warning);
-        assert!(check_run_duration("train-2", 86_400, None).is_empty());
-        assert_eq!(annotation_value(86_400), "86400");
-        assert_eq!(format_seconds(129_600), "1d12h");
+        assert_eq!(
+            reclaimed_after(Some(0), Some(86_400)),
+            (86_400, ReclaimLimit::PoolMaxRunDuration)
+        );
     }
 }

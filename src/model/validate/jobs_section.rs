@@ -3,6 +3,7 @@
 //! accelerators, topologies, node selection and tolerations, and durations.
 
 use super::*;
+use crate::model::gke_facts::FLEX_START_MAX_RUN_SECONDS;
 use crate::model::jobs::{PodGroupRef, pod_groups};
 use crate::spec::types::{ClusterQueue, Job, JobKind};
 
@@ -131,7 +132,7 @@ fn check_duration(c: &mut Checker, spec: &Spec, p: &Path, job: &Job, cq: Option<
             "write a duration such as 90m, 6h or 2d",
         ),
         Ok(secs)
-            if secs > DWS_MAX_SECONDS
+            if secs > FLEX_START_MAX_RUN_SECONDS
                 && cq.is_some_and(|q| kueue::queue_flavors(q).iter().any(|f| dws.contains(f))) =>
         {
             c.error(

@@ -26,9 +26,6 @@ use crate::vocab::label_syntax::{
 };
 use crate::vocab::quantity::{Format, Quantity};
 
-/// DWS flex-start capacity lives at most seven days.
-pub const DWS_MAX_SECONDS: u64 = 7 * 24 * 3600;
-
 pub(super) struct Checker<'a> {
     loaded: &'a Loaded,
     diags: Diagnostics,
