@@ -29,9 +29,9 @@ type WorldRead = (KubeResult<KubeSnapshot>, Reads);
 /// loads, when the spec's document tree, its manifests and the rendered objects are all alive,
 /// and as trees it would add to that peak (about 7 MB at 1,000 objects, 34 MB at 5,000). Each
 /// object is written out as its list is read ([`read_kueue_world_as`]), so no list is ever held
-/// whole as trees; and each kind's objects go one after another into one buffer, so that the
-/// world does not leave thousands of small allocations scattered among the spec's in the one
-/// heap both use (BENCHMARKS.md, eighth round).
+/// whole as trees beside the spec's load in the one heap both use, which made a plan's peak
+/// vary by up to 5 MB at 1,000 objects and 30 MB at 5,000 (BENCHMARKS.md, eighth round). Each
+/// kind's objects go one after another into one buffer: two growing allocations per kind.
 type WorldText = BTreeMap<&'static str, KindText>;
 
 /// [`WorldRead`] with the world as text.
