@@ -9,6 +9,8 @@ use super::without_bookkeeping;
 use crate::kube::{KubeApi, KubeResult, owned_selector};
 use crate::model::live::KubeSnapshot;
 use futures::future::join_all;
+use serde_json::Value;
+use std::collections::BTreeMap;
 
 /// `(apiVersion, kind)`.
 pub type KindRef = (&'static str, &'static str);
@@ -98,30 +100,62 @@ async fn read_selected(
     label_selector: &str,
     mut known: KubeSnapshot,
 ) -> KubeResult<KubeSnapshot> {
-    let reads = kinds
+    let unknown: Vec<KindRef> = kinds
         .iter()
         .filter(|(_, kind)| !known.by_kind.contains_key(kind))
-        .map(|&(api_version, kind)| async move {
-            let Some(info) = api.resource(api_version, kind).await? else {
-                return Ok(None);
-            };
-            let objects = api.list(&info, label_selector).await?;
-            Ok(Some((
-                kind,
-                objects.into_iter().map(without_bookkeeping).collect(),
-            )))
-        });
-    for read in join_all(reads).await {
-        if let Some((kind, objects)) = read? {
-            known.by_kind.insert(kind, objects);
-        }
-    }
+        .copied()
+        .collect();
+    let read = read_each_kind(
+        api,
+        &unknown,
+        label_selector,
+        &|objects: &mut Vec<Value>, object| objects.push(object),
+    )
+    .await?;
+    known.by_kind.extend(read);
     Ok(known)
+}
+
+/// Lists every object of each of `kinds` (concurrently; a kind the API server does not serve is
+/// left out), each object added by `keep` to its kind's `K` as soon as it is read, without
+/// bookkeeping fields: a caller that keeps a compact form never holds a whole list as trees.
+async fn read_each_kind<K: Default + Send>(
+    api: &dyn KubeApi,
+    kinds: &[KindRef],
+    label_selector: &str,
+    keep: &(dyn Fn(&mut K, Value) + Sync),
+) -> KubeResult<Vec<(&'static str, K)>> {
+    let reads = kinds.iter().map(|&(api_version, kind)| async move {
+        let Some(info) = api.resource(api_version, kind).await? else {
+            return Ok(None);
+        };
+        let mut objects = K::default();
+        api.list_each(&info, label_selector, &mut |object| {
+            keep(&mut objects, without_bookkeeping(object));
+        })
+        .await?;
+        Ok(Some((kind, objects)))
+    });
+    join_all(reads)
+        .await
+        .into_iter()
+        .filter_map(Result::transpose)
+        .collect()
 }
 
 /// Kueue's world ([`KUEUE_WORLD_KINDS`]).
 pub async fn read_kueue_world(api: &dyn KubeApi) -> KubeResult<KubeSnapshot> {
     read_kinds(api, &KUEUE_WORLD_KINDS, KubeSnapshot::default()).await
+}
+
+/// Kueue's world ([`KUEUE_WORLD_KINDS`]), each object added by `keep` to its kind's `K` as it
+/// is read (see [`read_each_kind`]).
+pub async fn read_kueue_world_as<K: Default + Send>(
+    api: &dyn KubeApi,
+    keep: &(dyn Fn(&mut K, Value) + Sync),
+) -> KubeResult<BTreeMap<&'static str, K>> {
+    let read = read_each_kind(api, &KUEUE_WORLD_KINDS, "", keep).await?;
+    Ok(read.into_iter().collect())
 }
 
 /// Everything `gkq status` reports on; what `known` holds (planning's snapshot) is not read
@@ -137,4 +171,99 @@ pub fn workloads_only(snapshot: &KubeSnapshot) -> KubeSnapshot {
         only.by_kind.insert(WORKLOAD.1, workloads.clone());
     }
     only
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kube::{ApplyOptions, Deletion, ResourceInfo, Version};
+    use serde_json::json;
+
+    /// Serves ClusterQueues and LocalQueues one object at a time; a list read whole is refused,
+    /// so a reader that collects a list of trees fails here.
+    struct OneAtATime;
+
+    #[async_trait::async_trait]
+    impl KubeApi for OneAtATime {
+        async fn resource(
+            &self,
+            api_version: &str,
+            kind: &str,
+        ) -> KubeResult<Option<ResourceInfo>> {
+            Ok(["ClusterQueue", "LocalQueue"]
+                .contains(&kind)
+                .then(|| ResourceInfo {
+                    api_version: api_version.into(),
+                    kind: kind.into(),
+                    plural: format!("{}s", kind.to_lowercase()),
+                    namespaced: kind == "LocalQueue",
+                }))
+        }
+        async fn list(&self, info: &ResourceInfo, _: &str) -> KubeResult<Vec<Value>> {
+            panic!("{} was listed whole", info.kind)
+        }
+        async fn list_each(
+            &self,
+            info: &ResourceInfo,
+            _: &str,
+            each: &mut (dyn FnMut(Value) + Send),
+        ) -> KubeResult<()> {
+            for name in ["a", "b"] {
+                each(json!({"kind": info.kind, "metadata": {"name": name,
+                    "managedFields": [{"manager": "kueue", "operation": "Update",
+                        "fieldsV1": {"f:status": {}}}]}}));
+            }
+            Ok(())
+        }
+        async fn get(
+            &self,
+            _: &ResourceInfo,
+            _: Option<&str>,
+            _: &str,
+        ) -> KubeResult<Option<Value>> {
+            Ok(None)
+        }
+        async fn apply(&self, _: &ResourceInfo, o: &Value, _: ApplyOptions) -> KubeResult<Value> {
+            Ok(o.clone())
+        }
+        async fn delete(
+            &self,
+            _: &ResourceInfo,
+            _: Option<&str>,
+            _: &str,
+            _: Option<&Version>,
+        ) -> KubeResult<Deletion> {
+            Ok(Deletion::Absent)
+        }
+    }
+
+    /// Each object of the world is kept as the caller makes it while its list is read, without
+    /// the other managers' bookkeeping; kinds the server does not serve are left out.
+    #[tokio::test]
+    async fn the_world_is_kept_object_by_object_as_it_is_read() {
+        let world = read_kueue_world_as(&OneAtATime, &|texts: &mut Vec<String>, object| {
+            texts.push(object.to_string())
+        })
+        .await
+        .unwrap();
+        assert_eq!(
+            world.keys().copied().collect::<Vec<_>>(),
+            ["ClusterQueue", "LocalQueue"]
+        );
+        assert_eq!(
+            world["LocalQueue"],
+            [
+                r#"{"kind":"LocalQueue","metadata":{"name":"a"}}"#,
+                r#"{"kind":"LocalQueue","metadata":{"name":"b"}}"#
+            ]
+        );
+        // The snapshot that status and planning read is made the same way.
+        let snapshot = read_kueue_world(&OneAtATime).await.unwrap();
+        assert_eq!(snapshot.by_kind["ClusterQueue"].len(), 2);
+        assert!(
+            snapshot.by_kind["ClusterQueue"][0]["metadata"]
+                .get("managedFields")
+                .is_none()
+        );
+    }
 }

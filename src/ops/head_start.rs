@@ -19,45 +19,54 @@ use crate::kube::KubeResult;
 use crate::kube::client::RealKube;
 use crate::kube::reads::{Reads, Recording};
 use crate::model::live::KubeSnapshot;
-use crate::observe::cluster::{read_in_world, read_kueue_world};
+use crate::observe::cluster::{read_in_world, read_kueue_world_as};
 use crate::observe::kube::managed_kinds;
 
 /// Kueue's world as read early, and what reading it read ([`Recording`]).
 type WorldRead = (KubeResult<KubeSnapshot>, Reads);
 
-/// Kueue's world held as each object's JSON text until the plan takes it over: it is read while
-/// the spec loads, when the spec's document tree, its manifests and the rendered objects are all
-/// alive, and as trees it would add to that peak (about 7 MB at 1,000 objects, 34 MB at 5,000).
-type WorldText = BTreeMap<&'static str, Vec<Box<str>>>;
+/// Kueue's world held as JSON text until the plan takes it over: it is read while the spec
+/// loads, when the spec's document tree, its manifests and the rendered objects are all alive,
+/// and as trees it would add to that peak (about 7 MB at 1,000 objects, 34 MB at 5,000). Each
+/// object is written out as its list is read ([`read_kueue_world_as`]), so no list is ever held
+/// whole as trees beside the spec's load in the one heap both use, which made a plan's peak
+/// vary by up to 5 MB at 1,000 objects and 30 MB at 5,000 (BENCHMARKS.md, eighth round). Each
+/// kind's objects go one after another into one buffer: two growing allocations per kind.
+type WorldText = BTreeMap<&'static str, KindText>;
 
 /// [`WorldRead`] with the world as text.
 type TextRead = (KubeResult<WorldText>, Reads);
 
-fn as_text(world: KubeSnapshot) -> WorldText {
-    world
-        .by_kind
-        .into_iter()
-        .map(|(kind, objects)| {
-            let texts = objects
-                .iter()
-                .map(|object| object.to_string().into_boxed_str())
-                .collect();
-            (kind, texts)
-        })
-        .collect()
+/// One kind's objects as JSON text, one after another.
+#[derive(Default)]
+struct KindText {
+    text: Vec<u8>,
+    /// Where each object's text ends in `text`.
+    ends: Vec<usize>,
 }
 
-/// The world again; each text is a serialized `Value`, so it always reads back.
+impl KindText {
+    fn push(&mut self, object: serde_json::Value) {
+        // Writing a `Value` to memory cannot fail.
+        let _ = serde_json::to_writer(&mut self.text, &object);
+        self.ends.push(self.text.len());
+    }
+
+    /// The objects again; each text is a serialized `Value`, so it always reads back.
+    fn objects(&self) -> Vec<serde_json::Value> {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        starts
+            .zip(&self.ends)
+            .map(|(start, &end)| serde_json::from_slice(&self.text[start..end]).unwrap_or_default())
+            .collect()
+    }
+}
+
+/// The world again, as trees.
 fn from_text(world: WorldText) -> KubeSnapshot {
     let by_kind = world
         .into_iter()
-        .map(|(kind, texts)| {
-            let objects = texts
-                .iter()
-                .map(|text| serde_json::from_str(text).unwrap_or_default())
-                .collect();
-            (kind, objects)
-        })
+        .map(|(kind, texts)| (kind, texts.objects()))
         .collect();
     KubeSnapshot { by_kind }
 }
@@ -93,7 +102,7 @@ impl HeadStart {
                 }
             };
             let recording = Recording::new(&client);
-            let world = read_kueue_world(&recording);
+            let world = read_kueue_world_as(&recording, &KindText::push);
             // Discovery of the other kinds every plan lists, before the client is handed
             // over, so that the plan finds them known and never discovers a kind twice.
             let discovered = discover_listed_kinds(&client);
@@ -101,7 +110,7 @@ impl HeadStart {
                 discovered.await;
                 let _ = built.send(Ok(Some(client.clone())));
             });
-            Some((world.map(as_text), recording.reads()))
+            Some((world, recording.reads()))
         });
         HeadStart {
             kube: Some(kube),
@@ -151,22 +160,25 @@ mod tests {
     /// The world held as text reads back as it was read, fields in their order.
     #[test]
     fn the_world_held_as_text_reads_back_as_read() {
-        let mut world = KubeSnapshot::default();
-        world.by_kind.insert(
-            "ClusterQueue",
-            vec![serde_json::json!({"kind": "ClusterQueue", "metadata": {"name": "q"},
-                "spec": {"resourceGroups": [{"flavors": [{"name": "f", "resources":
-                    [{"name": "cpu", "nominalQuota": "10"}]}]}]}, "status": {"pendingWorkloads": 2}})],
-        );
-        world.by_kind.insert("Workload", Vec::new());
-        let again = from_text(as_text(world.clone()));
+        let queue = serde_json::json!({"kind": "ClusterQueue", "metadata": {"name": "q"},
+            "spec": {"resourceGroups": [{"flavors": [{"name": "f", "resources":
+                [{"name": "cpu", "nominalQuota": "10"}]}]}]}, "status": {"pendingWorkloads": 2}});
+        let mut queues = KindText::default();
+        queues.push(queue.clone());
+        let mut second = queue.clone();
+        second["metadata"]["name"] = "r".into();
+        queues.push(second.clone());
+        let mut world = WorldText::new();
+        world.insert("ClusterQueue", queues);
+        world.insert("Workload", KindText::default());
+        let again = from_text(world);
         assert_eq!(
             again.by_kind.keys().copied().collect::<Vec<_>>(),
             ["ClusterQueue", "Workload"]
         );
         assert_eq!(
             serde_json::to_string(&again.by_kind["ClusterQueue"]).unwrap(),
-            serde_json::to_string(&world.by_kind["ClusterQueue"]).unwrap()
+            serde_json::to_string(&[queue, second]).unwrap()
         );
     }
 }
