@@ -306,6 +306,23 @@ impl StoppedQueue {
 }
 
 impl PendingWorkload {
+    /// Whether a job object (a RayJob, JobSet or Job) can have a queue: not when its
+    /// `kueue.x-k8s.io/queue-name` label is absent or empty, where [`Self::from_object`] gives it
+    /// no `queue_name` (`queue_from_labels`: Kueue ignores such a job). Lets a check that only
+    /// concerns queued jobs skip building the podsets of every other job.
+    pub fn job_may_name_a_queue(object: &Value) -> bool {
+        let label = object
+            .get("metadata")
+            .and_then(|m| m.get("labels"))
+            .and_then(|labels| labels.get(QUEUE_NAME_LABEL));
+        match label {
+            None => false,
+            Some(Value::String(queue)) => !queue.is_empty(),
+            // Not a string: `from_object` decides (it reports it).
+            Some(_) => true,
+        }
+    }
+
     /// Builds the workload Kueue would create for a `ray.io/v1 RayJob`, a
     /// `jobset.x-k8s.io JobSet`, a `batch/v1 Job`, or reads a `kueue.x-k8s.io Workload` as it is.
     pub fn from_object(object: &Value) -> Result<PendingWorkload, ParseErrors> {
@@ -1205,6 +1222,51 @@ mod tests {
 
     fn q(s: &str) -> Quantity {
         Quantity::parse(s).unwrap()
+    }
+
+    /// The shortcut agrees with the full read: a job it says cannot have a queue is one
+    /// `from_object` gives no queue (or refuses); labelled ones keep their queue.
+    #[test]
+    fn a_job_without_a_queue_label_is_known_without_its_podsets() {
+        let template = json!({"spec": {"containers": [{"name": "c",
+            "resources": {"requests": {"cpu": "1"}}}]}});
+        let job = |labels: Value| {
+            json!({"apiVersion": "batch/v1", "kind": "Job",
+                "metadata": {"name": "j", "namespace": "ml", "labels": labels},
+                "spec": {"parallelism": 1, "template": template}})
+        };
+        let cases = [
+            (json!({}), false, None),
+            (json!({"app": "x"}), false, None),
+            (json!({QUEUE_NAME_LABEL: ""}), false, None),
+            (json!({QUEUE_NAME_LABEL: "q"}), true, Some("q")),
+        ];
+        for (labels, may, queue) in cases {
+            let object = job(labels.clone());
+            assert_eq!(
+                PendingWorkload::job_may_name_a_queue(&object),
+                may,
+                "{labels}"
+            );
+            let read = PendingWorkload::from_object(&object).unwrap();
+            assert_eq!(read.queue_name.as_deref(), queue, "{labels}");
+        }
+        let mut unlabelled = job(json!({}));
+        unlabelled["metadata"]
+            .as_object_mut()
+            .unwrap()
+            .remove("labels");
+        assert!(!PendingWorkload::job_may_name_a_queue(&unlabelled));
+        assert_eq!(
+            PendingWorkload::from_object(&unlabelled)
+                .unwrap()
+                .queue_name,
+            None
+        );
+        // A label that is not a string is left to the full read.
+        assert!(PendingWorkload::job_may_name_a_queue(&job(
+            json!({QUEUE_NAME_LABEL: 5})
+        )));
     }
 
     /// `mergePodSets`: without a policy every joining podset is a PodSet of its own; identical

@@ -378,8 +378,9 @@ pub fn check_rendered(loaded: &Loaded, desired: &super::DesiredState) -> Diagnos
         let _ = cluster.add_object(o);
     }
     capacity::check_queued_flavors(&mut c, spec, &cluster);
+    let rendered_jobs = RenderedJobs::index(desired);
     for (i, job) in spec.jobs.iter().enumerate() {
-        check_rendered_job(&mut c, spec, &cluster, desired, i, job);
+        check_rendered_job(&mut c, spec, &cluster, &rendered_jobs, i, job);
     }
     check_manifest_jobs(&mut c, spec, &cluster);
     manifests::check_manifest_collisions(&mut c, spec, desired);
@@ -387,19 +388,41 @@ pub fn check_rendered(loaded: &Loaded, desired: &super::DesiredState) -> Diagnos
     c.diags
 }
 
-/// The Workload of a job's first run, read from its rendered object; `None` when the job has
-/// no run or its object cannot be read as one (reported elsewhere).
-fn rendered_workload(
-    job: &crate::spec::types::Job,
-    desired: &super::DesiredState,
-) -> Option<crate::placement::PendingWorkload> {
-    let first_run = super::jobs::run_names(job).into_iter().next()?;
-    let object = desired.kubernetes.iter().find(|o| {
-        o["kind"] == job.kind.kind_name()
-            && o["metadata"]["name"] == first_run.as_str()
-            && o["metadata"]["namespace"] == job.namespace.as_str()
-    })?;
-    crate::placement::PendingWorkload::from_object(object).ok()
+/// The rendered objects by (kind, namespace, name), the first of each, for finding each job's
+/// object once instead of searching every object per job.
+struct RenderedJobs<'a>(
+    std::collections::HashMap<(&'a str, &'a str, &'a str), &'a serde_json::Value>,
+);
+
+impl<'a> RenderedJobs<'a> {
+    fn index(desired: &'a super::DesiredState) -> Self {
+        let mut by_key = std::collections::HashMap::new();
+        for object in &desired.kubernetes {
+            let field = |value: &'a serde_json::Value| value.as_str();
+            let key = (
+                field(&object["kind"]),
+                field(&object["metadata"]["namespace"]),
+                field(&object["metadata"]["name"]),
+            );
+            if let (Some(kind), Some(namespace), Some(name)) = key {
+                by_key.entry((kind, namespace, name)).or_insert(&**object);
+            }
+        }
+        RenderedJobs(by_key)
+    }
+
+    /// The Workload of a job's first run, read from its rendered object; `None` when the job
+    /// has no run or its object cannot be read as one (reported elsewhere).
+    fn workload(&self, job: &crate::spec::types::Job) -> Option<crate::placement::PendingWorkload> {
+        let first_run = super::jobs::run_names(job).into_iter().next()?;
+        let key = (
+            job.kind.kind_name(),
+            job.namespace.as_str(),
+            first_run.as_str(),
+        );
+        let object = self.0.get(&key)?;
+        crate::placement::PendingWorkload::from_object(object).ok()
+    }
 }
 
 /// A job's Workload: no more podsets than Kueue allows, a DWS request GKE accepts, and a
@@ -408,12 +431,12 @@ fn check_rendered_job(
     c: &mut Checker,
     spec: &Spec,
     cluster: &crate::placement::Cluster,
-    desired: &super::DesiredState,
+    rendered_jobs: &RenderedJobs<'_>,
     i: usize,
     job: &crate::spec::types::Job,
 ) {
     use crate::placement::podsets::MAX_POD_SETS;
-    let Some(workload) = rendered_workload(job, desired) else {
+    let Some(workload) = rendered_jobs.workload(job) else {
         return;
     };
     let p = Path::root().key("jobs").index(i);
@@ -453,11 +476,14 @@ fn check_rendered_job(
 /// Raw jobs of the kinds Kueue manages here, written in `manifests:`: a DWS request GKE accepts.
 fn check_manifest_jobs(c: &mut Checker, spec: &Spec, cluster: &crate::placement::Cluster) {
     for (i, manifest) in spec.manifests.iter().enumerate() {
+        use crate::placement::PendingWorkload;
         let run_kind = matches!(manifest["kind"].as_str(), Some("RayJob" | "JobSet" | "Job"));
-        if let (true, Ok(workload)) = (
-            run_kind,
-            crate::placement::PendingWorkload::from_object(manifest),
-        ) {
+        // A DWS request is made for a queued job only: a job without a queue is not read into
+        // podsets at all (most of a spec's jobs may be outside Kueue).
+        if !run_kind || !PendingWorkload::job_may_name_a_queue(manifest) {
+            continue;
+        }
+        if let Ok(workload) = PendingWorkload::from_object(manifest) {
             let at = Path::root().key("manifests").index(i);
             check_dws_request_shape(c, spec, cluster, &workload, &at, |_| None);
         }

@@ -5,7 +5,8 @@
 //! no spec, no diff, no rendering. `bench/plan-apply` runs it beside `gkq plan` and prints gkq's
 //! time as a ratio to it.
 //!
-//!     cargo bench --bench plan_floor -- OBJECTS.json --kubeconfig FILE --stack NAME
+//!     cargo build --release -p gkq-bench
+//!     target/release/plan_floor OBJECTS.json --kubeconfig FILE --stack NAME
 //!         [--dry-run all|none] [--concurrency N]
 //!
 //! OBJECTS.json is a JSON array of the objects (`gkq render DIR -o json`'s `kubernetes`).
@@ -33,7 +34,7 @@ struct Args {
 }
 
 fn args() -> Args {
-    let mut it = std::env::args().skip(1).filter(|a| a != "--bench");
+    let mut it = std::env::args().skip(1);
     let mut args = Args {
         objects: String::new(),
         kubeconfig: String::new(),

@@ -3,7 +3,7 @@
 //! and 10k live Workloads (`plan::workload_changes`, both worlds predicted); then 200 and 1k jobs
 //! predicted in submission order (`predict_in_order`, how a plan predicts the jobs `gkq apply`
 //! submits one after another). Run with
-//! `cargo bench --bench placement`. It prints figures and asserts nothing.
+//! `cargo run --release -p gkq-bench --bin placement`. It prints figures and asserts nothing.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
