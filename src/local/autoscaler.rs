@@ -11,8 +11,8 @@ use serde_json::{Value, json};
 use super::controller::Provisioning;
 use super::controller::{Ctx, Outcome};
 use super::nodes::{
-    Availability, Demand, LocalCapacity, Pods, PoolInfo, ProvisioningOutcome, ProvisioningPlan,
-    StartingNodes, all_pools, node_keys,
+    Availability, Demand, LocalCapacity, Pods, PoolInfo, PoolRoom, ProvisioningOutcome,
+    ProvisioningPlan, RoomWait, StartingNodes, all_pools, node_keys,
 };
 use super::store::{Key, Store, set_condition};
 use super::workload::{SIMULATED_ANNOTATION, SIMULATED_VALUE};
@@ -539,10 +539,12 @@ pub fn provision(ctx: &mut Ctx<'_>) -> Outcome {
             };
         }
     }
-    let keys = if changes.all {
-        let keys = ctx
-            .store
-            .keys_of_kind("autoscaling.x-k8s.io", "ProvisioningRequest");
+    let mut keys: BTreeSet<Key> = BTreeSet::new();
+    if changes.all {
+        keys.extend(
+            ctx.store
+                .keys_of_kind("autoscaling.x-k8s.io", "ProvisioningRequest"),
+        );
         let live: BTreeSet<String> = keys
             .iter()
             .map(|k| format!("{}/{}", k.namespace, k.name))
@@ -550,44 +552,105 @@ pub fn provision(ctx: &mut Ctx<'_>) -> Outcome {
         let before = ctx.sim.provisioning.len();
         ctx.sim.provisioning.retain(|k, _| live.contains(k));
         changed |= before != ctx.sim.provisioning.len();
-        keys
+        let queue = &mut ctx.sim.provisioning_queue;
+        for id in queue.waiting_ids() {
+            if !live.contains(&id) {
+                queue.unwait(&id);
+            }
+        }
+        queue.build(&ctx.sim.provisioning, true);
     } else {
-        let mut keys: BTreeSet<Key> = BTreeSet::new();
+        ctx.sim
+            .provisioning_queue
+            .build(&ctx.sim.provisioning, false);
         for key in changes.of_kind("autoscaling.x-k8s.io", "ProvisioningRequest") {
             if ctx.store.get(key).is_some() {
                 keys.insert(key.clone());
             } else {
                 let id = format!("{}/{}", key.namespace, key.name);
                 changed |= ctx.sim.provisioning.remove(&id).is_some();
+                ctx.sim.provisioning_queue.note(&id, None);
             }
         }
-        let now = ctx.now;
-        keys.extend(
-            ctx.sim
-                .provisioning
-                .iter()
-                .filter(|(_, plan)| !plan.resolved && plan.due_ms <= now)
-                .filter_map(|(id, _)| id.split_once('/'))
-                .map(|(ns, name)| {
-                    Key::new(
-                        "autoscaling.x-k8s.io/v1",
-                        "ProvisioningRequest",
-                        Some(ns),
-                        name,
-                    )
-                }),
-        );
-        keys.into_iter().collect()
-    };
-    for key in keys {
-        changed |= provision_request(ctx, &key);
+        // The open requests due, and those waiting for room whose pool's room changed; the
+        // others waiting would find no room again.
+        let due: Vec<Key> = ctx
+            .sim
+            .provisioning_queue
+            .due(ctx.now)
+            .filter_map(|id| request_key(id))
+            .collect();
+        keys.extend(due);
+        keys.extend(waiting_for_other_room(ctx));
+    }
+    // In key order; after a request changed something, the requests after it waiting for room
+    // in a pool whose room changed are looked at too.
+    let mut next = keys.first().cloned();
+    while let Some(key) = next {
+        if provision_request(ctx, &key) {
+            changed = true;
+            keys.extend(waiting_for_other_room(ctx).filter(|k| *k > key));
+        }
+        next = keys
+            .range((std::ops::Bound::Excluded(&key), std::ops::Bound::Unbounded))
+            .next()
+            .cloned();
     }
     Outcome { changed }
+}
+
+/// The key of the ProvisioningRequest `namespace/name`.
+fn request_key(id: &str) -> Option<Key> {
+    let (namespace, name) = id.split_once('/')?;
+    Some(Key::new(
+        "autoscaling.x-k8s.io/v1",
+        "ProvisioningRequest",
+        Some(namespace),
+        name,
+    ))
+}
+
+/// How `pool` stands now for a request waiting for room in it (`None`: no such pool).
+fn pool_room(ctx: &mut Ctx<'_>, pool: &str) -> Option<PoolRoom> {
+    let max = ctx
+        .pools
+        .iter()
+        .find(|p| p.name == pool)
+        .map(PoolInfo::max_nodes)?;
+    Some(PoolRoom {
+        nodes: node_keys(ctx.store, pool).len() as i64,
+        in_use: provisioned_nodes(ctx, pool),
+        max,
+    })
+}
+
+/// The requests waiting for room in a pool whose room changed since they looked.
+fn waiting_for_other_room(ctx: &mut Ctx<'_>) -> impl Iterator<Item = Key> + use<> {
+    let mut keys = Vec::new();
+    for pool in ctx.sim.provisioning_queue.waiting_pools() {
+        let room = pool_room(ctx, &pool);
+        keys.extend(
+            ctx.sim
+                .provisioning_queue
+                .waiting_for_other_room(&pool, room)
+                .filter_map(|id| request_key(id)),
+        );
+    }
+    keys.into_iter()
 }
 
 /// One ProvisioningRequest: accepted (or refused) when first seen, resolved as planned once due.
 fn provision_request(ctx: &mut Ctx<'_>, key: &Key) -> bool {
     let id = format!("{}/{}", key.namespace, key.name);
+    let changed = look_at_request(ctx, key, &id);
+    let plan = ctx.sim.provisioning.get(&id);
+    ctx.sim.provisioning_queue.note(&id, plan);
+    changed
+}
+
+/// [`provision_request`], its plan not yet noted in the queue.
+fn look_at_request(ctx: &mut Ctx<'_>, key: &Key, id: &str) -> bool {
+    let id = id.to_string();
     let plan = ctx.sim.provisioning.get(&id).cloned();
     // A request resolved or not yet due has nothing to do: it is not copied.
     if plan
@@ -700,20 +763,13 @@ fn provide_nodes(ctx: &mut Ctx<'_>, key: &Key, pr: &Value) -> (bool, bool) {
         .as_str()
         .unwrap_or_default()
         .to_string();
-    if let Some((pool, held, in_use, seen, max)) = ctx.sim.room_waits.get(&id).cloned()
-        && seen == version
-        && ctx
-            .pools
-            .iter()
-            .find(|p| p.name == pool)
-            .map(PoolInfo::max_nodes)
-            == Some(max)
-        && node_keys(ctx.store, &pool).len() as i64 == held
-        && provisioned_nodes(ctx, &pool) == in_use
+    if let Some(wait) = ctx.sim.provisioning_queue.waiting(&id).cloned()
+        && wait.version == version
+        && pool_room(ctx, &wait.pool) == Some(wait.room)
     {
         return (false, false);
     }
-    ctx.sim.room_waits.remove(&id);
+    ctx.sim.provisioning_queue.unwait(&id);
     let pools = ctx.pools.to_vec();
     let (pool, nodes) = match request_target(ctx.store, pr, &pools) {
         Ok(target) => target,
@@ -750,14 +806,16 @@ fn provide_nodes(ctx: &mut Ctx<'_>, key: &Key, pr: &Value) -> (bool, bool) {
             .get(key)
             .and_then(|pr| pr["metadata"]["resourceVersion"].as_str())
         {
-            let wait = (
-                pool.name.clone(),
-                held,
-                in_use,
-                version.to_string(),
-                pool.max_nodes(),
-            );
-            ctx.sim.room_waits.insert(id, wait);
+            let wait = RoomWait {
+                pool: pool.name.clone(),
+                room: PoolRoom {
+                    nodes: held,
+                    in_use,
+                    max: pool.max_nodes(),
+                },
+                version: version.to_string(),
+            };
+            ctx.sim.provisioning_queue.wait(&id, wait);
         }
         return (changed, false);
     }
@@ -793,4 +851,97 @@ fn provide_nodes(ctx: &mut Ctx<'_>, key: &Key, pr: &Value) -> (bool, bool) {
         set_condition(o, "Provisioned", "True", "Provisioned", &format!("Provisioning Request was successfully provisioned: {nodes} node(s) in {pool_name} (simulated)."), now);
     });
     (changed, true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::local::controller::{SimSettings, SimState};
+    use crate::model::gke::NodeLimits;
+
+    fn dws_pool() -> PoolInfo {
+        PoolInfo {
+            name: "dws".into(),
+            machine_type: "ct6e-standard-4t".into(),
+            limits: NodeLimits {
+                min: 0,
+                max: 4,
+                autoscaled: true,
+            },
+            queued_provisioning: true,
+            flex_start: true,
+            tpu_topology: Some("4x4".into()),
+            zones: 1,
+            spot: false,
+            reservation: false,
+            labels: BTreeMap::new(),
+        }
+    }
+
+    fn request(name: &str) -> Value {
+        json!({"apiVersion": "autoscaling.x-k8s.io/v1", "kind": "ProvisioningRequest",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"provisioningClassName": CLASS_QUEUED,
+                "podSets": [{"count": 4, "podTemplateRef": {"name": "slice"}}]}})
+    }
+
+    fn provisioned(store: &Store, name: &str) -> bool {
+        let key = request_key(&format!("default/{name}")).unwrap();
+        store
+            .get(&key)
+            .is_some_and(|pr| crate::vocab::object::condition_true(pr, "Provisioned"))
+    }
+
+    /// One pass of the simulated GKE's provisioning at `now`, over the requests written since
+    /// the last.
+    fn pass(store: &mut Store, sim: &mut SimState, now: u64) -> bool {
+        sim.provisioning_changes.merge(store.take_changes());
+        let (settings, pools) = (SimSettings::default(), [dws_pool()]);
+        let mut ctx = Ctx {
+            store,
+            sim,
+            settings: &settings,
+            pools: &pools,
+            cluster: "c",
+            now,
+        };
+        provision(&mut ctx).changed
+    }
+
+    #[test]
+    fn a_request_waiting_for_room_is_looked_at_again_only_when_its_pool_changes() {
+        let mut store = Store::default();
+        let mut sim = SimState::default();
+        store.create(
+            json!({"apiVersion": "v1", "kind": "PodTemplate",
+                "metadata": {"name": "slice", "namespace": "default"},
+                "template": {"spec": {"nodeSelector": {NODE_POOL_LABEL: "dws"},
+                    "containers": [{"name": "c", "resources": {"requests":
+                        {"cpu": "8", "google.com/tpu": "4"}}}]}}}),
+            "kueue",
+            0,
+        );
+        store.create(request("a"), "kueue", 0);
+        store.create(request("b"), "kueue", 0);
+        assert!(pass(&mut store, &mut sim, 0), "both accepted");
+        let due = SimSettings::default().provisioning.plan().1;
+        // Due: the first gets the pool's four nodes, the second waits for room.
+        assert!(pass(&mut store, &mut sim, due));
+        assert!(provisioned(&store, "a") && !provisioned(&store, "b"));
+        assert_eq!(node_keys(&store, "dws").len(), 4);
+        assert!(sim.provisioning_queue.waiting("default/b").is_some());
+        // Nothing changed: the waiting request is not read again.
+        let writes = store.update_calls();
+        assert!(!pass(&mut store, &mut sim, due + 1_000));
+        assert_eq!(store.update_calls(), writes);
+        // The first request goes: its nodes are free, and the second takes them.
+        let a = request_key("default/a").unwrap();
+        assert!(store.delete(&a, false, due + 2_000));
+        assert!(pass(&mut store, &mut sim, due + 2_000));
+        assert!(provisioned(&store, "b"));
+        assert_eq!(node_keys(&store, "dws").len(), 4);
+        assert!(sim.provisioning_queue.waiting_ids().is_empty());
+        assert!(!sim.provisioning.contains_key("default/a"));
+        assert_eq!(sim.provisioning_queue.due(u64::MAX).count(), 0);
+    }
 }

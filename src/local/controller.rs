@@ -375,11 +375,10 @@ pub struct SimState {
     /// until read).
     #[serde(skip)]
     pub provisioned: Option<BTreeMap<super::store::Key, (String, i64)>>,
-    /// Requests due but waiting for room in their pool, by `namespace/name`: the pool, its
-    /// nodes and the nodes held when last looked at, the request's resourceVersion then and the
-    /// pool's most nodes.
+    /// The unresolved ProvisioningRequests GKE looks at on a pass, and those waiting for room
+    /// in their pool (looked at again when written or when the pool's room changes).
     #[serde(skip)]
-    pub room_waits: BTreeMap<String, (String, i64, i64, String, i64)>,
+    pub provisioning_queue: super::nodes::ProvisioningQueue,
     /// What the node scheduler last read of each run's needs.
     #[serde(skip)]
     pub demand_read: DemandRead,

@@ -6,7 +6,7 @@
 //! capacity per resource, and for accelerator pods whole nodes by chips. Pods of one job are
 //! scheduled together (Ray needs every host of a slice) once enough nodes are ready.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -195,6 +195,148 @@ pub struct ProvisioningPlan {
     pub outcome: ProvisioningOutcome,
     #[serde(default)]
     pub resolved: bool,
+}
+
+/// How a node pool stood when a ProvisioningRequest found no room in it: its nodes, the nodes
+/// provisioned requests hold there, and the most nodes it may have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct PoolRoom {
+    pub nodes: i64,
+    pub in_use: i64,
+    pub max: i64,
+}
+
+/// A request waiting for room: its pool, the room it saw there, its resourceVersion then.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RoomWait {
+    pub pool: String,
+    pub room: PoolRoom,
+    pub version: String,
+}
+
+/// Which unresolved ProvisioningRequests GKE looks at on a pass, so that a pass does not read
+/// every request: the open ones (not waiting for room) by when they are due, and those waiting
+/// for room by pool and the room they saw, looked at again only when they are written or their
+/// pool's room changes. Kept beside [`ProvisioningPlan`]s by `namespace/name`: every change of a
+/// plan, or of whether its request waits, is noted here ([`ProvisioningQueue::note`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ProvisioningQueue {
+    /// Unresolved requests not waiting for room: due time by request, and the same ordered by
+    /// due time (`None` until built from the plans).
+    open: Option<(BTreeMap<String, u64>, BTreeSet<(u64, String)>)>,
+    waiting: BTreeMap<String, RoomWait>,
+    waiting_by_pool: BTreeMap<String, BTreeMap<PoolRoom, BTreeSet<String>>>,
+}
+
+impl ProvisioningQueue {
+    /// Builds the open requests from `plans` unless built; `again`: rebuild them.
+    pub fn build(&mut self, plans: &BTreeMap<String, ProvisioningPlan>, again: bool) {
+        if self.open.is_some() && !again {
+            return;
+        }
+        let mut by_id = BTreeMap::new();
+        let mut by_due = BTreeSet::new();
+        for (id, plan) in plans {
+            if !plan.resolved && !self.waiting.contains_key(id) {
+                by_id.insert(id.clone(), plan.due_ms);
+                by_due.insert((plan.due_ms, id.clone()));
+            }
+        }
+        self.open = Some((by_id, by_due));
+    }
+
+    /// Brings request `id` up to its plan now (`None`: it is gone).
+    pub fn note(&mut self, id: &str, plan: Option<&ProvisioningPlan>) {
+        if plan.is_none() {
+            self.unwait(id);
+        }
+        self.close(id);
+        let waiting = self.waiting.contains_key(id);
+        if let Some((by_id, by_due)) = self.open.as_mut()
+            && let Some(plan) = plan.filter(|p| !p.resolved && !waiting)
+        {
+            by_id.insert(id.to_string(), plan.due_ms);
+            by_due.insert((plan.due_ms, id.to_string()));
+        }
+    }
+
+    /// Request `id` is no longer open.
+    fn close(&mut self, id: &str) {
+        if let Some((by_id, by_due)) = self.open.as_mut()
+            && let Some(due) = by_id.remove(id)
+        {
+            by_due.remove(&(due, id.to_string()));
+        }
+    }
+
+    /// Request `id` waits for room (no longer open).
+    pub fn wait(&mut self, id: &str, wait: RoomWait) {
+        self.unwait(id);
+        self.close(id);
+        self.waiting_by_pool
+            .entry(wait.pool.clone())
+            .or_default()
+            .entry(wait.room)
+            .or_default()
+            .insert(id.to_string());
+        self.waiting.insert(id.to_string(), wait);
+    }
+
+    /// Request `id` no longer waits for room; returns what it waited on. Note its plan after.
+    pub fn unwait(&mut self, id: &str) -> Option<RoomWait> {
+        let wait = self.waiting.remove(id)?;
+        if let Some(rooms) = self.waiting_by_pool.get_mut(&wait.pool) {
+            if let Some(ids) = rooms.get_mut(&wait.room) {
+                ids.remove(id);
+                if ids.is_empty() {
+                    rooms.remove(&wait.room);
+                }
+            }
+            if rooms.is_empty() {
+                self.waiting_by_pool.remove(&wait.pool);
+            }
+        }
+        Some(wait)
+    }
+
+    /// The requests waiting for room.
+    pub fn waiting_ids(&self) -> Vec<String> {
+        self.waiting.keys().cloned().collect()
+    }
+
+    /// What request `id` waits on, if it waits for room.
+    pub fn waiting(&self, id: &str) -> Option<&RoomWait> {
+        self.waiting.get(id)
+    }
+
+    /// The open requests due by `now`.
+    pub fn due(&self, now: u64) -> impl Iterator<Item = &String> {
+        self.open
+            .iter()
+            .flat_map(|(_, by_due)| by_due.iter())
+            .take_while(move |(due, _)| *due <= now)
+            .map(|(_, id)| id)
+    }
+
+    /// The pools requests wait for room in.
+    pub fn waiting_pools(&self) -> Vec<String> {
+        self.waiting_by_pool.keys().cloned().collect()
+    }
+
+    /// The requests waiting for room in `pool` that saw another room than `room` (`None`: the
+    /// pool is gone; all of them).
+    pub fn waiting_for_other_room(
+        &self,
+        pool: &str,
+        room: Option<PoolRoom>,
+    ) -> impl Iterator<Item = &String> {
+        self.waiting_by_pool
+            .get(pool)
+            .into_iter()
+            .flatten()
+            .filter(move |(seen, _)| Some(**seen) != room)
+            .flat_map(|(_, ids)| ids)
+    }
 }
 
 /// How much capacity each rung can obtain now (`GKQ_LOCAL_CAPACITY`, design section 7): entries
@@ -391,4 +533,84 @@ pub fn all_pools(gke: &[PoolInfo], auto: &AutoPools) -> Vec<PoolInfo> {
     let mut pools = gke.to_vec();
     pools.extend(auto.pools.iter().map(|(name, p)| p.info(name)));
     pools
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(due_ms: u64, resolved: bool) -> ProvisioningPlan {
+        ProvisioningPlan {
+            due_ms,
+            outcome: ProvisioningOutcome::Provisioned,
+            resolved,
+        }
+    }
+
+    fn wait(pool: &str, nodes: i64) -> RoomWait {
+        RoomWait {
+            pool: pool.into(),
+            room: PoolRoom {
+                nodes,
+                in_use: nodes,
+                max: 4,
+            },
+            version: "7".into(),
+        }
+    }
+
+    fn due(queue: &ProvisioningQueue, now: u64) -> Vec<&str> {
+        queue.due(now).map(String::as_str).collect()
+    }
+
+    #[test]
+    fn the_provisioning_queue_follows_plans_waits_and_deleted_requests() {
+        let mut plans = BTreeMap::from([
+            ("ns/a".to_string(), plan(30, false)),
+            ("ns/b".to_string(), plan(10, false)),
+            ("ns/done".to_string(), plan(5, true)),
+        ]);
+        let mut queue = ProvisioningQueue::default();
+        queue.build(&plans, false);
+        assert_eq!(
+            due(&queue, 20),
+            ["ns/b"],
+            "by due time, resolved ones left out"
+        );
+        assert_eq!(due(&queue, 30), ["ns/b", "ns/a"]);
+
+        // Waiting for room: no longer due, found by its pool when the room changed.
+        queue.wait("ns/b", wait("dws", 4));
+        assert_eq!(due(&queue, 30), ["ns/a"]);
+        let same = Some(wait("dws", 4).room);
+        assert_eq!(queue.waiting_for_other_room("dws", same).count(), 0);
+        let other = Some(wait("dws", 0).room);
+        let stale: Vec<&String> = queue.waiting_for_other_room("dws", other).collect();
+        assert_eq!(stale, ["ns/b"]);
+        assert_eq!(queue.waiting_for_other_room("dws", None).count(), 1);
+
+        // Looked at again and still unresolved: open again.
+        queue.unwait("ns/b");
+        queue.note("ns/b", plans.get("ns/b"));
+        assert_eq!(due(&queue, 30), ["ns/b", "ns/a"]);
+        assert!(queue.waiting_pools().is_empty());
+
+        // Resolved, and deleted while waiting: gone from every lookup.
+        plans.get_mut("ns/a").unwrap().resolved = true;
+        queue.note("ns/a", plans.get("ns/a"));
+        queue.wait("ns/b", wait("dws", 4));
+        plans.remove("ns/b");
+        queue.note("ns/b", None);
+        assert!(due(&queue, u64::MAX).is_empty());
+        assert!(queue.waiting("ns/b").is_none());
+        assert!(queue.waiting_pools().is_empty());
+        assert!(queue.waiting_ids().is_empty());
+
+        // A new plan, and a rebuild from the plans, agree.
+        plans.insert("ns/c".into(), plan(40, false));
+        queue.note("ns/c", plans.get("ns/c"));
+        let mut rebuilt = ProvisioningQueue::default();
+        rebuilt.build(&plans, false);
+        assert_eq!(queue, rebuilt);
+    }
 }

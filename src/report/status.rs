@@ -12,6 +12,8 @@
 //! Kubernetes `Node` objects) and each ClusterQueue's usage. The reading is
 //! `observe::cluster`; the text is `render::status`.
 
+use std::collections::{BTreeSet, HashMap};
+
 use serde::Serialize;
 use serde_json::Value;
 
@@ -581,15 +583,28 @@ struct ObservedJobs<'a> {
 impl<'a> ObservedJobs<'a> {
     fn of(desired: &'a DesiredState, kube: &'a KubeSnapshot) -> Self {
         let spec_jobs = job_objects(desired);
+        // Each live job by kind, namespace and name (the first listed wins), so that finding
+        // every spec job's live one is not a scan of the kind per job.
+        let mut live_by_name: HashMap<(&str, &str, &str), &Value> = HashMap::new();
+        for kind in spec_jobs
+            .iter()
+            .map(|job| job["kind"].as_str().unwrap_or_default())
+            .collect::<BTreeSet<_>>()
+        {
+            for o in kube.kind(kind) {
+                let namespace = str_at(o, "/metadata/namespace").unwrap_or("default");
+                if let Some(name) = str_at(o, "/metadata/name") {
+                    live_by_name.entry((kind, namespace, name)).or_insert(o);
+                }
+            }
+        }
         let live_jobs: Vec<Option<&Value>> = spec_jobs
             .iter()
             .map(|job| {
                 let kind = job["kind"].as_str().unwrap_or_default();
-                kube.kind(kind).iter().find(|o| {
-                    str_at(o, "/metadata/name") == str_at(job, "/metadata/name")
-                        && str_at(o, "/metadata/namespace").unwrap_or("default")
-                            == str_at(job, "/metadata/namespace").unwrap_or("default")
-                })
+                let namespace = str_at(job, "/metadata/namespace").unwrap_or("default");
+                let name = str_at(job, "/metadata/name")?;
+                live_by_name.get(&(kind, namespace, name)).copied()
             })
             .collect();
         let job_workloads = JobWorkloads::new(kube.kind("Workload"));

@@ -1,6 +1,7 @@
 //! Lookups the controllers make for one object, kept up to date as objects are written, so
-//! that none of them costs a pass over the store: which object has a uid, and which objects
-//! name an owner (as an informer's indexers do). Built from the objects on first use (a store
+//! that none of them costs a pass over the store: which object has a uid, which objects
+//! name an owner, and which objects carry a label with a value (as an informer's indexers do;
+//! a list by label, such as `gkq apply`'s of a job's Workloads, reads only those). Built from the objects on first use (a store
 //! read from disk has none) and changed by every write after that.
 
 use std::collections::{BTreeSet, HashMap};
@@ -17,6 +18,16 @@ pub type OwnerName = (String, String, String);
 pub struct Index {
     uids: HashMap<String, Key>,
     dependents: HashMap<OwnerName, BTreeSet<Key>>,
+    labels: HashMap<(String, String), BTreeSet<Key>>,
+}
+
+fn labels_of(object: &Value) -> impl Iterator<Item = (String, String)> + '_ {
+    object
+        .pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
 }
 
 fn owner_names<'a>(key: &'a Key, object: &'a Value) -> impl Iterator<Item = OwnerName> + 'a {
@@ -46,6 +57,9 @@ impl Index {
                 .or_default()
                 .insert(key.clone());
         }
+        for label in labels_of(object) {
+            self.labels.entry(label).or_default().insert(key.clone());
+        }
     }
 
     pub fn remove(&mut self, key: &Key, object: &Value) {
@@ -62,6 +76,14 @@ impl Index {
                 }
             }
         }
+        for label in labels_of(object) {
+            if let Some(set) = self.labels.get_mut(&label) {
+                set.remove(key);
+                if set.is_empty() {
+                    self.labels.remove(&label);
+                }
+            }
+        }
     }
 
     /// The key of the object with this uid.
@@ -73,5 +95,10 @@ impl Index {
     pub fn dependents(&self, namespace: &str, kind: &str, name: &str) -> Option<&BTreeSet<Key>> {
         self.dependents
             .get(&(namespace.to_string(), kind.to_string(), name.to_string()))
+    }
+
+    /// The objects labelled `label` = `value`, in key order.
+    pub fn labelled(&self, label: &str, value: &str) -> Option<&BTreeSet<Key>> {
+        self.labels.get(&(label.to_string(), value.to_string()))
     }
 }

@@ -544,8 +544,22 @@ impl Store {
             object: format!("list {}", info.kind),
             message,
         })?;
-        Ok(self
-            .of_kind(group_of(&info.api_version), &info.kind)
+        let (group, kind) = (group_of(&info.api_version), info.kind.as_str());
+        // With a `label=value` requirement, only the objects carrying it are read (the label
+        // index), else every object of the kind; both in key order.
+        let matching: Vec<&Value> = match selector.equality() {
+            Some((label, value)) => self
+                .index()
+                .labelled(label, value)
+                .into_iter()
+                .flatten()
+                .filter(|k| k.group == group && k.kind == kind)
+                .filter_map(|k| self.objects.get(k))
+                .collect(),
+            None => self.of_kind(group, kind).collect(),
+        };
+        Ok(matching
+            .into_iter()
             .filter(|o| selector.matches(o))
             .map(|o| in_version(o, &info.api_version))
             .collect())
@@ -835,5 +849,44 @@ mod tests {
         .into_iter()
         .collect();
         assert_eq!(from_fields_v1(&to_fields_v1(&set)), set);
+    }
+
+    #[test]
+    fn a_list_by_label_follows_relabels_and_deletes() {
+        let mut s = store();
+        let info = cm_info();
+        let labelled = |name: &str, value: &str| {
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": name, "namespace": "default", "labels": {"job": value}}})
+        };
+        let names = |s: &Store, selector: &str| -> Vec<String> {
+            s.list(&info, selector)
+                .unwrap()
+                .iter()
+                .map(|o| o["metadata"]["name"].as_str().unwrap().to_string())
+                .collect()
+        };
+        // The index is built on first use, then kept by every write.
+        s.create(labelled("b", "1"), "kueue", 0);
+        assert_eq!(names(&s, "job=1"), ["b"]);
+        s.create(labelled("a", "1"), "kueue", 0);
+        s.create(labelled("c", "2"), "kueue", 0);
+        s.create(
+            json!({"apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": "s", "namespace": "default", "labels": {"job": "1"}}}),
+            "kueue",
+            0,
+        );
+        assert_eq!(names(&s, "job=1"), ["a", "b"], "key order, this kind only");
+        assert_eq!(names(&s, "job=1,job!=1"), Vec::<String>::new());
+        let b = Key::new("v1", "ConfigMap", Some("default"), "b");
+        s.update(&b, "kueue", false, 0, |o| {
+            o["metadata"]["labels"]["job"] = json!("2");
+        });
+        assert_eq!(names(&s, "job=1"), ["a"]);
+        assert_eq!(names(&s, "job==2"), ["b", "c"]);
+        assert!(s.delete(&Key::new("v1", "ConfigMap", Some("default"), "c"), false, 0));
+        assert_eq!(names(&s, "job=2"), ["b"]);
+        assert_eq!(names(&s, "job"), ["a", "b"]);
     }
 }

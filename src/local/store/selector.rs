@@ -46,6 +46,14 @@ impl Selector {
         Ok(Selector { requirements })
     }
 
+    /// The first `label=value` requirement, if any: every object matching has that label.
+    pub fn equality(&self) -> Option<(&str, &str)> {
+        self.requirements.iter().find_map(|(k, r)| match r {
+            Requirement::Equals(v) => Some((k.as_str(), v.as_str())),
+            _ => None,
+        })
+    }
+
     pub fn matches(&self, object: &Value) -> bool {
         let labels = object.pointer("/metadata/labels");
         let get = |k: &str| labels.and_then(|l| l.get(k)).and_then(Value::as_str);
