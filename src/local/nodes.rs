@@ -214,6 +214,10 @@ pub struct RoomWait {
     pub version: String,
 }
 
+/// Unresolved requests not waiting for room: the due time of each request, and the same ordered
+/// by due time.
+type OpenRequests = (BTreeMap<String, u64>, BTreeSet<(u64, String)>);
+
 /// Which unresolved ProvisioningRequests GKE looks at on a pass, so that a pass does not read
 /// every request: the open ones (not waiting for room) by when they are due, and those waiting
 /// for room by pool and the room they saw, looked at again only when they are written or their
@@ -221,9 +225,8 @@ pub struct RoomWait {
 /// plan, or of whether its request waits, is noted here ([`ProvisioningQueue::note`]).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ProvisioningQueue {
-    /// Unresolved requests not waiting for room: due time by request, and the same ordered by
-    /// due time (`None` until built from the plans).
-    open: Option<(BTreeMap<String, u64>, BTreeSet<(u64, String)>)>,
+    /// `None` until built from the plans.
+    open: Option<OpenRequests>,
     waiting: BTreeMap<String, RoomWait>,
     waiting_by_pool: BTreeMap<String, BTreeMap<PoolRoom, BTreeSet<String>>>,
 }
