@@ -246,17 +246,58 @@ pub fn build(loaded: &Loaded) -> (Option<DesiredState>, Diagnostics) {
     // A caller that loaded the spec itself may not have expanded its capacity ladder.
     let expanded = ladder::expanded_copy(loaded);
     let loaded = expanded.as_ref().unwrap_or(loaded);
+    let diags = match validated(loaded) {
+        Ok(diags) => diags,
+        Err(diags) => return (None, diags),
+    };
+    let desired = render(&loaded.spec, &loaded.files);
+    check_desired(loaded, desired, loaded.spec.manifests.len(), diags)
+}
+
+/// [`build`] for a caller that keeps the spec only beside its desired state (`ops::load`):
+/// the spec's raw manifests are moved into the desired state instead of copied, so a large spec
+/// never holds both. When the spec is valid, `loaded.spec.manifests` is empty afterwards; the
+/// checks of the rendered objects read the manifests as rendered (the spec's, labelled).
+pub fn build_moving_manifests(loaded: &mut Loaded) -> (Option<DesiredState>, Diagnostics) {
+    ladder::expand_loaded(loaded);
+    let diags = match validated(loaded) {
+        Ok(diags) => diags,
+        Err(diags) => return (None, diags),
+    };
+    let manifests = std::mem::take(&mut loaded.spec.manifests);
+    let count = manifests.len();
+    let desired = render_with_manifests(
+        &loaded.spec,
+        &loaded.files,
+        manifests.into_iter().map(crate::vocab::object::tight),
+        count,
+    );
+    check_desired(loaded, desired, count, diags)
+}
+
+/// What loading and validation said of the spec, or the same with its errors.
+fn validated(loaded: &Loaded) -> Result<Diagnostics, Diagnostics> {
     let mut diags = loaded.diagnostics.clone();
     diags.extend(validate::validate(loaded).without_paths_under(&loaded.undecoded));
     if diags.has_errors() {
-        return (None, diags.sorted());
+        return Err(diags.sorted());
     }
-    let mut desired = render(&loaded.spec, &loaded.files);
+    Ok(diags)
+}
+
+/// Marks the sensitive fields of the rendered objects and checks them against the spec (the
+/// last `manifests` objects are the spec's raw manifests).
+fn check_desired(
+    loaded: &Loaded,
+    mut desired: DesiredState,
+    manifests: usize,
+    mut diags: Diagnostics,
+) -> (Option<DesiredState>, Diagnostics) {
     desired.sensitive = loaded.sensitive.clone();
     for object in &mut desired.kubernetes {
         mark_sensitive_fields(Arc::make_mut(object), desired.sensitive.values());
     }
-    diags.extend(validate::check_rendered(loaded, &desired));
+    diags.extend(validate::check_rendered(loaded, &desired, manifests));
     if diags.has_errors() {
         return (None, diags.sorted());
     }
@@ -265,6 +306,22 @@ pub fn build(loaded: &Loaded) -> (Option<DesiredState>, Diagnostics) {
 
 /// Renders a validated spec.
 pub fn render(spec: &Spec, files: &BTreeMap<String, String>) -> DesiredState {
+    render_with_manifests(
+        spec,
+        files,
+        spec.manifests.iter().map(crate::vocab::object::tight_copy),
+        spec.manifests.len(),
+    )
+}
+
+/// Renders a validated spec whose raw manifests are `manifests` (`count` of them, each already
+/// tight), in their order: they are the last objects of the desired state.
+fn render_with_manifests(
+    spec: &Spec,
+    files: &BTreeMap<String, String>,
+    manifests: impl Iterator<Item = Value>,
+    count: usize,
+) -> DesiredState {
     let cluster_ref = ClusterRef {
         project: spec.project.clone(),
         location: spec.location.clone(),
@@ -344,8 +401,14 @@ pub fn render(spec: &Spec, files: &BTreeMap<String, String>) -> DesiredState {
             }));
         }
     }
-    for m in &spec.manifests {
-        let mut m = m.clone();
+    let mut kubernetes: Vec<Arc<Value>> = Vec::with_capacity(objects.len() + count);
+    kubernetes.extend(
+        objects
+            .into_iter()
+            .map(|o| Arc::new(crate::vocab::object::tight(o))),
+    );
+    // Thousands of manifests are most of a large spec: each comes tight, copied or moved once.
+    for mut m in manifests {
         if let Some(meta) = m.get_mut("metadata").and_then(Value::as_object_mut) {
             let labels = meta.entry("labels").or_insert_with(|| json!({}));
             if let Some(labels) = labels.as_object_mut() {
@@ -353,40 +416,56 @@ pub fn render(spec: &Spec, files: &BTreeMap<String, String>) -> DesiredState {
                 labels.insert(STACK_LABEL.into(), json!(spec.cluster.name));
             }
         }
-        objects.push(m);
+        kubernetes.push(Arc::new(m));
     }
 
     DesiredState {
         gke,
         kueue: kueue_install,
-        kubernetes: objects
-            .into_iter()
-            .map(|o| Arc::new(crate::vocab::object::tight(o)))
-            .collect(),
+        kubernetes,
         sensitive: Default::default(),
     }
 }
 
 /// Records in [`SENSITIVE_FIELDS_ANNOTATION`] which fields of `object` hold a sensitive value.
 pub fn mark_sensitive_fields(object: &mut Value, sensitive: &[String]) {
-    fn walk(value: &Value, pointer: String, sensitive: &[String], out: &mut Vec<String>) {
+    /// Walks `value` keeping the path as a stack of escaped segments: a JSON pointer is written
+    /// only for a field that holds a sensitive value, not for every node of every object.
+    fn walk<'v>(
+        value: &'v Value,
+        path: &mut Vec<std::borrow::Cow<'v, str>>,
+        sensitive: &[String],
+        out: &mut Vec<String>,
+    ) {
         match value {
             Value::String(s)
                 if sensitive
                     .iter()
                     .any(|v| !v.is_empty() && s.contains(v.as_str())) =>
             {
-                out.push(pointer);
+                out.push(path.iter().fold(String::new(), |mut pointer, segment| {
+                    pointer.push('/');
+                    pointer.push_str(segment);
+                    pointer
+                }));
             }
             Value::Array(items) => {
                 for (i, item) in items.iter().enumerate() {
-                    walk(item, format!("{pointer}/{i}"), sensitive, out);
+                    path.push(std::borrow::Cow::Owned(i.to_string()));
+                    walk(item, path, sensitive, out);
+                    path.pop();
                 }
             }
             Value::Object(map) => {
                 for (key, item) in map {
-                    let escaped = key.replace('~', "~0").replace('/', "~1");
-                    walk(item, format!("{pointer}/{escaped}"), sensitive, out);
+                    let escaped = if key.contains(['~', '/']) {
+                        std::borrow::Cow::Owned(key.replace('~', "~0").replace('/', "~1"))
+                    } else {
+                        std::borrow::Cow::Borrowed(key.as_str())
+                    };
+                    path.push(escaped);
+                    walk(item, path, sensitive, out);
+                    path.pop();
                 }
             }
             _ => {}
@@ -396,7 +475,7 @@ pub fn mark_sensitive_fields(object: &mut Value, sensitive: &[String]) {
         return;
     }
     let mut pointers = Vec::new();
-    walk(object, String::new(), sensitive, &mut pointers);
+    walk(object, &mut Vec::new(), sensitive, &mut pointers);
     if pointers.is_empty() {
         return;
     }

@@ -85,7 +85,7 @@ pub fn load_valid(source: &SpecSource) -> Validated {
             // Everything after loading (validation, rendering, placement, the plan) reads the
             // spec with its capacity ladder expanded.
             crate::model::ladder::expand_loaded(&mut loaded);
-            let (desired, diagnostics) = crate::model::build(&loaded);
+            let (desired, diagnostics) = crate::model::build_moving_manifests(&mut loaded);
             // The spec keeps what validation said of it: a plan made from it shows its warnings
             // and notes (`ops::plan::plan_valid`).
             loaded.diagnostics = diagnostics.clone();

@@ -282,7 +282,9 @@ impl Cluster {
 
     /// Adds one object; returns its problems (the rest of the object is still used when possible).
     pub fn add_object(&mut self, object: &Value) -> Result<(), ParseErrors> {
-        let ctx = Context::new(describe(object));
+        // Most objects are of kinds placement ignores: their description is written only if
+        // reading them finds a problem.
+        let ctx = Context::unnamed();
         let root = ctx.root(object);
         let api_version = root.get("apiVersion").str().unwrap_or_default();
         let group = api_version.split('/').next().unwrap_or_default();
@@ -363,7 +365,7 @@ impl Cluster {
             }
             _ => {}
         }
-        let errors = ctx.into_errors();
+        let errors = ctx.into_errors_of(|| describe(object));
         if errors.is_empty() {
             Ok(())
         } else {

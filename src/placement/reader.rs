@@ -84,6 +84,25 @@ impl Context {
     pub(crate) fn into_errors(self) -> Vec<ParseError> {
         self.errors.into_inner()
     }
+
+    /// A context whose object is named only if it has problems: see [`Context::into_errors_of`].
+    /// For readers that see many objects and find problems in few.
+    pub(crate) fn unnamed() -> Context {
+        Context::new(String::new())
+    }
+
+    /// The problems found, each naming the object `describe` gives; `describe` runs only when
+    /// there is a problem to name.
+    pub(crate) fn into_errors_of(self, describe: impl FnOnce() -> String) -> Vec<ParseError> {
+        let mut errors = self.errors.into_inner();
+        if !errors.is_empty() {
+            let object = describe();
+            for error in &mut errors {
+                error.object.clone_from(&object);
+            }
+        }
+        errors
+    }
 }
 
 /// A possibly-missing value at a path.

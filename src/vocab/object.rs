@@ -110,6 +110,21 @@ pub fn tight(value: Value) -> Value {
     }
 }
 
+/// A copy of `value` built at exactly its length, as [`tight`] would leave a clone of it: one
+/// allocation per map, list and string instead of a clone's and then tight's.
+pub fn tight_copy(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut out = serde_json::Map::with_capacity(map.len());
+            out.extend(map.iter().map(|(k, v)| (k.clone(), tight_copy(v))));
+            Value::Object(out)
+        }
+        Value::Array(items) => Value::Array(items.iter().map(tight_copy).collect()),
+        Value::String(text) => Value::String(text.as_str().into()),
+        other => other.clone(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -125,7 +125,7 @@ pub(super) fn check_queued_flavors(c: &mut Checker, spec: &Spec, cluster: &Clust
                 .key("flavors")
                 .index(i)
                 .key("nodePool"),
-            None => match manifest_index(spec, "ResourceFlavor", &flavor.name) {
+            None => match manifest_index(c.rendered_manifests, "ResourceFlavor", &flavor.name) {
                 Some(i) => Path::root().key("manifests").index(i),
                 None => continue,
             },
@@ -151,7 +151,13 @@ pub(super) fn check_queued_flavors(c: &mut Checker, spec: &Spec, cluster: &Clust
                     ", and ClusterQueue {} admits jobs to it without a ProvisioningRequest admission check",
                     queues.iter().map(|q| format!("`{q}`")).collect::<Vec<_>>().join(", ")
                 ),
-                missing_check_hint(spec, &flavor.name, queues, declared.is_some() && !dws),
+                missing_check_hint(
+                    spec,
+                    c.rendered_manifests,
+                    &flavor.name,
+                    queues,
+                    declared.is_some() && !dws,
+                ),
             ),
         };
         c.error(
@@ -166,8 +172,12 @@ pub(super) fn check_queued_flavors(c: &mut Checker, spec: &Spec, cluster: &Clust
 }
 
 /// Where `kind` `name` is written in `manifests:`, if it is.
-fn manifest_index(spec: &Spec, kind: &str, name: &str) -> Option<usize> {
-    spec.manifests
+fn manifest_index(
+    manifests: &[std::sync::Arc<serde_json::Value>],
+    kind: &str,
+    name: &str,
+) -> Option<usize> {
+    manifests
         .iter()
         .position(|m| m["kind"] == kind && m["metadata"]["name"] == name)
 }
@@ -175,7 +185,13 @@ fn manifest_index(spec: &Spec, kind: &str, name: &str) -> Option<usize> {
 /// How to give `queues` a ProvisioningRequest check on `flavor`: `provisioning: dws` covers the
 /// kueue section's queues (when the flavor is the spec's and lacks it); a queue written in
 /// `manifests:` lists a check itself.
-fn missing_check_hint(spec: &Spec, flavor: &str, queues: &[&str], offer_dws: bool) -> String {
+fn missing_check_hint(
+    spec: &Spec,
+    manifests: &[std::sync::Arc<serde_json::Value>],
+    flavor: &str,
+    queues: &[&str],
+    offer_dws: bool,
+) -> String {
     let mut fixes = Vec::new();
     for queue in queues {
         let in_section = spec
@@ -183,7 +199,7 @@ fn missing_check_hint(spec: &Spec, flavor: &str, queues: &[&str], offer_dws: boo
             .cluster_queues
             .iter()
             .position(|cq| &cq.name == queue);
-        let fix = match (in_section, manifest_index(spec, "ClusterQueue", queue)) {
+        let fix = match (in_section, manifest_index(manifests, "ClusterQueue", queue)) {
             (Some(_), _) if offer_dws => "add `provisioning: dws` to the flavor (gkq then adds the ProvisioningRequest admission check to the kueue section's queues)".to_string(),
             (Some(i), _) => format!(
                 "list a ProvisioningRequest admission check for it in kueue.clusterQueues[{i}].admissionChecks (`{{name: <check>, onFlavors: [{flavor}]}}`)"

@@ -89,11 +89,7 @@ pub(super) fn find_accelerator_without_limit(
 /// A manifest with the address of an object gkq renders from the spec (or of another manifest)
 /// would be applied twice with different contents: refused here, at the manifest, instead of at
 /// plan time without a location.
-pub(super) fn check_manifest_collisions(
-    c: &mut Checker,
-    spec: &Spec,
-    desired: &crate::model::DesiredState,
-) {
+pub(super) fn check_manifest_collisions(c: &mut Checker, desired: &crate::model::DesiredState) {
     use crate::addr::ResourceAddr;
     let mut counts: BTreeMap<ResourceAddr, usize> = BTreeMap::new();
     for object in &desired.kubernetes {
@@ -102,7 +98,7 @@ pub(super) fn check_manifest_collisions(
         }
     }
     let mut seen: BTreeMap<ResourceAddr, usize> = BTreeMap::new();
-    for (i, manifest) in spec.manifests.iter().enumerate() {
+    for (i, manifest) in c.rendered_manifests.iter().enumerate() {
         let Ok(addr) = ResourceAddr::from_object(manifest) else {
             continue;
         };

@@ -29,6 +29,10 @@ use crate::vocab::quantity::{Format, Quantity};
 pub(super) struct Checker<'a> {
     loaded: &'a Loaded,
     diags: Diagnostics,
+    /// In [`check_rendered`], the spec's raw manifests as rendered (labelled), in their order:
+    /// the spec itself may no longer hold them (`model::build_moving_manifests`). Empty in
+    /// [`validate`], which reads `spec.manifests`.
+    rendered_manifests: &'a [std::sync::Arc<serde_json::Value>],
 }
 
 impl Checker<'_> {
@@ -151,6 +155,7 @@ pub fn validate(loaded: &Loaded) -> Diagnostics {
     let mut c = Checker {
         loaded,
         diags: Diagnostics::default(),
+        rendered_manifests: &[],
     };
     let spec = &loaded.spec;
     let root = Path::root();
@@ -365,10 +370,19 @@ pub(super) fn flavor_quotas(
 /// The checks that need the rendered objects: each job's Workload as Kueue would see it, the
 /// raw jobs of `manifests:`, manifests that collide with what gkq makes, and quotas against
 /// what their node pools can hold.
-pub fn check_rendered(loaded: &Loaded, desired: &super::DesiredState) -> Diagnostics {
+///
+/// `manifests` is how many of the spec's raw manifests were rendered: the last objects of
+/// `desired`, which these checks read in place of `spec.manifests`.
+pub fn check_rendered(
+    loaded: &Loaded,
+    desired: &super::DesiredState,
+    manifests: usize,
+) -> Diagnostics {
+    let rendered = &desired.kubernetes;
     let mut c = Checker {
         loaded,
         diags: Diagnostics::default(),
+        rendered_manifests: &rendered[rendered.len().saturating_sub(manifests)..],
     };
     let spec = &loaded.spec;
     let mut cluster = crate::placement::Cluster::default();
@@ -383,7 +397,7 @@ pub fn check_rendered(loaded: &Loaded, desired: &super::DesiredState) -> Diagnos
         check_rendered_job(&mut c, spec, &cluster, &rendered_jobs, i, job);
     }
     check_manifest_jobs(&mut c, spec, &cluster);
-    manifests::check_manifest_collisions(&mut c, spec, desired);
+    manifests::check_manifest_collisions(&mut c, desired);
     check_quotas_against_pools(&mut c, spec, &cluster);
     c.diags
 }
@@ -475,7 +489,7 @@ fn check_rendered_job(
 
 /// Raw jobs of the kinds Kueue manages here, written in `manifests:`: a DWS request GKE accepts.
 fn check_manifest_jobs(c: &mut Checker, spec: &Spec, cluster: &crate::placement::Cluster) {
-    for (i, manifest) in spec.manifests.iter().enumerate() {
+    for (i, manifest) in c.rendered_manifests.iter().enumerate() {
         use crate::placement::PendingWorkload;
         let run_kind = matches!(manifest["kind"].as_str(), Some("RayJob" | "JobSet" | "Job"));
         // A DWS request is made for a queued job only: a job without a queue is not read into
@@ -602,7 +616,7 @@ fn check_dws_request_shape(
                 groups.join(", "),
                 shape.check
             ),
-            merge_hint(spec, &shape, workload),
+            merge_hint(spec, c.rendered_manifests, &shape, workload),
         );
     }
 }
@@ -611,6 +625,7 @@ fn check_dws_request_shape(
 /// the spec declares the config, when one does; else one group of accelerator pods.
 fn merge_hint(
     spec: &Spec,
+    manifests: &[std::sync::Arc<serde_json::Value>],
     shape: &crate::placement::provisioning::RequestShape,
     workload: &crate::placement::PendingWorkload,
 ) -> String {
@@ -624,7 +639,7 @@ fn merge_hint(
         .admission_checks
         .iter()
         .position(|check| check.name == shape.check);
-    let manifest = spec.manifests.iter().position(|m| {
+    let manifest = manifests.iter().position(|m| {
         m["kind"] == "ProvisioningRequestConfig" && m["metadata"]["name"] == shape.config.as_str()
     });
     let set = match (declared, manifest) {
