@@ -154,16 +154,105 @@ pub struct QueuedWorkload {
     pub usage: Vec<(String, String, crate::vocab::quantity::Quantity)>,
 }
 
-/// The Workloads as Kueue's queue status reads them, by key and by queue, kept as they are
-/// written so that a queue's status is recomputed from its own Workloads without reading them.
+/// The Workloads as Kueue's queue status reads them, by key, and what each queue's status sums
+/// over its Workloads, kept as they are written: a queue's status costs its flavors, not its
+/// Workloads (thousands of JobSets holding quota in one ClusterQueue made every pass read them
+/// all).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct QueueBook {
     pub workloads: BTreeMap<super::store::Key, QueuedWorkload>,
-    /// `(namespace, LocalQueue)` -> the Workloads naming it (a copy: a queue's status reads its
-    /// Workloads in one pass, without looking each up).
-    pub by_local_queue: BTreeMap<(String, String), BTreeMap<super::store::Key, QueuedWorkload>>,
-    /// ClusterQueue -> the Workloads whose admission names it.
-    pub by_cluster_queue: BTreeMap<String, BTreeMap<super::store::Key, QueuedWorkload>>,
+    /// `(namespace, LocalQueue)` -> the sums over the Workloads naming it.
+    pub by_local_queue: BTreeMap<(String, String), QueueTotals>,
+    /// ClusterQueue -> the sums over the Workloads whose admission names it.
+    pub by_cluster_queue: BTreeMap<String, QueueTotals>,
+}
+
+/// What a queue's status sums over its Workloads: how many are in it, hold quota, are admitted
+/// or wait, and the quota held (`flavorsReservation`) and used by admitted ones (`flavorsUsage`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct QueueTotals {
+    /// The Workloads in the queue, whatever their state (the entry goes with the last).
+    pub workloads: usize,
+    pub reserving: usize,
+    pub admitted: usize,
+    pub waiting: usize,
+    /// By `(flavor, resource)`: the quota reserving Workloads hold.
+    pub reserved: BTreeMap<(String, String), UsageSum>,
+    /// The same for admitted Workloads.
+    pub used: BTreeMap<(String, String), UsageSum>,
+}
+
+/// A running sum of one flavor's resource over a queue's Workloads. Printed, as Kueue's status
+/// sums it in Workload order, in the format of the first Workload's first quantity: so each
+/// Workload's first format is kept by key.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UsageSum {
+    total: crate::vocab::quantity::Quantity,
+    first_format: BTreeMap<super::store::Key, crate::vocab::quantity::Format>,
+}
+
+impl Default for UsageSum {
+    fn default() -> Self {
+        UsageSum {
+            total: crate::vocab::quantity::Quantity::ZERO,
+            first_format: BTreeMap::new(),
+        }
+    }
+}
+
+impl UsageSum {
+    /// The sum, in the format of the first Workload in key order (`0` for none).
+    pub fn total(&self) -> crate::vocab::quantity::Quantity {
+        match self.first_format.values().next() {
+            Some(format) => self.total.in_format(*format),
+            None => crate::vocab::quantity::Quantity::ZERO,
+        }
+    }
+}
+
+impl QueueTotals {
+    /// Counts `w` (`key`) in (`add`) or out of the sums.
+    fn count(&mut self, key: &super::store::Key, w: &QueuedWorkload, add: bool) {
+        let step = |n: &mut usize, on: bool| {
+            if on {
+                *n = if add { *n + 1 } else { n.saturating_sub(1) };
+            }
+        };
+        step(&mut self.workloads, true);
+        step(&mut self.reserving, w.reserving);
+        step(&mut self.admitted, w.reserving && w.admitted);
+        step(&mut self.waiting, w.waiting);
+        if w.reserving {
+            Self::sum_usage(&mut self.reserved, key, w, add);
+        }
+        if w.reserving && w.admitted {
+            Self::sum_usage(&mut self.used, key, w, add);
+        }
+    }
+
+    fn sum_usage(
+        sums: &mut BTreeMap<(String, String), UsageSum>,
+        key: &super::store::Key,
+        w: &QueuedWorkload,
+        add: bool,
+    ) {
+        for (flavor, resource, q) in &w.usage {
+            let slot = (flavor.clone(), resource.clone());
+            if add {
+                let sum = sums.entry(slot).or_default();
+                sum.total = sum.total.saturating_add(*q);
+                sum.first_format
+                    .entry(key.clone())
+                    .or_insert_with(|| q.format());
+            } else if let Some(sum) = sums.get_mut(&slot) {
+                sum.total = sum.total.saturating_sub(*q);
+                sum.first_format.remove(key);
+                if sum.first_format.is_empty() {
+                    sums.remove(&slot);
+                }
+            }
+        }
+    }
 }
 
 impl QueueBook {
@@ -175,35 +264,36 @@ impl QueueBook {
     ) -> Option<QueuedWorkload> {
         let before = self.workloads.remove(key);
         if let Some(old) = &before {
-            if let Some(set) = self.by_local_queue.get_mut(&old.local_queue) {
-                set.remove(key);
-                if set.is_empty() {
-                    self.by_local_queue.remove(&old.local_queue);
-                }
-            }
-            if let Some(cq) = &old.cluster_queue
-                && let Some(set) = self.by_cluster_queue.get_mut(cq)
-            {
-                set.remove(key);
-                if set.is_empty() {
-                    self.by_cluster_queue.remove(cq);
-                }
+            Self::count_in(&mut self.by_local_queue, &old.local_queue, key, old, false);
+            if let Some(cq) = &old.cluster_queue {
+                Self::count_in(&mut self.by_cluster_queue, cq, key, old, false);
             }
         }
         if let Some(new) = now {
-            self.by_local_queue
-                .entry(new.local_queue.clone())
-                .or_default()
-                .insert(key.clone(), new.clone());
+            Self::count_in(&mut self.by_local_queue, &new.local_queue, key, &new, true);
             if let Some(cq) = &new.cluster_queue {
-                self.by_cluster_queue
-                    .entry(cq.clone())
-                    .or_default()
-                    .insert(key.clone(), new.clone());
+                Self::count_in(&mut self.by_cluster_queue, cq, key, &new, true);
             }
             self.workloads.insert(key.clone(), new);
         }
         before
+    }
+
+    fn count_in<Q: Ord + Clone>(
+        queues: &mut BTreeMap<Q, QueueTotals>,
+        queue: &Q,
+        key: &super::store::Key,
+        w: &QueuedWorkload,
+        add: bool,
+    ) {
+        if add {
+            queues.entry(queue.clone()).or_default().count(key, w, true);
+        } else if let Some(totals) = queues.get_mut(queue) {
+            totals.count(key, w, false);
+            if totals.workloads == 0 {
+                queues.remove(queue);
+            }
+        }
     }
 }
 
@@ -427,4 +517,134 @@ pub struct Ctx<'a> {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Outcome {
     pub changed: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::local::store::Key;
+    use crate::vocab::quantity::Quantity;
+
+    fn workload(name: &str) -> Key {
+        Key::new("kueue.x-k8s.io/v1beta2", "Workload", Some("team"), name)
+    }
+
+    /// A Workload of LocalQueue `team/lq`, holding `usage` in ClusterQueue `cq` when reserving.
+    fn queued(reserving: bool, admitted: bool, usage: &[(&str, &str, &str)]) -> QueuedWorkload {
+        QueuedWorkload {
+            local_queue: ("team".to_string(), "lq".to_string()),
+            cluster_queue: reserving.then(|| "cq".to_string()),
+            reserving,
+            admitted: reserving && admitted,
+            waiting: !reserving,
+            usage: usage
+                .iter()
+                .map(|(f, r, q)| (f.to_string(), r.to_string(), Quantity::parse(q).unwrap()))
+                .collect(),
+        }
+    }
+
+    /// What the queue status summed before the running sums: every reserving (or admitted)
+    /// Workload of the ClusterQueue in key order, in the first quantity's format.
+    fn summed_from_scratch(book: &QueueBook, admitted: bool) -> BTreeMap<(String, String), String> {
+        let mut all: BTreeMap<(String, String), Vec<Quantity>> = BTreeMap::new();
+        for w in book.workloads.values() {
+            if w.cluster_queue.as_deref() == Some("cq") && w.reserving && (!admitted || w.admitted)
+            {
+                for (f, r, q) in &w.usage {
+                    all.entry((f.clone(), r.clone())).or_default().push(*q);
+                }
+            }
+        }
+        all.into_iter()
+            .map(|(slot, qs)| {
+                let total = qs[1..].iter().fold(qs[0], |a, b| a.saturating_add(*b));
+                (slot, total.to_canonical_string())
+            })
+            .collect()
+    }
+
+    fn assert_sums_match_a_recomputation(book: &QueueBook) {
+        let mut fresh = QueueBook::default();
+        for (key, w) in &book.workloads {
+            fresh.set(key, Some(w.clone()));
+        }
+        assert_eq!(
+            book, &fresh,
+            "the running sums drifted from a recomputation"
+        );
+        let printed = |sums: Option<&BTreeMap<(String, String), UsageSum>>| {
+            sums.into_iter()
+                .flatten()
+                .map(|(slot, sum)| (slot.clone(), sum.total().to_canonical_string()))
+                .collect::<BTreeMap<_, _>>()
+        };
+        let cq = book.by_cluster_queue.get("cq");
+        assert_eq!(
+            printed(cq.map(|t| &t.reserved)),
+            summed_from_scratch(book, false)
+        );
+        assert_eq!(
+            printed(cq.map(|t| &t.used)),
+            summed_from_scratch(book, true)
+        );
+    }
+
+    #[test]
+    fn queue_sums_equal_a_recomputation_after_deletes_evictions_requeues_and_flavor_changes() {
+        let mut book = QueueBook::default();
+        let (a, b, c) = (workload("a"), workload("b"), workload("c"));
+        book.set(
+            &b,
+            Some(queued(
+                true,
+                true,
+                &[("dws", "memory", "16G"), ("dws", "memory", "1Gi")],
+            )),
+        );
+        book.set(
+            &c,
+            Some(queued(
+                true,
+                false,
+                &[("dws", "memory", "2Gi"), ("dws", "cpu", "500m")],
+            )),
+        );
+        assert_sums_match_a_recomputation(&book);
+        // A Workload before the others in key order prints the sum in its format (16G + 4Gi).
+        book.set(&a, Some(queued(true, true, &[("dws", "memory", "1Gi")])));
+        assert_sums_match_a_recomputation(&book);
+        let totals = &book.by_cluster_queue["cq"];
+        assert_eq!((totals.reserving, totals.admitted), (3, 2));
+        assert_eq!(
+            totals.reserved[&("dws".to_string(), "memory".to_string())]
+                .total()
+                .to_canonical_string(),
+            "19819304Ki"
+        );
+        // Evicted: it no longer holds quota, and waits again (requeued).
+        book.set(&b, Some(queued(false, false, &[])));
+        assert_sums_match_a_recomputation(&book);
+        assert_eq!(
+            book.by_local_queue[&("team".to_string(), "lq".to_string())].waiting,
+            1
+        );
+        // Admitted again, in another flavor.
+        book.set(&b, Some(queued(true, true, &[("spot", "memory", "4Gi")])));
+        // Changed flavor.
+        book.set(&c, Some(queued(true, true, &[("spot", "cpu", "1")])));
+        assert_sums_match_a_recomputation(&book);
+        assert!(
+            !book.by_cluster_queue["cq"]
+                .reserved
+                .contains_key(&("dws".to_string(), "cpu".to_string()))
+        );
+        // Deleted, first in key order: the sum is printed in the next one's format.
+        book.set(&a, None);
+        assert_sums_match_a_recomputation(&book);
+        book.set(&b, None);
+        book.set(&c, None);
+        assert_sums_match_a_recomputation(&book);
+        assert!(book.by_cluster_queue.is_empty() && book.by_local_queue.is_empty());
+    }
 }

@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::super::controller::{Ctx, QueueBook, QueuedWorkload};
+use super::super::controller::{Ctx, QueueBook, QueueTotals, QueuedWorkload, UsageSum};
 use super::super::store::{Key, Store, set_condition};
-use super::{KUEUE, MANAGER, condition_true, deleting, finished, reserving, sum};
+use super::{KUEUE, MANAGER, condition_true, deleting, finished, reserving};
 use crate::placement::{Cluster, active};
 use crate::vocab::quantity::Quantity;
 
@@ -33,14 +33,6 @@ impl QueueInputs<'_> {
             }
         }
         QueueInputs { book, kueue }
-    }
-
-    /// The Workloads of one queue, in key order.
-    pub fn workloads<'a>(
-        &'a self,
-        queue: Option<&'a BTreeMap<Key, QueuedWorkload>>,
-    ) -> impl Iterator<Item = &'a QueuedWorkload> + 'a {
-        queue.into_iter().flat_map(BTreeMap::values)
     }
 }
 
@@ -107,33 +99,19 @@ pub(super) fn cluster_queues(ctx: &mut Ctx<'_>, keys: Vec<Key>, inputs: &QueueIn
             continue;
         };
         let (active, reason, message) = cq_state(&cq, &inputs.kueue);
-        let in_cq: Vec<&QueuedWorkload> = inputs
-            .workloads(inputs.book.by_cluster_queue.get(&key.name))
-            .filter(|w| w.reserving)
-            .collect();
         let pending = cq_of_lq
             .iter()
             .filter(|(_, cq)| cq.as_deref() == Some(key.name.as_str()))
-            .flat_map(|(queue, _)| inputs.workloads(inputs.book.by_local_queue.get(*queue)))
-            .filter(|w| w.waiting)
-            .count();
-        let status = QueueStatus::new((active, reason, message), &in_cq, pending, Some(&cq), true);
+            .filter_map(|(queue, _)| inputs.book.by_local_queue.get(*queue))
+            .map(|totals| totals.waiting)
+            .sum();
+        let totals = inputs.book.by_cluster_queue.get(&key.name);
+        let status = QueueStatus::new((active, reason, message), totals, pending, Some(&cq), true);
         changed |= ctx
             .store
             .update(&key, MANAGER, true, now, |o| status.write(o, now));
     }
     changed
-}
-
-/// What `workloads` use, by flavor and resource, summed in their order (one pass over them).
-fn usage_by_flavor<'w>(workloads: &[&'w QueuedWorkload]) -> BTreeMap<(&'w str, &'w str), Quantity> {
-    let mut used: BTreeMap<(&str, &str), Vec<Quantity>> = BTreeMap::new();
-    for (flavor, resource, q) in workloads.iter().flat_map(|w| &w.usage) {
-        used.entry((flavor.as_str(), resource.as_str()))
-            .or_default()
-            .push(*q);
-    }
-    used.into_iter().map(|(k, all)| (k, sum(&all))).collect()
 }
 
 /// The status Kueue writes on a ClusterQueue or a LocalQueue: the same fields on both.
@@ -149,21 +127,21 @@ pub(super) struct QueueStatus {
 }
 
 impl QueueStatus {
-    /// The status of a queue holding `reserving` Workloads, with `pending` waiting, its usage
-    /// over the flavors of `cq` (none without a ClusterQueue).
+    /// The status of a queue whose Workloads sum to `totals` (`None`: it has none), with
+    /// `pending` waiting, its usage over the flavors of `cq` (none without a ClusterQueue).
     pub fn new(
         (active, reason, message): (bool, &'static str, String),
-        reserving: &[&QueuedWorkload],
+        totals: Option<&QueueTotals>,
         pending: usize,
         cq: Option<&Value>,
         borrowed: bool,
     ) -> QueueStatus {
-        let admitted: Vec<&QueuedWorkload> =
-            reserving.iter().copied().filter(|w| w.admitted).collect();
+        let none = BTreeMap::new();
+        let (reserved, used) = totals.map_or((&none, &none), |t| (&t.reserved, &t.used));
         let (reservation, usage) = match cq {
             Some(cq) => (
-                flavor_table(cq, reserving, borrowed),
-                flavor_table(cq, &admitted, borrowed),
+                flavor_table(cq, reserved, borrowed),
+                flavor_table(cq, used, borrowed),
             ),
             None => (json!([]), json!([])),
         };
@@ -172,8 +150,8 @@ impl QueueStatus {
             reason,
             message,
             pending,
-            reserving: reserving.len(),
-            admitted: admitted.len(),
+            reserving: totals.map_or(0, |t| t.reserving),
+            admitted: totals.map_or(0, |t| t.admitted),
             reservation,
             usage,
         }
@@ -190,8 +168,13 @@ impl QueueStatus {
     }
 }
 
-pub(super) fn flavor_table(cq: &Value, workloads: &[&QueuedWorkload], borrowed: bool) -> Value {
-    let used = usage_by_flavor(workloads);
+/// The rows of `flavorsReservation` / `flavorsUsage`: each flavor and resource of `cq`, with
+/// what its Workloads hold of it (`used`).
+pub(super) fn flavor_table(
+    cq: &Value,
+    used: &BTreeMap<(String, String), UsageSum>,
+    borrowed: bool,
+) -> Value {
     let mut rows = Vec::new();
     for group in cq
         .pointer("/spec/resourceGroups")
@@ -208,9 +191,8 @@ pub(super) fn flavor_table(cq: &Value, workloads: &[&QueuedWorkload], borrowed: 
                 .map(|r| {
                     let rname = r["name"].as_str().unwrap_or_default();
                     let total = used
-                        .get(&(fname, rname))
-                        .copied()
-                        .unwrap_or(Quantity::ZERO)
+                        .get(&(fname.to_string(), rname.to_string()))
+                        .map_or(Quantity::ZERO, UsageSum::total)
                         .to_canonical_string();
                     if borrowed {
                         json!({"name": rname, "total": total, "borrowed": "0"})

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use super::super::controller::{Ctx, QueuedWorkload};
+use super::super::controller::Ctx;
 use super::super::store::Key;
 use super::MANAGER;
 use super::clusterqueue::{QueueInputs, QueueStatus, cq_state};
@@ -48,19 +48,14 @@ pub(super) fn local_queues(ctx: &mut Ctx<'_>, keys: Vec<Key>, inputs: &QueueInpu
                 "Can't submit new workloads to clusterQueue".to_string(),
             ),
         };
-        let mine: Vec<&QueuedWorkload> = inputs
-            .workloads(
-                inputs
-                    .book
-                    .by_local_queue
-                    .get(&(key.namespace.clone(), key.name.clone())),
-            )
-            .collect();
-        let in_lq: Vec<&QueuedWorkload> = mine.iter().copied().filter(|w| w.reserving).collect();
-        let pending = mine.iter().filter(|w| w.waiting).count();
+        let totals = inputs
+            .book
+            .by_local_queue
+            .get(&(key.namespace.clone(), key.name.clone()));
+        let pending = totals.map_or(0, |t| t.waiting);
         let status = QueueStatus::new(
             (active, reason, message),
-            &in_lq,
+            totals,
             pending,
             cq.as_ref(),
             false,
