@@ -361,6 +361,12 @@ mod tests {
 
     /// Flavor `f`, ClusterQueue `small` with 2 CPUs of it, and LocalQueue `default/lq` on it.
     fn small_queue(store: &mut Store) {
+        queue_with_cpu(store, "small", "2");
+    }
+
+    /// Flavor `f`, ClusterQueue `cluster_queue` with `cpu` of it, and LocalQueue `default/lq`
+    /// on it.
+    fn queue_with_cpu(store: &mut Store, cluster_queue: &str, cpu: &str) {
         store.create(
             json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
                 "metadata": {"name": "f"}, "spec": {}}),
@@ -369,16 +375,16 @@ mod tests {
         );
         store.create(
             json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
-                "metadata": {"name": "small"}, "spec": {"namespaceSelector": {},
+                "metadata": {"name": cluster_queue}, "spec": {"namespaceSelector": {},
                 "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": "f",
-                    "resources": [{"name": "cpu", "nominalQuota": "2"}]}]}]}}),
+                    "resources": [{"name": "cpu", "nominalQuota": cpu}]}]}]}}),
             "test",
             2,
         );
         store.create(
             json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
                 "metadata": {"name": "lq", "namespace": "default"},
-                "spec": {"clusterQueue": "small"}}),
+                "spec": {"clusterQueue": cluster_queue}}),
             "test",
             2,
         );
@@ -501,27 +507,7 @@ mod tests {
     #[test]
     fn controller_work_per_queued_workload_does_not_grow_with_the_workloads() {
         let (mut store, mut sim) = kueue_world();
-        store.create(
-            json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
-                "metadata": {"name": "f"}, "spec": {}}),
-            "test",
-            2,
-        );
-        store.create(
-            json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
-                "metadata": {"name": "big"}, "spec": {"namespaceSelector": {},
-                "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": "f",
-                    "resources": [{"name": "cpu", "nominalQuota": "1000"}]}]}]}}),
-            "test",
-            2,
-        );
-        store.create(
-            json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
-                "metadata": {"name": "lq", "namespace": "default"},
-                "spec": {"clusterQueue": "big"}}),
-            "test",
-            2,
-        );
+        queue_with_cpu(&mut store, "big", "1000");
         let settings = SimSettings::default();
         reconcile(&mut store, &mut sim, &settings, &[], "c", 2);
         let mut work = Vec::new();
