@@ -7,6 +7,9 @@
 //! "no preemption candidates" (always the case with the default `Never` policies), victims in the
 //! same queue give `preempt`, victims only in other queues of the cohort give `reclaim`.
 
+use std::borrow::Cow;
+use std::collections::HashMap;
+
 use super::amount::{Amount, format_amount, quantity_of};
 use super::model::{CqModel, FlavorId, Model, ResId, Shape, WorkloadModel};
 use super::objects::{FungibilityPolicy, FungibilityPreference};
@@ -122,7 +125,7 @@ pub(crate) struct Choice {
 
 /// Why a flavor was not simply taken, kept as data and only formatted into Kueue's text when a
 /// message is shown (most attempts of a large queue fail, and formatting dominated the cost).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Reason {
     /// The podset's shape cannot use the flavor (missing flavor, taint, node affinity).
     Ineligible { shape: usize, flavor: FlavorId },
@@ -146,6 +149,45 @@ pub(crate) enum Reason {
 }
 
 impl Reason {
+    /// The reason as data, with names and quantities (for `gkq explain`).
+    fn problem(&self, model: &Model<'_>) -> AttemptProblem {
+        match *self {
+            Reason::Ineligible { flavor, .. } => AttemptProblem::Ineligible {
+                flavor: model.flavors.name(flavor).to_string(),
+            },
+            Reason::ExceedsMaximum {
+                flavor,
+                resource,
+                assumed,
+                request,
+                maximum,
+            } => {
+                let name = model.resources.name(resource);
+                AttemptProblem::OverCapacity {
+                    flavor: model.flavors.name(flavor).to_string(),
+                    resource: name.to_string(),
+                    needed: quantity_of(name, assumed.add_value(request).get()),
+                    maximum: quantity_of(name, maximum.get()),
+                }
+            }
+            Reason::InsufficientUnused {
+                flavor,
+                resource,
+                needed,
+            } => {
+                let name = model.resources.name(resource);
+                AttemptProblem::InUse {
+                    flavor: model.flavors.name(flavor).to_string(),
+                    resource: name.to_string(),
+                    more: quantity_of(name, needed.get()),
+                }
+            }
+            Reason::Unavailable { resource } => AttemptProblem::NotCovered {
+                resource: model.resources.name(resource).to_string(),
+            },
+        }
+    }
+
     fn text(&self, model: &Model<'_>) -> String {
         use std::fmt::Write;
         let mut out = String::with_capacity(128);
@@ -194,6 +236,27 @@ impl Reason {
             ),
         };
         out
+    }
+}
+
+/// Kueue's words for each [`Reason`], formatted once per prediction: the pending workloads of a
+/// full queue fail on the same flavors for the same amounts again and again.
+#[derive(Debug, Default)]
+pub(crate) struct ReasonTexts(HashMap<Reason, String>);
+
+impl ReasonTexts {
+    /// Formats the reasons not seen yet.
+    fn learn(&mut self, model: &Model<'_>, reasons: &[Reason]) {
+        for reason in reasons {
+            if !self.0.contains_key(reason) {
+                self.0.insert(*reason, reason.text(model));
+            }
+        }
+    }
+
+    /// The text of a reason [`Self::learn`] has seen.
+    fn of(&self, reason: &Reason) -> &str {
+        self.0.get(reason).map_or("", String::as_str)
     }
 }
 
@@ -269,6 +332,29 @@ impl Assignment {
 
     /// Kueue's `Assignment.Message()`.
     pub fn message(&self, model: &Model<'_>, pod_sets: &[PodSet]) -> String {
+        self.message_with(pod_sets, |reason| Cow::Owned(reason.text(model)))
+    }
+
+    /// [`Self::message`] and each flavor each podset could not use (with why, in Kueue's order
+    /// of trying), each reason formatted once: `texts` keeps the texts for the next workloads.
+    pub fn explain(
+        &self,
+        model: &Model<'_>,
+        pod_sets: &[PodSet],
+        texts: &mut ReasonTexts,
+    ) -> (String, Vec<FlavorAttempt>) {
+        texts.learn(model, &self.reasons);
+        let texts = &*texts;
+        let message = self.message_with(pod_sets, |reason| Cow::Borrowed(texts.of(reason)));
+        let attempts = self.attempts_with(model, pod_sets, |reason| texts.of(reason).to_string());
+        (message, attempts)
+    }
+
+    fn message_with<'t>(
+        &self,
+        pod_sets: &[PodSet],
+        text: impl Fn(&Reason) -> Cow<'t, str>,
+    ) -> String {
         let mut parts = Vec::new();
         for (i, assignment) in self.pod_sets.iter().enumerate() {
             let name = pod_sets.get(i).map_or("", |ps| ps.name.as_str());
@@ -279,7 +365,7 @@ impl Assignment {
             if reasons.is_empty() {
                 continue;
             }
-            let mut texts: Vec<String> = reasons.iter().map(|r| r.text(model)).collect();
+            let mut texts: Vec<Cow<'t, str>> = reasons.iter().map(&text).collect();
             texts.sort();
             parts.push(format!(
                 "couldn't assign flavors to pod set {name}: {}",
@@ -290,53 +376,20 @@ impl Assignment {
     }
 
     /// Each flavor each podset could not use, and why, in Kueue's order of trying.
-    pub fn attempts(&self, model: &Model<'_>, pod_sets: &[PodSet]) -> Vec<FlavorAttempt> {
-        let mut attempts = Vec::new();
+    fn attempts_with(
+        &self,
+        model: &Model<'_>,
+        pod_sets: &[PodSet],
+        text: impl Fn(&Reason) -> String,
+    ) -> Vec<FlavorAttempt> {
+        let mut attempts = Vec::with_capacity(self.reasons.len());
         for (i, assignment) in self.pod_sets.iter().enumerate() {
-            let podset = pod_sets
-                .get(i)
-                .map_or("", |ps| ps.name.as_str())
-                .to_string();
+            let podset = pod_sets.get(i).map_or("", |ps| ps.name.as_str());
             for reason in self.reasons_of(assignment) {
-                let problem = match *reason {
-                    Reason::Ineligible { flavor, .. } => AttemptProblem::Ineligible {
-                        flavor: model.flavors.name(flavor).to_string(),
-                    },
-                    Reason::ExceedsMaximum {
-                        flavor,
-                        resource,
-                        assumed,
-                        request,
-                        maximum,
-                    } => {
-                        let name = model.resources.name(resource);
-                        AttemptProblem::OverCapacity {
-                            flavor: model.flavors.name(flavor).to_string(),
-                            resource: name.to_string(),
-                            needed: quantity_of(name, assumed.add_value(request).get()),
-                            maximum: quantity_of(name, maximum.get()),
-                        }
-                    }
-                    Reason::InsufficientUnused {
-                        flavor,
-                        resource,
-                        needed,
-                    } => {
-                        let name = model.resources.name(resource);
-                        AttemptProblem::InUse {
-                            flavor: model.flavors.name(flavor).to_string(),
-                            resource: name.to_string(),
-                            more: quantity_of(name, needed.get()),
-                        }
-                    }
-                    Reason::Unavailable { resource } => AttemptProblem::NotCovered {
-                        resource: model.resources.name(resource).to_string(),
-                    },
-                };
                 attempts.push(FlavorAttempt {
-                    podset: podset.clone(),
-                    problem,
-                    text: reason.text(model),
+                    podset: podset.to_string(),
+                    problem: reason.problem(model),
+                    text: text(reason),
                 });
             }
         }

@@ -91,7 +91,7 @@ pub use podsets::{PendingWorkload, PodSet};
 pub use reader::{ParseError, ParseErrors};
 
 use amount::{quantity_of, request_value};
-use assign::Assignment;
+use assign::{Assignment, ReasonTexts};
 use model::{Blocked, Model, WorkloadModel};
 use objects::ReservingWorkload;
 use queues::{Live, Outcome, Release, Simulation, simulate};
@@ -274,12 +274,13 @@ fn placements_of(
     simulation: &Simulation,
     queue_releases: &[Option<active::Release>],
 ) -> Vec<Placement> {
+    let mut texts = ReasonTexts::default();
     all.iter()
         .zip(compiled)
         .zip(&simulation.outcomes)
         .enumerate()
         .map(|(index, ((workload, compiled), outcome))| {
-            let mut placement = placement_of(model, all, workload, compiled, outcome);
+            let mut placement = placement_of(model, all, workload, compiled, outcome, &mut texts);
             add_preemptions(&mut placement, index, all, simulation);
             if let Some(Some(release)) = queue_releases.get(index) {
                 placement.reason = Some(match &placement.reason {
@@ -512,6 +513,7 @@ fn placement_of(
     workload: &PendingWorkload,
     compiled: &WorkloadModel,
     outcome: &Outcome,
+    texts: &mut ReasonTexts,
 ) -> Placement {
     let (kind, job) = workload
         .owner
@@ -543,11 +545,12 @@ fn placement_of(
             checks.clone(),
         ),
         Outcome::Pending(failure) => {
-            attempts = failure.attempts(model, &workload.pod_sets);
+            let message;
+            (message, attempts) = failure.explain(model, &workload.pod_sets, texts);
             (
                 unplaced(),
                 PlacementState::Pending,
-                Some(failure.message(model, &workload.pod_sets)),
+                Some(message),
                 Vec::new(),
             )
         }

@@ -26,7 +26,7 @@ use std::cmp::Reverse;
 use std::rc::Rc;
 
 use super::amount::Amount;
-use super::assign::{Assignment, Mode, Workspace, assign};
+use super::assign::{Assignment, Mode, ReasonTexts, Workspace, assign};
 use super::model::{Blocked, Inadmissible, Model, WorkloadModel};
 use super::objects::QueueingStrategy;
 use super::podsets::PodSet;
@@ -92,15 +92,17 @@ impl Failure {
         }
     }
 
-    /// The flavors tried and why each did not do (none for a failure given as text).
-    pub fn attempts(
+    /// [`Self::message`] and the flavors tried with why each did not do (none for a failure
+    /// given as text), each reason formatted once across the workloads `texts` saw.
+    pub fn explain(
         &self,
         model: &Model<'_>,
         pod_sets: &[PodSet],
-    ) -> Vec<super::outcome::FlavorAttempt> {
+        texts: &mut ReasonTexts,
+    ) -> (String, Vec<super::outcome::FlavorAttempt>) {
         match self {
-            Failure::Assignment(assignment) => assignment.attempts(model, pod_sets),
-            Failure::Text(_) => Vec::new(),
+            Failure::Assignment(assignment) => assignment.explain(model, pod_sets, texts),
+            Failure::Text(text) => (text.clone(), Vec::new()),
         }
     }
 }
