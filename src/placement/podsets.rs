@@ -13,6 +13,8 @@
 //! (`UseLimitsAsMissingRequestsInPod`, `ValidateResources`) and
 //! `k8s.io/component-helpers/resource` (`PodRequests`).
 
+mod merge_keys;
+
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
@@ -71,72 +73,11 @@ impl MergeKeys {
         let Some(template) = template else {
             return MergeKeys::default();
         };
-        // Quantities compare by value (`1` is `1000m`), as Kueue's semantic equality does.
-        let mut template = template.clone();
-        if let Some(spec) = template.get_mut("spec") {
-            for containers in ["containers", "initContainers"] {
-                for c in spec[containers].as_array_mut().into_iter().flatten() {
-                    canonical_quantities(&mut c["resources"]["requests"]);
-                    canonical_quantities(&mut c["resources"]["limits"]);
-                }
-            }
-            canonical_quantities(&mut spec["resources"]["requests"]);
-            canonical_quantities(&mut spec["resources"]["limits"]);
-            canonical_quantities(&mut spec["overhead"]);
-        }
-        let template = &template;
-        let spec = &template["spec"];
-        let requests = |containers: &str| -> Value {
-            let each = spec[containers]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|c| canonical_json(&c["resources"]["requests"]));
-            Value::Array(each.collect())
-        };
-        let scheduling = Value::Array(vec![
-            requests("containers"),
-            requests("initContainers"),
-            canonical_json(&spec["resources"]),
-            canonical_json(&spec["nodeSelector"]),
-            canonical_json(&spec["tolerations"]),
-            canonical_json(&spec["affinity"]),
-            canonical_json(&spec["resourceClaims"]),
-        ]);
+        let (template, scheduling) = merge_keys::merge_keys(template);
         MergeKeys {
-            template: canonical_json(template).to_string(),
-            scheduling: scheduling.to_string(),
+            template,
+            scheduling,
         }
-    }
-}
-
-/// Each quantity of a resource map in its canonical spelling. (Reaching the map by index adds
-/// nulls where the template has nothing; both podsets compared get the same.)
-fn canonical_quantities(resources: &mut Value) {
-    let Some(map) = resources.as_object_mut() else {
-        return;
-    };
-    for q in map.values_mut() {
-        if let Ok(quantity) = Quantity::from_json(q) {
-            *q = Value::String(quantity.to_canonical_string());
-        }
-    }
-}
-
-/// `value` with every object's keys in sorted order (maps compare regardless of order).
-fn canonical_json(value: &Value) -> Value {
-    match value {
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            Value::Object(
-                keys.into_iter()
-                    .map(|k| (k.clone(), canonical_json(&map[k])))
-                    .collect(),
-            )
-        }
-        Value::Array(items) => Value::Array(items.iter().map(canonical_json).collect()),
-        other => other.clone(),
     }
 }
 
