@@ -55,14 +55,72 @@ impl std::error::Error for ParseErrors {}
 pub(crate) struct Context {
     object: String,
     errors: RefCell<Vec<ParseError>>,
+    /// The paths of the fields read, spelled out only when a problem is reported: reading a
+    /// job visits hundreds of fields and finds problems in few.
+    steps: RefCell<Vec<Step>>,
+    /// The object keys of `steps`, one after another.
+    keys: RefCell<String>,
 }
+
+/// One step of a field path: from its parent's path (`ROOT`: none) to a key or a list item.
+struct Step {
+    parent: u32,
+    segment: Segment,
+}
+
+enum Segment {
+    /// An object key: a range of `Context::keys`.
+    Key(u32, u32),
+    Item(usize),
+}
+
+/// The path of the object itself.
+const ROOT: u32 = u32::MAX;
 
 impl Context {
     pub(crate) fn new(object: String) -> Context {
         Context {
             object,
             errors: RefCell::new(Vec::new()),
+            steps: RefCell::new(Vec::new()),
+            keys: RefCell::new(String::new()),
         }
+    }
+
+    /// Records one step below `parent`; returns the new path.
+    fn step(&self, parent: u32, segment: impl FnOnce(&mut String) -> Segment) -> u32 {
+        let segment = segment(&mut self.keys.borrow_mut());
+        let mut steps = self.steps.borrow_mut();
+        steps.push(Step { parent, segment });
+        // Past u32::MAX steps the path is no longer named; reading goes on.
+        u32::try_from(steps.len() - 1).unwrap_or(ROOT)
+    }
+
+    /// The dotted path `path` stands for, e.g. `spec.containers[0].resources`.
+    fn path_text(&self, mut path: u32) -> String {
+        let steps = self.steps.borrow();
+        let keys = self.keys.borrow();
+        let mut segments = Vec::new();
+        while let Some(step) = steps.get(path as usize) {
+            segments.push(&step.segment);
+            path = step.parent;
+        }
+        let mut text = String::new();
+        for segment in segments.into_iter().rev() {
+            match *segment {
+                Segment::Key(start, end) => {
+                    if !text.is_empty() {
+                        text.push('.');
+                    }
+                    text.push_str(&keys[start as usize..end as usize]);
+                }
+                Segment::Item(i) => {
+                    use std::fmt::Write;
+                    let _ = write!(text, "[{i}]");
+                }
+            }
+        }
+        text
     }
 
     pub(crate) fn report(&self, field: &str, message: impl Into<String>) {
@@ -77,7 +135,7 @@ impl Context {
         Field {
             ctx: self,
             value: Some(value),
-            path: String::new(),
+            path: ROOT,
         }
     }
 
@@ -110,12 +168,13 @@ impl Context {
 pub(crate) struct Field<'c, 'v> {
     ctx: &'c Context,
     value: Option<&'v Value>,
-    path: String,
+    /// In `ctx`'s steps.
+    path: u32,
 }
 
 impl<'c, 'v> Field<'c, 'v> {
     pub(crate) fn report(&self, message: impl Into<String>) {
-        self.ctx.report(&self.path, message);
+        self.ctx.report(&self.ctx.path_text(self.path), message);
     }
 
     /// The value unless missing or `null`.
@@ -128,13 +187,18 @@ impl<'c, 'v> Field<'c, 'v> {
     }
 
     pub(crate) fn get(&self, key: &str) -> Field<'c, 'v> {
-        let path = if self.path.is_empty() {
-            key.to_string()
-        } else {
-            format!("{}.{key}", self.path)
-        };
+        let path = self.ctx.step(self.path, |keys| {
+            let start = keys.len();
+            keys.push_str(key);
+            let offset = |at: usize| u32::try_from(at).unwrap_or(u32::MAX);
+            Segment::Key(offset(start), offset(keys.len()))
+        });
         let value = match self.value() {
             None => None,
+            // Most objects of a job have a few keys: comparing them beats hashing the key.
+            Some(Value::Object(map)) if map.len() <= 8 => {
+                map.iter().find(|(k, _)| k.as_str() == key).map(|(_, v)| v)
+            }
             Some(Value::Object(map)) => map.get(key),
             Some(_) => {
                 self.report("expected an object");
@@ -158,7 +222,7 @@ impl<'c, 'v> Field<'c, 'v> {
                 .map(|(i, value)| Field {
                     ctx: self.ctx,
                     value: Some(value),
-                    path: format!("{}[{i}]", self.path),
+                    path: self.ctx.step(self.path, |_| Segment::Item(i)),
                 })
                 .collect(),
             Some(_) => {
