@@ -63,7 +63,10 @@ pub(crate) struct QuotaTree {
     local: Vec<Amount>,
     own: Vec<Amount>,
     borrowing_limit: Vec<Option<Amount>>,
-    /// Per node: its height as a cohort and the root of its tree.
+    /// `subtree_quota` of every node, flat like the values above (read on every flavor tried).
+    subtree: Vec<Amount>,
+    /// Per node: its parent, its height as a cohort and the root of its tree.
+    parents: Vec<Option<usize>>,
     heights: Vec<usize>,
     roots: Vec<usize>,
 }
@@ -77,6 +80,8 @@ impl QuotaTree {
             local: Vec::new(),
             own: Vec::new(),
             borrowing_limit: Vec::new(),
+            subtree: Vec::new(),
+            parents: Vec::new(),
             heights: Vec::new(),
             roots: Vec::new(),
         }
@@ -150,6 +155,12 @@ impl QuotaTree {
         self.potential = potential;
         self.own = own;
         self.borrowing_limit = borrowing_limit;
+        self.subtree = self
+            .nodes
+            .iter()
+            .flat_map(|n| n.subtree_quota.iter().copied())
+            .collect();
+        self.parents = self.nodes.iter().map(|n| n.parent).collect();
         self.heights = (0..self.nodes.len())
             .map(|n| self.compute_height(n))
             .collect();
@@ -212,9 +223,9 @@ impl QuotaTree {
     }
 
     fn available_raw(&self, node: usize, fr: Fr, usage: &Usage) -> Amount {
-        let subtree = self.nodes[node].subtree_quota[fr];
+        let subtree = self.subtree[node * self.frs + fr];
         let used = usage.get(node, fr);
-        let Some(parent) = self.nodes[node].parent else {
+        let Some(parent) = self.parents[node] else {
             return subtree.minus(used);
         };
         let mut parent_available = self.available_raw(parent, fr, usage);
