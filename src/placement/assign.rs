@@ -242,21 +242,23 @@ impl Reason {
 /// Kueue's words for each [`Reason`], formatted once per prediction: the pending workloads of a
 /// full queue fail on the same flavors for the same amounts again and again.
 #[derive(Debug, Default)]
-pub(crate) struct ReasonTexts(HashMap<Reason, String>);
+pub(crate) struct ReasonTexts {
+    ids: HashMap<Reason, usize>,
+    texts: Vec<String>,
+}
 
 impl ReasonTexts {
-    /// Formats the reasons not seen yet.
-    fn learn(&mut self, model: &Model<'_>, reasons: &[Reason]) {
-        for reason in reasons {
-            if !self.0.contains_key(reason) {
-                self.0.insert(*reason, reason.text(model));
-            }
-        }
-    }
-
-    /// The text of a reason [`Self::learn`] has seen.
-    fn of(&self, reason: &Reason) -> &str {
-        self.0.get(reason).map_or("", String::as_str)
+    /// The text id of each reason, formatting the ones not seen yet.
+    fn learn(&mut self, model: &Model<'_>, reasons: &[Reason]) -> Vec<usize> {
+        reasons
+            .iter()
+            .map(|reason| {
+                *self.ids.entry(*reason).or_insert_with(|| {
+                    self.texts.push(reason.text(model));
+                    self.texts.len() - 1
+                })
+            })
+            .collect()
     }
 }
 
@@ -303,10 +305,6 @@ impl Assignment {
         &self.choices
     }
 
-    fn reasons_of(&self, pod_set: &PodSetAssignment) -> &[Reason] {
-        &self.reasons[pod_set.reasons.clone()]
-    }
-
     fn pod_set_mode(&self, pod_set: &PodSetAssignment) -> Mode {
         let choices = &self.choices[pod_set.choices.clone()];
         if pod_set.error.is_none() && pod_set.reasons.is_empty() {
@@ -332,7 +330,7 @@ impl Assignment {
 
     /// Kueue's `Assignment.Message()`.
     pub fn message(&self, model: &Model<'_>, pod_sets: &[PodSet]) -> String {
-        self.message_with(pod_sets, |reason| Cow::Owned(reason.text(model)))
+        self.message_with(pod_sets, |i| Cow::Owned(self.reasons[i].text(model)))
     }
 
     /// [`Self::message`] and each flavor each podset could not use (with why, in Kueue's order
@@ -343,17 +341,18 @@ impl Assignment {
         pod_sets: &[PodSet],
         texts: &mut ReasonTexts,
     ) -> (String, Vec<FlavorAttempt>) {
-        texts.learn(model, &self.reasons);
-        let texts = &*texts;
-        let message = self.message_with(pod_sets, |reason| Cow::Borrowed(texts.of(reason)));
-        let attempts = self.attempts_with(model, pod_sets, |reason| texts.of(reason).to_string());
+        let ids = texts.learn(model, &self.reasons);
+        let text = |i: usize| texts.texts[ids[i]].as_str();
+        let message = self.message_with(pod_sets, |i| Cow::Borrowed(text(i)));
+        let attempts = self.attempts_with(model, pod_sets, |i| text(i).to_string());
         (message, attempts)
     }
 
+    /// The message, with `text` giving the words of the reason at an index of `self.reasons`.
     fn message_with<'t>(
         &self,
         pod_sets: &[PodSet],
-        text: impl Fn(&Reason) -> Cow<'t, str>,
+        text: impl Fn(usize) -> Cow<'t, str>,
     ) -> String {
         let mut parts = Vec::new();
         for (i, assignment) in self.pod_sets.iter().enumerate() {
@@ -361,11 +360,10 @@ impl Assignment {
             if let Some(error) = &assignment.error {
                 return format!("failed to assign flavors to pod set {name}: {error}");
             }
-            let reasons = self.reasons_of(assignment);
-            if reasons.is_empty() {
+            if assignment.reasons.is_empty() {
                 continue;
             }
-            let mut texts: Vec<Cow<'t, str>> = reasons.iter().map(&text).collect();
+            let mut texts: Vec<Cow<'t, str>> = assignment.reasons.clone().map(&text).collect();
             texts.sort();
             parts.push(format!(
                 "couldn't assign flavors to pod set {name}: {}",
@@ -380,16 +378,16 @@ impl Assignment {
         &self,
         model: &Model<'_>,
         pod_sets: &[PodSet],
-        text: impl Fn(&Reason) -> String,
+        text: impl Fn(usize) -> String,
     ) -> Vec<FlavorAttempt> {
         let mut attempts = Vec::with_capacity(self.reasons.len());
         for (i, assignment) in self.pod_sets.iter().enumerate() {
             let podset = pod_sets.get(i).map_or("", |ps| ps.name.as_str());
-            for reason in self.reasons_of(assignment) {
+            for i in assignment.reasons.clone() {
                 attempts.push(FlavorAttempt {
                     podset: podset.to_string(),
-                    problem: reason.problem(model),
-                    text: text(reason),
+                    problem: self.reasons[i].problem(model),
+                    text: text(i),
                 });
             }
         }
@@ -399,7 +397,7 @@ impl Assignment {
     /// Where the next attempt starts for a podset's resource group (`LastAssignment`,
     /// FlavorFungibilityPreserveScanProgress, on in v0.19): after the flavor tried last, or at
     /// the first flavor once the scan reached the end.
-    fn next_flavor(&self, pod_set: usize, resource: ResId) -> usize {
+    pub fn next_flavor(&self, pod_set: usize, resource: ResId) -> usize {
         self.choices_of(pod_set)
             .iter()
             .find(|c| c.resource == resource)

@@ -108,7 +108,7 @@ pub(crate) struct Shape {
     pub tolerations: Vec<Toleration>,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct PodSetModel {
     /// Total requests (per-pod value times count) in Kueue units, sorted by resource name.
     pub requests: Vec<(ResId, i64)>,

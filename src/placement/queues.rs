@@ -27,7 +27,7 @@ use std::rc::Rc;
 
 use super::amount::Amount;
 use super::assign::{Assignment, Mode, ReasonTexts, Workspace, assign};
-use super::model::{Blocked, Inadmissible, Model, WorkloadModel};
+use super::model::{Blocked, Inadmissible, Model, PodSetModel, WorkloadModel};
 use super::objects::QueueingStrategy;
 use super::podsets::PodSet;
 use super::preempt::{Holder, Preemptor, Reason, Target};
@@ -140,6 +140,13 @@ struct State<'m, 'c> {
     /// (a blocked StrictFIFO head) reuses its previous result.
     usage_version: u64,
     reusable: Vec<Option<(u64, Rc<Assignment>)>>,
+    /// Assignments at `usage_version` without a preemption search, by the workload's
+    /// [`State::same_requests`] class and the flavor each scan starts at: workloads asking the
+    /// same of the same queue get the same answer, so identical jobs are assigned once.
+    assigned: std::collections::HashMap<(usize, Vec<usize>), Rc<Assignment>>,
+    assigned_version: u64,
+    /// Per workload: its class of workloads with the same ClusterQueue and podset requests.
+    same_requests: Vec<usize>,
     last_failure: Vec<Option<Failure>>,
     last_requeue: Vec<Option<Requeue>>,
     outcomes: Vec<Option<Outcome>>,
@@ -187,6 +194,20 @@ fn queue_key(workload: &WorkloadModel) -> impl Ord + '_ {
     )
 }
 
+/// Per workload, a class shared by the workloads with the same ClusterQueue and the same podset
+/// requests and shapes: what a flavor assignment without preemption depends on.
+fn same_requests(workloads: &[WorkloadModel]) -> Vec<usize> {
+    let mut classes: std::collections::HashMap<(Option<usize>, &[PodSetModel]), usize> =
+        std::collections::HashMap::new();
+    workloads
+        .iter()
+        .map(|w| {
+            let next = classes.len();
+            *classes.entry((w.cq, &w.pod_sets)).or_insert(next)
+        })
+        .collect()
+}
+
 /// Quota held by no workload until the first arrival after the Workloads already there: what
 /// Kueue freed without retrying the Workloads parked in its ClusterQueue (`Release::Unreserved`
 /// without `retries_waiting`), per ClusterQueue.
@@ -208,6 +229,9 @@ pub(crate) fn simulate(
         fresh_failure: vec![None; workloads.len()],
         usage_version: 0,
         reusable: vec![None; workloads.len()],
+        assigned: std::collections::HashMap::new(),
+        assigned_version: 0,
+        same_requests: same_requests(workloads),
         last_failure: vec![None; workloads.len()],
         last_requeue: vec![None; workloads.len()],
         outcomes: vec![None; workloads.len()],
@@ -369,32 +393,37 @@ impl State<'_, '_> {
         let fresh = self.progress[w]
             .as_ref()
             .is_none_or(|p| !p.has_pending_flavors());
-        let preemptor = Preemptor {
-            model,
-            cq,
-            workload: &self.workloads[w],
-            holders: &self.holders,
-            active: &self.active,
-        };
         let may_preempt = self.evictions_left > 0 && model.cqs[cq].preemption.can_preempt();
-        let assignment = match &self.reusable[w] {
+        let reusable = match &self.reusable[w] {
             Some((version, previous)) if fresh && *version == self.usage_version => {
-                Rc::clone(previous)
+                Some(Rc::clone(previous))
             }
-            _ => Rc::new(assign(
+            _ => None,
+        };
+        let assignment = match reusable {
+            Some(previous) => previous,
+            None if !may_preempt => self.assign_shared(cq, w),
+            None => Rc::new(assign(
                 model,
                 cq,
                 &self.workloads[w],
                 &self.usage,
                 self.progress[w].as_deref(),
-                may_preempt.then_some(&preemptor),
+                Some(&Preemptor {
+                    model,
+                    cq,
+                    workload: &self.workloads[w],
+                    holders: &self.holders,
+                    active: &self.active,
+                }),
                 &mut self.workspace,
             )),
         };
         // `GetTargets` for the whole assignment, on the snapshot taken at the cycle start.
         let targets = if may_preempt && assignment.mode() == Mode::Preempt {
             let frs = assignment.frs_needing_preemption(model);
-            preemptor.targets(&assignment.usage, &frs, &self.usage)
+            self.preemptor(cq, w)
+                .targets(&assignment.usage, &frs, &self.usage)
         } else {
             Vec::new()
         };
@@ -405,6 +434,54 @@ impl State<'_, '_> {
             fresh,
             targets,
         }
+    }
+
+    /// Head `w` of queue `cq` searching victims among the workloads holding quota.
+    fn preemptor(&self, cq: usize, w: usize) -> Preemptor<'_> {
+        Preemptor {
+            model: self.model,
+            cq,
+            workload: &self.workloads[w],
+            holders: &self.holders,
+            active: &self.active,
+        }
+    }
+
+    /// The assignment of head `w` when no preemption is searched: a pure function of the queue,
+    /// the podsets' requests and shapes, the usage and where each scan resumes, so it is shared
+    /// by every workload asking the same at the same usage.
+    fn assign_shared(&mut self, cq: usize, w: usize) -> Rc<Assignment> {
+        if self.assigned_version != self.usage_version {
+            self.assigned.clear();
+            self.assigned_version = self.usage_version;
+        }
+        let workload = &self.workloads[w];
+        let progress = self.progress[w].as_deref();
+        let starts = workload
+            .pod_sets
+            .iter()
+            .enumerate()
+            .flat_map(|(i, ps)| {
+                ps.requests
+                    .iter()
+                    .map(move |&(resource, _)| progress.map_or(0, |p| p.next_flavor(i, resource)))
+            })
+            .collect();
+        let key = (self.same_requests[w], starts);
+        if let Some(shared) = self.assigned.get(&key) {
+            return Rc::clone(shared);
+        }
+        let assignment = Rc::new(assign(
+            self.model,
+            cq,
+            workload,
+            &self.usage,
+            progress,
+            None,
+            &mut self.workspace,
+        ));
+        self.assigned.insert(key, Rc::clone(&assignment));
+        assignment
     }
 
     /// `makeClassicalIterator`: less borrowing first, then higher priority, then older. Ties
