@@ -131,24 +131,31 @@ fn write(out: &mut Vec<u8>, value: Option<&Value>, node: Node) {
 /// An object with `map`'s entries and the `fields` it must have, keys sorted; `fields` are
 /// written as their node says, everything else as it is.
 fn write_object(out: &mut Vec<u8>, map: Option<&Map<String, Value>>, fields: &[(&str, Node)]) {
-    let mut keys: Vec<&str> = map
+    let node_of = |key: &str| {
+        fields
+            .iter()
+            .find(|(name, _)| *name == key)
+            .map_or(Node::Plain, |(_, node)| *node)
+    };
+    // The map's entries (iterated, not looked up: no hashing), then the fields it lacks.
+    let mut entries: Vec<(&str, Option<&Value>, Node)> = map
         .into_iter()
-        .flat_map(|m| m.keys().map(String::as_str))
-        .chain(fields.iter().map(|(name, _)| *name))
+        .flatten()
+        .map(|(key, value)| (key.as_str(), Some(value), node_of(key)))
         .collect();
-    keys.sort_unstable();
-    keys.dedup();
+    for &(name, node) in fields {
+        if !map.is_some_and(|m| m.keys().any(|key| key == name)) {
+            entries.push((name, None, node));
+        }
+    }
+    entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
     out.push(b'{');
-    for (i, key) in keys.into_iter().enumerate() {
+    for (i, (key, value, node)) in entries.into_iter().enumerate() {
         if i > 0 {
             out.push(b',');
         }
         write_key(out, key);
-        let node = fields
-            .iter()
-            .find(|(name, _)| *name == key)
-            .map_or(Node::Plain, |(_, node)| *node);
-        write(out, map.and_then(|m| m.get(key)), node);
+        write(out, value, node);
     }
     out.push(b'}');
 }
@@ -163,7 +170,7 @@ fn write_quantities(out: &mut Vec<u8>, map: &Map<String, Value>) {
         }
         write_key(out, key);
         match Quantity::from_json(value) {
-            Ok(quantity) => write_scalar(out, &quantity.to_canonical_string()),
+            Ok(quantity) => write_str(out, &quantity.to_canonical_string()),
             Err(_) => write_plain(out, value),
         }
     }
@@ -196,13 +203,26 @@ fn write_plain(out: &mut Vec<u8>, value: &Value) {
             }
             out.push(b']');
         }
+        Value::String(text) => write_str(out, text),
         scalar => write_scalar(out, scalar),
     }
 }
 
 fn write_key(out: &mut Vec<u8>, key: &str) {
-    write_scalar(out, key);
+    write_str(out, key);
     out.push(b':');
+}
+
+/// A JSON string as serde_json prints it: with nothing to escape (no control character, quote
+/// or backslash; serde_json escapes nothing else), the bytes between quotes.
+fn write_str(out: &mut Vec<u8>, text: &str) {
+    if text.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
+        write_scalar(out, text);
+    } else {
+        out.push(b'"');
+        out.extend_from_slice(text.as_bytes());
+        out.push(b'"');
+    }
 }
 
 /// A string, number, boolean or null exactly as serde_json prints it.
