@@ -307,6 +307,7 @@ pub fn reconcile(
 mod tests {
     use super::*;
     use crate::kube::ResourceInfo;
+    use crate::vocab::object::name_of;
 
     fn info(kind: &str, plural: &str, namespaced: bool) -> ResourceInfo {
         ResourceInfo {
@@ -566,6 +567,109 @@ mod tests {
             "c",
             303
         ));
+    }
+
+    /// A queue's stop drains the Workloads holding quota in it and no others, whichever queue
+    /// is written: a LocalQueue no Workload names changes nothing, a stopped LocalQueue drains
+    /// its own Workloads, a stopped ClusterQueue every one admitted in it. After each step a
+    /// restart, which reads every Workload and queue again, finds nothing left to do.
+    #[test]
+    fn queue_stops_drain_the_workloads_of_the_queue_written_and_no_others() {
+        let (mut store, mut sim) = kueue_world();
+        queue_with_cpu(&mut store, "big", "100");
+        let settings = SimSettings::default();
+        let lq_info = info("LocalQueue", "localqueues", true);
+        let local_queue = |name: &str, stop: Option<&str>| {
+            let mut lq = json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+                "metadata": {"name": name, "namespace": "default"},
+                "spec": {"clusterQueue": "big"}});
+            if let Some(policy) = stop {
+                lq["spec"]["stopPolicy"] = json!(policy);
+            }
+            lq
+        };
+        let mut at = 3;
+        for name in ["lq2", "idle"] {
+            store
+                .apply(
+                    &lq_info,
+                    &local_queue(name, None),
+                    "gkq",
+                    false,
+                    false,
+                    at,
+                    &admit,
+                )
+                .unwrap();
+        }
+        for (name, queue) in [("a-1", "lq"), ("a-2", "lq"), ("b-1", "lq2")] {
+            let mut w = workload(name, "1");
+            w["spec"]["queueName"] = json!(queue);
+            store.create(w, "test", at);
+        }
+        reconcile(&mut store, &mut sim, &settings, &[], "c", at);
+        let drained = |store: &Store| -> Vec<String> {
+            store
+                .of_kind("kueue.x-k8s.io", "Workload")
+                .filter(|w| !condition_true(w, "QuotaReserved"))
+                .map(|w| name_of(w).to_string())
+                .collect()
+        };
+        let restart_agrees = |store: &Store, sim: &SimState, at: u64| {
+            let mut restarted = SimState {
+                reconciled_ms: sim.reconciled_ms,
+                ..SimState::default()
+            };
+            let mut reread: Store = serde_json::from_value(serde_json::to_value(store).unwrap())
+                .expect("the store reads back");
+            !reconcile(&mut reread, &mut restarted, &settings, &[], "c", at)
+        };
+        assert!(drained(&store).is_empty(), "all three hold quota");
+        assert!(restart_agrees(&store, &sim, at));
+
+        // A LocalQueue no Workload names stops: nothing is drained.
+        at += 1;
+        store
+            .apply(
+                &lq_info,
+                &local_queue("idle", Some("HoldAndDrain")),
+                "gkq",
+                false,
+                false,
+                at,
+                &admit,
+            )
+            .unwrap();
+        reconcile(&mut store, &mut sim, &settings, &[], "c", at);
+        assert!(drained(&store).is_empty());
+        assert!(restart_agrees(&store, &sim, at));
+
+        // `lq` stops: its two Workloads are drained, `lq2`'s keeps its quota.
+        at += 1;
+        store
+            .apply(
+                &lq_info,
+                &local_queue("lq", Some("HoldAndDrain")),
+                "gkq",
+                false,
+                false,
+                at,
+                &admit,
+            )
+            .unwrap();
+        reconcile(&mut store, &mut sim, &settings, &[], "c", at);
+        assert_eq!(drained(&store), ["a-1", "a-2"]);
+        assert!(restart_agrees(&store, &sim, at));
+
+        // The ClusterQueue stops: the last one goes too.
+        at += 1;
+        let cq = Key::new("kueue.x-k8s.io/v1beta2", "ClusterQueue", None, "big");
+        assert!(store.update(&cq, "test", false, at, |o| {
+            o["spec"]["stopPolicy"] = json!("HoldAndDrain");
+        }));
+        reconcile(&mut store, &mut sim, &settings, &[], "c", at);
+        assert_eq!(drained(&store), ["a-1", "a-2", "b-1"]);
+        assert!(restart_agrees(&store, &sim, at));
     }
 
     /// Applying queues one at a time, each followed by the controllers (as every request to the

@@ -119,6 +119,12 @@ pub fn current_request<'a>(workload: &Value, requests: &'a [Value]) -> Option<&'
             str_at(r, "/metadata/namespace") == namespace && owners(r).any(|o| o["name"] == name)
         })
         .collect();
+    current_among(workload, name, &owned)
+}
+
+/// [`current_request`] among `owned`, the requests in the Workload's namespace that it owns
+/// (in the order they were listed).
+fn current_among<'a>(workload: &Value, name: &str, owned: &[&'a Value]) -> Option<&'a Value> {
     workload
         .pointer("/status/admissionChecks")
         .and_then(Value::as_array)
@@ -132,6 +138,42 @@ pub fn current_request<'a>(workload: &Value, requests: &'a [Value]) -> Option<&'
                 .max_by_key(|(attempt, _)| *attempt)
                 .map(|(_, r)| r)
         })
+}
+
+/// ProvisioningRequests by namespace and owner name, in the order listed: a report on many
+/// Workloads finds each one's requests here instead of reading every request for each
+/// ([`current_request`]'s rule, the same answer).
+pub struct RequestsByOwner<'a> {
+    owned: std::collections::HashMap<(&'a str, &'a str), Vec<&'a Value>>,
+}
+
+impl<'a> RequestsByOwner<'a> {
+    pub fn new(requests: &'a [Value]) -> RequestsByOwner<'a> {
+        let mut owned: std::collections::HashMap<(&str, &str), Vec<&Value>> =
+            std::collections::HashMap::new();
+        for request in requests {
+            let namespace = str_at(request, "/metadata/namespace");
+            let mut names: Vec<&str> = owners(request).filter_map(|o| o["name"].as_str()).collect();
+            names.sort_unstable();
+            names.dedup();
+            for name in names {
+                owned.entry((namespace, name)).or_default().push(request);
+            }
+        }
+        RequestsByOwner { owned }
+    }
+
+    /// [`workload_request`], from the index.
+    pub fn workload_request(&self, workload: &Value) -> Option<ProvisioningRequestState> {
+        let name = str_at(workload, "/metadata/name");
+        if name.is_empty() {
+            return None;
+        }
+        let namespace = str_at(workload, "/metadata/namespace");
+        let owned = self.owned.get(&(namespace, name))?;
+        let request = current_among(workload, name, owned)?;
+        Some(request_state(request, condition_true(workload, "Admitted")))
+    }
 }
 
 /// The state of `request`, for a Workload that is (`admitted`) or is not yet admitted.
@@ -285,6 +327,49 @@ mod tests {
         let found = current_request(&w, &requests).unwrap();
         assert_eq!(found["metadata"]["name"], "rayjob-train-abc12-dws-prov-10");
         assert_eq!(current_request(&w, &requests[2..]), None);
+    }
+
+    /// The index by owner answers what reading every request answers, for each Workload of a
+    /// list holding several Workloads' requests, other namespaces and requests of no one.
+    #[test]
+    fn requests_found_by_owner_are_the_ones_every_request_read_finds() {
+        let with_name = |name: &str| {
+            let mut w = workload(json!([cond("Admitted", "True", "")]));
+            w["metadata"]["name"] = json!(name);
+            w
+        };
+        let owner = "rayjob-train-abc12";
+        let requests = [
+            request("rayjob-train-abc12-dws-prov-9", owner, json!([])),
+            request(
+                "rayjob-train-abc12-dws-prov-10",
+                owner,
+                json!([cond("Provisioned", "True", "ready")]),
+            ),
+            request("rayjob-train-abc12-dws-prov-11", "someone-else", json!([])),
+            request(
+                "someone-else-dws-prov-1",
+                "someone-else",
+                json!([cond("Failed", "True", "no")]),
+            ),
+            request("rayjob-train-abc12-x-dws-prov-12", owner, json!([])),
+            json!({"metadata": {"namespace": "other", "name": "rayjob-train-abc12-dws-prov-14",
+                "ownerReferences": [{"kind": "Workload", "name": owner}]}}),
+            json!({"metadata": {"namespace": "ml", "name": "orphan-dws-prov-1"}}),
+        ];
+        let index = RequestsByOwner::new(&requests);
+        for name in [owner, "someone-else", "nobody", ""] {
+            let w = with_name(name);
+            assert_eq!(
+                index.workload_request(&w),
+                workload_request(&w, &requests),
+                "{name}"
+            );
+        }
+        assert_eq!(
+            index.workload_request(&with_name(owner)).unwrap().state,
+            RequestState::Provisioned
+        );
     }
 
     #[test]

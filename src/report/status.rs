@@ -22,7 +22,7 @@ use crate::model::DesiredState;
 use crate::model::gke::node_pool_limits;
 use crate::model::live::KubeSnapshot;
 use crate::placement::job_workload::JobWorkloads;
-use crate::placement::provisioning::{ProvisioningRequestState, workload_request};
+use crate::placement::provisioning::{ProvisioningRequestState, RequestsByOwner, workload_request};
 use crate::placement::unmodelled::{self, Manager};
 use crate::placement::{
     Cluster, PendingWorkload, Placement, PlacementState, observed_placement, predict,
@@ -685,6 +685,8 @@ fn job_statuses(
         placements: observed_placements,
     } = observed;
     let mut predicted_now = predictions(desired, kube, &waiting, kueue).into_iter();
+    // Each job's request found by its Workload, not by reading every request per job.
+    let requests = RequestsByOwner::new(kube.kind("ProvisioningRequest"));
 
     let mut jobs = Vec::new();
     for (i, job) in spec_jobs.into_iter().enumerate() {
@@ -698,7 +700,7 @@ fn job_statuses(
             job,
             live,
             workloads[i],
-            kube,
+            &requests,
             Compared {
                 observed: observed_placement,
                 predicted: predicted_placement,
@@ -722,7 +724,7 @@ fn job_status(
     job: &Value,
     live: Option<&Value>,
     workload: Option<&Value>,
-    kube: &KubeSnapshot,
+    requests: &RequestsByOwner<'_>,
     compared: Compared,
 ) -> JobStatus {
     let evicted = workload
@@ -758,8 +760,7 @@ fn job_status(
             message: c["message"].as_str().unwrap_or_default().to_string(),
         })
         .collect();
-    let provisioning_request =
-        workload.and_then(|w| workload_request(w, kube.kind("ProvisioningRequest")));
+    let provisioning_request = workload.and_then(|w| requests.workload_request(w));
     let ray = live.filter(|j| j["kind"] == "RayJob").map(|j| RayStatus {
         deployment_status: str_at(j, "/status/jobDeploymentStatus").map(str::to_string),
         job_status: str_at(j, "/status/jobStatus").map(str::to_string),

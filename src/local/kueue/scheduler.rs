@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use std::collections::BTreeSet;
 
 use super::super::controller::{Ctx, SchedulerMemory};
-use super::super::store::{Changes, Key, remove_condition, set_condition, timestamp};
+use super::super::store::{Changes, Key, Store, remove_condition, set_condition, timestamp};
 use super::workload::evict;
 use super::{KUEUE, MANAGER, deleting, finished, parse_time, reserving, sum};
 use crate::placement::objects::KUEUE_KINDS;
@@ -155,48 +155,43 @@ fn what_to_try(ctx: &mut Ctx<'_>) -> Option<ToTry> {
 
 /// Pending Workloads tried whether or not they changed: those Kueue requeues by itself (after a
 /// backoff or an eviction), and those of a StrictFIFO queue, whose head blocks the rest.
-fn tried_anyway(w: &Value, strict_fifo: &BTreeSet<(String, String)>) -> bool {
-    let queue = (
-        namespace_of(w).unwrap_or_default().to_string(),
-        w.pointer("/spec/queueName")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string(),
-    );
+fn tried_anyway(store: &Store, w: &Value) -> bool {
     condition(w, "QuotaReserved").is_none()
         || w.pointer("/status/requeueState").is_some()
         || condition(w, "Evicted").is_some()
-        || strict_fifo.contains(&queue)
+        || in_strict_fifo_queue(store, w)
 }
 
-/// The LocalQueues (`namespace`, `name`) whose ClusterQueue is StrictFIFO, or missing.
-fn strict_fifo_queues(store: &super::super::store::Store) -> BTreeSet<(String, String)> {
+/// Whether Workload `w`'s LocalQueue exists and its ClusterQueue is StrictFIFO, or missing. Looked
+/// up per Workload: reading every LocalQueue on each run made applying thousands of them
+/// quadratic.
+fn in_strict_fifo_queue(store: &Store, w: &Value) -> bool {
+    let queue = w
+        .pointer("/spec/queueName")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let Some(lq) = store.get(&Key::new(
+        "kueue.x-k8s.io/v1beta2",
+        "LocalQueue",
+        Some(namespace_of(w).unwrap_or_default()),
+        queue,
+    )) else {
+        return false;
+    };
+    let cq = lq
+        .pointer("/spec/clusterQueue")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     store
-        .of_kind(KUEUE, "LocalQueue")
-        .filter(|lq| {
-            let cq = lq
-                .pointer("/spec/clusterQueue")
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            store
-                .get(&Key::new(
-                    "kueue.x-k8s.io/v1beta2",
-                    "ClusterQueue",
-                    None,
-                    cq,
-                ))
-                .is_none_or(|cq| {
-                    cq.pointer("/spec/queueingStrategy").and_then(Value::as_str)
-                        == Some("StrictFIFO")
-                })
+        .get(&Key::new(
+            "kueue.x-k8s.io/v1beta2",
+            "ClusterQueue",
+            None,
+            cq,
+        ))
+        .is_none_or(|cq| {
+            cq.pointer("/spec/queueingStrategy").and_then(Value::as_str) == Some("StrictFIFO")
         })
-        .map(|lq| {
-            (
-                namespace_of(lq).unwrap_or_default().to_string(),
-                name_of(lq).to_string(),
-            )
-        })
-        .collect()
 }
 
 /// Brings the scheduler's memory up to the store: the Workloads holding quota (read again
@@ -204,10 +199,9 @@ fn strict_fifo_queues(store: &super::super::store::Store) -> BTreeSet<(String, S
 /// every Workload, or those written since the last run and those tried anyway.
 fn remember(ctx: &Ctx<'_>, memory: &mut SchedulerMemory, tried: &ToTry) -> BTreeSet<Key> {
     let store = &*ctx.store;
-    let strict_fifo = strict_fifo_queues(store);
     let holds = |w: &Value| !deleting(w) && !finished(w) && reserving(w);
     let retried =
-        |w: &Value| !deleting(w) && !finished(w) && !reserving(w) && tried_anyway(w, &strict_fifo);
+        |w: &Value| !deleting(w) && !finished(w) && !reserving(w) && tried_anyway(store, w);
     let version = |w: &Value| {
         w.pointer("/metadata/resourceVersion")
             .and_then(Value::as_str)

@@ -196,30 +196,33 @@ pub(super) fn release_on_queue_stops(ctx: &mut Ctx<'_>, changes: &Changes) -> bo
     if !queues_or_workloads_changed(changes) {
         return false;
     }
+    let workloads = stop_candidates(ctx.store, changes);
+    if workloads.is_empty() {
+        return false;
+    }
+    // The rule reads a Workload's own LocalQueue and ClusterQueue only: the cluster holds
+    // those, not every queue (thousands of LocalQueues applied one by one made each write
+    // read them all).
     let mut cluster = Cluster::default();
-    for kind in ["ClusterQueue", "LocalQueue"] {
-        for queue in ctx.store.of_kind(KUEUE, kind) {
-            // A LocalQueue being deleted is gone for the rule; a ClusterQueue being deleted is
-            // terminating (placement reads its deletionTimestamp).
-            if kind == "LocalQueue" && deleting(queue) {
+    let mut read: BTreeSet<Key> = BTreeSet::new();
+    for w in &workloads {
+        for key in queues_named(w) {
+            if !read.insert(key.clone()) {
                 continue;
             }
-            let _ = cluster.add_object(queue);
+            // A LocalQueue being deleted is gone for the rule; a ClusterQueue being deleted is
+            // terminating (placement reads its deletionTimestamp).
+            match ctx.store.get(&key) {
+                Some(queue) if key.kind == "LocalQueue" && deleting(queue) => {}
+                Some(queue) => {
+                    let _ = cluster.add_object(queue);
+                }
+                None => {}
+            }
         }
     }
-    // A queue's change can release any Workload; a Workload's change only itself.
-    let workloads: Vec<&Value> = if queues_changed(changes) {
-        ctx.store.of_kind(KUEUE, "Workload").collect()
-    } else {
-        changes
-            .of_kind(KUEUE, "Workload")
-            .filter_map(|k| ctx.store.get(k))
-            .collect()
-    };
     for w in workloads {
-        if reserving(w) && !deleting(w) {
-            let _ = cluster.add_object(w);
-        }
+        let _ = cluster.add_object(w);
     }
     let releases: Vec<(Key, Release)> = cluster
         .reserving_workloads
@@ -281,6 +284,58 @@ pub(super) fn release_on_queue_stops(ctx: &mut Ctx<'_>, changes: &Changes) -> bo
         park_waiting(ctx, &released);
     }
     changed
+}
+
+/// The Workloads holding quota whose release may have changed since the last pass: those
+/// written, and those whose LocalQueue or ClusterQueue was written (every one after a restart).
+/// Whether a Workload is released reads only it and those two queues (`active::released`).
+fn stop_candidates<'s>(store: &'s Store, changes: &Changes) -> Vec<&'s Value> {
+    let holds = |w: &Value| reserving(w) && !deleting(w);
+    if changes.all {
+        return store
+            .of_kind(KUEUE, "Workload")
+            .filter(|w| holds(w))
+            .collect();
+    }
+    let written: BTreeSet<&Key> = changes.of_kind(KUEUE, "Workload").collect();
+    if !queues_changed(changes) {
+        return written
+            .into_iter()
+            .filter_map(|k| store.get(k))
+            .filter(|w| holds(w))
+            .collect();
+    }
+    let queues: BTreeSet<&Key> = ["ClusterQueue", "LocalQueue"]
+        .iter()
+        .flat_map(|kind| changes.of_kind(KUEUE, kind))
+        .collect();
+    store
+        .of_kind(KUEUE, "Workload")
+        .filter(|w| holds(w))
+        .filter(|w| {
+            written.contains(&Key::of(w)) || queues_named(w).iter().any(|q| queues.contains(q))
+        })
+        .collect()
+}
+
+/// The keys of the LocalQueue a Workload names and of the ClusterQueue its admission names.
+fn queues_named(w: &Value) -> Vec<Key> {
+    let mut keys = Vec::with_capacity(2);
+    if let Some(queue) = w.pointer("/spec/queueName").and_then(Value::as_str) {
+        keys.push(Key::new(
+            "kueue.x-k8s.io/v1beta2",
+            "LocalQueue",
+            namespace_of(w),
+            queue,
+        ));
+    }
+    if let Some(cq) = w
+        .pointer("/status/admission/clusterQueue")
+        .and_then(Value::as_str)
+    {
+        keys.push(Key::new("kueue.x-k8s.io/v1beta2", "ClusterQueue", None, cq));
+    }
+    keys
 }
 
 /// Parks the Workloads waiting now, but `released` (their LocalQueue is gone: they wait for it,

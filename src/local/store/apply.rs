@@ -201,7 +201,7 @@ impl Store {
             if same_ignoring_times(live, &new) {
                 return Ok(live.clone());
             }
-            if without(live, &["metadata", "status"]) != without(&new, &["metadata", "status"]) {
+            if !same_outside(live, &new, &["metadata", "status"]) {
                 let generation = live
                     .pointer("/metadata/generation")
                     .and_then(Value::as_i64)
@@ -230,29 +230,23 @@ impl Store {
         change: impl FnOnce(&mut Value),
     ) -> bool {
         self.update_calls += 1;
-        let Some(live) = self.objects.get(key).cloned() else {
+        // The live object is read in place: only the edited copy is cloned.
+        let Some(live) = self.objects.get(key) else {
             return false;
         };
         let mut new = live.clone();
         change(&mut new);
-        if new == live {
+        if &new == live {
             return false;
         }
-        let scope = |o: &Value| -> Value {
-            if status {
-                json!({"status": o.get("status").cloned().unwrap_or(Value::Null)})
-            } else {
-                without(o, &["apiVersion", "kind", "status"])
-            }
-        };
-        let before: BTreeMap<FieldPath, Value> =
-            leaves(&scope(&live), &mut Vec::new()).into_iter().collect();
-        let changed: FieldSet = leaves(&scope(&new), &mut Vec::new())
+        let before: BTreeMap<FieldPath, &Value> =
+            written_leaves(live, status).into_iter().collect();
+        let changed: FieldSet = written_leaves(&new, status)
             .into_iter()
-            .filter(|(p, v)| !is_server_metadata(p) && before.get(p) != Some(v))
+            .filter(|(p, v)| !is_server_metadata(p) && before.get(p).copied() != Some(*v))
             .map(|(p, _)| p)
             .collect();
-        let mut entries = managed_entries(&live);
+        let mut entries = managed_entries(live);
         for entry in entries.iter_mut() {
             for c in &changed {
                 let owned: Vec<FieldPath> =
@@ -282,9 +276,7 @@ impl Store {
         }
         entries.retain(|e| !e.fields.is_empty());
         set_managed_entries(&mut new, &entries);
-        if !status
-            && without(&live, &["metadata", "status"]) != without(&new, &["metadata", "status"])
-        {
+        if !status && !same_outside(live, &new, &["metadata", "status"]) {
             let generation = live
                 .pointer("/metadata/generation")
                 .and_then(Value::as_i64)
@@ -306,14 +298,11 @@ impl Store {
         if self.objects.contains_key(&key) {
             return false;
         }
-        let fields = leaves(
-            &without(&object, &["apiVersion", "kind", "status"]),
-            &mut Vec::new(),
-        )
-        .into_iter()
-        .map(|(p, _)| p)
-        .filter(|p| !is_server_metadata(p))
-        .collect::<FieldSet>();
+        let fields = leaves_outside(&object, &["apiVersion", "kind", "status"])
+            .into_iter()
+            .map(|(p, _)| p)
+            .filter(|p| !is_server_metadata(p))
+            .collect::<FieldSet>();
         let seed = format!("{key:?}/{now}/{}", self.resource_version);
         object["metadata"]["uid"] = json!(uid(&seed));
         object["metadata"]["creationTimestamp"] = json!(timestamp(now));
@@ -522,14 +511,45 @@ fn has_spec(object: &Value) -> bool {
     object.get("spec").is_some()
 }
 
-fn without(object: &Value, keys: &[&str]) -> Value {
-    let mut o = object.clone();
-    if let Some(map) = o.as_object_mut() {
-        for k in keys {
-            map.remove(*k);
-        }
+/// The leaves a controller's update may change: the status's (`status`), or everything but the
+/// status, `apiVersion` and `kind`.
+fn written_leaves(object: &Value, status: bool) -> Vec<(FieldPath, &Value)> {
+    if status {
+        let mut path = vec!["status".to_string()];
+        leaves(object.get("status").unwrap_or(&Value::Null), &mut path)
+    } else {
+        leaves_outside(object, &["apiVersion", "kind", "status"])
     }
-    o
+}
+
+/// Whether two objects are equal outside their top-level fields `skip`: what comparing copies
+/// without those fields would say, without the copies.
+fn same_outside(a: &Value, b: &Value, skip: &[&str]) -> bool {
+    match (a.as_object(), b.as_object()) {
+        (Some(a), Some(b)) => {
+            let kept = |map: &serde_json::Map<String, Value>| {
+                map.keys().filter(|k| !skip.contains(&k.as_str())).count()
+            };
+            kept(a) == kept(b)
+                && a.iter()
+                    .filter(|(k, _)| !skip.contains(&k.as_str()))
+                    .all(|(k, v)| b.get(k) == Some(v))
+        }
+        _ => a == b,
+    }
+}
+
+/// [`leaves`] of `object` less its top-level fields `skip`.
+fn leaves_outside<'v>(object: &'v Value, skip: &[&str]) -> Vec<(FieldPath, &'v Value)> {
+    let mut out = Vec::new();
+    for (k, v) in object.as_object().into_iter().flatten() {
+        if skip.contains(&k.as_str()) {
+            continue;
+        }
+        let mut path = vec![k.clone()];
+        out.extend(leaves(v, &mut path));
+    }
+    out
 }
 
 fn same_ignoring_times(a: &Value, b: &Value) -> bool {
@@ -562,18 +582,15 @@ fn is_server_metadata(path: &[String]) -> bool {
 
 /// The leaves an applied object sets (what its manager owns).
 fn apply_fieldset(object: &Value) -> FieldSet {
-    leaves(
-        &without(object, &["apiVersion", "kind", "status"]),
-        &mut Vec::new(),
-    )
-    .into_iter()
-    .map(|(p, _)| p)
-    .filter(|p| !is_server_metadata(p))
-    .collect()
+    leaves_outside(object, &["apiVersion", "kind", "status"])
+        .into_iter()
+        .map(|(p, _)| p)
+        .filter(|p| !is_server_metadata(p))
+        .collect()
 }
 
 /// Every leaf of `value` with its path: scalars, lists and empty maps.
-fn leaves(value: &Value, path: &mut FieldPath) -> Vec<(FieldPath, Value)> {
+fn leaves<'v>(value: &'v Value, path: &mut FieldPath) -> Vec<(FieldPath, &'v Value)> {
     match value {
         Value::Object(map) if !map.is_empty() => {
             let mut out = Vec::new();
@@ -588,7 +605,7 @@ fn leaves(value: &Value, path: &mut FieldPath) -> Vec<(FieldPath, Value)> {
             if path.is_empty() {
                 Vec::new()
             } else {
-                vec![(path.clone(), other.clone())]
+                vec![(path.clone(), other)]
             }
         }
     }
