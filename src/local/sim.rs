@@ -627,37 +627,31 @@ mod tests {
         assert!(drained(&store).is_empty(), "all three hold quota");
         assert!(restart_agrees(&store, &sim, at));
 
+        // Stops a LocalQueue, then runs the controllers, one step later.
+        let stop_local_queue = |store: &mut Store, sim: &mut SimState, name: &str, at: u64| {
+            store
+                .apply(
+                    &lq_info,
+                    &local_queue(name, Some("HoldAndDrain")),
+                    "gkq",
+                    false,
+                    false,
+                    at,
+                    &admit,
+                )
+                .unwrap();
+            reconcile(store, sim, &settings, &[], "c", at);
+        };
+
         // A LocalQueue no Workload names stops: nothing is drained.
         at += 1;
-        store
-            .apply(
-                &lq_info,
-                &local_queue("idle", Some("HoldAndDrain")),
-                "gkq",
-                false,
-                false,
-                at,
-                &admit,
-            )
-            .unwrap();
-        reconcile(&mut store, &mut sim, &settings, &[], "c", at);
+        stop_local_queue(&mut store, &mut sim, "idle", at);
         assert!(drained(&store).is_empty());
         assert!(restart_agrees(&store, &sim, at));
 
         // `lq` stops: its two Workloads are drained, `lq2`'s keeps its quota.
         at += 1;
-        store
-            .apply(
-                &lq_info,
-                &local_queue("lq", Some("HoldAndDrain")),
-                "gkq",
-                false,
-                false,
-                at,
-                &admit,
-            )
-            .unwrap();
-        reconcile(&mut store, &mut sim, &settings, &[], "c", at);
+        stop_local_queue(&mut store, &mut sim, "lq", at);
         assert_eq!(drained(&store), ["a-1", "a-2"]);
         assert!(restart_agrees(&store, &sim, at));
 

@@ -161,6 +161,18 @@ fn write_object(out: &mut Vec<u8>, map: Option<&Map<String, Value>>, fields: &[(
 }
 
 fn write_quantities(out: &mut Vec<u8>, map: &Map<String, Value>) {
+    write_sorted_object(out, map, |out, value| match Quantity::from_json(value) {
+        Ok(quantity) => write_str(out, &quantity.to_canonical_string()),
+        Err(_) => write_plain(out, value),
+    });
+}
+
+/// `map` with its keys sorted, each value written by `write_value`.
+fn write_sorted_object(
+    out: &mut Vec<u8>,
+    map: &Map<String, Value>,
+    write_value: impl Fn(&mut Vec<u8>, &Value),
+) {
     let mut entries: Vec<(&String, &Value)> = map.iter().collect();
     entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
     out.push(b'{');
@@ -169,10 +181,7 @@ fn write_quantities(out: &mut Vec<u8>, map: &Map<String, Value>) {
             out.push(b',');
         }
         write_key(out, key);
-        match Quantity::from_json(value) {
-            Ok(quantity) => write_str(out, &quantity.to_canonical_string()),
-            Err(_) => write_plain(out, value),
-        }
+        write_value(out, value);
     }
     out.push(b'}');
 }
@@ -180,19 +189,7 @@ fn write_quantities(out: &mut Vec<u8>, map: &Map<String, Value>) {
 /// `value` with every object's keys sorted.
 fn write_plain(out: &mut Vec<u8>, value: &Value) {
     match value {
-        Value::Object(map) => {
-            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-            entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
-            out.push(b'{');
-            for (i, (key, value)) in entries.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_key(out, key);
-                write_plain(out, value);
-            }
-            out.push(b'}');
-        }
+        Value::Object(map) => write_sorted_object(out, map, write_plain),
         Value::Array(items) => {
             out.push(b'[');
             for (i, item) in items.iter().enumerate() {
