@@ -142,7 +142,11 @@ pub fn init_tracing(verbose: u8, agent: bool) {
     use tracing_subscriber::prelude::*;
     let level = match (verbose, agent) {
         (0, true) => "info",
-        (0, false) => "warn",
+        // kube-rs logs every failed request at ERROR (`kube_client::client::builder`), and
+        // gkq reports each failure itself, with context, when it matters: a plan's head start
+        // reading a kubeconfig's unreachable server while an invalid spec loads must leave the
+        // spec's diagnostics all the command says. `-v` or `RUST_LOG` shows them.
+        (0, false) => "warn,kube_client=off",
         (1, _) => "info",
         (2, _) => "debug",
         _ => "trace",
