@@ -172,7 +172,7 @@ fn live_rung_note(
         spec,
         job,
         workload,
-        read.kind(PROVISIONING_REQUEST.1),
+        &crate::placement::provisioning::RequestsByOwner::new(read.kind(PROVISIONING_REQUEST.1)),
         read.kind(EVENT.1),
         read.kind(NODE.1),
     )

@@ -22,7 +22,7 @@ use crate::model::DesiredState;
 use crate::model::gke::node_pool_limits;
 use crate::model::live::KubeSnapshot;
 use crate::placement::job_workload::JobWorkloads;
-use crate::placement::provisioning::{ProvisioningRequestState, RequestsByOwner, workload_request};
+use crate::placement::provisioning::{ProvisioningRequestState, RequestsByOwner};
 use crate::placement::unmodelled::{self, Manager};
 use crate::placement::{
     Cluster, PendingWorkload, Placement, PlacementState, observed_placement, predict,
@@ -827,13 +827,13 @@ pub fn live_rung(
     spec: &Spec,
     job: &Value,
     workload: Option<&Value>,
-    requests: &[Value],
+    requests: &RequestsByOwner<'_>,
     events: &[Value],
     nodes: &[Value],
 ) -> Option<super::rung::RungStatus> {
     let observed = workload.and_then(|w| observed_placement(w).ok());
     let provisioning = workload
-        .and_then(|w| workload_request(w, requests))
+        .and_then(|w| requests.workload_request(w))
         .as_ref()
         .and_then(provisioning_words);
     let progress = JobProgress::of(job);

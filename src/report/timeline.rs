@@ -28,7 +28,7 @@ use serde_json::Value;
 use crate::model::gke_facts::machine_shape;
 use crate::placement::job_workload::JobWorkloads;
 pub use crate::placement::pools::flavor_pools;
-use crate::placement::provisioning::{ProvisioningRequestState, RequestState, workload_request};
+use crate::placement::provisioning::{ProvisioningRequestState, RequestState, RequestsByOwner};
 use crate::vocab::duration::human;
 use crate::vocab::object::{condition, condition_true};
 use crate::vocab::quantity::Quantity;
@@ -263,7 +263,7 @@ fn runs_by_its_status(job: &Value) -> bool {
 fn stage_of(
     job: &Value,
     workload: Option<&Value>,
-    requests: &[Value],
+    requests: &RequestsByOwner<'_>,
 ) -> (Stage, Option<Timestamp>) {
     let finished_by_job = finished_by_its_status(job);
     if finished_by_job.is_some() || workload.is_some_and(|w| condition_true(w, "Finished")) {
@@ -306,7 +306,7 @@ fn stage_of(
             Stage::QuotaReserved {
                 flavors,
                 checks,
-                provisioning: workload_request(workload, requests),
+                provisioning: requests.workload_request(workload),
             },
             since_of(workload, "QuotaReserved"),
         );
@@ -503,11 +503,12 @@ pub fn job_states(
     now: Timestamp,
 ) -> Vec<JobState> {
     let job_workloads = JobWorkloads::new(workloads);
+    let requests = RequestsByOwner::new(provisioning_requests);
     let mut states: Vec<JobState> = jobs
         .iter()
         .map(|job| {
             let workload = job_workloads.of(job).map(|w| w.workload);
-            let (stage, since) = stage_of(job, workload, provisioning_requests);
+            let (stage, since) = stage_of(job, workload, &requests);
             let age = since.map(|s| {
                 Duration::from_millis(
                     u64::try_from(now.as_millisecond().saturating_sub(s.as_millisecond()))

@@ -11,6 +11,7 @@ use crate::model::live::KubeSnapshot;
 use crate::observe::cluster::{EVENT, JOB_TIMELINE_KINDS, read_kinds, workloads_only};
 use crate::ops::status::recorded_placements;
 use crate::placement::job_workload::JobWorkloads;
+use crate::placement::provisioning::RequestsByOwner;
 use crate::report::rung::rung_text;
 use crate::report::status::live_rung;
 use crate::report::status::{PlacedComparison, placed_comparisons};
@@ -134,15 +135,15 @@ async fn ladder_lines(
         }
     };
     let workloads = JobWorkloads::new(snapshot.kind("Workload"));
+    let requests = RequestsByOwner::new(snapshot.kind("ProvisioningRequest"));
     let mut lines = BTreeMap::new();
     for job in jobs {
         let workload = workloads.of(job).map(|w| w.workload);
-        let requests = snapshot.kind("ProvisioningRequest");
         if let Some(status) = live_rung(
             spec,
             job,
             workload,
-            requests,
+            &requests,
             &events,
             snapshot.kind("Node"),
         ) {
