@@ -14,6 +14,9 @@ use super::text::canonical_owned;
 use crate::addr::{ResourceAddr, ResourceKind};
 use crate::model::{MANAGED_BY_LABEL, STACK_LABEL};
 
+/// A live object's fingerprint with its fields, by field path ([`fingerprint_with_fields`]).
+pub type Fingerprint = (String, BTreeMap<String, String>);
+
 /// A short, stable hash of what gkq's plan for a resource was based on. The executor recomputes
 /// it from a fresh read and refuses to act if it changed.
 ///
@@ -38,7 +41,7 @@ pub fn fingerprint_with_fields(
     addr: &ResourceAddr,
     desired: Option<&Value>,
     live: &Value,
-) -> (String, BTreeMap<String, String>) {
+) -> Fingerprint {
     with_fields(basis(addr, desired, live))
 }
 
@@ -49,7 +52,7 @@ pub fn kube_fingerprint_of_views(
     desired: &Value,
     desired_view: &Value,
     live_view: &Value,
-) -> (String, BTreeMap<String, String>) {
+) -> Fingerprint {
     let basis = match crate::diff::sensitive::as_stored_cow(desired) {
         Cow::Borrowed(desired) => kube_basis(desired, desired_view, live_view),
         // A Secret's `stringData` is compared as stored: its view is another one.
@@ -58,9 +61,57 @@ pub fn kube_fingerprint_of_views(
     with_fields(basis)
 }
 
-fn with_fields(basis: Value) -> (String, BTreeMap<String, String>) {
+/// [`fingerprint_with_fields`] of a desired Kubernetes object stored as it is written (no Secret
+/// `stringData`), from the live values at the paths it sets (the `live_view` of
+/// [`owned`]`(kube_view(desired), kube_view(live))`), which a caller that compared the two has
+/// already: the same answer, without walking them again.
+pub fn kube_fingerprint_of_basis(desired: &Value, mut basis: Value) -> Fingerprint {
+    crate::diff::sensitive::mask_for_fingerprint(desired, &mut basis);
+    with_fields(basis)
+}
+
+/// The hash of a basis and of each of its parts ([`fields_of`]), each part written as JSON once:
+/// the basis's text is its parts' texts put together, as `serde_json` writes an object.
+fn with_fields(basis: Value) -> Fingerprint {
     let basis = canonical_owned(basis);
-    (hash(&basis), fields_of(&basis))
+    let Value::Object(top) = &basis else {
+        return (hash(&basis), BTreeMap::new());
+    };
+    let mut fields = BTreeMap::new();
+    let mut text = String::from("{");
+    let mut part = |text: &mut String, path: String, value: &Value| {
+        let written = serde_json::to_string(value).unwrap_or_default();
+        fields.insert(path, short_hash_of_text(&written));
+        text.push_str(&written);
+    };
+    for (i, (key, value)) in top.iter().enumerate() {
+        if i > 0 {
+            text.push(',');
+        }
+        push_key(&mut text, key);
+        match value {
+            Value::Object(inner) if !inner.is_empty() => {
+                text.push('{');
+                for (j, (child, child_value)) in inner.iter().enumerate() {
+                    if j > 0 {
+                        text.push(',');
+                    }
+                    push_key(&mut text, child);
+                    part(&mut text, format!("{key}.{child}"), child_value);
+                }
+                text.push('}');
+            }
+            other => part(&mut text, key.clone(), other),
+        }
+    }
+    text.push('}');
+    (hash_of_text(&text), fields)
+}
+
+/// An object's key as `serde_json` writes it, with its colon.
+fn push_key(text: &mut String, key: &str) {
+    text.push_str(&Value::from(key).to_string());
+    text.push(':');
 }
 
 /// The parts of [`fingerprint`]'s basis, each with its own short hash, keyed by field path
@@ -163,25 +214,61 @@ fn identity(live: &Value, labels_pointer: &str) -> Value {
 
 /// The short hash of a part of a basis whose keys are sorted already.
 fn short_hash(value: &Value) -> String {
-    let text = serde_json::to_string(value).unwrap_or_default();
-    Sha256::digest(text.as_bytes())
-        .iter()
-        .take(4)
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    short_hash_of_text(&serde_json::to_string(value).unwrap_or_default())
+}
+
+/// [`short_hash`] of a part as written.
+fn short_hash_of_text(text: &str) -> String {
+    hex(
+        &Sha256::digest(text.as_bytes())[..4],
+        String::with_capacity(8),
+    )
 }
 
 /// The hash of a basis whose keys are sorted already ([`canonical_owned`]).
 fn hash(value: &Value) -> String {
-    let text = serde_json::to_string(value).unwrap_or_default();
-    let digest = Sha256::digest(text.as_bytes());
-    let hex: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
-    format!("sha256:{hex}")
+    hash_of_text(&serde_json::to_string(value).unwrap_or_default())
+}
+
+/// [`hash`] of a basis as written.
+fn hash_of_text(text: &str) -> String {
+    let mut out = String::with_capacity(23);
+    out.push_str("sha256:");
+    hex(&Sha256::digest(text.as_bytes())[..8], out)
+}
+
+/// `bytes` in lower-case hex, after `out`.
+fn hex(bytes: &[u8], mut out: String) -> String {
+    use std::fmt::Write;
+    for b in bytes {
+        let _ = write!(out, "{b:02x}");
+    }
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_basis_written_once_hashes_as_it_and_its_parts_written_alone() {
+        for basis in [
+            json!({"metadata": {"labels": {"a": "1", "b\"q": "2"}, "name": "x"},
+                "spec": {"resourceGroups": [{"flavors": [{"name": "f"}]}], "suspend": true},
+                "data": {}, "kind": "ConfigMap", "list": [1, "two", null], "z": {"y": {"x": 1.5}}}),
+            json!({}),
+            json!({"only": {}}),
+            json!("not an object"),
+            json!(null),
+        ] {
+            let sorted = canonical_owned(basis.clone());
+            assert_eq!(
+                with_fields(basis),
+                (hash(&sorted), fields_of(&sorted)),
+                "{sorted}"
+            );
+        }
+    }
 
     #[test]
     fn pool_fingerprint_ignores_fields_the_spec_does_not_own() {

@@ -11,15 +11,15 @@
 //! of a running job; a LocalQueue's
 //! `spec.clusterQueue` is immutable in Kueue.
 
-use std::collections::BTreeMap;
+use std::borrow::Cow;
 
 use serde_json::Value;
 
 use super::applied::{dropped_fields, with_field};
 use super::compare::{Comparison, full, owned};
-use super::fingerprint::kube_fingerprint_of_views;
+use super::fingerprint::{Fingerprint, kube_fingerprint_of_basis, kube_fingerprint_of_views};
 use super::normalize::{
-    Dialect, keys_of, kube_view, spell_quantities_alike, without_kueue_injections,
+    Dialect, keys_of, kube_view, kube_view_cow, spell_quantities_alike, without_kueue_injections,
 };
 use super::{ChangeEffect, PathSeg, ResourceDiff, UpdateMethod, field_changes};
 use crate::addr::{ResourceAddr, ResourceKind};
@@ -47,21 +47,47 @@ pub fn diff_object(
     }
 }
 
+/// A desired object compared with its listed live object, without a dry run
+/// ([`diff_listed_with_fingerprint`]).
+pub enum ListedDiff {
+    /// Nothing differs: only the live object's fingerprint with its fields is left to record.
+    Unchanged(Fingerprint),
+    /// Something differs: the diff, and the live object's fingerprint with its fields.
+    Changed(ResourceDiff, Fingerprint),
+}
+
 /// [`diff_object`] without a dry-run answer, and the live object's fingerprint with its fields
 /// ([`crate::diff::fingerprint::fingerprint_with_fields`]), from one view of each side: a plan
 /// compares every listed object this way, and records the fingerprint of each.
+///
+/// Most listed objects are unchanged, so the fingerprint's walk (the live values at the paths the
+/// desired object sets, as the server spells them) is tried first as the comparison too: when it
+/// finds no change and gkq's last apply set no field the spec has dropped, the object is unchanged
+/// whatever the spelling of its quantities, since spelling them alike only makes equal quantities
+/// equal text. Otherwise the quantities are spelled alike and compared again, as [`diff_object`]
+/// does.
 pub fn diff_listed_with_fingerprint(
     addr: &ResourceAddr,
     desired: &Value,
     live: &Value,
-) -> (ResourceDiff, (String, BTreeMap<String, String>)) {
-    let desired_view = kube_view(desired);
+) -> ListedDiff {
+    let desired_view = kube_view_cow(desired);
     let live_view = kube_view(live);
+    if let Cow::Borrowed(stored) = crate::diff::sensitive::as_stored_cow(desired) {
+        let comparison = owned(&desired_view, &live_view, Dialect::Kube);
+        if comparison.changes.is_empty()
+            && dropped_fields(live, &desired_view, &live_view).is_empty()
+        {
+            return ListedDiff::Unchanged(kube_fingerprint_of_basis(stored, comparison.live_view));
+        }
+    }
     let fingerprint = kube_fingerprint_of_views(desired, &desired_view, &live_view);
-    (
-        diff_listed(addr, live, desired_view, live_view),
-        fingerprint,
-    )
+    let diff = diff_listed(addr, live, desired_view.into_owned(), live_view);
+    if diff.is_empty() {
+        ListedDiff::Unchanged(fingerprint)
+    } else {
+        ListedDiff::Changed(diff, fingerprint)
+    }
 }
 
 /// The fields the desired object sets compared with the live object's, and the fields gkq's
@@ -452,28 +478,47 @@ mod tests {
                 "metadata": {"name": "s", "namespace": "default"}, "data": {"token": "eHl6"}}),
             ),
         ];
+        // gkq's last apply set a label the spec no longer sets: applying removes it.
+        let labelled = queue(json!(10));
+        let mut live_labelled = labelled.clone();
+        live_labelled["metadata"]["labels"]["team"] = json!("a");
+        live_labelled["metadata"]["managedFields"] = json!([{
+            "manager": crate::model::FIELD_MANAGER, "operation": "Apply", "apiVersion": "v1",
+            "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {"f:labels": {
+                "f:app.kubernetes.io/managed-by": {}, "f:team": {}}}}}]);
+        let mut cases = cases.to_vec();
+        cases.push((labelled, live_labelled));
         let mut differing = 0;
         for (desired, live) in cases {
             let addr = ResourceAddr::from_object(&desired).unwrap();
-            let (diff, fingerprint) = diff_listed_with_fingerprint(&addr, &desired, &live);
             let alone = diff_object(&addr, &desired, &live, None);
-            assert_eq!(diff.changes, alone.changes, "{desired}");
-            for (one, other) in [
-                (&diff.live_view, &alone.live_view),
-                (&diff.desired_view, &alone.desired_view),
-            ] {
-                // As text: the order of keys counts too.
-                assert_eq!(one.to_string(), other.to_string());
-            }
+            let fingerprint = match diff_listed_with_fingerprint(&addr, &desired, &live) {
+                ListedDiff::Unchanged(fingerprint) => {
+                    assert_eq!(alone.changes, [], "{desired}");
+                    fingerprint
+                }
+                ListedDiff::Changed(diff, fingerprint) => {
+                    assert_eq!(diff.changes, alone.changes, "{desired}");
+                    assert_ne!(diff.changes, [], "{desired}");
+                    for (one, other) in [
+                        (&diff.live_view, &alone.live_view),
+                        (&diff.desired_view, &alone.desired_view),
+                    ] {
+                        // As text: the order of keys counts too.
+                        assert_eq!(one.to_string(), other.to_string());
+                    }
+                    differing += 1;
+                    fingerprint
+                }
+            };
             assert_eq!(
                 fingerprint,
                 fingerprint_with_fields(&addr, Some(&desired), &live),
                 "{desired}"
             );
-            differing += usize::from(!diff.changes.is_empty());
         }
-        // The second queue, the other job and both Secrets (`stringData` against `data`: a plan
-        // compares Secrets by their dry run).
-        assert_eq!(differing, 4);
+        // The second queue, the other job, both Secrets (`stringData` against `data`: a plan
+        // compares Secrets by their dry run) and the dropped label.
+        assert_eq!(differing, 5);
     }
 }

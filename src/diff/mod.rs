@@ -117,8 +117,9 @@ pub struct FieldChange {
     pub effect: ChangeEffect,
 }
 
-/// The changes between one desired and one live resource, and the live view for text diffs.
-#[derive(Debug, Clone, PartialEq)]
+/// The changes between one desired and one live resource, and the live view for text diffs. The
+/// default is no change and nothing to show.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ResourceDiff {
     pub changes: Vec<FieldChange>,
     /// Live, in the desired value's shape and spelling (see [`compare`]).

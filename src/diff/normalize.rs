@@ -48,10 +48,12 @@
 //! The rest of the Kubernetes story (CRD and webhook defaults) is handled by comparing against the
 //! server's own dry-run answer, supplied by the Kubernetes observer.
 
+use std::borrow::Cow;
+
 use serde_json::{Map, Value};
 
 use super::PathSeg;
-use crate::addr::ResourceAddr;
+use crate::addr::ResourceKind;
 
 /// Cluster fields that are output-only (discovery `readOnly`) or server-computed
 /// (`labelFingerprint`, `etag`), plus `nodePools` (each pool has its own address).
@@ -379,9 +381,91 @@ fn without_status(object: &Value) -> Value {
     Value::Object(fields.into_iter().collect())
 }
 
+/// [`kube_view`], borrowed when the object is its own view, as gkq's desired objects are (they
+/// carry nothing the server or a controller writes): a plan takes the view of every desired
+/// object it compares.
+pub fn kube_view_cow(object: &Value) -> Cow<'_, Value> {
+    if is_own_kube_view(object) {
+        Cow::Borrowed(object)
+    } else {
+        Cow::Owned(kube_view(object))
+    }
+}
+
+/// Whether [`kube_view_owned`] would leave `object` as it is.
+fn is_own_kube_view(object: &Value) -> bool {
+    let Value::Object(map) = object else {
+        return true;
+    };
+    if map.contains_key("status") {
+        return false;
+    }
+    if let Some(metadata) = map.get("metadata").and_then(Value::as_object) {
+        if KUBE_VOLATILE_METADATA
+            .iter()
+            .any(|field| metadata.contains_key(*field))
+        {
+            return false;
+        }
+        if let Some(annotations) = metadata.get("annotations").and_then(Value::as_object)
+            && (annotations.is_empty() || annotations.keys().any(|k| is_ignored_annotation(k)))
+        {
+            return false;
+        }
+        if let Some(finalizers) = metadata.get("finalizers").and_then(Value::as_array)
+            && (finalizers.is_empty() || finalizers.iter().any(is_ignored_finalizer))
+        {
+            return false;
+        }
+    }
+    !(is_run_object(object)
+        && KUBE_CONTROLLER_OWNED_JOB_FIELDS
+            .iter()
+            .any(|path| has_path(object, path)))
+}
+
+fn is_ignored_annotation(key: &str) -> bool {
+    KUBE_IGNORED_ANNOTATIONS.contains(&key)
+}
+
+fn is_ignored_finalizer(finalizer: &Value) -> bool {
+    finalizer.as_str().is_some_and(|f| {
+        KUBE_IGNORED_FINALIZER_PREFIXES
+            .iter()
+            .any(|prefix| f.starts_with(prefix))
+    })
+}
+
+/// Whether `object` has an address of a job kind ([`crate::addr::ResourceKind::is_run`]), read
+/// without making the address.
+fn is_run_object(object: &Value) -> bool {
+    match (
+        object.get("apiVersion").and_then(Value::as_str),
+        object.get("kind").and_then(Value::as_str),
+        object.pointer("/metadata/name").and_then(Value::as_str),
+    ) {
+        (Some(api_version), Some(kind), Some(name)) if !name.is_empty() => {
+            ResourceKind::of(api_version, kind).is_run()
+        }
+        _ => false,
+    }
+}
+
+/// Whether the field at `dotted` (as [`remove_path`] reads it) is present.
+fn has_path(value: &Value, dotted: &str) -> bool {
+    let mut current = value;
+    for part in dotted.split('.') {
+        match current.get(part) {
+            Some(next) => current = next,
+            None => return false,
+        }
+    }
+    true
+}
+
 /// [`kube_view`] of an object the caller is done with (not copied).
 pub fn kube_view_owned(mut view: Value) -> Value {
-    let is_job = ResourceAddr::from_object(&view).is_ok_and(|addr| addr.kind.is_run());
+    let is_job = is_run_object(&view);
     if let Some(map) = view.as_object_mut() {
         map.remove("status");
     }
@@ -393,19 +477,13 @@ pub fn kube_view_owned(mut view: Value) -> Value {
             .get_mut("annotations")
             .and_then(Value::as_object_mut)
         {
-            annotations.retain(|key, _| !KUBE_IGNORED_ANNOTATIONS.contains(&key.as_str()));
+            annotations.retain(|key, _| !is_ignored_annotation(key));
             if annotations.is_empty() {
                 metadata.remove("annotations");
             }
         }
         if let Some(finalizers) = metadata.get_mut("finalizers").and_then(Value::as_array_mut) {
-            finalizers.retain(|f| {
-                !f.as_str().is_some_and(|f| {
-                    KUBE_IGNORED_FINALIZER_PREFIXES
-                        .iter()
-                        .any(|p| f.starts_with(p))
-                })
-            });
+            finalizers.retain(|f| !is_ignored_finalizer(f));
             if finalizers.is_empty() {
                 metadata.remove("finalizers");
             }
@@ -866,6 +944,72 @@ mod tests {
             gke_node_pool_desired_view(&json!({"name": "p", "initialNodeCount": 3})),
             json!({"name": "p"})
         );
+    }
+
+    #[test]
+    fn an_object_that_is_its_own_view_is_borrowed_and_any_other_is_its_view() {
+        let config_map = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "c", "namespace": "n", "labels": {"a": "b"},
+                "annotations": {"x": "y"}, "finalizers": ["example.com/keep"]},
+            "data": {"k": "v"}});
+        let job = json!({"apiVersion": "ray.io/v1", "kind": "RayJob",
+            "metadata": {"name": "j", "namespace": "n"}, "spec": {"entrypoint": "python t.py"}});
+        let mut others = Vec::new();
+        for (object, edit) in [
+            (&config_map, json!({"status": {"phase": "x"}})),
+            (&config_map, json!({"metadata": {"resourceVersion": "3"}})),
+            (&config_map, json!({"metadata": {"annotations": {}}})),
+            (
+                &config_map,
+                json!({"metadata": {"annotations": {
+                "kubectl.kubernetes.io/last-applied-configuration": "{}"}}}),
+            ),
+            (&config_map, json!({"metadata": {"finalizers": []}})),
+            (
+                &config_map,
+                json!({"metadata": {"finalizers": ["kueue.x-k8s.io/resource-in-use"]}}),
+            ),
+            (&job, json!({"spec": {"suspend": true}})),
+        ] {
+            let mut other = object.clone();
+            merge(&mut other, edit);
+            others.push(other);
+        }
+        for own in [&config_map, &job, &json!("text")] {
+            assert!(matches!(kube_view_cow(own), Cow::Borrowed(_)), "{own}");
+            assert_eq!(kube_view(own).to_string(), own.to_string());
+        }
+        // A ConfigMap's `spec.suspend` is not a job's: it is its own view.
+        let mut not_a_job = config_map.clone();
+        merge(&mut not_a_job, json!({"spec": {"suspend": true}}));
+        assert!(matches!(kube_view_cow(&not_a_job), Cow::Borrowed(_)));
+        for other in &others {
+            let view = kube_view_cow(other);
+            assert!(matches!(view, Cow::Owned(_)), "{other}");
+            // As text: the order of keys counts too.
+            assert_eq!(view.to_string(), kube_view(other).to_string());
+            assert_ne!(view.to_string(), other.to_string());
+        }
+
+        fn merge(into: &mut Value, from: Value) {
+            match (into, from) {
+                (Value::Object(into), Value::Object(from)) => {
+                    for (key, value) in from {
+                        match into.get_mut(&key) {
+                            Some(existing)
+                                if value.is_object() && !value.as_object().unwrap().is_empty() =>
+                            {
+                                merge(existing, value)
+                            }
+                            _ => {
+                                into.insert(key, value);
+                            }
+                        }
+                    }
+                }
+                (into, from) => *into = from,
+            }
+        }
     }
 
     #[test]

@@ -22,8 +22,7 @@ use serde_json::Value;
 use super::cluster::read_in_world;
 use super::without_bookkeeping;
 use crate::addr::ResourceAddr;
-use crate::diff::ResourceDiff;
-use crate::diff::kube::{diff_listed_with_fingerprint, diff_object};
+use crate::diff::kube::{ListedDiff, diff_listed_with_fingerprint, diff_object};
 use crate::kube::{
     ApplyOptions, KubeApi, KubeError, KubeResult, ObjectName, PER_OBJECT_CONCURRENCY, ResourceInfo,
     install, is_owned_by_stack, owned_selector,
@@ -258,8 +257,8 @@ async fn list_owned<'k>(
                         return;
                     };
                     match compare_listed(&addr, object, &live) {
-                        Compared::Unchanged(diff) => {
-                            let action = judge.kube_unchanged(&addr, object, &live, *diff);
+                        Compared::Unchanged(fingerprint) => {
+                            let action = judge.kube_unchanged(&addr, object, &live, fingerprint);
                             decided.push((addr, action));
                         }
                         changed => kept.push((addr, Kept::new(&live, Some(changed)))),
@@ -314,8 +313,8 @@ fn compare_in_world<'k>(
             continue;
         };
         match compare_listed(&addr, object, live) {
-            Compared::Unchanged(diff) => {
-                let action = judge.kube_unchanged(&addr, object, live, *diff);
+            Compared::Unchanged(fingerprint) => {
+                let action = judge.kube_unchanged(&addr, object, live, fingerprint);
                 decided.push((addr, action));
             }
             compared => changed.push((addr, compared)),
@@ -333,8 +332,8 @@ fn of_kind(object: &Value, (api_version, kind): (&String, &String)) -> bool {
 
 /// A desired object compared with its listed live object, without a dry run.
 enum Compared {
-    /// Nothing differs: the (empty) diff and the live object's fingerprint.
-    Unchanged(Box<(ResourceDiff, Fingerprint)>),
+    /// Nothing differs: the live object's fingerprint.
+    Unchanged(Fingerprint),
     /// Something differs; `in_place` when no difference needs a new object (nothing says to
     /// replace it), and the live object's fingerprint.
     Changed {
@@ -344,14 +343,12 @@ enum Compared {
 }
 
 fn compare_listed(addr: &ResourceAddr, object: &Value, live: &Value) -> Compared {
-    let (diff, fingerprint) = diff_listed_with_fingerprint(addr, object, live);
-    if diff.is_empty() {
-        Compared::Unchanged(Box::new((diff, fingerprint)))
-    } else {
-        Compared::Changed {
+    match diff_listed_with_fingerprint(addr, object, live) {
+        ListedDiff::Unchanged(fingerprint) => Compared::Unchanged(fingerprint),
+        ListedDiff::Changed(diff, fingerprint) => Compared::Changed {
             in_place: diff.replace_reasons().is_empty(),
             fingerprint,
-        }
+        },
     }
 }
 
@@ -464,7 +461,9 @@ async fn probe_desired(
             // The listed object's fingerprint stands when the listed object is the live one.
             let listed_fingerprint = answer.listed_fingerprint.filter(|_| answer.read.is_none());
             let action = match (answer.unchanged, live) {
-                (Some(diff), Some(live)) => judge.kube_unchanged(&addr, object, live, *diff),
+                (Some(fingerprint), Some(live)) => {
+                    judge.kube_unchanged(&addr, object, live, fingerprint)
+                }
                 _ => judge.kube_action_on(
                     &addr,
                     object,
@@ -591,9 +590,9 @@ struct Answer {
     read: Option<Option<Value>>,
     /// The server's dry-run answer, when it gave one and the object is not unchanged.
     predicted: Option<Value>,
-    /// The (empty) comparison of the object with its listed live state, with the live object's
-    /// fingerprint, when that showed it unchanged and so nothing was sent.
-    unchanged: Option<Box<(ResourceDiff, Fingerprint)>>,
+    /// The live object's fingerprint, when comparing the object with its listed live state showed
+    /// it unchanged and so nothing was sent.
+    unchanged: Option<Fingerprint>,
     /// The listed live object's fingerprint, when it differs (it stands for the live object
     /// unless `read` has another).
     listed_fingerprint: Option<Fingerprint>,
@@ -638,9 +637,9 @@ async fn probe(
         });
     };
     let (in_place, listed_fingerprint) = match compared {
-        Some(Compared::Unchanged(diff)) => {
+        Some(Compared::Unchanged(fingerprint)) => {
             return Ok(Answer {
-                unchanged: Some(diff),
+                unchanged: Some(fingerprint),
                 ..Default::default()
             });
         }

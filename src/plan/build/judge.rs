@@ -21,9 +21,7 @@ use crate::plan::ownership::{
 };
 use crate::plan::{Action, ActionKind, PlanOptions, ReplaceStrategy, Step};
 
-/// A live object's fingerprint and its parts by field
-/// ([`crate::diff::fingerprint::fingerprint_with_fields`]).
-pub type Fingerprint = (String, std::collections::BTreeMap<String, String>);
+pub use crate::diff::fingerprint::Fingerprint;
 
 /// Decides the action for one resource from its desired and live state. [`plan`](super::plan) decides every
 /// resource with one; an observer may decide each Kubernetes object with the same one as the
@@ -116,21 +114,26 @@ impl Judge {
     }
 
     /// The no-op for desired object `object` whose live state `live` already matches it, as
-    /// `diff` (empty, from comparing the two without a dry run) showed, with the live object's
-    /// fingerprint made beside it ([`crate::diff::kube::diff_listed_with_fingerprint`]): the
-    /// observer that found it unchanged hands over its comparison rather than have it made
+    /// comparing the two without a dry run showed, with the live object's fingerprint made
+    /// beside that comparison ([`crate::diff::kube::diff_listed_with_fingerprint`]): the
+    /// observer that found it unchanged hands over its fingerprint rather than have it made
     /// twice.
     pub fn kube_unchanged(
         &self,
         addr: &ResourceAddr,
         object: &Arc<Value>,
         live: &Value,
-        (diff, fingerprint): (ResourceDiff, Fingerprint),
+        (fingerprint, fields): Fingerprint,
     ) -> Action {
-        debug_assert!(diff.is_empty());
-        let (fingerprint, fields) = fingerprint;
         let basis = (Some(fingerprint), fields);
-        self.update_or_noop(addr, diff, object.clone(), live, true, basis)
+        self.update_or_noop(
+            addr,
+            ResourceDiff::default(),
+            object.clone(),
+            live,
+            true,
+            basis,
+        )
     }
 
     /// A diff as it may be shown, both sides with sensitive values replaced by markers, made
