@@ -1,5 +1,5 @@
 fn main() {
-    one_malloc_arena();
+    tune_allocator();
     let cli = gkq::cli::Cli::parse_with_help();
     let agent = matches!(cli.command, gkq::cli::Command::Agent(_));
     gkq::cli::output::init_tracing(cli.verbose, agent);
@@ -23,19 +23,29 @@ fn main() {
     std::process::exit(code);
 }
 
-/// One malloc arena for the whole process. glibc gives each thread that allocates its own arena,
-/// and gkq's runtime threads hand objects to each other (a list parsed on one, judged and
-/// dropped on another), so memory one thread frees is not reused by the next and a plan's peak
-/// grows: 12 MB of 157 MB for a plan of 5,000 changed objects (BENCHMARKS.md). gkq's threads
-/// wait on the network far more than they allocate, so sharing one arena costs no time there.
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn one_malloc_arena() {
-    // SAFETY: mallopt sets a parameter of the allocator and touches no memory of ours; it runs
-    // before any other thread exists.
+/// mimalloc rather than glibc's malloc: a plan reads, compares and drops tens of thousands of
+/// small JSON values, and under glibc allocating and freeing them was a quarter of an unchanged
+/// plan's CPU (BENCHMARKS.md, tenth round).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// mimalloc's `mi_option_purge_delay`, numbered as in the `mi_option_e` enum of the mimalloc.h
+/// that libmimalloc-sys builds (v3); the assertion stops a build whose numbering moved.
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+const _: () = assert!(libmimalloc_sys::_mi_option_last == 47);
+
+/// Memory gkq frees goes back to the system at once: by default mimalloc keeps freed pages for a
+/// second or more, and a plan reads a list, compares it and drops it, then reads the next: a
+/// 1,000-object plan's peak RSS was 50-58 MB with mimalloc's delay against 45 MB without, at the
+/// same speed (BENCHMARKS.md, tenth round). `MIMALLOC_PURGE_DELAY` in the environment, mimalloc's
+/// own setting, still wins.
+fn tune_allocator() {
+    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_some() {
+        return;
+    }
+    // SAFETY: mi_option_set writes one of mimalloc's option values; it runs first in main, before
+    // any thread of ours exists (the function is not thread safe).
     unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, 1);
+        libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 0);
     }
 }
-
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn one_malloc_arena() {}

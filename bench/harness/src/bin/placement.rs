@@ -12,6 +12,10 @@ use gkq::placement::{Cluster, PendingWorkload, PlacementState, predict, predict_
 use gkq::plan::workload_changes::{Worlds, workload_changes, world_after};
 use serde_json::{Value, json};
 
+/// gkq's allocator (src/main.rs).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const QUEUES: usize = 4;
 const FLAVORS: usize = 8;
 

@@ -25,6 +25,10 @@ use gkq::observe::kube::managed_kinds;
 use gkq::plan::revision::{REVISION_NAMESPACE, configmap_name};
 use serde_json::Value;
 
+/// gkq's allocator (src/main.rs).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 struct Args {
     objects: String,
     kubeconfig: String,
