@@ -12,7 +12,7 @@
 //! [`PER_OBJECT_CONCURRENCY`] at a time: the API server's in-flight limits and the client's
 //! connections are finite, and a spec may hold thousands of objects.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use futures::StreamExt;
@@ -95,13 +95,9 @@ pub async fn observe_kube(
     // With a judge, each listed object the spec names is compared as its list arrives (those
     // of the world's kinds once the world is read); an unchanged one is decided there and then
     // (most of an unchanged plan's objects).
-    let wanted: BTreeMap<ResourceAddr, &Arc<Value>> = match judge {
-        Some(_) => desired
-            .kubernetes
-            .iter()
-            .filter_map(|object| Some((ResourceAddr::from_object(object).ok()?, object)))
-            .collect(),
-        None => BTreeMap::new(),
+    let wanted = Wanted {
+        desired,
+        by_addr: std::sync::OnceLock::new(),
     };
     let early = judge.map(|judge| (judge, &wanted));
     let read_world = async {
@@ -117,9 +113,11 @@ pub async fn observe_kube(
         };
         KubeResult::Ok((Some(world), decided, compared))
     };
-    let (world_read, outside) = futures::join!(
-        read_world,
-        list_owned(api, kinds.iter().filter(|k| !in_world(k)), stack, early)
+    // The lists first: their requests leave before the world's objects are compared, which
+    // then happens while the server answers them.
+    let (outside, world_read) = futures::join!(
+        list_owned(api, kinds.iter().filter(|k| !in_world(k)), stack, early),
+        read_world
     );
     let (world_read, decided_in_world, compared_in_world) = world_read?;
     let (mut served, read, mut decided) = outside?;
@@ -212,8 +210,29 @@ fn kinds_to_read(desired: &DesiredState) -> BTreeSet<(String, String)> {
 /// Which kinds the server serves.
 type Served = BTreeMap<(String, String), ResourceInfo>;
 
-/// The judge and the desired objects it decides as the lists arrive, by address.
-type Early<'a> = Option<(&'a Judge, &'a BTreeMap<ResourceAddr, &'a Arc<Value>>)>;
+/// The judge and the desired objects it decides as the lists arrive.
+type Early<'a> = Option<(&'a Judge, &'a Wanted<'a>)>;
+
+/// The desired objects by address, indexed when a listed object is first looked up: the lists
+/// are sent before, and the index is made while the server answers them.
+struct Wanted<'a> {
+    desired: &'a DesiredState,
+    by_addr: std::sync::OnceLock<HashMap<ResourceAddr, &'a Arc<Value>>>,
+}
+
+impl<'a> Wanted<'a> {
+    /// The desired object at `addr`, if any.
+    fn get(&self, addr: &ResourceAddr) -> Option<&'a Arc<Value>> {
+        let by_addr = self.by_addr.get_or_init(|| {
+            self.desired
+                .kubernetes
+                .iter()
+                .filter_map(|object| Some((ResourceAddr::from_object(object).ok()?, object)))
+                .collect()
+        });
+        by_addr.get(addr).copied()
+    }
+}
 
 /// What [`list_owned`] read: the kinds served, the objects kept for their probes (as text, see
 /// [`Kept`]), and the actions decided as the lists arrived.
@@ -250,7 +269,7 @@ async fn list_owned<'k>(
                     }
                     let key = (api_version, kind);
                     let Some((judge, object)) = early
-                        .and_then(|(judge, wanted)| Some((judge, *wanted.get(&addr)?)))
+                        .and_then(|(judge, wanted)| Some((judge, wanted.get(&addr)?)))
                         .filter(|(_, object)| of_kind(object, key))
                     else {
                         kept.push((addr, Kept::new(&live, None)));
@@ -294,7 +313,7 @@ fn compare_in_world<'k>(
     world: &KubeSnapshot,
     kinds: impl Iterator<Item = &'k (String, String)>,
     stack: &str,
-    (judge, wanted): (&Judge, &BTreeMap<ResourceAddr, &Arc<Value>>),
+    (judge, wanted): (&Judge, &Wanted),
 ) -> InWorld {
     let (mut decided, mut changed) = (Vec::new(), Vec::new());
     let owned = kinds
@@ -307,7 +326,7 @@ fn compare_in_world<'k>(
     for (key, live) in owned {
         let Some((addr, object)) = ResourceAddr::from_object(live)
             .ok()
-            .and_then(|addr| Some((addr.clone(), *wanted.get(&addr)?)))
+            .and_then(|addr| Some((addr.clone(), wanted.get(&addr)?)))
             .filter(|(_, object)| of_kind(object, key))
         else {
             continue;
