@@ -588,12 +588,11 @@ mod tests {
             }
             lq
         };
-        let mut at = 3;
-        for name in ["lq2", "idle"] {
+        let put_local_queue = |store: &mut Store, name: &str, stop: Option<&str>, at: u64| {
             store
                 .apply(
                     &lq_info,
-                    &local_queue(name, None),
+                    &local_queue(name, stop),
                     "gkq",
                     false,
                     false,
@@ -601,6 +600,10 @@ mod tests {
                     &admit,
                 )
                 .unwrap();
+        };
+        let mut at = 3;
+        for name in ["lq2", "idle"] {
+            put_local_queue(&mut store, name, None, at);
         }
         for (name, queue) in [("a-1", "lq"), ("a-2", "lq"), ("b-1", "lq2")] {
             let mut w = workload(name, "1");
@@ -629,17 +632,7 @@ mod tests {
 
         // Stops a LocalQueue, then runs the controllers, one step later.
         let stop_local_queue = |store: &mut Store, sim: &mut SimState, name: &str, at: u64| {
-            store
-                .apply(
-                    &lq_info,
-                    &local_queue(name, Some("HoldAndDrain")),
-                    "gkq",
-                    false,
-                    false,
-                    at,
-                    &admit,
-                )
-                .unwrap();
+            put_local_queue(store, name, Some("HoldAndDrain"), at);
             reconcile(store, sim, &settings, &[], "c", at);
         };
 

@@ -10,6 +10,7 @@ use crate::model::gke_facts::machine_shape;
 use crate::observe::cluster::{EVENT, JOB_KINDS, KindRef, NODE, PROVISIONING_REQUEST, read_kinds};
 use crate::placement::job_workload::JobWorkloads;
 use crate::placement::pools::flavor_pools;
+use crate::placement::provisioning::RequestsByOwner;
 use crate::placement::remedy::{self, NodeResources, Subject, World};
 use crate::placement::unmodelled;
 use crate::placement::{Cluster, PendingWorkload, Placement, observed_placement};
@@ -172,7 +173,7 @@ fn live_rung_note(
         spec,
         job,
         workload,
-        &crate::placement::provisioning::RequestsByOwner::new(read.kind(PROVISIONING_REQUEST.1)),
+        &RequestsByOwner::new(read.kind(PROVISIONING_REQUEST.1)),
         read.kind(EVENT.1),
         read.kind(NODE.1),
     )

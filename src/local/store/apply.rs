@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use super::gc::finalizers;
 use super::ids::{timestamp, uid};
 use super::managed_fields::{ManagedEntry, Operation, managed_entries, set_managed_entries};
-use super::{Admit, FieldPath, FieldSet, Key, Store, version_of};
+use super::{Admit, FieldPath, FieldSet, Key, Store, same_outside, version_of};
 use crate::kube::{FieldConflict, KubeError, ResourceInfo};
 use crate::local::schema;
 
@@ -519,23 +519,6 @@ fn written_leaves(object: &Value, status: bool) -> Vec<(FieldPath, &Value)> {
         leaves(object.get("status").unwrap_or(&Value::Null), &mut path)
     } else {
         leaves_outside(object, &["apiVersion", "kind", "status"])
-    }
-}
-
-/// Whether two objects are equal outside their top-level fields `skip`: what comparing copies
-/// without those fields would say, without the copies.
-fn same_outside(a: &Value, b: &Value, skip: &[&str]) -> bool {
-    match (a.as_object(), b.as_object()) {
-        (Some(a), Some(b)) => {
-            let kept = |map: &serde_json::Map<String, Value>| {
-                map.keys().filter(|k| !skip.contains(&k.as_str())).count()
-            };
-            kept(a) == kept(b)
-                && a.iter()
-                    .filter(|(k, _)| !skip.contains(&k.as_str()))
-                    .all(|(k, v)| b.get(k) == Some(v))
-        }
-        _ => a == b,
     }
 }
 

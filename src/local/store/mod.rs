@@ -331,29 +331,32 @@ impl Changes {
 /// Whether `after` differs from `before` outside `status` and the server's bookkeeping
 /// (`resourceVersion`, `managedFields`): true for a create.
 fn changed_beyond_status(before: Option<&Value>, after: &Value) -> bool {
-    fn same_except(a: &Value, b: &Value, skip: &[&str]) -> bool {
-        match (a.as_object(), b.as_object()) {
-            (Some(a), Some(b)) => {
-                let kept = |m: &serde_json::Map<String, Value>| {
-                    m.keys().filter(|k| !skip.contains(&k.as_str())).count()
-                };
-                kept(a) == kept(b)
-                    && a.iter()
-                        .filter(|(k, _)| !skip.contains(&k.as_str()))
-                        .all(|(k, v)| b.get(k) == Some(v))
-            }
-            _ => a == b,
-        }
-    }
     let Some(before) = before else {
         return true;
     };
-    !same_except(before, after, &["status", "metadata"])
-        || !same_except(
+    !same_outside(before, after, &["status", "metadata"])
+        || !same_outside(
             &before["metadata"],
             &after["metadata"],
             &["resourceVersion", "managedFields"],
         )
+}
+
+/// Whether two objects are equal outside their top-level fields `skip`: what comparing copies
+/// without those fields would say, without the copies.
+fn same_outside(a: &Value, b: &Value, skip: &[&str]) -> bool {
+    match (a.as_object(), b.as_object()) {
+        (Some(a), Some(b)) => {
+            let kept = |map: &serde_json::Map<String, Value>| {
+                map.keys().filter(|k| !skip.contains(&k.as_str())).count()
+            };
+            kept(a) == kept(b)
+                && a.iter()
+                    .filter(|(k, _)| !skip.contains(&k.as_str()))
+                    .all(|(k, v)| b.get(k) == Some(v))
+        }
+        _ => a == b,
+    }
 }
 
 mod object_list {
