@@ -132,11 +132,9 @@ pub struct SchedulerMemory {
     pub at_ms: u64,
     /// How many pending Workloads its last run tried.
     pub tried: usize,
-    /// The Workloads holding quota as placement reads them, in key order, and beside them
-    /// (same order) their keys and the resourceVersion each was read at: a Workload is read
-    /// again only when it was written.
-    pub reserving: Vec<crate::placement::objects::ReservingWorkload>,
-    pub reserving_read: Vec<(super::store::Key, String)>,
+    /// The Workloads holding quota as placement reads them, read again only when written, and
+    /// their quota summed.
+    pub holders: super::kueue::holders::Holders,
     /// The pending Workloads every run tries, written or not (`tried_anyway`).
     pub retried: BTreeSet<super::store::Key>,
 }

@@ -307,7 +307,7 @@ pub fn reconcile(
 mod tests {
     use super::*;
     use crate::kube::ResourceInfo;
-    use crate::vocab::object::name_of;
+    use crate::vocab::object::{condition, name_of};
 
     fn info(kind: &str, plural: &str, namespaced: bool) -> ResourceInfo {
         ResourceInfo {
@@ -508,7 +508,9 @@ mod tests {
     #[test]
     fn controller_work_per_queued_workload_does_not_grow_with_the_workloads() {
         let (mut store, mut sim) = kueue_world();
-        queue_with_cpu(&mut store, "big", "1000");
+        // Quota for exactly the 300 Workloads: the scheduler, reading its holders as their
+        // sums, finds the queue full after them.
+        queue_with_cpu(&mut store, "big", "300");
         let settings = SimSettings::default();
         reconcile(&mut store, &mut sim, &settings, &[], "c", 2);
         let mut work = Vec::new();
@@ -527,12 +529,24 @@ mod tests {
             "controller writes per Workload: {first} for the first 50, {last} for the last 50"
         );
         let memory = sim.scheduler.as_ref().expect("the scheduler ran");
-        assert_eq!(
-            memory.reserving.len(),
-            300,
-            "the holders the scheduler kept"
-        );
+        assert_eq!(memory.holders.len(), 300, "the holders the scheduler kept");
         assert!(memory.tried <= 1, "the last run tried {}", memory.tried);
+        store.create(workload("w-300", "1"), "test", 303);
+        reconcile(&mut store, &mut sim, &settings, &[], "c", 303);
+        let late = Key::new(
+            "kueue.x-k8s.io/v1beta2",
+            "Workload",
+            Some("default"),
+            "w-300",
+        );
+        let late = store.get(&late).expect("the Workload exists");
+        assert!(!condition_true(late, "QuotaReserved"));
+        assert!(
+            condition(late, "QuotaReserved").is_some_and(|c| c["message"].as_str().is_some_and(
+                |m| m.contains("insufficient unused quota for cpu in flavor f, 1 more needed")
+            )),
+            "{late}"
+        );
         for (kind, name, namespace) in [
             ("ClusterQueue", "big", None),
             ("LocalQueue", "lq", Some("default")),

@@ -28,6 +28,7 @@
 
 mod clusterqueue;
 mod finalizers;
+pub mod holders;
 mod jobs;
 mod localqueue;
 mod podset;

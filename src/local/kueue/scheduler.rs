@@ -13,11 +13,12 @@ use std::collections::BTreeSet;
 
 use super::super::controller::{Ctx, SchedulerMemory};
 use super::super::store::{Changes, Key, Store, remove_condition, set_condition, timestamp};
+use super::holders::Holders;
 use super::workload::evict;
 use super::{KUEUE, MANAGER, deleting, finished, parse_time, reserving, sum};
 use crate::placement::objects::KUEUE_KINDS;
 use crate::placement::objects::ReservingWorkload;
-use crate::placement::{Cluster, PendingWorkload, Placement, PlacementState, predict};
+use crate::placement::{Cluster, PendingWorkload, Placement, PlacementState, Prediction, predict};
 use crate::vocab::object::{condition, name_of, namespace_of, owners};
 
 /// The scheduler: gkq's placement prediction over the live cluster decides.
@@ -29,15 +30,14 @@ pub(super) fn schedule(ctx: &mut Ctx<'_>) -> bool {
     let mut memory = ctx.sim.scheduler.take().unwrap_or_default();
     let pending_keys = remember(ctx, &mut memory, &tried);
     memory.at_ms = now;
-    let Some(mut cluster) = scheduling_input(ctx, &mut memory, &pending_keys) else {
+    let Some(mut cluster) = scheduling_input(ctx, &pending_keys) else {
         memory.tried = 0;
         ctx.sim.scheduler = Some(memory);
         return false;
     };
     memory.tried = cluster.pending_workloads.len();
     let pending: Vec<PendingWorkload> = cluster.pending_workloads.clone();
-    let prediction = predict_without_needless_victims(&mut cluster);
-    memory.reserving = std::mem::take(&mut cluster.reserving_workloads);
+    let prediction = predict_with_holders(&mut cluster, &mut memory.holders);
     let mut changed = evict_victims(ctx, &prediction.preempted);
     for (workload, placement) in pending.iter().zip(&prediction.queued) {
         let key = Key::new(
@@ -75,34 +75,44 @@ pub(super) fn schedule(ctx: &mut Ctx<'_>) -> bool {
     changed
 }
 
-/// [`predict`] over `cluster`, the Workloads holding quota read as possible victims only when
-/// one can be: when no ClusterQueue may preempt (placement's `can_preempt`, what its simulation
-/// asks before looking for victims), a holder that keeps its quota (placement's
-/// `active::released`) counts only for the quota it uses, which the prediction reads from its
-/// usage. So a run costs the pending Workloads' prediction, not every holder's.
-fn predict_without_needless_victims(cluster: &mut Cluster) -> crate::placement::Prediction {
+/// [`predict`] over `cluster` with the Workloads holding quota, read as possible victims only
+/// when one can be: when no ClusterQueue may preempt (placement's `can_preempt`, what its
+/// simulation asks before looking for victims), holders that keep their quota (placement's
+/// `active::released`) count only for that quota, read as their groups' sums
+/// ([`Holders::summed`]). So a run costs the pending Workloads' prediction, not every holder's.
+fn predict_with_holders(cluster: &mut Cluster, holders: &mut Holders) -> Prediction {
     let victims_possible = cluster
         .cluster_queues
         .iter()
         .any(|cq| cq.preemption.can_preempt());
-    if victims_possible {
+    if !victims_possible && let Some(summed) = holders.summed(cluster) {
+        cluster.reserving_workloads = summed;
         return predict(cluster, &[]);
     }
-    let keeps: Vec<bool> = cluster
-        .reserving_workloads
-        .iter()
-        .map(|w| crate::placement::active::released(cluster, w).is_none())
-        .collect();
-    let mut set_aside: Vec<Option<PendingWorkload>> = Vec::with_capacity(keeps.len());
-    for (w, keeps) in cluster.reserving_workloads.iter_mut().zip(&keeps) {
-        set_aside.push(if *keeps { w.workload.take() } else { None });
-    }
-    let prediction = predict(cluster, &[]);
-    for (w, read) in cluster.reserving_workloads.iter_mut().zip(set_aside) {
-        if read.is_some() {
-            w.workload = read;
+    cluster.reserving_workloads = holders.take_all();
+    let prediction = if victims_possible {
+        predict(cluster, &[])
+    } else {
+        // A group's quota is taken back: each holder counts on its own, those that keep their
+        // quota for their quota alone.
+        let keeps: Vec<bool> = cluster
+            .reserving_workloads
+            .iter()
+            .map(|w| crate::placement::active::released(cluster, w).is_none())
+            .collect();
+        let mut set_aside: Vec<Option<PendingWorkload>> = Vec::with_capacity(keeps.len());
+        for (w, keeps) in cluster.reserving_workloads.iter_mut().zip(&keeps) {
+            set_aside.push(if *keeps { w.workload.take() } else { None });
         }
-    }
+        let prediction = predict(cluster, &[]);
+        for (w, read) in cluster.reserving_workloads.iter_mut().zip(set_aside) {
+            if read.is_some() {
+                w.workload = read;
+            }
+        }
+        prediction
+    };
+    holders.put_back(std::mem::take(&mut cluster.reserving_workloads));
     prediction
 }
 
@@ -211,12 +221,8 @@ fn remember(ctx: &Ctx<'_>, memory: &mut SchedulerMemory, tried: &ToTry) -> BTree
     match tried {
         ToTry::Every => {
             // Read again only what was written since.
-            let mut known: std::collections::HashMap<Key, (String, ReservingWorkload)> = memory
-                .reserving_read
-                .drain(..)
-                .zip(memory.reserving.drain(..))
-                .map(|((key, version), read)| (key, (version, read)))
-                .collect();
+            let mut known: std::collections::HashMap<Key, (String, ReservingWorkload)> =
+                memory.holders.drain().collect();
             memory.holding.clear();
             memory.retried.clear();
             let mut all = BTreeSet::new();
@@ -229,8 +235,7 @@ fn remember(ctx: &Ctx<'_>, memory: &mut SchedulerMemory, tried: &ToTry) -> BTree
                         _ => read_reserving(w),
                     };
                     if let Some(read) = read {
-                        memory.reserving_read.push((key.clone(), version(w)));
-                        memory.reserving.push(read);
+                        memory.holders.push(key.clone(), version(w), read);
                     }
                 } else if retried(w) {
                     memory.retried.insert(key.clone());
@@ -242,31 +247,18 @@ fn remember(ctx: &Ctx<'_>, memory: &mut SchedulerMemory, tried: &ToTry) -> BTree
         ToTry::These(written) => {
             for key in written {
                 let w = store.get(key);
-                let at = memory.reserving_read.binary_search_by(|(k, _)| k.cmp(key));
+                let at = memory.holders.position(key);
                 match (w.filter(|w| holds(w)), at) {
-                    (Some(w), Ok(i)) if memory.reserving_read[i].1 == version(w) => {}
-                    (Some(w), at) => {
-                        let read = read_reserving(w);
-                        match (read, at) {
-                            (Some(read), Ok(i)) => {
-                                memory.reserving_read[i].1 = version(w);
-                                memory.reserving[i] = read;
-                            }
-                            (Some(read), Err(i)) => {
-                                memory.reserving_read.insert(i, (key.clone(), version(w)));
-                                memory.reserving.insert(i, read);
-                            }
-                            (None, Ok(i)) => {
-                                memory.reserving_read.remove(i);
-                                memory.reserving.remove(i);
-                            }
-                            (None, Err(_)) => {}
+                    (Some(w), Ok(i)) if memory.holders.version_at(i) == version(w) => {}
+                    (Some(w), at) => match (read_reserving(w), at) {
+                        (Some(read), Ok(i)) => memory.holders.replace(i, version(w), read),
+                        (Some(read), Err(i)) => {
+                            memory.holders.insert(i, key.clone(), version(w), read)
                         }
-                    }
-                    (None, Ok(i)) => {
-                        memory.reserving_read.remove(i);
-                        memory.reserving.remove(i);
-                    }
+                        (None, Ok(i)) => memory.holders.remove(i),
+                        (None, Err(_)) => {}
+                    },
+                    (None, Ok(i)) => memory.holders.remove(i),
                     (None, Err(_)) => {}
                 }
                 if w.is_some_and(&holds) {
@@ -293,14 +285,11 @@ fn read_reserving(w: &Value) -> Option<ReservingWorkload> {
     one.reserving_workloads.pop()
 }
 
-/// The cluster the prediction reads: Kueue's objects, priority classes, namespaces, the
-/// Workloads holding quota (moved out of `memory`, to be put back) and the pending ones among
-/// `keys`, less those waiting for a requeue or parked. `None` when none is pending.
-fn scheduling_input(
-    ctx: &mut Ctx<'_>,
-    memory: &mut SchedulerMemory,
-    keys: &BTreeSet<Key>,
-) -> Option<Cluster> {
+/// The cluster the prediction reads, but for the Workloads holding quota
+/// ([`predict_with_holders`] adds them): Kueue's objects, priority classes, namespaces and the
+/// pending Workloads among `keys`, less those waiting for a requeue or parked. `None` when none
+/// is pending.
+fn scheduling_input(ctx: &mut Ctx<'_>, keys: &BTreeSet<Key>) -> Option<Cluster> {
     let now = ctx.now;
     // Workloads Kueue parked without retrying them stay where they are.
     let parked = super::workload::parked(ctx);
@@ -341,7 +330,6 @@ fn scheduling_input(
     }
     // Workloads were read (the prediction counts their usage, not the queues' status).
     cluster.workloads_observed = true;
-    cluster.reserving_workloads = std::mem::take(&mut memory.reserving);
     for w in pending {
         let _ = cluster.add_object(w);
     }
