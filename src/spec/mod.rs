@@ -163,9 +163,13 @@ fn parse_file(
             )));
         }
     };
-    let looks_like_toml = !matches!(path.extension().and_then(|e| e.to_str()), Some("toml"))
-        && toml::from_str::<toml::Table>(&text).is_ok_and(|t| !t.is_empty());
     let id = sources.add(path, text);
+    // Read as TOML only when the YAML is not a spec: a large spec is read once.
+    let looks_like_toml = || {
+        sources.get(id).is_some_and(|file| {
+            toml::from_str::<toml::Table>(&file.text).is_ok_and(|t| !t.is_empty())
+        })
+    };
     let toml_in_yaml = || {
         Diagnostic::error(format!(
             "{} looks like TOML, but its name says YAML",
@@ -177,10 +181,10 @@ fn parse_file(
         Some("toml") => node::parse_toml_within(sources, id, budget),
         // TOML often parses as YAML too (as one long string): a map is what a spec is.
         _ => match node::parse_yaml_within(sources, id, budget) {
-            Ok(node) if looks_like_toml && !matches!(node.kind, NodeKind::Map(_)) => {
+            Ok(node) if !matches!(node.kind, NodeKind::Map(_)) && looks_like_toml() => {
                 Err(toml_in_yaml())
             }
-            Err(_) if looks_like_toml => Err(toml_in_yaml()),
+            Err(_) if looks_like_toml() => Err(toml_in_yaml()),
             other => other,
         },
     }
