@@ -75,6 +75,21 @@ fn names_digest(names: &[ObjectName]) -> String {
 pub struct Recording<'a> {
     inner: &'a dyn KubeApi,
     reads: Mutex<Reads>,
+    /// Lists made earlier for this plan, through a client of its own: each answers the first
+    /// [`KubeApi::list_each`] of its kind and selector instead of the server.
+    prefetched: Mutex<Vec<PrefetchedList>>,
+}
+
+/// A list made early: the kind, the selector and the objects.
+type PrefetchedList = (ResourceInfo, String, Vec<Value>);
+
+/// Lists of what gkq owns in a stack, made for a plan before its spec was loaded, and the
+/// reads that made them (`ops::head_start`).
+#[derive(Debug, Default)]
+pub struct Prefetched {
+    pub stack: String,
+    pub lists: Vec<PrefetchedList>,
+    pub reads: Reads,
 }
 
 impl<'a> Recording<'a> {
@@ -82,7 +97,25 @@ impl<'a> Recording<'a> {
         Recording {
             inner,
             reads: Mutex::new(Reads::default()),
+            prefetched: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Takes lists made earlier for this plan, and what reading them read: each list answers the
+    /// plan's list of the same kind and selector.
+    pub fn take_prefetched(&self, prefetched: Prefetched) {
+        self.absorb(prefetched.reads);
+        let mut lists = self.prefetched.lock().unwrap_or_else(|e| e.into_inner());
+        lists.extend(prefetched.lists);
+    }
+
+    /// The list of `info` with `selector` made earlier, if any (taken: it answers once).
+    fn prefetched_list(&self, info: &ResourceInfo, selector: &str) -> Option<Vec<Value>> {
+        let mut lists = self.prefetched.lock().unwrap_or_else(|e| e.into_inner());
+        let at = lists
+            .iter()
+            .position(|(i, s, _)| i == info && s == selector)?;
+        Some(lists.swap_remove(at).2)
     }
 
     fn note(&self, read: Read, digest: String) {
@@ -147,6 +180,11 @@ impl KubeApi for Recording<'_> {
         label_selector: &str,
         each: &mut (dyn FnMut(Value) + Send),
     ) -> KubeResult<()> {
+        if let Some(objects) = self.prefetched_list(info, label_selector) {
+            // Recorded when it was read.
+            objects.into_iter().for_each(each);
+            return Ok(());
+        }
         let mut versions = Vec::new();
         self.inner
             .list_each(info, label_selector, &mut |object| {
@@ -321,5 +359,51 @@ mod tests {
         assert!(unchanged(&elsewhere, &reads).await.unwrap());
         let here = Pods(vec![pod("team", "2"), pod("other", "1")]);
         assert!(!unchanged(&here, &reads).await.unwrap());
+    }
+
+    /// A list made early answers the plan's first list of its kind and selector, with the read
+    /// that made it recorded as the plan's; any other list, and the same one again, asks the
+    /// server.
+    #[tokio::test]
+    async fn a_prefetched_list_answers_its_kind_and_selector_once() {
+        let info = ResourceInfo {
+            api_version: "v1".into(),
+            kind: "Pod".into(),
+            plural: "pods".into(),
+            namespaced: true,
+        };
+        let early = Pods(vec![pod("team", "1")]);
+        let early_recording = Recording::new(&early);
+        let objects = early_recording.list(&info, "app=x").await.unwrap();
+        let prefetched = Prefetched {
+            stack: "s".into(),
+            lists: vec![(info.clone(), "app=x".into(), objects)],
+            reads: early_recording.reads(),
+        };
+        let now = Pods(vec![pod("team", "2")]);
+        let recording = Recording::new(&now);
+        recording.take_prefetched(prefetched);
+        let mut seen = Vec::new();
+        for selector in ["app=y", "app=x", "app=x"] {
+            recording
+                .list_each(&info, selector, &mut |o| seen.push((selector, o)))
+                .await
+                .unwrap();
+        }
+        assert_eq!(
+            seen,
+            [
+                ("app=y", pod("team", "2")),
+                ("app=x", pod("team", "1")),
+                ("app=x", pod("team", "2"))
+            ]
+        );
+        assert_eq!(recording.reads().0.len(), 2);
+        let read = Read::List {
+            info: info.clone(),
+            namespace: None,
+            selector: "app=x".into(),
+        };
+        assert!(recording.reads().0.contains_key(&read));
     }
 }

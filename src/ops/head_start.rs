@@ -1,7 +1,10 @@
 //! What a plan reads that its spec does not decide, started before the spec is loaded: with a
 //! kubeconfig, its client, API discovery of the kinds every plan lists, and Kueue's world (one
-//! unselected list per kind). The spec is loaded and validated meanwhile; the plan then takes
-//! over the client and the world as read ([`super::plan::plan_started`]).
+//! unselected list per kind). When the spec's head names the stack
+//! ([`super::load::SpecSource::stack_hint`]), the lists of what gkq owns in it start too. The
+//! spec is loaded and validated meanwhile; the plan then takes over the client, the world as
+//! read, and the stack's lists if the whole spec names the same stack
+//! ([`super::plan::plan_started`]). Each list is sent once either way.
 //!
 //! Only reads start early, and nothing that was read is shown when the spec turns out invalid:
 //! the spec's diagnostics are what the command says, as without a head start. The client's own
@@ -17,7 +20,8 @@ use super::session::TargetOptions;
 use crate::kube::KubeApi;
 use crate::kube::KubeResult;
 use crate::kube::client::RealKube;
-use crate::kube::reads::{Reads, Recording};
+use crate::kube::owned_selector;
+use crate::kube::reads::{Prefetched, Reads, Recording};
 use crate::model::live::KubeSnapshot;
 use crate::observe::cluster::{read_in_world, read_kueue_world_as};
 use crate::observe::kube::managed_kinds;
@@ -79,6 +83,8 @@ pub struct HeadStart {
     kube: Option<oneshot::Receiver<anyhow::Result<Option<RealKube>>>>,
     /// Kueue's world, being read through that client.
     world: Option<JoinHandle<Option<TextRead>>>,
+    /// The objects gkq owns in the stack the spec's head names, being listed through it.
+    owned: Option<oneshot::Receiver<Prefetched>>,
 }
 
 impl HeadStart {
@@ -86,11 +92,23 @@ impl HeadStart {
     /// context), its client, discovery of the kinds every plan lists and Kueue's world. Without
     /// one, nothing (how Kubernetes is reached depends on the spec's cluster). Needs a Tokio
     /// runtime.
-    pub fn start(target: &TargetOptions) -> Self {
+    ///
+    /// With `stack` (the stack the spec's head names: [`super::load::SpecSource::stack_hint`]),
+    /// the lists of what gkq owns in it, of the kinds every plan lists outside Kueue's world,
+    /// start too; the plan takes them only if the whole spec names the same stack
+    /// ([`HeadStart::owned`]).
+    pub fn start(target: &TargetOptions, stack: Option<String>) -> Self {
         if target.kubeconfig.is_none() && target.context.is_none() {
             return HeadStart::default();
         }
         let (built, kube) = oneshot::channel();
+        let (listed, owned) = match stack {
+            Some(stack) => {
+                let (listed, owned) = oneshot::channel();
+                (Some((listed, stack)), Some(owned))
+            }
+            None => (None, None),
+        };
         let target = target.clone();
         let world = tokio::spawn(async move {
             crate::gke::install_tls_provider();
@@ -109,13 +127,27 @@ impl HeadStart {
             let (world, ()) = futures::join!(world, async {
                 discovered.await;
                 let _ = built.send(Ok(Some(client.clone())));
+                if let Some((listed, stack)) = listed
+                    && let Some(prefetched) = list_owned_early(&client, stack).await
+                {
+                    let _ = listed.send(prefetched);
+                }
             });
             Some((world, recording.reads()))
         });
         HeadStart {
             kube: Some(kube),
             world: Some(world),
+            owned,
         }
+    }
+
+    /// What gkq owns in `stack` as listed early, and the reads that listed it; `None` when no
+    /// such lists were started, one failed, or they were made for another stack (the spec's
+    /// head said otherwise than the whole spec).
+    pub async fn owned(&mut self, stack: &str) -> Option<Prefetched> {
+        let prefetched = self.owned.take()?.await.ok()?;
+        (prefetched.stack == stack).then_some(prefetched)
     }
 
     /// The kubeconfig's client, once built: `None` when no head start was made (the session
@@ -143,6 +175,36 @@ impl Drop for HeadStart {
             world.abort();
         }
     }
+}
+
+/// Lists what gkq owns in `stack` of each kind a plan lists outside Kueue's world, as the
+/// plan's own lists would (`observe::kube`), recording the reads; `None` when one fails (the
+/// plan lists again and meets the error itself).
+async fn list_owned_early(client: &RealKube, stack: String) -> Option<Prefetched> {
+    let recording = Recording::new(client);
+    let selector = owned_selector(&stack);
+    let kinds = managed_kinds().filter(|(api_version, kind)| !read_in_world(api_version, kind));
+    let lists = kinds.map(|(api_version, kind)| {
+        let (recording, selector) = (&recording, &selector);
+        async move {
+            let Some(info) = recording.resource(api_version, kind).await? else {
+                return KubeResult::Ok(None);
+            };
+            let objects = recording.list(&info, selector).await?;
+            Ok(Some((info, objects)))
+        }
+    });
+    let mut listed = Vec::new();
+    for list in futures::future::join_all(lists).await {
+        if let Some((info, objects)) = list.ok()? {
+            listed.push((info, selector.clone(), objects));
+        }
+    }
+    Some(Prefetched {
+        stack,
+        lists: listed,
+        reads: recording.reads(),
+    })
 }
 
 /// Discovers every kind a plan lists outside Kueue's world (the world's read discovers its own).

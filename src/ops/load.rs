@@ -32,6 +32,19 @@ impl SpecSource {
         }
     }
 
+    /// The stack the spec names (its cluster's name), read from the spec's head alone
+    /// ([`spec::head`]) so that what a plan lists of the stack can start while the whole spec
+    /// loads; the plan uses those lists only when the whole spec names the same stack. `None`
+    /// when the head alone does not say (a TOML spec, one read from a commit, a head that
+    /// does not load on its own).
+    pub fn stack_hint(&self) -> Option<String> {
+        if self.git_ref.is_some() {
+            return None;
+        }
+        let loaded = spec::head::load_head(&WorkingTree, &self.spec, &self.load_options())?;
+        Some(loaded.spec.cluster.name).filter(|name| !name.is_empty())
+    }
+
     /// The source that reloads the spec a saved plan was made from (what the caller gives wins).
     pub fn for_saved_plan(planned: &SpecRevision, given: &SpecSource) -> SpecSource {
         SpecSource {
@@ -96,5 +109,61 @@ pub fn load_valid(source: &SpecSource) -> Validated {
                 sources,
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn source(dir: &std::path::Path, env: Option<&str>, vars: &[(&str, &str)]) -> SpecSource {
+        SpecSource {
+            spec: dir.to_path_buf(),
+            env: env.map(str::to_string),
+            vars: vars
+                .iter()
+                .map(|(n, v)| (n.to_string(), v.to_string()))
+                .collect(),
+            git_ref: None,
+        }
+    }
+
+    /// The head names the stack as the whole spec does: variables (their defaults, `--var`)
+    /// and the overlay resolved; a head that cannot say (the cluster after the jobs, a TOML
+    /// spec) gives no hint.
+    #[test]
+    fn the_stack_hint_is_the_cluster_the_whole_spec_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = "variables:\n  NAME:\n    default: base\nproject: p\nlocation: us-east5-b\n\
+                    cluster:\n  name: ${NAME}-c\nmanifests:\n  - {apiVersion: v1, kind: ConfigMap, \
+                    metadata: {name: m, namespace: default}}\n";
+        std::fs::write(dir.path().join("gkq.yaml"), spec).unwrap();
+        std::fs::create_dir(dir.path().join("environments")).unwrap();
+        std::fs::write(
+            dir.path().join("environments/prod.yaml"),
+            "cluster:\n  name: prod-c\n",
+        )
+        .unwrap();
+        for (env, vars, stack) in [
+            (None, vec![], "base-c"),
+            (None, vec![("NAME", "mine")], "mine-c"),
+            (Some("prod"), vec![], "prod-c"),
+        ] {
+            let source = source(dir.path(), env, &vars);
+            assert_eq!(source.stack_hint().as_deref(), Some(stack));
+            let whole = load_valid(&source).valid.expect("the spec is valid").1;
+            assert_eq!(whole.gke.cluster_ref.cluster, stack);
+        }
+
+        let late = "project: p\nlocation: us-east5-b\nmanifests: []\ncluster:\n  name: c\n";
+        std::fs::write(dir.path().join("gkq.yaml"), late).unwrap();
+        assert_eq!(source(dir.path(), None, &[]).stack_hint(), None);
+        std::fs::remove_file(dir.path().join("gkq.yaml")).unwrap();
+        std::fs::write(
+            dir.path().join("gkq.toml"),
+            "project = \"p\"\nlocation = \"us-east5-b\"\n[cluster]\nname = \"c\"\n",
+        )
+        .unwrap();
+        assert_eq!(source(dir.path(), None, &[]).stack_hint(), None);
     }
 }

@@ -9,6 +9,7 @@ pub mod de;
 pub mod diag;
 pub mod fs;
 mod generated;
+pub mod head;
 pub mod ladder;
 pub mod limits;
 pub mod node;
