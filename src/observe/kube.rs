@@ -308,38 +308,59 @@ type InWorld = (Vec<(ResourceAddr, Action)>, Vec<(ResourceAddr, Compared)>);
 
 /// The desired objects of `kinds` whose live objects (gkq's, in `stack`) Kueue's world holds,
 /// compared with them as [`list_owned`] compares its lists' (`early`): the actions of the
-/// unchanged ones, and how the others compared.
+/// unchanged ones, and how the others compared. The world arrives whole, usually after the
+/// server has answered every list: its objects are compared on two threads (thousands of them
+/// in a large stack, and the comparison is what the plan waits for then).
 fn compare_in_world<'k>(
     world: &KubeSnapshot,
     kinds: impl Iterator<Item = &'k (String, String)>,
     stack: &str,
     (judge, wanted): (&Judge, &Wanted),
 ) -> InWorld {
-    let (mut decided, mut changed) = (Vec::new(), Vec::new());
-    let owned = kinds
+    let owned: Vec<_> = kinds
         .filter_map(|(api_version, kind)| {
             let listed = world.by_kind.get(kind.as_str())?;
             Some(listed.iter().map(move |live| ((api_version, kind), live)))
         })
         .flatten()
-        .filter(|(_, live)| is_owned_by_stack(live, stack) && !part_of_installation(live));
-    for (key, live) in owned {
-        let Some((addr, object)) = ResourceAddr::from_object(live)
-            .ok()
-            .and_then(|addr| Some((addr.clone(), wanted.get(&addr)?)))
-            .filter(|(_, object)| of_kind(object, key))
-        else {
-            continue;
-        };
-        match compare_listed(&addr, object, live) {
-            Compared::Unchanged(fingerprint) => {
-                let action = judge.kube_unchanged(&addr, object, live, fingerprint);
-                decided.push((addr, action));
+        .filter(|(_, live)| is_owned_by_stack(live, stack) && !part_of_installation(live))
+        .collect();
+    let compare = |owned: &[((&String, &String), &Value)]| {
+        let (mut decided, mut changed) = (Vec::new(), Vec::new());
+        for &(key, live) in owned {
+            let Some((addr, object)) = ResourceAddr::from_object(live)
+                .ok()
+                .and_then(|addr| Some((addr.clone(), wanted.get(&addr)?)))
+                .filter(|(_, object)| of_kind(object, key))
+            else {
+                continue;
+            };
+            match compare_listed(&addr, object, live) {
+                Compared::Unchanged(fingerprint) => {
+                    let action = judge.kube_unchanged(&addr, object, live, fingerprint);
+                    decided.push((addr, action));
+                }
+                compared => changed.push((addr, compared)),
             }
-            compared => changed.push((addr, compared)),
         }
+        (decided, changed)
+    };
+    // Below this, a second thread costs more than it saves.
+    const PER_THREAD: usize = 256;
+    if owned.len() < 2 * PER_THREAD {
+        return compare(&owned);
     }
-    (decided, changed)
+    let (first, second) = owned.split_at(owned.len() / 2);
+    std::thread::scope(|scope| {
+        let other = scope.spawn(|| compare(second));
+        let (mut decided, mut changed) = compare(first);
+        let (more_decided, more_changed) = other
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        decided.extend(more_decided);
+        changed.extend(more_changed);
+        (decided, changed)
+    })
 }
 
 /// Whether `object` is of `(apiVersion, kind)` as listed: only then is it compared as listed

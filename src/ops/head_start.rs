@@ -12,6 +12,8 @@
 //! is known to be valid.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -36,33 +38,44 @@ type WorldRead = (KubeResult<KubeSnapshot>, Reads);
 /// whole as trees beside the spec's load in the one heap both use, which made a plan's peak
 /// vary by up to 5 MB at 1,000 objects and 30 MB at 5,000 (BENCHMARKS.md, eighth round). Each
 /// kind's objects go one after another into one buffer: two growing allocations per kind.
+/// Objects read once the spec's documents are gone ([`HeadStart::spec_released`]) are kept as
+/// read: the plan would make the same trees of them.
 type WorldText = BTreeMap<&'static str, KindText>;
 
 /// [`WorldRead`] with the world as text.
 type TextRead = (KubeResult<WorldText>, Reads);
 
-/// One kind's objects as JSON text, one after another.
+/// One kind's objects as JSON text, one after another, then those read after the spec's
+/// documents were released, as read.
 #[derive(Default)]
 struct KindText {
     text: Vec<u8>,
     /// Where each object's text ends in `text`.
     ends: Vec<usize>,
+    /// The objects read after the spec's documents were released (all after those in `text`:
+    /// the release happens once).
+    trees: Vec<serde_json::Value>,
 }
 
 impl KindText {
-    fn push(&mut self, object: serde_json::Value) {
+    fn push(&mut self, object: serde_json::Value, as_text: bool) {
+        if !as_text {
+            self.trees.push(object);
+            return;
+        }
         // Writing a `Value` to memory cannot fail.
         let _ = serde_json::to_writer(&mut self.text, &object);
         self.ends.push(self.text.len());
     }
 
-    /// The objects again; each text is a serialized `Value`, so it always reads back.
-    fn objects(&self) -> Vec<serde_json::Value> {
+    /// The objects again, in the order read; each text is a serialized `Value`, so it always
+    /// reads back.
+    fn objects(self) -> Vec<serde_json::Value> {
         let starts = std::iter::once(0).chain(self.ends.iter().copied());
-        starts
-            .zip(&self.ends)
-            .map(|(start, &end)| serde_json::from_slice(&self.text[start..end]).unwrap_or_default())
-            .collect()
+        let from_text = starts.zip(&self.ends).map(|(start, &end)| {
+            serde_json::from_slice(&self.text[start..end]).unwrap_or_default()
+        });
+        from_text.chain(self.trees).collect()
     }
 }
 
@@ -85,6 +98,8 @@ pub struct HeadStart {
     world: Option<JoinHandle<Option<TextRead>>>,
     /// The objects gkq owns in the stack the spec's head names, being listed through it.
     owned: Option<oneshot::Receiver<Prefetched>>,
+    /// Whether the spec's documents were released: the world is held as text until then.
+    spec_released: Arc<AtomicBool>,
 }
 
 impl HeadStart {
@@ -110,6 +125,8 @@ impl HeadStart {
             None => (None, None),
         };
         let target = target.clone();
+        let spec_released = Arc::new(AtomicBool::new(false));
+        let released = spec_released.clone();
         let world = tokio::spawn(async move {
             crate::gke::install_tls_provider();
             let client = match super::session::kubeconfig(&target).await {
@@ -120,7 +137,10 @@ impl HeadStart {
                 }
             };
             let recording = Recording::new(&client);
-            let world = read_kueue_world_as(&recording, &KindText::push);
+            let keep = |kind: &mut KindText, object| {
+                kind.push(object, !released.load(Ordering::Acquire));
+            };
+            let world = read_kueue_world_as(&recording, &keep);
             // Discovery of the other kinds every plan lists, before the client is handed
             // over, so that the plan finds them known and never discovers a kind twice.
             let discovered = discover_listed_kinds(&client);
@@ -139,7 +159,13 @@ impl HeadStart {
             kube: Some(kube),
             world: Some(world),
             owned,
+            spec_released,
         }
+    }
+
+    /// Says that the spec's documents are released: the rest of the world is kept as read.
+    pub fn spec_released(&self) {
+        self.spec_released.store(true, Ordering::Release);
     }
 
     /// What gkq owns in `stack` as listed early, and the reads that listed it; `None` when no
@@ -219,17 +245,18 @@ async fn discover_listed_kinds(client: &RealKube) {
 mod tests {
     use super::*;
 
-    /// The world held as text reads back as it was read, fields in their order.
+    /// The world held as text, then as read once the spec was released, reads back as it was
+    /// read: in order, fields in their order.
     #[test]
     fn the_world_held_as_text_reads_back_as_read() {
         let queue = serde_json::json!({"kind": "ClusterQueue", "metadata": {"name": "q"},
             "spec": {"resourceGroups": [{"flavors": [{"name": "f", "resources":
                 [{"name": "cpu", "nominalQuota": "10"}]}]}]}, "status": {"pendingWorkloads": 2}});
         let mut queues = KindText::default();
-        queues.push(queue.clone());
+        queues.push(queue.clone(), true);
         let mut second = queue.clone();
         second["metadata"]["name"] = "r".into();
-        queues.push(second.clone());
+        queues.push(second.clone(), false);
         let mut world = WorldText::new();
         world.insert("ClusterQueue", queues);
         world.insert("Workload", KindText::default());

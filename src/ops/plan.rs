@@ -204,6 +204,7 @@ pub async fn plan_started(
     // What validation said of the spec is part of what a reviewer reads with the plan.
     let spec_notices = Notice::of_spec(&loaded.diagnostics, &loaded.sources);
     loaded.release_documents();
+    head.spec_released();
     let session = connect_with(target, &loaded, head.kube().await).await?;
     if session.simulated() {
         tracing::info!("target local: simulated GKE in {:?}", session.state_dir);
