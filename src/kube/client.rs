@@ -291,6 +291,11 @@ impl<'de> serde::Deserialize<'de> for Entry {
                     let told = entry.contains_key("manager") && entry.contains_key("operation");
                     if key == "fieldsV1" && told && !is_own_apply_entry(&entry) {
                         map.next_value::<serde::de::IgnoredAny>()?;
+                    } else if key == "fieldsV1" {
+                        // Kept as its text (`applied::compact`), taken as the server wrote it
+                        // rather than parsed and written again.
+                        let text = map.next_value::<Box<serde_json::value::RawValue>>()?;
+                        entry.insert(key, Value::String(text.get().to_string()));
                     } else {
                         let value = map.next_value::<Value>()?;
                         entry.insert(key, value);
