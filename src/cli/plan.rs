@@ -67,7 +67,7 @@ pub async fn make_plan(
     let target = target_args.options();
     // What the plan reads whatever the spec says starts while the spec is loaded; an invalid
     // spec stops it (dropped) and is all the command says.
-    let head = HeadStart::start(&target, spec.source().stack_hint());
+    let head = HeadStart::start(&target, || spec.source().stack_hint());
     let (ok, diags, sources) = load_valid(spec);
     print_diagnostics(&diags, &sources);
     let Some((loaded, desired)) = ok else {

@@ -108,14 +108,15 @@ impl HeadStart {
     /// one, nothing (how Kubernetes is reached depends on the spec's cluster). Needs a Tokio
     /// runtime.
     ///
-    /// With `stack` (the stack the spec's head names: [`super::load::SpecSource::stack_hint`]),
-    /// the lists of what gkq owns in it, of the kinds every plan lists outside Kueue's world,
-    /// start too; the plan takes them only if the whole spec names the same stack
-    /// ([`HeadStart::owned`]).
-    pub fn start(target: &TargetOptions, stack: Option<String>) -> Self {
+    /// When `stack` names one (the stack the spec's head names:
+    /// [`super::load::SpecSource::stack_hint`], asked only with a kubeconfig), the lists of what
+    /// gkq owns in it, of the kinds every plan lists outside Kueue's world, start too; the plan
+    /// takes them only if the whole spec names the same stack ([`HeadStart::owned`]).
+    pub fn start(target: &TargetOptions, stack: impl FnOnce() -> Option<String>) -> Self {
         if target.kubeconfig.is_none() && target.context.is_none() {
             return HeadStart::default();
         }
+        let stack = stack();
         let (built, kube) = oneshot::channel();
         let (listed, owned) = match stack {
             Some(stack) => {
