@@ -210,8 +210,7 @@ impl Drop for HeadStart {
 async fn list_owned_early(client: &RealKube, stack: String) -> Option<Prefetched> {
     let recording = Recording::new(client);
     let selector = owned_selector(&stack);
-    let kinds = managed_kinds().filter(|(api_version, kind)| !read_in_world(api_version, kind));
-    let lists = kinds.map(|(api_version, kind)| {
+    let lists = listed_outside_world().map(|(api_version, kind)| {
         let (recording, selector) = (&recording, &selector);
         async move {
             let Some(info) = recording.resource(api_version, kind).await? else {
@@ -234,10 +233,15 @@ async fn list_owned_early(client: &RealKube, stack: String) -> Option<Prefetched
     })
 }
 
+/// The kinds every plan lists outside Kueue's world (with the stack's selector).
+fn listed_outside_world() -> impl Iterator<Item = (&'static str, &'static str)> {
+    managed_kinds().filter(|(api_version, kind)| !read_in_world(api_version, kind))
+}
+
 /// Discovers every kind a plan lists outside Kueue's world (the world's read discovers its own).
 async fn discover_listed_kinds(client: &RealKube) {
-    let kinds = managed_kinds().filter(|(api_version, kind)| !read_in_world(api_version, kind));
     // An error is the plan's to meet again, and report, when it lists the kind.
+    let kinds = listed_outside_world();
     futures::future::join_all(kinds.map(|(api_version, kind)| client.resource(api_version, kind)))
         .await;
 }

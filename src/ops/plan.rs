@@ -370,13 +370,13 @@ async fn observe(
     preview: Preview,
     head: &mut HeadStart,
 ) -> crate::kube::KubeResult<(Observed, KubeSnapshot)> {
-    // The world is read beside the lists of the other kinds (or was, from the head start); the
-    // spec's Kueue objects are taken from it.
-    // What gkq owns in the stack may have been listed early too (for the stack the spec's head
+    // What gkq owns in the stack may have been listed early (for the stack the spec's head
     // named, taken only when it is this one).
     if let Some(prefetched) = head.owned(stack).await {
         api.take_prefetched(prefetched);
     }
+    // The world is read beside the lists of the other kinds (or was, from the head start); the
+    // spec's Kueue objects are taken from it.
     let world = Box::pin(async move {
         match head.world().await {
             Some((world, reads)) => {

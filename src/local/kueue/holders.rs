@@ -107,10 +107,10 @@ impl Holders {
 
     /// Replaces the holder at `at`, read again at `version`.
     pub fn replace(&mut self, at: usize, version: String, read: ReservingWorkload) {
-        self.count(&self.workloads[at].clone(), -1);
         self.count(&read, 1);
         self.reads[at].1 = version;
-        self.workloads[at] = read;
+        let gone = std::mem::replace(&mut self.workloads[at], read);
+        self.count(&gone, -1);
     }
 
     /// Removes the holder at `at`.
