@@ -14,6 +14,7 @@ use serde_json::{Map, Value};
 use super::PathSeg;
 use super::compare::RawChange;
 use crate::model::FIELD_MANAGER;
+use crate::vocab::object::At;
 
 /// Whether a `metadata.managedFields` entry records gkq's own server-side apply of the object
 /// itself (not an update, not a subresource such as `status`).
@@ -62,7 +63,7 @@ pub fn compact(mut entry: Value) -> Value {
 /// sent them, or as text ([`compact`]).
 fn own_fields(live: &Value) -> Option<Cow<'_, Map<String, Value>>> {
     let fields = live
-        .pointer("/metadata/managedFields")?
+        .at("/metadata/managedFields")?
         .as_array()?
         .iter()
         .find(|entry| is_own_apply(entry))?

@@ -54,6 +54,7 @@ use serde_json::{Map, Value};
 
 use super::PathSeg;
 use crate::addr::ResourceKind;
+use crate::vocab::object::At;
 
 /// Cluster fields that are output-only (discovery `readOnly`) or server-computed
 /// (`labelFingerprint`, `etag`), plus `nodePools` (each pool has its own address).
@@ -442,7 +443,7 @@ fn is_run_object(object: &Value) -> bool {
     match (
         object.get("apiVersion").and_then(Value::as_str),
         object.get("kind").and_then(Value::as_str),
-        object.pointer("/metadata/name").and_then(Value::as_str),
+        object.at("/metadata/name").and_then(Value::as_str),
     ) {
         (Some(api_version), Some(kind), Some(name)) if !name.is_empty() => {
             ResourceKind::of(api_version, kind).is_run()

@@ -12,6 +12,7 @@ pub mod token_request;
 use serde_json::Value;
 
 use crate::model::{FIELD_MANAGER, MANAGED_BY_LABEL, MANAGED_BY_VALUE, STACK_LABEL};
+use crate::vocab::object::At;
 use crate::vocab::object::label_of;
 
 /// Most per-object requests (dry runs, GETs) gkq has in flight at once against one API server:
@@ -104,12 +105,7 @@ pub struct Version {
 impl Version {
     /// The version of a live object (`None` without a uid and a resourceVersion).
     pub fn of(object: &Value) -> Option<Version> {
-        let text = |p: &str| {
-            object
-                .pointer(p)
-                .and_then(Value::as_str)
-                .map(str::to_string)
-        };
+        let text = |p: &str| object.at(p).and_then(Value::as_str).map(str::to_string);
         Some(Version {
             uid: text("/metadata/uid")?,
             resource_version: text("/metadata/resourceVersion")?,

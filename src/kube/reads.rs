@@ -41,13 +41,8 @@ pub struct Reads(pub BTreeMap<Read, String>);
 /// Where an object stands: its place, uid and version (not its contents: a write changes the
 /// version).
 fn version_of(object: &Value) -> String {
-    let meta = |key: &str| {
-        object
-            .pointer(&format!("/metadata/{key}"))
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string()
-    };
+    let metadata = &object["metadata"];
+    let meta = |key: &str| metadata[key].as_str().unwrap_or_default();
     format!(
         "{}/{} {} {}",
         meta("namespace"),

@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::Value;
 
 use super::Placement;
+use crate::vocab::object::At;
 use crate::vocab::object::{condition_true, name_of, namespace_of};
 
 /// Where the list of what gkq does and does not model lives.
@@ -243,14 +244,14 @@ pub fn find(objects: &[&Value], manager: &Manager) -> Vec<Unmodelled> {
         let name = name_of(object);
         match kind {
             "ClusterQueue" => {
-                if object.pointer("/spec/admissionScope").is_some() {
+                if object.at("/spec/admissionScope").is_some() {
                     found.push(Unmodelled::on(
                         "admission fair sharing",
                         format!("ClusterQueue {name} sets spec.admissionScope"),
                         name,
                     ));
                 }
-                if object.pointer("/spec/fairSharing").is_some() {
+                if object.at("/spec/fairSharing").is_some() {
                     found.push(Unmodelled::on(
                         "fair sharing",
                         format!("ClusterQueue {name} sets spec.fairSharing"),
@@ -260,7 +261,7 @@ pub fn find(objects: &[&Value], manager: &Manager) -> Vec<Unmodelled> {
             }
             "Cohort"
                 if object
-                    .pointer("/spec/fairSharing/weight")
+                    .at("/spec/fairSharing/weight")
                     .is_some_and(|w| w != 1) =>
             {
                 found.push(Unmodelled::everywhere(
@@ -268,7 +269,7 @@ pub fn find(objects: &[&Value], manager: &Manager) -> Vec<Unmodelled> {
                     format!("Cohort {name} sets a fairSharing weight"),
                 ));
             }
-            "ResourceFlavor" if object.pointer("/spec/topologyName").is_some() => {
+            "ResourceFlavor" if object.at("/spec/topologyName").is_some() => {
                 let queues = queues_using(&|cq| flavors_of(cq).contains(name));
                 found.push(Unmodelled {
                     feature: "topology-aware scheduling",
@@ -277,9 +278,7 @@ pub fn find(objects: &[&Value], manager: &Manager) -> Vec<Unmodelled> {
                 });
             }
             "AdmissionCheck"
-                if object
-                    .pointer("/spec/controllerName")
-                    .and_then(Value::as_str)
+                if object.at("/spec/controllerName").and_then(Value::as_str)
                     == Some(MULTIKUEUE_CONTROLLER) =>
             {
                 let queues = queues_using(&|cq| checks_of(cq).contains(name));
@@ -304,7 +303,7 @@ fn local_queues(objects: &[&Value]) -> LocalQueues {
         .iter()
         .filter(|o| o["kind"] == "LocalQueue")
         .filter_map(|lq| {
-            let cq = lq.pointer("/spec/clusterQueue").and_then(Value::as_str)?;
+            let cq = lq.at("/spec/clusterQueue").and_then(Value::as_str)?;
             Some((
                 (
                     namespace_of(lq).unwrap_or_default().to_string(),
@@ -323,13 +322,11 @@ fn workload_features(workload: &Value, local_queues: &LocalQueues) -> Vec<Unmode
         name_of(workload)
     );
     let Some(cq) = workload
-        .pointer("/status/admission/clusterQueue")
+        .at("/status/admission/clusterQueue")
         .and_then(Value::as_str)
         .map(str::to_string)
         .or_else(|| {
-            let queue = workload
-                .pointer("/spec/queueName")
-                .and_then(Value::as_str)?;
+            let queue = workload.at("/spec/queueName").and_then(Value::as_str)?;
             let namespace = namespace_of(workload).unwrap_or_default();
             local_queues
                 .get(&(namespace.to_string(), queue.to_string()))
@@ -356,7 +353,7 @@ fn workload_features(workload: &Value, local_queues: &LocalQueues) -> Vec<Unmode
         ));
     }
     let pod_sets = workload
-        .pointer("/spec/podSets")
+        .at("/spec/podSets")
         .and_then(Value::as_array)
         .map(Vec::as_slice)
         .unwrap_or_default();
@@ -400,7 +397,7 @@ fn held_back(workload: &Value) -> Option<&str> {
         return None;
     }
     let requeued = workload
-        .pointer("/status/conditions")
+        .at("/status/conditions")
         .and_then(Value::as_array)?
         .iter()
         .find(|c| c["type"] == "Requeued")?;
@@ -435,14 +432,14 @@ fn job_features(job: &Value) -> Vec<Unmodelled> {
 
 fn annotation<'a>(object: &'a Value, key: &str) -> Option<&'a str> {
     object
-        .pointer("/metadata/annotations")
+        .at("/metadata/annotations")
         .and_then(|a| a.get(key))
         .and_then(Value::as_str)
 }
 
 fn flavors_of(cluster_queue: &Value) -> BTreeSet<&str> {
     cluster_queue
-        .pointer("/spec/resourceGroups")
+        .at("/spec/resourceGroups")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
@@ -454,13 +451,13 @@ fn flavors_of(cluster_queue: &Value) -> BTreeSet<&str> {
 
 fn checks_of(cluster_queue: &Value) -> BTreeSet<&str> {
     let plain = cluster_queue
-        .pointer("/spec/admissionChecks")
+        .at("/spec/admissionChecks")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
         .filter_map(Value::as_str);
     let strategy = cluster_queue
-        .pointer("/spec/admissionChecksStrategy/admissionChecks")
+        .at("/spec/admissionChecksStrategy/admissionChecks")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
@@ -474,7 +471,7 @@ fn cohorts(objects: &[&Value]) -> BTreeMap<String, String> {
         .iter()
         .filter(|o| o["kind"] == "ClusterQueue")
         .filter_map(|cq| {
-            let cohort = cq.pointer("/spec/cohortName").and_then(Value::as_str)?;
+            let cohort = cq.at("/spec/cohortName").and_then(Value::as_str)?;
             Some((name_of(cq).to_string(), cohort.to_string()))
         })
         .collect()

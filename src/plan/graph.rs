@@ -28,6 +28,7 @@ use std::fmt;
 use serde_json::Value;
 
 use crate::addr::{ResourceAddr, ResourceKind};
+use crate::vocab::object::At;
 
 /// A directed graph: each node maps to the nodes it depends on.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -271,7 +272,7 @@ fn references(addr: &ResourceAddr, object: &Value) -> Vec<ResourceAddr> {
     let spec = object.get("spec").unwrap_or(&Value::Null);
     let str_at = |value: &Value, pointer: &str| {
         value
-            .pointer(pointer)
+            .at(pointer)
             .and_then(Value::as_str)
             .map(str::to_string)
     };
@@ -307,7 +308,7 @@ fn references(addr: &ResourceAddr, object: &Value) -> Vec<ResourceAddr> {
                 }
             }
             for check in spec
-                .pointer("/admissionChecksStrategy/admissionChecks")
+                .at("/admissionChecksStrategy/admissionChecks")
                 .and_then(Value::as_array)
                 .into_iter()
                 .flatten()
@@ -348,7 +349,7 @@ fn references(addr: &ResourceAddr, object: &Value) -> Vec<ResourceAddr> {
             if let (Some(namespace), Some(queue)) = (
                 &addr.namespace,
                 object
-                    .pointer("/metadata/labels")
+                    .at("/metadata/labels")
                     .and_then(|labels| labels.get(crate::vocab::labels::QUEUE_NAME_LABEL))
                     .and_then(Value::as_str),
             ) {

@@ -3,6 +3,40 @@
 
 use serde_json::Value;
 
+/// [`Value::pointer`] without its allocations, for the reads a plan makes of every object:
+/// serde_json unescapes each segment of the path into a new `String` (`~1`, `~0`), which was 5% of
+/// an unchanged plan of 5,000 objects. A path with an escape is read by serde_json itself.
+pub trait At {
+    /// The value at the JSON pointer `pointer` (RFC 6901), as [`Value::pointer`] finds it.
+    fn at(&self, pointer: &str) -> Option<&Value>;
+}
+
+impl At for Value {
+    fn at(&self, pointer: &str) -> Option<&Value> {
+        if pointer.contains('~') {
+            return self.pointer(pointer);
+        }
+        if pointer.is_empty() {
+            return Some(self);
+        }
+        pointer
+            .strip_prefix('/')?
+            .split('/')
+            .try_fold(self, |value, segment| match value {
+                Value::Object(map) => map.get(segment),
+                Value::Array(items) => items.get(array_index(segment)?),
+                _ => None,
+            })
+    }
+}
+
+/// An array index as RFC 6901 spells it: digits, without a leading zero or sign.
+fn array_index(segment: &str) -> Option<usize> {
+    let canonical = segment.bytes().all(|b| b.is_ascii_digit())
+        && !(segment.len() > 1 && segment.starts_with('0'));
+    canonical.then(|| segment.parse().ok()).flatten()
+}
+
 /// Kinds whose top-level maps hold secret values, by `apiVersion` and `kind`: a Secret's `data`
 /// and `stringData`, key by key (the keys themselves are not secret).
 pub const SECRET_MAPS: &[(&str, &str, &[&str])] = &[("v1", "Secret", &["data", "stringData"])];
@@ -21,22 +55,20 @@ pub fn secret_maps(object: &Value) -> &'static [&'static str] {
 /// `metadata.name`, empty when missing.
 pub fn name_of(object: &Value) -> &str {
     object
-        .pointer("/metadata/name")
+        .at("/metadata/name")
         .and_then(Value::as_str)
         .unwrap_or("")
 }
 
 /// `metadata.namespace`; `None` for cluster-scoped objects.
 pub fn namespace_of(object: &Value) -> Option<&str> {
-    object
-        .pointer("/metadata/namespace")
-        .and_then(Value::as_str)
+    object.at("/metadata/namespace").and_then(Value::as_str)
 }
 
 /// `metadata.uid`, empty when missing (objects not yet created have none).
 pub fn uid_of(object: &Value) -> &str {
     object
-        .pointer("/metadata/uid")
+        .at("/metadata/uid")
         .and_then(Value::as_str)
         .unwrap_or("")
 }
@@ -44,7 +76,7 @@ pub fn uid_of(object: &Value) -> &str {
 /// The value of the label `key`, when the object has it.
 pub fn label_of<'a>(object: &'a Value, key: &str) -> Option<&'a str> {
     object
-        .pointer("/metadata/labels")
+        .at("/metadata/labels")
         .and_then(|labels| labels.get(key))
         .and_then(Value::as_str)
 }
@@ -52,7 +84,7 @@ pub fn label_of<'a>(object: &'a Value, key: &str) -> Option<&'a str> {
 /// The entries of `status.conditions`, none when missing.
 pub fn conditions(object: &Value) -> impl Iterator<Item = &Value> {
     object
-        .pointer("/status/conditions")
+        .at("/status/conditions")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
@@ -72,7 +104,7 @@ pub fn condition_true(object: &Value, kind: &str) -> bool {
 /// The entries of `metadata.ownerReferences`, in order; none when missing.
 pub fn owners(object: &Value) -> impl Iterator<Item = &Value> {
     object
-        .pointer("/metadata/ownerReferences")
+        .at("/metadata/ownerReferences")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
@@ -129,6 +161,43 @@ pub fn tight_copy(value: &Value) -> Value {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn at_finds_what_a_json_pointer_finds() {
+        let value = json!({
+            "metadata": {"name": "a", "labels": {"x/y": "1", "m~n": "2", "": "empty"}},
+            "list": [{"k": 0}, 1, [2, 3]],
+            "": {"": "twice empty"},
+            "10": "ten"
+        });
+        for pointer in [
+            "",
+            "/",
+            "//",
+            "/metadata",
+            "/metadata/name",
+            "/metadata/name/x",
+            "/metadata/labels/",
+            "/metadata/labels/x~1y",
+            "/metadata/labels/m~0n",
+            "/metadata/labels/x/y",
+            "/list/0/k",
+            "/list/1",
+            "/list/2/1",
+            "/list/01",
+            "/list/+1",
+            "/list/-1",
+            "/list/3",
+            "/list/",
+            "/list/1a",
+            "/10",
+            "metadata",
+            "/missing/deep",
+            "/list/99999999999999999999999",
+        ] {
+            assert_eq!(value.at(pointer), value.pointer(pointer), "{pointer:?}");
+        }
+    }
 
     #[test]
     fn a_tight_value_is_the_same_value_in_the_same_order() {
