@@ -1,6 +1,7 @@
 //! Raw `manifests`: accelerator limits, and collisions with the objects gkq generates.
 
 use super::*;
+use crate::vocab::object::At;
 
 /// Raw manifests: must be full objects, and accelerator requests must come with equal limits.
 pub(super) fn check_manifests(c: &mut Checker, spec: &Spec) {
@@ -15,10 +16,7 @@ pub(super) fn check_manifests(c: &mut Checker, spec: &Spec) {
                 );
             }
         }
-        if m.pointer("/metadata/name")
-            .and_then(|v| v.as_str())
-            .is_none()
-        {
+        if m.at("/metadata/name").and_then(|v| v.as_str()).is_none() {
             c.error(
                 &p,
                 format!("manifest {i} has no metadata.name"),
@@ -26,7 +24,7 @@ pub(super) fn check_manifests(c: &mut Checker, spec: &Spec) {
             );
         }
         let mut problems = Vec::new();
-        find_accelerator_without_limit(m, "", &mut problems);
+        find_accelerator_without_limit(m, &mut String::new(), &mut problems);
         for where_ in problems {
             c.error(
                 &p,
@@ -37,22 +35,16 @@ pub(super) fn check_manifests(c: &mut Checker, spec: &Spec) {
     }
 }
 
-pub(super) fn find_accelerator_without_limit(
-    v: &serde_json::Value,
-    at: &str,
-    out: &mut Vec<String>,
-) {
+/// Each container under `v` (a `resources` map's owner) that requests the accelerator without an
+/// equal limit, by where it is: `at` is the path of `v`, and is left as it came (it grows and
+/// shrinks with the walk, so a manifest's thousands of fields cost no path text each).
+fn find_accelerator_without_limit(v: &serde_json::Value, at: &mut String, out: &mut Vec<String>) {
+    let at_length = at.len();
     match v {
         serde_json::Value::Object(map) => {
             if let Some(res) = map.get("resources") {
-                let req = res.pointer(&format!(
-                    "/requests/{}",
-                    DEFAULT_ACCELERATOR_RESOURCE.replace('/', "~1")
-                ));
-                let lim = res.pointer(&format!(
-                    "/limits/{}",
-                    DEFAULT_ACCELERATOR_RESOURCE.replace('/', "~1")
-                ));
+                let amount = |side: &str| res.get(side)?.get(DEFAULT_ACCELERATOR_RESOURCE);
+                let (req, lim) = (amount("requests"), amount("limits"));
                 let as_text = |v: Option<&serde_json::Value>| {
                     v.and_then(|v| match v {
                         serde_json::Value::String(s) => Quantity::parse(s).ok(),
@@ -71,12 +63,18 @@ pub(super) fn find_accelerator_without_limit(
                 }
             }
             for (k, child) in map {
-                find_accelerator_without_limit(child, &format!("{at}/{k}"), out);
+                at.push('/');
+                at.push_str(k);
+                find_accelerator_without_limit(child, at, out);
+                at.truncate(at_length);
             }
         }
         serde_json::Value::Array(items) => {
             for (i, child) in items.iter().enumerate() {
-                find_accelerator_without_limit(child, &format!("{at}/{i}"), out);
+                use std::fmt::Write as _;
+                let _ = write!(at, "/{i}");
+                find_accelerator_without_limit(child, at, out);
+                at.truncate(at_length);
             }
         }
         _ => {}
@@ -116,5 +114,32 @@ pub(super) fn check_manifest_collisions(c: &mut Checker, desired: &crate::model:
                 "rename the manifest's object, or drop it and set what you need in the spec (flavors, queues, jobs and their ConfigMaps are generated)",
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_container_without_its_accelerator_limit_is_named_by_its_path() {
+        let tpu = DEFAULT_ACCELERATOR_RESOURCE;
+        let manifest = json!({"spec": {"template": {"spec": {"containers": [
+            {"name": "fine", "resources": {"requests": {tpu: 4}, "limits": {tpu: "4"}}},
+            {"name": "short", "resources": {"requests": {tpu: 4}, "limits": {tpu: 2}}},
+            {"name": "none", "resources": {"requests": {tpu: "8"}}},
+        ]}}}});
+        let mut found = Vec::new();
+        let mut at = String::new();
+        find_accelerator_without_limit(&manifest, &mut at, &mut found);
+        assert_eq!(
+            found,
+            [
+                "container `short` at /spec/template/spec/containers/1",
+                "container `none` at /spec/template/spec/containers/2",
+            ]
+        );
+        assert!(at.is_empty(), "the walk leaves the path as it came");
     }
 }
