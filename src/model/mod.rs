@@ -266,12 +266,8 @@ pub fn build_moving_manifests(loaded: &mut Loaded) -> (Option<DesiredState>, Dia
     };
     let manifests = std::mem::take(&mut loaded.spec.manifests);
     let count = manifests.len();
-    let desired = render_with_manifests(
-        &loaded.spec,
-        &loaded.files,
-        manifests.into_iter().map(crate::vocab::object::tight),
-        count,
-    );
+    // The spec read its manifests at exactly their lengths (`vocab::object::Tight`).
+    let desired = render_with_manifests(&loaded.spec, &loaded.files, manifests.into_iter(), count);
     check_desired(loaded, desired, count, diags)
 }
 

@@ -534,4 +534,8 @@ impl<'a> de::MapAccess<'a> for MapAccess<'a, '_> {
         })
         .map_err(|e| e.locate(node.span, &at))
     }
+
+    fn size_hint(&self) -> Option<usize> {
+        Some(self.entries.len())
+    }
 }

@@ -44,7 +44,11 @@ pub struct Spec {
     pub jobs: Vec<Job>,
     /// Raw Kubernetes manifests applied as they are (escape hatch). Each is a full object with
     /// apiVersion, kind and metadata.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "crate::vocab::object::tight_values"
+    )]
     pub manifests: Vec<serde_json::Value>,
 }
 

@@ -142,6 +142,88 @@ pub fn tight(value: Value) -> Value {
     }
 }
 
+/// A `Value` read with each map and list at exactly its length when the deserializer tells the
+/// length (the spec's does), as [`tight`] would leave it without a second pass: a large spec's
+/// manifests are thousands of objects, read once and held for the whole plan.
+pub struct Tight(pub Value);
+
+impl<'de> serde::Deserialize<'de> for Tight {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(TightVisitor).map(Tight)
+    }
+}
+
+/// Reads any value as serde_json's own `Value` does, sized by the lengths the deserializer gives.
+struct TightVisitor;
+
+impl<'de> serde::de::Visitor<'de> for TightVisitor {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any value")
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::Number(v.into()))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::Number(v.into()))
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_some<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+        while let Some(Tight(item)) = seq.next_element()? {
+            items.push(item);
+        }
+        Ok(Value::Array(items))
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut out = serde_json::Map::with_capacity(map.size_hint().unwrap_or(0));
+        while let Some((key, Tight(value))) = map.next_entry::<String, Tight>()? {
+            out.insert(key, value);
+        }
+        Ok(Value::Object(out))
+    }
+}
+
+/// Reads a list of [`Tight`] values (`#[serde(deserialize_with)]`).
+pub fn tight_values<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Vec<Value>, D::Error> {
+    let values: Vec<Tight> = serde::Deserialize::deserialize(deserializer)?;
+    Ok(values.into_iter().map(|Tight(value)| value).collect())
+}
+
 /// A copy of `value` built at exactly its length, as [`tight`] would leave a clone of it: one
 /// allocation per map, list and string instead of a clone's and then tight's.
 pub fn tight_copy(value: &Value) -> Value {
@@ -161,6 +243,17 @@ pub fn tight_copy(value: &Value) -> Value {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_tight_read_is_the_value_serde_json_reads() {
+        let text = r#"{"z": [1, -2, 18446744073709551615, 2.5, "s", null, true, {}, []],
+            "a": {"nested": {"deep": [{"k": "v"}]}}, "e": "", "n": null}"#;
+        let Tight(tight) = serde_json::from_str(text).unwrap();
+        let value: Value = serde_json::from_str(text).unwrap();
+        assert_eq!(tight, value);
+        let keys: Vec<&String> = tight.as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["z", "a", "e", "n"], "the order is kept");
+    }
 
     #[test]
     fn at_finds_what_a_json_pointer_finds() {
