@@ -13,7 +13,7 @@
 //! connections are finite, and a spec may hold thousands of objects.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
 use futures::future::join_all;
@@ -33,6 +33,7 @@ use crate::model::live::{KubeLive, KubeObject, KubeSnapshot};
 use crate::placement::objects::KUEUE_KINDS;
 use crate::plan::conflicts::{Found, Resolved, resolve};
 use crate::plan::{Action, ActionKind, Fingerprint, Judge, Preview};
+use crate::vocab::object::At;
 
 /// Kinds gkq may have created, listed even when the spec no longer has any (for prune).
 pub fn managed_kinds() -> impl Iterator<Item = (&'static str, &'static str)> {
@@ -252,12 +253,11 @@ async fn list_owned<'k>(
     early: Early<'_>,
 ) -> KubeResult<Listed> {
     let selector = owned_selector(stack);
+    let listing = Mutex::new(Listing::default());
     let lists = kinds.map(|(api_version, kind)| {
-        let selector = selector.clone();
+        let (selector, listing) = (selector.clone(), &listing);
         async move {
             let info = api.resource(api_version, kind).await?;
-            let mut kept = Vec::new();
-            let mut decided = Vec::new();
             if let Some(info) = &info {
                 api.list_each(info, &selector, &mut |live| {
                     let live = without_bookkeeping(live);
@@ -267,39 +267,50 @@ async fn list_owned<'k>(
                     if part_of_installation(&live) {
                         return;
                     }
+                    let mut listing = listing.lock().unwrap_or_else(|e| e.into_inner());
                     let key = (api_version, kind);
                     let Some((judge, object)) = early
                         .and_then(|(judge, wanted)| Some((judge, wanted.get(&addr)?)))
                         .filter(|(_, object)| of_kind(object, key))
                     else {
-                        kept.push((addr, Kept::new(&live, None)));
+                        listing.kept.push((addr, Kept::new(&live, None)));
                         return;
                     };
-                    match compare_listed(&addr, object, &live) {
-                        Compared::Unchanged(fingerprint) => {
-                            let action = judge.kube_unchanged(&addr, object, &live, fingerprint);
-                            decided.push((addr, action));
-                        }
-                        changed => kept.push((addr, Kept::new(&live, Some(changed)))),
+                    listing.named.push((addr, object, live));
+                    if listing.named.len() == COMPARED_TOGETHER {
+                        listing.compare(judge);
                     }
                 })
                 .await?;
             }
-            KubeResult::Ok(((api_version.clone(), kind.clone()), info, kept, decided))
+            KubeResult::Ok(((api_version.clone(), kind.clone()), info))
         }
     });
     let mut served = Served::new();
-    let mut read: BTreeMap<ResourceAddr, Kept> = BTreeMap::new();
-    let mut decided = BTreeMap::new();
     for result in join_all(lists).await {
-        let (key, info, kept, judged) = result?;
+        let (key, info) = result?;
         if let Some(info) = info {
             served.insert(key, info);
         }
-        read.extend(kept);
-        decided.extend(judged);
     }
-    Ok((served, read, decided))
+    let mut listing = listing.into_inner().unwrap_or_else(|e| e.into_inner());
+    if let Some((judge, _)) = early {
+        listing.compare(judge);
+    }
+    let read = listing.kept.into_iter().collect();
+    Ok((served, read, listing.decided.into_iter().collect()))
+}
+
+/// What [`list_owned`]'s lists came to, shared by the lists of every kind: the listed objects a
+/// desired object names are compared together, across kinds ([`Listing::compare`]).
+#[derive(Default)]
+struct Listing<'a> {
+    /// Listed objects a desired object names, not yet compared with it.
+    named: Vec<(ResourceAddr, &'a Arc<Value>, Value)>,
+    /// Listed objects kept for their probes, with how they compared if they were.
+    kept: Vec<(ResourceAddr, Kept)>,
+    /// The actions of the unchanged ones.
+    decided: Vec<(ResourceAddr, Action)>,
 }
 
 /// What [`compare_in_world`] found: the actions of unchanged objects, and how the others
@@ -325,42 +336,54 @@ fn compare_in_world<'k>(
         .flatten()
         .filter(|(_, live)| is_owned_by_stack(live, stack) && !part_of_installation(live))
         .collect();
-    let compare = |owned: &[((&String, &String), &Value)]| {
-        let (mut decided, mut changed) = (Vec::new(), Vec::new());
-        for &(key, live) in owned {
-            let Some((addr, object)) = ResourceAddr::from_object(live)
-                .ok()
-                .and_then(|addr| Some((addr.clone(), wanted.get(&addr)?)))
-                .filter(|(_, object)| of_kind(object, key))
-            else {
-                continue;
-            };
-            match compare_listed(&addr, object, live) {
+    let compared = super::on_two_threads(&owned, |&(key, live)| {
+        let (addr, object) = ResourceAddr::from_object(live)
+            .ok()
+            .and_then(|addr| Some((addr.clone(), wanted.get(&addr)?)))
+            .filter(|(_, object)| of_kind(object, key))?;
+        Some(match compare_listed(&addr, object, live) {
+            Compared::Unchanged(fingerprint) => Ok((
+                addr.clone(),
+                judge.kube_unchanged(&addr, object, live, fingerprint),
+            )),
+            compared => Err((addr, compared)),
+        })
+    });
+    let (mut decided, mut changed) = (Vec::new(), Vec::new());
+    for result in compared.into_iter().flatten() {
+        match result {
+            Ok(unchanged) => decided.push(unchanged),
+            Err(compared) => changed.push(compared),
+        }
+    }
+    (decided, changed)
+}
+
+/// How many listed objects [`list_owned`] gathers before comparing them together
+/// ([`Listing::compare`]): enough for two threads to pay, few enough that lists read as they
+/// arrive never hold more than these as trees.
+const COMPARED_TOGETHER: usize = 1024;
+
+impl Listing<'_> {
+    /// Compares the objects gathered in `named` with the desired objects that name them (on two
+    /// threads when there are enough), and empties it: the unchanged ones are decided, the
+    /// others kept for their probes.
+    fn compare(&mut self, judge: &Judge) {
+        let compared = super::on_two_threads(&self.named, |(addr, object, live)| {
+            match compare_listed(addr, object, live) {
                 Compared::Unchanged(fingerprint) => {
-                    let action = judge.kube_unchanged(&addr, object, live, fingerprint);
-                    decided.push((addr, action));
+                    Ok(judge.kube_unchanged(addr, object, live, fingerprint))
                 }
-                compared => changed.push((addr, compared)),
+                changed => Err(Kept::new(live, Some(changed))),
+            }
+        });
+        for ((addr, _, _), result) in self.named.drain(..).zip(compared) {
+            match result {
+                Ok(action) => self.decided.push((addr, action)),
+                Err(listed) => self.kept.push((addr, listed)),
             }
         }
-        (decided, changed)
-    };
-    // Below this, a second thread costs more than it saves.
-    const PER_THREAD: usize = 256;
-    if owned.len() < 2 * PER_THREAD {
-        return compare(&owned);
     }
-    let (first, second) = owned.split_at(owned.len() / 2);
-    std::thread::scope(|scope| {
-        let other = scope.spawn(|| compare(second));
-        let (mut decided, mut changed) = compare(first);
-        let (more_decided, more_changed) = other
-            .join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        decided.extend(more_decided);
-        changed.extend(more_changed);
-        (decided, changed)
-    })
 }
 
 /// Whether `object` is of `(apiVersion, kind)` as listed: only then is it compared as listed
@@ -596,7 +619,7 @@ type TakenNames = BTreeMap<(String, String), BTreeSet<ObjectName>>;
 /// Objects of Kueue's and JobSet's installations are planned as one (`KueueInstallation`,
 /// `JobSetInstallation`), not one by one.
 fn part_of_installation(live: &Value) -> bool {
-    live.pointer("/metadata/labels")
+    live.at("/metadata/labels")
         .and_then(|l| l.get(kueue_install::INSTALLATION_LABEL))
         .is_some()
 }
@@ -949,13 +972,13 @@ const MOVED_RETRIES: usize = 2;
 /// Whether two answers are of the same stored version of an object: a dry run answers with the
 /// `resourceVersion` of the version it applied to.
 fn same_version(live: &Value, predicted: &Value) -> bool {
-    let version = |o: &Value| o.pointer("/metadata/resourceVersion").cloned();
+    let version = |o: &Value| o.at("/metadata/resourceVersion").cloned();
     version(live) == version(predicted)
 }
 
 fn exists(predicted: &Value) -> bool {
     predicted
-        .pointer("/metadata/resourceVersion")
+        .at("/metadata/resourceVersion")
         .and_then(Value::as_str)
         .is_some_and(|v| !v.is_empty() && v != "0")
 }

@@ -72,10 +72,12 @@ impl KindText {
     /// reads back.
     fn objects(self) -> Vec<serde_json::Value> {
         let starts = std::iter::once(0).chain(self.ends.iter().copied());
-        let from_text = starts.zip(&self.ends).map(|(start, &end)| {
+        let spans: Vec<(usize, usize)> = starts.zip(self.ends.iter().copied()).collect();
+        let mut objects = crate::observe::on_two_threads(&spans, |&(start, end)| {
             serde_json::from_slice(&self.text[start..end]).unwrap_or_default()
         });
-        from_text.chain(self.trees).collect()
+        objects.extend(self.trees);
+        objects
     }
 }
 
