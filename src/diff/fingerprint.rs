@@ -78,40 +78,43 @@ fn with_fields(basis: Value) -> Fingerprint {
         return (hash(&basis), BTreeMap::new());
     };
     let mut fields = BTreeMap::new();
-    let mut text = String::from("{");
-    let mut part = |text: &mut String, path: String, value: &Value| {
-        let written = serde_json::to_string(value).unwrap_or_default();
-        fields.insert(path, short_hash_of_text(&written));
-        text.push_str(&written);
+    // Each part is written once, straight into the whole text, and hashed where it lies.
+    let mut text = Vec::from(*b"{");
+    let mut part = |text: &mut Vec<u8>, path: String, value: &Value| {
+        let start = text.len();
+        // Writing a `Value` to memory cannot fail.
+        let _ = serde_json::to_writer(&mut *text, value);
+        fields.insert(path, short_hash_of_text(&text[start..]));
     };
     for (i, (key, value)) in top.iter().enumerate() {
         if i > 0 {
-            text.push(',');
+            text.push(b',');
         }
         push_key(&mut text, key);
         match value {
             Value::Object(inner) if !inner.is_empty() => {
-                text.push('{');
+                text.push(b'{');
                 for (j, (child, child_value)) in inner.iter().enumerate() {
                     if j > 0 {
-                        text.push(',');
+                        text.push(b',');
                     }
                     push_key(&mut text, child);
                     part(&mut text, format!("{key}.{child}"), child_value);
                 }
-                text.push('}');
+                text.push(b'}');
             }
             other => part(&mut text, key.clone(), other),
         }
     }
-    text.push('}');
+    text.push(b'}');
     (hash_of_text(&text), fields)
 }
 
 /// An object's key as `serde_json` writes it, with its colon.
-fn push_key(text: &mut String, key: &str) {
-    text.push_str(&Value::from(key).to_string());
-    text.push(':');
+fn push_key(text: &mut Vec<u8>, key: &str) {
+    // Writing a string to memory cannot fail.
+    let _ = serde_json::to_writer(&mut *text, key);
+    text.push(b':');
 }
 
 /// The parts of [`fingerprint`]'s basis, each with its own short hash, keyed by field path
@@ -214,27 +217,24 @@ fn identity(live: &Value, labels_pointer: &str) -> Value {
 
 /// The short hash of a part of a basis whose keys are sorted already.
 fn short_hash(value: &Value) -> String {
-    short_hash_of_text(&serde_json::to_string(value).unwrap_or_default())
+    short_hash_of_text(&serde_json::to_vec(value).unwrap_or_default())
 }
 
 /// [`short_hash`] of a part as written.
-fn short_hash_of_text(text: &str) -> String {
-    hex(
-        &Sha256::digest(text.as_bytes())[..4],
-        String::with_capacity(8),
-    )
+fn short_hash_of_text(text: &[u8]) -> String {
+    hex(&Sha256::digest(text)[..4], String::with_capacity(8))
 }
 
 /// The hash of a basis whose keys are sorted already ([`canonical_owned`]).
 fn hash(value: &Value) -> String {
-    hash_of_text(&serde_json::to_string(value).unwrap_or_default())
+    hash_of_text(&serde_json::to_vec(value).unwrap_or_default())
 }
 
 /// [`hash`] of a basis as written.
-fn hash_of_text(text: &str) -> String {
+fn hash_of_text(text: &[u8]) -> String {
     let mut out = String::with_capacity(23);
     out.push_str("sha256:");
-    hex(&Sha256::digest(text.as_bytes())[..8], out)
+    hex(&Sha256::digest(text)[..8], out)
 }
 
 /// `bytes` in lower-case hex, after `out`.
