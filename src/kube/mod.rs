@@ -12,8 +12,7 @@ pub mod token_request;
 use serde_json::Value;
 
 use crate::model::{FIELD_MANAGER, MANAGED_BY_LABEL, MANAGED_BY_VALUE, STACK_LABEL};
-use crate::vocab::object::At;
-use crate::vocab::object::label_of;
+use crate::vocab::object::{At, label_of};
 
 /// Most per-object requests (dry runs, GETs) gkq has in flight at once against one API server:
 /// its in-flight limits and the client's connections are finite, and a spec may hold thousands

@@ -341,12 +341,9 @@ fn compare_in_world<'k>(
             .ok()
             .and_then(|addr| Some((addr.clone(), wanted.get(&addr)?)))
             .filter(|(_, object)| of_kind(object, key))?;
-        Some(match compare_listed(&addr, object, live) {
-            Compared::Unchanged(fingerprint) => Ok((
-                addr.clone(),
-                judge.kube_unchanged(&addr, object, live, fingerprint),
-            )),
-            compared => Err((addr, compared)),
+        Some(match judged(judge, &addr, object, live) {
+            Ok(action) => Ok((addr, action)),
+            Err(compared) => Err((addr, compared)),
         })
     });
     let (mut decided, mut changed) = (Vec::new(), Vec::new());
@@ -370,12 +367,7 @@ impl Listing<'_> {
     /// others kept for their probes.
     fn compare(&mut self, judge: &Judge) {
         let compared = super::on_two_threads(&self.named, |(addr, object, live)| {
-            match compare_listed(addr, object, live) {
-                Compared::Unchanged(fingerprint) => {
-                    Ok(judge.kube_unchanged(addr, object, live, fingerprint))
-                }
-                changed => Err(Kept::new(live, Some(changed))),
-            }
+            judged(judge, addr, object, live).map_err(|changed| Kept::new(live, Some(changed)))
         });
         for ((addr, _, _), result) in self.named.drain(..).zip(compared) {
             match result {
@@ -403,6 +395,22 @@ enum Compared {
         in_place: bool,
         fingerprint: Fingerprint,
     },
+}
+
+/// A desired object compared with its listed live object: the action when it is unchanged,
+/// otherwise how it compared.
+fn judged(
+    judge: &Judge,
+    addr: &ResourceAddr,
+    object: &Arc<Value>,
+    live: &Value,
+) -> Result<Action, Compared> {
+    match compare_listed(addr, object, live) {
+        Compared::Unchanged(fingerprint) => {
+            Ok(judge.kube_unchanged(addr, object, live, fingerprint))
+        }
+        changed => Err(changed),
+    }
 }
 
 fn compare_listed(addr: &ResourceAddr, object: &Value, live: &Value) -> Compared {
