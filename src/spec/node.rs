@@ -247,6 +247,9 @@ pub fn parse_yaml_within(
         file,
         text: &text,
         stack: Vec::new(),
+        items: Vec::new(),
+        entries: Vec::new(),
+        parser_positions: !text.contains(['\r', '\u{feff}']),
         anchors: Default::default(),
         anchor_names: Default::default(),
         root: None,
@@ -363,9 +366,24 @@ impl Budget {
     }
 }
 
+/// A map or list being built. Its children so far are the tail of the builder's `items` (a
+/// list's) or `entries` (a map's) from `first` on: one stack for every open container, so that
+/// each finished container is allocated once, at its size, instead of growing its own vector.
 enum Frame {
-    Seq(Vec<Node>, Span, usize, Open),
-    Map(Vec<(Key, Node)>, Span, Option<Key>, usize, Open, KeySet),
+    Seq {
+        first: usize,
+        span: Span,
+        anchor: usize,
+        open: Open,
+    },
+    Map {
+        first: usize,
+        span: Span,
+        pending: Option<Key>,
+        anchor: usize,
+        open: Open,
+        keys: KeySet,
+    },
 }
 
 /// The keys of a map being built, for the duplicate check: a scan while the map is small, a
@@ -401,6 +419,12 @@ struct YamlBuilder<'a> {
     file: FileId,
     text: &'a str,
     stack: Vec<Frame>,
+    /// The children of the open lists, and the entries of the open maps ([`Frame`]).
+    items: Vec<Node>,
+    entries: Vec<(Key, Node)>,
+    /// Whether granit's lines and columns are gkq's: no carriage return (a line break to YAML,
+    /// not to [`SourceMap`]) and no byte order mark (which YAML does not count as a column).
+    parser_positions: bool,
     anchors: std::collections::HashMap<usize, (Node, Size)>,
     anchor_names: std::collections::HashMap<usize, String>,
     root: Option<Node>,
@@ -418,7 +442,19 @@ impl YamlBuilder<'_> {
             .end
             .byte_offset()
             .unwrap_or_else(|| byte_offset_of_char(self.text, s.end.index()));
-        self.sources.span_from_bytes(self.file, start, end)
+        if !self.parser_positions {
+            return self.sources.span_from_bytes(self.file, start, end);
+        }
+        // The parser counted lines and characters as it read: no search of the line index.
+        let span = Span {
+            file: self.file,
+            start,
+            end: end.max(start),
+            line: s.start.line(),
+            column: s.start.col() + 1,
+        };
+        debug_assert_eq!(span, self.sources.span_from_bytes(self.file, start, end));
+        span
     }
 
     fn anchor_name(&self, id: usize) -> String {
@@ -468,19 +504,24 @@ impl YamlBuilder<'_> {
             Event::SequenceStart(_, anchor, _) => {
                 let open = self.open();
                 self.open_container(span)?;
-                self.stack.push(Frame::Seq(Vec::new(), span, anchor, open))
+                self.stack.push(Frame::Seq {
+                    first: self.items.len(),
+                    span,
+                    anchor,
+                    open,
+                })
             }
             Event::MappingStart(_, anchor, _) => {
                 let open = self.open();
                 self.open_container(span)?;
-                self.stack.push(Frame::Map(
-                    Vec::new(),
+                self.stack.push(Frame::Map {
+                    first: self.entries.len(),
                     span,
-                    None,
+                    pending: None,
                     anchor,
                     open,
-                    KeySet::default(),
-                ))
+                    keys: KeySet::default(),
+                })
             }
             Event::SequenceEnd | Event::MappingEnd => self.close_container(span)?,
             _ => {}
@@ -565,26 +606,31 @@ impl YamlBuilder<'_> {
     /// The end of a map or list: the finished container, kept for its aliases when anchored,
     /// is added to its parent.
     fn close_container(&mut self, span: Span) -> Result<(), Diagnostic> {
+        // A finished container is allocated at its size: a spec of thousands of manifests is
+        // hundreds of thousands of nodes.
         let (node, anchor, open) = match self.stack.pop() {
-            // A finished container keeps no spare capacity: a spec of thousands of
-            // manifests is hundreds of thousands of nodes.
-            Some(Frame::Seq(mut items, start, anchor, open)) => (
+            Some(Frame::Seq {
+                first,
+                span: start,
+                anchor,
+                open,
+            }) => (
                 Node::new(
-                    NodeKind::Seq({
-                        items.shrink_to_fit();
-                        items
-                    }),
+                    NodeKind::Seq(self.items.drain(first..).collect()),
                     self.cover(start, span),
                 ),
                 anchor,
                 open,
             ),
-            Some(Frame::Map(mut entries, start, _, anchor, open, _)) => (
+            Some(Frame::Map {
+                first,
+                span: start,
+                anchor,
+                open,
+                ..
+            }) => (
                 Node::new(
-                    NodeKind::Map({
-                        entries.shrink_to_fit();
-                        entries
-                    }),
+                    NodeKind::Map(self.entries.drain(first..).collect()),
                     self.cover(start, span),
                 ),
                 anchor,
@@ -626,36 +672,40 @@ impl YamlBuilder<'_> {
     fn push(&mut self, node: Node, size: Size) -> Result<(), Diagnostic> {
         match self.stack.last_mut() {
             None => self.root = Some(node),
-            Some(Frame::Seq(items, .., open)) => {
+            Some(Frame::Seq { open, .. }) => {
                 open.child_depth = open.child_depth.max(size.depth);
-                items.push(node)
+                self.items.push(node)
             }
-            Some(Frame::Map(entries, _, pending, _, open, keys)) => match pending.take() {
+            Some(Frame::Map {
+                first,
+                pending,
+                open,
+                keys,
+                ..
+            }) => match pending.take() {
                 None => {
-                    let name = match &node.kind {
-                        NodeKind::Str { value, .. } => value.clone(),
+                    let span = node.span;
+                    let name = match node.kind {
+                        NodeKind::Str { value, .. } => value,
                         NodeKind::Int(i) => i.to_string(),
                         NodeKind::Bool(b) => b.to_string(),
                         NodeKind::Float(f) => f.to_string(),
                         NodeKind::Null => "null".into(),
                         _ => {
                             return Err(Diagnostic::error("mapping keys must be plain strings")
-                                .at(Some(node.span)));
+                                .at(Some(span)));
                         }
                     };
-                    if keys.seen(entries, &name) {
+                    if keys.seen(&self.entries[*first..], &name) {
                         return Err(Diagnostic::error(format!("duplicate key `{name}`"))
-                            .at(Some(node.span))
+                            .at(Some(span))
                             .help("each key may appear once in a map; remove or merge the repeated one"));
                     }
-                    *pending = Some(Key {
-                        name,
-                        span: node.span,
-                    });
+                    *pending = Some(Key { name, span });
                 }
                 Some(key) => {
                     open.child_depth = open.child_depth.max(size.depth);
-                    entries.push((key, node))
+                    self.entries.push((key, node))
                 }
             },
         }
@@ -883,6 +933,50 @@ mod tests {
             out.push_str(&format!("a{i}: &a{i} [{}]\n", vec![prev; fan].join(", ")));
         }
         out
+    }
+
+    /// Every value's span, as the parser counted it, is where the text puts it: lines and
+    /// columns in characters, through multi-byte text, tabs, flow and block collections and
+    /// block scalars; and with carriage returns or a byte order mark, which the parser counts
+    /// otherwise, from the file's line index.
+    #[test]
+    fn spans_are_where_the_text_says() {
+        fn every_span(node: &Node, out: &mut Vec<Span>) {
+            out.push(node.span);
+            match &node.kind {
+                NodeKind::Seq(items) => items.iter().for_each(|n| every_span(n, out)),
+                NodeKind::Map(entries) => entries.iter().for_each(|(k, v)| {
+                    out.push(k.span);
+                    every_span(v, out)
+                }),
+                _ => {}
+            }
+        }
+        let text = "name: \"ünïcode ✓\"\nlist:\n  - {a: 1, b: [x, \"y\"]}\n  -\tplain\n  - |\n    block ✓\n    text\nlast: ✓ done\n";
+        for text in [
+            text.to_string(),
+            text.replace('\n', "\r\n"),
+            format!("\u{feff}{text}"),
+        ] {
+            let mut sources = SourceMap::default();
+            let id = sources.add("f.yaml", text.clone());
+            let root = parse_yaml(&sources, id).unwrap();
+            let mut spans = Vec::new();
+            every_span(&root, &mut spans);
+            for span in spans {
+                assert_eq!(
+                    span,
+                    sources.span_from_bytes(id, span.start, span.end),
+                    "{text:?}"
+                );
+            }
+            let last = root.get("last").unwrap().span;
+            assert_eq!((last.line, &text[last.start..last.end]), (8, "✓ done"));
+            let b = root
+                .at(&Path::root().key("list").index(0).key("b"))
+                .unwrap();
+            assert_eq!((b.span.line, b.span.column), (3, 15), "{text:?}");
+        }
     }
 
     #[test]
