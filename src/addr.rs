@@ -18,6 +18,7 @@
 //! jobs), then by namespace and name. That order is the tie-break of the dependency sort, so plans
 //! are deterministic.
 
+use crate::vocab::object::Field;
 use std::borrow::Cow;
 use std::fmt;
 use std::str::FromStr;
@@ -259,25 +260,25 @@ impl ResourceAddr {
     pub fn from_object(object: &Value) -> Result<Self, AddrError> {
         let api_version =
             object
-                .get("apiVersion")
+                .field("apiVersion")
                 .and_then(Value::as_str)
                 .ok_or(AddrError::MissingField {
                     field: "apiVersion",
                 })?;
         let kind = object
-            .get("kind")
+            .field("kind")
             .and_then(Value::as_str)
             .ok_or(AddrError::MissingField { field: "kind" })?;
-        let metadata = object.get("metadata");
+        let metadata = object.field("metadata");
         let name = metadata
-            .and_then(|m| m.get("name"))
+            .and_then(|m| m.field("name"))
             .and_then(Value::as_str)
             .filter(|n| !n.is_empty())
             .ok_or(AddrError::MissingField {
                 field: "metadata.name",
             })?;
         let namespace = metadata
-            .and_then(|m| m.get("namespace"))
+            .and_then(|m| m.field("namespace"))
             .and_then(Value::as_str)
             .filter(|n| !n.is_empty());
         let resource_kind = ResourceKind::of(api_version, kind);

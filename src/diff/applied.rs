@@ -7,6 +7,7 @@
 //! such removals and call the object unchanged, so the plan reads gkq's own `Apply` entry and
 //! reports each field it owns that the spec no longer sets.
 
+use crate::vocab::object::Field;
 use std::borrow::Cow;
 
 use serde_json::{Map, Value};
@@ -24,10 +25,10 @@ pub fn is_own_apply(entry: &Value) -> bool {
 
 /// [`is_own_apply`] of an entry's fields.
 pub fn is_own_apply_entry(entry: &Map<String, Value>) -> bool {
-    entry.get("manager").and_then(Value::as_str) == Some(FIELD_MANAGER)
-        && entry.get("operation").and_then(Value::as_str) == Some("Apply")
+    entry.field("manager").and_then(Value::as_str) == Some(FIELD_MANAGER)
+        && entry.field("operation").and_then(Value::as_str) == Some("Apply")
         && entry
-            .get("subresource")
+            .field("subresource")
             .and_then(Value::as_str)
             .is_none_or(str::is_empty)
 }
@@ -67,7 +68,7 @@ fn own_fields(live: &Value) -> Option<Cow<'_, Map<String, Value>>> {
         .as_array()?
         .iter()
         .find(|entry| is_own_apply(entry))?
-        .get("fieldsV1")?;
+        .field("fieldsV1")?;
     match fields {
         Value::Object(map) => Some(Cow::Borrowed(map)),
         Value::String(text) => match serde_json::from_str(text) {
@@ -112,11 +113,11 @@ fn report(
         let Some(name) = key.strip_prefix("f:") else {
             continue;
         };
-        let Some(live_child) = present(live.get(name)) else {
+        let Some(live_child) = present(live.field(name)) else {
             continue;
         };
         path.push(PathSeg::Key(name.to_string()));
-        match present(desired.get(name)) {
+        match present(desired.field(name)) {
             Some(desired_child) => {
                 if let Some(child_fields) = child_fields.as_object() {
                     report(child_fields, desired_child, live_child, path, out);
@@ -157,7 +158,7 @@ fn children<'a>(
 ) -> Option<(&'a Value, Option<&'a Value>)> {
     let (kind, rest) = key.split_once(':')?;
     match kind {
-        "f" => Some((present(live.get(rest))?, present(desired.get(rest)))),
+        "f" => Some((present(live.field(rest))?, present(desired.field(rest)))),
         "k" | "v" | "i" => {
             let pattern: Value = serde_json::from_str(rest).ok()?;
             let live_element = element(kind, &pattern, live)?;
@@ -176,7 +177,7 @@ fn element<'a>(kind: &str, pattern: &Value, list: &'a Value) -> Option<&'a Value
             let keys = pattern.as_object()?;
             items.iter().find(|item| {
                 keys.iter()
-                    .all(|(field, value)| match item.get(field.as_str()) {
+                    .all(|(field, value)| match item.field(field.as_str()) {
                         Some(set) => set == value,
                         None => {
                             KEY_DEFAULTS.contains(&(field.as_str(), value.as_str().unwrap_or("")))

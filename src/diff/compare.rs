@@ -6,6 +6,7 @@
 //! and a *live view*: the live value in the desired value's shape, with equal spellings replaced
 //! by the desired spelling, so that a text diff of the two shows only real changes.
 
+use crate::vocab::object::Field;
 use serde_json::{Map, Value};
 
 use super::PathSeg;
@@ -97,7 +98,7 @@ impl Walker {
                     let mut view = Map::new();
                     for (key, desired_child) in desired_map {
                         path.push(PathSeg::Key(key.clone()));
-                        if let Some(child) = self.owned(desired_child, live_map.get(key), path) {
+                        if let Some(child) = self.owned(desired_child, live_map.field(key), path) {
                             view.insert(key.clone(), child);
                         }
                         path.pop();
@@ -203,9 +204,9 @@ impl Walker {
         let mut view = Vec::new();
         for (i, desired_item) in desired_items.iter().enumerate() {
             let live_index = match identity {
-                Some(key) => live_items
-                    .iter()
-                    .position(|l| l.get(key).is_some() && l.get(key) == desired_item.get(key)),
+                Some(key) => live_items.iter().position(|l| {
+                    l.field(key).is_some() && l.field(key) == desired_item.field(key)
+                }),
                 None => (i < live_items.len()).then_some(i),
             };
             if let Some(j) = live_index {
@@ -238,7 +239,7 @@ impl Walker {
                 let mut respelled = Map::new();
                 for (key, desired_child) in d {
                     path.push(PathSeg::Key(key.clone()));
-                    match l.get(key) {
+                    match l.field(key) {
                         Some(live_child) => {
                             let child = self.full(desired_child, live_child, path);
                             respelled.insert(key.clone(), child);
@@ -308,7 +309,7 @@ fn sorted_texts(items: &[Value]) -> Vec<String> {
 fn identity_key(items: &[Value]) -> Option<&'static str> {
     ["name", "key", "acceleratorType"]
         .into_iter()
-        .find(|key| items.iter().all(|item| item.get(key).is_some()))
+        .find(|key| items.iter().all(|item| item.field(key).is_some()))
 }
 
 #[cfg(test)]

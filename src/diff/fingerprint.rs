@@ -1,6 +1,7 @@
 //! Fingerprints: what a plan's action was based on, hashed, so that apply can refuse to act on
 //! something that changed since the plan was made.
 
+use crate::vocab::object::Field;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
@@ -212,7 +213,7 @@ fn identity(live: &Value, labels_pointer: &str) -> Value {
                 .collect()
         })
         .unwrap_or_default();
-    json!({"name": live.get("name"), "labels": labels})
+    json!({"name": live.field("name"), "labels": labels})
 }
 
 /// The short hash of a part of a basis whose keys are sorted already.

@@ -48,6 +48,7 @@
 //! The rest of the Kubernetes story (CRD and webhook defaults) is handled by comparing against the
 //! server's own dry-run answer, supplied by the Kubernetes observer.
 
+use crate::vocab::object::Field;
 use std::borrow::Cow;
 
 use serde_json::{Map, Value};
@@ -260,7 +261,7 @@ pub enum Dialect {
 
 /// The status of a live node pool or cluster as a name, whether it came as a name or an integer.
 pub fn status_name(object: &Value, names: &[&str]) -> Option<String> {
-    match object.get("status")? {
+    match object.field("status")? {
         Value::String(name) => Some(name.clone()),
         Value::Number(n) => n
             .as_u64()
@@ -277,11 +278,14 @@ pub fn is_ignored_gke_label(key: &str) -> bool {
 }
 
 pub fn is_server_taint(taint: &Value) -> bool {
-    taint.get("key").and_then(Value::as_str).is_some_and(|key| {
-        GKE_SERVER_TAINT_PREFIXES
-            .iter()
-            .any(|prefix| key.starts_with(prefix))
-    })
+    taint
+        .field("key")
+        .and_then(Value::as_str)
+        .is_some_and(|key| {
+            GKE_SERVER_TAINT_PREFIXES
+                .iter()
+                .any(|prefix| key.starts_with(prefix))
+        })
 }
 
 /// Removes a dotted path (`a.b.c`) from an object, if present.
@@ -304,7 +308,7 @@ fn remove_path(value: &mut Value, dotted: &str) {
 /// `initialClusterVersion` standing for the version the control plane runs now.
 pub fn gke_cluster_live_view(live: &Value) -> Value {
     let mut view = live.clone();
-    if let Some(current) = live.get("currentMasterVersion").cloned()
+    if let Some(current) = live.field("currentMasterVersion").cloned()
         && let Some(map) = view.as_object_mut()
     {
         map.insert("initialClusterVersion".to_string(), current);
@@ -401,19 +405,19 @@ fn is_own_kube_view(object: &Value) -> bool {
     if map.contains_key("status") {
         return false;
     }
-    if let Some(metadata) = map.get("metadata").and_then(Value::as_object) {
+    if let Some(metadata) = map.field("metadata").and_then(Value::as_object) {
         if KUBE_VOLATILE_METADATA
             .iter()
             .any(|field| metadata.contains_key(*field))
         {
             return false;
         }
-        if let Some(annotations) = metadata.get("annotations").and_then(Value::as_object)
+        if let Some(annotations) = metadata.field("annotations").and_then(Value::as_object)
             && (annotations.is_empty() || annotations.keys().any(|k| is_ignored_annotation(k)))
         {
             return false;
         }
-        if let Some(finalizers) = metadata.get("finalizers").and_then(Value::as_array)
+        if let Some(finalizers) = metadata.field("finalizers").and_then(Value::as_array)
             && (finalizers.is_empty() || finalizers.iter().any(is_ignored_finalizer))
         {
             return false;
@@ -441,8 +445,8 @@ fn is_ignored_finalizer(finalizer: &Value) -> bool {
 /// without making the address.
 fn is_run_object(object: &Value) -> bool {
     match (
-        object.get("apiVersion").and_then(Value::as_str),
-        object.get("kind").and_then(Value::as_str),
+        object.field("apiVersion").and_then(Value::as_str),
+        object.field("kind").and_then(Value::as_str),
         object.at("/metadata/name").and_then(Value::as_str),
     ) {
         (Some(api_version), Some(kind), Some(name)) if !name.is_empty() => {
@@ -504,18 +508,18 @@ pub fn kube_view_owned(mut view: Value) -> Value {
 /// again when it admits the run). An entry the spec sets is kept and compared.
 pub fn without_kueue_injections(live: &mut Value, desired: &Value) {
     let is_pod_template = live
-        .get("spec")
-        .and_then(|spec| spec.get("containers"))
+        .field("spec")
+        .and_then(|spec| spec.field("containers"))
         .is_some();
     if is_pod_template {
         for site in KUEUE_POD_TEMPLATE_INJECTIONS {
             keep_only_desired(live, desired, site);
         }
         if live
-            .get("metadata")
+            .field("metadata")
             .and_then(Value::as_object)
             .is_some_and(Map::is_empty)
-            && desired.get("metadata").is_none()
+            && desired.field("metadata").is_none()
         {
             remove_path(live, "metadata");
         }
@@ -1081,7 +1085,7 @@ mod properties {
                 view.to_string(),
                 kube_view_owned(object.clone()).to_string()
             );
-            assert!(view.get("status").is_none());
+            assert!(view.field("status").is_none());
         }
     }
 }

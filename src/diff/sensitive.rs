@@ -24,7 +24,7 @@ use base64::Engine as _;
 use serde_json::{Map, Value};
 
 use crate::spec::SensitiveValues;
-use crate::vocab::object::{SECRET_MAPS, secret_maps};
+use crate::vocab::object::{At, Field, SECRET_MAPS, secret_maps};
 
 pub use crate::model::SENSITIVE_FIELDS_ANNOTATION;
 pub use crate::spec::REDACTED;
@@ -53,14 +53,13 @@ pub fn sensitive_pointers(object: &Value) -> Vec<String> {
     let escape = |key: &str| key.replace('~', "~0").replace('/', "~1");
     let mut out = Vec::new();
     for map in secret_maps(object) {
-        if let Some(entries) = object.get(*map).and_then(Value::as_object) {
+        if let Some(entries) = object.field(map).and_then(Value::as_object) {
             out.extend(entries.keys().map(|k| format!("/{map}/{}", escape(k))));
         }
     }
     let listed = object
-        .get("metadata")
-        .and_then(|m| m.get("annotations"))
-        .and_then(|a| a.get(SENSITIVE_FIELDS_ANNOTATION))
+        .at("/metadata/annotations")
+        .and_then(|a| a.field(SENSITIVE_FIELDS_ANNOTATION))
         .and_then(Value::as_str)
         .and_then(|list| serde_json::from_str::<Vec<String>>(list).ok())
         .unwrap_or_default();

@@ -9,6 +9,7 @@ pub mod install;
 pub mod reads;
 pub mod token_request;
 
+use crate::vocab::object::Field;
 use serde_json::Value;
 
 use crate::model::{FIELD_MANAGER, MANAGED_BY_LABEL, MANAGED_BY_VALUE, STACK_LABEL};
@@ -296,7 +297,7 @@ pub fn is_owned_by_stack(object: &Value, stack: &str) -> bool {
 
 /// An object's `apiVersion` and `kind` (empty when missing).
 pub fn type_of(object: &Value) -> (&str, &str) {
-    let field = |k: &str| object.get(k).and_then(Value::as_str).unwrap_or_default();
+    let field = |k: &str| object.field(k).and_then(Value::as_str).unwrap_or_default();
     (field("apiVersion"), field("kind"))
 }
 
@@ -305,7 +306,7 @@ pub use crate::vocab::object::{name_of, namespace_of};
 /// `Kind namespace/name` for messages.
 pub fn describe(object: &Value) -> String {
     let kind = object
-        .get("kind")
+        .field("kind")
         .and_then(Value::as_str)
         .unwrap_or("object");
     match namespace_of(object) {

@@ -4,6 +4,7 @@
 //! status included: docs/kubernetes-api.md). The agent reads these again before it re-plans an
 //! unchanged commit: the same digests mean the plan would read the same live objects.
 
+use crate::vocab::object::Field;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
@@ -41,8 +42,13 @@ pub struct Reads(pub BTreeMap<Read, String>);
 /// Where an object stands: its place, uid and version (not its contents: a write changes the
 /// version).
 fn version_of(object: &Value) -> String {
-    let metadata = &object["metadata"];
-    let meta = |key: &str| metadata[key].as_str().unwrap_or_default();
+    let metadata = object.field("metadata");
+    let meta = |key: &str| {
+        metadata
+            .and_then(|m| m.field(key))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+    };
     format!(
         "{}/{} {} {}",
         meta("namespace"),

@@ -4,6 +4,7 @@
 //! does ([`super::kueue_install`]). Reading the live installation is `kube::install`'s; the facts
 //! (which release, what the controller needs) are in docs/jobset.md.
 
+use crate::vocab::object::Field;
 use serde_json::{Value, json};
 
 use super::kueue_install::{INSTALLATION_API, INSTALLATION_LABEL, image_tag};
@@ -79,7 +80,7 @@ pub fn prepare(version: &str, stack: &str) -> Result<Vec<Value>, InstallError> {
         objects.extend(
             parsed
                 .into_iter()
-                .filter(|o| o.is_object() && o.get("kind").is_some()),
+                .filter(|o| o.is_object() && o.field("kind").is_some()),
         );
     }
     objects.sort_by_key(install_rank);
@@ -142,7 +143,7 @@ pub fn installed_version(deployment: &Value) -> Option<String> {
         .as_array()?
         .iter()
         .find(|c| c["name"] == CONTROLLER_CONTAINER)?
-        .get("image")?
+        .field("image")?
         .as_str()
         .and_then(image_tag)
         .map(str::to_string)
@@ -201,7 +202,7 @@ mod tests {
         }
         let secret = of_kind(&objects, "Secret")[0];
         assert_eq!(secret["metadata"]["name"], "jobset-webhook-server-cert");
-        assert!(secret.get("data").is_none(), "the controller fills it");
+        assert!(secret.field("data").is_none(), "the controller fills it");
         assert_eq!(
             deployment.pointer("/spec/template/spec/volumes/0/secret/secretName"),
             Some(&json!("jobset-webhook-server-cert"))

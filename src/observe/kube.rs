@@ -12,6 +12,7 @@
 //! [`PER_OBJECT_CONCURRENCY`] at a time: the API server's in-flight limits and the client's
 //! connections are finite, and a spec may hold thousands of objects.
 
+use crate::vocab::object::Field;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
@@ -53,8 +54,8 @@ pub fn managed_kinds() -> impl Iterator<Item = (&'static str, &'static str)> {
 
 fn kind_key(object: &Value) -> Option<(String, String)> {
     Some((
-        object.get("apiVersion")?.as_str()?.to_string(),
-        object.get("kind")?.as_str()?.to_string(),
+        object.field("apiVersion")?.as_str()?.to_string(),
+        object.field("kind")?.as_str()?.to_string(),
     ))
 }
 
@@ -168,22 +169,26 @@ pub async fn observe_kube(
         .await;
     let (mut objects, mut judged) = gathered(probed)?;
     judged.extend(decided);
-    // What gkq owns that no desired object names: prune reads it.
+    // What gkq owns that no desired object names: prune reads it. Only those are made into
+    // trees again (from the lists' text) or copied (from the world): the others are decided.
     let read = read.into_inner().unwrap_or_default();
-    for (addr, live) in read
+    let unnamed = |addr: &ResourceAddr| !objects.contains_key(addr) && !judged.contains_key(addr);
+    let orphans: Vec<(ResourceAddr, Value)> = read
         .into_iter()
+        .filter(|(a, _)| unnamed(a))
         .map(|(a, kept)| (a, kept.value()))
-        .chain(from_world.into_iter().map(|(a, l)| (a, l.clone())))
-    {
-        if !objects.contains_key(&addr) && !judged.contains_key(&addr) {
-            objects.insert(
-                addr,
-                KubeObject {
-                    live: Some(live),
-                    predicted: None,
-                },
-            );
-        }
+        .chain(
+            from_world
+                .into_iter()
+                .filter(|(a, _)| unnamed(a))
+                .map(|(a, l)| (a, l.clone())),
+        )
+        .collect();
+    for (addr, live) in orphans {
+        objects.entry(addr).or_insert(KubeObject {
+            live: Some(live),
+            predicted: None,
+        });
     }
     Ok(Observed {
         live: KubeLive::Observed { objects },
@@ -381,8 +386,8 @@ impl Listing<'_> {
 /// Whether `object` is of `(apiVersion, kind)` as listed: only then is it compared as listed
 /// before its probe (an object of another version of the kind is probed as it is).
 fn of_kind(object: &Value, (api_version, kind): (&String, &String)) -> bool {
-    object.get("apiVersion").and_then(Value::as_str) == Some(api_version)
-        && object.get("kind").and_then(Value::as_str) == Some(kind)
+    object.field("apiVersion").and_then(Value::as_str) == Some(api_version)
+        && object.field("kind").and_then(Value::as_str) == Some(kind)
 }
 
 /// A desired object compared with its listed live object, without a dry run.

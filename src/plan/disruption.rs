@@ -11,6 +11,7 @@
 //! is admitted or is running does. An update that forces fields Kueue wrote into a job it
 //! admitted (`plan::conflicts`, planned only with `--force-conflicts`) is listed too.
 
+use crate::vocab::object::Field;
 use std::collections::BTreeSet;
 
 use schemars::JsonSchema;
@@ -40,7 +41,7 @@ fn runs_by_its_status(job: &Value) -> bool {
         return false;
     }
     let status = |p: &str| job.pointer(p).and_then(Value::as_str).unwrap_or("");
-    match job.get("kind").and_then(Value::as_str) {
+    match job.field("kind").and_then(Value::as_str) {
         // KubeRay's JobDeploymentStatus: Initializing, Running, Retrying, Waiting and Suspending
         // have a Ray cluster up (or coming up) for this job.
         Some("RayJob") => matches!(
@@ -227,7 +228,7 @@ fn flavors_of(w: &Value) -> BTreeSet<String> {
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
-        .filter_map(|ps| ps.get("flavors").and_then(Value::as_object))
+        .filter_map(|ps| ps.field("flavors").and_then(Value::as_object))
         .flat_map(|f| f.values().filter_map(Value::as_str).map(str::to_string))
         .collect()
 }
@@ -288,7 +289,7 @@ pub fn find<'a>(
             jobs.push(format!(
                 "{} {}/{} (running, outside Kueue)",
                 live(addr)
-                    .and_then(|j| j.get("kind"))
+                    .and_then(|j| j.field("kind"))
                     .and_then(Value::as_str)
                     .unwrap_or("job"),
                 addr.namespace.as_deref().unwrap_or(""),

@@ -22,6 +22,7 @@
 //! address and addresses sort by layer (see [`crate::addr`]). Deletes walk the same order
 //! backwards.
 
+use crate::vocab::object::Field;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
@@ -269,7 +270,7 @@ fn is_kubernetes(kind: &ResourceKind) -> bool {
 
 /// The managed objects an object names in its spec.
 fn references(addr: &ResourceAddr, object: &Value) -> Vec<ResourceAddr> {
-    let spec = object.get("spec").unwrap_or(&Value::Null);
+    let spec = object.field("spec").unwrap_or(&Value::Null);
     let str_at = |value: &Value, pointer: &str| {
         value
             .at(pointer)
@@ -280,13 +281,13 @@ fn references(addr: &ResourceAddr, object: &Value) -> Vec<ResourceAddr> {
     match addr.kind {
         ResourceKind::ClusterQueue => {
             for group in spec
-                .get("resourceGroups")
+                .field("resourceGroups")
                 .and_then(Value::as_array)
                 .into_iter()
                 .flatten()
             {
                 for flavor in group
-                    .get("flavors")
+                    .field("flavors")
                     .and_then(Value::as_array)
                     .into_iter()
                     .flatten()
@@ -298,7 +299,7 @@ fn references(addr: &ResourceAddr, object: &Value) -> Vec<ResourceAddr> {
             }
             // Older `admissionChecks: [name]` and v1beta2 `admissionChecksStrategy.admissionChecks[].name`.
             for check in spec
-                .get("admissionChecks")
+                .field("admissionChecks")
                 .and_then(Value::as_array)
                 .into_iter()
                 .flatten()
@@ -318,8 +319,8 @@ fn references(addr: &ResourceAddr, object: &Value) -> Vec<ResourceAddr> {
                 }
             }
             let cohort = spec
-                .get("cohort")
-                .or_else(|| spec.get("cohortName"))
+                .field("cohort")
+                .or_else(|| spec.field("cohortName"))
                 .and_then(Value::as_str);
             if let Some(cohort) = cohort {
                 found.push(ResourceAddr {
@@ -386,7 +387,7 @@ fn collect_config_map_names(value: &Value, names: &mut BTreeSet<String>) {
                 if matches!(
                     key.as_str(),
                     "configMap" | "configMapRef" | "configMapKeyRef"
-                ) && let Some(name) = child.get("name").and_then(Value::as_str)
+                ) && let Some(name) = child.field("name").and_then(Value::as_str)
                 {
                     names.insert(name.to_string());
                 }

@@ -2,13 +2,14 @@
 
 use super::*;
 use crate::vocab::object::At;
+use crate::vocab::object::Field;
 
 /// Raw manifests: must be full objects, and accelerator requests must come with equal limits.
 pub(super) fn check_manifests(c: &mut Checker, spec: &Spec) {
     for (i, m) in spec.manifests.iter().enumerate() {
         let p = Path::root().key("manifests").index(i);
         for key in ["apiVersion", "kind"] {
-            if m.get(key).and_then(|v| v.as_str()).is_none() {
+            if m.field(key).and_then(|v| v.as_str()).is_none() {
                 c.error(
                     &p,
                     format!("manifest {i} has no `{key}`"),
@@ -42,8 +43,8 @@ fn find_accelerator_without_limit(v: &serde_json::Value, at: &mut String, out: &
     let at_length = at.len();
     match v {
         serde_json::Value::Object(map) => {
-            if let Some(res) = map.get("resources") {
-                let amount = |side: &str| res.get(side)?.get(DEFAULT_ACCELERATOR_RESOURCE);
+            if let Some(res) = map.field("resources") {
+                let amount = |side: &str| res.field(side)?.field(DEFAULT_ACCELERATOR_RESOURCE);
                 let (req, lim) = (amount("requests"), amount("limits"));
                 let as_text = |v: Option<&serde_json::Value>| {
                     v.and_then(|v| match v {
@@ -56,7 +57,7 @@ fn find_accelerator_without_limit(v: &serde_json::Value, at: &mut String, out: &
                 };
                 if req.is_some() && as_text(req) != as_text(lim) {
                     let name = map
-                        .get("name")
+                        .field("name")
                         .and_then(|n| n.as_str())
                         .unwrap_or("a container");
                     out.push(format!("container `{name}` at {at}"));

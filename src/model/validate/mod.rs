@@ -1,6 +1,7 @@
 //! Cross-field and cross-resource checks. Every problem is reported at once, each at the value
 //! that causes it, with a hint.
 
+use crate::vocab::object::{At, Field};
 use std::collections::{BTreeMap, BTreeSet};
 
 mod capacity;
@@ -412,11 +413,12 @@ impl<'a> RenderedJobs<'a> {
     fn index(desired: &'a super::DesiredState) -> Self {
         let mut by_key = std::collections::HashMap::new();
         for object in &desired.kubernetes {
-            let field = |value: &'a serde_json::Value| value.as_str();
             let key = (
-                field(&object["kind"]),
-                field(&object["metadata"]["namespace"]),
-                field(&object["metadata"]["name"]),
+                object.field("kind").and_then(serde_json::Value::as_str),
+                crate::vocab::object::namespace_of(object),
+                object
+                    .at("/metadata/name")
+                    .and_then(serde_json::Value::as_str),
             );
             if let (Some(kind), Some(namespace), Some(name)) = key {
                 by_key.entry((kind, namespace, name)).or_insert(&**object);

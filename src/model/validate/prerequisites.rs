@@ -8,6 +8,7 @@
 //! who does (docs/jobset.md). With `none` the spec says there is none, so its JobSets (jobs and
 //! manifests) are refused at the first one, unless its manifests install JobSet's CRD.
 
+use crate::vocab::object::Field;
 use serde_json::Value;
 
 use super::Checker;
@@ -19,8 +20,9 @@ use crate::spec::types::{JobKind, JobSetInstall, Spec};
 const RAY_GROUP: &str = "ray.io";
 
 fn is_ray_object(object: &Value) -> bool {
-    object["apiVersion"]
-        .as_str()
+    object
+        .field("apiVersion")
+        .and_then(Value::as_str)
         .is_some_and(|v| v.split('/').next() == Some(RAY_GROUP))
 }
 
