@@ -63,13 +63,24 @@ impl DependencyGraph {
         self.dependencies.entry(addr).or_default();
     }
 
-    /// `dependent` needs `dependency` first. Both become nodes.
+    /// `dependent` needs `dependency` first. Both become nodes. An address is copied only where
+    /// the graph keeps it: a plan of thousands of objects adds tens of thousands of edges.
     pub fn add_edge(&mut self, dependent: &ResourceAddr, dependency: &ResourceAddr) {
-        self.add_node(dependency.clone());
-        self.dependencies
-            .entry(dependent.clone())
-            .or_default()
-            .insert(dependency.clone());
+        if !self.dependencies.contains_key(dependency) {
+            self.dependencies
+                .insert(dependency.clone(), BTreeSet::new());
+        }
+        match self.dependencies.get_mut(dependent) {
+            Some(dependencies) => {
+                if !dependencies.contains(dependency) {
+                    dependencies.insert(dependency.clone());
+                }
+            }
+            None => {
+                self.dependencies
+                    .insert(dependent.clone(), BTreeSet::from([dependency.clone()]));
+            }
+        }
     }
 
     pub fn contains(&self, addr: &ResourceAddr) -> bool {
@@ -196,24 +207,24 @@ impl DependencyGraph {
         };
 
         for (&addr, &object) in &resources {
-            let mut depend_on = |dependency: ResourceAddr| {
-                if &dependency != addr && present(&dependency) {
-                    graph.add_edge(addr, &dependency);
+            let mut depend_on = |dependency: &ResourceAddr| {
+                if dependency != addr && present(dependency) {
+                    graph.add_edge(addr, dependency);
                 }
             };
             match &addr.kind {
                 ResourceKind::GkeCluster | ResourceKind::KubeCredentials => {}
                 ResourceKind::GkeNodePool => {
                     if let Some(cluster) = cluster {
-                        depend_on(cluster.clone());
+                        depend_on(cluster);
                     }
                 }
                 kind => {
                     if let Some(credentials) = &credentials {
-                        depend_on(credentials.clone());
+                        depend_on(credentials);
                     }
                     if kind.is_kueue() {
-                        depend_on(install.clone());
+                        depend_on(&install);
                     }
                     // A JobSet waits for JobSet's CRD and webhooks (the installation ends once
                     // its controller serves them); Kueue is installed after JobSet, so that its
@@ -221,14 +232,14 @@ impl DependencyGraph {
                     if *kind == ResourceKind::Other("jobset".into())
                         || *kind == ResourceKind::KueueInstall
                     {
-                        depend_on(jobset.clone());
+                        depend_on(&jobset);
                     }
                     if let Some(namespace) = &addr.namespace {
-                        depend_on(ResourceAddr::namespace(namespace.clone()));
+                        depend_on(&ResourceAddr::namespace(namespace.clone()));
                     }
                     if let Some(object) = object {
                         for reference in references(addr, object) {
-                            depend_on(reference);
+                            depend_on(&reference);
                         }
                     }
                 }
@@ -351,7 +362,7 @@ fn references(addr: &ResourceAddr, object: &Value) -> Vec<ResourceAddr> {
                 &addr.namespace,
                 object
                     .at("/metadata/labels")
-                    .and_then(|labels| labels.get(crate::vocab::labels::QUEUE_NAME_LABEL))
+                    .and_then(|labels| labels.field(crate::vocab::labels::QUEUE_NAME_LABEL))
                     .and_then(Value::as_str),
             ) {
                 found.push(ResourceAddr::local_queue(namespace.clone(), queue));

@@ -111,14 +111,21 @@ fn placed_in_order(
     first_submitted: Option<&ResourceAddr>,
 ) -> Vec<(ResourceAddr, Vec<ResourceAddr>)> {
     let is_action = |addr: &ResourceAddr| drafts.contains_key(addr);
-    let mut dependents: BTreeMap<&ResourceAddr, BTreeSet<&ResourceAddr>> = BTreeMap::new();
-    for (dependent, dependency) in graph.edges() {
-        dependents.entry(dependency).or_default().insert(dependent);
-    }
+    // Who depends on what, read only by deletes: made once, and only for a plan that has one.
+    let dependents = std::cell::OnceCell::new();
+    let dependents = || {
+        dependents.get_or_init(|| {
+            let mut dependents: BTreeMap<&ResourceAddr, BTreeSet<&ResourceAddr>> = BTreeMap::new();
+            for (dependent, dependency) in graph.edges() {
+                dependents.entry(dependency).or_default().insert(dependent);
+            }
+            dependents
+        })
+    };
     // A delete waits for the deletes of what depends on it.
     let delete_dependencies = |addr: &ResourceAddr| -> Vec<ResourceAddr> {
         nearest_actions(addr, &is_action, |a| {
-            dependents
+            dependents()
                 .get(a)
                 .map(|s| s.iter().copied().collect())
                 .unwrap_or_default()
@@ -173,18 +180,18 @@ fn nearest_actions<'g>(
     is_action: &dyn Fn(&ResourceAddr) -> bool,
     next: impl Fn(&ResourceAddr) -> Vec<&'g ResourceAddr>,
 ) -> Vec<ResourceAddr> {
-    let mut found = BTreeSet::new();
-    let mut visited = BTreeSet::new();
+    let mut found: BTreeSet<&ResourceAddr> = BTreeSet::new();
+    let mut visited: BTreeSet<&ResourceAddr> = BTreeSet::new();
     let mut stack: Vec<&ResourceAddr> = next(addr);
     while let Some(node) = stack.pop() {
-        if !visited.insert(node.clone()) {
+        if !visited.insert(node) {
             continue;
         }
         if is_action(node) {
-            found.insert(node.clone());
+            found.insert(node);
         } else {
             stack.extend(next(node));
         }
     }
-    found.into_iter().collect()
+    found.into_iter().cloned().collect()
 }
