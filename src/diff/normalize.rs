@@ -358,32 +358,42 @@ fn drop_ignored_labels(labels: Option<&mut Value>) {
 }
 
 /// A Kubernetes object without what the server and controllers write.
+///
+/// What [`kube_view_owned`] would remove whole (`status`, the volatile metadata such as
+/// `managedFields`, often most of a live object) is left out of the copy instead of copied and
+/// removed; the fields copied are in the order its removals leave them, so both views are alike.
 pub fn kube_view(object: &Value) -> Value {
-    kube_view_owned(without_status(object))
+    let Value::Object(map) = object else {
+        return kube_view_owned(object.clone());
+    };
+    let mut fields: Vec<(&String, &Value)> = map.iter().collect();
+    remove_as_map_removes(&mut fields, "status");
+    let view = fields
+        .into_iter()
+        .map(|(key, value)| match value {
+            Value::Object(metadata) if key == "metadata" => {
+                let mut fields: Vec<(&String, &Value)> = metadata.iter().collect();
+                for field in KUBE_VOLATILE_METADATA {
+                    remove_as_map_removes(&mut fields, field);
+                }
+                let metadata = fields
+                    .into_iter()
+                    .map(|(key, value)| (key.clone(), value.clone()))
+                    .collect();
+                (key.clone(), Value::Object(metadata))
+            }
+            _ => (key.clone(), value.clone()),
+        })
+        .collect();
+    kube_view_owned(Value::Object(view))
 }
 
-/// A copy of `object` without its top-level `status` (often the larger part of a live object),
-/// its other fields in the order [`kube_view_owned`] leaves them when it removes `status` from
-/// the whole object (the last field takes `status`'s place), so both views are alike.
-fn without_status(object: &Value) -> Value {
-    let Value::Object(map) = object else {
-        return object.clone();
-    };
-    let mut fields: Vec<(String, Value)> = Vec::with_capacity(map.len());
-    let mut status_at = None;
-    for (key, value) in map {
-        if key == "status" {
-            status_at = Some(fields.len());
-        } else {
-            fields.push((key.clone(), value.clone()));
-        }
+/// Removes `key` from `fields` as [`Map::remove`] removes it from a map that keeps its order
+/// (serde_json's `preserve_order`): the last field takes its place.
+fn remove_as_map_removes(fields: &mut Vec<(&String, &Value)>, key: &str) {
+    if let Some(at) = fields.iter().position(|(k, _)| k.as_str() == key) {
+        fields.swap_remove(at);
     }
-    if let Some(at) = status_at.filter(|at| *at < fields.len())
-        && let Some(last) = fields.pop()
-    {
-        fields.insert(at, last);
-    }
-    Value::Object(fields.into_iter().collect())
 }
 
 /// [`kube_view`], borrowed when the object is its own view, as gkq's desired objects are (they
@@ -802,6 +812,78 @@ pub fn preserved_gke_labels(live_labels: Option<&Value>) -> Map<String, Value> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// The view copied without what it leaves out is the view made by removing it from a whole
+    /// copy: the same fields in the same order, wherever `status` and the volatile metadata sit
+    /// (first, between, last, absent), with annotations and finalizers filtered.
+    #[test]
+    fn a_view_copied_without_what_it_leaves_out_is_the_view_made_by_removing_it() {
+        let metadata_orders: [&[&str]; 4] = [
+            &[
+                "managedFields",
+                "name",
+                "uid",
+                "labels",
+                "resourceVersion",
+                "annotations",
+            ],
+            &[
+                "name",
+                "annotations",
+                "generation",
+                "finalizers",
+                "creationTimestamp",
+            ],
+            &["uid", "resourceVersion", "managedFields", "generation"],
+            &["name", "namespace"],
+        ];
+        let top_orders: [&[&str]; 4] = [
+            &["apiVersion", "kind", "metadata", "spec", "status"],
+            &["status", "apiVersion", "kind", "metadata", "spec"],
+            &["apiVersion", "status", "kind", "spec", "metadata", "data"],
+            &["kind", "apiVersion", "metadata"],
+        ];
+        let value_of = |field: &str| match field {
+            "apiVersion" => json!("ray.io/v1"),
+            "kind" => json!("RayJob"),
+            "spec" => json!({"suspend": true, "entrypoint": "python train.py"}),
+            "status" => json!({"jobStatus": "RUNNING"}),
+            "managedFields" => json!([{"manager": "gkq", "fieldsV1": {"f:spec": {}}}]),
+            "annotations" => json!({"kubectl.kubernetes.io/last-applied-configuration": "{}",
+                                    "team": "ml"}),
+            "finalizers" => json!(["ray.io/rayjob-finalizer", "example.com/keep"]),
+            "labels" => json!({"app": "train"}),
+            "data" => json!({"a": "1"}),
+            other => json!(other),
+        };
+        for top in top_orders {
+            for metadata_fields in metadata_orders {
+                let mut object = Map::new();
+                for field in top {
+                    let value = if *field == "metadata" {
+                        Value::Object(
+                            metadata_fields
+                                .iter()
+                                .map(|f| (f.to_string(), value_of(f)))
+                                .collect(),
+                        )
+                    } else {
+                        value_of(field)
+                    };
+                    object.insert(field.to_string(), value);
+                }
+                let object = Value::Object(object);
+                let removed = kube_view_owned(object.clone());
+                let copied = kube_view(&object);
+                assert_eq!(
+                    serde_json::to_string(&copied).unwrap(),
+                    serde_json::to_string(&removed).unwrap(),
+                    "{object}"
+                );
+            }
+        }
+        assert_eq!(kube_view(&json!(["a"])), json!(["a"]));
+    }
 
     fn path(text: &str) -> Vec<PathSeg> {
         text.split('.')
