@@ -18,13 +18,14 @@
 //! jobs), then by namespace and name. That order is the tie-break of the dependency sort, so plans
 //! are deterministic.
 
-use crate::vocab::object::Field;
 use std::borrow::Cow;
 use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
+
+use crate::vocab::object::Field;
 
 /// The kind part of an address. The variant order is the dependency layer order.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]

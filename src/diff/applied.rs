@@ -7,7 +7,6 @@
 //! such removals and call the object unchanged, so the plan reads gkq's own `Apply` entry and
 //! reports each field it owns that the spec no longer sets.
 
-use crate::vocab::object::Field;
 use std::borrow::Cow;
 
 use serde_json::{Map, Value};
@@ -15,7 +14,7 @@ use serde_json::{Map, Value};
 use super::PathSeg;
 use super::compare::RawChange;
 use crate::model::FIELD_MANAGER;
-use crate::vocab::object::At;
+use crate::vocab::object::{At, Field};
 
 /// Whether a `metadata.managedFields` entry records gkq's own server-side apply of the object
 /// itself (not an update, not a subresource such as `status`).

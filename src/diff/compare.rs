@@ -6,7 +6,6 @@
 //! and a *live view*: the live value in the desired value's shape, with equal spellings replaced
 //! by the desired spelling, so that a text diff of the two shows only real changes.
 
-use crate::vocab::object::Field;
 use serde_json::{Map, Value};
 
 use super::PathSeg;
@@ -14,6 +13,7 @@ use super::normalize::{
     Dialect, GKE_AUTHORITATIVE_MAPS, display_enum, is_ignored_gke_label, is_zero, keys_of,
     same_leaf,
 };
+use crate::vocab::object::Field;
 
 /// One differing leaf (or subtree): `before` is live, `after` is desired; `None` is absent.
 #[derive(Debug, Clone, PartialEq)]

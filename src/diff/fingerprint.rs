@@ -1,7 +1,6 @@
 //! Fingerprints: what a plan's action was based on, hashed, so that apply can refuse to act on
 //! something that changed since the plan was made.
 
-use crate::vocab::object::Field;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
@@ -14,6 +13,7 @@ use super::normalize::{Dialect, is_ignored_gke_label, kube_view};
 use super::text::canonical_owned;
 use crate::addr::{ResourceAddr, ResourceKind};
 use crate::model::{MANAGED_BY_LABEL, STACK_LABEL};
+use crate::vocab::object::Field;
 
 /// A live object's fingerprint with its fields, by field path ([`fingerprint_with_fields`]).
 pub type Fingerprint = (String, BTreeMap<String, String>);

@@ -48,14 +48,13 @@
 //! The rest of the Kubernetes story (CRD and webhook defaults) is handled by comparing against the
 //! server's own dry-run answer, supplied by the Kubernetes observer.
 
-use crate::vocab::object::Field;
 use std::borrow::Cow;
 
 use serde_json::{Map, Value};
 
 use super::PathSeg;
 use crate::addr::ResourceKind;
-use crate::vocab::object::At;
+use crate::vocab::object::{At, Field};
 
 /// Cluster fields that are output-only (discovery `readOnly`) or server-computed
 /// (`labelFingerprint`, `etag`), plus `nodePools` (each pool has its own address).

@@ -9,11 +9,10 @@ pub mod install;
 pub mod reads;
 pub mod token_request;
 
-use crate::vocab::object::Field;
 use serde_json::Value;
 
 use crate::model::{FIELD_MANAGER, MANAGED_BY_LABEL, MANAGED_BY_VALUE, STACK_LABEL};
-use crate::vocab::object::{At, label_of};
+use crate::vocab::object::{At, Field, label_of};
 
 /// Most per-object requests (dry runs, GETs) gkq has in flight at once against one API server:
 /// its in-flight limits and the client's connections are finite, and a spec may hold thousands

@@ -4,13 +4,13 @@
 //! status included: docs/kubernetes-api.md). The agent reads these again before it re-plans an
 //! unchanged commit: the same digests mean the plan would read the same live objects.
 
-use crate::vocab::object::Field;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use serde_json::Value;
 
 use super::{ApplyOptions, Deletion, KubeApi, KubeResult, ObjectName, ResourceInfo, Version};
+use crate::vocab::object::Field;
 
 /// One read a plan made.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]

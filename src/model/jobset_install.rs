@@ -4,12 +4,12 @@
 //! does ([`super::kueue_install`]). Reading the live installation is `kube::install`'s; the facts
 //! (which release, what the controller needs) are in docs/jobset.md.
 
-use crate::vocab::object::Field;
 use serde_json::{Value, json};
 
 use super::kueue_install::{INSTALLATION_API, INSTALLATION_LABEL, image_tag};
 use super::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, STACK_LABEL};
 use crate::spec::types::JobSetInstall;
+use crate::vocab::object::Field;
 
 pub const INSTALLATION_KIND: &str = "JobSetInstallation";
 pub const JOBSET_NAMESPACE: &str = "jobset-system";

@@ -12,7 +12,6 @@
 //! [`PER_OBJECT_CONCURRENCY`] at a time: the API server's in-flight limits and the client's
 //! connections are finite, and a spec may hold thousands of objects.
 
-use crate::vocab::object::Field;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
@@ -34,7 +33,7 @@ use crate::model::live::{KubeLive, KubeObject, KubeSnapshot};
 use crate::placement::objects::KUEUE_KINDS;
 use crate::plan::conflicts::{Found, Resolved, resolve};
 use crate::plan::{Action, ActionKind, Fingerprint, Judge, Preview};
-use crate::vocab::object::At;
+use crate::vocab::object::{At, Field};
 
 /// Kinds gkq may have created, listed even when the spec no longer has any (for prune).
 pub fn managed_kinds() -> impl Iterator<Item = (&'static str, &'static str)> {

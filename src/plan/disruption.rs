@@ -11,7 +11,6 @@
 //! is admitted or is running does. An update that forces fields Kueue wrote into a job it
 //! admitted (`plan::conflicts`, planned only with `--force-conflicts`) is listed too.
 
-use crate::vocab::object::Field;
 use std::collections::BTreeSet;
 
 use schemars::JsonSchema;
@@ -22,7 +21,7 @@ use super::{Action, ActionKind, Plan};
 use crate::addr::{ResourceAddr, ResourceKind};
 use crate::placement::active::{QueueState, release};
 use crate::placement::held::holds_quota;
-use crate::vocab::object::{condition_true, owners};
+use crate::vocab::object::{Field, condition_true, owners};
 
 /// One resource change that stops running work.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

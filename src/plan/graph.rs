@@ -22,14 +22,13 @@
 //! address and addresses sort by layer (see [`crate::addr`]). Deletes walk the same order
 //! backwards.
 
-use crate::vocab::object::Field;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use serde_json::Value;
 
 use crate::addr::{ResourceAddr, ResourceKind};
-use crate::vocab::object::At;
+use crate::vocab::object::{At, Field};
 
 /// A directed graph: each node maps to the nodes it depends on.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

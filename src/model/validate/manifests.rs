@@ -1,8 +1,7 @@
 //! Raw `manifests`: accelerator limits, and collisions with the objects gkq generates.
 
 use super::*;
-use crate::vocab::object::At;
-use crate::vocab::object::Field;
+use crate::vocab::object::{At, Field};
 
 /// Raw manifests: must be full objects, and accelerator requests must come with equal limits.
 pub(super) fn check_manifests(c: &mut Checker, spec: &Spec) {

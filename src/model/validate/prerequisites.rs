@@ -8,13 +8,13 @@
 //! who does (docs/jobset.md). With `none` the spec says there is none, so its JobSets (jobs and
 //! manifests) are refused at the first one, unless its manifests install JobSet's CRD.
 
-use crate::vocab::object::Field;
 use serde_json::Value;
 
 use super::Checker;
 use crate::model::jobset_install::{self, BUILTIN_VERSIONS};
 use crate::spec::Path;
 use crate::spec::types::{JobKind, JobSetInstall, Spec};
+use crate::vocab::object::Field;
 
 /// KubeRay's API group.
 const RAY_GROUP: &str = "ray.io";
