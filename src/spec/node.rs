@@ -936,9 +936,10 @@ mod tests {
     }
 
     /// Every value's span, as the parser counted it, is where the text puts it: lines and
-    /// columns in characters, through multi-byte text, tabs, flow and block collections and
-    /// block scalars; and with carriage returns or a byte order mark, which the parser counts
-    /// otherwise, from the file's line index.
+    /// columns in characters, through multi-byte text, tabs, flow and block collections, block
+    /// scalars and NEL and line-separator characters (text to YAML 1.2); and with carriage
+    /// returns or a byte order mark, which the parser counts otherwise, from the file's line
+    /// index.
     #[test]
     fn spans_are_where_the_text_says() {
         fn every_span(node: &Node, out: &mut Vec<Span>) {
@@ -952,7 +953,7 @@ mod tests {
                 _ => {}
             }
         }
-        let text = "name: \"ünïcode ✓\"\nlist:\n  - {a: 1, b: [x, \"y\"]}\n  -\tplain\n  - |\n    block ✓\n    text\nlast: ✓ done\n";
+        let text = "name: \"ünïcode ✓ \u{85}\u{2028}\"\nlist:\n  - {a: 1, b: [x, \"y\"]}\n  -\tplain\n  - |\n    block ✓\n    text\nlast: ✓ done\ntail: a\u{85}b\u{2028}c # a comment \u{2028} too\nend: 1\n";
         for text in [
             text.to_string(),
             text.replace('\n', "\r\n"),
@@ -976,6 +977,8 @@ mod tests {
                 .at(&Path::root().key("list").index(0).key("b"))
                 .unwrap();
             assert_eq!((b.span.line, b.span.column), (3, 15), "{text:?}");
+            // NEL and the line separator are text to YAML 1.2, not line breaks.
+            assert_eq!(root.get("end").unwrap().span.line, 10, "{text:?}");
         }
     }
 
