@@ -20,7 +20,7 @@ use crate::vocab::labels::{
     PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL, QUEUED_TAINT, TPU_ACCELERATOR_LABEL,
     TPU_TOPOLOGY_LABEL,
 };
-use crate::vocab::object::At;
+use crate::vocab::object::{At, Field};
 
 pub const RAY_API: &str = "ray.io/v1";
 pub const JOBSET_API: &str = "jobset.x-k8s.io/v1alpha2";
@@ -652,7 +652,7 @@ pub fn queued_by_kueue(object: &Value) -> bool {
     crate::addr::ResourceAddr::from_object(object).is_ok_and(|addr| addr.kind.is_run())
         && object
             .at("/metadata/labels")
-            .and_then(|labels| labels.get(crate::vocab::labels::QUEUE_NAME_LABEL))
+            .and_then(|labels| labels.field(crate::vocab::labels::QUEUE_NAME_LABEL))
             .is_some()
 }
 

@@ -632,7 +632,7 @@ type TakenNames = BTreeMap<(String, String), BTreeSet<ObjectName>>;
 /// `JobSetInstallation`), not one by one.
 fn part_of_installation(live: &Value) -> bool {
     live.at("/metadata/labels")
-        .and_then(|l| l.get(kueue_install::INSTALLATION_LABEL))
+        .and_then(|l| l.field(kueue_install::INSTALLATION_LABEL))
         .is_some()
 }
 

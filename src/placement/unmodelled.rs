@@ -11,8 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::Value;
 
 use super::Placement;
-use crate::vocab::object::At;
-use crate::vocab::object::{condition_true, name_of, namespace_of};
+use crate::vocab::object::{At, Field, condition_true, name_of, namespace_of};
 
 /// Where the list of what gkq does and does not model lives.
 pub const DOCS: &str = "docs/kueue.md#what-gkq-models";
@@ -433,7 +432,7 @@ fn job_features(job: &Value) -> Vec<Unmodelled> {
 fn annotation<'a>(object: &'a Value, key: &str) -> Option<&'a str> {
     object
         .at("/metadata/annotations")
-        .and_then(|a| a.get(key))
+        .and_then(|a| a.field(key))
         .and_then(Value::as_str)
 }
 

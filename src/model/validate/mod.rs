@@ -1,7 +1,6 @@
 //! Cross-field and cross-resource checks. Every problem is reported at once, each at the value
 //! that causes it, with a hint.
 
-use crate::vocab::object::{At, Field};
 use std::collections::{BTreeMap, BTreeSet};
 
 mod capacity;
@@ -25,6 +24,7 @@ use crate::vocab::duration::parse_whole_seconds;
 use crate::vocab::label_syntax::{
     KEY_RULE, LABEL_VALUE_RULE, is_dns_label, is_dns_subdomain, key_problem, label_value_problem,
 };
+use crate::vocab::object::{At, Field};
 use crate::vocab::quantity::{Format, Quantity};
 
 pub(super) struct Checker<'a> {
