@@ -451,7 +451,7 @@ pub struct LocalKube {
     /// when the command ends).
     last_save: Mutex<Option<(std::time::Instant, std::time::Duration)>>,
     /// The running cluster last read from GKE, and when (see [`LocalKube::cluster`]).
-    last_cluster: Mutex<Option<(std::time::Instant, Value)>>,
+    last_cluster: Mutex<Option<(std::time::Instant, std::sync::Arc<Value>)>>,
     /// Whether the text of a held `apply.lock` names this process as its holder. The lock and
     /// its record are the caller's (`ops::lock` takes it), so the caller says how to read them.
     is_own_lock: OwnLockCheck,
@@ -685,20 +685,27 @@ impl LocalKube {
     /// The cluster as GKE has it: read again unless a running cluster was read less than
     /// [`CLUSTER_FRESH`] ago (`fresh` always reads). Applying thousands of objects makes
     /// several requests each; a `clusters.get` for every one was a third of their cost.
-    async fn cluster(&self, fresh: bool) -> KubeResult<Option<Value>> {
+    /// Shared, not copied: every request reads it, and a copy each was a few percent of a
+    /// large apply.
+    async fn cluster(&self, fresh: bool) -> KubeResult<Option<std::sync::Arc<Value>>> {
         if !fresh
             && let Ok(last) = self.last_cluster.lock()
             && let Some((at, cluster)) = last.as_ref()
             && at.elapsed() < CLUSTER_FRESH
         {
-            return Ok(Some(cluster.clone()));
+            return Ok(Some(std::sync::Arc::clone(cluster)));
         }
-        let cluster = self.gke.get_cluster(&self.cluster).await.map_err(|e| {
-            KubeError::Transport(format!(
-                "reading the local cluster {} from the emulated GKE: {e}",
-                self.cluster.cluster
-            ))
-        })?;
+        let cluster = self
+            .gke
+            .get_cluster(&self.cluster)
+            .await
+            .map_err(|e| {
+                KubeError::Transport(format!(
+                    "reading the local cluster {} from the emulated GKE: {e}",
+                    self.cluster.cluster
+                ))
+            })?
+            .map(std::sync::Arc::new);
         let running = cluster.as_ref().is_some_and(|c| {
             crate::diff::normalize::status_name(c, crate::diff::normalize::GKE_CLUSTER_STATUS)
                 .is_some_and(|s| s == "RUNNING")
@@ -707,7 +714,7 @@ impl LocalKube {
             *last = cluster
                 .as_ref()
                 .filter(|_| running)
-                .map(|c| (std::time::Instant::now(), c.clone()));
+                .map(|c| (std::time::Instant::now(), std::sync::Arc::clone(c)));
         }
         Ok(cluster)
     }
