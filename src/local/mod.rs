@@ -695,17 +695,16 @@ impl LocalKube {
         {
             return Ok(Some(std::sync::Arc::clone(cluster)));
         }
-        let cluster = self
-            .gke
-            .get_cluster(&self.cluster)
-            .await
-            .map_err(|e| {
-                KubeError::Transport(format!(
+        let read = self.gke.get_cluster(&self.cluster).await;
+        let cluster = match read {
+            Ok(cluster) => cluster.map(std::sync::Arc::new),
+            Err(e) => {
+                return Err(KubeError::Transport(format!(
                     "reading the local cluster {} from the emulated GKE: {e}",
                     self.cluster.cluster
-                ))
-            })?
-            .map(std::sync::Arc::new);
+                )));
+            }
+        };
         let running = cluster.as_ref().is_some_and(|c| {
             crate::diff::normalize::status_name(c, crate::diff::normalize::GKE_CLUSTER_STATUS)
                 .is_some_and(|s| s == "RUNNING")

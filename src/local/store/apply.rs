@@ -182,7 +182,7 @@ impl Store {
             .crd_for(&api_version, &key.kind)
             .and_then(|crd| schema::version_schema(crd, version_of(&api_version)))
         {
-            schema::apply_defaults(&schema, &mut new);
+            schema::apply_defaults(schema, &mut new);
         }
         admit(self, &mut new, create).map_err(|message| KubeError::Invalid {
             object: key.describe(),
