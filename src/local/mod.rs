@@ -52,7 +52,7 @@ pub mod workload;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -451,7 +451,7 @@ pub struct LocalKube {
     /// when the command ends).
     last_save: Mutex<Option<(std::time::Instant, std::time::Duration)>>,
     /// The running cluster last read from GKE, and when (see [`LocalKube::cluster`]).
-    last_cluster: Mutex<Option<(std::time::Instant, std::sync::Arc<Value>)>>,
+    last_cluster: Mutex<Option<(std::time::Instant, Arc<Value>)>>,
     /// Whether the text of a held `apply.lock` names this process as its holder. The lock and
     /// its record are the caller's (`ops::lock` takes it), so the caller says how to read them.
     is_own_lock: OwnLockCheck,
@@ -687,24 +687,21 @@ impl LocalKube {
     /// several requests each; a `clusters.get` for every one was a third of their cost.
     /// Shared, not copied: every request reads it, and a copy each was a few percent of a
     /// large apply.
-    async fn cluster(&self, fresh: bool) -> KubeResult<Option<std::sync::Arc<Value>>> {
+    async fn cluster(&self, fresh: bool) -> KubeResult<Option<Arc<Value>>> {
         if !fresh
             && let Ok(last) = self.last_cluster.lock()
             && let Some((at, cluster)) = last.as_ref()
             && at.elapsed() < CLUSTER_FRESH
         {
-            return Ok(Some(std::sync::Arc::clone(cluster)));
+            return Ok(Some(Arc::clone(cluster)));
         }
-        let read = self.gke.get_cluster(&self.cluster).await;
-        let cluster = match read {
-            Ok(cluster) => cluster.map(std::sync::Arc::new),
-            Err(e) => {
-                return Err(KubeError::Transport(format!(
-                    "reading the local cluster {} from the emulated GKE: {e}",
-                    self.cluster.cluster
-                )));
-            }
-        };
+        let cluster = self.gke.get_cluster(&self.cluster).await.map_err(|e| {
+            KubeError::Transport(format!(
+                "reading the local cluster {} from the emulated GKE: {e}",
+                self.cluster.cluster
+            ))
+        })?;
+        let cluster = cluster.map(Arc::new);
         let running = cluster.as_ref().is_some_and(|c| {
             crate::diff::normalize::status_name(c, crate::diff::normalize::GKE_CLUSTER_STATUS)
                 .is_some_and(|s| s == "RUNNING")
@@ -713,7 +710,7 @@ impl LocalKube {
             *last = cluster
                 .as_ref()
                 .filter(|_| running)
-                .map(|c| (std::time::Instant::now(), std::sync::Arc::clone(c)));
+                .map(|c| (std::time::Instant::now(), Arc::clone(c)));
         }
         Ok(cluster)
     }
@@ -1140,7 +1137,7 @@ mod tests {
     fn local_kube(dir: &Path) -> LocalKube {
         let gke = crate::gke::RestGke::with_endpoint(
             "http://127.0.0.1:9/",
-            std::sync::Arc::new(crate::gke::AnonymousTokenSource),
+            Arc::new(crate::gke::AnonymousTokenSource),
         )
         .unwrap();
         LocalKube::open(

@@ -22,6 +22,9 @@ pub(crate) fn without_bookkeeping(object: Value) -> Value {
     crate::diff::applied::keep_own_apply(object)
 }
 
+/// Below this many items for each thread, a second thread costs more than it saves.
+const PER_THREAD: usize = 128;
+
 /// `each` of `items`, in their order, on two scoped threads when there are enough of them: a
 /// plan reads back and compares thousands of listed objects after the server has answered, and
 /// nothing else uses the second core then. The threads take every other item, not a half each:
@@ -32,8 +35,6 @@ pub(crate) fn on_two_threads<T: Sync, R: Send>(
     items: &[T],
     each: impl Fn(&T) -> R + Sync,
 ) -> Vec<R> {
-    // Below this, a second thread costs more than it saves.
-    const PER_THREAD: usize = 128;
     if items.len() < 2 * PER_THREAD {
         return items.iter().map(&each).collect();
     }
@@ -62,11 +63,12 @@ pub(crate) fn on_two_threads<T: Sync, R: Send>(
 
 #[cfg(test)]
 mod tests {
-    use super::on_two_threads;
+    use super::{PER_THREAD, on_two_threads};
 
     #[test]
     fn two_threads_take_every_other_item_and_answer_in_order() {
-        for len in [0, 1, 255, 256, 257, 1000, 1001] {
+        let threshold = 2 * PER_THREAD;
+        for len in [0, 1, threshold - 1, threshold, threshold + 1, 1000, 1001] {
             let items: Vec<usize> = (0..len).collect();
             let answered = on_two_threads(&items, |&i| (i * 3, std::thread::current().id()));
             let values: Vec<usize> = answered.iter().map(|(v, _)| *v).collect();
@@ -78,7 +80,7 @@ mod tests {
             let caller = std::thread::current().id();
             for (i, (_, thread)) in answered.iter().enumerate() {
                 // Few items stay on the caller's thread; many alternate between the two.
-                let on_caller = len < 256 || i % 2 == 0;
+                let on_caller = len < threshold || i % 2 == 0;
                 assert_eq!(*thread == caller, on_caller, "item {i} of {len}");
             }
         }
