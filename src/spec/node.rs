@@ -8,6 +8,8 @@ use toml::de::{DeFloat, DeInteger, DeValue};
 
 use super::diag::Diagnostic;
 use super::limits;
+
+mod json_lines;
 use super::source::{FileId, SourceMap, Span};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -242,14 +244,118 @@ pub fn parse_yaml_within(
         .get(file)
         .map(|f| f.text.clone())
         .unwrap_or_default();
+    // Entries written as one line of JSON are read by a JSON scanner, and the YAML parser reads
+    // the rest with a placeholder in their place (see `json_lines`); when it does not take each
+    // placeholder as the entry it stands for, or finds a problem, it reads the whole text, so
+    // that what it says is what it would have said.
+    if let Some(with_json) = read_with_json_entries(sources, file, &text, budget) {
+        return Ok(with_json);
+    }
+    read_yaml(sources, file, &text, None, budget).map(|(root, _)| root)
+}
+
+/// A text with a placeholder for each of `entries`, one-line JSON entries of `original`.
+#[derive(Clone, Copy)]
+struct Placeholders<'a> {
+    original: &'a str,
+    entries: &'a [json_lines::Entry],
+    /// In order, where the text after each placeholder starts, and how far it moved.
+    moved: &'a [Moved],
+}
+
+/// Bytes of a text with placeholders from `from` on lie `by` bytes further in the file (until
+/// the next placeholder).
+#[derive(Debug, Clone, Copy)]
+struct Moved {
+    from: usize,
+    by: usize,
+}
+
+impl Placeholders<'_> {
+    /// Where byte `at` of the text with placeholders lies in the file.
+    fn in_original(&self, at: usize) -> usize {
+        match self.moved.partition_point(|m| m.from <= at) {
+            0 => at,
+            after => at + self.moved[after - 1].by,
+        }
+    }
+}
+
+/// [`parse_yaml_within`] with its one-line JSON entries read as JSON: `None` when the text has
+/// none, or the YAML parser did not read each of them as a list entry of its own, or found a
+/// problem (`budget` is then as it was).
+fn read_with_json_entries(
+    sources: &SourceMap,
+    file: FileId,
+    text: &str,
+    budget: &mut Budget,
+) -> Option<Node> {
+    // Spans from the parser's lines and columns need a text without carriage returns and byte
+    // order marks (see `YamlBuilder::parser_positions`), as the JSON scanner's do.
+    if text.contains(['\r', '\u{feff}']) {
+        return None;
+    }
+    let entries = json_lines::entries(text);
+    if entries.is_empty() {
+        return None;
+    }
+    // Each entry's JSON becomes `x`: the same lines, each placeholder's text in the file
+    // found through `moved`.
+    let mut placeholders = String::with_capacity(text.len());
+    let mut moved = Vec::with_capacity(entries.len());
+    let mut from = 0;
+    for entry in &entries {
+        placeholders.push_str(&text[from..entry.start]);
+        placeholders.push('x');
+        moved.push(Moved {
+            from: placeholders.len(),
+            by: entry.end - placeholders.len(),
+        });
+        from = entry.end;
+    }
+    placeholders.push_str(&text[from..]);
+    let with_placeholders = Placeholders {
+        original: text,
+        entries: &entries,
+        moved: &moved,
+    };
+    let before = budget.clone();
+    match read_yaml(
+        sources,
+        file,
+        &placeholders,
+        Some(with_placeholders),
+        budget,
+    ) {
+        Ok((root, read)) if read == entries.len() => Some(root),
+        _ => {
+            *budget = before;
+            None
+        }
+    }
+}
+
+/// Parses `text` (the file's text, or it with `placeholders`) into its root node, and how many
+/// of the placeholders' entries were read.
+fn read_yaml(
+    sources: &SourceMap,
+    file: FileId,
+    text: &str,
+    placeholders: Option<Placeholders<'_>>,
+    budget: &mut Budget,
+) -> Result<(Node, usize), Diagnostic> {
     let mut builder = YamlBuilder {
         sources,
         file,
-        text: &text,
+        text,
+        placeholders,
+        json_read: 0,
         stack: Vec::new(),
         items: Vec::new(),
         entries: Vec::new(),
-        parser_positions: !text.contains(['\r', '\u{feff}']),
+        // With placeholders, the parser's positions are not the file's: they come from the
+        // file's line index (the parser's events are then few; the entries' are not its).
+        parser_positions: placeholders.is_none() && !text.contains(['\r', '\u{feff}']),
         anchors: Default::default(),
         anchor_names: Default::default(),
         root: None,
@@ -264,12 +370,12 @@ pub fn parse_yaml_within(
         flow_nesting_limit: limits::MAX_DEPTH,
         block_nesting_limit: limits::MAX_DEPTH,
     };
-    for next in Parser::new_from_str_with_options(&text, options) {
+    for next in Parser::new_from_str_with_options(text, options) {
         match next {
             Ok((event, span)) => builder.event(event, span)?,
             Err(e) => {
                 let m = e.marker();
-                let start = byte_offset_of_char(&text, m.index());
+                let start = byte_offset_of_char(text, m.index());
                 let span = sources.span_from_bytes(file, start, start + 1);
                 if *e.kind() == granit_parser::ErrorKind::RecursionLimitExceeded {
                     // The scanner counts block and flow levels apart, each up to the limit.
@@ -281,12 +387,14 @@ pub fn parse_yaml_within(
             }
         }
     }
-    Ok(builder.root.unwrap_or_else(|| {
+    let read = builder.json_read;
+    let root = builder.root.unwrap_or_else(|| {
         Node::new(
             NodeKind::Map(Vec::new()),
             sources.span_from_bytes(file, 0, 0),
         )
-    }))
+    });
+    Ok((root, read))
 }
 
 fn byte_offset_of_char(text: &str, chars: usize) -> usize {
@@ -320,7 +428,7 @@ pub struct Size {
 
 /// What the files of one spec have built so far, against [`super::limits`]: the spec and its
 /// overlay share one budget, so that two files at the limits do not add up to twice the memory.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Budget {
     /// Values and text in the documents, aliases expanded.
     tree_values: usize,
@@ -417,7 +525,11 @@ struct Open {
 struct YamlBuilder<'a> {
     sources: &'a SourceMap,
     file: FileId,
+    /// The text the parser reads: the file's, or it with `placeholders`, of which `json_read`
+    /// were read, in order.
     text: &'a str,
+    placeholders: Option<Placeholders<'a>>,
+    json_read: usize,
     stack: Vec<Frame>,
     /// The children of the open lists, and the entries of the open maps ([`Frame`]).
     items: Vec<Node>,
@@ -442,6 +554,13 @@ impl YamlBuilder<'_> {
             .end
             .byte_offset()
             .unwrap_or_else(|| byte_offset_of_char(self.text, s.end.index()));
+        if let Some(placeholders) = &self.placeholders {
+            let (start, end) = (
+                placeholders.in_original(start),
+                placeholders.in_original(end),
+            );
+            return self.sources.span_from_bytes(self.file, start, end);
+        }
         if !self.parser_positions {
             return self.sources.span_from_bytes(self.file, start, end);
         }
@@ -497,36 +616,84 @@ impl YamlBuilder<'_> {
                 self.anchor_names.insert(id, name.into_owned());
             }
             Event::Scalar(value, style, anchor, tag) => {
+                if self.is_json_placeholder(&value, style, anchor, tag.is_some(), span) {
+                    return self.read_json_entry();
+                }
                 let tag = tag.as_deref().map(|t| t.to_string());
                 self.scalar(&value, style, anchor, tag, span)?;
             }
             Event::Alias(id) => self.alias(id, span)?,
-            Event::SequenceStart(_, anchor, _) => {
-                let open = self.open();
-                self.open_container(span)?;
-                self.stack.push(Frame::Seq {
-                    first: self.items.len(),
-                    span,
-                    anchor,
-                    open,
-                })
-            }
-            Event::MappingStart(_, anchor, _) => {
-                let open = self.open();
-                self.open_container(span)?;
-                self.stack.push(Frame::Map {
-                    first: self.entries.len(),
-                    span,
-                    pending: None,
-                    anchor,
-                    open,
-                    keys: KeySet::default(),
-                })
-            }
+            Event::SequenceStart(_, anchor, _) => self.start_seq(span, anchor)?,
+            Event::MappingStart(_, anchor, _) => self.start_map(span, anchor)?,
             Event::SequenceEnd | Event::MappingEnd => self.close_container(span)?,
             _ => {}
         }
         Ok(())
+    }
+
+    fn start_seq(&mut self, span: Span, anchor: usize) -> Result<(), Diagnostic> {
+        let open = self.open();
+        self.open_container(span)?;
+        self.stack.push(Frame::Seq {
+            first: self.items.len(),
+            span,
+            anchor,
+            open,
+        });
+        Ok(())
+    }
+
+    fn start_map(&mut self, span: Span, anchor: usize) -> Result<(), Diagnostic> {
+        let open = self.open();
+        self.open_container(span)?;
+        self.stack.push(Frame::Map {
+            first: self.entries.len(),
+            span,
+            pending: None,
+            anchor,
+            open,
+            keys: KeySet::default(),
+        });
+        Ok(())
+    }
+
+    /// Whether a scalar is the placeholder of the next one-line JSON entry, read by the parser
+    /// as that entry would be: a list item of its own, plain, untagged, unanchored, where the
+    /// entry starts. One that is not (a line of a block scalar, of a multi-line string) is left
+    /// unread, and the caller reads the whole text again.
+    fn is_json_placeholder(
+        &self,
+        value: &str,
+        style: ScalarStyle,
+        anchor: usize,
+        tagged: bool,
+        span: Span,
+    ) -> bool {
+        let next = self
+            .placeholders
+            .and_then(|p| p.entries.get(self.json_read));
+        next.is_some_and(|entry| {
+            span.start == entry.start
+                && value == "x"
+                && style == ScalarStyle::Plain
+                && anchor == 0
+                && !tagged
+                && matches!(self.stack.last(), Some(Frame::Seq { .. }))
+        })
+    }
+
+    /// The next one-line JSON entry's values, in place of its placeholder.
+    fn read_json_entry(&mut self) -> Result<(), Diagnostic> {
+        let Some(placeholders) = self.placeholders else {
+            return Ok(());
+        };
+        let entry = &placeholders.entries[self.json_read];
+        self.json_read += 1;
+        let mut sink = JsonEntry {
+            builder: self,
+            entry,
+        };
+        json_lines::replay(placeholders.original, entry, &mut sink)
     }
 
     /// A scalar: counted, kept for its aliases when anchored, and added to its container.
@@ -710,6 +877,61 @@ impl YamlBuilder<'_> {
             },
         }
         Ok(())
+    }
+}
+
+/// A one-line JSON entry's values, given to the builder as the parser's events would be.
+struct JsonEntry<'b, 'a> {
+    builder: &'b mut YamlBuilder<'a>,
+    entry: &'b json_lines::Entry,
+}
+
+impl JsonEntry<'_, '_> {
+    /// The span of a token on the entry's line, as the parser gives it.
+    fn span(&self, at: json_lines::Token) -> Span {
+        let span = Span {
+            file: self.builder.file,
+            start: at.start,
+            end: at.end,
+            line: self.entry.line,
+            column: at.column + 1,
+        };
+        debug_assert_eq!(
+            span,
+            self.builder
+                .sources
+                .span_from_bytes(self.builder.file, at.start, at.end)
+        );
+        span
+    }
+}
+
+impl json_lines::Sink for JsonEntry<'_, '_> {
+    fn start_map(&mut self, at: json_lines::Token) -> Result<(), Diagnostic> {
+        let span = self.span(at);
+        self.builder.start_map(span, 0)
+    }
+    fn start_seq(&mut self, at: json_lines::Token) -> Result<(), Diagnostic> {
+        let span = self.span(at);
+        self.builder.start_seq(span, 0)
+    }
+    fn end(&mut self, at: json_lines::Token) -> Result<(), Diagnostic> {
+        let span = self.span(at);
+        self.builder.close_container(span)
+    }
+    fn scalar(
+        &mut self,
+        value: &str,
+        quoted: bool,
+        at: json_lines::Token,
+    ) -> Result<(), Diagnostic> {
+        let span = self.span(at);
+        let style = if quoted {
+            ScalarStyle::DoubleQuoted
+        } else {
+            ScalarStyle::Plain
+        };
+        self.builder.scalar(value, style, 0, None, span)
     }
 }
 
@@ -914,6 +1136,7 @@ pub fn parse_toml_within(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn parse(name: &str, text: &str) -> Result<Node, Diagnostic> {
         let mut sources = SourceMap::default();
@@ -1090,5 +1313,168 @@ mod tests {
         let e = parse("f.yaml", &text).unwrap_err();
         assert_eq!(e.message, "duplicate key `k7`");
         assert_eq!(e.span.map(|s| s.line), Some(41));
+    }
+
+    /// A reading of a text, and what it spent of the budget.
+    type Read<T> = (T, Budget);
+
+    /// `text` read with its one-line JSON entries read as JSON (`None` when that reading was
+    /// not taken), and by the YAML parser alone.
+    fn both_ways(text: &str) -> (Option<Read<Node>>, Read<Result<Node, Diagnostic>>) {
+        let mut sources = SourceMap::default();
+        let id = sources.add("f.yaml", text.to_string());
+        let mut budget = Budget::default();
+        let fast = read_with_json_entries(&sources, id, text, &mut budget).map(|n| (n, budget));
+        let mut budget = Budget::default();
+        let yaml = read_yaml(&sources, id, text, None, &mut budget).map(|(n, _)| n);
+        (fast, (yaml, budget))
+    }
+
+    /// The same tree (spans included) and the same budget spent.
+    fn assert_alike(fast: &Read<Node>, yaml: &Read<Result<Node, Diagnostic>>, text: &str) {
+        assert_eq!(Some(&fast.0), yaml.0.as_ref().ok(), "{text}");
+        assert_eq!(format!("{:?}", fast.1), format!("{:?}", yaml.1), "{text}");
+    }
+
+    /// Entries written as one line of JSON, read by the JSON scanner, are what the YAML parser
+    /// reads in them, spans included: compact and spaced JSON, escapes, multi-byte text before
+    /// and inside them, numbers of every JSON form, empty and nested collections, lists as
+    /// entries, entries in nested lists beside block entries, and a last line without a break.
+    #[test]
+    fn json_entries_are_read_as_the_yaml_parser_reads_them() {
+        let text = concat!(
+            "project: \"prøject ✓\"\n",
+            "manifests:\n",
+            "  - {\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"ü-1\",\"labels\":{}},\"data\":{\"a.py\":\"x = \\\"é\\\"\\n\\ttab\\\\ \\/ \\b\\f\\r \\u00e9\\u0000 ✓\"}}\n",
+            "  -   { \"n\": [0, -0, 1.5, -2e10, 1E+2, 0.5e-3, 12345678901234567890], \"b\": [true, false, null], \"e\": {}, \"l\": [] }   \n",
+            "  - [1, {\"a\": [[], [{}]]}, \"s\"]\n",
+            "  - apiVersion: v1\n",
+            "    kind: Block\n",
+            "jobs:\n",
+            "  - name: a\n",
+            "    more:\n",
+            "      - {\"k\": \"ü\", \"k2\": \"✓✓\"}\n",
+            "      - plain\n",
+            "  - {\"last\": true}",
+        );
+        let (fast, yaml) = both_ways(text);
+        let fast = fast.expect("every entry read as JSON");
+        assert_alike(&fast, &yaml, text);
+        let entries = json_lines::entries(text);
+        assert_eq!(entries.len(), 5);
+        assert_eq!(
+            fast.0
+                .get("manifests")
+                .and_then(|m| m.at(&Path::root().index(0).key("data").key("a.py")))
+                .and_then(Node::as_str),
+            Some("x = \"é\"\n\ttab\\ / \u{8}\u{c}\r é\u{0} ✓")
+        );
+    }
+
+    /// A line that looks like a JSON entry but is not one to the YAML parser (a line of a block
+    /// scalar, of a multi-line string or plain scalar, inside a flow list), or one whose JSON the
+    /// scanner does not take (a tab, a space before a colon or comma, a character YAML does not
+    /// allow unescaped, a surrogate escape, deep nesting, a long key, a comment after it): the
+    /// file reads as the YAML parser alone reads it, errors included.
+    #[test]
+    fn what_only_looks_like_a_json_entry_is_read_by_the_yaml_parser() {
+        let long_key = "k".repeat(1100);
+        let deep = format!("{}1{}", "[".repeat(20), "]".repeat(20));
+        let not_entries = [
+            "script: |\n  - {\"a\": 1}\n  - [2]\nlist:\n  - {\"b\": 2}\n".to_string(),
+            "quoted: \"first\n  - {\\\"a\\\": 1}\n  end\"\nlist:\n  - {\"b\": 2}\n".to_string(),
+            "plain: first\n  - {\"a\": 1}\nlist:\n  - {\"b\": 2}\n".to_string(),
+            "list:\n  - {\"b\": 2}\n  - x\nflow: [\n  - {\"a\": 1}\n  ]\n".to_string(),
+            "list:\n  - {\"a\":\t1}\n".to_string(),
+            "list:\n  - {\"a\" : 1}\n  - {\"a\": 1 , \"b\": 2}\n".to_string(),
+            "list:\n  - {\"a\": \"\u{85}\u{9f}\u{7f}\"}\n".to_string(),
+            "list:\n  - {\"a\": \"\\ud83d\\ude00\"}\n".to_string(),
+            format!("list:\n  - {deep}\n"),
+            format!("list:\n  - {{\"{long_key}\": 1}}\n"),
+            "list:\n  - {\"a\": 1} # a comment\n".to_string(),
+            "list:\n  - {\"a\": 1}\n    more text\n".to_string(),
+            "list:\n  - {\"a\": 1}\n    b: 2\n".to_string(),
+            "list:\n  - {\"a\": 1}\n  : 2\n".to_string(),
+            "list:\n  - {\"a\": 01}\n  - {\"a\": 1.}\n  - {\"a\": tru}\n  - {a: 1}\n".to_string(),
+        ];
+        for text in &not_entries {
+            let (fast, yaml) = both_ways(text);
+            if let Some(fast) = fast {
+                assert_alike(&fast, &yaml, text);
+            }
+            // What the loader says is what the YAML parser says.
+            let mut sources = SourceMap::default();
+            let id = sources.add("f.yaml", text.clone());
+            assert_eq!(parse_yaml(&sources, id), yaml.0, "{text}");
+        }
+        // The block scalar's lines are its text, not entries.
+        let (fast, yaml) = both_ways(&not_entries[0]);
+        assert!(fast.is_none());
+        assert_eq!(
+            yaml.0.unwrap().get("script").and_then(Node::as_str),
+            Some("- {\"a\": 1}\n- [2]\n")
+        );
+    }
+
+    /// A problem inside a JSON entry is told as the YAML parser's reading tells it. (What an
+    /// entry spends of the limits is the same either way: see `assert_alike`.)
+    #[test]
+    fn problems_in_json_entries_are_told_as_the_yaml_parser_tells_them() {
+        let duplicate = "list:\n  - {\"a\": 1}\n  - {\"b\": 1, \"b\": 2}\n";
+        let mut sources = SourceMap::default();
+        let id = sources.add("f.yaml", duplicate.to_string());
+        let e = parse_yaml(&sources, id).unwrap_err();
+        assert_eq!(e.message, "duplicate key `b`");
+        let (fast, yaml) = both_ways(duplicate);
+        assert!(fast.is_none());
+        assert_eq!(Err(e), yaml.0);
+    }
+
+    fn json_value() -> impl Strategy<Value = serde_json::Value> {
+        use serde_json::Value;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            (-1e12f64..1e12).prop_map(Value::from),
+            "[ -~éü✓\u{80}-\u{a0}\u{2028}\u{fffe}\t\n\"\\\\/]{0,12}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(5, 48, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                prop::collection::vec(("[a-zé\" ]{0,6}", inner), 0..6)
+                    .prop_map(|entries| Value::Object(entries.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        /// Any JSON object or list written on one line (compact or with spaces after commas and
+        /// colons), as an entry among block entries, reads as the YAML parser reads it.
+        #[test]
+        fn any_json_entry_reads_as_the_yaml_parser_reads_it(
+            values in prop::collection::vec(json_value(), 1..4),
+            spaced in any::<bool>(),
+        ) {
+            let mut text = String::from("manifests:\n  - block: 1\n");
+            for value in &values {
+                let wrapped = match value {
+                    serde_json::Value::Array(_) | serde_json::Value::Object(_) => value.clone(),
+                    other => serde_json::json!({"v": other}),
+                };
+                let mut line = serde_json::to_string(&wrapped).unwrap();
+                if spaced {
+                    line = serde_json::to_string_pretty(&wrapped).unwrap().lines().map(str::trim).collect::<Vec<_>>().join(" ");
+                }
+                text.push_str(&format!("  - {line}\n"));
+            }
+            let (fast, yaml) = both_ways(&text);
+            if let Some(fast) = fast {
+                assert_alike(&fast, &yaml, &text);
+            }
+            let mut sources = SourceMap::default();
+            let id = sources.add("f.yaml", text.clone());
+            prop_assert_eq!(parse_yaml(&sources, id), yaml.0);
+        }
     }
 }
