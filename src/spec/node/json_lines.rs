@@ -11,7 +11,7 @@
 //! say, a line of a block scalar) only the YAML parser can say: the caller asks it (see
 //! `YamlBuilder::read_json_entry`). The YAML rules this rests on: `docs/yaml.md 1`.
 
-use super::Diagnostic;
+use super::{Diagnostic, limits};
 
 /// How deep a line's JSON may nest: far below the spec's own limit, which the YAML parser and
 /// the builder enforce with their own messages.
@@ -53,12 +53,17 @@ pub(super) trait Sink {
     fn scalar(&mut self, value: &str, quoted: bool, at: Token) -> Result<(), Diagnostic>;
 }
 
-/// The lines of `text` whose list entry is one JSON object or array that this scanner takes.
+/// The lines of `text` whose list entry is one JSON object or array that this scanner takes;
+/// none when there are more than the spec may have values (each entry is one at least): the
+/// YAML parser then refuses the file at the limit, before these would cost more than its tree.
 pub(super) fn entries(text: &str) -> Vec<Entry> {
     let mut entries = Vec::new();
     let mut line_start = 0;
     for (index, line) in text.split_inclusive('\n').enumerate() {
         if let Some(entry) = entry_of(text, line_start, line, index + 1) {
+            if entries.len() == limits::MAX_VALUES {
+                return Vec::new();
+            }
             entries.push(entry);
         }
         line_start += line.len();
@@ -411,4 +416,19 @@ impl Scanner<'_> {
 fn printable_in_yaml(c: char) -> bool {
     matches!(c, '\u{A0}'..='\u{D7FF}' | '\u{E000}'..='\u{FFFD}' | '\u{10000}'..)
         && !matches!(c, '\u{2028}' | '\u{2029}' | '\u{FEFF}')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file of more entries than the spec may have values yields none (the YAML parser then
+    /// refuses it at the limit), one at the limit all of them.
+    #[test]
+    fn entries_past_the_value_limit_are_left_to_the_yaml_parser() {
+        let at_limit = "- []\n".repeat(limits::MAX_VALUES);
+        assert_eq!(entries(&at_limit).len(), limits::MAX_VALUES);
+        let past = format!("{at_limit}- {{}}\n");
+        assert!(entries(&past).is_empty());
+    }
 }
