@@ -354,7 +354,8 @@ fn read_yaml(
         items: Vec::new(),
         entries: Vec::new(),
         // With placeholders, the parser's positions are not the file's: they come from the
-        // file's line index (the parser's events are then few; the entries' are not its).
+        // file's line index. The parser's own events are few then; the entries' spans are the
+        // scanner's.
         parser_positions: placeholders.is_none() && !text.contains(['\r', '\u{feff}']),
         anchors: Default::default(),
         anchor_names: Default::default(),
