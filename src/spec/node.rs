@@ -254,6 +254,13 @@ pub fn parse_yaml_within(
     read_yaml(sources, file, &text, None, budget).map(|(root, _)| root)
 }
 
+/// Whether the parser's lines and columns in `text` are the file's: not with a carriage return
+/// (a line break to YAML, not to [`SourceMap`]) or a byte order mark (which YAML does not count
+/// as a column).
+fn parser_counts_as_the_file(text: &str) -> bool {
+    !text.contains(['\r', '\u{feff}'])
+}
+
 /// A text with a placeholder for each of `entries`, one-line JSON entries of `original`.
 #[derive(Clone, Copy)]
 struct Placeholders<'a> {
@@ -290,9 +297,8 @@ fn read_with_json_entries(
     text: &str,
     budget: &mut Budget,
 ) -> Option<Node> {
-    // Spans from the parser's lines and columns need a text without carriage returns and byte
-    // order marks (see `YamlBuilder::parser_positions`), as the JSON scanner's do.
-    if text.contains(['\r', '\u{feff}']) {
+    // The JSON scanner counts lines and columns as the parser does.
+    if !parser_counts_as_the_file(text) {
         return None;
     }
     let entries = json_lines::entries(text);
@@ -356,7 +362,7 @@ fn read_yaml(
         // With placeholders, the parser's positions are not the file's: they come from the
         // file's line index. The parser's own events are few then; the entries' spans are the
         // scanner's.
-        parser_positions: placeholders.is_none() && !text.contains(['\r', '\u{feff}']),
+        parser_positions: placeholders.is_none() && parser_counts_as_the_file(text),
         anchors: Default::default(),
         anchor_names: Default::default(),
         root: None,
@@ -535,8 +541,8 @@ struct YamlBuilder<'a> {
     /// The children of the open lists, and the entries of the open maps ([`Frame`]).
     items: Vec<Node>,
     entries: Vec<(Key, Node)>,
-    /// Whether granit's lines and columns are gkq's: no carriage return (a line break to YAML,
-    /// not to [`SourceMap`]) and no byte order mark (which YAML does not count as a column).
+    /// Whether granit's lines and columns are gkq's ([`parser_counts_as_the_file`], and no
+    /// placeholders).
     parser_positions: bool,
     anchors: std::collections::HashMap<usize, (Node, Size)>,
     anchor_names: std::collections::HashMap<usize, String>,
@@ -545,7 +551,7 @@ struct YamlBuilder<'a> {
     budget: &'a mut Budget,
 }
 
-impl YamlBuilder<'_> {
+impl<'a> YamlBuilder<'a> {
     fn span(&self, s: granit_parser::Span) -> Span {
         let start = s
             .start
@@ -617,84 +623,86 @@ impl YamlBuilder<'_> {
                 self.anchor_names.insert(id, name.into_owned());
             }
             Event::Scalar(value, style, anchor, tag) => {
-                if self.is_json_placeholder(&value, style, anchor, tag.is_some(), span) {
-                    return self.read_json_entry();
+                if let Some((original, entry)) =
+                    self.json_placeholder(&value, style, anchor, tag.is_some(), span)
+                {
+                    return self.read_json_entry(original, entry);
                 }
                 let tag = tag.as_deref().map(|t| t.to_string());
                 self.scalar(&value, style, anchor, tag, span)?;
             }
             Event::Alias(id) => self.alias(id, span)?,
-            Event::SequenceStart(_, anchor, _) => self.start_seq(span, anchor)?,
-            Event::MappingStart(_, anchor, _) => self.start_map(span, anchor)?,
+            Event::SequenceStart(_, anchor, _) => self.start(span, anchor, false)?,
+            Event::MappingStart(_, anchor, _) => self.start(span, anchor, true)?,
             Event::SequenceEnd | Event::MappingEnd => self.close_container(span)?,
             _ => {}
         }
         Ok(())
     }
 
-    fn start_seq(&mut self, span: Span, anchor: usize) -> Result<(), Diagnostic> {
+    /// A map (`map`) or list starting at `span`: counted, checked and opened.
+    fn start(&mut self, span: Span, anchor: usize, map: bool) -> Result<(), Diagnostic> {
         let open = self.open();
         self.open_container(span)?;
-        self.stack.push(Frame::Seq {
-            first: self.items.len(),
-            span,
-            anchor,
-            open,
-        });
+        let frame = if map {
+            Frame::Map {
+                first: self.entries.len(),
+                span,
+                pending: None,
+                anchor,
+                open,
+                keys: KeySet::default(),
+            }
+        } else {
+            Frame::Seq {
+                first: self.items.len(),
+                span,
+                anchor,
+                open,
+            }
+        };
+        self.stack.push(frame);
         Ok(())
     }
 
-    fn start_map(&mut self, span: Span, anchor: usize) -> Result<(), Diagnostic> {
-        let open = self.open();
-        self.open_container(span)?;
-        self.stack.push(Frame::Map {
-            first: self.entries.len(),
-            span,
-            pending: None,
-            anchor,
-            open,
-            keys: KeySet::default(),
-        });
-        Ok(())
-    }
-
-    /// Whether a scalar is the placeholder of the next one-line JSON entry, read by the parser
-    /// as that entry would be: a list item of its own, plain, untagged, unanchored, where the
-    /// entry starts. One that is not (a line of a block scalar, of a multi-line string) is left
-    /// unread, and the caller reads the whole text again.
-    fn is_json_placeholder(
+    /// The file's text and the next one-line JSON entry, when a scalar is that entry's
+    /// placeholder, read by the parser as the entry would be: a list item of its own, plain,
+    /// untagged, unanchored, where the entry starts. One that is not (a line of a block scalar,
+    /// of a multi-line string) is left unread, and the caller reads the whole text again.
+    fn json_placeholder(
         &self,
         value: &str,
         style: ScalarStyle,
         anchor: usize,
         tagged: bool,
         span: Span,
-    ) -> bool {
-        let next = self
-            .placeholders
-            .and_then(|p| p.entries.get(self.json_read));
-        next.is_some_and(|entry| {
-            span.start == entry.start
-                && value == "x"
-                && style == ScalarStyle::Plain
-                && anchor == 0
-                && !tagged
-                && matches!(self.stack.last(), Some(Frame::Seq { .. }))
-        })
+    ) -> Option<(&'a str, &'a json_lines::Entry)> {
+        let placeholders = self.placeholders?;
+        let entry = placeholders.entries.get(self.json_read)?;
+        let is_entry = span.start == entry.start
+            && value == "x"
+            && style == ScalarStyle::Plain
+            && anchor == 0
+            && !tagged
+            && matches!(self.stack.last(), Some(Frame::Seq { .. }));
+        is_entry.then_some((placeholders.original, entry))
     }
 
-    /// The next one-line JSON entry's values, in place of its placeholder.
-    fn read_json_entry(&mut self) -> Result<(), Diagnostic> {
-        let Some(placeholders) = self.placeholders else {
-            return Ok(());
-        };
-        let entry = &placeholders.entries[self.json_read];
+    /// A one-line JSON entry's values, in place of its placeholder.
+    fn read_json_entry(
+        &mut self,
+        original: &str,
+        entry: &json_lines::Entry,
+    ) -> Result<(), Diagnostic> {
         self.json_read += 1;
-        let mut sink = JsonEntry {
-            builder: self,
+        json_lines::replay(
+            original,
             entry,
-        };
-        json_lines::replay(placeholders.original, entry, &mut sink)
+            &mut JsonEntry {
+                builder: self,
+                entry,
+            },
+        )
     }
 
     /// A scalar: counted, kept for its aliases when anchored, and added to its container.
@@ -910,11 +918,11 @@ impl JsonEntry<'_, '_> {
 impl json_lines::Sink for JsonEntry<'_, '_> {
     fn start_map(&mut self, at: json_lines::Token) -> Result<(), Diagnostic> {
         let span = self.span(at);
-        self.builder.start_map(span, 0)
+        self.builder.start(span, 0, true)
     }
     fn start_seq(&mut self, at: json_lines::Token) -> Result<(), Diagnostic> {
         let span = self.span(at);
-        self.builder.start_seq(span, 0)
+        self.builder.start(span, 0, false)
     }
     fn end(&mut self, at: json_lines::Token) -> Result<(), Diagnostic> {
         let span = self.span(at);

@@ -32,7 +32,9 @@ pub(super) struct Entry {
     pub line_start: usize,
 }
 
-/// Where a token lies: its bytes, and its column in characters from the line's start (from 0).
+/// Where a token lies: its bytes, and its column in characters from the line's start (from 0),
+/// counted as the scanner goes so that no span searches the file's line index (the builder
+/// checks each against it in debug builds).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Token {
     pub start: usize,
@@ -86,12 +88,12 @@ fn entry_of(text: &str, line_start: usize, line: &str, number: usize) -> Option<
         line_start,
     };
     entry.end = scan(text, &entry, &mut Nothing).ok()??;
+    // Only spaces, then the line's break (if it has one), after the value.
     let after = &text[entry.end..line_start + line.len()];
     after
-        .trim_start_matches(' ')
-        .strip_suffix('\n')
-        .unwrap_or(after.trim_start_matches(' '))
-        .is_empty()
+        .trim_end_matches('\n')
+        .bytes()
+        .all(|b| b == b' ')
         .then_some(entry)
 }
 
