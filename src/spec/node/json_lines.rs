@@ -1,17 +1,17 @@
 //! Block-list entries written as one line of JSON (`  - {"apiVersion": "v1", ...}`), as tools
-//! that generate a large spec write its manifests, read by a JSON scanner instead of the YAML
-//! parser, which spends about 400 ns on each value.
+//! that generate a large spec write its manifests (see `entries`); the same scanner reads JSON
+//! values on the lines of block entries (`block_entries`).
 //!
 //! One line of JSON is YAML: a flow collection of double-quoted strings and plain scalars. The
-//! scanner gives the tree builder the values and spans the YAML parser would give for the same
-//! text, and it takes only the JSON whose YAML reading it is sure of. A line with anything else
+//! scanner takes only the JSON whose YAML reading it is sure of. A line with anything else
 //! (a tab, whitespace before a `:` or `,`, a character YAML does not allow unescaped, a
 //! surrogate escape, deep nesting, a key longer than YAML's implicit keys may be, text after the
-//! value) is left to the YAML parser. Whether a line that looks like an entry is one (and not,
-//! say, a line of a block scalar) only the YAML parser can say: the caller asks it (see
-//! `YamlBuilder::read_json_entry`). The YAML rules this rests on: `docs/yaml.md 1`.
+//! value) is left to the YAML parser. The YAML rules this rests on: `docs/yaml.md 1`.
 
-use super::{Diagnostic, limits};
+use granit_parser::ScalarStyle;
+
+use super::Diagnostic;
+use super::entries::{Entry, Kind, Nothing, Sink, Token};
 
 /// How deep a line's JSON may nest: far below the spec's own limit, which the YAML parser and
 /// the builder enforce with their own messages.
@@ -21,60 +21,8 @@ const MAX_NESTING: usize = 16;
 /// characters.
 const MAX_KEY_BYTES: usize = 1000;
 
-/// A line whose list entry is one JSON object or array.
-#[derive(Debug, Clone, PartialEq)]
-pub(super) struct Entry {
-    /// Where the JSON value starts (its `{` or `[`) and ends (after its `}` or `]`).
-    pub start: usize,
-    pub end: usize,
-    /// The line, from 1, and the byte where it starts.
-    pub line: usize,
-    pub line_start: usize,
-}
-
-/// Where a token lies: its bytes, and its column in characters from the line's start (from 0),
-/// counted as the scanner goes so that no span searches the file's line index (the builder
-/// checks each against it in debug builds).
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Token {
-    pub start: usize,
-    pub end: usize,
-    pub column: usize,
-}
-
-/// What a scanned value is made of, in order, as the YAML parser's events are.
-pub(super) trait Sink {
-    /// Whether the sink takes the values (strings decoded), or only whether the JSON scans.
-    const VALUES: bool = true;
-    fn start_map(&mut self, at: Token) -> Result<(), Diagnostic>;
-    fn start_seq(&mut self, at: Token) -> Result<(), Diagnostic>;
-    /// The end of the innermost open map or list.
-    fn end(&mut self, at: Token) -> Result<(), Diagnostic>;
-    /// A scalar: a double-quoted string (`quoted`), or a number, `true`, `false` or `null` as
-    /// written.
-    fn scalar(&mut self, value: &str, quoted: bool, at: Token) -> Result<(), Diagnostic>;
-}
-
-/// The lines of `text` whose list entry is one JSON object or array that this scanner takes;
-/// none when there are more than the spec may have values (each entry is one at least): the
-/// YAML parser then refuses the file at the limit, before these would cost more than its tree.
-pub(super) fn entries(text: &str) -> Vec<Entry> {
-    let mut entries = Vec::new();
-    let mut line_start = 0;
-    for (index, line) in text.split_inclusive('\n').enumerate() {
-        if let Some(entry) = entry_of(text, line_start, line, index + 1) {
-            if entries.len() == limits::MAX_VALUES {
-                return Vec::new();
-            }
-            entries.push(entry);
-        }
-        line_start += line.len();
-    }
-    entries
-}
-
 /// `line`'s entry, when it is `<spaces>- <spaces><JSON><spaces>` and the scanner takes the JSON.
-fn entry_of(text: &str, line_start: usize, line: &str, number: usize) -> Option<Entry> {
+pub(super) fn entry_of(text: &str, line_start: usize, line: &str, number: usize) -> Option<Entry> {
     let rest = line.trim_start_matches(' ').strip_prefix("- ")?;
     let value = rest.trim_start_matches(' ');
     if !value.starts_with(['{', '[']) {
@@ -86,8 +34,9 @@ fn entry_of(text: &str, line_start: usize, line: &str, number: usize) -> Option<
         end: start,
         line: number,
         line_start,
+        kind: Kind::Json,
     };
-    entry.end = scan(text, &entry, &mut Nothing).ok()??;
+    entry.end = scan(text, start, line_start, number, &mut Nothing).ok()??;
     // Only spaces, then the line's break (if it has one), after the value.
     let after = &text[entry.end..line_start + line.len()];
     after
@@ -97,54 +46,33 @@ fn entry_of(text: &str, line_start: usize, line: &str, number: usize) -> Option<
         .then_some(entry)
 }
 
-/// Gives `sink` the values of `entry` (found by [`entries`] in the same text).
-pub(super) fn replay(text: &str, entry: &Entry, sink: &mut impl Sink) -> Result<(), Diagnostic> {
-    match scan(text, entry, sink)? {
-        Some(end) if end == entry.end => Ok(()),
-        // `entries` found this JSON in this text: it scans the same way again.
-        _ => Err(Diagnostic::error(
-            "a line of JSON read differently the second time",
-        )),
-    }
-}
-
-/// Scans the JSON value at `entry.start`, giving `sink` its parts: where it ends, or `None` when
-/// the scanner does not take it (the sink may have been given part of it).
-fn scan(text: &str, entry: &Entry, sink: &mut impl Sink) -> Result<Option<usize>, Diagnostic> {
+/// Scans the JSON value at `start`, on line `line` (from 1) which starts at `line_start`, giving
+/// `sink` its parts: where it ends, or `None` when the scanner does not take it (the sink may have
+/// been given part of it).
+pub(super) fn scan(
+    text: &str,
+    start: usize,
+    line_start: usize,
+    line: usize,
+    sink: &mut impl Sink,
+) -> Result<Option<usize>, Diagnostic> {
     let mut scanner = Scanner {
         text,
         bytes: text.as_bytes(),
-        pos: entry.start,
-        counted: entry.line_start,
+        pos: start,
+        line,
+        counted: line_start,
         column: 0,
         scratch: String::new(),
     };
     Ok(scanner.value(sink, 0)?.then_some(scanner.pos))
 }
 
-/// Takes nothing: [`entries`] only asks whether a line scans.
-struct Nothing;
-
-impl Sink for Nothing {
-    const VALUES: bool = false;
-    fn start_map(&mut self, _: Token) -> Result<(), Diagnostic> {
-        Ok(())
-    }
-    fn start_seq(&mut self, _: Token) -> Result<(), Diagnostic> {
-        Ok(())
-    }
-    fn end(&mut self, _: Token) -> Result<(), Diagnostic> {
-        Ok(())
-    }
-    fn scalar(&mut self, _: &str, _: bool, _: Token) -> Result<(), Diagnostic> {
-        Ok(())
-    }
-}
-
 struct Scanner<'a> {
     text: &'a str,
     bytes: &'a [u8],
     pos: usize,
+    line: usize,
     /// The column of byte `counted` (columns are counted forward from there).
     counted: usize,
     column: usize,
@@ -170,6 +98,7 @@ impl Scanner<'_> {
         Token {
             start,
             end,
+            line: self.line,
             column: self.column_of(start),
         }
     }
@@ -278,7 +207,7 @@ impl Scanner<'_> {
             return Ok(false);
         }
         let at = self.token(start, self.pos);
-        sink.scalar(word, false, at)?;
+        sink.scalar(word, ScalarStyle::Plain, at)?;
         Ok(true)
     }
 
@@ -324,7 +253,7 @@ impl Scanner<'_> {
             return Ok(false);
         }
         let at = self.token(start, self.pos);
-        sink.scalar(&self.text[start..self.pos], false, at)?;
+        sink.scalar(&self.text[start..self.pos], ScalarStyle::Plain, at)?;
         Ok(true)
     }
 
@@ -375,11 +304,15 @@ impl Scanner<'_> {
         }
         let at = self.token(start, self.pos);
         if self.scratch.is_empty() || !S::VALUES {
-            sink.scalar(&self.text[start + 1..value_end], true, at)?;
+            sink.scalar(
+                &self.text[start + 1..value_end],
+                ScalarStyle::DoubleQuoted,
+                at,
+            )?;
         } else {
             let mut value = std::mem::take(&mut self.scratch);
             value.push_str(&self.text[plain_from..value_end]);
-            sink.scalar(&value, true, at)?;
+            sink.scalar(&value, ScalarStyle::DoubleQuoted, at)?;
             self.scratch = value;
         }
         Ok(true)
@@ -413,24 +346,9 @@ impl Scanner<'_> {
     }
 }
 
-/// Whether YAML allows `c` unescaped in a double-quoted scalar (its `c-printable`), leaving out
+/// Whether YAML allows `c` unescaped in a scalar (its `c-printable`), leaving out
 /// the characters some readers take as line breaks (NEL, the line and paragraph separators).
-fn printable_in_yaml(c: char) -> bool {
+pub(super) fn printable_in_yaml(c: char) -> bool {
     matches!(c, '\u{A0}'..='\u{D7FF}' | '\u{E000}'..='\u{FFFD}' | '\u{10000}'..)
         && !matches!(c, '\u{2028}' | '\u{2029}' | '\u{FEFF}')
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A file of more entries than the spec may have values yields none (the YAML parser then
-    /// refuses it at the limit), one at the limit all of them.
-    #[test]
-    fn entries_past_the_value_limit_are_left_to_the_yaml_parser() {
-        let at_limit = "- []\n".repeat(limits::MAX_VALUES);
-        assert_eq!(entries(&at_limit).len(), limits::MAX_VALUES);
-        let past = format!("{at_limit}- {{}}\n");
-        assert!(entries(&past).is_empty());
-    }
 }
