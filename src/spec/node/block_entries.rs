@@ -12,8 +12,8 @@
 use granit_parser::ScalarStyle;
 
 use super::Diagnostic;
-use super::entries::{Entry, Kind, Nothing, Sink, Token};
 use super::json_lines;
+use super::scan::{Entry, Kind, Nothing, Sink, Token};
 
 /// How deep an entry may nest: far below the spec's own limit, which the YAML parser and the
 /// builder enforce with their own messages.

@@ -8,73 +8,8 @@
 //! block scalar) only the YAML parser can say: the caller asks it (see
 //! `YamlBuilder::read_entry`). The YAML rules this rests on: `docs/yaml.md`.
 
-use granit_parser::ScalarStyle;
-
+use super::scan::{Entry, Kind, Sink};
 use super::{Diagnostic, block_entries, json_lines, limits};
-
-/// A list entry read by a scanner: its value, from the text after `- ` to the end of its last
-/// line.
-#[derive(Debug, Clone, PartialEq)]
-pub(super) struct Entry {
-    /// Where the value starts and ends (before the last line's break).
-    pub start: usize,
-    pub end: usize,
-    /// The line of its `- `, from 1, and the byte where that line starts.
-    pub line: usize,
-    pub line_start: usize,
-    pub kind: Kind,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(super) enum Kind {
-    /// One line of JSON (`json_lines`).
-    Json,
-    /// Block YAML, on one line or more (`block_entries`).
-    Block,
-}
-
-/// Where a token lies: its bytes, its line (from 1) and its column in characters from the
-/// line's start (from 0), counted as the scanner goes so that no span searches the file's line
-/// index (the builder checks each against it in debug builds).
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Token {
-    pub start: usize,
-    pub end: usize,
-    pub line: usize,
-    pub column: usize,
-}
-
-/// What a scanned value is made of, in order, as the YAML parser's events are.
-pub(super) trait Sink {
-    /// Whether the sink takes the values (strings decoded), or only whether the text scans.
-    const VALUES: bool = true;
-    fn start_map(&mut self, at: Token) -> Result<(), Diagnostic>;
-    fn start_seq(&mut self, at: Token) -> Result<(), Diagnostic>;
-    /// The end of the innermost open map or list.
-    fn end(&mut self, at: Token) -> Result<(), Diagnostic>;
-    /// A scalar, as its `style` writes it: a number, `true`, `false` or `null` is a plain
-    /// scalar's text.
-    fn scalar(&mut self, value: &str, style: ScalarStyle, at: Token) -> Result<(), Diagnostic>;
-}
-
-/// Takes nothing: [`find`] only asks whether an entry scans.
-pub(super) struct Nothing;
-
-impl Sink for Nothing {
-    const VALUES: bool = false;
-    fn start_map(&mut self, _: Token) -> Result<(), Diagnostic> {
-        Ok(())
-    }
-    fn start_seq(&mut self, _: Token) -> Result<(), Diagnostic> {
-        Ok(())
-    }
-    fn end(&mut self, _: Token) -> Result<(), Diagnostic> {
-        Ok(())
-    }
-    fn scalar(&mut self, _: &str, _: ScalarStyle, _: Token) -> Result<(), Diagnostic> {
-        Ok(())
-    }
-}
 
 /// The list entries of `text` that a scanner takes, in order; none when there are more than the
 /// spec may have values (each entry is one at least): the YAML parser then refuses the file at

@@ -11,7 +11,7 @@
 use granit_parser::ScalarStyle;
 
 use super::Diagnostic;
-use super::entries::{Entry, Kind, Nothing, Sink, Token};
+use super::scan::{Entry, Kind, Nothing, Sink, Token};
 
 /// How deep a line's JSON may nest: far below the spec's own limit, which the YAML parser and
 /// the builder enforce with their own messages.
