@@ -1585,8 +1585,9 @@ mod tests {
 
     /// A random document written as block YAML, each value in a style picked at random (plain
     /// text as it comes, double- or single-quoted, a literal block, JSON; lists indented or in
-    /// their key's column; extra spaces and comments), with keys and text that YAML may read
-    /// otherwise or refuse: what the loader reads is what the YAML parser reads.
+    /// their key's column; extra spaces and comments), with keys plain, quoted or as they come,
+    /// and text that YAML may read otherwise or refuse: what the loader reads is what the YAML
+    /// parser reads.
     fn block_yaml(
         value: &serde_json::Value,
         indent: usize,
@@ -1607,7 +1608,13 @@ mod tests {
                     }
                     match pick(picks, 4) {
                         0 => out.push_str(&serde_json::to_string(key).unwrap()),
-                        _ => out.push_str(key),
+                        1 => out.push_str(key),
+                        // A plain key, as people write them.
+                        _ => {
+                            let plain: String =
+                                key.chars().filter(char::is_ascii_lowercase).collect();
+                            out.push_str(&format!("{plain}k{i}"));
+                        }
                     }
                     out.push(':');
                     block_yaml(value, indent + 2, false, picks, out);
