@@ -13,14 +13,9 @@ use granit_parser::ScalarStyle;
 
 use super::Diagnostic;
 use super::json_lines;
-use super::scan::{Entry, Kind, Nothing, Sink, Token};
-
-/// How deep an entry may nest: far below the spec's own limit, which the YAML parser and the
-/// builder enforce with their own messages.
-const MAX_NESTING: usize = 16;
-
-/// The longest key taken here: YAML's implicit keys end at 1024 characters.
-const MAX_KEY_BYTES: usize = 1000;
+use super::scan::{
+    Entry, Kind, MAX_KEY_BYTES, MAX_NESTING, Nothing, Sink, Token, printable_in_yaml,
+};
 
 /// A line of the text: where it starts, where its text ends (before its break) and where the
 /// next one starts, its number from 1 and its indentation in spaces.
@@ -41,17 +36,16 @@ pub(super) struct Scanned {
 }
 
 /// The entry whose `- ` is on the line that starts at `line_start` (line `number`), when the
-/// scanner takes it, and the line after it.
-pub(super) fn entry_of(text: &str, line_start: usize, number: usize) -> Option<(Entry, Line)> {
-    let mut scanner = Scanner::new(text);
-    let (start, scanned) = scanner.entry(&mut Nothing, line_start, number).ok()?;
-    let next = scanned.next.unwrap_or(Line {
-        start: text.len(),
-        end: text.len(),
-        next: text.len(),
-        number: scanner.last_line.number + 1,
-        indent: 0,
-    });
+/// scanner takes it, and the first line after it that holds a token (`None` at the end of the
+/// text).
+pub(super) fn entry_of(
+    text: &str,
+    line_start: usize,
+    number: usize,
+) -> Option<(Entry, Option<Line>)> {
+    let (start, scanned) = Scanner::new(text)
+        .entry(&mut Nothing, line_start, number)
+        .ok()?;
     let entry = Entry {
         start,
         end: scanned.end,
@@ -59,7 +53,7 @@ pub(super) fn entry_of(text: &str, line_start: usize, number: usize) -> Option<(
         line_start,
         kind: Kind::Block,
     };
-    Some((entry, next))
+    Some((entry, scanned.next))
 }
 
 /// Gives `sink` the values of the entry whose `- ` is on the line that starts at `line_start`
@@ -93,7 +87,7 @@ impl From<Diagnostic> for Stop {
 type Scan<T> = Result<T, Stop>;
 
 /// How a literal block keeps its final line breaks (its chomping indicator).
-#[derive(Clone, Copy, PartialEq)]
+#[derive(Clone, Copy)]
 enum Chomp {
     Clip,
     Strip,
@@ -181,9 +175,7 @@ impl<'a> Scanner<'a> {
             return true;
         }
         self.text[line.start..line.end].chars().all(|c| {
-            matches!(c, ' '..='~')
-                || (tabs && c == '\t')
-                || (c >= '\u{80}' && json_lines::printable_in_yaml(c))
+            matches!(c, ' '..='~') || (tabs && c == '\t') || (c >= '\u{80}' && printable_in_yaml(c))
         })
     }
 

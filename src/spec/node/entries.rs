@@ -62,7 +62,9 @@ fn entry_at(
         return Some((entry, (line_start + line.len(), number + 1)));
     }
     let (entry, next) = block_entries::entry_of(text, line_start, number)?;
-    Some((entry, (next.start, next.number)))
+    // Past the end of the text, the walk ends: its line number no longer counts.
+    let next = next.map_or((text.len(), number), |line| (line.start, line.number));
+    Some((entry, next))
 }
 
 /// The first line from the one at `start` (line `number`) on that holds text and is indented no

@@ -11,15 +11,9 @@
 use granit_parser::ScalarStyle;
 
 use super::Diagnostic;
-use super::scan::{Entry, Kind, Nothing, Sink, Token};
-
-/// How deep a line's JSON may nest: far below the spec's own limit, which the YAML parser and
-/// the builder enforce with their own messages.
-const MAX_NESTING: usize = 16;
-
-/// The longest key, in bytes with its quotes, taken here: YAML's implicit keys end at 1024
-/// characters.
-const MAX_KEY_BYTES: usize = 1000;
+use super::scan::{
+    Entry, Kind, MAX_KEY_BYTES, MAX_NESTING, Nothing, Sink, Token, printable_in_yaml,
+};
 
 /// `line`'s entry, when it is `<spaces>- <spaces><JSON><spaces>` and the scanner takes the JSON.
 pub(super) fn entry_of(text: &str, line_start: usize, line: &str, number: usize) -> Option<Entry> {
@@ -344,11 +338,4 @@ impl Scanner<'_> {
         };
         Some(c)
     }
-}
-
-/// Whether YAML allows `c` unescaped in a scalar (its `c-printable`), leaving out
-/// the characters some readers take as line breaks (NEL, the line and paragraph separators).
-pub(super) fn printable_in_yaml(c: char) -> bool {
-    matches!(c, '\u{A0}'..='\u{D7FF}' | '\u{E000}'..='\u{FFFD}' | '\u{10000}'..)
-        && !matches!(c, '\u{2028}' | '\u{2029}' | '\u{FEFF}')
 }

@@ -1,10 +1,18 @@
-//! What the scanners of list entries (`json_lines`, `block_entries`) give the tree builder: the
+//! What the scanners of list entries (`json_lines`, `block_entries`) give the tree builder (the
 //! entries they take, and each entry's values and spans as the YAML parser's events would give
-//! them (see `entries`).
+//! them; see `entries`), and the limits and characters both take.
 
 use granit_parser::ScalarStyle;
 
 use super::Diagnostic;
+
+/// How deep a scanner reads a value: far below the spec's own limit, which the YAML parser and
+/// the builder enforce with their own messages.
+pub(super) const MAX_NESTING: usize = 16;
+
+/// The longest key a scanner takes, in bytes (with its quotes, if it has them): YAML's implicit
+/// keys end at 1024 characters.
+pub(super) const MAX_KEY_BYTES: usize = 1000;
 
 /// A list entry read by a scanner: its value, from the text after `- ` to the end of its last
 /// line.
@@ -68,4 +76,12 @@ impl Sink for Nothing {
     fn scalar(&mut self, _: &str, _: ScalarStyle, _: Token) -> Result<(), Diagnostic> {
         Ok(())
     }
+}
+
+/// Whether YAML allows `c`, a character past ASCII, unescaped in a scalar (its `c-printable`),
+/// leaving out the characters some readers take as line breaks (NEL, the line and paragraph
+/// separators) and the byte order mark.
+pub(super) fn printable_in_yaml(c: char) -> bool {
+    matches!(c, '\u{A0}'..='\u{D7FF}' | '\u{E000}'..='\u{FFFD}' | '\u{10000}'..)
+        && !matches!(c, '\u{2028}' | '\u{2029}' | '\u{FEFF}')
 }
